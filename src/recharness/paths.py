@@ -1,0 +1,41 @@
+"""Where recharness keeps prepared data, models, runs and caches.
+
+Everything lives under one data home so a user can move or wipe it in one go.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def data_home() -> Path:
+    """`RECHARNESS_HOME`, else `~/.cache/recharness`."""
+    env = os.environ.get("RECHARNESS_HOME")
+    home = Path(env).expanduser() if env else Path.home() / ".cache" / "recharness"
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def datasets_dir() -> Path:
+    return data_home() / "datasets"
+
+
+def dataset_dir(name: str) -> Path:
+    return datasets_dir() / name
+
+
+def runs_dir() -> Path:
+    return data_home() / "runs"
+
+
+def models_dir() -> Path:
+    return data_home() / "models"
+
+
+def downloads_dir() -> Path:
+    return data_home() / "downloads"
+
+
+def cache_path() -> Path:
+    return data_home() / "cache.sqlite"
