@@ -1,0 +1,148 @@
+"""Strict text-table parsing shared by the loaders.
+
+Every check reports the file, the 1-based line and the field, so a user can
+fix a broken download by hand; loaders call these before anything is saved.
+Parsing goes through polars so a million-line file takes about a second.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+
+from recharness.errors import InputError
+
+LINE = "__line"  # 1-based line number of each parsed row, dropped by the loaders
+
+INTERACTION_COLUMNS = {"user_id": pl.Utf8, "item_id": pl.Utf8, "rating": pl.Float64, "timestamp": pl.Int64}
+
+YEAR_IN_TITLE = re.compile(r"\((\d{4})\)\s*$")
+
+
+def read_bytes(path: Path) -> bytes:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, "file not found" if not path.exists() else "not a file")
+    return path.read_bytes()
+
+
+def decode(path: str | Path, data: bytes, *, latin1_fallback: bool = False) -> tuple[str, str]:
+    """Decode as UTF-8, else (for MovieLens files, which GroupLens ships in
+    latin-1 but redistributors often re-encode) as latin-1.
+
+    Returns (text, encoding). Undecodable UTF-8 names the line of the first bad byte.
+    """
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError as e:
+        if latin1_fallback:
+            return data.decode("latin-1"), "latin-1"
+        line = data.count(b"\n", 0, e.start) + 1
+        raise InputError(path, f"not valid UTF-8 (byte 0x{data[e.start]:02x}: {e.reason})", line=line) from None
+
+
+def split_table(
+    path: str | Path,
+    text: str,
+    sep: str,
+    names: list[str],
+    *,
+    first_line: int = 1,
+) -> pl.DataFrame:
+    """Split `text` into Utf8 columns `names`, one row per non-blank line.
+
+    Every line must have exactly len(names) fields; a short line names the
+    first missing field. Adds LINE (the 1-based line in the file).
+    """
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    df = pl.DataFrame({"raw": pl.Series(lines, dtype=pl.Utf8)}).with_columns(
+        pl.col("raw").str.strip_suffix("\r"),
+        pl.int_range(first_line, first_line + len(lines), dtype=pl.Int64).alias(LINE),
+    )
+    df = df.filter(pl.col("raw").str.strip_chars() != "")
+    df = df.with_columns(pl.col("raw").str.split(sep).alias("parts")).with_columns(pl.col("parts").list.len().alias("n"))
+    bad = df.filter(pl.col("n") != len(names)).head(1)
+    if bad.height:
+        n, line = bad["n"][0], bad[LINE][0]
+        if n < len(names):
+            raise InputError(
+                path, f"truncated line: {n} of {len(names)} fields (separator {sep!r})", line=line, field=names[n]
+            )
+        raise InputError(path, f"{n} fields where {len(names)} were expected (separator {sep!r})", line=line)
+    return df.select([pl.col("parts").list.get(i).alias(name) for i, name in enumerate(names)] + [pl.col(LINE)])
+
+
+def _fail_first(path, df: pl.DataFrame, bad: pl.Expr, field: str, what: str) -> None:
+    hit = df.filter(bad).head(1)
+    if hit.height:
+        raise InputError(path, f"{hit['__raw'][0]!r} {what}", line=hit[LINE][0], field=field)
+
+
+def parse_number(
+    path: str | Path,
+    df: pl.DataFrame,
+    col: str,
+    dtype: type[pl.DataType] = pl.Float64,
+    *,
+    nullable: bool = False,
+    field: str | None = None,
+) -> pl.DataFrame:
+    """Cast a Utf8 column to Float64 or Int64, naming the first bad value.
+
+    Int64 accepts "978300760.0" (RecBole writes timestamps as floats) but not
+    fractional values. Empty strings are nulls only when `nullable`.
+    """
+    field = field or col
+    if df.schema[col].is_numeric():
+        raw, num = pl.col(col).cast(pl.Utf8), pl.col(col).cast(pl.Float64)
+    else:
+        raw = pl.col(col).str.strip_chars()
+        num = raw.cast(pl.Float64, strict=False)
+    parsed = df.select(raw.alias("__raw"), num.alias("__num"), pl.col(LINE))
+    empty = pl.col("__raw").is_null() | (pl.col("__raw") == "")
+    if not nullable:
+        _fail_first(path, parsed.with_columns(pl.col("__raw").fill_null("")), empty, field, "is empty, a number is required")
+    bad = ~empty & (pl.col("__num").is_null() | ~pl.col("__num").is_finite())
+    _fail_first(path, parsed, bad, field, "is not a number")
+    out = pl.when(empty).then(None).otherwise(pl.col("__num"))
+    if dtype == pl.Int64:
+        _fail_first(path, parsed, ~empty & (pl.col("__num") != pl.col("__num").round()), field, "is not a whole number")
+        out = out.round().cast(pl.Int64)
+    values = parsed.select(out.alias(col))[col]
+    return df.with_columns(values)
+
+
+def year_from_title(col: str = "title") -> pl.Expr:
+    return pl.col(col).str.extract(r"\((\d{4})\)\s*$", 1).cast(pl.Int64, strict=False)
+
+
+def finish_interactions(df: pl.DataFrame, extra: list[str] | tuple[str, ...] = ()) -> pl.DataFrame:
+    """Canonical columns and order: stable sort by (user, timestamp, file order),
+    which the leave-last-out splits rely on."""
+    cols = []
+    for col, dtype in INTERACTION_COLUMNS.items():
+        cols.append(pl.col(col).cast(dtype) if col in df.columns else pl.lit(None, dtype=dtype).alias(col))
+    df = df.select(cols + [pl.col(c) for c in extra])
+    return (
+        df.with_row_index("__order")
+        .sort(["user_id", "timestamp", "__order"], nulls_last=True, maintain_order=True)
+        .drop("__order")
+    )
+
+
+def split_list(col: str, sep: str) -> pl.Expr:
+    """'a|b|' -> ['a', 'b']; null or empty -> []."""
+    return (
+        pl.col(col)
+        .fill_null("")
+        .str.split(sep)
+        .list.eval(pl.element().str.strip_chars())
+        .list.eval(pl.element().filter(pl.element() != ""))
+        .alias(col)
+    )

