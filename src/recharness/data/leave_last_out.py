@@ -1,0 +1,55 @@
+"""Leave-last-out split: each user's last interaction is the held-out target.
+
+Interactions are stored sorted by (user, timestamp, file order), so the last
+row per user is the most recent one; ties in time keep file order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+
+@dataclass
+class UserSplit:
+    user_id: str
+    history: list[str]  # item ids, oldest first
+    ratings: list[float | None]
+    target: str
+    target_rating: float | None
+
+
+def leave_last_out(
+    interactions: pl.DataFrame,
+    *,
+    min_history: int = 5,
+    limit: int | None = None,
+    seed: int = 0,
+) -> list[UserSplit]:
+    """Users with at least `min_history` earlier items; a seeded sample of `limit` of them."""
+    grouped = (
+        interactions.select("user_id", "item_id", "rating")
+        .group_by("user_id", maintain_order=True)
+        .agg(pl.col("item_id"), pl.col("rating"))
+        .filter(pl.col("item_id").list.len() > min_history)
+        .sort("user_id")
+    )
+    if limit is not None and limit < grouped.height:
+        rng = np.random.default_rng(seed)
+        idx = np.sort(rng.choice(grouped.height, size=limit, replace=False))
+        grouped = grouped[idx]
+    out = []
+    for uid, items, ratings in grouped.iter_rows():
+        out.append(UserSplit(uid, items[:-1], ratings[:-1], items[-1], ratings[-1]))
+    return out
+
+
+def item_popularity(interactions: pl.DataFrame, exclude_last: bool = True) -> pl.DataFrame:
+    """Interaction counts per item, from the training part only (no target leakage)."""
+    df = interactions.select("user_id", "item_id")
+    if exclude_last:
+        df = df.with_columns(pl.int_range(pl.len()).over("user_id").alias("_pos"), pl.len().over("user_id").alias("_n"))
+        df = df.filter(pl.col("_pos") < pl.col("_n") - 1)
+    return df.group_by("item_id").len("count").sort(["count", "item_id"], descending=[True, False])

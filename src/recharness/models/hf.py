@@ -1,0 +1,80 @@
+"""Hugging Face transformers models, in process (optional extra: `pip install recharness[hf]`).
+
+Weights must already be local (a path or the HF cache): nothing is downloaded
+at run time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+
+from recharness.errors import ConfigError
+from recharness.models.base import Completion, GenerationParams, Messages, ModelBackend, OptionScores
+
+
+class HFBackend(ModelBackend):
+    backend = "hf"
+
+    def __init__(self, model: str):
+        super().__init__(model)
+        try:
+            import torch  # noqa: F401
+            import transformers  # noqa: F401
+        except ImportError:
+            raise ConfigError("the hf backend needs `pip install 'recharness[hf]'` (transformers + torch)") from None
+        self._lock = threading.Lock()
+        self._tok = self._model = None
+
+    def _load(self):
+        if self._model is None:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            self._tok = AutoTokenizer.from_pretrained(self.model, local_files_only=True)
+            self._model = AutoModelForCausalLM.from_pretrained(self.model, local_files_only=True)
+            self._model.eval()
+        return self._tok, self._model
+
+    def _generate_sync(self, messages: Messages, params: GenerationParams) -> Completion:
+        import torch
+
+        with self._lock:
+            tok, model = self._load()
+            t0 = time.perf_counter()
+            ids = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
+            torch.manual_seed(params.seed)
+            kw = dict(max_new_tokens=params.max_tokens, do_sample=params.temperature > 0)
+            if params.temperature > 0:
+                kw.update(temperature=params.temperature, top_p=params.top_p)
+            with torch.no_grad():
+                out = model.generate(ids, **kw)
+            new = out[0, ids.shape[1]:]
+            text = tok.decode(new, skip_special_tokens=True)
+            for s in params.stop:
+                text = text.split(s)[0]
+            return Completion(text=text, prompt_tokens=int(ids.shape[1]), completion_tokens=int(new.shape[0]),
+                              latency_s=time.perf_counter() - t0)
+
+    async def agenerate(self, messages: Messages, params: GenerationParams) -> Completion:
+        return await asyncio.to_thread(self._generate_sync, messages, params)
+
+    def _score_sync(self, messages: Messages, options: list[str]) -> OptionScores:
+        import torch
+
+        with self._lock:
+            tok, model = self._load()
+            t0 = time.perf_counter()
+            ids = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
+            with torch.no_grad():
+                logp = torch.log_softmax(model(ids).logits[0, -1].double(), -1)
+            res = {}
+            for o in options:
+                first = {t[0] for t in (tok.encode(o, add_special_tokens=False), tok.encode(" " + o, add_special_tokens=False)) if t}
+                p = sum(math.exp(float(logp[i])) for i in first)
+                res[o] = math.log(p) if p > 0 else -math.inf
+            return OptionScores(logprobs=res, latency_s=time.perf_counter() - t0)
+
+    async def ascore_options(self, messages: Messages, options: list[str]) -> OptionScores:
+        return await asyncio.to_thread(self._score_sync, messages, options)

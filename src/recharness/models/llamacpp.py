@@ -1,0 +1,124 @@
+"""In-process GGUF models through llama-cpp-python: the offline default.
+
+One Llama object serves one request at a time (it holds a single KV cache),
+so calls are serialised behind a lock and run in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import threading
+import time
+from pathlib import Path
+
+from recharness.errors import ConfigError, RecharnessError
+from recharness.models.base import Completion, GenerationParams, Messages, ModelBackend, OptionScores
+
+
+def _import_llama():
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "llama-cpp-python is not installed: `pip install 'llama-cpp-python[server]'` "
+            "(it compiles from source in about 5 minutes on 2 cores), or use --model openai:..."
+        ) from None
+    return llama_cpp
+
+
+class LlamaCppBackend(ModelBackend):
+    backend = "llamacpp"
+
+    def __init__(self, model_path: str | Path, name: str | None = None, n_ctx: int = 4096, n_threads: int | None = None, seed: int = 0):
+        path = Path(model_path)
+        if not path.exists():
+            raise ConfigError(f"GGUF file not found: {path}")
+        super().__init__(name or path.stem)
+        self.model_path = path
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        self.seed = seed
+        self._llm = None
+        self._lock = threading.Lock()
+
+    def identity(self) -> dict:
+        # The file name, not its directory, so caches survive moving the data home.
+        return {"backend": self.backend, "model": self.model, "file": self.model_path.name, "n_ctx": self.n_ctx}
+
+    def _load(self):
+        if self._llm is None:
+            llama_cpp = _import_llama()
+            self._llm = llama_cpp.Llama(
+                model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
+                seed=self.seed, verbose=False,
+            )
+        return self._llm
+
+    def _generate_sync(self, messages: Messages, params: GenerationParams) -> Completion:
+        with self._lock:
+            llm = self._load()
+            t0 = time.perf_counter()
+            try:
+                out = llm.create_chat_completion(
+                    messages=messages, max_tokens=params.max_tokens, temperature=params.temperature,
+                    top_p=params.top_p, seed=params.seed, stop=list(params.stop) or None,
+                )
+            except ValueError as e:  # e.g. prompt longer than the context window
+                raise RecharnessError(f"{self.name}: {e}") from None
+            latency = time.perf_counter() - t0
+        choice = out["choices"][0]
+        usage = out.get("usage") or {}
+        return Completion(
+            text=choice["message"].get("content") or "",
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            latency_s=latency,
+            finish_reason=choice.get("finish_reason"),
+        )
+
+    async def agenerate(self, messages: Messages, params: GenerationParams) -> Completion:
+        return await asyncio.to_thread(self._generate_sync, messages, params)
+
+    def _score_sync(self, messages: Messages, options: list[str]) -> OptionScores:
+        """Next-token log-probs after the chat prompt; both spellings ("Yes", " Yes") summed."""
+        import numpy as np
+
+        with self._lock:
+            llm = self._load()
+            t0 = time.perf_counter()
+            prompt = self._format_prompt(llm, messages)
+            tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+            llm.reset()
+            llm.eval(tokens)
+            # Without logits_all llama-cpp-python keeps no copy: read the context's last row.
+            logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)
+            m = logits.max()
+            logz = m + math.log(np.exp(logits - m).sum())
+            result = {}
+            for opt in options:
+                ids = set()
+                for spelling in (opt, " " + opt):
+                    toks = llm.tokenize(spelling.encode("utf-8"), add_bos=False, special=False)
+                    if toks:
+                        ids.add(toks[0])
+                p = sum(math.exp(logits[i] - logz) for i in ids)
+                result[opt] = math.log(p) if p > 0 else -math.inf
+            latency = time.perf_counter() - t0
+        return OptionScores(logprobs=result, latency_s=latency)
+
+    @staticmethod
+    def _format_prompt(llm, messages: Messages) -> str:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        template = llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise RecharnessError("this GGUF has no chat template; cannot build the scoring prompt")
+        eos = llm.detokenize([llm.token_eos()]).decode("utf-8", "ignore")
+        bos = llm.detokenize([llm.token_bos()]).decode("utf-8", "ignore")
+        fmt = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
+        return fmt(messages=messages).prompt
+
+    async def ascore_options(self, messages: Messages, options: list[str]) -> OptionScores:
+        return await asyncio.to_thread(self._score_sync, messages, options)

@@ -1,0 +1,1 @@
+"""Tables (Markdown, CSV, JSON) and the HTML report."""

@@ -1,0 +1,67 @@
+"""A self-contained HTML report: tables, a bar chart per task, sample answers.
+
+Model output and dataset text are untrusted: everything is escaped, nothing
+is rendered as markup or script.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+
+from recharness.report.tables import columns, fmt
+from recharness.runner.jsonl import read_jsonl
+from recharness.tasks.base import ScoreRow
+
+
+def _bar_chart(rows: list[ScoreRow], metric: str) -> str | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = [(r.method, r.metrics[metric]) for r in rows if isinstance(r.metrics.get(metric), (int, float))]
+    if not pts:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 0.4 * len(pts) + 1))
+    ax.barh([p[0] for p in pts][::-1], [p[1] for p in pts][::-1], color="#4878a8")
+    ax.set_xlabel(metric)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5) -> Path:
+    e = html.escape
+    parts = ["<!doctype html><meta charset='utf-8'><title>recharness report</title>",
+             "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}"
+             "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child{text-align:left}"
+             "pre{white-space:pre-wrap;background:#f6f6f6;padding:6px}</style>",
+             f"<h1>recharness report</h1><p>{e(str(out))}</p>"]
+    for task in dict.fromkeys(r.task for r in rows):
+        trs = [r for r in rows if r.task == task]
+        cols = columns(trs)
+        parts.append(f"<h2>{e(task)} (n = {trs[0].n})</h2><table><tr><th>method</th>"
+                     + "".join(f"<th>{e(c)}</th>" for c in cols) + "</tr>")
+        for r in trs:
+            name = r.method + (" (ref)" if r.kind == "reference" else "")
+            parts.append(f"<tr><td>{e(name)}</td>" + "".join(f"<td>{e(fmt(r.metrics.get(c)))}</td>" for c in cols) + "</tr>")
+        parts.append("</table>")
+        key = next((c for c in cols if c.startswith(("NDCG", "HR", "RMSE", "ROUGE", "tau"))), None)
+        img = _bar_chart(trs, key) if key else None
+        if img:
+            parts.append(f"<p><img alt='{e(key)}' src='data:image/png;base64,{img}'></p>")
+    pred_dir = out / "predictions"
+    for pf in sorted(pred_dir.glob("*.jsonl")) if pred_dir.exists() else []:
+        parts.append(f"<h2>Example answers: {e(pf.stem)}</h2>")
+        for i, r in enumerate(read_jsonl(pf)):
+            if i >= n_examples:
+                break
+            parts.append(f"<h3>{e(str(r.get('id')))}</h3><pre>{e(str(r.get('output', '')))}</pre>")
+    path = out / "report.html"
+    path.write_text("\n".join(parts), encoding="utf-8")
+    return path

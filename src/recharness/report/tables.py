@@ -1,0 +1,69 @@
+"""Score rows → one table per task, written as JSON, Markdown and CSV."""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from recharness.tasks.base import ScoreRow
+
+#: columns shown first, in this order, when a task has them
+PREFERRED = ["HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10", "valid_rate", "partial_rate", "matched_share",
+             "latency_s", "completion_tokens"]
+HIDDEN = {"missing", "latency_uncached_s"}
+
+
+def columns(rows: list[ScoreRow]) -> list[str]:
+    seen: list[str] = []
+    for r in rows:
+        for k in r.metrics:
+            if k not in seen and k not in HIDDEN:
+                seen.append(k)
+    return [c for c in PREFERRED if c in seen] + [c for c in seen if c not in PREFERRED]
+
+
+def fmt(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.4f}" if abs(v) < 100 else f"{v:.1f}"
+    return str(v)
+
+
+def to_markdown(rows: list[ScoreRow]) -> str:
+    out = []
+    for task in dict.fromkeys(r.task for r in rows):
+        trs = [r for r in rows if r.task == task]
+        cols = columns(trs)
+        out.append(f"### {task} (n = {trs[0].n})\n")
+        out.append("| method | " + " | ".join(cols) + " |")
+        out.append("|---|" + "---:|" * len(cols))
+        for r in trs:
+            name = r.method + (" (ref)" if r.kind == "reference" else "")
+            out.append(f"| {name} | " + " | ".join(fmt(r.metrics.get(c)) for c in cols) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def write_scores(rows: list[ScoreRow], out: Path) -> dict[str, Path]:
+    paths = {"json": out / "scores.json", "md": out / "scores.md", "csv": out / "scores.csv"}
+    paths["json"].write_text(json.dumps([asdict(r) for r in rows], indent=2))
+    paths["md"].write_text(to_markdown(rows))
+    allcols = columns(rows)
+    with open(paths["csv"], "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["task", "method", "kind", "n", *allcols])
+        for r in rows:
+            w.writerow([r.task, r.method, r.kind, r.n, *(r.metrics.get(c, "") for c in allcols)])
+    return paths
+
+
+def load_scores(out: Path) -> list[ScoreRow]:
+    p = out / "scores.json"
+    if not p.exists():
+        from recharness.errors import ConfigError
+
+        raise ConfigError(f"no scores in {out}: run `recharness score` first")
+    return [ScoreRow(**d) for d in json.loads(p.read_text())]

@@ -1,0 +1,1 @@
+"""Benchmark suites; each registers its tasks in `registry`."""

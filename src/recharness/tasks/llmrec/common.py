@@ -1,0 +1,59 @@
+"""Pieces the LLMRec ranking tasks share: catalog matching and ranking scores."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from recharness.tasks.llmrec.prompts import PromptParts
+
+
+def parts_from_options(opts: dict) -> PromptParts:
+    return PromptParts(
+        task_description=bool(opts.get("task_description", True)),
+        behaviour=bool(opts.get("behaviour", True)),
+        format_indicator=bool(opts.get("format_indicator", True)),
+    )
+
+
+@dataclass
+class CatalogContext:
+    """The dataset's catalog as a matcher, built once per run."""
+
+    matcher: object
+
+    @classmethod
+    def of(cls, dataset) -> "CatalogContext":
+        from recharness.matching import CatalogMatcher
+
+        items = list(zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list()))
+        return cls(matcher=CatalogMatcher(items))
+
+    def resolve(self, text: str) -> dict:
+        from recharness.matching import is_refusal, parse_recommendations
+
+        strings = parse_recommendations(text)
+        matches = self.matcher.match_many(strings)
+        items, unmatched, kinds = [], [], []
+        for s, m in zip(strings, matches):
+            if m.item_id is None:
+                unmatched.append(s)
+            elif m.item_id not in items:
+                items.append(m.item_id)
+                kinds.append(m.kind)
+        return {
+            "strings": strings,
+            "items": items,
+            "match_kinds": kinds,
+            "unmatched": unmatched,
+            "refusal": bool(is_refusal(text)) and not items,
+        }
+
+
+def ranking_scores(ranked: list[list[str]], targets: list[str], hr_ks=(1, 5, 10), ndcg_ks=(5, 10)) -> dict[str, float]:
+    """HR@k and NDCG@k for one held-out target per sample."""
+    from recharness.metrics.ranking import ranking_metrics
+
+    per = ranking_metrics(ranked, [{t} for t in targets], ks=tuple(sorted(set(hr_ks) | set(ndcg_ks))))
+    out = {f"HR@{k}": float(per[f"hit@{k}"]) for k in hr_ks}
+    out.update({f"NDCG@{k}": float(per[f"ndcg@{k}"]) for k in ndcg_ks})
+    return out

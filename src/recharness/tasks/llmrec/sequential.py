@@ -1,0 +1,102 @@
+"""LLMRec sequential recommendation: name the next items after a user's history.
+
+The model answers in free text over the whole catalog; answers are matched
+to catalog items, items the user already had are removed (for every method
+alike, as in standard leave-one-out evaluation), and HR@k / NDCG@k are taken
+against the held-out next item.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from recharness.data.leave_last_out import item_popularity, leave_last_out
+from recharness.models.base import GenerationParams
+from recharness.tasks.base import BuildConfig, Parsed, Task
+from recharness.tasks.llmrec.common import CatalogContext, parts_from_options, ranking_scores
+from recharness.tasks.llmrec.prompts import domain_of, sequential_prompt
+
+
+class SequentialTask(Task):
+    name = "sequential"
+    format_reminder = "Please answer only with a numbered list of titles, one per line."
+    params = GenerationParams(max_tokens=200)
+    ks = (1, 5, 10)
+
+    def __init__(self):
+        self.ctx: CatalogContext | None = None
+
+    def setup(self, dataset) -> None:
+        self.ctx = CatalogContext.of(dataset)
+
+    def build(self, dataset, config: BuildConfig):
+        opts = config.options
+        hist_len = int(opts.get("history_len", 10))
+        n_recs = int(opts.get("n_recs", 10))
+        parts = parts_from_options(opts)
+        domain = domain_of(dataset.name, dataset.meta)
+        titles = dict(zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list()))
+        splits = leave_last_out(dataset.interactions, min_history=int(opts.get("min_history", 5)), limit=config.limit, seed=config.seed)
+        for sp in splits:
+            shown = [
+                {"title": titles.get(i, i), "rating": r}
+                for i, r in zip(sp.history[-hist_len:], sp.ratings[-hist_len:])
+            ]
+            yield {
+                "id": f"sequential-{sp.user_id}",
+                "task": self.name,
+                "user_id": sp.user_id,
+                "messages": sequential_prompt(domain, shown, n_recs, parts),
+                "target": sp.target,
+                "target_title": titles.get(sp.target, sp.target),
+                "seen": sp.history,
+                "n_recs": n_recs,
+                "prompt_parts": parts.to_dict(),
+            }
+
+    def parse(self, sample: dict, text: str) -> Parsed:
+        assert self.ctx is not None, "call setup(dataset) first"
+        res = self.ctx.resolve(text)
+        if res["refusal"] or not res["strings"]:
+            return Parsed(res, valid=False, error="no recommendation list found in the answer")
+        return Parsed(res)
+
+    def ranked(self, sample: dict, pred: dict | None) -> list[str]:
+        if not pred or not pred.get("parsed"):
+            return []
+        seen = set(sample["seen"])
+        out = []
+        for i in pred["parsed"]["items"]:
+            if i not in seen and i not in out:
+                out.append(i)
+        return out[: sample["n_recs"]]
+
+    def score(self, samples, predictions):
+        ranked = [self.ranked(s, predictions.get(s["id"])) for s in samples]
+        m = ranking_scores(ranked, [s["target"] for s in samples], self.ks, ndcg_ks=(5, 10))
+        preds = [predictions.get(s["id"]) for s in samples]
+        m["valid_rate"] = float(np.mean([bool(p and p.get("valid", True)) for p in preds])) if preds else 0.0
+        m["missing"] = float(sum(p is None for p in preds))
+        matched = [len(p["parsed"]["items"]) for p in preds if p and p.get("parsed")]
+        named = [len(p["parsed"]["strings"]) for p in preds if p and p.get("parsed")]
+        m["matched_share"] = float(sum(matched) / sum(named)) if sum(named) else 0.0
+        return m
+
+    def references(self, dataset, samples, seed: int = 0):
+        pop = item_popularity(dataset.interactions)["item_id"].to_list()
+        all_items = np.array(dataset.items["item_id"].to_list())
+        rng = np.random.default_rng(seed)
+        popular, random_ = {}, {}
+        for s in samples:
+            seen = set(s["seen"])
+            k = s["n_recs"]
+            top = [i for i in pop[: k + len(seen)] if i not in seen][:k]
+            picks = []
+            for i in rng.permutation(len(all_items)):
+                if all_items[i] not in seen:
+                    picks.append(str(all_items[i]))
+                    if len(picks) == k:
+                        break
+            popular[s["id"]] = {"id": s["id"], "parsed": {"items": top, "strings": top}, "valid": True}
+            random_[s["id"]] = {"id": s["id"], "parsed": {"items": picks, "strings": picks}, "valid": True}
+        return {"popularity": popular, "random": random_}

