@@ -197,3 +197,16 @@ def test_prepare_failure_leaves_nothing_behind(tmp_path):
         prepare_dataset("movielens-dat", [d], out=out_root / "fresh", progress=False)
     assert sorted(p.name for p in out_root.iterdir()) == ["ds"]  # no temp dirs, no "fresh"
     assert {p.name: p.read_bytes() for p in good.iterdir()} == before  # old copy untouched
+
+
+def test_ml1m_atomic_duplicate_item_and_missing_field(tmp_path):
+    from recharness.data.movielens import load_ml1m_atomic
+
+    d = copy("ml1m_atomic", tmp_path)
+    parts = [d / f"ml-1m.{k}" for k in ("inter", "user", "item")]
+    with open(d / "ml-1m.item", "a") as f:
+        f.write("Toy Story (1995)\tToy Story\t1995\tComedy\r\n")
+    raises(lambda: load_ml1m_atomic(*parts), file="ml-1m.item", line=5, field="item_id")
+    shutil.copy(FIX / "ml1m_atomic/ml-1m.item", d / "ml-1m.item")
+    (d / "ml-1m.user").write_text("user_id:token\tage:float\tgender:token\n1m_1\t1\tF\n")
+    raises(lambda: load_ml1m_atomic(*parts), file="ml-1m.user", line=1, field="occupation")

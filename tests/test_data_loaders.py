@@ -149,6 +149,20 @@ def test_ml1m_atomic_maps_titles_back_to_movielens_ids():
     assert dict(ds.items.schema) == ML1M_ITEM_SCHEMA
 
 
+def test_ml1m_atomic_keeps_unknown_titles(tmp_path):
+    for k in ("inter", "user", "item"):
+        shutil.copy(FIX / "ml1m_atomic" / f"ml-1m.{k}", tmp_path / f"ml-1m.{k}")
+    with open(tmp_path / "ml-1m.item", "a") as f:
+        f.write("Not A MovieLens Film (2001)\tNot A MovieLens Film\t2001\tDrama War\r\n")
+    with open(tmp_path / "ml-1m.inter", "a") as f:
+        f.write("1m_2\tNot A MovieLens Film (2001)\t1\t978300002\r\n")
+    ds = load_ml1m_atomic(*(tmp_path / f"ml-1m.{k}" for k in ("inter", "user", "item")))
+    assert ds.meta["unmapped_items"] == ["Not A MovieLens Film (2001)"]
+    row = ds.items.filter(pl.col("item_id") == "Not A MovieLens Film (2001)").row(0, named=True)
+    assert row["year"] == 2001 and row["genres"] == ["Drama", "War"] and row["directors"] == []
+    assert ds.interactions.filter(pl.col("user_id") == "2")["item_id"].to_list() == ["1001", "Not A MovieLens Film (2001)"]
+
+
 # --- Amazon Reviews 2023 ------------------------------------------------------------------------
 
 

