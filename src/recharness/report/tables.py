@@ -10,7 +10,7 @@ from pathlib import Path
 from recharness.tasks.base import ScoreRow
 
 #: columns shown first, in this order, when a task has them
-PREFERRED = ["HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10", "valid_rate", "partial_rate", "matched_share",
+PREFERRED = ["HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10", "MRR", "valid_rate", "partial_rate", "matched_share",
              "latency_s", "completion_tokens"]
 HIDDEN = {"missing", "latency_uncached_s"}
 
@@ -28,7 +28,7 @@ def fmt(v) -> str:
     if v is None:
         return "–"
     if isinstance(v, float):
-        return f"{v:.4f}" if abs(v) < 100 else f"{v:.1f}"
+        return f"{v:.3f}" if abs(v) < 100 else f"{v:.1f}"
     return str(v)
 
 
@@ -44,7 +44,41 @@ def to_markdown(rows: list[ScoreRow]) -> str:
             name = r.method + (" (ref)" if r.kind == "reference" else "")
             out.append(f"| {name} | " + " | ".join(fmt(r.metrics.get(c)) for c in cols) + " |")
         out.append("")
+        for r in trs:
+            bd = r.extra.get("breakdown")
+            if bd:
+                out.append(breakdown_markdown(f"{task}: {r.method} by group", bd))
     return "\n".join(out)
+
+
+def breakdown_markdown(title: str, breakdown: dict[str, dict[str, float]]) -> str:
+    """A task's per-group metrics ({group: {metric: value}}) as one Markdown table."""
+    cols: list[str] = []
+    for m in breakdown.values():
+        cols += [c for c in m if c not in cols]
+    lines = [f"#### {title}\n", "| group | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    for g, m in breakdown.items():
+        lines.append(f"| {g} | " + " | ".join(fmt(m.get(c)) for c in cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def to_rich(rows: list[ScoreRow]) -> list:
+    """One rich Table per task, for the terminal (Markdown wraps badly there)."""
+    from rich.table import Table
+
+    tables = []
+    for task in dict.fromkeys(r.task for r in rows):
+        trs = [r for r in rows if r.task == task]
+        cols = columns(trs)
+        t = Table(title=f"{task} (n = {trs[0].n})", title_justify="left")
+        t.add_column("method")
+        for c in cols:
+            t.add_column(c, justify="right")
+        for r in trs:
+            name = r.method + (" (ref)" if r.kind == "reference" else "")
+            t.add_row(name, *(fmt(r.metrics.get(c)) for c in cols))
+        tables.append(t)
+    return tables
 
 
 def write_scores(rows: list[ScoreRow], out: Path) -> dict[str, Path]:

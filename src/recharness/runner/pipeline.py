@@ -37,7 +37,8 @@ def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None =
     s = get_suite(suite)
     tasks = tasks or s["default_tasks"]
     ds = load_dataset(dataset_name)
-    config = BuildConfig(seed=seed, limit=limit, options=dict(options or {}))
+    out.mkdir(parents=True, exist_ok=True)
+    config = BuildConfig(seed=seed, limit=limit, options=dict(options or {}), out=out)
     samples: list[dict] = []
     counts = {}
     for t in tasks:
@@ -51,7 +52,7 @@ def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None =
     out.mkdir(parents=True, exist_ok=True)
     write_jsonl_atomic(out / "samples.jsonl", samples)
     info = {"suite": suite, "dataset": dataset_name, "tasks": tasks, "seed": seed, "limit": limit,
-            "options": config.options, "counts": counts, "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            "options": {k: v for k, v in config.options.items() if isinstance(v, (str, int, float, bool, type(None)))}, "counts": counts, "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
     (out / "build.json").write_text(json.dumps(info, indent=2))
     return info
 
@@ -137,12 +138,15 @@ def score(out: Path, *, seed: int = 0, references: bool = True) -> list[ScoreRow
             metrics = task.score(task_samples, recs)
             metrics.update(_latency_summary(list(recs.values())))
             model = next(iter(recs.values())).get("model", {})
-            rows.append(ScoreRow(method=pf.stem, task=t, metrics=metrics, n=len(task_samples), kind="model",
-                                 extra={"model": model, "answered": len(recs)}))
+            extra = {"model": model, "answered": len(recs)}
+            if hasattr(task, "breakdown"):
+                extra["breakdown"] = task.breakdown(task_samples, recs)
+            rows.append(ScoreRow(method=pf.stem, task=t, metrics=metrics, n=len(task_samples), kind="model", extra=extra))
         if references:
             if ds is None:
                 ds = load_dataset(info["dataset"])
             for name, recs in task.references(ds, task_samples, seed=seed).items():
+                extra = {"breakdown": task.breakdown(task_samples, recs)} if hasattr(task, "breakdown") else {}
                 rows.append(ScoreRow(method=name, task=t, metrics=task.score(task_samples, recs), n=len(task_samples),
-                                     kind="reference"))
+                                     kind="reference", extra=extra))
     return rows

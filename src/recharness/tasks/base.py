@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from recharness.models.base import GenerationParams
@@ -31,6 +32,8 @@ class BuildConfig:
     seed: int = 0
     limit: int | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    #: the run directory, for suites that also write files in a published layout
+    out: Path | None = None
 
 
 @dataclass
@@ -69,3 +72,9 @@ class Task(ABC):
     def references(self, dataset, samples: list[dict], seed: int = 0) -> dict[str, dict[str, dict]]:
         """Reference methods' predictions, scored by the same `score`: {method: {id: record}}."""
         return {}
+
+    # Optional hooks a task may define:
+    #   setup(dataset)                      once before running/parsing (e.g. build a catalog matcher)
+    #   async predict(model, sample) -> dict  drive several model calls for one sample (pairwise
+    #                                        ranking, profiles); returns the prediction record fields
+    #   breakdown(samples, predictions) -> {group: {metric: value}}   per-group tables

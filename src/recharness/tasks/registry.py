@@ -8,8 +8,13 @@ from recharness.errors import ConfigError
 
 _SUITES: dict[str, dict] = {}
 
-#: modules imported on first lookup; each calls `register_suite`
-SUITE_MODULES = ["recharness.tasks.llmrec"]
+def _suite_packages() -> list[str]:
+    """Every sub-package of recharness.tasks is a suite that registers itself on import."""
+    import pkgutil
+
+    import recharness.tasks as pkg
+
+    return [f"recharness.tasks.{m.name}" for m in pkgutil.iter_modules(pkg.__path__) if m.ispkg]
 
 
 def register_suite(name: str, tasks: dict, description: str, default_tasks: list[str] | None = None) -> None:
@@ -17,7 +22,7 @@ def register_suite(name: str, tasks: dict, description: str, default_tasks: list
 
 
 def _load() -> None:
-    for mod in SUITE_MODULES:
+    for mod in _suite_packages():
         importlib.import_module(mod)
 
 

@@ -50,10 +50,13 @@ class CatalogContext:
 
 
 def ranking_scores(ranked: list[list[str]], targets: list[str], hr_ks=(1, 5, 10), ndcg_ks=(5, 10)) -> dict[str, float]:
-    """HR@k and NDCG@k for one held-out target per sample."""
-    from recharness.metrics.ranking import ranking_metrics
+    """HR@k, NDCG@k and MRR for one held-out target per sample."""
+    from recharness.metrics.ranking import target_metrics
 
-    per = ranking_metrics(ranked, [{t} for t in targets], ks=tuple(sorted(set(hr_ks) | set(ndcg_ks))))
-    out = {f"HR@{k}": float(per[f"hit@{k}"]) for k in hr_ks}
+    if not targets:
+        return {}
+    per = target_metrics(ranked, targets, ks=tuple(sorted(set(hr_ks) | set(ndcg_ks))))
+    out = {f"HR@{k}": float(per[f"hr@{k}"]) for k in hr_ks}
     out.update({f"NDCG@{k}": float(per[f"ndcg@{k}"]) for k in ndcg_ks})
+    out["MRR"] = float(per["mrr"])
     return out
