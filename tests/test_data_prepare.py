@@ -41,6 +41,7 @@ def test_prepare_from_fixture_paths(tmp_path, capsys):
     out = prepare_dataset("ml-1m", [FIX / "movielens_dat"], out=tmp_path / "a", progress=True)
     ds = load_dataset(out)
     assert ds.name == "ml-1m" and dict(ds.items.schema) == ML1M_ITEM_SCHEMA
+    assert ds.meta["preparer"] == "ml-1m" and ds.meta["domain"] == "movie"
     assert "ml-1m" in capsys.readouterr().err
     ds = load_dataset(prepare_dataset("ml-1m", [FIX / "ml1m_atomic"], out=tmp_path / "b", progress=False))
     assert sorted(ds.items["item_id"]) == ["1", "1001", "73"]

@@ -144,6 +144,10 @@ PREPARERS: dict[str, tuple[Callable, str]] = {
 }
 
 
+# What the items are, for prompts ("movies you watched" vs "products you bought").
+DOMAINS = {"ml-1m": "movie", "ml-100k": "movie", "movielens-dat": "movie", "amazon2023": "product", "llmrank-games": "product"}
+
+
 def prepare_dataset(
     name: str, paths: list[Path] | None = None, *, out: Path | None = None, progress: bool = True
 ) -> Path:
@@ -154,7 +158,8 @@ def prepare_dataset(
     t0 = time.perf_counter()
     with _status(progress, f"Preparing {name}…") as status:
         ds = build(list(paths) if paths else None, status)
-        ds.meta["prepared_in_s"] = round(time.perf_counter() - t0, 2)
+        ds.meta.setdefault("domain", DOMAINS.get(name))
+        ds.meta.update(preparer=name, prepared_in_s=round(time.perf_counter() - t0, 2))
         status.update(f"Writing {name} ({ds.interactions.height:,} interactions)…")
         target = save_dataset(ds, out)
     if progress:
