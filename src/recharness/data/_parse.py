@@ -7,7 +7,6 @@ Parsing goes through polars so a million-line file takes about a second.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import polars as pl
@@ -17,9 +16,6 @@ from recharness.errors import InputError
 LINE = "__line"  # 1-based line number of each parsed row, dropped by the loaders
 
 INTERACTION_COLUMNS = {"user_id": pl.Utf8, "item_id": pl.Utf8, "rating": pl.Float64, "timestamp": pl.Int64}
-
-YEAR_IN_TITLE = re.compile(r"\((\d{4})\)\s*$")
-
 
 def read_bytes(path: Path) -> bytes:
     path = Path(path)
