@@ -124,6 +124,9 @@ def test_gauc_matches_sklearn_loop(seed):
     assert r.unweighted == pytest.approx(u, abs=TOL)
     assert (r.n_groups, r.n_samples) == (kept, samples)
     assert r.n_groups_total == len(np.unique(g))
+    # large / negative integer ids take the np.unique path: same answer
+    rl = gauc(y, s, g * 10**9 - 5 * 10**11)
+    assert rl.weighted == pytest.approx(w, abs=TOL) and rl.n_groups == kept
     # string group ids give the same answer (up to summation order)
     rs = gauc(y, s, np.array([f"user-{x}" for x in g]))
     assert rs.weighted == pytest.approx(w, abs=TOL) and rs.n_groups == kept

@@ -1,11 +1,11 @@
 """CTR-style binary metrics: AUC, group AUC (GAUC) and log loss.
 
 Why this module exists: CTR suites score millions of (user, item, label, score)
-rows, and GAUC over ~10^5 users must not loop in Python per user.  Both AUC and
-GAUC are computed exactly from one sort: AUC is the Mann-Whitney statistic
-(the probability that a random positive outscores a random negative, ties
-counting one half), which is what ``sklearn.metrics.roc_auc_score`` returns.
-The pair counts are accumulated in integers, so the only rounding is the
+rows, and GAUC over ~10^5 users must not loop in Python per user.  AUC is the
+Mann-Whitney statistic (the probability that a random positive outscores a
+random negative, ties counting one half), which is what
+``sklearn.metrics.roc_auc_score`` returns; both AUC and GAUC count won pairs
+with sorts and ``searchsorted``, in integers, so the only rounding is the
 final division.
 
 Undefined cases: AUC needs at least one positive and one negative.  ``auc``
@@ -44,39 +44,32 @@ def _scores(y_score: Any, n: int) -> np.ndarray:
     return s
 
 
-def _run_starts(*keys: np.ndarray) -> np.ndarray:
-    """Start index of each run of equal consecutive key tuples (arrays already sorted)."""
-    n = keys[0].size
-    change = np.zeros(n, dtype=bool)
-    if n:
-        change[0] = True
-    for k in keys:
-        change[1:] |= k[1:] != k[:-1]
-    return np.flatnonzero(change)
+def _dense_rank(s: np.ndarray) -> np.ndarray:
+    """0-based dense rank of each score (ties share a rank)."""
+    rank = np.empty(s.size, dtype=np.int64)
+    if s.size:
+        order = np.argsort(s)
+        ss = s[order]
+        rank[order] = np.cumsum(np.r_[0, ss[1:] != ss[:-1]])
+    return rank
 
 
 def auc(y_true: Any, y_score: Any) -> float:
     """Area under the ROC curve, ties in ``y_score`` counted as one half.
 
     Equal to ``sklearn.metrics.roc_auc_score`` for binary labels; NaN when only
-    one class is present.
+    one class is present.  Sort the negatives' scores once; for each positive,
+    ``searchsorted`` left/right gives the negatives strictly below / not above
+    it, and their sum is twice its (tie-halved) number of won pairs.
     """
     y = _binary_labels(y_true)
     s = _scores(y_score, y.size)
-    n_pos = int(y.sum())
-    n_neg = y.size - n_pos
-    if n_pos == 0 or n_neg == 0:
+    neg = np.sort(s[~y])
+    pos = np.sort(s[y])  # sorted queries: cache-friendly searchsorted
+    if pos.size == 0 or neg.size == 0:
         return float("nan")
-    order = np.argsort(s, kind="stable")
-    s, y = s[order], y[order]
-    starts = _run_starts(s)
-    pos = np.add.reduceat(y.astype(np.int64), starts)
-    size = np.diff(np.r_[starts, y.size])
-    neg = size - pos
-    neg_below = np.cumsum(neg) - neg
-    # 2 * (pairs a positive wins) + (tied pairs), all in int64: exact.
-    twice = 2 * int(np.dot(pos, neg_below)) + int(np.dot(pos, neg))
-    return twice / (2 * n_pos * n_neg)
+    twice = int(np.searchsorted(neg, pos, "left").sum()) + int(np.searchsorted(neg, pos, "right").sum())
+    return twice / (2 * pos.size * neg.size)
 
 
 @dataclass(frozen=True)
@@ -103,13 +96,24 @@ class GAUCResult:
         }
 
 
+def _group_codes(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Integer code per sample; the second value maps codes back to ids (None: code is the id)."""
+    if groups.dtype.kind in "iu" and groups.size and groups.min() >= 0 and groups.max() <= 2 * groups.size:
+        return groups.astype(np.int64, copy=False), None
+    ids, codes = np.unique(groups, return_inverse=True)
+    return codes.reshape(-1).astype(np.int64), ids
+
+
 def group_auc(y_true: Any, y_score: Any, groups: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-group AUC in one vectorised pass.
 
     Returns ``(group_ids, aucs, sizes)`` over every distinct group (sorted);
-    ``aucs`` is NaN for a group with a single class.  One lexsort by
-    (group, score) then reductions over runs of equal (group, score) and over
-    groups; no Python loop per group.
+    ``aucs`` is NaN for a group with a single class.  Scores become dense
+    ranks and each sample the int64 key ``group * n_ranks + rank``, so the
+    sorted negative keys of a group form one contiguous block: ``searchsorted``
+    counts, for every positive, the negatives of its own group below / not
+    above it (minus those of earlier groups).  Sums per group use bincount;
+    there is no Python loop over groups.
     """
     y = _binary_labels(y_true)
     s = _scores(y_score, y.size)
@@ -118,37 +122,29 @@ def group_auc(y_true: Any, y_score: Any, groups: Any) -> tuple[np.ndarray, np.nd
         raise ValueError(f"groups have shape {g.shape}, expected ({y.size},)")
     if y.size == 0:
         return g[:0], np.zeros(0), np.zeros(0, dtype=np.int64)
-    if g.dtype.kind in "iub":
-        order = np.lexsort((s, g))
-        g_sorted = g[order]
-    else:  # strings / objects: encode once, lexsort on the integer codes
-        ids, codes = np.unique(g, return_inverse=True)
-        order = np.lexsort((s, codes))
-        g_sorted = codes[order]
-    s, y = s[order], y[order].astype(np.int64)
-
-    run = _run_starts(g_sorted, s)  # runs of tied (group, score)
-    pos = np.add.reduceat(y, run)
-    size = np.diff(np.r_[run, y.size])
-    neg = size - pos
-    run_group = g_sorted[run]
-    gstart = _run_starts(run_group)  # first run of each group
-    cum_neg = np.cumsum(neg)
-    before = np.repeat((cum_neg - neg)[gstart], np.diff(np.r_[gstart, run.size]))
-    neg_below = cum_neg - neg - before  # negatives with a lower score in the same group
-    twice = 2 * pos * neg_below + pos * neg
-    g_twice = np.add.reduceat(twice, gstart)
-    g_pos = np.add.reduceat(pos, gstart)
-    g_size = np.add.reduceat(size, gstart)
-    g_neg = g_size - g_pos
-    denom = 2 * g_pos * g_neg
-    aucs = np.full(gstart.size, np.nan)
+    code, ids = _group_codes(g)
+    n_codes = int(code.max()) + 1
+    rank = _dense_rank(s)
+    n_ranks = int(rank.max()) + 1
+    if n_codes * n_ranks >= 2**62:
+        raise ValueError("too many groups x distinct scores for an int64 key")
+    key = code * n_ranks + rank
+    neg = np.sort(key[~y])
+    pos = np.sort(key[y])
+    pos_code = pos // n_ranks
+    base = np.searchsorted(neg, pos_code * n_ranks, "left")  # negatives of earlier groups
+    twice = np.searchsorted(neg, pos, "left") + np.searchsorted(neg, pos, "right") - 2 * base
+    g_twice = np.bincount(pos_code, weights=twice, minlength=n_codes).round().astype(np.int64)
+    g_pos = np.bincount(pos_code, minlength=n_codes)
+    g_size = np.bincount(code, minlength=n_codes)
+    present = np.flatnonzero(g_size)
+    g_twice, g_pos, g_size = g_twice[present], g_pos[present], g_size[present]
+    denom = 2 * g_pos * (g_size - g_pos)
+    aucs = np.full(present.size, np.nan)
     ok = denom > 0
     aucs[ok] = g_twice[ok] / denom[ok]
-    gid = run_group[gstart]
-    if g.dtype.kind not in "iub":
-        gid = ids[gid]
-    return gid, aucs, g_size
+    gid = present.astype(g.dtype) if ids is None else ids[present]
+    return gid, aucs, g_size.astype(np.int64)
 
 
 def gauc(y_true: Any, y_score: Any, groups: Any) -> GAUCResult:

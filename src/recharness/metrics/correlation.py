@@ -70,13 +70,17 @@ def _discordant(group: np.ndarray, r: np.ndarray, n_groups: int) -> np.ndarray:
 def _tau_b_codes(x: np.ndarray, y: np.ndarray, codes: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
     """tau-b per group code 0..n_groups-1, and group sizes."""
     xr, yr = _dense_rank(x), _dense_rank(y)
-    order = np.lexsort((yr, xr, codes))  # by group, then x, then y
+    n_x, n_y = int(xr.max()) + 1, int(yr.max()) + 1
+    if n_groups * n_x * n_y < 2**62:  # one int64 key sorts faster than lexsort
+        order = np.argsort((codes * n_x + xr) * n_y + yr)
+    else:
+        order = np.lexsort((yr, xr, codes))  # by group, then x, then y
     g, xr, yr = codes[order], xr[order], yr[order]
     size = np.bincount(g, minlength=n_groups).astype(np.int64)
     tot = size * (size - 1) // 2
     xtie = _pairs_per_group(*_run_lengths_per_group(g, xr), n_groups)
     ntie = _pairs_per_group(*_run_lengths_per_group(g, xr, yr), n_groups)
-    order_y = np.lexsort((yr, g))
+    order_y = np.argsort(g * n_y + yr) if n_groups * n_y < 2**62 else np.lexsort((yr, g))
     gy, yy = g[order_y], yr[order_y]
     ytie = _pairs_per_group(*_run_lengths_per_group(gy, yy), n_groups)
     # Re-rank y densely *within* each group so the inversion count needs only

@@ -54,7 +54,9 @@ METRIC_NAMES = ("hr", "precision", "recall", "ndcg", "mrr")
 
 def _is_single_item(rel: Any) -> bool:
     """A relevant "set" given as one bare item (str, bytes, int ...) rather than a collection."""
-    return isinstance(rel, (str, bytes)) or not isinstance(rel, Iterable)
+    if isinstance(rel, (str, bytes, int, float, np.generic)):
+        return True
+    return not isinstance(rel, Iterable)
 
 
 def _key(name: str, k: int | None) -> str:
@@ -72,21 +74,17 @@ def _check_ks(ks: Iterable[int | None]) -> list[int | None]:
     return out
 
 
-def _index_or_zero(seq: Any, target: Any) -> int:
-    try:
-        return seq.index(target) + 1
-    except ValueError:
-        return 0
-    except AttributeError:  # a sequence without .index (e.g. a generator)
-        seq = list(seq)
-        return seq.index(target) + 1 if target in seq else 0
+def _index_or_zero(seq: list[Any] | tuple[Any, ...], target: Any) -> int:
+    # "in" then "index" beats catching ValueError when most targets are absent.
+    return seq.index(target) + 1 if target in seq else 0
 
 
 def rank_of_target(ranked: Sequence[Sequence[Any]] | np.ndarray, targets: Sequence[Any] | np.ndarray) -> np.ndarray:
     """1-based rank of each target in its ranked list; 0 when the target is absent.
 
     ``ranked`` is either a sequence of lists (any lengths) or a 2-D numpy array
-    (one row per sample, padded with a value that is never a target).  Only the
+    (one row per sample, padded with a value that is never a target; with
+    ``k=None`` the row width counts as the list length).  Only the
     first occurrence counts, so duplicates further down never matter.  For a 2-D
     array the search is a single vectorised comparison.
     """
@@ -213,7 +211,9 @@ def ranking_metrics(
     n = len(ranked_lists)
     if len(relevant_sets) != n:
         raise ValueError(f"{n} ranked lists but {len(relevant_sets)} relevant sets")
-    if all(map(_is_single_item, relevant_sets)):
+    if (isinstance(relevant_sets, np.ndarray) and relevant_sets.ndim == 1 and relevant_sets.dtype != object) or all(
+        map(_is_single_item, relevant_sets)
+    ):
         return target_metrics(ranked_lists, relevant_sets, ks, per_sample)
 
     rows, pos, n_rel = _hit_positions(ranked_lists, relevant_sets)
