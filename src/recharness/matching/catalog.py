@@ -1,0 +1,292 @@
+"""Map free-text titles onto catalog item ids.
+
+Exact look-ups on normalised aliases come first because they are unambiguous
+and cheap; rapidfuzz only runs for what is left, against the same aliases, and
+only a score at or above the threshold counts. Strings that match nothing are
+kept: an LLM naming items outside the catalog is part of what is measured.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from rapidfuzz import fuzz, process
+
+from recharness.matching.normalize import REPLACEMENT, NormalizedTitle, normalize_title
+from recharness.matching.parse import parse_recommendations
+
+MatchKind = Literal["exact", "fuzzy", "none"]
+
+# Chosen by measurement on ML-1M (benchmarks/results/matching.md): with the
+# number guard below, token_sort_ratio >= 90 accepts LLM misspellings
+# ("Forest Gump", "Jurrasic Park", "The Shawshank Redemtion") while real titles
+# that are *not* in the catalog (held-out ML-1M titles, post-2000 films) almost
+# never clear it; WRatio's partial matching lets "Mad Max: Fury Road" through.
+DEFAULT_THRESHOLD = 90.0
+DEFAULT_SCORER = fuzz.token_sort_ratio
+_FUZZY_LIMIT = 8
+SUBTITLE_RANK = 4  # see NormalizedTitle: one side of a "Title: Subtitle" split
+_DIGITS = re.compile(r"\d+")
+_LOST_CHAR = r"(?:[aeiouycn]|ae|oe|ue|ss| ?[0-9]{1,2})"
+
+
+@dataclass(frozen=True)
+class Match:
+    """One query's outcome. `item_id` is None when kind == "none"; `score` is
+    100 for exact matches, the fuzzy score otherwise (for "none", the best
+    score seen, which fell below the threshold). `title` is the catalog title."""
+
+    item_id: str | None
+    kind: MatchKind
+    score: float
+    query: str
+    title: str | None = None
+
+
+def _pairs(items: Any) -> list[tuple[str, str]]:
+    """Accept {id: title}, [(id, title), ...] or a table with item_id/title columns."""
+    if isinstance(items, Mapping):
+        return [(str(k), str(v)) for k, v in items.items() if v is not None]
+    columns = getattr(items, "columns", None)
+    if columns is not None and "item_id" in columns and "title" in columns:
+        return [(str(i), str(t)) for i, t in zip(items["item_id"], items["title"]) if t is not None]
+    return [(str(i), str(t)) for i, t in items if t is not None]
+
+
+def _sorted_tokens(key: str) -> str:
+    return " ".join(sorted(key.split()))
+
+
+class CatalogMatcher:
+    """Index of a catalog's titles for matching LLM output.
+
+    items: {item_id: title}, [(item_id, title), ...] or a frame with item_id and
+    title columns. threshold: minimum fuzzy score (0-100) to accept.
+
+    Rules, each there because a measured case needed it:
+    - a year in the query must agree with the catalog's within `year_tolerance`
+      (ML-1M and IMDb years differ by 1-2 for 1% of films); further apart, the
+      title names another film (a remake, "The Lion King (2019)") -> none;
+    - a subtitle-only match ("Terminator 2" for "Terminator 2: Judgment Day",
+      "Star Wars: A New Hope" for "Star Wars: Episode IV - A New Hope") needs
+      the exact year, since sequels share sides too ("Air Bud: Golden
+      Receiver" is not "Air Bud");
+    - a fuzzy match must carry the same numbers as the query ("Toy Story 3" is
+      not "Toy Story 2");
+    - `priority` (e.g. popularity) breaks ties between identical titles that
+      no year separates ("Hamlet"); otherwise catalog order does.
+    """
+
+    def __init__(
+        self,
+        items: Mapping[str, str] | Iterable[tuple[Any, str]] | Any,
+        threshold: float = DEFAULT_THRESHOLD,
+        *,
+        scorer=DEFAULT_SCORER,
+        year_tolerance: int = 2,
+        priority: Mapping[str, float] | None = None,
+    ):
+        self.threshold = float(threshold)
+        self.scorer = scorer
+        self.year_tolerance = year_tolerance
+        pairs = _pairs(items)
+        self.item_ids: list[str] = [i for i, _ in pairs]
+        self.titles: list[str] = [t for _, t in pairs]
+        self.years: list[int | None] = []
+        prio = priority or {}
+        self._priority = [-float(prio.get(i, 0.0)) for i in self.item_ids]
+        self._n_aliases: list[int] = []
+        index: dict[str, list[tuple[int, int]]] = {}
+        mains: list[str] = []
+        for idx, title in enumerate(self.titles):
+            nt = normalize_title(title)
+            self.years.append(nt.year)
+            mains.append(nt.key)
+            self._n_aliases.append(sum(1 for _, r in nt.aliases if r != SUBTITLE_RANK))
+            for key, rank in nt.aliases:
+                index.setdefault(key, []).append((idx, rank))
+        # A bracketed "alternative" shared by different titles is a qualifier
+        # ("(Nintendo DS)", "(Renewed)"), not a name: drop it.
+        for key, entries in index.items():
+            alt = [e for e in entries if e[1] in (1, 3)]
+            if len(alt) > 1 and len({mains[i] for i, _ in alt}) > 1:
+                index[key] = [e for e in entries if e[1] not in (1, 3)]
+        self._index = {k: v for k, v in index.items() if v}
+        # "Spider-Man" == "Spiderman", "X-Men" == "Xmen": keys without spaces.
+        self._squashed: dict[str, list[tuple[int, int]]] = {}
+        for key, entries in self._index.items():
+            full = [e for e in entries if e[1] != SUBTITLE_RANK]
+            if full and " " in key:
+                self._squashed.setdefault(key.replace(" ", ""), []).extend(full)
+        # Fuzzy choices: full-title keys only (a subtitle side is too short to
+        # fuzz safely), compared as sorted tokens so fuzz.ratio == token_sort_ratio.
+        self._choices = [k for k, v in self._index.items() if any(r != SUBTITLE_RANK for _, r in v)]
+        self._fast_sort = scorer is fuzz.token_sort_ratio
+        self._choice_strings = [_sorted_tokens(k) for k in self._choices] if self._fast_sort else self._choices
+        # Catalog keys with characters lost to U+FFFD: each stands for what an
+        # accented letter folds to ("é" -> e, "æ" -> ae, "³" -> 3), not for any
+        # letter, so "Aliens" does not become "Alien³".
+        self._wild = [
+            (re.compile(_LOST_CHAR.join(re.escape(p) for p in key.split(REPLACEMENT))), key)
+            for key in self._index
+            if REPLACEMENT in key
+        ]
+
+    def __len__(self) -> int:
+        return len(self.item_ids)
+
+    # -------------------------------------------------------------- helpers
+
+    def _year_ok(self, idx: int, year: int | None) -> bool:
+        y = self.years[idx]
+        return year is None or y is None or abs(y - year) <= self.year_tolerance
+
+    def _year_confirms(self, idx: int, year: int | None) -> bool:
+        y = self.years[idx]
+        return year is not None and y is not None and abs(y - year) <= self.year_tolerance
+
+    def _year_gap(self, idx: int, year: int | None) -> int:
+        y = self.years[idx]
+        return abs(y - year) if year is not None and y is not None else 0
+
+    def _result(self, idx: int, kind: MatchKind, score: float, query: str) -> Match:
+        return Match(self.item_ids[idx], kind, float(score), query, self.titles[idx])
+
+    # -------------------------------------------------------------- matching
+
+    def match(self, query: str) -> Match:
+        """Exact alias match (year-checked), then fuzzy, else kind "none"."""
+        nt = normalize_title(query or "")
+        if not nt.key:
+            return Match(None, "none", 0.0, query)
+        return self._exact(nt, query) or self._fuzzy(nt, query)
+
+    def match_many(self, queries: Sequence[str]) -> list[Match]:
+        return [self.match(q) for q in queries]
+
+    def _exact(self, nt: NormalizedTitle, query: str) -> Match | None:
+        full: dict[int, list[int]] = {}  # idx -> [keys hit, best query rank, best catalog rank]
+        short: set[int] = set()  # the query is one side of the catalog title's subtitle split
+        parts: dict[int, int] = {}  # idx -> subtitle sides both titles share
+
+        # A shared subtitle side counts once; a shared *later* side of 3+ words
+        # ("the wrath of khan") counts twice, a shared franchise ("three colors",
+        # "star trek") or a generic "the movie" once.
+        first_part = next((k for k, r in nt.aliases if r == SUBTITLE_RANK), None)
+
+        def note(entries: Iterable[tuple[int, int]], key: str, qrank: int) -> None:
+            for idx, crank in entries:
+                if not self._year_ok(idx, nt.year):
+                    continue
+                if qrank == SUBTITLE_RANK and crank == SUBTITLE_RANK:
+                    strong = key != first_part and key.count(" ") >= 2
+                    parts[idx] = parts.get(idx, 0) + (2 if strong else 1)
+                elif crank == SUBTITLE_RANK:
+                    short.add(idx)
+                elif qrank != SUBTITLE_RANK:
+                    h = full.get(idx)
+                    if h is None:
+                        full[idx] = [1, qrank, crank]
+                    else:
+                        h[0] += 1
+                        h[1] = min(h[1], qrank)
+                        h[2] = min(h[2], crank)
+                # A query side equal to a whole catalog title ("Air Bud: Golden
+                # Receiver" vs "Air Bud") is a sequel more often than not: ignored.
+
+        for key, qrank in nt.aliases:
+            note(self._index.get(key, ()), key, qrank)
+        for pattern, wkey in self._wild:  # the catalog lost a letter: "Pok?mon"
+            for key, qrank in nt.aliases:
+                if abs(len(key) - len(wkey)) <= 6 and pattern.fullmatch(key):
+                    note(self._index[wkey], key, qrank)
+        if not full:
+            for key, qrank in nt.aliases:
+                if qrank != SUBTITLE_RANK:
+                    note(self._squashed.get(key.replace(" ", ""), ()), key, qrank)
+        if full:
+            best = min(
+                full,
+                key=lambda i: (
+                    self._year_gap(i, nt.year),
+                    -full[i][0],  # shares more of the query's aliases: "Godzilla (Gojira)" is the 1954 one
+                    self._n_aliases[i] - full[i][0],  # "Best Man, The" is not "Best Man, The (Il Testimone...)"
+                    full[i][1],
+                    full[i][2],
+                    self._priority[i],
+                    i,
+                ),
+            )
+            return self._result(best, "exact", 100.0, query)
+        # Subtitle evidence only ("Terminator 2 (1991)", "Star Wars: A New Hope
+        # (1977)"): weak, so the year must be exactly the catalog's.
+        weak = [i for i in short | {i for i, n in parts.items() if n >= 2} if self._year_gap(i, nt.year) == 0 and self._year_confirms(i, nt.year)]
+        if weak:
+            best = min(weak, key=lambda i: (-parts.get(i, 0), self._priority[i], i))
+            return self._result(best, "exact", 100.0, query)
+        return None
+
+
+    def _fuzzy(self, nt: NormalizedTitle, query: str) -> Match:
+        best: tuple[tuple, float, int] | None = None
+        top_seen = 0.0
+        qkeys = [k for k, rank in nt.aliases if rank in (0, 1)][:3]
+        scorer = fuzz.ratio if self._fast_sort else self.scorer
+        for qkey in qkeys:
+            qstr = _sorted_tokens(qkey) if self._fast_sort else qkey
+            qnums = _DIGITS.findall(qkey)
+            hits = process.extract(qstr, self._choice_strings, scorer=scorer, processor=None, limit=_FUZZY_LIMIT)
+            for _, score, pos in hits:
+                ckey = self._choices[pos]
+                for idx, crank in self._index[ckey]:
+                    if crank == SUBTITLE_RANK or not self._year_ok(idx, nt.year):
+                        continue
+                    if qnums != _DIGITS.findall(ckey):  # "Toy Story 3" is not "Toy Story 2"
+                        continue
+                    top_seen = max(top_seen, score)
+                    if score < self.threshold:
+                        continue
+                    order = (-score, self._year_gap(idx, nt.year), crank, self._priority[idx], idx)
+                    if best is None or order < best[0]:
+                        best = (order, score, idx)
+        if best is None:
+            return Match(None, "none", float(top_seen), query)
+        return self._result(best[2], "fuzzy", best[1], query)
+
+    # -------------------------------------------------------------- answers
+
+    def resolve(self, text: str) -> tuple[list[str], list[str]]:
+        """Parse an LLM answer and match it: (item ids in answer order, no
+        repeats; the strings that matched nothing).
+
+        Commas split one-line answers, which breaks titles such as "Lock,
+        Stock and Two Smoking Barrels": two neighbours whose comma-join is an
+        exact catalog title, while one of them alone is not, are joined back.
+        """
+        queries = parse_recommendations(text)
+        matches = self.match_many(queries)
+        merged: list[Match] = []
+        i = 0
+        while i < len(matches):
+            if i + 1 < len(matches) and not (matches[i].kind == "exact" and matches[i + 1].kind == "exact"):
+                joined = f"{queries[i]}, {queries[i + 1]}"
+                m = self._exact(normalize_title(joined), joined)
+                if m is not None:
+                    merged.append(m)
+                    i += 2
+                    continue
+            merged.append(matches[i])
+            i += 1
+        ids: list[str] = []
+        seen: set[str] = set()
+        unmatched: list[str] = []
+        for m in merged:
+            if m.item_id is None:
+                unmatched.append(m.query)
+            elif m.item_id not in seen:
+                seen.add(m.item_id)
+                ids.append(m.item_id)
+        return ids, unmatched

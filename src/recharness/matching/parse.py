@@ -1,0 +1,485 @@
+"""Split a free-text LLM answer into candidate item titles.
+
+Models answer in every shape: numbered or bulleted lists, one title per line,
+comma-separated one-liners, JSON, prose with *emphasised* titles, each title
+often followed by an explanation. This module recovers the titles, in order,
+without duplicates, and nothing else; matching them to a catalog is
+`catalog.py`'s job. The text is untrusted: it is only ever scanned with linear
+regular expressions and `json.loads` (never evaluated), and is cut to
+MAX_CHARS first so the work per answer is bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from recharness.matching.normalize import normalize_title
+from recharness.matching.refusal import REFUSAL_RE, is_nothing
+
+MAX_CHARS = 20_000  # longer answers are truncated (a 10k-character answer parses in ~ms)
+MAX_ITEMS = 100
+MAX_TITLE_CHARS = 200
+MAX_TITLE_WORDS = 20
+
+_YEAR = r"(?:18|19|20)\d\d"
+_YEAR_MARK_RE = re.compile(r"[\(\[]\s*(" + _YEAR + r")\s*[\)\]]")
+# "(1995 film)", "(dir. Ridley Scott, 1979)", "(1979, Ridley Scott)" -> "(1979)"
+_YEAR_META_RE = re.compile(r"[\(\[][^()\[\]\n]{0,60}?\b(" + _YEAR + r")\b[^()\[\]\n]{0,60}?[\)\]]")
+_BARE_YEAR_RE = re.compile(r"\s*(?:,|\s[-–—]|:)\s*(" + _YEAR + r")\b(?=\s*(?:$|[-–—:,;.|]))")
+
+_LIST_RE = re.compile(
+    r"^(?P<indent>\s*)(?:#{1,6}\s+)?(?P<em>\*\*|__)?"
+    r"(?:(?P<bullet>[-*•·▪‣◦+►→✓✔])(?=\s)|(?P<num>\(?#?\s?\d{1,2}(?:[.)\]:](?!\d)|(?=\s+[-–—]\s))|#\s?\d{1,2}\b))"
+    r"\s*(?(em)(?P<closeem>\*\*|__)?)\s*"
+)
+_HEADING_RE = re.compile(r"^\s*#{1,6}\s*")
+_THINK_CLOSE = re.compile(r"</think\s*>", re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<think\s*>", re.IGNORECASE)
+_FENCE_RE = re.compile(r"^\s*```[\w-]*\s*$", re.MULTILINE)
+_LINK_RE = re.compile(r"\[([^\[\]\n]{1,200})\]\([^()\n]{0,500}\)")
+_TAG_RE = re.compile(r"</?[a-zA-Z][^<>\n]{0,100}>")
+
+_OPENERS = {"**": "**", "__": "__", "*": "*", "_": "_", "`": "`", '"': '"', "“": "”", "«": "»", "‘": "’", "'": "'", "„": "“"}
+_LEAD_SPAN_RE = re.compile(
+    r"^(?:\*\*(?P<b>[^*\n]{1,200}?)\*\*|__(?P<u>[^_\n]{1,200}?)__|\*(?P<i>[^*\n]{1,200}?)\*(?!\*)|_(?P<i2>[^_\n]{1,200}?)_(?!\w)"
+    r"|`(?P<c>[^`\n]{1,200}?)`|\"(?P<q>[^\"\n]{1,200}?)\"|“(?P<q2>[^”\n]{1,200}?)”|«(?P<q3>[^»\n]{1,200}?)»"
+    r"|‘(?P<q4>[^’\n]{1,200}?)’|'(?P<q5>[^'\n]{1,200}?)'(?=[\s,.;:!?)\]\-–—]|$))"
+)
+_SPAN_RE = re.compile(
+    r"\*\*(?P<b>[^*\n]{1,200}?)\*\*|__(?P<u>[^_\n]{1,200}?)__|(?<![\w*])\*(?P<i>[^*\n]{1,200}?)\*(?![\w*])"
+    r"|(?<!\w)_(?P<i2>[^_\n]{1,200}?)_(?!\w)|\"(?P<q>[^\"\n]{1,200}?)\"|“(?P<q2>[^”\n]{1,200}?)”|«(?P<q3>[^»\n]{1,200}?)»"
+)
+_SEPARATORS_RE = re.compile(r"\s+[-–—|]\s+|\s*[–—]\s*|:\s+|\s+-\s*(?=[A-Za-z])|\.{3}|…")
+_COMMA_EXPLAIN_RE = re.compile(
+    r",\s+(?=(?:a|an|the|which|who|that|where|starring|directed|featuring|about|because|since|as|for|it|its|this|my|one|another)\s+[a-z])"
+)
+_BY_RE = re.compile(
+    r"\s+(?:\(?(?:directed\s+)?by|\(dir\.?)\s+(?:[A-Z][\w.'’-]*)(?:\s+(?:[A-Z][\w.'’-]*|de|van|von|der|del|da|di|le|la)){1,3}\)?\s*$"
+)
+_META_BRACKET_RE = re.compile(r"\s*[\(\[]\s*(?:dir\b|dir\.|directed|starring|with\s|by\s|genre|rated)[^()\[\]]{0,100}[\)\]]", re.IGNORECASE)
+
+_SMALL = frozenset(
+    "a an the of and or in on at to for with from by vs de la le les du des et el del di da von van der die das is as into".split()
+)
+_BOILERPLATE_RE = re.compile(
+    r"^\W*(?:here(?:'s| is| are)|sure|certainly|of course|absolutely|great|okay|ok\b|based on|given|i (?:recommend|suggest|think|hope|would|'d|believe)|"
+    r"i'd|hope|enjoy|let me know|these|this (?:list|selection)|those|note\b|if you|you (?:might|may|could|should|will|would)|happy|feel free|"
+    r"all of (?:these|them)|each of|below|the following|following|recommendations?\b|suggestions?\b|top picks|my (?:top |)picks|"
+    r"would you|do you|want|in summary|overall|these picks|they|it'?s|this is|such as|some (?:other )?(?:great|good|popular)|"
+    r"(?:movie|film|book)s? (?:you|that|which)|thanks|thank you|please)",
+    re.IGNORECASE,
+)
+_GENERIC_RE = re.compile(
+    r"^(?:(?:my|top|some|more|other|recommended|suggested|similar|\d+)\s+)*"
+    r"(?:movies?|films?|books?|titles?|items?|products?|games?|recommendations?|suggestions?|picks?|list|answer|output|results?)"
+    r"(?:\s+(?:recommendations?|suggestions?|picks?|list))?$|^(?:etc|and more|and others|others|more|n/?a|none|unknown|tbd|\.+)$",
+    re.IGNORECASE,
+)
+_LEAD_IN_RE = re.compile(
+    r"^(?:(?:and|or|also|plus|then|as well as|finally|lastly|next|perhaps|maybe|try|consider|check out|watch|how about|what about)\b"
+    r"|(?:i|we)(?:'d|'ll| would| also| might| can)?\s+(?:also\s+)?(?:recommend|suggest|think|love)\b"
+    r"|(?:you|fans)\s+(?:might|may|could|should|would|will)\b)",
+    re.IGNORECASE,
+)
+_LABEL_RE = re.compile(r"^\s*((?:\*\*|__)?[^:\n]{1,80}?:(?:\*\*|__)?)\s+(?=\S)")
+_LABEL_WORDS_RE = re.compile(
+    r"(?:movie|film|book|game|product|item|title|name|pick|recommendation|suggestion)s?(?:\s+(?:title|name)s?)?(?:\s*#?\d{1,2})?",
+    re.IGNORECASE,
+)
+_METADATA_RE = re.compile(
+    r"^\W*(?:why|reason|director|directed by|genre|genres|year|released?|plot|synopsis|description|summary|starring|stars|cast|"
+    r"rating|runtime|note|notes|imdb|about|theme|themes|mood|pros|cons|platform|price|author|by|features?|similar to|because)\b",
+    re.IGNORECASE,
+)
+_ABBREV_RE = re.compile(r"^(?:[A-Z]\.)+$|^(?:Dr|Mr|Mrs|Ms|St|Jr|Sr|Mt|Vol|No|Pt)\.$")
+
+
+def strip_reasoning(text: str) -> str:
+    """Drop <think>...</think> reasoning (DeepSeek-R1 and kin): titles it
+    mentions while thinking are not recommendations."""
+    text = text[:MAX_CHARS] if len(text) > MAX_CHARS else text
+    closes = list(_THINK_CLOSE.finditer(text))
+    if closes:
+        text = text[closes[-1].end() :]
+    m = _THINK_OPEN.search(text)
+    if m:
+        text = text[: m.start()]
+    return text
+
+
+def parse_recommendations(text: str | None) -> list[str]:
+    """Candidate item titles from an LLM answer, in order, without repeats.
+
+    Titles keep a year when the answer gives one ("Heat (1995)"), normalised
+    to "(YYYY)" so the matcher can use it to break ties between remakes.
+    """
+    if not text:
+        return []
+    text = strip_reasoning(text)
+    if is_nothing(text):
+        return []
+    text = _FENCE_RE.sub("\n", text)
+    items = _from_json(text)
+    if items is None:
+        items = _from_lines(text)
+    return _dedupe(items)
+
+
+# ---------------------------------------------------------------- JSON answers
+
+_TITLE_KEYS = ("title", "name", "movie", "film", "book", "item", "product", "game", "movie_title", "book_title")
+_YEAR_KEYS = ("year", "release_year", "released")
+
+
+def _from_json(text: str) -> list[str] | None:
+    """Items from a JSON array / object answer, or None if it is not JSON."""
+    s = text.strip()
+    candidates = [s]
+    for open_, close in (("[", "]"), ("{", "}")):
+        i, j = s.find(open_), s.rfind(close)
+        if 0 <= i < j and (i, j) != (0, len(s) - 1):
+            candidates.append(s[i : j + 1])
+    for c in candidates:
+        if not c or c[0] not in "[{":
+            continue
+        try:
+            value = json.loads(c)
+        except (ValueError, RecursionError):
+            continue
+        out: list[str] = []
+        _collect_json(value, out, depth=0)
+        if out or value in ([], {}):
+            return [t for t in (clean_title(x) for x in out) if t]
+    return None
+
+
+def _collect_json(value, out: list[str], depth: int) -> None:
+    if depth > 4 or len(out) >= MAX_ITEMS:
+        return
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, list):
+        for v in value:
+            _collect_json(v, out, depth + 1)
+    elif isinstance(value, dict):
+        low = {str(k).lower(): v for k, v in value.items()}
+        title = next((low[k] for k in _TITLE_KEYS if isinstance(low.get(k), str)), None)
+        if title is not None:
+            year = next((low[k] for k in _YEAR_KEYS if isinstance(low.get(k), (int, str)) and re.fullmatch(_YEAR, str(low[k]))), None)
+            out.append(f"{title} ({year})" if year is not None and not _YEAR_MARK_RE.search(title) else title)
+            return
+        for v in value.values():  # {"recommendations": [...]}
+            if isinstance(v, list):
+                _collect_json(v, out, depth + 1)
+
+
+# ---------------------------------------------------------------- text answers
+
+
+def _from_lines(text: str) -> list[str]:
+    lines = [ln.expandtabs(4) for ln in text.splitlines()]
+    listed = []  # (indent, numbered?, content)
+    for ln in lines:
+        m = _LIST_RE.match(ln)
+        if m and ln[m.end() :].strip():
+            content = ln[m.end() :]
+            if m.group("em") and not m.group("closeem"):
+                content = m.group("em") + content  # "**1. Title**" keeps its bold
+            listed.append((len(m.group("indent")), m.group("num") is not None, content))
+    if listed:
+        return _from_list(listed)
+    # No list markers: one title per line, or a one-liner, or prose.
+    titled: list[str] = []
+    prose: list[str] = []
+    for ln in lines:
+        s = _strip_label(_HEADING_RE.sub("", ln).strip())
+        if not s:
+            continue
+        if _is_prose(s) or s.rstrip("*_ ").endswith(":"):
+            prose.append(s)
+        else:
+            titled.append(s)
+    if titled:
+        out = []
+        for s in titled:
+            out.extend(_split_line(s, single=len(titled) == 1))
+        if out:
+            return out
+    return _from_prose(" ".join(prose))
+
+
+def _from_list(listed: list[tuple[int, bool, str]]) -> list[str]:
+    """Titles from list entries (indent, numbered?, text): the outermost level,
+    numbered entries first; but when the outer entries are only headers
+    ("1. **Sci-fi:**") with titles nested under them, the nested ones."""
+    top = min(i for i, _, _ in listed)
+    level = [x for x in listed if x[0] == top]
+    inner = [x for x in listed if x[0] > top]
+    if inner and all(_is_header(c) for _, _, c in level):
+        if sum(1 for _, _, c in inner if _METADATA_RE.match(_strip_md(c))) * 2 < len(inner):
+            sub = min(i for i, _, _ in inner)
+            level = [x for x in inner if x[0] == sub]
+    if any(num for _, num, _ in level):
+        level = [x for x in level if x[1]]
+    out = []
+    for _, _, content in level:
+        if not _is_prose(content):
+            out.extend(_split_line(_strip_label(content.strip()), single=False))
+    return out
+
+
+def _is_header(content: str) -> bool:
+    """"**Sci-fi:**", "Drama", "### Classics": a short label, not a title with a year."""
+    plain = _strip_md(content).strip()
+    if plain.endswith(":"):
+        return True
+    wholly_em = re.fullmatch(r"\s*(\*\*|__)[^*_]{1,60}\1\s*:?\s*", content) is not None
+    return wholly_em and not _YEAR_MARK_RE.search(plain) and len(plain.split()) <= 4
+
+
+def _strip_label(line: str) -> str:
+    """"Recommended movies: A, B" -> "A, B"; "Title: Heat (1995)" -> "Heat (1995)"."""
+    m = _LABEL_RE.match(line)
+    if m:
+        head = _strip_md(m.group(1)).strip().rstrip(":").strip()
+        if _LABEL_WORDS_RE.fullmatch(head) or _GENERIC_RE.match(head) or _BOILERPLATE_RE.match(head):
+            rest = line[m.end() :].strip()
+            return rest.lstrip("*_ ").strip() if rest.startswith(("**", "__")) and rest.count(rest[:2]) % 2 else rest
+    return line
+
+
+def _is_prose(line: str) -> bool:
+    """A sentence rather than a title: boilerplate, refusal, or mostly lowercase."""
+    plain = _strip_md(line).strip()
+    if not plain:
+        return True
+    if _LEAD_SPAN_RE.match(line.strip()):
+        return False  # "**Title** - explanation": a title first
+    if _BOILERPLATE_RE.match(plain) or REFUSAL_RE.search(plain):
+        return True
+    head = _YEAR_MARK_RE.split(plain, maxsplit=1)[0] if _YEAR_MARK_RE.search(plain) else _cut_explanation(plain)
+    words = head.split()
+    if len(words) > MAX_TITLE_WORDS:
+        return True
+    if _YEAR_MARK_RE.search(plain) or len(words) <= 3:
+        return False
+    # mostly lowercase words in a run longer than a list of short titles:
+    # "this is a great film" is prose, "sex, lies, and videotape" is not.
+    longest_run = max(len(part.split()) for part in re.split(r"[,;]", head))
+    return _lower_ratio(head) >= 0.5 and longest_run > 3
+
+
+def _split_line(line: str, single: bool) -> list[str]:
+    """One list entry or line -> titles. Several "(YYYY)" marks or semicolons
+    mean several titles; commas too, but only on a lone line ("A, B, C")."""
+    s = line.strip()
+    years = list(_YEAR_MARK_RE.finditer(s))
+    if len(years) >= 2 and not _LEAD_SPAN_RE.match(s):
+        parts, start = [], 0
+        for m in years:
+            parts.append(s[start : m.end()])
+            start = m.end()
+        tail = s[start:].strip(" ,;.")
+        if tail and not _is_prose(tail) and len(tail.split()) <= 6:
+            parts.append(tail)
+        return [t for t in (clean_title(_trim_lead_in(p)) for p in parts) if t]
+    if ";" in s and not _LEAD_SPAN_RE.match(s):
+        pieces = [p for p in s.split(";") if p.strip()]
+        if len(pieces) > 1:
+            return [t for t in (clean_title(_trim_lead_in(p)) for p in pieces) if t]
+    if single and "," in s and not years and not _LEAD_SPAN_RE.match(s):
+        pieces = _comma_split(s)
+        if len(pieces) > 1 and all(len(p.split()) <= 10 for p in pieces):
+            return [t for t in (clean_title(p) for p in pieces) if t]
+    t = clean_title(_trim_lead_in(s) if years else s)
+    return [t] if t else []
+
+
+def _comma_split(s: str) -> list[str]:
+    """"A, B, and C" -> [A, B, C]; a lone article or a lowercase continuation
+    rejoins its neighbour ("Matrix, The"; "Sex, lies, and videotape")."""
+    out: list[str] = []
+    for raw in s.split(","):
+        p = raw.strip()
+        if not p:
+            continue
+        low = p.lower()
+        if out and (low in _ARTICLE_WORDS or p[0].islower() and not re.match(r"(?:and|or)\s", p)):
+            out[-1] = f"{out[-1]}, {p}"
+            continue
+        m = re.match(r"(?:and|or|&)\s+(.*)", p, re.IGNORECASE)
+        if m:
+            rest = m.group(1)
+            if out and rest[:1].islower():
+                out[-1] = f"{out[-1]}, {p}"
+                continue
+            p = rest
+        out.append(p)
+    return out
+
+
+_ARTICLE_WORDS = frozenset("the a an la le les l' il el das der die".split())
+
+
+def _from_prose(text: str) -> list[str]:
+    """Titles from running text: *emphasised* or "quoted" spans first, else
+    the capitalised words before each "(YYYY)"."""
+    if not text.strip():
+        return []
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z*_\"“])", text) if not REFUSAL_RE.search(s)]
+    body = " ".join(sentences)
+    out = []
+    for m in _SPAN_RE.finditer(body):
+        span = next(g for g in m.groups() if g is not None)
+        after = body[m.end() : m.end() + 12]
+        y = re.match(r"\s*[\(\[]\s*(" + _YEAR + r")\s*[\)\]]", after)
+        out.append(f"{span} ({y.group(1)})" if y and not _YEAR_MARK_RE.search(span) else span)
+    if out:
+        return [t for t in (clean_title(x) for x in out) if t]
+    start = 0
+    for m in _YEAR_MARK_RE.finditer(body):
+        seg = body[start : m.start()]
+        start = m.end()
+        seg = re.split(r"[.!?:;]\s+|,\s+(?=(?:and|or|as well as|plus)\b)", seg)[-1]
+        title = _capitalised_tail(seg)
+        if title:
+            t = clean_title(f"{title} ({m.group(1)})")
+            if t:
+                out.append(t)
+    return out
+
+
+def _capitalised_tail(seg: str) -> str:
+    """The run of Capitalised words (and small words) that ends `seg`:
+    "you might like The Big Lebowski" -> "The Big Lebowski"."""
+    tokens = seg.strip(" ,;").split()
+    run: list[str] = []
+    for tok in reversed(tokens):
+        bare = tok.strip("\"'“”*_()")
+        if not bare:
+            break
+        if bare[0].isupper() or bare[0].isdigit() or bare.lower() in _SMALL:
+            if run and tok[-1:] in ",.:;!?" and not _ABBREV_RE.match(bare):
+                break
+            run.append(tok)
+        else:
+            break
+    while run and run[-1].lower() in _SMALL and not run[-1][0].isupper():
+        run.pop()
+    while run and _LEAD_IN_RE.match(run[-1]) and len(run) > 1:
+        run.pop()
+    return " ".join(reversed(run))
+
+
+def _trim_lead_in(seg: str) -> str:
+    """"and Alien (1979)" -> "Alien (1979)"; "I recommend The Matrix (1999)" ->
+    "The Matrix (1999)". Only text that starts like a sentence is trimmed."""
+    s = seg.strip(" ,;.")
+    if not s:
+        return s
+    m = _YEAR_MARK_RE.search(s)
+    head, tail = (s[: m.start()], s[m.start() :]) if m else (s, "")
+    if _LEAD_IN_RE.match(head) or head[:1].islower():
+        cut = _capitalised_tail(head)
+        if cut:
+            return f"{cut} {tail}".strip()
+    return s
+
+
+def _strip_md(s: str) -> str:
+    s = _LINK_RE.sub(r"\1", s)
+    s = _TAG_RE.sub(" ", s)
+    s = s.replace("**", "").replace("__", "").replace("`", "")
+    s = re.sub(r"(?<![\w*])\*(?=\S)|(?<=\S)\*(?![\w*])", "", s)
+    s = re.sub(r"(?<!\w)_(?=\S)|(?<=\S)_(?!\w)", "", s)
+    return s
+
+
+def _lower_ratio(s: str) -> float:
+    words = [w for w in re.findall(r"[^\W\d_][\w'’-]*", s) if w.lower() not in _SMALL]
+    if not words:
+        return 0.0
+    return sum(1 for w in words if w[0].islower()) / len(words)
+
+
+def _cut_explanation(s: str) -> str:
+    """"Title - a story about..." -> "Title"; keeps "Star Wars: Episode IV - A New Hope"."""
+    m = _COMMA_EXPLAIN_RE.search(s)
+    if m and m.start() > 0:
+        s = s[: m.start()]
+    for m in _SEPARATORS_RE.finditer(s):
+        head, rest = s[: m.start()], s[m.end() :]
+        if not head.strip():
+            continue
+        words = rest.split()
+        if not words:
+            return head
+        if len(words) > 10 or _lower_ratio(rest) >= 0.5:
+            return head
+    return s
+
+
+def clean_title(raw: str) -> str | None:
+    """One candidate string -> a bare title (with "(YYYY)" if given), or None
+    if what is left does not look like a title."""
+    s = _LINK_RE.sub(r"\1", raw)
+    s = _TAG_RE.sub(" ", s)
+    s = " ".join(s.split()).strip(" \t-–—•*·:;,")
+    if not s:
+        return None
+    lead = _LEAD_SPAN_RE.match(s)
+    if lead:  # "**The Matrix** (1999) - a hacker..." -> the emphasised part (+ year)
+        span = next(g for g in lead.groups() if g is not None).strip()
+        rest = s[lead.end() :]
+        y = re.match(r"\s*[*_\"”]*\s*[\(\[,]?\s*(?:[^()\[\]\n]{0,40}?,\s*)?(" + _YEAR + r")\b\s*[\)\]]?", rest)
+        if span and not re.fullmatch(r"\d{1,2}[.)]?", span):
+            s = f"{span} ({y.group(1)})" if y and not _YEAR_MARK_RE.search(span) else span
+    s = _strip_md(s)
+    s = _YEAR_META_RE.sub(lambda m: f"({m.group(1)})", s)
+    s = _META_BRACKET_RE.sub("", s)
+    m = _YEAR_MARK_RE.search(s)
+    if m and m.start() > 0:
+        s = s[: m.end()]  # everything after the year is commentary
+    else:
+        b = _BARE_YEAR_RE.search(s)
+        if b and b.start() > 0:
+            s = f"{s[: b.start()]} ({b.group(1)})"
+        else:
+            s = _cut_explanation(s)
+    m = _YEAR_MARK_RE.search(s)
+    head, year = (s[: m.start()], f" ({m.group(1)})") if m and m.start() > 0 else (s, "")
+    head = _BY_RE.sub("", head)
+    head = _unquote(head.strip()).strip(" \t-–—:;,.").strip()
+    if not head or len(head) > MAX_TITLE_CHARS or len(head.split()) > MAX_TITLE_WORDS:
+        return None
+    if _GENERIC_RE.match(head) or is_nothing(head) or REFUSAL_RE.search(head):
+        return None
+    return head + year
+
+
+_QUOTE_PAIRS = {'"': '"', "“": "”", "‘": "’", "'": "'", "«": "»", "„": "“"}
+
+
+def _unquote(s: str) -> str:
+    """Drop quotes around a title, but not the apostrophe of "'Til There Was You"."""
+    while len(s) >= 2 and s[0] in _QUOTE_PAIRS and s[-1] == _QUOTE_PAIRS[s[0]]:
+        s = s[1:-1].strip()
+    if s[:1] in "\"“«„" and s.count(s[0]) == 1:
+        s = s[1:].strip()
+    if s[-1:] in "\"”»" and s.count(s[-1]) == 1:
+        s = s[:-1].strip()
+    return s
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    out, seen = [], set()
+    for t in items:
+        nt = normalize_title(t)
+        key = (nt.key, nt.year)
+        if nt.key and key not in seen:
+            seen.add(key)
+            out.append(t)
+            if len(out) >= MAX_ITEMS:
+                break
+    return out

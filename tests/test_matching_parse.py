@@ -1,0 +1,239 @@
+"""parse_recommendations on realistic LLM answers, and on hostile input."""
+
+import time
+
+import pytest
+
+from recharness.matching import parse_recommendations, strip_reasoning
+from recharness.matching.parse import clean_title
+
+# (answer, expected titles). Shapes seen from chat models asked for recommendations,
+# including the RecBench+ Appendix D outputs (GPT-4o, DeepSeek-R1).
+CASES = {
+    "numbered with years, boilerplate around": (
+        """Here are some movies you might enjoy:
+
+1. The Shawshank Redemption (1994)
+2. The Godfather (1972)
+3. Pulp Fiction (1994)
+
+Enjoy your movie night!""",
+        ["The Shawshank Redemption (1994)", "The Godfather (1972)", "Pulp Fiction (1994)"],
+    ),
+    "bold titles with explanations": (
+        """Sure! Based on your love for 80s classics, here are my recommendations:
+
+1. **The Breakfast Club (1985)** - A timeless coming-of-age story about five teenagers in detention.
+2. **Back to the Future (1985)** – Marty McFly travels back in time in a DeLorean.
+3. **Ferris Bueller's Day Off (1986)**: a hilarious day of skipping school.
+4. **Stand by Me (1986)** — four boys go on a journey to find a dead body.
+
+Let me know if you'd like more suggestions!""",
+        ["The Breakfast Club (1985)", "Back to the Future (1985)", "Ferris Bueller's Day Off (1986)", "Stand by Me (1986)"],
+    ),
+    "bullets, explanations after colon or dash, subtitles kept": (
+        """- Alien: Ridley Scott's claustrophobic sci-fi horror masterpiece.
+- Blade Runner (1982): a neo-noir vision of the future.
+- The Terminator – James Cameron's relentless killer-robot thriller
+• Star Wars: Episode IV - A New Hope
+* 2001: A Space Odyssey
+- Dr. Strangelove or: How I Learned to Stop Worrying and Love the Bomb""",
+        [
+            "Alien",
+            "Blade Runner (1982)",
+            "The Terminator",
+            "Star Wars: Episode IV - A New Hope",
+            "2001: A Space Odyssey",
+            "Dr. Strangelove or: How I Learned to Stop Worrying and Love the Bomb",
+        ],
+    ),
+    "one line, years": (
+        "The Matrix (1999), Alien (1979), Blade Runner (1982), Total Recall (1990)",
+        ["The Matrix (1999)", "Alien (1979)", "Blade Runner (1982)", "Total Recall (1990)"],
+    ),
+    "one line, commas and a final and (GPT-4o in RecBench+ D.3)": (
+        "Mary Poppins, The Gnome-Mobile, and Bedknobs and Broomsticks",
+        ["Mary Poppins", "The Gnome-Mobile", "Bedknobs and Broomsticks"],
+    ),
+    "one line, catalog-style trailing article and a lowercase title": (
+        "sex, lies, and videotape, Matrix, The, Heat",
+        ["sex, lies, and videotape", "Matrix, The", "Heat"],
+    ),
+    "one title per line (the Appendix G 'output directly' style)": (
+        "Mary Poppins (1964)\nThe Gnome-Mobile (1967)\nPollyanna (1960)\n",
+        ["Mary Poppins (1964)", "The Gnome-Mobile (1967)", "Pollyanna (1960)"],
+    ),
+    "semicolons": ("Alien (1979); Aliens (1986); Predator (1987)", ["Alien (1979)", "Aliens (1986)", "Predator (1987)"]),
+    "json array in a code fence": (
+        '```json\n["Heat (1995)", "Ronin (1998)", "The Usual Suspects (1995)"]\n```',
+        ["Heat (1995)", "Ronin (1998)", "The Usual Suspects (1995)"],
+    ),
+    "json objects under a key": (
+        'Here you go: {"recommendations": [{"title": "Toy Story", "year": 1995}, {"title": "Aladdin", "year": "1992"},'
+        ' {"name": "The Lion King"}]}',
+        ["Toy Story (1995)", "Aladdin (1992)", "The Lion King"],
+    ),
+    "prose with emphasised and quoted titles": (
+        "If you enjoyed Heat, I'd recommend *Ronin* (1998), which has some of the best car chases ever filmed, and "
+        '*The Usual Suspects* (1995) for its twisty plot. You might also like "L.A. Confidential" (1997).',
+        ["Ronin (1998)", "The Usual Suspects (1995)", "L.A. Confidential (1997)"],
+    ),
+    "prose without markup": (
+        "I recommend The Godfather (1972) and Goodfellas (1990), both are crime classics.",
+        ["The Godfather (1972)", "Goodfellas (1990)"],
+    ),
+    "refusal, then a list anyway": (
+        """I'm sorry, but I couldn't find any movies with cinematography by John Blick. However, you might enjoy:
+
+1. Speed (1994)
+2. Falling Down (1993)
+3. The Devil's Advocate (1997)""",
+        ["Speed (1994)", "Falling Down (1993)", "The Devil's Advocate (1997)"],
+    ),
+    "pure refusal (GPT-4o-mini in RecBench+ D.1)": (
+        "I'm sorry, but I am unable to provide movie recommendations specifically featuring cinematography by "
+        "Ellery Ryan, as I do not have data on his work.",
+        [],
+    ),
+    "None (DeepSeek-R1 in RecBench+ D.2)": ("*None*", []),
+    "reasoning block and a trailing note (DeepSeek-R1)": (
+        """<think>Taps (1981) was shot by Owen Roizman. So was The French Connection. Let me list...</think>
+The French Connection (1971), The Exorcist (1973), Network (1976), Three Days of the Condor (1975).
+
+Note: The films listed above feature the cinematography of Owen Roizman, who shot Taps and Absence of Malice.""",
+        ["The French Connection (1971)", "The Exorcist (1973)", "Network (1976)", "Three Days of the Condor (1975)"],
+    ),
+    "by-director suffixes": (
+        '1. Jaws by Steven Spielberg\n2. Vertigo (1958) by Alfred Hitchcock\n3. Stand by Me\n4. "Rear Window" directed by Alfred Hitchcock\n5. Heat (dir. Michael Mann)',
+        ["Jaws", "Vertigo (1958)", "Stand by Me", "Rear Window", "Heat"],
+    ),
+    "markdown headings with descriptions under them": (
+        """### 1. *Casablanca* (1942)
+A timeless romance set during World War II.
+
+### 2. *Roman Holiday* (1953)
+Audrey Hepburn shines as a runaway princess.""",
+        ["Casablanca (1942)", "Roman Holiday (1953)"],
+    ),
+    "numbered categories with titles nested under them": (
+        "1. **Sci-fi**\n   - The Matrix (1999)\n   - Alien (1979)\n2. **Drama:**\n   - Magnolia (1999)",
+        ["The Matrix (1999)", "Alien (1979)", "Magnolia (1999)"],
+    ),
+    "numbered titles with metadata bullets under them": (
+        "1. **Inception**\n   - Director: Christopher Nolan\n   - Why: dreams within dreams\n2. **Memento**\n   - Director: Christopher Nolan",
+        ["Inception", "Memento"],
+    ),
+    "catalog format echoed back": (
+        "1. Usual Suspects, The (1995)\n2. Matrix, The (1999)\n3. Boot, Das (1981)",
+        ["Usual Suspects, The (1995)", "Matrix, The (1999)", "Boot, Das (1981)"],
+    ),
+    "numbering styles": (
+        "1) Toy Story\n2) A Bug's Life\n#3 Goodfellas (1990)\n#4: Casino (1995)\n5 - Heat (1995)\n(6) Ronin",
+        ["Toy Story", "A Bug's Life", "Goodfellas (1990)", "Casino (1995)", "Heat (1995)", "Ronin"],
+    ),
+    "year written in other ways": (
+        "1. The Searchers (Director: John Ford, 1956)\n2. Heat - 1995 - Crime\n3. Ronin, 1998\n4. Rio Bravo (1959 film)\n5. Tron [1982]",
+        ["The Searchers (1956)", "Heat (1995)", "Ronin (1998)", "Rio Bravo (1959)", "Tron (1982)"],
+    ),
+    "labels and links": (
+        "Recommended movies: Heat, Ronin, Collateral\n",
+        ["Heat", "Ronin", "Collateral"],
+    ),
+    "markdown links and title labels in a list": (
+        "1. Title: [Heat](https://www.imdb.com/title/tt0113277/) (1995)\n2. Movie: `Ronin` (1998)",
+        ["Heat (1995)", "Ronin (1998)"],
+    ),
+    "duplicates and repeats": (
+        "1. Heat (1995)\n2. Ronin\n3. HEAT (1995)\n4. ronin",
+        ["Heat (1995)", "Ronin"],
+    ),
+    "amazon-style product titles keep their qualifiers": (
+        "1. Mario Kart 8 Deluxe - Nintendo Switch\n2. The Legend of Zelda: Breath of the Wild - Nintendo Switch\n"
+        "3. Super Smash Bros. Ultimate – a brawler with every Nintendo character",
+        [
+            "Mario Kart 8 Deluxe - Nintendo Switch",
+            "The Legend of Zelda: Breath of the Wild - Nintendo Switch",
+            "Super Smash Bros. Ultimate",
+        ],
+    ),
+    "empty": ("   \n\t ", []),
+    "nothing-answers": ("N/A", []),
+    "empty json list": ("[]", []),
+    "no items, only chatter": ("That's a great question! Movies are a wonderful way to relax.", []),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_realistic_answers(name):
+    text, expected = CASES[name]
+    assert parse_recommendations(text) == expected
+
+
+def test_at_least_fifteen_realistic_cases():
+    assert len(CASES) >= 15
+
+
+def test_none_input():
+    assert parse_recommendations(None) == []
+    assert parse_recommendations("") == []
+
+
+def test_strip_reasoning():
+    assert strip_reasoning("<think>Heat (1995)?</think>Ronin") == "Ronin"
+    assert strip_reasoning("Ronin<think>still thinking about Heat") == "Ronin"
+    assert strip_reasoning("reasoning without an opening tag</think>\nRonin") == "\nRonin"
+
+
+@pytest.mark.parametrize(
+    "raw, title",
+    [
+        ("**The Matrix** (1999) - a hacker learns the truth", "The Matrix (1999)"),
+        ('"Heat" – Michael Mann\'s crime epic', "Heat"),
+        ("_Ronin_", "Ronin"),
+        ("'Til There Was You (1997) - a romantic comedy", "'Til There Was You (1997)"),
+        ("Star Wars: Episode V - The Empire Strikes Back (1980) - the best sequel", "Star Wars: Episode V - The Empire Strikes Back (1980)"),
+        ("Mission: Impossible", "Mission: Impossible"),
+        ("The Matrix, a mind-bending sci-fi film", "The Matrix"),
+        ("Good, the Bad and the Ugly, The", "Good, the Bad and the Ugly, The"),
+        ("Airplane!", "Airplane!"),
+        ("Monsters, Inc.", "Monsters, Inc"),
+        ("Recommendations", None),
+        ("etc.", None),
+    ],
+)
+def test_clean_title(raw, title):
+    assert clean_title(raw) == title
+
+
+def test_code_in_the_answer_is_only_text():
+    evil = "1. __import__('os').system('touch /tmp/pwned')\n2. {{7*7}}\n3. Heat (1995)"
+    out = parse_recommendations(evil)
+    assert out[-1] == "Heat (1995)"
+    assert all(isinstance(t, str) for t in out)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1. Heat (1995) - " + "a very long explanation " * 400,  # 10k characters in one entry
+        "\n".join(f"{i}. Film number {i} ({1900 + i % 100}) - because it is good" for i in range(1, 400)),
+        "(" * 10_000,
+        "[" * 10_000,
+        "*" * 10_000,
+        "_a" * 5_000,
+        '"' * 10_000,
+        "Heat, " * 2_000,
+        "a" * 10_000,
+        ("**" + "x" * 50) * 200,
+        "<think>" + "Heat (1995) " * 900,
+        "1. " + "Title: " * 1_500,
+        "- " * 5_000,
+        "Heat (1995) " * 900,
+    ],
+)
+def test_bounded_work_on_long_and_hostile_answers(text):
+    t0 = time.perf_counter()
+    out = parse_recommendations(text)
+    assert time.perf_counter() - t0 < 0.5
+    assert len(out) <= 100
+    assert all(len(t) <= 300 for t in out)
