@@ -1,0 +1,226 @@
+"""LLM-as-judge for explanation generation and review summarization.
+
+Why: BLEU/ROUGE count shared n-grams and miss what the LLMRec paper's human
+study saw (a faithful, personal explanation in other words scores ~0). A
+judge model (any backend) compares each candidate with the user's real text
+and answers in a fixed JSON schema:
+
+    {"faithfulness": 1-5, "personalization": 1-5, "rationale": "..."}
+
+validated by `JUDGE_FORMAT` (validation.JsonObject: whole numbers 1..5, the
+trailing-comma tolerance documented there), with one retry carrying a format
+reminder. Every judge call goes through `CachedModel`, so it is cached like
+any other model call (re-judging costs nothing; a new judge or a changed
+prompt is a new key).
+
+Files: `judge_run` writes <run>/judgments/<pred-stem>__<judge-slug>.jsonl,
+one record per judged sample: id, task, judge (identity), judge_slug,
+prediction_file, candidate, candidate_sha (sha256 of the judged text,
+16 hex digits), faithfulness, personalization, rationale, valid, error,
+output (raw judge answer), attempts, cached, latency_s. Reference rows
+(lead words, previous review) are judged too, as ``ref-<method>``.
+
+How `score` picks judgments up (`judge_metrics`): every
+<run>/judgments/*.jsonl is read; a judgment applies to a prediction when
+its (sample id, candidate_sha) equals the prediction's (id, sha256 of its
+validated text) — so stale judgments of an older run are ignored, and the
+same text gets the same judgment whichever row produced it. For each judge
+slug J that applies to at least one sample the row gets:
+  faith[J], pers[J]   mean scores; a sample whose candidate was invalid or
+                      missing counts as 1 (the floor; the judge is not asked),
+                      a sample whose judgment is missing or itself invalid
+                      after the retry is left out of the mean;
+  judged[J]           share of the samples that entered the mean.
+The run directory is `task.run_dir` if the pipeline sets it, else the
+`run_dir` recorded in the samples at build time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import statistics
+from pathlib import Path
+
+from recharness.models.base import GenerationParams
+from recharness.runner.jsonl import read_jsonl, write_jsonl_atomic
+from recharness.tasks.llmrec.explanation import MAX_REVIEW_CHARS, hypothesis
+from recharness.tasks.llmrec.text_prompts import JUDGE_SCHEMA_TEXT, judge_prompt, short
+from recharness.tasks.llmrec.validation import JsonField, JsonObject
+
+JUDGED_TASKS = ("explanation", "summarization")
+JUDGE_FORMAT = JsonObject(
+    {
+        "faithfulness": JsonField("int", 1, 5),
+        "personalization": JsonField("int", 1, 5),
+        "rationale": JsonField("str", required=False, max_chars=500),
+    }
+)
+JUDGE_PARAMS = GenerationParams(max_tokens=160)
+JUDGE_REMINDER = f"Answer with the JSON object only, exactly in this form: {JUDGE_SCHEMA_TEXT}"
+
+__all__ = ["judge_predictions", "judge_run", "judge_metrics", "candidate_sha", "JUDGE_FORMAT", "JUDGED_TASKS"]
+
+
+def candidate_sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+async def judge_one(model, sample: dict, candidate: str, *, max_retries: int = 1) -> dict:
+    """One judgment; `model` is a runner.run.CachedModel."""
+    messages = judge_prompt(sample["task"], candidate, short(sample["reference"], MAX_REVIEW_CHARS), sample.get("judge_context", ""))
+    latency = 0.0
+    cached = True
+    parsed = None
+    text = ""
+    attempts = 0
+    for attempt in range(max_retries + 1):
+        c = await model.generate(messages, JUDGE_PARAMS)
+        attempts += 1
+        latency += c.latency_s
+        cached &= c.cached
+        text = c.text
+        parsed = JUDGE_FORMAT.check(text)
+        if parsed.valid:
+            break
+        if attempt < max_retries:
+            messages = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": JUDGE_REMINDER}]
+    v = parsed.value if parsed.valid else {}
+    return {
+        "id": sample["id"],
+        "task": sample["task"],
+        "candidate": candidate,
+        "candidate_sha": candidate_sha(candidate),
+        "faithfulness": v.get("faithfulness"),
+        "personalization": v.get("personalization"),
+        "rationale": v.get("rationale"),
+        "valid": parsed.valid,
+        "error": parsed.error,
+        "output": text,
+        "attempts": attempts,
+        "cached": cached,
+        "latency_s": round(latency, 6),
+    }
+
+
+async def judge_predictions(samples: list[dict], predictions: dict[str, dict], judge_model, *, max_retries: int = 1,
+                            concurrency: int | None = None) -> dict[str, dict]:
+    """{sample id: judgment} for every explanation/summarization sample with a valid prediction.
+
+    Invalid or missing predictions are not sent to the judge (score floors them at 1)."""
+    todo = []
+    for s in samples:
+        if s.get("task") not in JUDGED_TASKS:
+            continue
+        h = hypothesis(predictions.get(s["id"]))
+        if h is not None:
+            todo.append((s, h))
+    sem = asyncio.Semaphore(max(1, concurrency or getattr(judge_model.backend, "max_concurrency", 1)))
+
+    async def one(s, h):
+        async with sem:
+            return await judge_one(judge_model, s, h, max_retries=max_retries)
+
+    results = await asyncio.gather(*(one(s, h) for s, h in todo))
+    return {r["id"]: r for r in results}
+
+
+def judge_predictions_sync(samples, predictions, judge_model, **kw) -> dict[str, dict]:
+    return asyncio.run(judge_predictions(samples, predictions, judge_model, **kw))
+
+
+def judge_run(out: Path, backend, judge_slug: str, *, pred_stems: list[str] | None = None, references: bool = True,
+              use_cache: bool = True, max_retries: int = 1, seed: int = 0) -> list[Path]:
+    """Judge every predictions file of a run (or `pred_stems`) and, optionally, the reference rows;
+    write <out>/judgments/<pred-stem>__<judge-slug>.jsonl. Returns the files written."""
+    from recharness.data.store import load_dataset
+    from recharness.runner.cache import ResponseCache
+    from recharness.runner.pipeline import load_build
+    from recharness.runner.run import CachedModel
+    from recharness.tasks.registry import get_task
+
+    out = Path(out)
+    info, all_samples = load_build(out)
+    samples = [s for s in all_samples if s["task"] in JUDGED_TASKS]
+    if not samples:
+        from recharness.errors import ConfigError
+
+        raise ConfigError(f"{out}: no explanation or summarization samples to judge (tasks built: {', '.join(info['tasks'])})")
+    sets: dict[str, dict[str, dict]] = {}
+    pred_dir = out / "predictions"
+    stems = pred_stems if pred_stems is not None else sorted(p.stem for p in pred_dir.glob("*.jsonl")) if pred_dir.exists() else []
+    for stem in stems:
+        recs = {r["id"]: r for r in read_jsonl(pred_dir / f"{stem}.jsonl") if r.get("task") in JUDGED_TASKS}
+        if recs:
+            sets[stem] = recs
+    if references:
+        ds = load_dataset(info["dataset"])
+        for t in sorted({s["task"] for s in samples}):
+            task = get_task(info["suite"], t)
+            for method, recs in task.references(ds, [s for s in samples if s["task"] == t], seed=seed).items():
+                sets.setdefault(f"ref-{method}", {}).update(recs)
+    cache = ResponseCache() if use_cache else None
+    model = CachedModel(backend, cache)
+    identity = model.identity()
+    written: list[Path] = []
+
+    async def go():
+        try:
+            for stem, recs in sets.items():
+                judged = await judge_predictions(samples, recs, model, max_retries=max_retries)
+                rows = [{**j, "judge": identity, "judge_slug": judge_slug, "prediction_file": stem} for j in judged.values()]
+                path = out / "judgments" / f"{stem}__{judge_slug}.jsonl"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_jsonl_atomic(path, rows)
+                written.append(path)
+        finally:
+            await backend.aclose()
+
+    try:
+        asyncio.run(go())
+    finally:
+        if cache is not None:
+            cache.close()
+    return written
+
+
+def load_judgments(run_dir: Path, tasks: set[str]) -> dict[str, dict[tuple[str, str], dict]]:
+    """{judge slug: {(sample id, candidate_sha): judgment}} from <run_dir>/judgments/*.jsonl."""
+    index: dict[str, dict[tuple[str, str], dict]] = {}
+    jdir = Path(run_dir) / "judgments"
+    if not jdir.is_dir():
+        return index
+    for f in sorted(jdir.glob("*.jsonl")):
+        for r in read_jsonl(f):
+            if r.get("task") in tasks and "candidate_sha" in r:
+                slug = r.get("judge_slug") or f.stem.rpartition("__")[2]
+                index.setdefault(slug, {})[(r["id"], r["candidate_sha"])] = r
+    return index
+
+
+def judge_metrics(samples: list[dict], predictions: dict[str, dict], run_dir: Path) -> dict[str, float]:
+    """faith[J], pers[J], judged[J] for each judge J whose judgments match these predictions."""
+    index = load_judgments(run_dir, {s["task"] for s in samples})
+    out: dict[str, float] = {}
+    for slug, idx in sorted(index.items()):
+        faith: list[float] = []
+        pers: list[float] = []
+        matched = 0
+        for s in samples:
+            h = hypothesis(predictions.get(s["id"]))
+            if h is None:
+                faith.append(1.0)
+                pers.append(1.0)
+                continue
+            r = idx.get((s["id"], candidate_sha(h)))
+            if r is None or not r.get("valid"):
+                continue
+            matched += 1
+            faith.append(float(r["faithfulness"]))
+            pers.append(float(r["personalization"]))
+        if matched == 0:
+            continue
+        out[f"faith[{slug}]"] = statistics.fmean(faith)
+        out[f"pers[{slug}]"] = statistics.fmean(pers)
+        out[f"judged[{slug}]"] = len(faith) / len(samples)
+    return out

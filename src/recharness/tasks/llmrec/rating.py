@@ -1,0 +1,226 @@
+"""LLMRec rating prediction: predict the 1-5 rating a user gives their held-out last item.
+
+Split: leave-last-out per user (the last interaction by time is the target;
+users need more than `min_history` interactions). Behaviour injection shows
+the user's most recent earlier items with their ratings, and their review
+titles where the data has them (Amazon). The model answers a number; it is
+validated by `NumberInRange(1, 5)` (validation.py) and clipped to 1..5.
+
+How invalid answers count (nothing is dropped):
+  RMSE, MAE            over valid answers only (clipped to 1..5);
+  invalid_rate         share of samples with no valid answer (after the one
+                       retry) or no prediction at all;
+  RMSE_fb, MAE_fb      over ALL samples, an invalid answer replaced by the
+                       user's mean training rating — so a model can't look
+                       good by answering only the easy cases.
+Reference rows, scored by the same `score`: global mean, user mean, item
+mean and regularised user+item biases (mu + b_u + b_i, Koren 2010's
+baseline predictor, lambda_user = 10, lambda_item = 25), all fitted on the
+training part only: every user's last interaction is removed first, so no
+target rating leaks into any reference (PerRecBench, arXiv 2501.13391,
+shows such averages rival LLMs on RMSE).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from recharness.errors import ConfigError
+from recharness.metrics.rating import mae, rmse
+from recharness.models.base import GenerationParams
+from recharness.tasks.base import BuildConfig, Parsed, Task
+from recharness.tasks.llmrec.common import parts_from_options
+from recharness.tasks.llmrec.prompts import domain_of
+from recharness.tasks.llmrec.text_prompts import rating_prompt
+from recharness.tasks.llmrec.validation import NumberInRange
+
+SCALE = (1.0, 5.0)
+REVIEW_COLUMNS = ("review_title", "review_text")
+
+
+@dataclass
+class ReviewSplit:
+    """One user's leave-last-out split with the review fields the data has."""
+
+    user_id: str
+    history: list[dict]  # oldest first: item_id, rating[, review_title, review_text]
+    target: dict
+
+
+def review_splits(interactions: pl.DataFrame, *, min_history: int = 4, limit: int | None = None, seed: int = 0,
+                  require: tuple[str, ...] = ()) -> list[ReviewSplit]:
+    """Users with more than `min_history` interactions whose last one has non-empty `require`
+    columns; a seeded sample of `limit` of them (eligibility is decided before sampling)."""
+    for c in require:
+        if c not in interactions.columns:
+            raise ConfigError(f"interactions have no {c!r} column (have: {', '.join(interactions.columns)})")
+    cols = ["item_id", "rating"] + [c for c in REVIEW_COLUMNS if c in interactions.columns]
+    g = (
+        interactions.select("user_id", *cols)
+        .group_by("user_id", maintain_order=True)
+        .agg(*(pl.col(c) for c in cols))
+        .filter(pl.col("item_id").list.len() > min_history)
+    )
+    for c in require:
+        g = g.filter(pl.col(c).list.last().fill_null("").str.strip_chars().str.len_chars() > 0)
+    g = g.sort("user_id")
+    if limit is not None and limit < g.height:
+        rng = np.random.default_rng(seed)
+        g = g[np.sort(rng.choice(g.height, size=limit, replace=False))]
+    out = []
+    for row in g.iter_rows(named=True):
+        rows = [dict(zip(cols, vals)) for vals in zip(*(row[c] for c in cols))]
+        out.append(ReviewSplit(row["user_id"], rows[:-1], rows[-1]))
+    return out
+
+
+def training_part(interactions: pl.DataFrame) -> pl.DataFrame:
+    """All interactions but each user's last (the leave-last-out targets), ratings non-null."""
+    df = interactions.select("user_id", "item_id", "rating").with_columns(
+        pl.int_range(pl.len()).over("user_id").alias("_pos"), pl.len().over("user_id").alias("_n")
+    )
+    return df.filter((pl.col("_pos") < pl.col("_n") - 1) & pl.col("rating").is_not_null()).drop("_pos", "_n")
+
+
+def fit_biases(users, items, ratings, *, reg_user: float = 10.0, reg_item: float = 25.0, n_iter: int = 100,
+               tol: float = 1e-9) -> tuple[float, dict, dict]:
+    """mu, {user: b_u}, {item: b_i} minimising sum (r - mu - b_u - b_i)^2 + reg_user*sum b_u^2 +
+    reg_item*sum b_i^2 with mu the global mean, by alternating exact updates (block coordinate
+    descent on a convex quadratic: converges to the unique minimiser)."""
+    r = np.asarray(ratings, dtype=np.float64)
+    if r.size == 0:
+        raise ValueError("no training ratings to fit biases on")
+    uk, u = np.unique(np.asarray(users, dtype=object), return_inverse=True)
+    ik, i = np.unique(np.asarray(items, dtype=object), return_inverse=True)
+    mu = float(r.mean())
+    cu = np.bincount(u, minlength=len(uk))
+    ci = np.bincount(i, minlength=len(ik))
+    bu = np.zeros(len(uk))
+    bi = np.zeros(len(ik))
+    for _ in range(n_iter):
+        bi_new = np.bincount(i, r - mu - bu[u], minlength=len(ik)) / (reg_item + ci)
+        bu_new = np.bincount(u, r - mu - bi_new[i], minlength=len(uk)) / (reg_user + cu)
+        delta = max(np.abs(bi_new - bi).max(initial=0), np.abs(bu_new - bu).max(initial=0))
+        bu, bi = bu_new, bi_new
+        if delta < tol:
+            break
+    return mu, dict(zip(uk.tolist(), bu.tolist())), dict(zip(ik.tolist(), bi.tolist()))
+
+
+def _item_about(row: dict, domain: str) -> str:
+    if domain == "movie":
+        bits = []
+        if row.get("genres"):
+            bits.append(", ".join(row["genres"][:3]))
+        return "; ".join(bits)
+    return str(row.get("main_category") or "")
+
+
+def item_info(dataset) -> tuple[dict[str, str], dict[str, str]]:
+    """{item_id: title} (untitled items named by id) and {item_id: short description}."""
+    domain = domain_of(dataset.name, dataset.meta)
+    titles, about = {}, {}
+    cols = [c for c in ("item_id", "title", "genres", "main_category") if c in dataset.items.columns]
+    for row in dataset.items.select(cols).iter_rows(named=True):
+        titles[row["item_id"]] = row.get("title") or f"item {row['item_id']}"
+        about[row["item_id"]] = _item_about(row, domain)
+    return titles, about
+
+
+class RatingTask(Task):
+    name = "rating"
+    output_format = NumberInRange(*SCALE)
+    format_reminder = "Please answer with a single number from 1 to 5 and nothing else."
+    params = GenerationParams(max_tokens=48)
+    reg_user = 10.0
+    reg_item = 25.0
+
+    def setup(self, dataset) -> None:
+        return None
+
+    def build(self, dataset, config: BuildConfig):
+        opts = config.options
+        hist_len = int(opts.get("history_len", 10))
+        parts = parts_from_options(opts)
+        domain = domain_of(dataset.name, dataset.meta)
+        titles, about = item_info(dataset)
+        splits = review_splits(dataset.interactions, min_history=int(opts.get("min_history", 4)), limit=config.limit,
+                               seed=config.seed)
+        if not splits:
+            raise ConfigError(f"{dataset.name}: no user has more than min_history interactions")
+        global_mean = float(training_part(dataset.interactions)["rating"].mean())
+        for sp in splits:
+            if sp.target.get("rating") is None:
+                continue  # implicit feedback: nothing to predict (counted as absent, not invalid)
+            rated = [h["rating"] for h in sp.history if h.get("rating") is not None]
+            shown = [
+                {"title": titles.get(h["item_id"], h["item_id"]), "rating": h.get("rating"), "review_title": h.get("review_title")}
+                for h in sp.history[-hist_len:]
+            ]
+            item = {"title": titles.get(sp.target["item_id"], sp.target["item_id"]), "about": about.get(sp.target["item_id"], "")}
+            yield {
+                "id": f"rating-{sp.user_id}",
+                "task": self.name,
+                "user_id": sp.user_id,
+                "item_id": sp.target["item_id"],
+                "item_title": item["title"],
+                "target_rating": float(sp.target["rating"]),
+                "user_mean": float(np.mean(rated)) if rated else global_mean,
+                "n_history": len(sp.history),
+                "messages": rating_prompt(domain, item, shown, parts, int(SCALE[0]), int(SCALE[1])),
+                "output_format": self.output_format.to_dict(),
+                "prompt_parts": parts.to_dict(),
+            }
+
+    def parse(self, sample: dict, text: str) -> Parsed:
+        return self.output_format.check(text)
+
+    def score(self, samples, predictions):
+        n = len(samples)
+        if n == 0:
+            return {}
+        y = np.array([s["target_rating"] for s in samples], dtype=np.float64)
+        pred = np.full(n, np.nan)
+        clipped = missing = 0
+        for k, s in enumerate(samples):
+            p = predictions.get(s["id"])
+            if p is None:
+                missing += 1
+                continue
+            v = (p.get("parsed") or {}).get("value") if p.get("valid", True) else None
+            if v is not None:
+                pred[k] = float(v)
+                clipped += bool((p.get("parsed") or {}).get("clipped"))
+        ok = ~np.isnan(pred)
+        fallback = np.where(ok, pred, np.array([s["user_mean"] for s in samples], dtype=np.float64))
+        return {
+            "RMSE": rmse(y[ok], pred[ok], clip=SCALE) if ok.any() else float("nan"),
+            "MAE": mae(y[ok], pred[ok], clip=SCALE) if ok.any() else float("nan"),
+            "RMSE_fb": rmse(y, fallback, clip=SCALE),
+            "MAE_fb": mae(y, fallback, clip=SCALE),
+            "invalid_rate": float((~ok).sum() / n),
+            "clipped_rate": clipped / n,
+            "missing": float(missing),
+        }
+
+    def references(self, dataset, samples, seed: int = 0):
+        train = training_part(dataset.interactions)
+        mu, bu, bi = fit_biases(train["user_id"].to_numpy(), train["item_id"].to_numpy(), train["rating"].to_numpy(),
+                                reg_user=self.reg_user, reg_item=self.reg_item)
+        user_mean = dict(train.group_by("user_id").agg(pl.col("rating").mean()).iter_rows())
+        item_mean = dict(train.group_by("item_id").agg(pl.col("rating").mean()).iter_rows())
+
+        def rec(s, v):
+            return {"id": s["id"], "parsed": {"value": float(v)}, "valid": True, "output": f"{v:.4f}"}
+
+        out: dict[str, dict] = {"global_mean": {}, "user_mean": {}, "item_mean": {}, "user_item_bias": {}}
+        for s in samples:
+            u, i = s["user_id"], s["item_id"]
+            out["global_mean"][s["id"]] = rec(s, mu)
+            out["user_mean"][s["id"]] = rec(s, user_mean.get(u, mu))
+            out["item_mean"][s["id"]] = rec(s, item_mean.get(i, mu))
+            out["user_item_bias"][s["id"]] = rec(s, mu + bu.get(u, 0.0) + bi.get(i, 0.0))
+        return out

@@ -1,0 +1,190 @@
+"""Output validators: real malformed answers, the documented tolerance rules, bounded time."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from recharness.tasks.llmrec.validation import (
+    FreeText,
+    JsonField,
+    JsonObject,
+    NumberInRange,
+    RankedList,
+    clean_text,
+    normalize_for_metrics,
+    strip_trailing_commas,
+)
+
+RATING = NumberInRange(1, 5)
+JUDGE = JsonObject({"faithfulness": JsonField("int", 1, 5), "personalization": JsonField("int", 1, 5),
+                    "rationale": JsonField("str", required=False)})
+
+
+# ---------------------------------------------------------------- numbers
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("4", 4.0),
+        ("  4.5\n", 4.5),
+        ("Rating: 4/5", 4.0),
+        ("I would rate it 4 out of 5 stars.", 4.0),
+        ("**3**", 3.0),
+        ("On a scale of 1 to 5, I'd say 2.", 2.0),
+        ("It deserves a 5-star rating!", 5.0),
+        ("(4 stars, 80%)", 4.0),  # the LLMRec paper's own output format
+        ("Toy Story (1995) is great: 5", 5.0),  # years are off the scale, ignored
+        ("The user rated similar items 3 and 5, so my predicted rating is 4.", 4.0),
+        ("Predicted rating: 4\nConfidence: 2", 4.0),
+    ],
+)
+def test_number_in_prose(text, value):
+    p = RATING.check(text)
+    assert p.valid, p.error
+    assert p.value["value"] == value
+
+
+def test_number_off_scale_is_clipped_and_flagged():
+    p = RATING.check("6")
+    assert p.valid and p.value["value"] == 5.0 and p.value["raw"] == 6.0 and p.value["clipped"]
+    p = RATING.check("0 stars")
+    assert p.valid and p.value["value"] == 1.0 and p.value["clipped"]
+    assert not RATING.check("7").valid  # beyond the slack: not a rating answer
+
+
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("", "empty"),
+        ("   \n\t", "empty"),
+        ("I cannot predict ratings.", "no number"),
+        ("between 3-4", "no number"),  # a range is not one answer
+        ("3 or 4", "ambiguous"),
+        ("-2", "no number"),
+        ("It is 50% likely.", "no number"),
+        ("B08J6LZQZ6", "no number"),
+    ],
+)
+def test_number_invalid(text, error):
+    p = RATING.check(text)
+    assert not p.valid
+    assert error in p.error
+
+
+def test_number_10k_answer_is_bounded():
+    text = "The user seems to like many products and " * 250  # ~10,000 characters, no rating
+    assert len(text) >= 10_000
+    t0 = time.perf_counter()
+    p = RATING.check(text)
+    assert time.perf_counter() - t0 < 0.5
+    assert not p.valid
+    p = RATING.check("4\n" + "blah " * 2000)
+    assert p.valid and p.value["value"] == 4.0
+    # a huge answer is cut at MAX_SCAN: a number after that is never seen
+    p = RATING.check("x" * 30_000 + " 4")
+    assert not p.valid and p.value["truncated"]
+
+
+# ---------------------------------------------------------------- JSON
+
+def test_json_trailing_comma_is_repaired():
+    text = 'Here is my evaluation:\n```json\n{"faithfulness": 4, "personalization": 2,}\n```'
+    p = JUDGE.check(text)
+    assert p.valid, p.error
+    assert p.value["faithfulness"] == 4 and p.value["personalization"] == 2
+    assert strip_trailing_commas('{"a": [1, 2, ], "b": "x, }",\n}') == '{"a": [1, 2 ], "b": "x, }"\n}'
+
+
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("", "empty"),
+        ("faithfulness 4, personalization 3", "no JSON object"),
+        ("{'faithfulness': 4, 'personalization': 3}", "not valid JSON"),
+        ('{"faithfulness": 4, "personalization": 3', "unterminated"),
+        ('{"faithfulness": 4}', "missing field 'personalization'"),
+        ('{"faithfulness": 6, "personalization": 3}', "outside 1..5"),
+        ('{"faithfulness": 3.5, "personalization": 3}', "whole number"),
+        ('{"faithfulness": NaN, "personalization": 3}', "not valid JSON"),
+        ('{"faithfulness": true, "personalization": 3}', "must be a number"),
+    ],
+)
+def test_json_invalid(text, error):
+    p = JUDGE.check(text)
+    assert not p.valid
+    assert error in p.error
+
+
+def test_json_tolerates_numeric_strings_and_takes_first_good_object():
+    p = JUDGE.check('{"note": "x"} then {"faithfulness": "5", "personalization": 1, "rationale": "ok"}')
+    assert p.valid and p.value["faithfulness"] == 5 and p.value["rationale"] == "ok"
+    # braces inside strings do not confuse the matcher
+    p = JUDGE.check('{"rationale": "uses { and } a lot", "faithfulness": 2, "personalization": 2}')
+    assert p.valid and p.value["rationale"] == "uses { and } a lot"
+
+
+def test_json_10k_answer_is_bounded():
+    body = '{"faithfulness": 3, "personalization": 4, "rationale": "' + "very " * 2000 + '"}'
+    assert len(body) > 10_000
+    t0 = time.perf_counter()
+    p = JUDGE.check(body)
+    assert p.valid
+    nested = "{" * 10_000  # pathological: unterminated, deeply nested
+    assert not JUDGE.check(nested).valid
+    assert time.perf_counter() - t0 < 0.5
+
+
+# ---------------------------------------------------------------- free text and lists
+
+def test_free_text_cleaning_rules():
+    assert clean_text('Summary: "Great fit, runs small"') == "Great fit, runs small"
+    assert clean_text("Sure! Here is a one-line summary:\n\n**Works well for the price**") == "Works well for the price"
+    assert clean_text("Line one\nline two", single_line=True) == "Line one"
+    assert clean_text("a<br />b &amp; c") == "a b & c"
+    assert normalize_for_metrics("Great<br /><br />value &#34;really&#34;\n  ok") == 'Great value "really" ok'
+
+
+def test_free_text_bounds():
+    f = FreeText(min_words=1, max_words=10, single_line=True)
+    assert f.check("Great product, works as described").valid
+    p = f.check("")
+    assert not p.valid and p.error == "empty answer"
+    p = f.check("word " * 11)
+    assert not p.valid and "too long: 11 words" in p.error
+    long = "This explanation goes on and on. " * 320  # ~10,500 characters
+    t0 = time.perf_counter()
+    p = FreeText(max_words=120).check(long)
+    assert time.perf_counter() - t0 < 0.5
+    assert not p.valid and "too long" in p.error
+
+
+def test_ranked_list():
+    r = RankedList(min_items=2, max_items=3)
+    p = r.check("1. Toy Story (1995)\n2. Heat (1995)\n3. Casino (1995)\n4. Fargo (1996)")
+    assert p.valid and p.value["items"] == ["Toy Story (1995)", "Heat (1995)", "Casino (1995)"]
+    p = r.check("Only Heat (1995)")
+    assert not p.valid and "need at least 2" in p.error
+    assert not r.check("").valid
+
+
+def test_list_numbers_are_not_ratings():
+    # real SmolLM2-135M answer to a rating prompt (it echoed the history, cut at max_tokens)
+    echo = "1. YOUNG VISION Pearl Hard Wax Beads for Hair Removal, Wax Beans 1000 g/2.2 lb/35 oz for Home Waxing, Painless Bikini&"
+    p = RATING.check(echo)
+    assert not p.valid and "no number" in p.error
+    assert RATING.check("4.").value["value"] == 4.0
+    assert RATING.check("Answer:\n- 3").value["value"] == 3.0
+    assert not RATING.check("1) Heat\n2) Casino").valid
+
+
+def test_free_text_real_smollm2_answers():
+    # real SmolLM2-135M answers to summarization prompts (behaviour injection on)
+    f = FreeText(max_words=30, single_line=True)
+    echo = "Titles this reviewer gave their earlier reviews:\n- Meh too much stuffing\n- Fantastic\n- Slow go\n- Done at 30%\n\nThe review is about a book that"
+    assert f.check(echo).value["text"] == "Meh too much stuffing"
+    cut = '"Awesome, but not the best for babies. A good alternative would be a baby-friendly, fragrance-free, after-bathing, and fragrance-free, after-bathing'
+    p = f.check(cut)
+    assert p.valid and p.value["text"].startswith("Awesome, but not") and p.value["words"] == 19
+    assert f.check('Toy Truck Review: "Good but smaller than what we waned"').value["text"] == 'Toy Truck Review: "Good but smaller than what we waned"'
