@@ -58,8 +58,10 @@ class OpenAICompatibleBackend(ModelBackend):
             ident["extra_body"] = self.extra_body
         return ident
 
+    _base_delay = 1.0
+
     async def _call(self, **kwargs):
-        delay = 1.0
+        delay = self._base_delay
         for attempt in range(self.max_retries + 1):
             try:
                 return await self._client.chat.completions.create(model=self.model, **kwargs)

@@ -1,0 +1,3 @@
+from recharness.cli import main
+
+main()

@@ -1,0 +1,168 @@
+"""Model backends against the real thing: SmolLM2 in process and behind a real llama.cpp server."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from recharness.errors import ConfigError, RecharnessError
+from recharness.models.base import GenerationParams, OptionScores
+from recharness.models.builtin import BUILTIN_MODELS
+from recharness.models.openai_compat import OpenAICompatibleBackend, option_logprobs
+from recharness.models.registry import resolve_model, slug
+from recharness.runner.cache import ResponseCache
+from recharness.runner.run import CachedModel
+
+PROMPTS = [
+    [{"role": "user", "content": "Name three famous movies from the 1990s as a numbered list."}],
+    [{"role": "user", "content": "Recommend one video game for a fan of Zelda. Answer with the title only."}],
+    [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hello."}],
+]
+YES_NO = [{"role": "user", "content": "Is Paris the capital of France? Answer Yes or No."}]
+
+
+def test_option_logprobs_sums_both_spellings():
+    toks = [("Yes", math.log(0.5)), (" Yes", math.log(0.2)), ("No", math.log(0.1)), ("yes", math.log(0.1)), ("Yes", -0.1)]
+    lp = option_logprobs(toks, ["Yes", "No", "Maybe"])
+    assert lp["Yes"] == pytest.approx(math.log(0.7))  # "Yes" + " Yes"; lowercase and repeats ignored
+    assert lp["No"] == pytest.approx(math.log(0.1))
+    assert lp["Maybe"] == -math.inf
+    probs = OptionScores(lp).probabilities()
+    assert probs["Yes"] == pytest.approx(0.7 / 0.8) and probs["Maybe"] == 0.0
+
+
+def test_model_specs():
+    assert slug("openai:gpt-4o-mini@https://api.openai.com/v1") == "openai-gpt-4o-mini"
+    assert slug("llamacpp:/x/y z.gguf") == "llamacpp_x_y_z.gguf"
+    with pytest.raises(ConfigError, match="unknown model"):
+        resolve_model("gpt-9")
+    with pytest.raises(ConfigError, match="unknown model backend"):
+        resolve_model("nope:thing")
+    with pytest.raises(ConfigError, match="GGUF file not found"):
+        resolve_model("llamacpp:/does/not/exist.gguf")
+
+
+def test_remote_api_needs_a_key_and_never_shows_it(monkeypatch):
+    monkeypatch.delenv("MY_KEY", raising=False)
+    with pytest.raises(ConfigError, match="MY_KEY"):
+        OpenAICompatibleBackend("gpt-x", base_url="https://api.example.com/v1", api_key_env="MY_KEY")
+    monkeypatch.setenv("MY_KEY", "sk-very-secret-123")
+    b = OpenAICompatibleBackend("gpt-x", base_url="https://api.example.com/v1", api_key_env="MY_KEY")
+    assert "sk-very-secret" not in json.dumps(b.identity())
+    assert b.extra_body == {}  # nothing non-standard is sent to a remote API
+
+
+def test_builtin_smollm2_is_verified(smollm2_path):
+    h = hashlib.sha256(smollm2_path.read_bytes()).hexdigest()
+    assert h == BUILTIN_MODELS["smollm2-135m"].sha256
+
+
+@pytest.mark.llm
+def test_server_and_in_process_agree_greedy(smollm2_path, llama_server):
+    local = resolve_model("smollm2-135m")
+    remote = resolve_model(f"openai:smollm2-135m@{llama_server.base_url}")
+    params = GenerationParams(max_tokens=40)
+
+    async def both():
+        a = [await local.agenerate(p, params) for p in PROMPTS]
+        b = await asyncio.gather(*(remote.agenerate(p, params) for p in PROMPTS))
+        sa = await local.ascore_options(YES_NO, ["Yes", "No"])
+        sb = await remote.ascore_options(YES_NO, ["Yes", "No"])
+        await remote.aclose()
+        return a, b, sa, sb
+
+    a, b, sa, sb = asyncio.run(both())
+    assert [c.text for c in a] == [c.text for c in b]
+    assert all(c.text.strip() for c in a)
+    assert [c.prompt_tokens for c in a] == [c.prompt_tokens for c in b]
+    assert [c.completion_tokens for c in a] == [c.completion_tokens for c in b]
+    for opt in ("Yes", "No"):
+        assert sa.logprobs[opt] == pytest.approx(sb.logprobs[opt], abs=2e-3)
+        assert sa.logprobs[opt] < 0
+    assert sum(sa.probabilities().values()) == pytest.approx(1.0)
+
+
+@pytest.mark.llm
+def test_cache_serves_second_call_and_stores_no_key(llama_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("SECRET_ENV", "sk-live-do-not-leak-42")
+    backend = resolve_model(f"openai:smollm2-135m@{llama_server.base_url}", api_key_env="SECRET_ENV")
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    model = CachedModel(backend, cache)
+    params = GenerationParams(max_tokens=16)
+
+    async def twice():
+        first = await model.generate(PROMPTS[2], params)
+        second = await model.generate(PROMPTS[2], params)
+        await backend.aclose()
+        return first, second
+
+    first, second = asyncio.run(twice())
+    assert not first.cached and second.cached and first.text == second.text
+    cache.close()
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("cache.sqlite*"))
+    assert b"sk-live-do-not-leak-42" not in raw
+
+
+class _Flaky(BaseHTTPRequestHandler):
+    """A real HTTP endpoint that fails with 503 a set number of times, then answers."""
+
+    failures = 2
+    calls = 0
+
+    def do_POST(self):  # noqa: N802
+        type(self).calls += 1
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        if type(self).calls <= type(self).failures:
+            self.send_response(503)
+            self.end_headers()
+            self.wfile.write(b'{"error": {"message": "busy"}}')
+            return
+        body = json.dumps({
+            "id": "x", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+        }).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def flaky_server():
+    _Flaky.calls = 0
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    srv.shutdown()
+
+
+def test_retries_on_503_then_succeeds(flaky_server, monkeypatch):
+    monkeypatch.setattr("recharness.models.openai_compat.random.random", lambda: 0.0)
+    b = OpenAICompatibleBackend("m", base_url=flaky_server, max_retries=3)
+    b._base_delay = 0.01
+    c = asyncio.run(b.agenerate(PROMPTS[2], GenerationParams(max_tokens=4)))
+    assert c.text == "ok" and _Flaky.calls == 3
+
+
+def test_gives_up_after_bounded_retries(flaky_server):
+    _Flaky.failures = 100
+    try:
+        b = OpenAICompatibleBackend("m", base_url=flaky_server, max_retries=2)
+        b._base_delay = 0.01
+        with pytest.raises(RecharnessError, match="gave up after 3 tries"):
+            asyncio.run(b.agenerate(PROMPTS[2], GenerationParams(max_tokens=4)))
+        assert _Flaky.calls == 3
+    finally:
+        _Flaky.failures = 2
