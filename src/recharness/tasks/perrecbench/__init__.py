@@ -1,0 +1,25 @@
+"""The PerRecBench suite (arXiv 2501.13391): rank a group of users by how much each likes one item.
+
+Tasks: ``point`` (predict each rating), ``pair`` (heapsort over two-user
+comparisons asked in both orders), ``list`` (rank the whole group at once).
+Scored by Kendall tau per group, averaged per level (easy / medium / hard =
+groups of 2 / 3 / 4).  Options: see recharness.tasks.perrecbench.build.
+
+Public helpers beyond the task interface:
+  original.score_files(labels, predictions, mode, compat=...)   score released files
+  original.import_predictions(run_dir, name, {(task, level): path})
+  original.write_predictions(samples, predictions, out_dir)       export in the original layout
+  table.table1_markdown(score_rows) / table.write_table1(run_dir)
+"""
+
+from recharness.tasks.perrecbench.tasks import TASKS, ListTask, PairTask, PointTask
+from recharness.tasks.registry import register_suite
+
+register_suite(
+    "perrecbench",
+    TASKS,
+    "PerRecBench: rank users of a group by preference for one item (Kendall tau, easy/medium/hard)",
+    default_tasks=["point", "pair", "list"],
+)
+
+__all__ = ["TASKS", "PointTask", "PairTask", "ListTask"]

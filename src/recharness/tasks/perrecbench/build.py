@@ -1,0 +1,363 @@
+"""From a dataset (or the original label files) to group samples for the three methods.
+
+The three tasks share the same groups, so they are selected once per build
+(memoised on the dataset and options) and each task renders its samples
+from them.  The run directory also gets the groups in the original label
+layout (``perrecbench/item2group_avg_diff_sample-<level>.json``).
+
+Options (``--option key=value``), with defaults:
+  groups=200 (per level; --limit overrides)  levels=easy,medium,hard
+  gamma=20  lambda=0.6  window_days=7  mean_over=history|all  tries=20
+  k=4 (history items shown)  bm25=catalog|user
+  profile=true (LLM-written profiles)  profile_items=20  profiles=PATH ({user_id: text})
+  shots=0  heldout=50 when shots>0  cot=false  sc=1  sc_temperature=0.7  temperature=0
+  max_retries=1  max_tokens=(per method)
+  compat=perrecbench (headline tau as the original code computes it)  invalid=zero|drop
+  labels=DIR|FILE (groups from original label files)
+  predictions=DIR + predictions_name=NAME (import released <mode>-<level>.json files)
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from recharness.errors import ConfigError, InputError
+from recharness.tasks.perrecbench.groups import LEVELS, Group, GroupConfig, select_groups
+from recharness.tasks.perrecbench.history import HistoryIndex, rating_stats
+from recharness.tasks.perrecbench.methods import shot_answer
+from recharness.tasks.perrecbench.original import (
+    HELDOUT_FILE, LABEL_FILE, MODES, read_labels, read_predictions, sample_id, truth_of, write_labels,
+)
+
+SIDE_DIR = "perrecbench"
+# generic CLI switches (--no-history etc.) that arrive as options
+_CLI_KEYS = {"behaviour", "format_indicator", "task_description"}
+
+
+def _bool(v, key) -> bool:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int) and v in (0, 1):
+        return bool(v)
+    if isinstance(v, str) and v.lower() in ("true", "false", "yes", "no", "on", "off"):
+        return v.lower() in ("true", "yes", "on")
+    raise ConfigError(f"--option {key}= expects true or false, got {v!r}")
+
+
+def _num(v, key, kind=float, lo=None):
+    try:
+        x = kind(v)
+    except (TypeError, ValueError):
+        raise ConfigError(f"--option {key}= expects a number, got {v!r}") from None
+    if kind is int and isinstance(v, float) and not v.is_integer():
+        raise ConfigError(f"--option {key}= expects an integer, got {v!r}")
+    if lo is not None and x < lo:
+        raise ConfigError(f"--option {key}= must be >= {lo}, got {v!r}")
+    return x
+
+
+@dataclass(frozen=True)
+class SuiteOptions:
+    groups: GroupConfig = field(default_factory=GroupConfig)
+    k: int = 4
+    bm25: str = "catalog"
+    profile: bool = True
+    profile_items: int = 20
+    profiles: str | None = None
+    shots: int = 0
+    cot: bool = False
+    sc: int = 1
+    sc_temperature: float = 0.7
+    temperature: float = 0.0
+    max_retries: int = 1
+    max_tokens: int | None = None
+    compat: bool = False
+    invalid: str = "zero"
+    labels: str | None = None
+    predictions: str | None = None
+    predictions_name: str = "imported"
+
+    def method(self) -> dict:
+        return {"profile": self.profile, "cot": self.cot, "sc": self.sc, "sc_temperature": self.sc_temperature,
+                "temperature": self.temperature, "max_retries": self.max_retries, "max_tokens": self.max_tokens,
+                "shots": self.shots, "k": self.k}
+
+    def scoring(self) -> dict:
+        return {"compat": "perrecbench" if self.compat else None, "invalid": self.invalid}
+
+
+KNOWN = ("groups", "levels", "gamma", "lambda", "lam", "window_days", "mean_over", "tries", "heldout", "k", "bm25",
+         "profile", "profile_items", "profiles", "shots", "cot", "sc", "sc_temperature", "temperature",
+         "max_retries", "max_tokens", "compat", "invalid", "labels", "predictions", "predictions_name")
+
+
+def parse_options(options: dict, seed: int = 0, limit: int | None = None) -> SuiteOptions:
+    """Validated suite options; an unknown key is an error naming the known ones."""
+    o = dict(options or {})
+    unknown = sorted(k for k in o if k not in KNOWN and k not in _CLI_KEYS)
+    if unknown:
+        raise ConfigError(f"perrecbench: unknown option(s) {', '.join(unknown)}; known: {', '.join(KNOWN)}")
+    for key in ("format_indicator", "task_description"):
+        if key in o and not _bool(o[key], key):
+            raise ConfigError(f"perrecbench prompts have no separate {key} part to drop")
+    k = _num(o.get("k", 4), "k", int, 0)
+    if "behaviour" in o and not _bool(o["behaviour"], "behaviour"):
+        k = 0  # --no-history: no retrieved items in the prompt
+    shots = _num(o.get("shots", 0), "shots", int, 0)
+    levels = o.get("levels", "easy,medium,hard")
+    levels = tuple(x.strip() for x in str(levels).split(",") if x.strip())
+    n_groups = limit if limit is not None else _num(o.get("groups", 200), "groups", int, 0)
+    try:
+        gcfg = GroupConfig(
+            gamma=_num(o.get("gamma", 20), "gamma", int, 0),
+            lam=_num(o.get("lambda", o.get("lam", 0.6)), "lambda", float, 0),
+            window_days=_num(o.get("window_days", 7), "window_days", float, 0),
+            n_groups=n_groups,
+            levels=levels,
+            heldout=_num(o.get("heldout", 50 if shots else 0), "heldout", int, 0),
+            mean_over=str(o.get("mean_over", "history")),
+            tries=_num(o.get("tries", 20), "tries", int, 1),
+            seed=seed,
+        )
+    except ValueError as e:
+        raise ConfigError(f"perrecbench: {e}") from None
+    compat = o.get("compat")
+    if compat not in (None, "", "none", "perrecbench", False):
+        raise ConfigError(f"--option compat= is 'perrecbench' or 'none', got {compat!r}")
+    invalid = str(o.get("invalid", "zero"))
+    if invalid not in ("zero", "drop"):
+        raise ConfigError(f"--option invalid= is 'zero' (score failures as tau 0) or 'drop', got {invalid!r}")
+    bm25 = str(o.get("bm25", "catalog"))
+    if bm25 not in ("catalog", "user"):
+        raise ConfigError(f"--option bm25= is 'catalog' or 'user', got {bm25!r}")
+    if shots and gcfg.heldout == 0:
+        raise ConfigError("few-shot prompts need held-out groups: set heldout > 0")
+    mt = o.get("max_tokens")
+    return SuiteOptions(
+        groups=gcfg, k=k, bm25=bm25,
+        profile=_bool(o.get("profile", True), "profile"),
+        profile_items=_num(o.get("profile_items", 20), "profile_items", int, 1),
+        profiles=str(o["profiles"]) if o.get("profiles") else None,
+        shots=shots, cot=_bool(o.get("cot", False), "cot"),
+        sc=_num(o.get("sc", 1), "sc", int, 1),
+        sc_temperature=_num(o.get("sc_temperature", 0.7), "sc_temperature", float, 0),
+        temperature=_num(o.get("temperature", 0.0), "temperature", float, 0),
+        max_retries=_num(o.get("max_retries", 1), "max_retries", int, 0),
+        max_tokens=_num(mt, "max_tokens", int, 1) if mt is not None else None,
+        compat=compat == "perrecbench", invalid=invalid,
+        labels=str(o["labels"]) if o.get("labels") else None,
+        predictions=str(o["predictions"]) if o.get("predictions") else None,
+        predictions_name=str(o.get("predictions_name", "imported")),
+    )
+
+
+def domain_of(dataset) -> str:
+    d = (dataset.meta or {}).get("domain")
+    if d:
+        return str(d)
+    return "movie" if dataset.name.lower().startswith("ml-") or "movie" in dataset.name.lower() else "product"
+
+
+def _label_files(spec: str, levels: tuple[str, ...]) -> dict[str, Path]:
+    p = Path(spec)
+    if p.is_dir():
+        files = {lv: p / LABEL_FILE.format(level=lv) for lv in levels}
+        found = {lv: f for lv, f in files.items() if f.exists()}
+        if not found:
+            raise ConfigError(f"no label files in {p} (looked for {', '.join(f.name for f in files.values())})")
+        return found
+    if not p.exists():
+        raise ConfigError(f"--option labels={spec}: no such file or directory")
+    return {"": p}
+
+
+@dataclass
+class Context:
+    """Everything the three tasks share for one build."""
+
+    opts: SuiteOptions
+    groups: dict[str, list[Group]]
+    heldout: dict[str, list[Group]]
+    hist: HistoryIndex
+    domain: str
+    sources: dict[str, str]  # level -> label file the groups came from (imported labels)
+    profiles: dict[str, str] | None
+    written: bool = False
+    blocks: dict = field(default_factory=dict)  # (item, user, history_len) -> user block
+
+
+_MEMO: dict[tuple, Context] = {}
+
+
+def get_context(dataset, opts: SuiteOptions) -> Context:
+    key = (id(dataset), dataset.name, repr(opts))
+    if key in _MEMO:
+        return _MEMO[key]
+    _MEMO.clear()
+    sources: dict[str, str] = {}
+    if opts.labels:
+        groups: dict[str, list[Group]] = {}
+        for lv, path in _label_files(opts.labels, opts.groups.levels).items():
+            for g in read_labels(path, lv or None):
+                groups.setdefault(g.level, []).append(g)
+                sources[g.level] = str(path)
+        heldout: dict[str, list[Group]] = {}
+        if opts.shots:
+            raise ConfigError("few-shot prompts are not available with labels= (no held-out groups); use shots=0")
+    else:
+        sel = select_groups(dataset.interactions, opts.groups)
+        groups = {k: v for k, v in sel.items() if "/" not in k}
+        heldout = {k.split("/")[0]: v for k, v in sel.items() if k.endswith("/heldout")}
+    profiles = None
+    if opts.profiles:
+        p = Path(opts.profiles)
+        try:
+            profiles = json.loads(p.read_text())
+        except FileNotFoundError:
+            raise InputError(p, "file not found") from None
+        except json.JSONDecodeError as e:
+            raise InputError(p, f"not valid JSON ({e})") from None
+        if not isinstance(profiles, dict):
+            raise InputError(p, "expected a JSON object {user_id: profile}")
+    ctx = Context(opts, groups, heldout, HistoryIndex(dataset, corpus=opts.bm25), domain_of(dataset), sources, profiles)
+    _MEMO[key] = ctx
+    return ctx
+
+
+def _behaviours(hist: HistoryIndex, items, ratings, positions) -> list[dict]:
+    return [{"card": [list(x) for x in hist.cards.get(items[p], [("Item Title", str(items[p]))])],
+             "rating": float(ratings[p])} for p in positions]
+
+
+def user_block(ctx: Context, g: Group, i: int) -> dict:
+    """What the prompt shows of member i: profile source, rating statistics and top-k history."""
+    m = g.members[i]
+    key = (g.item_id, m.user_id, m.history_len)
+    if key not in ctx.blocks:
+        ctx.blocks[key] = _user_block(ctx, g, i)
+    return ctx.blocks[key]
+
+
+def _user_block(ctx: Context, g: Group, i: int) -> dict:
+    m = g.members[i]
+    where = ctx.sources.get(g.level)
+    if m.user_id not in ctx.hist.users:
+        if where:
+            raise InputError(where, f"user {m.user_id!r} is not in the dataset", field=f"{g.item_id}[0][{i}].user_id")
+        raise KeyError(m.user_id)
+    full = ctx.hist.users[m.user_id]
+    if m.history_len > full.items.size:
+        raise InputError(where or "groups", f"history_len {m.history_len} but the user has {full.items.size} ratings",
+                         field=f"{g.item_id}[0][{i}].history_len")
+    earlier = ctx.hist.earlier(m.user_id, m.history_len)
+    pos = ctx.hist.top_k(m.user_id, m.history_len, g.item_id, ctx.opts.k)
+    stats_from = full.ratings if ctx.opts.groups.mean_over == "all" else earlier.ratings
+    common, _ = rating_stats(stats_from)
+    block = {"user_id": m.user_id, "avg_rating": m.avg_rating, "common_rating": common,
+             "history": _behaviours(ctx.hist, earlier.items, earlier.ratings, pos)}
+    if ctx.opts.profile:
+        if ctx.profiles is not None:
+            if m.user_id not in ctx.profiles:
+                raise InputError(ctx.opts.profiles, "no profile for this user", field=m.user_id)
+            block["profile"] = str(ctx.profiles[m.user_id])
+        else:
+            n = earlier.items.size
+            recent = range(max(0, n - ctx.opts.profile_items), n)
+            block["profile_history"] = _behaviours(ctx.hist, earlier.items, earlier.ratings, recent)
+    return block
+
+
+def _query_card(ctx: Context, g: Group) -> list[list[str]]:
+    if g.item_id not in ctx.hist.cards:
+        where = ctx.sources.get(g.level)
+        raise InputError(where or "groups", "query item is not in the dataset's items", field=g.item_id)
+    return [list(x) for x in ctx.hist.cards[g.item_id]]
+
+
+def _shots(ctx: Context, task: str, g: Group, seed: int) -> list[dict]:
+    pool = ctx.heldout.get(g.level, [])
+    if not ctx.opts.shots or not pool:
+        return []
+    rng = np.random.default_rng([seed, zlib.crc32(f"{task}/{g.level}/{g.item_id}".encode())])
+    picks = rng.choice(len(pool), size=min(ctx.opts.shots, len(pool)), replace=False)
+    out = []
+    for j in picks:
+        h = pool[int(j)]
+        rel = [m.relative_rating for m in h.members]
+        if task == "point":
+            i = int(rng.integers(len(h.members)))
+            users, answer = [user_block(ctx, h, i)], shot_answer("point", rel, rating=h.members[i].rating)
+        elif task == "pair":
+            a, b = (int(x) for x in rng.choice(len(h.members), size=2, replace=False))
+            users, answer = [user_block(ctx, h, a), user_block(ctx, h, b)], shot_answer("pair", [rel[a], rel[b]], pair=(0, 1))
+        else:
+            users, answer = [user_block(ctx, h, i) for i in range(len(h.members))], shot_answer("list", rel)
+        out.append({"item_id": h.item_id, "query_card": _query_card(ctx, h), "users": users, "answer": answer})
+    return out
+
+
+def write_side_files(ctx: Context, out: Path | None) -> None:
+    if out is None or ctx.written:
+        return
+    d = Path(out) / SIDE_DIR
+    for lv, gs in ctx.groups.items():
+        write_labels(gs, d / LABEL_FILE.format(level=lv))
+    for lv, gs in ctx.heldout.items():
+        write_labels(gs, d / HELDOUT_FILE.format(level=lv))
+    ctx.written = True
+
+
+def build_samples(task: str, dataset, config) -> list[dict]:
+    opts = parse_options(config.options, config.seed, config.limit)
+    ctx = get_context(dataset, opts)
+    write_side_files(ctx, config.out)
+    method, scoring = opts.method(), opts.scoring()
+    samples = []
+    for lv in [x for x in LEVELS if x in ctx.groups] + [x for x in ctx.groups if x not in LEVELS]:
+        for g in ctx.groups[lv]:
+            samples.append({
+                "id": sample_id(task, g.level, g.item_id),
+                "task": task,
+                "level": g.level,
+                "size": len(g.members),
+                "item_id": g.item_id,
+                "domain": ctx.domain,
+                "query_card": _query_card(ctx, g),
+                "users": [user_block(ctx, g, i) for i in range(len(g.members))],
+                "truth": truth_of(g),
+                "shots": _shots(ctx, task, g, config.seed),
+                "method": method,
+                "scoring": scoring,
+            })
+    if opts.predictions and config.out is not None:
+        _import_task_predictions(Path(config.out), opts, task, samples, ctx)
+    return samples
+
+
+def _import_task_predictions(out: Path, opts: SuiteOptions, task: str, samples: list[dict], ctx: Context) -> None:
+    """Released <mode>-<level>.json files become this task's records in predictions/<name>.jsonl."""
+    from recharness.runner.jsonl import read_jsonl, write_jsonl_atomic
+
+    d = Path(opts.predictions)
+    if not d.is_dir():
+        raise ConfigError(f"--option predictions={d}: not a directory")
+    keep = []
+    path = out / "predictions" / f"{opts.predictions_name}.jsonl"
+    if path.exists():
+        keep = [r for r in read_jsonl(path) if r.get("task") != task]
+    by_item = {(s["level"], s["item_id"]): s for s in samples}
+    for lv, gs in ctx.groups.items():
+        f = d / f"{MODES[task]}-{lv}.json"
+        if not f.exists():
+            continue
+        for item, rec in read_predictions(f, MODES[task], gs).items():
+            s = by_item[(lv, item)]
+            keep.append({"id": s["id"], "task": task, "output": None,
+                         "model": {"backend": "imported", "model": opts.predictions_name, "file": str(f)}, **rec})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_jsonl_atomic(path, keep)

@@ -1,0 +1,174 @@
+"""PerRecBench user groups: who rated one query item close in time, with distinct preferences.
+
+Why groups: a user's rating mixes rating bias (some users rate everything 4),
+item quality (good films get good ratings) and personal preference.  The
+relative rating (rating minus the user's mean) removes the bias; comparing
+users on the *same* item within a short window removes item quality; what is
+left to rank is preference (arXiv 2501.13391, Sec. 2.1).
+
+A group for query item q satisfies, for every member u:
+  - u rated q inside one window [t0, t0 + window_s] (temporal co-purchase),
+  - u has more than `gamma` ratings strictly before that rating (active user),
+and for every pair u != v: |rel(u) - rel(v)| > `lam` (distinct preferences).
+Group sizes 2 / 3 / 4 are the easy / medium / hard levels; query items are
+distinct across all levels and the held-out pool (used for few-shot prompts).
+
+The mean in the relative rating is, by default, over the user's ratings
+*before* the query item (what the model is shown, so the label leaks nothing
+from the future); `mean_over="all"` uses all of the user's ratings instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import polars as pl
+
+LEVELS: dict[str, int] = {"easy": 2, "medium": 3, "hard": 4}
+# items go first to the levels that are hardest to fill
+_CLAIM_ORDER = ("hard", "medium", "easy")
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    gamma: int = 20
+    lam: float = 0.6
+    window_days: float = 7.0
+    n_groups: int = 200
+    levels: tuple[str, ...] = ("easy", "medium", "hard")
+    heldout: int = 0  # groups per level kept apart for few-shot examples
+    mean_over: str = "history"  # or "all"
+    tries: int = 20  # window anchors tried per item
+    seed: int = 0
+
+    def __post_init__(self):
+        bad = [lv for lv in self.levels if lv not in LEVELS]
+        if bad:
+            raise ValueError(f"unknown level(s) {bad}; levels are {list(LEVELS)}")
+        if self.mean_over not in ("history", "all"):
+            raise ValueError(f"mean_over must be 'history' or 'all', not {self.mean_over!r}")
+        if self.gamma < 0 or self.lam < 0 or self.window_days < 0 or self.n_groups < 0 or self.heldout < 0:
+            raise ValueError("gamma, lam, window_days, groups and heldout must be >= 0")
+
+
+@dataclass
+class Member:
+    user_id: str
+    rating: float
+    timestamp: int
+    relative_rating: float
+    avg_rating: float
+    history_len: int  # ratings strictly before the query rating
+
+
+@dataclass
+class Group:
+    level: str
+    item_id: str
+    members: list[Member]  # in presentation order (seeded shuffle)
+    split: str = "test"  # or "heldout"
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"level": self.level, "item_id": self.item_id, "split": self.split,
+                "members": [asdict(m) for m in self.members]}
+
+
+def rated_with_prior(interactions: pl.DataFrame, mean_over: str = "history") -> pl.DataFrame:
+    """Every rating with the rater's count and mean of *strictly earlier* ratings and its relative rating.
+
+    Ratings at the same second as the query rating are not "before" it.
+    """
+    df = (
+        interactions.select("user_id", "item_id", "rating", "timestamp")
+        .filter(pl.col("rating").is_not_null() & pl.col("timestamp").is_not_null())
+        .sort(["user_id", "timestamp"], maintain_order=True)
+        .with_columns(
+            _pos=pl.int_range(pl.len()).over("user_id"),
+            _csum=pl.col("rating").cum_sum().over("user_id"),
+        )
+        .with_columns(
+            history_len=pl.col("_pos").min().over(["user_id", "timestamp"]),
+            # cumulative sum before the first rating at this timestamp (ratings are > 0, so min works)
+            _prior_sum=(pl.col("_csum") - pl.col("rating")).min().over(["user_id", "timestamp"]),
+        )
+    )
+    if mean_over == "all":
+        avg = pl.col("rating").mean().over("user_id")
+    else:
+        avg = pl.when(pl.col("history_len") > 0).then(pl.col("_prior_sum") / pl.col("history_len"))
+    return df.with_columns(avg_rating=avg).with_columns(
+        relative_rating=pl.col("rating") - pl.col("avg_rating")
+    ).drop("_pos", "_csum", "_prior_sum")
+
+
+def _find_group(ts: np.ndarray, rr: np.ndarray, users: np.ndarray, n: int, lam: float, window: float,
+                rng: np.random.Generator, tries: int) -> list[int] | None:
+    """Indices of n raters inside one window with pairwise relative-rating gaps > lam, or None."""
+    m = ts.size
+    for a in rng.permutation(m)[:tries]:
+        lo = int(np.searchsorted(ts, ts[a], "left"))
+        hi = int(np.searchsorted(ts, ts[a] + window, "right"))
+        if hi - lo < n:
+            continue
+        chosen: list[int] = []
+        for c in lo + rng.permutation(hi - lo):
+            if all(abs(rr[c] - rr[x]) > lam and users[c] != users[x] for x in chosen):
+                chosen.append(int(c))
+                if len(chosen) == n:
+                    return chosen
+    return None
+
+
+def select_groups(interactions: pl.DataFrame, cfg: GroupConfig) -> dict[str, list[Group]]:
+    """Test groups per level, plus held-out groups under key '<level>/heldout' when cfg.heldout > 0."""
+    rated = rated_with_prior(interactions, cfg.mean_over)
+    elig = rated.filter(pl.col("history_len") > cfg.gamma).sort(["item_id", "timestamp", "user_id"])
+    items = elig["item_id"].to_numpy()
+    ts = elig["timestamp"].to_numpy().astype(np.float64)
+    rr = elig["relative_rating"].to_numpy()
+    users = elig["user_id"].to_numpy()
+    ratings = elig["rating"].to_numpy()
+    avgs = elig["avg_rating"].to_numpy()
+    hlen = elig["history_len"].to_numpy()
+    # item boundaries in the sorted table
+    starts = np.flatnonzero(np.r_[True, items[1:] != items[:-1]]) if items.size else np.zeros(0, dtype=np.int64)
+    ends = np.r_[starts[1:], items.size]
+    item_ids = items[starts] if items.size else np.zeros(0, dtype=object)
+    sizes = ends - starts
+    window = cfg.window_days * 86400.0
+
+    used: set[str] = set()
+    out: dict[str, list[Group]] = {}
+    wanted = [(lv, "test", cfg.n_groups) for lv in _CLAIM_ORDER if lv in cfg.levels]
+    wanted += [(lv, "heldout", cfg.heldout) for lv in _CLAIM_ORDER if lv in cfg.levels and cfg.heldout]
+    for lv, split, count in wanted:
+        n = LEVELS[lv]
+        rng = np.random.default_rng([cfg.seed, n, 0 if split == "test" else 1])
+        found: list[Group] = []
+        if count:
+            for j in rng.permutation(item_ids.size):
+                if sizes[j] < n or item_ids[j] in used:
+                    continue
+                s, e = starts[j], ends[j]
+                # fewer than n distinct relative-rating "slots" can never work
+                if rr[s:e].max() - rr[s:e].min() <= cfg.lam * (n - 1):
+                    continue
+                idx = _find_group(ts[s:e], rr[s:e], users[s:e], n, cfg.lam, window, rng, cfg.tries)
+                if idx is None:
+                    continue
+                rows = [s + i for i in rng.permutation(idx)]
+                members = [
+                    Member(user_id=str(users[r]), rating=float(ratings[r]), timestamp=int(ts[r]),
+                           relative_rating=float(rr[r]), avg_rating=float(avgs[r]), history_len=int(hlen[r]))
+                    for r in rows
+                ]
+                found.append(Group(level=lv, item_id=str(item_ids[j]), members=members, split=split))
+                used.add(item_ids[j])
+                if len(found) == count:
+                    break
+        out[lv if split == "test" else f"{lv}/heldout"] = found
+    # present levels in easy, medium, hard order
+    order = [lv for lv in LEVELS if lv in cfg.levels]
+    return {k: out[k] for k in [*order, *(f"{lv}/heldout" for lv in order)] if k in out}

@@ -1,0 +1,197 @@
+"""Personalization Tau Correlation: Kendall tau per group, averaged per level, two ways.
+
+Default ("rank vectors"): for each user of a group, the predicted preference
+(predicted relative rating, or n - position in the predicted order) against
+the true relative rating; Kendall tau-b per group.  An unparseable or missing
+answer scores 0 (no information, the expected tau of a random order) and is
+counted; so is a prediction with every user tied (tau undefined).
+
+Compat ("perrecbench"): the original evaluate_single.py.  It turns both sides
+into *orderings* -- which user index stands at each position, best first
+(argsort of the relative ratings, reversed) -- and takes scipy's tau between
+the two orderings; parse failures ("format_not_correct") are dropped from
+the mean.  Tau over orderings is tau between the *inverse* permutations of
+the rank vectors, which is a different number once a group has 3+ users:
+
+  true relative ratings of users 1, 2, 3: +1.0, +2.0, -1.0
+      true order (best first) [2, 1, 3]      true ranks (1 = best) (2, 1, 3)
+  predicted order [3, 1, 2]                  predicted ranks (2, 3, 1)
+  rank vectors: users 1-2, 1-3 and 2-3 are all discordant:        tau = -1
+  orderings:    (3, 1, 2) vs (2, 1, 3): positions 1-2 and 2-3
+                concordant, 1-3 discordant:                       tau = +1/3
+
+The prediction gets every pairwise preference wrong (it puts the user who
+liked the item least first and the one who liked it most last), so -1 is the
+right score; the orderings give it +1/3.  With two users both conventions
+agree, so the easy level is unaffected.  (A later revision of the authors'
+anonymous repository converts orderings to ranks first, i.e. our default.)
+tests/test_perrecbench_scoring.py checks this example and hand-made files in
+both modes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from recharness.metrics.correlation import kendall_tau, kendall_tau_groups
+from recharness.metrics.rating import rating_errors
+
+LEVEL_ORDER = ("easy", "medium", "hard")
+
+
+@dataclass
+class GroupScore:
+    id: str
+    level: str
+    n: int
+    status: str  # "ok", "invalid", "missing", "tied"
+    tau_rank: float  # 0 unless status == "ok"
+    tau_compat: float | None  # None: dropped by the original evaluation
+
+
+def order_from_values(values) -> list[int]:
+    """The original's ordering: 1-based indices by descending value (np.argsort reversed, ties included)."""
+    return [int(i) + 1 for i in np.argsort(np.asarray(values, dtype=np.float64))[::-1]]
+
+
+def prediction_scores(sample: dict, parsed) -> tuple[list[float] | None, list | None]:
+    """(higher-is-preferred score per user, the original's ordering) from a parsed prediction, or Nones."""
+    if not isinstance(parsed, dict):
+        return None, None
+    n = len(sample["truth"]["relative_ratings"])
+    avg = sample["truth"]["avg_ratings"]
+    if parsed.get("ratings") is not None:
+        r = parsed["ratings"]
+        if len(r) != n or any(x is None or isinstance(x, str) for x in r):
+            return None, None
+        rel = [float(x) - float(a) for x, a in zip(r, avg)]
+        return rel, order_from_values(rel)
+    if parsed.get("ordering") is not None:
+        o = parsed["ordering"]
+        if not isinstance(o, list) or sorted(o) != list(range(1, n + 1)):
+            return None, (o if isinstance(o, list) else None)
+        score = [0.0] * n
+        for pos, u in enumerate(o):
+            score[u - 1] = float(n - pos)
+        return score, o
+    return None, None
+
+
+def score_groups(samples: list[dict], predictions: dict[str, dict]) -> list[GroupScore]:
+    """Per-group taus in both conventions."""
+    out: list[GroupScore] = []
+    xs, ys, gs, idx = [], [], [], []
+    for s in samples:
+        truth = s["truth"]["relative_ratings"]
+        p = predictions.get(s["id"])
+        if p is None:
+            out.append(GroupScore(s["id"], s["level"], len(truth), "missing", 0.0, None))
+            continue
+        scores, ordering = prediction_scores(s, p.get("parsed"))
+        if not p.get("valid", True):
+            scores = None
+        compat = None
+        if ordering is not None and len(ordering) == len(truth) and all(isinstance(v, (int, float)) for v in ordering):
+            # scipy.stats.kendalltau(pred_order, true_order); NaN (e.g. a constant list) stays NaN, as there
+            compat = kendall_tau(ordering, order_from_values(truth))
+        if scores is None:
+            out.append(GroupScore(s["id"], s["level"], len(truth), "invalid", 0.0, compat))
+            continue
+        out.append(GroupScore(s["id"], s["level"], len(truth), "ok", 0.0, compat))
+        idx.append(len(out) - 1)
+        xs += scores
+        ys += truth
+        gs += [len(idx) - 1] * len(truth)
+    if idx:
+        ids, tau, _ = kendall_tau_groups(xs, ys, gs)
+        for code, t in zip(ids, tau):
+            g = out[idx[int(code)]]
+            if np.isnan(t):
+                g.status = "tied"
+            else:
+                g.tau_rank = float(t)
+    return out
+
+
+def _mean(v: list[float]) -> float:
+    return float(np.mean(v)) if v else float("nan")
+
+
+def level_table(groups: list[GroupScore], *, compat: bool = False, invalid: str = "zero") -> dict[str, dict[str, float]]:
+    """{level: {tau, tau_rank, tau_compat, groups, invalid, missing, tied, dropped}} in easy/medium/hard order."""
+    by: dict[str, list[GroupScore]] = defaultdict(list)
+    for g in groups:
+        by[g.level].append(g)
+    table = {}
+    for lv in [*(x for x in LEVEL_ORDER if x in by), *sorted(x for x in by if x not in LEVEL_ORDER)]:
+        gl = by[lv]
+        ranked = [g.tau_rank for g in gl if invalid == "zero" or g.status in ("ok", "tied")]
+        kept = [g.tau_compat for g in gl if g.tau_compat is not None]
+        row = {
+            "tau_rank": _mean(ranked),
+            "tau_compat": (sum(kept) / len(kept)) if kept else float("nan"),
+            "groups": float(len(gl)),
+            "invalid": float(sum(g.status == "invalid" for g in gl)),
+            "missing": float(sum(g.status == "missing" for g in gl)),
+            "tied": float(sum(g.status == "tied" for g in gl)),
+            "dropped_compat": float(len(gl) - len(kept)),
+        }
+        row = {"tau": row["tau_compat"] if compat else row["tau_rank"], **row}
+        table[lv] = row
+    return table
+
+
+def rating_table(samples: list[dict], predictions: dict[str, dict]) -> dict[str, dict[str, float]]:
+    """MAE / RMSE of pointwise ratings (clipped to 1..5) per level and overall, over parsed ratings."""
+    per: dict[str, tuple[list, list, int]] = defaultdict(lambda: ([], [], 0))
+    for s in samples:
+        p = predictions.get(s["id"])
+        parsed = p.get("parsed") if p else None
+        r = parsed.get("ratings") if isinstance(parsed, dict) else None
+        for lv in (s["level"], "all"):
+            t, q, miss = per[lv]
+            if r is None:
+                per[lv] = (t, q, miss + len(s["truth"]["ratings"]))
+                continue
+            for x, y in zip(r, s["truth"]["ratings"]):
+                if x is None or isinstance(x, str):
+                    miss += 1
+                else:
+                    t.append(y)
+                    q.append(float(x))
+            per[lv] = (t, q, miss)
+    out = {}
+    for lv, (t, q, miss) in per.items():
+        if not t and not miss:
+            continue
+        e = rating_errors(t, q, clip=(1.0, 5.0)) if t else {"mae": float("nan"), "rmse": float("nan")}
+        out[lv] = {"MAE": e["mae"], "RMSE": e["rmse"], "rated": float(len(t)), "unrated": float(miss)}
+    return out
+
+
+def summarize(samples: list[dict], predictions: dict[str, dict], *, compat: bool = False, invalid: str = "zero",
+              with_ratings: bool = False) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Headline metrics and the per-level breakdown for one method on one task."""
+    groups = score_groups(samples, predictions)
+    levels = level_table(groups, compat=compat, invalid=invalid)
+    metrics: dict[str, float] = {}
+    for key in ("tau", "tau_rank", "tau_compat"):
+        vals = [row[key] for row in levels.values() if not np.isnan(row[key])]
+        metrics[key] = _mean(vals)  # the mean over levels, as the paper's "Avg." column
+    for lv, row in levels.items():
+        metrics[f"tau_{lv}"] = row["tau"]
+    for key in ("invalid", "missing", "tied", "dropped_compat"):
+        metrics[key] = float(sum(row[key] for row in levels.values()))
+    metrics["groups"] = float(len(groups))
+    if with_ratings:
+        rt = rating_table(samples, predictions)
+        if "all" in rt:
+            metrics["MAE"], metrics["RMSE"] = rt["all"]["MAE"], rt["all"]["RMSE"]
+            metrics["unrated"] = rt["all"]["unrated"]
+        for lv in levels:
+            if lv in rt:
+                levels[lv].update({"MAE": rt[lv]["MAE"], "RMSE": rt[lv]["RMSE"]})
+    return metrics, levels

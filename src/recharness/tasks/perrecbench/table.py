@@ -1,0 +1,71 @@
+"""The paper's Table 1 layout: one row per method, easy/medium/hard x point/pair/list, then Avg.
+
+Score rows are per (method, task); this regroups them across tasks.  A cell
+is the level's tau, followed by the number of unparseable groups in
+brackets when there were any; MAE and RMSE of the pointwise ratings sit
+beside the average.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from recharness.tasks.base import ScoreRow
+
+LEVELS = ("easy", "medium", "hard")
+TASKS = ("point", "pair", "list")
+
+
+def _cell(row: ScoreRow | None, level: str) -> tuple[str, float | None]:
+    if row is None:
+        return "–", None
+    v = row.metrics.get(f"tau_{level}")
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–", None
+    bad = (row.extra.get("breakdown") or {}).get(level, {}).get("invalid", 0) or 0
+    return (f"{v:.2f}" + (f" [{bad:g}]" if bad else "")), float(v)
+
+
+def table1_rows(rows: list[ScoreRow]) -> list[list[str]]:
+    by = {(r.method, r.task): r for r in rows}
+    methods = list(dict.fromkeys(r.method for r in rows if r.task in TASKS))
+    out = []
+    for m in methods:
+        cells, vals = [], []
+        for lv in LEVELS:
+            for t in TASKS:
+                text, v = _cell(by.get((m, t)), lv)
+                cells.append(text)
+                if v is not None:
+                    vals.append(v)
+        avg = f"{sum(vals) / len(vals):.2f}" if vals else "–"
+        pt = by.get((m, "point"))
+        mae = pt.metrics.get("MAE") if pt else None
+        rmse = pt.metrics.get("RMSE") if pt else None
+        kind = next((r.kind for r in rows if r.method == m), "model")
+        name = m + (" (ref)" if kind == "reference" else "")
+        fmt = lambda x: "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"  # noqa: E731
+        out.append([name, *cells, avg, fmt(mae), fmt(rmse)])
+    return out
+
+
+def table1_markdown(rows: list[ScoreRow]) -> str:
+    head = ["method", *(f"{lv} {t}" for lv in LEVELS for t in TASKS), "Avg.", "MAE", "RMSE"]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    lines += ["| " + " | ".join(r) + " |" for r in table1_rows(rows)]
+    mode = next((r.metrics for r in rows if r.task in TASKS), {})
+    note = ("Kendall tau per group, mean per level; [k] = k groups with no parseable answer, scored 0"
+            if mode.get("tau") == mode.get("tau_rank") else
+            "tau as the original PerRecBench code computes it (orderings; unparseable groups dropped: [k])")
+    return "\n".join(lines) + f"\n\n{note}. MAE/RMSE: pointwise ratings clipped to 1..5.\n"
+
+
+def write_table1(run_dir: Path) -> Path:
+    """Read a run's scores.json and write perrecbench_table1.md beside it."""
+    from recharness.report.tables import load_scores
+
+    run_dir = Path(run_dir)
+    path = run_dir / "perrecbench_table1.md"
+    path.write_text(table1_markdown(load_scores(run_dir)))
+    return path

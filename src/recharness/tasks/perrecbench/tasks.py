@@ -1,0 +1,128 @@
+"""The suite's three tasks: pointwise, pairwise and listwise ranking of one group per sample.
+
+Every task drives the model itself (`predict`), because a group needs
+several calls (one per user, heapsort comparisons, profiles).  All three
+are scored by the same function (scoring.summarize); reference rows are
+scored by it too: a random order for every method, and for pointwise the
+user-mean and item-mean predictors, which show that good MAE / RMSE need
+no personalization at all (the paper's Figure 1).
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import polars as pl
+
+from recharness.models.base import GenerationParams
+from recharness.tasks.base import BuildConfig, Parsed, Task
+from recharness.tasks.perrecbench.build import build_samples
+from recharness.tasks.perrecbench.methods import PREDICT
+from recharness.tasks.perrecbench.parsing import parse_pair, parse_ranking, parse_rating
+from recharness.tasks.perrecbench.scoring import summarize
+
+
+def _scoring(samples: list[dict]) -> dict:
+    sc = samples[0].get("scoring", {}) if samples else {}
+    return {"compat": sc.get("compat") == "perrecbench", "invalid": sc.get("invalid", "zero")}
+
+
+class _GroupTask(Task):
+    name = ""
+    format_reminder = None  # retries happen inside predict, per model call
+    params = GenerationParams(max_tokens=64)
+
+    def build(self, dataset, config: BuildConfig):
+        yield from build_samples(self.name, dataset, config)
+
+    async def predict(self, model, sample: dict, max_retries: int | None = None) -> dict:
+        if max_retries is not None:
+            sample = {**sample, "method": {**sample["method"], "max_retries": int(max_retries)}}
+        return await PREDICT[self.name](model, sample)
+
+    def _summary(self, samples, predictions):
+        return summarize(samples, predictions, with_ratings=self.name == "point", **_scoring(samples))
+
+    def score(self, samples, predictions):
+        metrics, _ = self._summary(samples, predictions)
+        recs = [p for p in predictions.values() if "calls" in p]
+        if recs:
+            metrics["calls_per_group"] = float(np.mean([p["calls"] for p in recs]))
+            metrics["retries"] = float(sum(p.get("retries", 0) for p in recs))
+        return metrics
+
+    def breakdown(self, samples, predictions):
+        _, levels = self._summary(samples, predictions)
+        return levels
+
+    def references(self, dataset, samples, seed: int = 0):
+        rand = {}
+        for s in samples:
+            rng = np.random.default_rng([seed, zlib.crc32(s["id"].encode())])
+            n = len(s["truth"]["relative_ratings"])
+            rand[s["id"]] = {"id": s["id"], "parsed": {"ordering": [int(i) + 1 for i in rng.permutation(n)]},
+                             "valid": True}
+        return {"random": rand}
+
+
+class PointTask(_GroupTask):
+    """Predict each user's rating; rank by predicted rating minus the user's mean rating."""
+
+    name = "point"
+
+    def parse(self, sample, text) -> Parsed:
+        return parse_rating(text)
+
+    def score(self, samples, predictions):
+        m = super().score(samples, predictions)
+        fails = [p["parsed"].get("failed", 0) for p in predictions.values() if isinstance(p.get("parsed"), dict)]
+        m["unparsed_users"] = float(sum(fails))
+        return m
+
+    def references(self, dataset, samples, seed: int = 0):
+        refs = super().references(dataset, samples, seed)
+        sums = (dataset.interactions.filter(pl.col("rating").is_not_null())
+                .group_by("item_id").agg(pl.col("rating").sum().alias("s"), pl.len().alias("n")))
+        item_sum = dict(zip(sums["item_id"].to_list(), sums["s"].to_list()))
+        item_n = dict(zip(sums["item_id"].to_list(), sums["n"].to_list()))
+        user_mean, item_mean = {}, {}
+        for s in samples:
+            t = s["truth"]
+            user_mean[s["id"]] = {"id": s["id"], "parsed": {"ratings": list(t["avg_ratings"])}, "valid": True}
+            # the item's mean rating without the group's own ratings (those are the labels)
+            rest_n = item_n.get(s["item_id"], 0) - len(t["ratings"])
+            rest = (item_sum.get(s["item_id"], 0.0) - sum(t["ratings"])) / rest_n if rest_n > 0 else float(np.mean(t["avg_ratings"]))
+            item_mean[s["id"]] = {"id": s["id"], "parsed": {"ratings": [rest] * len(t["ratings"])}, "valid": True}
+        return {"user-mean": user_mean, "item-mean": item_mean, **refs}
+
+
+class PairTask(_GroupTask):
+    """Heapsort over "which of two users prefers the item more", asked in both orders."""
+
+    name = "pair"
+
+    def parse(self, sample, text) -> Parsed:
+        return parse_pair(text, last=bool(sample.get("method", {}).get("cot")))
+
+    def score(self, samples, predictions):
+        m = super().score(samples, predictions)
+        parsed = [p["parsed"] for p in predictions.values() if isinstance(p.get("parsed"), dict) and "comparisons" in p["parsed"]]
+        if parsed:
+            comps = sum(p["comparisons"] for p in parsed)
+            m["comparisons_per_group"] = comps / len(parsed)
+            m["disagree_rate"] = sum(p["disagree"] for p in parsed) / comps if comps else 0.0
+            m["failed_comparisons"] = float(sum(p["failed"] for p in parsed))
+        return m
+
+
+class ListTask(_GroupTask):
+    """All users in one prompt; the answer is a permutation of their indices."""
+
+    name = "list"
+
+    def parse(self, sample, text) -> Parsed:
+        return parse_ranking(text, len(sample["users"]))
+
+
+TASKS = {"point": PointTask, "pair": PairTask, "list": ListTask}
