@@ -1,0 +1,29 @@
+"""The RecBench+ suite (arXiv 2503.09382): LLMs as personalised recommendation assistants.
+
+Five query types built from real data through an item knowledge graph
+(condition-based: explicit, implicit, misinformed; user-profile-based:
+interest, demographics), asked with and without the user's history, and
+scored by Precision, Recall, Condition Match Rate and Fail-to-Recommend.
+"""
+
+from recharness.tasks.recbench_plus.condition_tasks import ExplicitTask, ImplicitTask, MisinformedTask
+from recharness.tasks.recbench_plus.profile_tasks import DemographicsTask, InterestTask
+from recharness.tasks.recbench_plus.tables import paper_tables, write_paper_tables
+from recharness.tasks.registry import register_suite
+
+TASKS = {
+    "explicit": ExplicitTask,
+    "implicit": ImplicitTask,
+    "misinformed": MisinformedTask,
+    "interest": InterestTask,
+    "demographics": DemographicsTask,
+}
+
+register_suite(
+    "recbench-plus",
+    TASKS,
+    "RecBench+: condition- and profile-based assistant queries (P, R, CMR, FTR)",
+    default_tasks=list(TASKS),
+)
+
+__all__ = ["TASKS", "paper_tables", "write_paper_tables"]

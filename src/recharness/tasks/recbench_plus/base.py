@@ -1,0 +1,117 @@
+"""What the five RecBench+ tasks share: parsing answers, scoring, breakdowns, references."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from recharness.models.base import GenerationParams
+from recharness.tasks.base import BuildConfig, Parsed, Task
+from recharness.tasks.recbench_plus.context import context_of
+from recharness.tasks.recbench_plus.evaluate import aggregate, group_metrics, query_metrics, resolve_answer
+from recharness.tasks.recbench_plus.official import find_file, read_records, write_records
+from recharness.tasks.recbench_plus.options import Options, parse_options
+
+GT_UNMATCHED = "\x00gt:"  # placeholder id for a ground-truth title the catalog lacks
+
+
+def reference_record(sid: str, ids: list[str], ctx) -> dict:
+    titles = [ctx.title(i) for i in ids]
+    return {"id": sid, "output": "\n".join(titles), "valid": True,
+            "parsed": {"strings": titles, "item_ids": list(ids), "ftr": not ids}}
+
+
+class RecBenchTask(Task):
+    """Base of the RecBench+ tasks. Subclasses implement `make_records` and `samples_from_records`."""
+
+    kind = ""
+    # No format retry: a refusal is a legitimate answer here (FTR; the right one for misinformed queries).
+    format_reminder = None
+    params = GenerationParams(max_tokens=200)
+
+    def __init__(self):
+        self.ctx = None
+
+    def setup(self, dataset) -> None:
+        self.ctx = context_of(dataset)
+
+    def generation_params(self, sample: dict) -> GenerationParams:
+        return GenerationParams(max_tokens=int(sample.get("max_tokens", self.params.max_tokens)))
+
+    # ------------------------------------------------------------ build
+
+    def build(self, dataset, config: BuildConfig):
+        ctx = context_of(dataset)
+        opts = parse_options(config.options)
+        path = find_file(config.options, self.kind)
+        if path is not None:
+            records = read_records(path, self.kind)
+            source = str(path)
+        else:
+            records = self.make_records(ctx, config, opts)
+            if opts.phrase_model:
+                self.phrase(records, ctx, opts)
+            source = "built"
+            if config.out is not None and opts.write_official:
+                write_records(config.out, self.kind, records)
+        samples = list(self.samples_from_records(records, ctx, opts, source))
+        if path is not None and config.limit is not None and config.limit < self._n_queries(samples):
+            samples = self._limit(samples, config.limit, config.seed)
+        yield from samples
+
+    @staticmethod
+    def _query_key(s: dict) -> str:
+        return s["id"].rsplit("-", 1)[0]  # "<task>-<query>-h" and "-n" are one query
+
+    def _n_queries(self, samples: list[dict]) -> int:
+        return len({self._query_key(s) for s in samples})
+
+    def _limit(self, samples: list[dict], limit: int, seed: int) -> list[dict]:
+        keys = list(dict.fromkeys(self._query_key(s) for s in samples))
+        pick = set(np.asarray(keys, dtype=object)[np.sort(np.random.default_rng(seed).choice(len(keys), limit, replace=False))])
+        return [s for s in samples if self._query_key(s) in pick]
+
+    def make_records(self, ctx, config: BuildConfig, opts: Options) -> list[dict]:
+        raise NotImplementedError
+
+    def phrase(self, records: list[dict], ctx, opts: Options) -> None:
+        raise NotImplementedError
+
+    def samples_from_records(self, records: list[dict], ctx, opts: Options, source: str):
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ answers and scores
+
+    def parse(self, sample: dict, text: str) -> Parsed:
+        if self.ctx is None:
+            raise RuntimeError("call setup(dataset) before parse")
+        from recharness.matching import has_refusal_cue
+        from recharness.matching.refusal import is_nothing
+
+        res = resolve_answer(text, self.ctx.matcher())
+        if res["strings"] or is_nothing(text or "") or has_refusal_cue(text or ""):
+            return Parsed(res)
+        return Parsed(res, valid=False, error="no titles and no refusal found in the answer")
+
+    def score(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, float]:
+        rows = query_metrics(samples, predictions)
+        m = aggregate(rows)
+        preds = [predictions.get(s["id"]) for s in samples]
+        got = [p for p in preds if p is not None]
+        m["valid_rate"] = float(np.mean([bool(p.get("valid", True)) for p in got])) if got else 0.0
+        gt_total = sum(len(s.get("gt", [])) for s in samples)
+        gt_unmatched = sum(sum(g.startswith(GT_UNMATCHED) for g in s.get("gt", [])) for s in samples)
+        if gt_unmatched:
+            m["gt_match_rate"] = 1.0 - gt_unmatched / gt_total
+        return m
+
+    def breakdown(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, dict[str, float]]:
+        return group_metrics(samples, query_metrics(samples, predictions))
+
+    def references(self, dataset, samples: list[dict], seed: int = 0) -> dict[str, dict[str, dict]]:
+        """Popularity: the most-interacted catalog items not in the shown history."""
+        ctx = context_of(dataset)
+        pop = {}
+        for s in samples:
+            k = s.get("k") or s.get("ref_k", 10)
+            pop[s["id"]] = reference_record(s["id"], ctx.popular(set(s.get("history", [])), k), ctx)
+        return {"popularity": pop}

@@ -1,0 +1,120 @@
+"""What every RecBench+ task needs from a dataset, computed once per dataset.
+
+The three condition tasks are built one after the other on the same Dataset
+object; the KG, histories and popularity are shared rather than rebuilt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from recharness.kg import ItemKG
+
+DOMAINS = {"movie": ("movie", "movies"), "book": ("book", "books"), "product": ("product", "products")}
+
+
+def domain_of(dataset) -> str:
+    d = (dataset.meta or {}).get("domain")
+    if d in DOMAINS:
+        return d
+    name = dataset.name.lower()
+    if name.startswith("ml-") or "movie" in name:
+        return "movie"
+    if "book" in name:
+        return "book"
+    return "product"
+
+
+def display_title(title: str) -> str:
+    """"Abyss, The (1989)" -> "The Abyss (1989)": how a person writes it in a query."""
+    from recharness.matching.normalize import move_article, split_year
+
+    head, year = split_year(title)
+    # "Seven (Se7en)": keep alternative names in brackets as they are
+    head = move_article(head)
+    return f"{head} ({year})" if year else head
+
+
+@dataclass
+class Context:
+    dataset: object
+    kg: ItemKG
+    domain: str
+    titles: dict[str, str]
+    users: list[str]
+    histories: dict[str, list[str]]  # chronological item ids
+    counts: dict[str, int]  # interactions per item over the whole data
+    popularity: np.ndarray  # counts aligned with kg.item_ids
+    _matcher: object | None = field(default=None, repr=False)
+    _hist_idx: dict[str, np.ndarray] | None = field(default=None, repr=False)
+    _pop_order: list[str] | None = field(default=None, repr=False)
+
+    @classmethod
+    def build(cls, dataset) -> "Context":
+        kg = ItemKG.from_dataset(dataset)
+        titles = dict(zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list()))
+        grouped = (
+            dataset.interactions.select("user_id", "item_id")
+            .group_by("user_id", maintain_order=True)
+            .agg(pl.col("item_id"))
+        )
+        histories = dict(zip(grouped["user_id"].to_list(), grouped["item_id"].to_list()))
+        cnt = dataset.interactions.group_by("item_id").len("n")
+        counts = dict(zip(cnt["item_id"].to_list(), cnt["n"].to_list()))
+        popularity = np.asarray([counts.get(i, 0) for i in kg.item_ids], dtype=np.float64)
+        return cls(dataset, kg, domain_of(dataset), titles, sorted(histories), histories, counts, popularity)
+
+    def history_indices(self) -> dict[str, np.ndarray]:
+        """Each user's history as sorted unique KG item indices (items unknown to the KG dropped)."""
+        if self._hist_idx is None:
+            index = self.kg.item_index
+            out = {}
+            for u, items in self.histories.items():
+                idx = np.fromiter((index.get(i, -1) for i in items), dtype=np.int64, count=len(items))
+                out[u] = np.unique(idx[idx >= 0])
+            self._hist_idx = out
+        return self._hist_idx
+
+    def title(self, item_id: str) -> str:
+        return self.titles.get(item_id, item_id)
+
+    def shown(self, item_id: str) -> str:
+        return display_title(self.title(item_id))
+
+    def matcher(self):
+        if self._matcher is None:
+            from recharness.matching import CatalogMatcher
+
+            self._matcher = CatalogMatcher(list(self.titles.items()), priority=self.counts)
+        return self._matcher
+
+    def popular(self, exclude: set[str] | frozenset[str] = frozenset(), k: int = 10, among: set[str] | None = None) -> list[str]:
+        """The k most-interacted items (ties by id), optionally only `among` a set, never `exclude`d ones."""
+        if among is not None:
+            ranked = sorted((i for i in among if i not in exclude), key=lambda i: (-self.counts.get(i, 0), i))
+            return ranked[:k]
+        if self._pop_order is None:
+            self._pop_order = sorted(self.titles, key=lambda i: (-self.counts.get(i, 0), i))
+        out = []
+        for i in self._pop_order:
+            if i not in exclude:
+                out.append(i)
+                if len(out) == k:
+                    break
+        return out
+
+
+_CACHE: list[tuple[object, Context]] = []
+
+
+def context_of(dataset) -> Context:
+    """The Context of this very Dataset object (the last one is kept)."""
+    for ds, ctx in _CACHE:
+        if ds is dataset:
+            return ctx
+    ctx = Context.build(dataset)
+    _CACHE[:] = [(dataset, ctx)]
+    return ctx

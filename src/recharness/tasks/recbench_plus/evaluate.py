@@ -1,0 +1,134 @@
+"""RecBench+ metrics per query: Precision, Recall, Condition Match Rate, Fail to Recommend.
+
+The answer is parsed into titles and matched to the catalog (recharness.matching),
+keeping answer order. Per query, over the recommended list L (the first K
+entries when a fixed K was asked for):
+
+* Precision = |L ∩ GT| / |L| (open-ended) or / K (fixed K); an empty L gives 0.
+* Recall = |L ∩ GT| / |GT|.
+* CMR = share of L satisfying every condition in the KG; titles that match no
+  catalog item count as not satisfying, and their share of L is reported
+  beside it (`unmatched`). Averaged over queries with a non-empty L: a query
+  without recommendations has no CMR (it counts in FTR instead).
+* FTR = 1 if the answer recommends nothing (empty, "None", or a refusal that
+  names no catalog item), else 0. For misinformed queries higher is better.
+
+Unmatched titles keep their slot in L (a hallucinated title is still a
+recommendation), so a model cannot gain precision by inventing titles.
+Queries without a prediction are left out and counted as `missing`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from recharness.metrics.ranking import ranking_metrics
+
+UNMATCHED = "\x00unmatched:"  # prefix of placeholder ids; never a catalog id
+
+
+def resolve_answer(text: str | None, matcher) -> dict:
+    """Titles in answer order, each with its catalog id (None if unmatched), and the FTR flag."""
+    from recharness.matching import is_refusal, parse_recommendations
+
+    strings = parse_recommendations(text or "")
+    matches = matcher.match_many(strings)
+    merged: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(matches):
+        # "Crouching Tiger, Hidden Dragon" split at its comma: rejoin if the join is an exact title
+        if i + 1 < len(matches) and not (matches[i].kind == "exact" and matches[i + 1].kind == "exact"):
+            joined = f"{strings[i]}, {strings[i + 1]}"
+            m = matcher.match(joined)
+            if m.kind == "exact":
+                merged.append((joined, m.item_id))
+                i += 2
+                continue
+        merged.append((strings[i], matches[i].item_id))
+        i += 1
+    out_s, out_i, seen = [], [], set()
+    for s, iid in merged:
+        if iid is not None:
+            if iid in seen:
+                continue
+            seen.add(iid)
+        out_s.append(s)
+        out_i.append(iid)
+    n_matched = sum(x is not None for x in out_i)
+    ftr = bool(is_refusal(text, matched=n_matched))
+    return {"strings": out_s, "item_ids": out_i, "ftr": ftr}
+
+
+def recommended(parsed: dict | None, k: int | None) -> list[str]:
+    """The list L: catalog ids, with a unique placeholder for each unmatched title."""
+    if not parsed or parsed.get("ftr"):
+        return []
+    ids = parsed.get("item_ids") or []
+    out = [i if i is not None else f"{UNMATCHED}{n}" for n, i in enumerate(ids)]
+    return out[:k] if k else out
+
+
+def query_metrics(samples: list[dict], predictions: dict[str, dict]) -> list[dict | None]:
+    """Per-sample metrics ({P, R, FTR, CMR?, unmatched?}); None where there is no prediction."""
+    rows: list[dict | None] = [None] * len(samples)
+    by_k: dict[int | None, list[int]] = defaultdict(list)
+    lists: dict[int, list[str]] = {}
+    for n, s in enumerate(samples):
+        p = predictions.get(s["id"])
+        if p is None:
+            continue
+        parsed = p.get("parsed") if isinstance(p.get("parsed"), dict) else None
+        k = s.get("k") or None
+        L = recommended(parsed, k)
+        lists[n] = L
+        row = {"FTR": 1.0 if (parsed is None or parsed.get("ftr") or not L) else 0.0}
+        if L:
+            row["unmatched"] = sum(x.startswith(UNMATCHED) for x in L) / len(L)
+            sat = s.get("satisfying")
+            if sat is not None:
+                sset = set(sat)
+                row["CMR"] = sum(x in sset for x in L) / len(L)
+        rows[n] = row
+        by_k[k].append(n)
+    for k, idx in by_k.items():
+        rel = [set(samples[n]["gt"]) for n in idx]
+        m = ranking_metrics([lists[n] for n in idx], rel, ks=(k,), per_sample=True)
+        pk, rk = ("precision", "recall") if k is None else (f"precision@{k}", f"recall@{k}")
+        for j, n in enumerate(idx):
+            rows[n]["P"] = float(m[pk][j])
+            rows[n]["R"] = float(m[rk][j])
+    return rows
+
+
+def aggregate(rows: list[dict | None]) -> dict[str, float]:
+    """Means over scored queries (CMR and unmatched over queries that recommended something)."""
+    got = [r for r in rows if r is not None]
+    out: dict[str, float] = {}
+    for key in ("P", "R", "CMR", "FTR", "unmatched"):
+        vals = [r[key] for r in got if key in r]
+        if vals or key in ("P", "R", "FTR"):
+            out[key] = float(np.mean(vals)) if vals else 0.0
+    out["n_scored"] = float(len(got))
+    out["missing"] = float(len(rows) - len(got))
+    return out
+
+
+def group_metrics(samples: list[dict], rows: list[dict | None]) -> dict[str, dict[str, float]]:
+    """Metrics per group label of the samples' `groups` lists (a sample may be in several)."""
+    members: dict[str, list[int]] = defaultdict(list)
+    for n, s in enumerate(samples):
+        for g in s.get("groups", []):
+            members[g].append(n)
+    out = {}
+    for g in sorted(members, key=_group_order):
+        agg = aggregate([rows[n] for n in members[g]])
+        if agg["n_scored"]:
+            out[g] = agg
+    return out
+
+
+def _group_order(g: str):
+    key, _, val = g.partition("=")
+    return (key, val)

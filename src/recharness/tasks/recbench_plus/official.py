@@ -1,0 +1,101 @@
+"""The official RecBench+ JSON layout: file names, reading with checks, writing.
+
+Condition files (ExplicitQuery.json, ImplicitQuery.json, MisinformedQuery.json)
+are lists of {source_user, condition_num, movieCount, movieSubset,
+movieSubsetId, sharedRelationships, direct_description_query,
+situational_description_query, data_idx}. UserBasedQuery.json is a list of
+user groups, each with `query & ground true`: [{reason, query, movie subset}].
+The interest file's official name and layout were not published with the
+paper; ours (InterestBasedQuery.json) follows UserBasedQuery.json's.
+
+Files we write carry extra keys (how the text was made, the implicit
+reference, the false claim); the official keys keep their meaning, so our
+files and the published ones load through the same code. Book files use the
+same key names.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from recharness.errors import InputError
+
+FILES = {
+    "explicit": "ExplicitQuery.json",
+    "implicit": "ImplicitQuery.json",
+    "misinformed": "MisinformedQuery.json",
+    "interest": "InterestBasedQuery.json",
+    "demographics": "UserBasedQuery.json",
+}
+OUT_DIR = "recbench_plus"
+
+CONDITION_KEYS = ("source_user", "movieSubsetId", "sharedRelationships")
+GROUP_KEYS = ("query & ground true",)
+
+
+def official_id(item_id: str):
+    """MovieIDs are ints in the official files; other ids stay strings."""
+    return int(item_id) if item_id.isdigit() and not item_id.startswith("0") else item_id
+
+
+def read_records(path: str | Path, kind: str) -> list[dict]:
+    """Load and check one official-layout file; errors name the file, entry and field."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(path, "file not found")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"not valid JSON: {e.msg}", line=e.lineno) from None
+    if not isinstance(data, list):
+        raise InputError(path, f"expected a JSON list of queries, got {type(data).__name__}")
+    for n, rec in enumerate(data):
+        where = f"entry {n}"
+        if not isinstance(rec, dict):
+            raise InputError(path, f"{where}: expected an object, got {type(rec).__name__}")
+        if kind in ("explicit", "implicit", "misinformed"):
+            for k in CONDITION_KEYS:
+                if k not in rec:
+                    raise InputError(path, f"{where}: missing key", field=k)
+            if not isinstance(rec["movieSubsetId"], list) or not rec["movieSubsetId"]:
+                raise InputError(path, f"{where}: must be a non-empty list", field="movieSubsetId")
+            rels = rec["sharedRelationships"]
+            if not isinstance(rels, list) or not all(isinstance(r, (list, tuple)) and len(r) == 2 for r in rels):
+                raise InputError(path, f"{where}: must be a list of [relation, value] pairs", field="sharedRelationships")
+            if not any(isinstance(rec.get(q), str) and rec[q].strip() for q in ("situational_description_query", "direct_description_query")):
+                raise InputError(path, f"{where}: no query text", field="situational_description_query")
+        else:
+            qs = rec.get("query & ground true")
+            if not isinstance(qs, list):
+                raise InputError(path, f"{where}: missing or not a list", field="query & ground true")
+            for j, q in enumerate(qs):
+                if not isinstance(q, dict) or not isinstance(q.get("query"), str) or not q["query"].strip():
+                    raise InputError(path, f"{where}, query {j}: missing query text", field="query")
+                sub = q.get("movie subset")
+                if not isinstance(sub, list) or not sub:
+                    raise InputError(path, f"{where}, query {j}: must be a non-empty list of titles", field="movie subset")
+        rec.setdefault("data_idx", n)
+    return data
+
+
+def write_records(out: Path, kind: str, records: list[dict]) -> Path:
+    d = Path(out) / OUT_DIR
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / FILES[kind]
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(records, ensure_ascii=False, indent=1), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def find_file(options: dict, kind: str) -> Path | None:
+    """The official file a task should load: `<kind>_file=PATH`, or FILES[kind] in `official_dir=DIR`."""
+    f = options.get(f"{kind}_file")
+    if f:
+        return Path(str(f))
+    d = options.get("official_dir")
+    if d:
+        p = Path(str(d)) / FILES[kind]
+        return p if p.exists() else None
+    return None

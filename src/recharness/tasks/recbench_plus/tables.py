@@ -1,0 +1,95 @@
+"""Results in the layouts of the RecBench+ paper: Table 2 (condition-based) and Table 3 (profile-based).
+
+Works on the score rows the pipeline writes (scores.json); one row per
+method, the averages taken over the query types, as in the paper. Each table
+is given overall and, where the run had both, with and without history.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CONDITION_TYPES = (("explicit", "Explicit"), ("implicit", "Implicit"), ("misinformed", "Misinformed"))
+PROFILE_TYPES = (("interest", "Interest"), ("demographics", "Demographics"))
+
+
+def _fmt(v) -> str:
+    return "–" if v is None else f"{v:.3f}"
+
+
+def _metrics(row, variant: str | None) -> dict | None:
+    if variant is None:
+        return row.metrics
+    return (row.extra or {}).get("breakdown", {}).get(variant)
+
+
+def _methods(rows, tasks) -> list[tuple[str, str]]:
+    out = []
+    for r in rows:
+        if r.task in tasks and (r.method, r.kind) not in out:
+            out.append((r.method, r.kind))
+    return sorted(out, key=lambda mk: (mk[1] == "reference", mk[0]))
+
+
+def _table(rows, types, metrics, variant: str | None, title: str) -> str | None:
+    tasks = [t for t, _ in types]
+    methods = _methods(rows, tasks)
+    if not methods:
+        return None
+    by = {(r.method, r.task): r for r in rows}
+    cols = []
+    for t, label in types:
+        for m in metrics:
+            arrow = "↑" if m != "FTR" or t == "misinformed" else "↓"
+            cols.append(f"{label} {m}{arrow}")
+    avg_metrics = [m for m in metrics if m != "FTR"] if "CMR" in metrics else metrics
+    cols += [f"Average {m}" for m in avg_metrics]
+    lines = [f"#### {title}\n", "| method | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    any_row = False
+    for method, kind in methods:
+        cells, per_metric = [], {m: [] for m in avg_metrics}
+        for t, _ in types:
+            r = by.get((method, t))
+            mm = _metrics(r, variant) if r is not None else None
+            for m in metrics:
+                v = mm.get(m) if mm else None
+                cells.append(_fmt(v))
+                if v is not None and m in per_metric:
+                    per_metric[m].append(v)
+        for m in avg_metrics:
+            vals = per_metric[m]
+            cells.append(_fmt(sum(vals) / len(vals)) if len(vals) == len(types) else "–")
+        if any(c != "–" for c in cells):
+            any_row = True
+            name = method + (" (ref)" if kind == "reference" else "")
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n" if any_row else None
+
+
+def paper_tables(rows) -> str:
+    """Markdown: Table 2 and Table 3 layouts, overall and per history variant."""
+    out = []
+    for variant, suffix in ((None, ""), ("history=with", " — with history"), ("history=without", " — without history")):
+        t2 = _table(rows, CONDITION_TYPES, ("P", "R", "CMR", "FTR"), variant,
+                    f"Table 2 layout: condition-based queries{suffix}")
+        if t2:
+            out.append(t2)
+    for variant, suffix in ((None, ""), ("history=with", " — with history"), ("history=without", " — without history")):
+        t3 = _table(rows, PROFILE_TYPES, ("P", "R", "FTR"), variant, f"Table 3 layout: user-profile-based queries{suffix}")
+        if t3:
+            out.append(t3)
+    if out:
+        out.append("FTR: share of queries with no recommended item (lower is better, except for misinformed "
+                   "queries, where declining is right). CMR is averaged over queries that recommended something; "
+                   "unmatched titles count as not satisfying (see the `unmatched` column of each task's table).\n")
+    return "\n".join(out)
+
+
+def write_paper_tables(run_dir: str | Path) -> Path:
+    """Read <run_dir>/scores.json and write <run_dir>/paper_tables.md."""
+    from recharness.report.tables import load_scores
+
+    run_dir = Path(run_dir)
+    path = run_dir / "paper_tables.md"
+    path.write_text(paper_tables(load_scores(run_dir)))
+    return path
