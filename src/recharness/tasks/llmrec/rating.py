@@ -15,7 +15,7 @@ How invalid answers count (nothing is dropped):
                        good by answering only the easy cases.
 Reference rows, scored by the same `score`: global mean, user mean, item
 mean and regularised user+item biases (mu + b_u + b_i, Koren 2010's
-baseline predictor, lambda_user = 10, lambda_item = 25), all fitted on the
+baseline predictor, lambda_user = 10, lambda_item = 25, solved exactly), all fitted on the
 training part only: every user's last interaction is removed first, so no
 target rating leaks into any reference (PerRecBench, arXiv 2501.13391,
 shows such averages rival LLMs on RMSE).
@@ -85,29 +85,45 @@ def training_part(interactions: pl.DataFrame) -> pl.DataFrame:
     return df.filter((pl.col("_pos") < pl.col("_n") - 1) & pl.col("rating").is_not_null()).drop("_pos", "_n")
 
 
-def fit_biases(users, items, ratings, *, reg_user: float = 10.0, reg_item: float = 25.0, n_iter: int = 100,
-               tol: float = 1e-9) -> tuple[float, dict, dict]:
+def _factorize(values) -> tuple[list, np.ndarray]:
+    """(sorted distinct keys, index of each value), via polars: np.unique on 1M strings is slow."""
+    s = values if isinstance(values, pl.Series) else pl.Series(list(values))
+    codes = (s.rank("dense") - 1).cast(pl.Int64).to_numpy()
+    keys = s.unique().sort().to_list()
+    return keys, codes
+
+
+def fit_biases(users, items, ratings, *, reg_user: float = 10.0, reg_item: float = 25.0,
+               tol: float = 1e-10) -> tuple[float, dict, dict]:
     """mu, {user: b_u}, {item: b_i} minimising sum (r - mu - b_u - b_i)^2 + reg_user*sum b_u^2 +
-    reg_item*sum b_i^2 with mu the global mean, by alternating exact updates (block coordinate
-    descent on a convex quadratic: converges to the unique minimiser)."""
+    reg_item*sum b_i^2, mu the global mean. The normal equations are solved by conjugate
+    gradients (SPD system; Jacobi-preconditioned, matrix-free): exact to `tol`, ~1 s on ML-1M,
+    where plain alternating updates need hundreds of passes."""
+    from scipy.sparse.linalg import LinearOperator, cg
+
     r = np.asarray(ratings, dtype=np.float64)
     if r.size == 0:
         raise ValueError("no training ratings to fit biases on")
-    uk, u = np.unique(np.asarray(users, dtype=object), return_inverse=True)
-    ik, i = np.unique(np.asarray(items, dtype=object), return_inverse=True)
+    if reg_user <= 0 or reg_item <= 0:
+        raise ValueError("regularisation must be positive (the biases are not identifiable otherwise)")
+    uk, u = _factorize(users)
+    ik, i = _factorize(items)
+    nu, ni = len(uk), len(ik)
     mu = float(r.mean())
-    cu = np.bincount(u, minlength=len(uk))
-    ci = np.bincount(i, minlength=len(ik))
-    bu = np.zeros(len(uk))
-    bi = np.zeros(len(ik))
-    for _ in range(n_iter):
-        bi_new = np.bincount(i, r - mu - bu[u], minlength=len(ik)) / (reg_item + ci)
-        bu_new = np.bincount(u, r - mu - bi_new[i], minlength=len(uk)) / (reg_user + cu)
-        delta = max(np.abs(bi_new - bi).max(initial=0), np.abs(bu_new - bu).max(initial=0))
-        bu, bi = bu_new, bi_new
-        if delta < tol:
-            break
-    return mu, dict(zip(uk.tolist(), bu.tolist())), dict(zip(ik.tolist(), bi.tolist()))
+    du = np.bincount(u, minlength=nu) + reg_user
+    di = np.bincount(i, minlength=ni) + reg_item
+
+    def matvec(x):
+        xu, xi = x[:nu], x[nu:]
+        return np.concatenate([du * xu + np.bincount(u, xi[i], minlength=nu), di * xi + np.bincount(i, xu[u], minlength=ni)])
+
+    op = LinearOperator((nu + ni, nu + ni), matvec=matvec, dtype=np.float64)
+    jacobi = LinearOperator((nu + ni, nu + ni), matvec=lambda x: x / np.concatenate([du, di]), dtype=np.float64)
+    rhs = np.concatenate([np.bincount(u, r - mu, minlength=nu), np.bincount(i, r - mu, minlength=ni)])
+    x, info = cg(op, rhs, rtol=tol, atol=0.0, M=jacobi, maxiter=10_000)
+    if info != 0:
+        raise RuntimeError(f"bias fit did not converge (cg info {info})")
+    return mu, dict(zip(uk, x[:nu].tolist())), dict(zip(ik, x[nu:].tolist()))
 
 
 def _item_about(row: dict, domain: str) -> str:
@@ -208,7 +224,7 @@ class RatingTask(Task):
 
     def references(self, dataset, samples, seed: int = 0):
         train = training_part(dataset.interactions)
-        mu, bu, bi = fit_biases(train["user_id"].to_numpy(), train["item_id"].to_numpy(), train["rating"].to_numpy(),
+        mu, bu, bi = fit_biases(train["user_id"], train["item_id"], train["rating"].to_numpy(),
                                 reg_user=self.reg_user, reg_item=self.reg_item)
         user_mean = dict(train.group_by("user_id").agg(pl.col("rating").mean()).iter_rows())
         item_mean = dict(train.group_by("item_id").agg(pl.col("rating").mean()).iter_rows())

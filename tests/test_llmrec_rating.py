@@ -1,0 +1,153 @@
+"""LLMRec rating prediction: split, prompts, scoring rules, leak-free reference rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from recharness.data.store import Dataset
+from recharness.errors import ConfigError
+from recharness.tasks.base import BuildConfig
+from recharness.tasks.llmrec.rating import RatingTask, fit_biases, review_splits, training_part
+
+
+def tiny_dataset(target_u1: float = 2.0) -> Dataset:
+    """u1 rates a,b,c then (target) d; u2 rates a,d then (target) b; u3 rates a then (target) c."""
+    rows = [
+        ("u1", "a", 5.0, 1, "Loved it"), ("u1", "b", 3.0, 2, "Okay"), ("u1", "c", 4.0, 3, "Nice"), ("u1", "d", target_u1, 4, "Bad"),
+        ("u2", "a", 4.0, 1, "Good"), ("u2", "d", 2.0, 2, "Poor"), ("u2", "b", 1.0, 3, "Awful"),
+        ("u3", "a", 3.0, 1, "Fine"), ("u3", "c", 5.0, 2, "Great"),
+    ]
+    inter = pl.DataFrame(rows, schema=["user_id", "item_id", "rating", "timestamp", "review_title"], orient="row")
+    inter = inter.with_columns(pl.col("timestamp").cast(pl.Int64), pl.lit("text").alias("review_text"))
+    items = pl.DataFrame({"item_id": ["a", "b", "c", "d"], "title": ["Alpha", "Beta", None, "Delta"],
+                          "main_category": ["Toys"] * 4})
+    users = pl.DataFrame({"user_id": ["u1", "u2", "u3"]})
+    return Dataset("tiny-amazon", inter, items, users, meta={"domain": "product"})
+
+
+def test_review_splits_and_training_part():
+    ds = tiny_dataset()
+    sp = review_splits(ds.interactions, min_history=2)
+    assert [s.user_id for s in sp] == ["u1", "u2"]  # u3 has only one earlier interaction
+    assert [h["item_id"] for h in sp[0].history] == ["a", "b", "c"] and sp[0].target["item_id"] == "d"
+    assert sp[1].target == {"item_id": "b", "rating": 1.0, "review_title": "Awful", "review_text": "text"}
+    assert [s.user_id for s in review_splits(ds.interactions, min_history=1)] == ["u1", "u2", "u3"]
+    a = review_splits(ds.interactions, min_history=0, limit=2, seed=3)
+    assert [s.user_id for s in a] == [s.user_id for s in review_splits(ds.interactions, min_history=0, limit=2, seed=3)]
+    assert len(a) == 2
+    train = training_part(ds.interactions)
+    assert train.height == 6  # each user's last interaction removed
+    assert set(zip(train["user_id"], train["item_id"])) == {("u1", "a"), ("u1", "b"), ("u1", "c"), ("u2", "a"), ("u2", "d"), ("u3", "a")}
+    with pytest.raises(ConfigError, match="no 'review_text' column"):
+        review_splits(ds.interactions.drop("review_text"), require=("review_text",))
+
+
+def build(ds, **opts):
+    return list(RatingTask().build(ds, BuildConfig(seed=0, options=opts)))
+
+
+def test_build_prompt_modules_switch():
+    ds = tiny_dataset()
+    s = build(ds, min_history=2)
+    assert [x["id"] for x in s] == ["rating-u1", "rating-u2"]
+    u1 = s[0]
+    assert u1["target_rating"] == 2.0 and u1["user_mean"] == 4.0 and u1["item_id"] == "d"
+    text = u1["messages"][0]["content"]
+    assert "Predict how the user will rate" in text
+    assert '1. Alpha (rated 5/5; review: "Loved it")' in text
+    assert "3. item c (rated 4/5" in text  # an untitled item is named by its id
+    assert 'Product to rate: "Delta" (Toys)' in text
+    assert "single number from 1 to 5" in text
+    assert "Bad" not in text  # the target's own review never reaches the prompt
+    bare = build(ds, min_history=1, behaviour=False, format_indicator=False, task_description=False)[0]["messages"][0]["content"]
+    assert bare == 'Product to rate: "Delta" (Toys)'
+    assert build(ds, min_history=1, history_len=1)[0]["messages"][0]["content"].count("(rated") == 1
+
+
+def test_parse_uses_number_validator():
+    t = RatingTask()
+    assert t.parse({}, "I think 4 stars").value["value"] == 4.0
+    p = t.parse({}, "")
+    assert not p.valid and p.error == "empty answer"
+
+
+def test_score_hand_worked():
+    """y = 4, 2, 5, 3; answers 5 (valid), invalid, 7→… invalid (off the slack), 0→clipped to 1; one missing."""
+    samples = [{"id": str(k), "target_rating": y, "user_mean": m} for k, (y, m) in enumerate([(4, 3.5), (2, 3.0), (5, 4.0), (3, 2.0), (1, 1.5)])]
+    t = RatingTask()
+    preds = {"0": t.parse({}, "5"), "1": t.parse({}, "no idea"), "2": t.parse({}, "7"), "3": t.parse({}, "0")}
+    recs = {k: {"parsed": p.value, "valid": p.valid} for k, p in preds.items()}
+    m = t.score(samples, recs)
+    # valid: sample 0 (5 vs 4) and sample 3 (clipped 1 vs 3): errors 1, 2
+    assert m["RMSE"] == pytest.approx(np.sqrt((1 + 4) / 2))
+    assert m["MAE"] == pytest.approx(1.5)
+    # fallback to user mean for samples 1, 2, 4: 3.0 vs 2, 4.0 vs 5, 1.5 vs 1 → errors 1, 1, 0.5
+    assert m["RMSE_fb"] == pytest.approx(np.sqrt((1 + 1 + 1 + 4 + 0.25) / 5))
+    assert m["MAE_fb"] == pytest.approx((1 + 1 + 1 + 2 + 0.5) / 5)
+    assert m["invalid_rate"] == pytest.approx(3 / 5) and m["missing"] == 1.0
+    assert m["clipped_rate"] == pytest.approx(1 / 5)
+    # equal to numpy on the same inputs
+    y = np.array([4, 3.0])
+    assert m["RMSE"] == pytest.approx(float(np.sqrt(np.mean((np.clip([5, 0], 1, 5) - y) ** 2))), abs=1e-12)
+    none = t.score(samples, {})
+    assert np.isnan(none["RMSE"]) and none["invalid_rate"] == 1.0
+
+
+def test_references_are_fitted_on_training_part_only():
+    ds = tiny_dataset(target_u1=2.0)
+    samples = build(ds, min_history=2)
+    t = RatingTask()
+    refs = t.references(ds, samples)
+    val = {m: {i: r["parsed"]["value"] for i, r in recs.items()} for m, recs in refs.items()}
+    # training ratings: u1 5,3,4; u2 4,2; u3 3 → global mean 21/6
+    assert val["global_mean"]["rating-u1"] == pytest.approx(21 / 6)
+    assert val["user_mean"]["rating-u1"] == pytest.approx(4.0)
+    assert val["user_mean"]["rating-u2"] == pytest.approx(3.0)
+    assert val["item_mean"]["rating-u1"] == pytest.approx(2.0)  # item d: only u2's 2.0 (u1's target excluded)
+    assert val["item_mean"]["rating-u2"] == pytest.approx(3.0)  # item b: only u1's 3.0 (u2's target excluded)
+    # changing a target rating changes no reference prediction
+    refs2 = t.references(tiny_dataset(target_u1=5.0), samples)
+    assert all(refs2[m][i]["parsed"] == refs[m][i]["parsed"] for m in refs for i in refs[m])
+    # references score with the same scorer, never invalid
+    m = t.score(samples, refs["user_mean"])
+    assert m["invalid_rate"] == 0.0 and m["RMSE"] == pytest.approx(np.sqrt(((4 - 2) ** 2 + (3 - 1) ** 2) / 2))
+
+
+def test_biases_equal_the_ridge_least_squares_solution():
+    rng = np.random.default_rng(0)
+    n_u, n_i, n = 7, 5, 30
+    u = rng.integers(0, n_u, n)
+    i = rng.integers(0, n_i, n)
+    r = rng.integers(1, 6, n).astype(float)
+    lu, li = 2.0, 3.0
+    mu, bu, bi = fit_biases([f"u{x}" for x in u], [f"i{x}" for x in i], r, reg_user=lu, reg_item=li)
+    assert mu == pytest.approx(r.mean())
+    # numpy: min ||A x - (r - mu)||^2 + lu ||b_u||^2 + li ||b_i||^2 as one augmented least-squares problem
+    users, ui = np.unique(u, return_inverse=True)
+    items, ii = np.unique(i, return_inverse=True)
+    A = np.zeros((n, len(users) + len(items)))
+    A[np.arange(n), ui] = 1
+    A[np.arange(n), len(users) + ii] = 1
+    reg = np.diag([np.sqrt(lu)] * len(users) + [np.sqrt(li)] * len(items))
+    x, *_ = np.linalg.lstsq(np.vstack([A, reg]), np.concatenate([r - mu, np.zeros(len(users) + len(items))]), rcond=None)
+    assert [bu[f"u{k}"] for k in users] == pytest.approx(x[: len(users)], abs=1e-7)
+    assert [bi[f"i{k}"] for k in items] == pytest.approx(x[len(users):], abs=1e-7)
+
+
+def test_ml1m_build_and_references(ml1m):
+    samples = list(RatingTask().build(ml1m, BuildConfig(seed=1, limit=4, options={"history_len": 3})))
+    assert len(samples) == 4
+    s = samples[0]
+    content = s["messages"][0]["content"]
+    assert content.count("(rated") == 3 and "review:" not in content  # ML-1M has no review titles
+    assert "movie" in content and s["target_rating"] in {1.0, 2.0, 3.0, 4.0, 5.0}
+    hist = ml1m.interactions.filter(pl.col("user_id") == s["user_id"])["rating"].to_list()
+    assert s["user_mean"] == pytest.approx(np.mean(hist[:-1])) and s["target_rating"] == hist[-1]
+    refs = RatingTask().references(ml1m, samples)
+    assert set(refs) == {"global_mean", "user_mean", "item_mean", "user_item_bias"}
+    assert refs["user_mean"][s["id"]]["parsed"]["value"] == pytest.approx(s["user_mean"])
+    for recs in refs.values():
+        m = RatingTask().score(samples, recs)
+        assert 0 <= m["RMSE"] <= 4 and m["RMSE"] == m["RMSE_fb"]
