@@ -187,16 +187,27 @@ class Context:
     domain: str
     sources: dict[str, str]  # level -> label file the groups came from (imported labels)
     profiles: dict[str, str] | None
-    written: bool = False
+    dataset: object = None
+    written: set = field(default_factory=set)  # run dirs that have the label files
     blocks: dict = field(default_factory=dict)  # (item, user, history_len) -> user block
 
 
 _MEMO: dict[tuple, Context] = {}
+_HIST: list = []  # [(dataset, corpus, index)]: the last index, reused across builds of one dataset
+
+
+def history_index(dataset, corpus: str) -> HistoryIndex:
+    for ds, c, idx in _HIST:
+        if ds is dataset and c == corpus:
+            return idx
+    idx = HistoryIndex(dataset, corpus=corpus)
+    _HIST[:] = [(dataset, corpus, idx)]
+    return idx
 
 
 def get_context(dataset, opts: SuiteOptions) -> Context:
     key = (id(dataset), dataset.name, repr(opts))
-    if key in _MEMO:
+    if key in _MEMO and _MEMO[key].dataset is dataset:
         return _MEMO[key]
     _MEMO.clear()
     sources: dict[str, str] = {}
@@ -224,7 +235,8 @@ def get_context(dataset, opts: SuiteOptions) -> Context:
             raise InputError(p, f"not valid JSON ({e})") from None
         if not isinstance(profiles, dict):
             raise InputError(p, "expected a JSON object {user_id: profile}")
-    ctx = Context(opts, groups, heldout, HistoryIndex(dataset, corpus=opts.bm25), domain_of(dataset), sources, profiles)
+    ctx = Context(opts, groups, heldout, history_index(dataset, opts.bm25), domain_of(dataset), sources, profiles)
+    ctx.dataset = dataset
     _MEMO[key] = ctx
     return ctx
 
@@ -302,14 +314,14 @@ def _shots(ctx: Context, task: str, g: Group, seed: int) -> list[dict]:
 
 
 def write_side_files(ctx: Context, out: Path | None) -> None:
-    if out is None or ctx.written:
+    if out is None or str(out) in ctx.written:
         return
     d = Path(out) / SIDE_DIR
     for lv, gs in ctx.groups.items():
         write_labels(gs, d / LABEL_FILE.format(level=lv))
     for lv, gs in ctx.heldout.items():
         write_labels(gs, d / HELDOUT_FILE.format(level=lv))
-    ctx.written = True
+    ctx.written.add(str(out))
 
 
 def build_samples(task: str, dataset, config) -> list[dict]:

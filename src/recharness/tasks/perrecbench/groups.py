@@ -75,11 +75,23 @@ class Group:
                 "members": [asdict(m) for m in self.members]}
 
 
+_RATED: list = []  # [(interactions, mean_over, result)]: the last table, reused by the next build
+
+
 def rated_with_prior(interactions: pl.DataFrame, mean_over: str = "history") -> pl.DataFrame:
     """Every rating with the rater's count and mean of *strictly earlier* ratings and its relative rating.
 
     Ratings at the same second as the query rating are not "before" it.
     """
+    for obj, mo, res in _RATED:
+        if obj is interactions and mo == mean_over:
+            return res
+    res = _rated_with_prior(interactions, mean_over)
+    _RATED[:] = [(interactions, mean_over, res)]
+    return res
+
+
+def _rated_with_prior(interactions: pl.DataFrame, mean_over: str) -> pl.DataFrame:
     df = (
         interactions.select("user_id", "item_id", "rating", "timestamp")
         .filter(pl.col("rating").is_not_null() & pl.col("timestamp").is_not_null())
@@ -121,21 +133,53 @@ def _find_group(ts: np.ndarray, rr: np.ndarray, users: np.ndarray, n: int, lam: 
     return None
 
 
+@dataclass
+class _Eligible:
+    """Ratings by active users, sorted by (item, time), as arrays; item runs as [starts, ends)."""
+
+    ts: np.ndarray
+    rr: np.ndarray
+    users: np.ndarray  # integer codes; user_ids maps them back
+    user_ids: list
+    ratings: np.ndarray
+    avgs: np.ndarray
+    hlen: np.ndarray
+    item_ids: list
+    starts: np.ndarray
+    ends: np.ndarray
+
+
+_ELIG: list = []  # [(interactions, mean_over, gamma, _Eligible)]: the last one
+
+
+def _eligible(interactions: pl.DataFrame, mean_over: str, gamma: int) -> _Eligible:
+    for obj, mo, g, e in _ELIG:
+        if obj is interactions and mo == mean_over and g == gamma:
+            return e
+    rated = rated_with_prior(interactions, mean_over)
+    elig = (rated.filter(pl.col("history_len") > gamma).sort(["item_id", "timestamp", "user_id"])
+            .with_columns(_u=pl.col("user_id").rank("dense").cast(pl.Int64) - 1,
+                          _i=pl.col("item_id").rank("dense").cast(pl.Int64) - 1))
+    items = elig["_i"].to_numpy()
+    starts = np.flatnonzero(np.r_[True, items[1:] != items[:-1]]) if items.size else np.zeros(0, dtype=np.int64)
+    ends = np.r_[starts[1:], items.size].astype(np.int64)
+    users = elig["_u"].to_numpy()
+    user_ids = [None] * (int(users.max()) + 1 if users.size else 0)
+    for code, uid in elig.select("_u", "user_id").unique().iter_rows():
+        user_ids[code] = uid
+    e = _Eligible(ts=elig["timestamp"].to_numpy().astype(np.float64), rr=elig["relative_rating"].to_numpy(),
+                  users=users, user_ids=user_ids, ratings=elig["rating"].to_numpy(), avgs=elig["avg_rating"].to_numpy(),
+                  hlen=elig["history_len"].to_numpy(), item_ids=elig["item_id"].gather(starts).to_list(),
+                  starts=starts, ends=ends)
+    _ELIG[:] = [(interactions, mean_over, gamma, e)]
+    return e
+
+
 def select_groups(interactions: pl.DataFrame, cfg: GroupConfig) -> dict[str, list[Group]]:
     """Test groups per level, plus held-out groups under key '<level>/heldout' when cfg.heldout > 0."""
-    rated = rated_with_prior(interactions, cfg.mean_over)
-    elig = rated.filter(pl.col("history_len") > cfg.gamma).sort(["item_id", "timestamp", "user_id"])
-    items = elig["item_id"].to_numpy()
-    ts = elig["timestamp"].to_numpy().astype(np.float64)
-    rr = elig["relative_rating"].to_numpy()
-    users = elig["user_id"].to_numpy()
-    ratings = elig["rating"].to_numpy()
-    avgs = elig["avg_rating"].to_numpy()
-    hlen = elig["history_len"].to_numpy()
-    # item boundaries in the sorted table
-    starts = np.flatnonzero(np.r_[True, items[1:] != items[:-1]]) if items.size else np.zeros(0, dtype=np.int64)
-    ends = np.r_[starts[1:], items.size]
-    item_ids = items[starts] if items.size else np.zeros(0, dtype=object)
+    el = _eligible(interactions, cfg.mean_over, cfg.gamma)
+    ts, rr, users, ratings, avgs, hlen = el.ts, el.rr, el.users, el.ratings, el.avgs, el.hlen
+    starts, ends, item_ids = el.starts, el.ends, el.item_ids
     sizes = ends - starts
     window = cfg.window_days * 86400.0
 
@@ -148,7 +192,7 @@ def select_groups(interactions: pl.DataFrame, cfg: GroupConfig) -> dict[str, lis
         rng = np.random.default_rng([cfg.seed, n, 0 if split == "test" else 1])
         found: list[Group] = []
         if count:
-            for j in rng.permutation(item_ids.size):
+            for j in rng.permutation(len(item_ids)):
                 if sizes[j] < n or item_ids[j] in used:
                     continue
                 s, e = starts[j], ends[j]
@@ -160,7 +204,7 @@ def select_groups(interactions: pl.DataFrame, cfg: GroupConfig) -> dict[str, lis
                     continue
                 rows = [s + i for i in rng.permutation(idx)]
                 members = [
-                    Member(user_id=str(users[r]), rating=float(ratings[r]), timestamp=int(ts[r]),
+                    Member(user_id=str(el.user_ids[users[r]]), rating=float(ratings[r]), timestamp=int(ts[r]),
                            relative_rating=float(rr[r]), avg_rating=float(avgs[r]), history_len=int(hlen[r]))
                     for r in rows
                 ]

@@ -1,0 +1,241 @@
+"""PerRecBench methods without a model server: answer parsing, heapsort's call count, retries.
+
+The scripted model here stands in for an LLM only to count calls and check
+the heapsort bookkeeping; the real-model path is tests/test_perrecbench_llm.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import re
+
+import pytest
+
+from recharness.models.base import Completion
+from recharness.tasks.perrecbench import prompts
+from recharness.tasks.perrecbench.heapsort import heapsort, max_comparisons
+from recharness.tasks.perrecbench.methods import predict_list, predict_pair, predict_point
+from recharness.tasks.perrecbench.parsing import majority, parse_pair, parse_ranking, parse_rating
+
+
+# ---- parsing -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, value", [
+    ('{"predicted_rating": 4}', 4.0),
+    ('Sure! {"predicted_rating": 3.5}', 3.5),
+    ('think... {"predicted_rating": 2} then {"predicted_rating": "5"}', 5.0),  # last object wins
+    ('"predicted_rating": 4.0 because', 4.0),
+    ('{"Rating": 1}', 1.0),
+])
+def test_parse_rating(text, value):
+    p = parse_rating(text)
+    assert p.valid and p.value == value
+
+
+@pytest.mark.parametrize("text", ["I think 4 stars", '{"predicted_rating": 7}', '{"predicted_rating": "good"}', ""])
+def test_parse_rating_invalid(text):
+    p = parse_rating(text)
+    assert not p.valid and p.error
+
+
+@pytest.mark.parametrize("text, last, value", [
+    ("[User A]", False, "A"), ("[User B]", False, "B"), ("user b", False, "B"), ("B", False, "B"),
+    ("[User A] prefers it more than [User B]", False, "A"),
+    ("User A likes drama but User B loves it. Final answer: [User B]", True, "B"),
+])
+def test_parse_pair(text, last, value):
+    assert parse_pair(text, last=last).value == value
+
+
+def test_parse_pair_ignores_user_average_and_rejects_nonsense():
+    assert not parse_pair("User Average Rating is 3").valid
+    assert not parse_pair("neither").valid
+
+
+@pytest.mark.parametrize("text, n, value", [
+    ('{"predicted_ranking": [2, 1, 3]}', 3, [2, 1, 3]),
+    ('{"predicted_ranking": ["User3", "User1", "User2"]}', 3, [3, 1, 2]),
+    ('{"predicted_ranking": ["2", "1"]}', 2, [2, 1]),
+    ('predicted_ranking: [1, 2]', 2, [1, 2]),
+])
+def test_parse_ranking(text, n, value):
+    p = parse_ranking(text, n)
+    assert p.valid and p.value == value
+
+
+@pytest.mark.parametrize("text, n", [
+    ('{"predicted_ranking": [1, 1, 2]}', 3), ('{"predicted_ranking": [1, 2]}', 3),
+    ('{"predicted_ranking": [0, 1]}', 2), ('{"predicted_ranking": ["x", 1]}', 2), ("1 > 2", 2),
+])
+def test_parse_ranking_must_be_a_permutation(text, n):
+    assert not parse_ranking(text, n).valid
+
+
+def test_majority_ties_go_to_first_seen():
+    assert majority([3.0, 4.0, 4.0, 3.0]) == 3.0
+    assert majority(["B", "A", "A"]) == "A"
+    assert majority([[1, 2], [2, 1], [1, 2]]) == [1, 2]
+
+
+# ---- heapsort ------------------------------------------------------------------------------------
+
+def test_max_comparisons_hand_counts():
+    # n=2: one comparison. n=3: build 2, extract 1. n=4: build 1 + (2 + 1), extract 2 + 1.
+    assert [max_comparisons(n) for n in (1, 2, 3, 4)] == [0, 1, 3, 7]
+    for n in range(2, 40):
+        assert n - 1 <= max_comparisons(n) <= 2 * n * math.floor(math.log2(n))
+
+
+def _run(n, answers):
+    """Heapsort with comparator answers taken from a bit pattern (any, even inconsistent, answers)."""
+    it = iter(answers)
+
+    async def greater(a, b):
+        return next(it, False)
+
+    return asyncio.run(heapsort(n, greater))
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_max_comparisons_is_the_exact_worst_case(n):
+    worst = 0
+    for bits in itertools.product([False, True], repeat=max_comparisons(n)):
+        order, count = _run(n, bits)
+        assert sorted(order) == list(range(n))
+        worst = max(worst, count)
+    assert worst == max_comparisons(n)
+
+
+@pytest.mark.parametrize("values", [[3, 1, 2], [1, 2, 3, 4], [4, 3, 2, 1], [2, 4, 1, 3, 5]])
+def test_heapsort_sorts_best_first(values):
+    async def greater(a, b):
+        return values[a] > values[b]
+
+    order, _ = asyncio.run(heapsort(len(values), greater))
+    assert [values[i] for i in order] == sorted(values, reverse=True)
+
+
+# ---- methods with a scripted model ----------------------------------------------------------------
+
+class Scripted:
+    """Answers from hidden truth (profiles carry "ID <k>"); counts calls; may garble the first answers."""
+
+    def __init__(self, truth, garble=0, flip_second=False):
+        self.truth, self.garble, self.flip_second, self.calls = truth, garble, flip_second, 0
+
+    async def generate(self, messages, params):
+        self.calls += 1
+        # the question is the last user turn naming users (a retry appends a reminder after it)
+        text = next(m["content"] for m in reversed(messages) if m["role"] == "user" and "ID " in m["content"])
+        ids = [int(x) for x in re.findall(r"ID (\d+)", text)]
+        if self.garble > 0:
+            self.garble -= 1
+            out = "I cannot decide."
+        elif "Which user prefer" in text or "[User A]" in text:
+            a, b = ids[0], ids[1]
+            out = "[User A]" if self.truth[a] > self.truth[b] else "[User B]"
+            if self.flip_second and b < a:  # position bias: the second ordering always says A
+                out = "[User A]"
+        elif "predicted_ranking" in text:
+            order = sorted(range(len(ids)), key=lambda i: -self.truth[ids[i]])
+            out = '{"predicted_ranking": %s}' % [i + 1 for i in order]
+        else:
+            out = '{"predicted_rating": %g}' % (3 + self.truth[ids[0]])
+        return Completion(text=out, prompt_tokens=10, completion_tokens=3, latency_s=0.001)
+
+
+def group_sample(truth, **method):
+    users = [{"user_id": str(k), "avg_rating": 3.0, "common_rating": 3.0, "profile": f"ID {k}",
+              "history": [{"card": [["Item Title", f"Film {k}"]], "rating": 4.0}]} for k in range(len(truth))]
+    return {"id": "g", "task": "pair", "level": "hard", "domain": "movie",
+            "query_card": [["Item Title", "Query"]], "users": users, "shots": [],
+            "truth": {"relative_ratings": list(truth), "avg_ratings": [3.0] * len(truth), "ratings": [3.0] * len(truth)},
+            "method": {"profile": True, "cot": False, "sc": 1, "max_retries": 1, **method}}
+
+
+@pytest.mark.parametrize("truth", [[0.5, -1.0], [1.0, -1.0, 2.5], [0.1, 2.0, -1.0, 1.0], [-2.0, -1.0, 0.0, 1.0]])
+def test_pairwise_calls_match_heapsort(truth):
+    model = Scripted(truth)
+    rec = asyncio.run(predict_pair(model, group_sample(truth)))
+    n = len(truth)
+    p = rec["parsed"]
+    assert rec["calls"] == model.calls == 2 * p["comparisons"]  # both orders, one call each
+    assert n - 1 <= p["comparisons"] <= max_comparisons(n)
+    assert p["agree"] == p["comparisons"] and p["disagree"] == 0
+    assert [truth[i - 1] for i in p["ordering"]] == sorted(truth, reverse=True)
+
+
+def test_pairwise_position_bias_counts_as_no_preference():
+    truth = [1.0, -1.0]
+    rec = asyncio.run(predict_pair(Scripted(truth, flip_second=True), group_sample(truth)))
+    # order (0, 1): "A" (= user 0); order (1, 0): "A" again (bias) -> inconsistent -> not greater
+    assert rec["parsed"]["disagree"] == 1 and rec["parsed"]["ordering"] == [1, 2]
+
+
+def test_pairwise_retries_are_counted_calls():
+    truth = [0.1, 2.0, -1.0]
+    model = Scripted(truth, garble=1)  # the first answer is garbage; its retry is fine
+    rec = asyncio.run(predict_pair(model, group_sample(truth)))
+    p = rec["parsed"]
+    assert rec["retries"] == 1 and rec["calls"] == 2 * p["comparisons"] + 1 == model.calls
+    assert p["failed"] == 0 and rec["valid"]
+
+
+def test_pairwise_unparseable_after_retries_is_reported():
+    truth = [0.1, 2.0]
+    rec = asyncio.run(predict_pair(Scripted(truth, garble=10), group_sample(truth, max_retries=1)))
+    assert rec["parsed"]["failed"] == 1 and rec["error"] and rec["calls"] == 4
+
+
+def test_point_and_list_with_scripted_model():
+    truth = [0.5, -1.0, 1.5]
+    s = group_sample(truth)
+    rec = asyncio.run(predict_point(Scripted(truth), s))
+    assert rec["valid"] and rec["parsed"]["ratings"] == [3.5, 2.0, 4.5] and rec["calls"] == 3
+    rec = asyncio.run(predict_list(Scripted(truth), s))
+    assert rec["valid"] and rec["parsed"]["ordering"] == [3, 1, 2] and rec["calls"] == 1
+    bad = asyncio.run(predict_list(Scripted(truth, garble=5), s))
+    assert not bad["valid"] and bad["calls"] == 2 and bad["retries"] == 1 and bad["error"]
+
+
+def test_self_consistency_takes_the_majority():
+    truth = [0.5, -1.0]
+    model = Scripted(truth, garble=1)  # the first of three samples is garbage (and retried once)
+    rec = asyncio.run(predict_list(model, group_sample(truth, sc=3, max_retries=0)))
+    assert rec["valid"] and rec["parsed"]["ordering"] == [1, 2] and rec["calls"] == 3
+
+
+def test_profiles_are_generated_when_not_given():
+    truth = [0.5, -1.0]
+    s = group_sample(truth)
+    for u in s["users"]:
+        del u["profile"]
+        u["profile_history"] = [{"card": [["Item Title", "Old film"]], "rating": 2.0}]
+
+    class Prof(Scripted):
+        async def generate(self, messages, params):
+            if "User Behavior history" in messages[-1]["content"]:
+                self.calls += 1
+                return Completion(text=f"ID {self.calls - 1}")  # profile i names user i
+            return await super().generate(messages, params)
+
+    rec = asyncio.run(predict_list(Prof(truth), s))
+    assert rec["profiles"] == ["ID 0", "ID 1"] and rec["calls"] == 3 and rec["parsed"]["ordering"] == [1, 2]
+
+
+def test_prompts_follow_appendix_e():
+    s = group_sample([0.5, -1.0])
+    msgs = prompts.pair_messages(s["users"][0], s["users"][1], s["query_card"], "product", profiles=("p1", "p2"))
+    assert msgs[0]["content"].startswith("Act as a personalized product recommender system. Below is a pair of users")
+    u = msgs[1]["content"]
+    assert u.startswith("[User A]\n<|The Start of User Data|>\n## User Profile\np1")
+    assert "## User Most Common Rating\n3.0" in u and "### User Rating\n4" in u
+    assert u.endswith('Which user prefer the query item more? Output only "[User A]" or "[User B]", do not generate anything else:')
+    lm = prompts.list_messages(s["users"], s["query_card"], "movie", cot=True)
+    assert lm[0]["content"].startswith("To rank user preferences, follow these steps:")
+    assert "<|The Start of User2 Data|>" in lm[1]["content"] and "### User2 Rating" in lm[1]["content"]
+    assert lm[1]["content"].endswith("Answer: Let's think step by step.")
+    pm = prompts.profile_messages(s["users"][0]["history"])
+    assert pm[0]["content"].startswith("### User Behavior history\n### Item Title\nFilm 0")
