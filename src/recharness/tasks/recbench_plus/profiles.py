@@ -147,31 +147,47 @@ def user_attributes(users: pl.DataFrame) -> pl.DataFrame:
 def demographic_groups(interactions: pl.DataFrame, users: pl.DataFrame, *, max_groups: int = 10,
                        min_users: int = 20, top: int = 10,
                        group_types: tuple[str, ...] = GROUP_TYPES) -> list[DemographicGroup]:
-    """For each group type the `max_groups` largest groups (>= min_users users) with their TF-IDF top items."""
-    ua = user_attributes(users)
-    pairs = interactions.select("user_id", "item_id").unique()
-    n_users = pairs["user_id"].n_unique()
-    df = pairs.group_by("item_id").len("df")
-    joined = pairs.join(ua, on="user_id", how="inner")
+    """For each group type the `max_groups` largest groups (>= min_users users) with their TF-IDF top items.
+
+    Users count once per item however often they interacted with it; users
+    without demographics are left out of groups and of the IDF.
+    """
+    ua = user_attributes(users).with_row_index("u")
+    items = interactions.select("item_id").unique(maintain_order=True).with_row_index("i")
+    x = (interactions.select("user_id", "item_id").join(ua.select("user_id", "u"), on="user_id", how="inner")
+         .join(items, on="item_id", how="inner"))
+    n_items = items.height
+    code = np.unique(x["u"].to_numpy().astype(np.int64) * n_items + x["i"].to_numpy().astype(np.int64))
+    u_of, i_of = code // n_items, code % n_items
+    item_ids = np.asarray(items["item_id"].to_list(), dtype=object)
+    active = np.zeros(ua.height, dtype=bool)
+    active[u_of] = True
+    n_users = int(active.sum())
+    df = np.bincount(i_of, minlength=n_items)
+    idf = np.log(np.where(df > 0, n_users / np.maximum(df, 1), 1.0))
+    labels = {a: ua[a].to_list() for a in ATTRS}
     out: list[DemographicGroup] = []
     for gt in group_types:
         attrs = gt.split("_")
-        sizes = (ua.filter(pl.col("user_id").is_in(pairs["user_id"].unique().implode()))
-                 .group_by(attrs).len("size").filter(pl.col("size") >= min_users)
-                 .sort(["size", *attrs], descending=[True] + [False] * len(attrs)).head(max_groups))
-        if sizes.height == 0:
-            continue
-        counts = (joined.join(sizes, on=attrs, how="inner").group_by([*attrs, "item_id"]).len("n")
-                  .join(sizes, on=attrs).join(df, on="item_id")
-                  .with_columns((pl.col("n") / pl.col("size") * (pl.lit(float(n_users)) / pl.col("df")).log()).alias("tfidf")))
-        for row in sizes.iter_rows(named=True):
-            cond = pl.all_horizontal([pl.col(a) == row[a] for a in attrs])
-            g = counts.filter(cond).sort(["tfidf", "item_id"], descending=[True, False]).head(top)
+        keys = list(zip(*(labels[a] for a in attrs)))
+        members: dict[tuple, list[int]] = {}
+        for u, k in enumerate(keys):
+            if active[u]:
+                members.setdefault(k, []).append(u)
+        chosen = sorted((k for k, m in members.items() if len(m) >= min_users), key=lambda k: (-len(members[k]), k))
+        for k in chosen[:max_groups]:
+            in_group = np.zeros(ua.height, dtype=bool)
+            in_group[members[k]] = True
+            size = len(members[k])
+            n = np.bincount(i_of[in_group[u_of]], minlength=n_items)
+            score = n / size * idf
+            cand = np.flatnonzero(n > 0)
+            best = sorted(cand.tolist(), key=lambda i: (-score[i], item_ids[i]))[:top]
             out.append(DemographicGroup(
                 group_type=gt,
-                attrs={a: row[a] for a in attrs},
-                size=int(row["size"]),
-                top=list(zip(g["item_id"].to_list(), g["tfidf"].to_list(), g["n"].to_list())),
+                attrs=dict(zip(attrs, k)),
+                size=size,
+                top=[(str(item_ids[i]), float(score[i]), int(n[i])) for i in best],
             ))
     return out
 
