@@ -14,6 +14,7 @@ import html
 import re
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 
 # Articles that catalogs move behind a comma ("Boot, Das"). Only an article
 # found in that trailing position is moved; a leading "Die" in "Die Hard" is
@@ -41,13 +42,14 @@ _NUMBER_WORDS = {w: str(i) for i, w in enumerate(
 _SEQUEL_WORDS = frozenset({"part", "pt", "episode", "ep", "chapter", "volume", "vol"})
 _FRACTIONS = {"½": " 1/2", "⅓": " 1/3", "⅔": " 2/3", "¼": " 1/4", "¾": " 3/4"}
 _THOUSANDS = re.compile(r"(?<=\d)[,.](?=\d{3}(?!\d))")
-_TRANSLIT = str.maketrans({**_FRACTIONS, "æ": "ae", "Æ": "ae", "œ": "oe", "Œ": "oe", "ø": "o", "Ø": "o", "ł": "l", "Ł": "l",
-                           "đ": "d", "Đ": "d", "þ": "th", "Þ": "th", "ð": "d", "ß": "ss", "&": " and ",
-                           "+": " and "})
-_APOSTROPHES = re.compile(r"['’‘`´]")
+_DROP = re.compile(r"['`.*]")  # "L.A." == "LA", "Schindler's" == "Schindlers", "M*A*S*H" == "MASH"
+_TRANSLIT = str.maketrans({**_FRACTIONS, "’": "'", "‘": "'", "´": "'", "æ": "ae", "Æ": "ae", "œ": "oe", "Œ": "oe", "ø": "o", "Ø": "o", "ł": "l", "Ł": "l",
+                           "đ": "d", "Đ": "d", "þ": "th", "Þ": "th", "ð": "d", "ß": "ss"})
 _NON_WORD = re.compile(r"[^a-z0-9\ufffd]+")
+_SPECIAL_WORDS = frozenset(_ROMAN) | frozenset(_ROMAN_AFTER) | frozenset(_NUMBER_WORDS) | _SEQUEL_WORDS
 
 
+@lru_cache(maxsize=1 << 16)
 def fold(text: str) -> str:
     """Case, accents and punctuation folded to a space-separated lowercase key.
 
@@ -56,17 +58,25 @@ def fold(text: str) -> str:
     ("Part II" == "2", "Twelve Monkeys" == "12 Monkeys");
     a U+FFFD the catalog lost survives as a placeholder for wildcard matching.
     """
-    text = html.unescape(text).replace("ï¿½", REPLACEMENT)  # latin-1 read of UTF-8 U+FFFD
-    text = text.translate(_TRANSLIT)
+    if "&" in text:
+        text = html.unescape(text)
+    if "ï¿½" in text:  # a latin-1 read of UTF-8 U+FFFD
+        text = text.replace("ï¿½", REPLACEMENT)
+    if "." in text or "…" in text:
+        text = text.replace("...", " ").replace("…", " ")
+    if "," in text or "." in text:
+        text = _THOUSANDS.sub("", text)  # "20,000 Leagues" == "20000 Leagues"
     if text.isascii():
         text = text.lower()
     else:
-        text = unicodedata.normalize("NFKD", text)
+        text = unicodedata.normalize("NFKD", text.translate(_TRANSLIT))
         text = "".join(c for c in text if not unicodedata.combining(c)).casefold()
-    text = text.replace("...", " ").replace("…", " ")
-    text = _THOUSANDS.sub("", text)  # "20,000 Leagues" == "20000 Leagues"
-    text = _APOSTROPHES.sub("", text).replace(".", "").replace("*", "")
+    text = _DROP.sub("", text)
+    if "&" in text or "+" in text:
+        text = text.replace("&", " and ").replace("+", " and ")
     words = _NON_WORD.sub(" ", text).split()
+    if _SPECIAL_WORDS.isdisjoint(words):
+        return " ".join(words)
     out = []
     last = len(words) - 1
     for i, w in enumerate(words):
@@ -84,6 +94,8 @@ def fold(text: str) -> str:
 
 def split_year(title: str) -> tuple[str, int | None]:
     """"Heat (1995)" -> ("Heat", 1995); the year breaks ties between remakes."""
+    if not title.rstrip().endswith((")", "]")):
+        return title.strip(), None
     m = _YEAR_RE.search(title)
     if m and m.start() > 0:
         return title[: m.start()].rstrip(), int(m.group(1))
@@ -92,9 +104,10 @@ def split_year(title: str) -> tuple[str, int | None]:
 
 def move_article(title: str) -> str:
     """"Matrix, The" -> "The Matrix"; "Uomo delle stelle, L'" -> "L'Uomo delle stelle"."""
-    m = _TRAILING_ARTICLE_RE.match(title.strip())
+    title = title.strip()
+    m = _TRAILING_ARTICLE_RE.match(title) if "," in title else None
     if not m:
-        return title.strip()
+        return title
     body, art = m.group(1), m.group(2)
     return f"{art}{body}" if art.endswith("'") else f"{art} {body}"
 
@@ -146,6 +159,7 @@ class NormalizedTitle:
         return tuple(k for k, _ in self.aliases)
 
 
+@lru_cache(maxsize=1 << 15)
 def normalize_title(title: str) -> NormalizedTitle:
     """Fold a catalog or LLM title into its keys.
 
@@ -153,43 +167,47 @@ def normalize_title(title: str) -> NormalizedTitle:
     "the city of lost children", year 1995, and the aliases
     "la cite des enfants perdus", "city of lost children", "cite des enfants perdus".
     """
-    raw = " ".join(html.unescape(title).split())
+    raw = " ".join((html.unescape(title) if "&" in title else title).split())
     body, year = split_year(raw)
-    main, alts = _peel_brackets(body)
+    main, alts = _peel_brackets(body) if body.endswith((")", "]")) else (body, [])
     keyed: list[tuple[str, int]] = []
     seen: set[str] = set()
     # A trailing ", Das" is known to be an article, so any article may be
     # dropped from that form; a title that merely starts with "Die" ("Die Hard")
     # only ever loses an English article.
-    droppable: list[tuple[str, int]] = []
-
-    def add(text: str, rank: int, drop_rank: int | None) -> None:
-        text = text.strip()
-        k = fold(move_article(text))
+    dropped: list[tuple[str, int]] = []
+    fronted: list[str] = []  # main and alternatives, article in front
+    forms = [(main, 0, 2)]
+    if alts:
+        forms.append((None, 0, None))  # the full title, brackets and all ("Halo 3 (Legendary Edition)")
+        forms.extend((alt, 1, 3) for alt in alts)
+    for text, rank, drop_rank in forms:
+        if text is None:
+            text, m = f"{fronted[0]} ({') ('.join(alts)})", None
+        else:
+            text = text.strip()
+            m = _TRAILING_ARTICLE_RE.match(text) if "," in text else None
+            if m:
+                art = m.group(2)
+                text_moved = f"{art}{m.group(1)}" if art.endswith("'") else f"{art} {m.group(1)}"
+            else:
+                text_moved = text
+            fronted.append(text_moved)
+            text = text_moved
+        k = fold(text)
         if not k or k in seen:
-            return
+            continue
         seen.add(k)
         keyed.append((k, rank))
-        if drop_rank is None:
-            return
-        m = _TRAILING_ARTICLE_RE.match(text)
-        if m:  # "Boot, Das" -> also "boot"; "Uomo delle stelle, L'" -> "uomo delle stelle"
-            droppable.append((fold(m.group(1)), drop_rank))
-        else:
-            rest = strip_article(k)
+        if drop_rank is not None:
+            rest = fold(m.group(1)) if m else strip_article(k)  # "Boot, Das" -> also "boot"
             if rest:
-                droppable.append((rest, drop_rank))
-
-    add(main, 0, 2)
-    if alts:  # brackets that are part of the name ("Halo 3 (Legendary Edition)")
-        add(f"{move_article(main)} ({') ('.join(alts)})", 0, None)
-    for alt in alts:
-        add(alt, 1, 3)
-    for rest, rank in droppable:
-        if rest and rest not in seen:
+                dropped.append((rest, drop_rank))
+    for rest, rank in dropped:
+        if rest not in seen:
             seen.add(rest)
             keyed.append((rest, rank))
-    for text in (move_article(main), *(move_article(a) for a in alts)):
+    for text in fronted:
         for part in subtitle_parts(text):
             k = fold(part)
             if k not in seen and _PART_OK.search(k):
@@ -200,16 +218,19 @@ def normalize_title(title: str) -> NormalizedTitle:
 
 
 _SUBTITLE_SPLIT = re.compile(r":\s+|\s+[-–—]\s+")
+_TRAILING_OR = re.compile(r"\s+or$", re.IGNORECASE)
 _PART_OK = re.compile(r"[a-z]{3}")  # a part must hold a real word, not just "4"
 
 
 def subtitle_parts(title: str) -> list[str]:
     """"Star Wars: Episode IV - A New Hope" -> ["Star Wars", "Episode IV", "A New Hope"];
     [] when the title has no subtitle. A trailing "or" goes ("Dr. Strangelove or:")."""
+    if ":" not in title and "-" not in title and "–" not in title and "—" not in title:
+        return []
     parts = [p.strip() for p in _SUBTITLE_SPLIT.split(title) if p.strip()]
     if len(parts) < 2:
         return []
-    return [re.sub(r"\s+or$", "", p, flags=re.IGNORECASE) for p in parts]
+    return [_TRAILING_OR.sub("", p) for p in parts]
 
 
 def strip_article(key: str) -> str | None:

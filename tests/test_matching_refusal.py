@@ -1,0 +1,63 @@
+"""is_refusal: the Fail-to-Recommend decision (RecBench+ FTR)."""
+
+import pytest
+
+from recharness.matching import has_refusal_cue, is_refusal
+
+REFUSALS = [
+    "",
+    "   \n\t",
+    None,
+    "None",
+    "*None*",
+    "N/A",
+    "[]",
+    "No recommendations.",
+    # RecBench+ Appendix D.1, GPT-4o-mini
+    "I'm sorry, but I am unable to provide movie recommendations specifically featuring cinematography by "
+    "Ellery Ryan, as I do not have data on his work.",
+    "I'm sorry, I can't help with that.",
+    "There are no movies that match all of these criteria.",
+    "I couldn't find any films directed by Scott Ambrozy.",
+    "As an AI language model, I don't have access to a movie database.",
+    "Unfortunately, I'm not aware of any books by that author.",
+    "That person doesn't appear to exist, so I can't recommend films by them.",
+    "<think>The user wants films by John Blick. I know none.</think>\nNone",
+    "That's a great question! Movies are a wonderful way to relax.",  # no items at all
+]
+
+NOT_REFUSALS = [
+    "1. Heat (1995)\n2. Ronin (1998)",
+    "Mary Poppins, The Gnome-Mobile",
+    "I Can't Sleep (1994)",  # a film, not a refusal
+    "Sorry, Wrong Number (1948)",  # also a film
+    # apologises, then recommends anyway: it did recommend
+    "I'm sorry, but I couldn't find any movies with cinematography by John Blick. However, you might enjoy:\n"
+    "1. Speed (1994)\n2. Falling Down (1993)",
+    "There are no films shot by Scott Ambrozy; you probably mean Owen Roizman:\n- Network (1976)\n- The Exorcist (1973)",
+]
+
+
+@pytest.mark.parametrize("text", REFUSALS)
+def test_refusals(text):
+    assert is_refusal(text)
+
+
+@pytest.mark.parametrize("text", NOT_REFUSALS)
+def test_not_refusals(text):
+    assert not is_refusal(text)
+
+
+def test_matched_count_decides_when_the_answer_refuses_and_lists():
+    text = "I'm sorry, I couldn't find exact matches. Maybe try:\n1. Some Made Up Film\n2. Another Invented Title"
+    assert not is_refusal(text)  # items were named...
+    assert is_refusal(text, matched=0)  # ...but none exists in the catalog: it refused
+    assert not is_refusal(text, matched=1)
+    # without refusal wording, naming only unknown items is a (bad) recommendation, not a refusal
+    assert not is_refusal("1. Some Made Up Film\n2. Another Invented Title", matched=0)
+
+
+def test_cue_detection():
+    assert has_refusal_cue("Sorry, but I cannot recommend anything.")
+    assert not has_refusal_cue("Sorry, Wrong Number (1948)")
+    assert not has_refusal_cue("I Can't Sleep (1994)")
