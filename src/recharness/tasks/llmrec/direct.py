@@ -15,6 +15,7 @@ import re
 import numpy as np
 
 from recharness.data.leave_last_out import item_popularity, leave_last_out
+from recharness.errors import ConfigError
 from recharness.models.base import GenerationParams
 from recharness.tasks.base import BuildConfig, Parsed, Task
 from recharness.tasks.llmrec.common import parts_from_options, ranking_scores
@@ -41,17 +42,21 @@ class DirectTask(Task):
         domain = domain_of(dataset.name, dataset.meta)
         titles = dict(zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list()))
         all_items = np.array(sorted(titles))
-        splits = leave_last_out(dataset.interactions, min_history=int(opts.get("min_history", 5)), limit=config.limit, seed=config.seed)
+        interactions = dataset.interactions
         retrieved = {}
         if retriever:
             cands = dataset.extras.get("candidates")
             if cands is None:
-                raise ValueError(f"dataset {dataset.name} has no retriever candidate lists")
+                raise ConfigError(f"dataset {dataset.name} has no retriever candidate lists (option retriever={retriever})")
             sel = cands.filter(cands["retriever"] == retriever)
             if sel.height == 0:
                 have = sorted(set(cands["retriever"].to_list()))
-                raise ValueError(f"no candidate lists for retriever {retriever!r}; have {have}")
+                raise ConfigError(f"no candidate lists for retriever {retriever!r}; have {', '.join(have)}")
             retrieved = dict(zip(sel["user_id"].to_list(), sel["item_ids"].to_list()))
+            # only users with a published candidate list, however short their history
+            interactions = interactions.filter(interactions["user_id"].is_in(list(retrieved)))
+        min_history = int(opts.get("min_history", 1 if retriever else 5))
+        splits = leave_last_out(interactions, min_history=min_history, limit=config.limit, seed=config.seed)
         rng = np.random.default_rng(config.seed)
         for sp in splits:
             seen = set(sp.history) | {sp.target}

@@ -1,0 +1,129 @@
+"""LLMRec sequential and direct recommendation: build, parse, score, references."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from recharness.tasks.base import BuildConfig
+from recharness.tasks.llmrec.direct import DirectTask
+from recharness.tasks.llmrec.sequential import SequentialTask
+
+
+@pytest.fixture(scope="module")
+def seq_samples(ml1m):
+    return list(SequentialTask().build(ml1m, BuildConfig(seed=0, limit=20)))
+
+
+def test_sequential_build_is_deterministic_and_leak_free(ml1m, seq_samples):
+    again = list(SequentialTask().build(ml1m, BuildConfig(seed=0, limit=20)))
+    other = list(SequentialTask().build(ml1m, BuildConfig(seed=1, limit=20)))
+    assert again == seq_samples
+    assert {s["user_id"] for s in other} != {s["user_id"] for s in seq_samples}
+    inter = ml1m.interactions
+    for s in seq_samples:
+        rows = inter.filter(inter["user_id"] == s["user_id"])["item_id"].to_list()
+        assert rows[-1] == s["target"]  # leave-last-out: the newest interaction is held out
+        assert s["seen"] == rows[:-1]
+        assert s["target_title"] not in s["messages"][0]["content"]
+    assert len(seq_samples) == 20 and len({s["id"] for s in seq_samples}) == 20
+
+
+def test_prompt_parts_switch_off(ml1m):
+    full = next(SequentialTask().build(ml1m, BuildConfig(limit=1)))["messages"][0]["content"]
+    no_hist = next(SequentialTask().build(ml1m, BuildConfig(limit=1, options={"behaviour": False})))["messages"][0]["content"]
+    no_fmt = next(SequentialTask().build(ml1m, BuildConfig(limit=1, options={"format_indicator": False})))["messages"][0]["content"]
+    assert "oldest first" in full and "oldest first" not in no_hist
+    assert "numbered list" in full and "numbered list" not in no_fmt
+    assert no_hist in full or full.startswith(no_hist.split("\n\n")[0])
+
+
+def test_sequential_parse_matches_catalog_and_scores_by_hand(ml1m, seq_samples):
+    task = SequentialTask()
+    task.setup(ml1m)
+    s = dict(seq_samples[0])
+    titles = dict(zip(ml1m.items["item_id"].to_list(), ml1m.items["title"].to_list()))
+    s["seen"] = ["1"]  # Toy Story seen before
+    s["target"] = "2571"  # Matrix, The (1999)
+    answer = "Here you go:\n1. Toy Story (1995)\n2. **The Matrix** (1999) - a classic\n3. Some Film That Does Not Exist (2031)"
+    parsed = task.parse(s, answer)
+    assert parsed.valid and parsed.value["items"][:2] == ["1", "2571"]
+    assert parsed.value["unmatched"] == ["Some Film That Does Not Exist (2031)"]
+    pred = {"id": s["id"], "parsed": parsed.value, "valid": True}
+    assert task.ranked(s, pred) == ["2571"]  # the seen item is removed before scoring
+    m = task.score([s], {s["id"]: pred})
+    # target at rank 1 after filtering: HR@1 = 1, NDCG@5 = 1/log2(2) = 1
+    assert m["HR@1"] == 1.0 and m["NDCG@5"] == 1.0 and m["MRR"] == 1.0
+    assert m["matched_share"] == pytest.approx(2 / 3)
+    # second sample misses entirely; means halve
+    s2 = dict(s, id="x2", target=next(i for i in titles if i not in ("1", "2571")))
+    m2 = task.score([s, s2], {s["id"]: pred, "x2": dict(pred, id="x2")})
+    assert m2["HR@10"] == 0.5 and m2["NDCG@10"] == 0.5
+    assert not task.parse(s, "I'm sorry, I cannot help with that.").valid
+
+
+def test_direct_parse_numbers_titles_and_garbage():
+    task = DirectTask()
+    s = {"candidates": ["a", "b", "c", "d", "e", "f"],
+         "candidate_titles": ["Alien (1979)", "Heat (1995)", "Fargo (1996)", "Big (1988)", "Jaws (1975)", "Up (2009)"],
+         "target": "c", "id": "s"}
+    p = task.parse(s, "3, 1, [2], 3, 9")
+    assert p.valid and p.value["ranking"] == ["c", "a", "b"] and p.value["partial"] and p.value["out_of_range"] == 1
+    p = task.parse(s, "I would go with Fargo (1996), then Alien (1979).")
+    assert p.value["ranking"] == ["c", "a"] and p.value["how"] == "titles"
+    assert not task.parse(s, "").valid
+    assert not task.parse(s, "No idea, sorry!").valid
+    p = task.parse(s, "4,3,2,1, 6, 5")
+    assert p.value["ranking"] == ["d", "c", "b", "a", "f", "e"] and not p.value["partial"]
+    # target c at rank 2: HR@1 = 0, HR@5 = 1, NDCG@5 = 1/log2(3), MRR = 1/2
+    m = task.score([s], {"s": {"parsed": p.value, "valid": True}})
+    assert m["HR@1"] == 0.0 and m["HR@5"] == 1.0
+    assert m["NDCG@5"] == pytest.approx(1 / math.log2(3)) and m["MRR"] == 0.5
+    assert "HR@10" not in m  # k beyond the candidate count would be trivially 1
+    # huge answers: digit runs are not candidate numbers, and only the first 20,000 characters are read
+    assert task.parse(s, "1" * 9000 + " 2, 1").value["ranking"] == ["b", "a"]
+    assert not task.parse(s, "x " * 10000 + "2, 1").valid
+
+
+def test_direct_candidates_hold_target_and_unseen_negatives(ml1m):
+    samples = list(DirectTask().build(ml1m, BuildConfig(seed=3, limit=10, options={"n_candidates": 15})))
+    inter = ml1m.interactions
+    for s in samples:
+        assert len(s["candidates"]) == 15 == len(set(s["candidates"]))
+        assert s["candidates"].count(s["target"]) == 1
+        had = set(inter.filter(inter["user_id"] == s["user_id"])["item_id"].to_list())
+        assert not (set(s["candidates"]) - {s["target"]}) & had
+    positions = {s["candidates"].index(s["target"]) for s in samples}
+    assert len(positions) > 1  # the target is not always in the same slot
+
+
+def test_direct_with_llmrank_retriever_lists():
+    from recharness.data.store import load_dataset
+    from recharness.errors import RecharnessError
+
+    try:
+        ds = load_dataset("llmrank-games")
+    except RecharnessError:
+        pytest.skip("llmrank-games not prepared (needs ../shared/data/amazon_games)")
+    samples = list(DirectTask().build(ds, BuildConfig(seed=0, limit=None, options={"retriever": "sasrec", "n_candidates": 20})))
+    cands = ds.extras["candidates"]
+    lists = dict(zip(cands.filter(cands["retriever"] == "sasrec")["user_id"].to_list(),
+                     cands.filter(cands["retriever"] == "sasrec")["item_ids"].to_list()))
+    assert len(samples) == len(lists) == 200
+    for s in samples:
+        assert s["target"] in s["candidates"] and len(s["candidates"]) == 20
+        assert [c for c in s["candidates"] if c != s["target"]] == [c for c in lists[s["user_id"]] if c != s["target"]][:19]
+
+
+def test_references_are_scored_by_the_same_scorer(ml1m, seq_samples):
+    task = SequentialTask()
+    refs = task.references(ml1m, seq_samples, seed=0)
+    assert set(refs) == {"popularity", "random"}
+    for recs in refs.values():
+        for s in seq_samples:
+            items = recs[s["id"]]["parsed"]["items"]
+            assert len(items) == 10 and not set(items) & set(s["seen"])
+    pop = task.score(seq_samples, refs["popularity"])
+    rnd = task.score(seq_samples, refs["random"])
+    assert 0.0 <= rnd["HR@10"] <= pop["HR@10"] + 0.2
