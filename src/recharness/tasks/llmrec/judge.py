@@ -56,7 +56,7 @@ JUDGE_FORMAT = JsonObject(
         "rationale": JsonField("str", required=False, max_chars=500),
     }
 )
-JUDGE_PARAMS = GenerationParams(max_tokens=160)
+JUDGE_PARAMS = GenerationParams(max_tokens=120)
 JUDGE_REMINDER = f"Answer with the JSON object only, exactly in this form: {JUDGE_SCHEMA_TEXT}"
 
 __all__ = ["judge_predictions", "judge_run", "judge_metrics", "candidate_sha", "JUDGE_FORMAT", "JUDGED_TASKS"]
