@@ -35,7 +35,7 @@ def test_bad_option_is_a_clean_error(ml1m, tmp_path):
 def test_pipeline_in_process_and_server_agree(ml1m, llama_server, tmp_path):
     out = tmp_path / "run"
     invoke("build", "llmrec", "-d", "ml-1m", "-n", "3", "-o", str(out), "--seed", "7",
-           "--option", "n_candidates=8", "--option", "history_len=4")
+           "--option", "n_candidates=8", "--option", "history_len=4", "--option", "max_tokens=48")
     ids = [s["id"] for s in read_jsonl(out / "samples.jsonl")]
     assert len(ids) == 6
     invoke("run", "llmrec", "-d", "ml-1m", "-m", "smollm2-135m", "-o", str(out))

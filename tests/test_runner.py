@@ -75,7 +75,7 @@ def test_kill_9_then_resume_completes_every_sample_once(ml1m, smollm2_path, tmp_
     cli = [sys.executable, "-m", "recharness.cli"]
     out = tmp_path / "run"
     subprocess.run(cli + ["build", "llmrec", "-d", "ml-1m", "-t", "direct", "-n", "8", "-o", str(out),
-                          "--option", "n_candidates=5", "--option", "history_len=3"], check=True, env=env)
+                          "--option", "n_candidates=5", "--option", "history_len=3", "--option", "max_tokens=40"], check=True, env=env)
     samples = [r["id"] for r in read_jsonl(out / "samples.jsonl")]
     assert len(samples) == 8
     pred = out / "predictions" / "smollm2-135m.jsonl"

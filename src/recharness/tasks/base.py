@@ -60,6 +60,9 @@ class Task(ABC):
     def build(self, dataset, config: BuildConfig) -> Iterator[dict]: ...
 
     def generation_params(self, sample: dict) -> GenerationParams:
+        """The task's defaults; a sample built with `--option max_tokens=N` overrides the length."""
+        if sample.get("max_tokens"):
+            return self.params.model_copy(update={"max_tokens": int(sample["max_tokens"])})
         return self.params
 
     @abstractmethod

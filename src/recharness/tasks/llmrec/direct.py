@@ -86,6 +86,7 @@ class DirectTask(Task):
                 "candidate_titles": [titles.get(c, c) for c in cand],
                 "target": sp.target,
                 "retriever": retriever or "sampled",
+                "max_tokens": opts.get("max_tokens"),
                 "prompt_parts": parts.to_dict(),
             }
 

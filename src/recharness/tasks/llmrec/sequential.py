@@ -51,6 +51,7 @@ class SequentialTask(Task):
                 "target_title": titles.get(sp.target, sp.target),
                 "seen": sp.history,
                 "n_recs": n_recs,
+                "max_tokens": opts.get("max_tokens"),
                 "prompt_parts": parts.to_dict(),
             }
 
