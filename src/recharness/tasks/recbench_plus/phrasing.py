@@ -276,7 +276,12 @@ def clean_query(text: str | None, forbidden: list[str] = ()) -> tuple[str | None
     if not text or not text.strip():
         return None, "empty answer"
     t = text.strip()
-    t = _PREAMBLE.sub("", t).strip().strip('"“”').strip()
+    while True:
+        cut = _PREAMBLE.sub("", t, count=1).strip()
+        if cut == t:
+            break
+        t = cut
+    t = t.strip('"“”').strip()
     t = t.split("\n\n")[0].strip()
     if len(t) < 10:
         return None, "answer too short"

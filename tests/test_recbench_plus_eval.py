@@ -1,0 +1,195 @@
+"""RecBench+ scoring, references, profiles, phrasing and tables on hand-worked examples."""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+import pytest
+
+from recharness.data.store import Dataset
+from recharness.tasks.base import ScoreRow
+from recharness.tasks.recbench_plus.condition_tasks import ExplicitTask
+from recharness.tasks.recbench_plus.phrasing import (
+    ConditionText,
+    clean_query,
+    describe_group,
+    parse_subset_queries,
+    template_condition_queries,
+)
+from recharness.tasks.recbench_plus.profiles import common_interest_sets, demographic_groups
+from recharness.tasks.recbench_plus.tables import paper_tables
+
+
+def _toy() -> Dataset:
+    items = pl.DataFrame({
+        "item_id": ["1", "2", "3", "4", "5"],
+        "title": ["Heat (1995)", "Collateral (2004)", "Insider, The (1999)", "Top Gun (1986)", "Ronin (1998)"],
+        "year": [1995, 2004, 1999, 1986, 1998],
+        "genres": [["Crime"], ["Crime"], ["Drama"], ["Action"], ["Action", "Crime"]],
+        "directors": [["Michael Mann"], ["Michael Mann"], ["Michael Mann"], ["Tony Scott"], ["John Frankenheimer"]],
+        "cast": [["Al Pacino", "Robert De Niro"], ["Tom Cruise"], ["Al Pacino"], ["Tom Cruise"], ["Robert De Niro"]],
+    })
+    inter = pl.DataFrame({
+        "user_id": ["u1", "u1", "u1", "u1", "u2", "u2"],
+        "item_id": ["1", "3", "4", "5", "2", "4"],
+        "rating": [5.0, 4.0, 3.0, 4.0, 5.0, 2.0],
+        "timestamp": [1, 2, 3, 4, 1, 2],
+    })
+    users = pl.DataFrame({"user_id": ["u1", "u2"]})
+    return Dataset("toy-movies", inter, items, users, meta={"domain": "movie"})
+
+
+def _sample(sid="q", k=None, history=()):
+    return {"id": sid, "task": "explicit", "conditions": [["Directed_by", "Michael Mann"]],
+            "stated_conditions": [["Directed_by", "Michael Mann"]], "gt": ["1", "3"], "satisfying": ["1", "2", "3"],
+            "k": k, "ref_k": 2, "history": list(history), "groups": ["conditions=1", "history=with" if history else "history=without"]}
+
+
+ANSWER = "1. Heat (1995)\n2. Top Gun\n3. Manhunter (1986)\n4. Collateral"
+
+
+@pytest.fixture(scope="module")
+def task():
+    t = ExplicitTask()
+    t.setup(_toy())
+    return t
+
+
+def _pred(task, sample, text):
+    p = task.parse(sample, text)
+    return {"id": sample["id"], "parsed": p.value, "valid": p.valid, "output": text}
+
+
+def test_precision_recall_cmr_by_hand(task):
+    s = _sample()
+    p = _pred(task, s, ANSWER)
+    assert p["parsed"]["item_ids"] == ["1", "4", None, "2"] and not p["parsed"]["ftr"]
+    m = task.score([s], {"q": p})
+    # L = [Heat, Top Gun, <unmatched>, Collateral]; GT = {Heat, The Insider}; Mann films = {Heat, Collateral, Insider}
+    assert m["P"] == pytest.approx(1 / 4) and m["R"] == pytest.approx(1 / 2)
+    assert m["CMR"] == pytest.approx(2 / 4) and m["unmatched"] == pytest.approx(1 / 4)
+    assert m["FTR"] == 0.0 and m["n_scored"] == 1 and m["missing"] == 0
+    # fixed K = 2: L = [Heat, Top Gun], precision over K
+    s2 = _sample(k=2)
+    m2 = task.score([s2], {"q": _pred(task, s2, ANSWER)})
+    assert (m2["P"], m2["R"], m2["CMR"], m2["unmatched"]) == (0.5, 0.5, 0.5, 0.0)
+
+
+def test_refusals_nothing_and_missing(task):
+    samples = [_sample("a"), _sample("b"), _sample("c"), _sample("d")]
+    preds = {
+        "a": _pred(task, samples[0], ANSWER),
+        "b": _pred(task, samples[1], "I'm sorry, but I couldn't find any movies directed by that person."),
+        "c": _pred(task, samples[2], "None"),
+    }
+    assert preds["b"]["parsed"]["ftr"] and preds["b"]["valid"]
+    assert preds["c"]["parsed"]["ftr"] and preds["c"]["valid"]
+    m = task.score(samples, preds)
+    assert m["n_scored"] == 3 and m["missing"] == 1
+    assert m["P"] == pytest.approx(0.25 / 3) and m["R"] == pytest.approx(0.5 / 3)
+    assert m["FTR"] == pytest.approx(2 / 3)
+    assert m["CMR"] == pytest.approx(0.5)  # only the query that recommended something has a CMR
+    bad = task.parse(samples[3], "hmm, well, let me think about what you would enjoy watching tonight")
+    assert not bad.valid and bad.value["ftr"]
+
+
+def test_repeated_titles_count_once_and_refusal_with_items_is_not_ftr(task):
+    s = _sample()
+    p = _pred(task, s, "Sorry, I am not sure, but maybe:\n- Heat\n- Heat (1995)\n- The Insider")
+    assert p["parsed"]["item_ids"] == ["1", "3"] and not p["parsed"]["ftr"]
+    m = task.score([s], {"q": p})
+    assert (m["P"], m["R"], m["CMR"], m["FTR"]) == (1.0, 1.0, 1.0, 0.0)
+
+
+def test_references_by_hand():
+    ds = _toy()
+    t = ExplicitTask()
+    samples = [_sample("n"), _sample("h", history=["4"])]
+    refs = t.references(ds, samples)
+    # popularity: Top Gun (2 users) first, then ids 1, 2, ... ; the shown history is never recommended
+    assert refs["popularity"]["n"]["parsed"]["item_ids"] == ["4", "1"]
+    assert refs["popularity"]["h"]["parsed"]["item_ids"] == ["1", "2"]
+    # KG baseline: the most popular items with every stated condition (Michael Mann films)
+    assert refs["kg-conditions"]["n"]["parsed"]["item_ids"] == ["1", "2"]
+    m = t.score(samples, refs["kg-conditions"])
+    assert (m["P"], m["R"], m["CMR"]) == (0.5, 0.5, 1.0)
+    bd = t.breakdown(samples, refs["popularity"])
+    assert (bd["history=without"]["P"], bd["history=without"]["CMR"]) == (0.5, 0.5)  # Heat, Top Gun
+    assert (bd["history=with"]["P"], bd["history=with"]["CMR"]) == (0.5, 1.0)  # Heat, Collateral
+
+
+def test_common_interest_sets_by_hand():
+    hist = {"u1": ["a", "b", "c", "d"], "u2": ["x", "b", "a", "c"], "u3": ["c", "a", "b", "y"], "u4": ["a", "c", "b"]}
+    sets = common_interest_sets(hist, length=3, theta=3, prev_len=2)
+    assert len(sets) == 1
+    s = sets[0]
+    assert s.items == ("a", "b", "c") and s.support == 4
+    assert s.previous == [(("x",), 1)]
+    assert s.occurrences == [("u1", 0), ("u2", 1), ("u3", 0), ("u4", 0)]
+    assert common_interest_sets(hist, length=3, theta=5) == []
+    two = common_interest_sets(hist, length=2, theta=2)
+    assert {x.items: x.support for x in two} == {("a", "b"): 3, ("b", "c"): 2, ("a", "c"): 3}
+    assert sorted(x.quintile for x in two) == [1, 2, 4]
+    with pytest.raises(ValueError):
+        common_interest_sets(hist, length=1)
+
+
+def test_demographic_tfidf_by_hand():
+    users = pl.DataFrame({"user_id": ["u1", "u2", "u3", "u4"], "gender": ["M", "M", "F", "F"], "age": [25, 25, 25, 35],
+                          "occupation_name": ["programmer", "programmer", "writer", "writer"]})
+    inter = pl.DataFrame({"user_id": ["u1", "u1", "u2", "u2", "u3", "u3", "u4", "u1"],
+                          "item_id": ["a", "b", "a", "c", "a", "b", "d", "a"]})  # u1 rated "a" twice: counts once
+    groups = {(g.group_type, str(g.group)): g for g in demographic_groups(inter, users, min_users=1)}
+    male = groups[("gender", "Male")]
+    assert male.size == 2
+    # N = 4 users; df: a 3, b 2, c 1; Male: a 2/2, b 1/2, c 1/2
+    assert [i for i, _, _ in male.top] == ["c", "b", "a"]
+    assert [s for _, s, _ in male.top] == pytest.approx([0.5 * math.log(4), 0.5 * math.log(2), math.log(4 / 3)])
+    assert [n for _, _, n in male.top] == [1, 1, 2]
+    assert groups[("age", "25-34")].size == 3 and groups[("age", "35-44")].size == 1
+    assert ("age_gender_occupation", "['25-34', 'Male', 'programmer']") in groups
+    assert all(g.size >= 2 for g in demographic_groups(inter, users, min_users=2))
+
+
+def test_template_phrasing():
+    d, s = template_condition_queries([ConditionText("Starring", "Tom Hanks"), ConditionText("Genre", "War")], "movie")
+    assert d == "Can you recommend some war movies starring Tom Hanks?"
+    assert s == "I'm looking for something to watch: war movies starring Tom Hanks. What would you suggest?"
+    d, _ = template_condition_queries([ConditionText("Directed_by", "James Cameron", "implicit", ("The Abyss (1989)",))], "movie")
+    assert d == "Can you recommend some movies directed by the director of The Abyss (1989)?"
+    d, _ = template_condition_queries([ConditionText("Starring", "X Y", "implicit", ("A (1990)", "B (1991)")),
+                                       ConditionText("Release_decade", "1990s")], "movie")
+    assert d == "Can you recommend some movies starring the actor who appears in both A (1990) and B (1991) and released in the 1990s?"
+    d, _ = template_condition_queries([ConditionText("Directed_by", "James Cameron", "misinformed", ("Star Trek (2009)",)),
+                                       ConditionText("Starring", "A"), ConditionText("Starring", "B")], "movie")
+    assert d == ("I really liked Star Trek (2009), which James Cameron directed. "
+                 "Can you recommend some movies directed by James Cameron and starring A and B?")
+    assert describe_group({"age": "25-34", "gender": "Male", "occupation": "programmer"}) == "a 25-34-year-old male programmer"
+    assert describe_group({"gender": "Female"}) == "a woman"
+    assert describe_group({"occupation": "executive/managerial"}) == "an executive"
+    assert describe_group({"age": "Under 18", "occupation": "K-12 student"}) == "an under-18 K-12 student"
+    assert describe_group({"age": "56+"}) == "a 56-or-older person"
+
+
+def test_llm_output_checks():
+    assert clean_query('Sure! Here is the query: "Any war films with Tom Hanks?"')[0] == "Any war films with Tom Hanks?"
+    assert clean_query("Films by James Cameron?", ["James Cameron"]) == (None, "the query names the hidden value")
+    assert clean_query("")[1] == "empty answer"
+    out = parse_subset_queries('Here: [{"reason": "r", "query": "q?", "movie subset": ["A", "B"]}, {"query": 3}]')
+    assert out == [{"reason": "r", "query": "q?", "subset": ["A", "B"]}]
+    assert parse_subset_queries("no json here") == []
+
+
+def test_paper_tables_layout():
+    rows = []
+    for t, (p, r, c, f) in {"explicit": (0.2, 0.4, 0.6, 0.0), "implicit": (0.1, 0.2, 0.3, 0.1),
+                            "misinformed": (0.0, 0.1, 0.0, 0.5)}.items():
+        rows.append(ScoreRow("m1", t, {"P": p, "R": r, "CMR": c, "FTR": f}, 10,
+                             extra={"breakdown": {"history=with": {"P": p / 2, "R": r, "CMR": c, "FTR": f}}}))
+    rows.append(ScoreRow("popularity", "interest", {"P": 0.01, "R": 0.05, "FTR": 0.0}, 10, kind="reference"))
+    md = paper_tables(rows)
+    assert "| m1 | 0.200 | 0.400 | 0.600 | 0.000 | 0.100 | 0.200 | 0.300 | 0.100 | 0.000 | 0.100 | 0.000 | 0.500 | 0.100 | 0.233 | 0.300 |" in md
+    assert "Misinformed FTR↑" in md and "Explicit FTR↓" in md
+    assert "| m1 | 0.100 | 0.400 |" in md  # the with-history table uses the breakdown
+    assert "| popularity (ref) | 0.010 | 0.050 | 0.000 | – | – | – | – | – | – |" in md
