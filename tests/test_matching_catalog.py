@@ -176,5 +176,27 @@ def test_resolve_rejoins_titles_split_at_commas(m):
     assert ids == ["1", "2542", "908"] and unmatched == []
 
 
+def test_resolve_keeps_verbatim_catalog_titles_whole():
+    shop = CatalogMatcher(
+        [
+            ("a", "Exist Archive: The other side of the sky - PlayStation Vita"),
+            ("b", "Marvel Ultimate Alliance"),
+            ("c", "Marvel: Ultimate Alliance"),
+            ("d", "HUHD Gaming Headset for 2.4Ghz, Xbox One, Xbox 360, PS4, PC, Noise Cancelling"),
+            ("e", "Heat"),
+        ]
+    )
+    assert shop.resolve("1. Exist Archive: The other side of the sky - PlayStation Vita\n2. Heat") == (["a", "e"], [])
+    assert shop.resolve("HUHD Gaming Headset for 2.4Ghz, Xbox One, Xbox 360, PS4, PC, Noise Cancelling") == (["d"], [])
+    # two items whose titles fold alike: the literal spelling decides
+    assert shop.match("Marvel: Ultimate Alliance").item_id == "c"
+    assert shop.match("Marvel Ultimate Alliance").item_id == "b"
+
+
+def test_match_answer_reports_every_candidate(m):
+    out = m.match_answer("1. Das Boot\n2. Inception (2010)\n3. Forest Gump")
+    assert [(r.item_id, r.kind) for r in out] == [("908", "exact"), (None, "none"), ("356", "fuzzy")]
+
+
 def test_resolve_refusal(m):
     assert m.resolve("I'm sorry, I can't help with that.") == ([], [])

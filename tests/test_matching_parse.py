@@ -5,7 +5,7 @@ import time
 import pytest
 
 from recharness.matching import parse_recommendations, strip_reasoning
-from recharness.matching.parse import clean_title
+from recharness.matching.parse import Candidate, clean_title, parse_candidates
 
 # (answer, expected titles). Shapes seen from chat models asked for recommendations,
 # including the RecBench+ Appendix D outputs (GPT-4o, DeepSeek-R1).
@@ -156,6 +156,22 @@ Audrey Hepburn shines as a runaway princess.""",
             "Super Smash Bros. Ultimate",
         ],
     ),
+    "titles that start like boilerplate": (
+        "1. Happy Gilmore (1996)\n2. Hope Floats\n3. They Live (1988)\n4. Great Expectations\n5. Next Friday (2000)\n"
+        "6. And God Created Woman (1956)\n7. Thank You for Smoking",
+        ["Happy Gilmore (1996)", "Hope Floats", "They Live (1988)", "Great Expectations", "Next Friday (2000)",
+         "And God Created Woman (1956)", "Thank You for Smoking"],
+    ),
+    "numbers that belong to titles, three-digit numbering": (
+        "2001: A Space Odyssey\n300: Rise of an Empire\n101 Dalmatians\n9 to 5",
+        ["2001: A Space Odyssey", "300: Rise of an Empire", "101 Dalmatians", "9 to 5"],
+    ),
+    "long list": ("\n".join(f"{k}. Film {k}" for k in range(1, 121)), [f"Film {k}" for k in range(1, 101)]),
+    "html entities": ("1. Gem Box &ndash; Video Game Console\n2. Tom &amp; Jerry", ["Gem Box – Video Game Console", "Tom & Jerry"]),
+    "a lone lowercase product name": (
+        "Nintendo GameCube dedicated controller emerald blue",
+        ["Nintendo GameCube dedicated controller emerald blue"],
+    ),
     "empty": ("   \n\t ", []),
     "nothing-answers": ("N/A", []),
     "empty json list": ("[]", []),
@@ -176,6 +192,13 @@ def test_at_least_fifteen_realistic_cases():
 def test_none_input():
     assert parse_recommendations(None) == []
     assert parse_recommendations("") == []
+
+
+def test_candidates_keep_the_raw_entry():
+    assert parse_candidates("1. **Heat** (1995) - a heist film\n2. Exist Archive: The other side of the sky") == [
+        Candidate("Heat (1995)", "Heat (1995) - a heist film"),
+        Candidate("Exist Archive", "Exist Archive: The other side of the sky"),
+    ]
 
 
 def test_strip_reasoning():
@@ -232,8 +255,8 @@ def test_code_in_the_answer_is_only_text():
     ],
 )
 def test_bounded_work_on_long_and_hostile_answers(text):
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU time: a busy machine must not fail this
     out = parse_recommendations(text)
-    assert time.perf_counter() - t0 < 0.5
+    assert time.process_time() - t0 < 0.5
     assert len(out) <= 100
-    assert all(len(t) <= 300 for t in out)
+    assert all(len(t) <= 310 for t in out)

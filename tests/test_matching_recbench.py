@@ -276,14 +276,39 @@ def test_speed_on_ml1m(catalog):
     assert build < LIMIT_S and lookups < LIMIT_S, (build, lookups)
 
 
-@pytest.mark.skipif(not GAMES.exists(), reason=f"{GAMES} not found (../shared is a developer-only checkout)")
-def test_speed_on_a_20k_amazon_catalog():
+needs_games = pytest.mark.skipif(not GAMES.exists(), reason=f"{GAMES} not found (../shared is a developer-only checkout)")
+
+
+def read_games() -> list[tuple[str, str]]:
     items = []
     with GAMES.open(encoding="utf-8") as f:
         next(f)  # header
         for line in f:
             item_id, title = line.rstrip("\n").split("\t", 1)
             items.append((item_id, title))
+    return items
+
+
+@needs_games
+def test_amazon_titles_copied_verbatim_resolve_to_themselves():
+    """LLMRank-style answers copy candidate titles: long product names with
+    commas, dashes and lowercase subtitles must survive parsing."""
+    items = read_games()
+    m = CatalogMatcher(items)
+    title_of = dict(items)
+    sample = items[::17][:1000]
+    same = lambda a, b: " ".join(a.split()) == " ".join(b.split())  # noqa: E731
+    resolved = [(t, m.resolve(t)[0]) for _, t in sample]
+    assert sum(len(ids) == 1 and same(title_of[ids[0]], t) for t, ids in resolved) == len(sample) == 992
+    # as a numbered list: every entry found, in order, as when asked one by one
+    ids, unmatched = m.resolve("\n".join(f"{k}. {t}" for k, (_, t) in enumerate(sample[:100], 1)))
+    one_by_one = list(dict.fromkeys(found[0] for _, found in resolved[:100]))
+    assert unmatched == [] and ids == one_by_one and len(ids) == 99  # two entries share a title
+
+
+@needs_games
+def test_speed_on_a_20k_amazon_catalog():
+    items = read_games()
     assert len(items) == 16_859
     _fresh()
     t0 = time.process_time()

@@ -19,7 +19,7 @@ import numpy as np
 from rapidfuzz import fuzz, process
 
 from recharness.matching.normalize import REPLACEMENT, NormalizedTitle, normalize_title
-from recharness.matching.parse import parse_recommendations
+from recharness.matching.parse import parse_candidates, strip_reasoning
 
 MatchKind = Literal["exact", "fuzzy", "none"]
 
@@ -236,9 +236,13 @@ class CatalogMatcher:
                 if qrank != SUBTITLE_RANK:
                     note(self._squashed.get(key.replace(" ", ""), ()), key, qrank)
         if full:
+            literal = " ".join(query.split())
             best = min(
                 full,
                 key=lambda i: (
+                    # the very string of a catalog title: "Marvel: Ultimate Alliance"
+                    # and "Marvel Ultimate Alliance" are two Amazon items
+                    " ".join(self.titles[i].split()) != literal,
                     self._year_gap(i, nt.year),
                     -full[i][0],  # shares more of the query's aliases: "Godzilla (Gojira)" is the 1954 one
                     self._n_aliases[i] - full[i][0],  # "Best Man, The" is not "Best Man, The (Il Testimone...)"
@@ -330,32 +334,52 @@ class CatalogMatcher:
 
     # -------------------------------------------------------------- answers
 
-    def resolve(self, text: str) -> tuple[list[str], list[str]]:
-        """Parse an LLM answer and match it: (item ids in answer order, no
-        repeats; the strings that matched nothing).
+    def match_answer(self, text: str) -> list[Match]:
+        """Parse an LLM answer and match every candidate, in answer order.
 
+        A one-line answer, then each entry's raw text, is tried first, exactly:
+        a title copied verbatim from the catalog must not lose a real subtitle
+        to the explanation cutter ("Exist Archive: The other side of the sky -
+        PlayStation Vita") nor be split at its commas.
         Commas split one-line answers, which breaks titles such as "Lock,
         Stock and Two Smoking Barrels": two neighbours whose comma-join is an
         exact catalog title, while one of them alone is not, are joined back.
         """
-        queries = parse_recommendations(text)
-        matches = self.match_many(queries)
-        merged: list[Match] = []
+        whole = strip_reasoning(text or "").strip().strip("`*_\"'“”").strip()
+        if whole and "\n" not in whole and len(whole) <= 1000:
+            m = self._exact(normalize_title(whole), whole)  # one title with commas in it
+            if m is not None:
+                return [m]
+        cands = parse_candidates(text)
+        matches: list[Match | None] = [None] * len(cands)
+        for i, c in enumerate(cands):
+            if c.raw != c.title:
+                matches[i] = self._exact(normalize_title(c.raw), c.raw)
+        rest = [i for i, m in enumerate(matches) if m is None]
+        for i, m in zip(rest, self.match_many([cands[i].title for i in rest])):
+            matches[i] = m
+        out: list[Match] = []
         i = 0
-        while i < len(matches):
-            if i + 1 < len(matches) and not (matches[i].kind == "exact" and matches[i + 1].kind == "exact"):
-                joined = f"{queries[i]}, {queries[i + 1]}"
-                m = self._exact(normalize_title(joined), joined)
-                if m is not None:
-                    merged.append(m)
+        while i < len(cands):
+            m = matches[i]
+            if i + 1 < len(cands) and not (m.kind == "exact" and matches[i + 1].kind == "exact"):
+                joined = f"{cands[i].title}, {cands[i + 1].title}"
+                j = self._exact(normalize_title(joined), joined)
+                if j is not None:
+                    out.append(j)
                     i += 2
                     continue
-            merged.append(matches[i])
+            out.append(m)
             i += 1
+        return out
+
+    def resolve(self, text: str) -> tuple[list[str], list[str]]:
+        """Parse an LLM answer and match it: (item ids in answer order, no
+        repeats; the strings that matched nothing)."""
         ids: list[str] = []
         seen: set[str] = set()
         unmatched: list[str] = []
-        for m in merged:
+        for m in self.match_answer(text):
             if m.item_id is None:
                 unmatched.append(m.query)
             elif m.item_id not in seen:

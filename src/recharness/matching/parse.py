@@ -11,18 +11,22 @@ MAX_CHARS first so the work per answer is bounded.
 
 from __future__ import annotations
 
+import html
 import json
 import re
+from dataclasses import dataclass
 
 from recharness.matching.normalize import normalize_title
 from recharness.matching.refusal import REFUSAL_RE, is_nothing
 
 MAX_CHARS = 20_000  # longer answers are truncated (a 10k-character answer parses in ~ms)
 MAX_ITEMS = 100
-MAX_TITLE_CHARS = 200
-MAX_TITLE_WORDS = 20
+MAX_PIECES = 500  # entries cleaned per answer (before duplicates are dropped)
+MAX_TITLE_CHARS = 300  # Amazon product titles run long
+MAX_TITLE_WORDS = 60
+MAX_PROSE_WORDS = 25  # a sentence, not a title, unless it is title-cased
 
-_YEAR = r"(?:18|19|20)\d\d"
+_YEAR = r"(?:189\d|19\d\d|20[0-4]\d)"  # not 1886 in "The Order: 1886"
 _YEAR_MARK_RE = re.compile(r"[\(\[]\s*(" + _YEAR + r")\s*[\)\]]")
 # "(1995 film)", "(dir. Ridley Scott, 1979)", "(1979, Ridley Scott)" -> "(1979)"
 _YEAR_META_RE = re.compile(r"[\(\[][^()\[\]\n]{0,60}?\b(" + _YEAR + r")\b[^()\[\]\n]{0,60}?[\)\]]")
@@ -30,7 +34,7 @@ _BARE_YEAR_RE = re.compile(r"\s*(?:,|\s[-–—]|:)\s*(" + _YEAR + r")\b(?=\s*(?
 
 _LIST_RE = re.compile(
     r"^(?P<indent>\s*)(?:#{1,6}\s+)?(?P<em>\*\*|__)?"
-    r"(?:(?P<bullet>[-*•·▪‣◦+►→✓✔])(?=\s)|(?P<num>\(?#?\s?\d{1,2}(?:[.)\]:](?!\d)|(?=\s+[-–—]\s))|#\s?\d{1,2}\b))"
+    r"(?:(?P<bullet>[-*•·▪‣◦+►→✓✔])(?=\s)|(?P<num>\(?#?\s?(?:\d{1,3}[.)\]](?!\d)|\d{1,2}:(?!\d)|\d{1,3}(?=\s+[-–—]\s))|#\s?\d{1,3}\b))"
     r"\s*(?(em)(?P<closeem>\*\*|__)?)\s*"
 )
 _HEADING_RE = re.compile(r"^\s*#{1,6}\s*")
@@ -40,7 +44,6 @@ _FENCE_RE = re.compile(r"^\s*```[\w-]*\s*$", re.MULTILINE)
 _LINK_RE = re.compile(r"\[([^\[\]\n]{1,200})\]\([^()\n]{0,500}\)")
 _TAG_RE = re.compile(r"</?[a-zA-Z][^<>\n]{0,100}>")
 
-_OPENERS = {"**": "**", "__": "__", "*": "*", "_": "_", "`": "`", '"': '"', "“": "”", "«": "»", "‘": "’", "'": "'", "„": "“"}
 _LEAD_SPAN_RE = re.compile(
     r"^(?:\*\*(?P<b>[^*\n]{1,200}?)\*\*|__(?P<u>[^_\n]{1,200}?)__|\*(?P<i>[^*\n]{1,200}?)\*(?!\*)|_(?P<i2>[^_\n]{1,200}?)_(?!\w)"
     r"|`(?P<c>[^`\n]{1,200}?)`|\"(?P<q>[^\"\n]{1,200}?)\"|“(?P<q2>[^”\n]{1,200}?)”|«(?P<q3>[^»\n]{1,200}?)»"
@@ -62,26 +65,33 @@ _META_BRACKET_RE = re.compile(r"\s*[\(\[]\s*(?:dir\b|dir\.|directed|starring|wit
 _SMALL = frozenset(
     "a an the of and or in on at to for with from by vs de la le les du des et el del di da von van der die das is as into".split()
 )
+# Sentences around a list. Each needs its sentence context ("Happy Gilmore",
+# "Hope Floats", "They Live" and "Great Expectations" are films).
 _BOILERPLATE_RE = re.compile(
-    r"^\W*(?:here(?:'s| is| are)|sure|certainly|of course|absolutely|great|okay|ok\b|based on|given|i (?:recommend|suggest|think|hope|would|'d|believe)|"
-    r"i'd|hope|enjoy|let me know|these|this (?:list|selection)|those|note\b|if you|you (?:might|may|could|should|will|would)|happy|feel free|"
-    r"all of (?:these|them)|each of|below|the following|following|recommendations?\b|suggestions?\b|top picks|my (?:top |)picks|"
-    r"would you|do you|want|in summary|overall|these picks|they|it'?s|this is|such as|some (?:other )?(?:great|good|popular)|"
-    r"(?:movie|film|book)s? (?:you|that|which)|thanks|thank you|please)",
+    r"^\W*(?:here(?:'s| is| are)\b|(?:sure|certainly|of course|absolutely|great|okay|ok)\s*[,!.:]|based on\b|given (?:your|that|the)\b|"
+    r"i(?:'d| would| also)? (?:recommend|suggest|think|hope|believe)\b|i'd\b|hope (?:you|this|these|that)\b|enjoy\s*[!.]|enjoy (?:your|the|these)\b|"
+    r"let me know\b|(?:these|those|they|all|both) (?:are|were|all|movies|films|books|games|titles|picks|choices|offer|feature|include|should|will|might|share|have)\b|"
+    r"this (?:list|selection)\b|notes?\s*:|if you\b|you (?:might|may|could|should|will|would)\b|happy (?:watching|reading|gaming|viewing|listening)\b|"
+    r"feel free\b|each of (?:these|them)\b|(?:below|following) (?:are|is)\b|the following\b|(?:my )?(?:recommendations?|suggestions?|top picks)\s*:|"
+    r"would you like\b|do you want\b|in summary\b|overall,|it'?s (?:a|an|the)\b|this is (?:a|an|the)\b|such as\b|thanks\b|thank you\b(?! for smoking)|please\b)",
     re.IGNORECASE,
 )
 _GENERIC_RE = re.compile(
     r"^(?:(?:my|top|some|more|other|recommended|suggested|similar|\d+)\s+)*"
     r"(?:movies?|films?|books?|titles?|items?|products?|games?|recommendations?|suggestions?|picks?|list|answer|output|results?)"
-    r"(?:\s+(?:recommendations?|suggestions?|picks?|list))?$|^(?:etc|and more|and others|others|more|n/?a|none|unknown|tbd|\.+)$",
+    r"(?:\s+(?:recommendations?|suggestions?|picks?|list))?$|^(?:etc|and more|and others|and so on|n/?a|none|tbd|\.+)$",
     re.IGNORECASE,
 )
+# How a sentence leads into a title ("and Alien (1979)", "I'd recommend The
+# Matrix (1999)"). Case-sensitive where a capital could start a title ("And
+# God Created Woman").
 _LEAD_IN_RE = re.compile(
-    r"^(?:(?:and|or|also|plus|then|as well as|finally|lastly|next|perhaps|maybe|try|consider|check out|watch|how about|what about)\b"
-    r"|(?:i|we)(?:'d|'ll| would| also| might| can)?\s+(?:also\s+)?(?:recommend|suggest|think|love)\b"
-    r"|(?:you|fans)\s+(?:might|may|could|should|would|will)\b)",
-    re.IGNORECASE,
+    r"^(?:(?:and|or|also|plus|as well as|then)\b"
+    r"|[Ii](?:'d|'ll| would| also| might| can)?\s+(?:also\s+)?(?:recommend|suggest)\b"
+    r"|(?:[Yy]ou|[Ff]ans)\s+(?:might|may|could|should|would|will)\b"
+    r"|(?:[Tt]ry|[Cc]onsider|[Cc]heck out|[Hh]ow about|[Ww]hat about)\s)"
 )
+_LEAD_WORDS = frozenset({"Try", "Consider"})
 _LABEL_RE = re.compile(r"^\s*((?:\*\*|__)?[^:\n]{1,80}?:(?:\*\*|__)?)\s+(?=\S)")
 _LABEL_WORDS_RE = re.compile(
     r"(?:movie|film|book|game|product|item|title|name|pick|recommendation|suggestion)s?(?:\s+(?:title|name)s?)?(?:\s*#?\d{1,2})?",
@@ -108,15 +118,34 @@ def strip_reasoning(text: str) -> str:
     return text
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """One recommended item. `title` is cleaned for matching; `raw` is the
+    entry with only list markers and markup removed, explanation and all.
+    The matcher tries `raw` first: models often copy catalog titles verbatim,
+    and some real titles look like explanations ("Exist Archive: The other
+    side of the sky - PlayStation Vita")."""
+
+    title: str
+    raw: str
+
+
 def parse_recommendations(text: str | None) -> list[str]:
     """Candidate item titles from an LLM answer, in order, without repeats.
 
     Titles keep a year when the answer gives one ("Heat (1995)"), normalised
     to "(YYYY)" so the matcher can use it to break ties between remakes.
     """
+    return [c.title for c in parse_candidates(text)]
+
+
+def parse_candidates(text: str | None) -> list[Candidate]:
+    """parse_recommendations, keeping each entry's raw text beside its title."""
     if not text:
         return []
     text = strip_reasoning(text)
+    if "&" in text:
+        text = html.unescape(text)  # "&ndash;" is no list separator, "&amp;" no ";"
     if is_nothing(text):
         return []
     text = _FENCE_RE.sub("\n", text)
@@ -126,13 +155,21 @@ def parse_recommendations(text: str | None) -> list[str]:
     return _dedupe(items)
 
 
+def _item(raw: str) -> Candidate | None:
+    title = clean_title(raw)
+    if title is None:
+        return None
+    plain = _unquote(" ".join(_strip_md(raw).split()).strip(" \t-–—•*·:;,")).rstrip(" .,;:")
+    return Candidate(title, plain or title)
+
+
 # ---------------------------------------------------------------- JSON answers
 
 _TITLE_KEYS = ("title", "name", "movie", "film", "book", "item", "product", "game", "movie_title", "book_title")
 _YEAR_KEYS = ("year", "release_year", "released")
 
 
-def _from_json(text: str) -> list[str] | None:
+def _from_json(text: str) -> list[Candidate] | None:
     """Items from a JSON array / object answer, or None if it is not JSON."""
     s = text.strip()
     candidates = [s]
@@ -147,10 +184,10 @@ def _from_json(text: str) -> list[str] | None:
             value = json.loads(c)
         except (ValueError, RecursionError):
             continue
-        out: list[str] = []
-        _collect_json(value, out, depth=0)
-        if out or value in ([], {}):
-            return [t for t in (clean_title(x) for x in out) if t]
+        found: list[str] = []
+        _collect_json(value, found, depth=0)
+        if found or value in ([], {}):
+            return [t for t in (_item(x) for x in found) if t]
     return None
 
 
@@ -177,8 +214,8 @@ def _collect_json(value, out: list[str], depth: int) -> None:
 # ---------------------------------------------------------------- text answers
 
 
-def _from_lines(text: str) -> list[str]:
-    lines = [ln.expandtabs(4) for ln in text.splitlines()]
+def _from_lines(text: str) -> list[Candidate]:
+    lines = [ln.expandtabs(4) for ln in text.splitlines()][: MAX_PIECES * 4]
     listed = []  # (indent, numbered?, content)
     for ln in lines:
         m = _LIST_RE.match(ln)
@@ -188,7 +225,7 @@ def _from_lines(text: str) -> list[str]:
                 content = m.group("em") + content  # "**1. Title**" keeps its bold
             listed.append((len(m.group("indent")), m.group("num") is not None, content))
     if listed:
-        return _from_list(listed)
+        return _from_list(listed[:MAX_PIECES])
     # No list markers: one title per line, or a one-liner, or prose.
     titled: list[str] = []
     prose: list[str] = []
@@ -202,14 +239,28 @@ def _from_lines(text: str) -> list[str]:
             titled.append(s)
     if titled:
         out = []
-        for s in titled:
+        for s in titled[:MAX_PIECES]:
             out.extend(_split_line(s, single=len(titled) == 1))
         if out:
             return out
-    return _from_prose(" ".join(prose))
+    out = _from_prose(" ".join(prose))
+    if not out and len(prose) == 1 and _bare_name(prose[0]):
+        out = [c for c in [_item(prose[0])] if c]  # "Nintendo GameCube dedicated controller emerald blue"
+    return out
 
 
-def _from_list(listed: list[tuple[int, bool, str]]) -> list[str]:
+def _bare_name(line: str) -> bool:
+    """A lone short line that is no sentence: a lowercase product name."""
+    plain = _strip_md(line).strip()
+    return (
+        len(plain.split()) <= 15
+        and not re.search(r"[.!?]$|[.!?]\s+\S", plain)
+        and not _BOILERPLATE_RE.match(plain)
+        and not REFUSAL_RE.search(plain)
+    )
+
+
+def _from_list(listed: list[tuple[int, bool, str]]) -> list[Candidate]:
     """Titles from list entries (indent, numbered?, text): the outermost level,
     numbered entries first; but when the outer entries are only headers
     ("1. **Sci-fi:**") with titles nested under them, the nested ones."""
@@ -224,7 +275,7 @@ def _from_list(listed: list[tuple[int, bool, str]]) -> list[str]:
         level = [x for x in level if x[1]]
     out = []
     for _, _, content in level:
-        if not _is_prose(content):
+        if not _is_prose(content, listed=True):
             out.extend(_split_line(_strip_label(content.strip()), single=False))
     return out
 
@@ -249,50 +300,56 @@ def _strip_label(line: str) -> str:
     return line
 
 
-def _is_prose(line: str) -> bool:
-    """A sentence rather than a title: boilerplate, refusal, or mostly lowercase."""
+def _is_prose(line: str, listed: bool = False) -> bool:
+    """A sentence rather than a title: boilerplate, refusal, or mostly
+    lowercase. A short list entry is taken for a title even in lowercase."""
     plain = _strip_md(line).strip()
     if not plain:
         return True
     if _LEAD_SPAN_RE.match(line.strip()):
         return False  # "**Title** - explanation": a title first
-    if _BOILERPLATE_RE.match(plain) or REFUSAL_RE.search(plain):
+    if REFUSAL_RE.search(plain):
         return True
-    head = _YEAR_MARK_RE.split(plain, maxsplit=1)[0] if _YEAR_MARK_RE.search(plain) else _cut_explanation(plain)
+    year = _YEAR_MARK_RE.search(plain)
+    head = plain[: year.start()] if year else _cut_explanation(plain)
     words = head.split()
-    if len(words) > MAX_TITLE_WORDS:
+    if _BOILERPLATE_RE.match(plain):
         return True
-    if _YEAR_MARK_RE.search(plain) or len(words) <= 3:
+    if year and 0 < len(words) <= MAX_PROSE_WORDS and not _LEAD_IN_RE.match(head):
+        return False  # "Title (1995) ...": a title, whatever follows
+    if len(words) <= 3 or listed and len(words) <= 12:
         return False
     # mostly lowercase words in a run longer than a list of short titles:
     # "this is a great film" is prose, "sex, lies, and videotape" is not.
     longest_run = max(len(part.split()) for part in re.split(r"[,;]", head))
+    if len(words) > MAX_PROSE_WORDS:
+        return _lower_ratio(head) >= 0.3
     return _lower_ratio(head) >= 0.5 and longest_run > 3
 
 
-def _split_line(line: str, single: bool) -> list[str]:
+def _split_line(line: str, single: bool) -> list[Candidate]:
     """One list entry or line -> titles. Several "(YYYY)" marks or semicolons
     mean several titles; commas too, but only on a lone line ("A, B, C")."""
     s = line.strip()
     years = list(_YEAR_MARK_RE.finditer(s))
     if len(years) >= 2 and not _LEAD_SPAN_RE.match(s):
         parts, start = [], 0
-        for m in years:
+        for m in years[:MAX_PIECES]:
             parts.append(s[start : m.end()])
             start = m.end()
         tail = s[start:].strip(" ,;.")
         if tail and not _is_prose(tail) and len(tail.split()) <= 6:
             parts.append(tail)
-        return [t for t in (clean_title(_trim_lead_in(p)) for p in parts) if t]
+        return [t for t in (_item(_trim_lead_in(p)) for p in parts) if t]
     if ";" in s and not _LEAD_SPAN_RE.match(s):
-        pieces = [p for p in s.split(";") if p.strip()]
+        pieces = [p for p in s.split(";", MAX_PIECES) if p.strip()][:MAX_PIECES]
         if len(pieces) > 1:
-            return [t for t in (clean_title(_trim_lead_in(p)) for p in pieces) if t]
+            return [t for t in (_item(_trim_lead_in(p)) for p in pieces) if t]
     if single and "," in s and not years and not _LEAD_SPAN_RE.match(s):
-        pieces = _comma_split(s)
+        pieces = _comma_split(s)[:MAX_PIECES]
         if len(pieces) > 1 and all(len(p.split()) <= 10 for p in pieces):
-            return [t for t in (clean_title(p) for p in pieces) if t]
-    t = clean_title(_trim_lead_in(s) if years else s)
+            return [t for t in (_item(p) for p in pieces) if t]
+    t = _item(_trim_lead_in(s) if years else s)
     return [t] if t else []
 
 
@@ -300,7 +357,7 @@ def _comma_split(s: str) -> list[str]:
     """"A, B, and C" -> [A, B, C]; a lone article or a lowercase continuation
     rejoins its neighbour ("Matrix, The"; "Sex, lies, and videotape")."""
     out: list[str] = []
-    for raw in s.split(","):
+    for raw in s.split(",", MAX_PIECES * 2):
         p = raw.strip()
         if not p:
             continue
@@ -322,21 +379,22 @@ def _comma_split(s: str) -> list[str]:
 _ARTICLE_WORDS = frozenset("the a an la le les l' il el das der die".split())
 
 
-def _from_prose(text: str) -> list[str]:
+def _from_prose(text: str) -> list[Candidate]:
     """Titles from running text: *emphasised* or "quoted" spans first, else
     the capitalised words before each "(YYYY)"."""
     if not text.strip():
         return []
     sentences = [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z*_\"“])", text) if not REFUSAL_RE.search(s)]
     body = " ".join(sentences)
-    out = []
+    spans = []
     for m in _SPAN_RE.finditer(body):
         span = next(g for g in m.groups() if g is not None)
         after = body[m.end() : m.end() + 12]
         y = re.match(r"\s*[\(\[]\s*(" + _YEAR + r")\s*[\)\]]", after)
-        out.append(f"{span} ({y.group(1)})" if y and not _YEAR_MARK_RE.search(span) else span)
-    if out:
-        return [t for t in (clean_title(x) for x in out) if t]
+        spans.append(f"{span} ({y.group(1)})" if y and not _YEAR_MARK_RE.search(span) else span)
+    if spans:
+        return [t for t in (_item(x) for x in spans) if t]
+    out: list[Candidate] = []
     start = 0
     for m in _YEAR_MARK_RE.finditer(body):
         seg = body[start : m.start()]
@@ -344,7 +402,7 @@ def _from_prose(text: str) -> list[str]:
         seg = re.split(r"[.!?:;]\s+|,\s+(?=(?:and|or|as well as|plus)\b)", seg)[-1]
         title = _capitalised_tail(seg)
         if title:
-            t = clean_title(f"{title} ({m.group(1)})")
+            t = _item(f"{title} ({m.group(1)})")
             if t:
                 out.append(t)
     return out
@@ -367,20 +425,21 @@ def _capitalised_tail(seg: str) -> str:
             break
     while run and run[-1].lower() in _SMALL and not run[-1][0].isupper():
         run.pop()
-    while run and _LEAD_IN_RE.match(run[-1]) and len(run) > 1:
+    while len(run) > 1 and run[-1] in _LEAD_WORDS:
         run.pop()
     return " ".join(reversed(run))
 
 
 def _trim_lead_in(seg: str) -> str:
     """"and Alien (1979)" -> "Alien (1979)"; "I recommend The Matrix (1999)" ->
-    "The Matrix (1999)". Only text that starts like a sentence is trimmed."""
+    "The Matrix (1999)". Only text that starts with such a lead-in is trimmed
+    ("iLLumiShield - ..." and "sex, lies, and videotape" are titles)."""
     s = seg.strip(" ,;.")
     if not s:
         return s
     m = _YEAR_MARK_RE.search(s)
     head, tail = (s[: m.start()], s[m.start() :]) if m else (s, "")
-    if _LEAD_IN_RE.match(head) or head[:1].islower():
+    if _LEAD_IN_RE.match(head):
         cut = _capitalised_tail(head)
         if cut:
             return f"{cut} {tail}".strip()
@@ -397,7 +456,7 @@ def _strip_md(s: str) -> str:
 
 
 def _lower_ratio(s: str) -> float:
-    words = [w for w in re.findall(r"[^\W\d_][\w'’-]*", s) if w.lower() not in _SMALL]
+    words = [w for w in re.findall(r"\b[^\W\d_][\w'’-]*", s) if w.lower() not in _SMALL]
     if not words:
         return 0.0
     return sum(1 for w in words if w[0].islower()) / len(words)
@@ -415,7 +474,7 @@ def _cut_explanation(s: str) -> str:
         words = rest.split()
         if not words:
             return head
-        if len(words) > 10 or _lower_ratio(rest) >= 0.5:
+        if _lower_ratio(rest) >= 0.5 or len(words) > MAX_PROSE_WORDS:
             return head
     return s
 
@@ -472,10 +531,10 @@ def _unquote(s: str) -> str:
     return s
 
 
-def _dedupe(items: list[str]) -> list[str]:
+def _dedupe(items: list[Candidate]) -> list[Candidate]:
     out, seen = [], set()
     for t in items:
-        nt = normalize_title(t)
+        nt = normalize_title(t.title)
         key = (nt.key, nt.year)
         if nt.key and key not in seen:
             seen.add(key)
