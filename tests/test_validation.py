@@ -78,7 +78,7 @@ def test_number_10k_answer_is_bounded():
     assert len(text) >= 10_000
     t0 = time.perf_counter()
     p = RATING.check(text)
-    assert time.perf_counter() - t0 < 0.5
+    assert time.perf_counter() - t0 < 2.0
     assert not p.valid
     p = RATING.check("4\n" + "blah " * 2000)
     assert p.valid and p.value["value"] == 4.0
@@ -133,7 +133,7 @@ def test_json_10k_answer_is_bounded():
     assert p.valid
     nested = "{" * 10_000  # pathological: unterminated, deeply nested
     assert not JUDGE.check(nested).valid
-    assert time.perf_counter() - t0 < 0.5
+    assert time.perf_counter() - t0 < 2.0
 
 
 # ---------------------------------------------------------------- free text and lists
@@ -156,7 +156,7 @@ def test_free_text_bounds():
     long = "This explanation goes on and on. " * 320  # ~10,500 characters
     t0 = time.perf_counter()
     p = FreeText(max_words=120).check(long)
-    assert time.perf_counter() - t0 < 0.5
+    assert time.perf_counter() - t0 < 2.0
     assert not p.valid and "too long" in p.error
 
 
