@@ -14,7 +14,8 @@ import re
 
 import numpy as np
 
-from recharness.data.leave_last_out import item_popularity, leave_last_out
+from recharness.baselines import PopularityRanker, RandomRanker
+from recharness.data.leave_last_out import leave_last_out
 from recharness.errors import ConfigError
 from recharness.models.base import GenerationParams
 from recharness.tasks.base import BuildConfig, Parsed, Task
@@ -130,14 +131,13 @@ class DirectTask(Task):
         return m
 
     def references(self, dataset, samples, seed: int = 0):
-        counts = dict(item_popularity(dataset.interactions).iter_rows())
-        rng = np.random.default_rng(seed)
-        popular, random_ = {}, {}
+        pop = PopularityRanker(dataset.interactions)
+        rnd = RandomRanker(dataset.items["item_id"].to_list(), seed=seed)
+        out = {"popularity": {}, "random": {}}
         for s in samples:
-            c = s["candidates"]
-            popular[s["id"]] = {"id": s["id"], "parsed": {"ranking": sorted(c, key=lambda i: (-counts.get(i, 0), i))}, "valid": True}
-            random_[s["id"]] = {"id": s["id"], "parsed": {"ranking": [c[i] for i in rng.permutation(len(c))]}, "valid": True}
-        return {"popularity": popular, "random": random_}
+            for name, ranker in (("popularity", pop), ("random", rnd)):
+                out[name][s["id"]] = {"id": s["id"], "parsed": {"ranking": ranker.rank(s["candidates"])}, "valid": True}
+        return out
 
 
 def _titles_in_order(text: str, titles: list[str], ids: list[str]) -> list[str]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from recharness.data.leave_last_out import item_popularity, leave_last_out
+from recharness.baselines import PopularityRanker, RandomRanker
+from recharness.data.leave_last_out import leave_last_out
 from recharness.models.base import GenerationParams
 from recharness.tasks.base import BuildConfig, Parsed, Task
 from recharness.tasks.llmrec.common import CatalogContext, parts_from_options, ranking_scores
@@ -84,20 +85,12 @@ class SequentialTask(Task):
         return m
 
     def references(self, dataset, samples, seed: int = 0):
-        pop = item_popularity(dataset.interactions)["item_id"].to_list()
-        all_items = np.array(dataset.items["item_id"].to_list())
-        rng = np.random.default_rng(seed)
-        popular, random_ = {}, {}
+        pop = PopularityRanker(dataset.interactions)
+        rnd = RandomRanker(dataset.items["item_id"].to_list(), seed=seed)
+        out = {"popularity": {}, "random": {}}
         for s in samples:
             seen = set(s["seen"])
-            k = s["n_recs"]
-            top = [i for i in pop[: k + len(seen)] if i not in seen][:k]
-            picks = []
-            for i in rng.permutation(len(all_items)):
-                if all_items[i] not in seen:
-                    picks.append(str(all_items[i]))
-                    if len(picks) == k:
-                        break
-            popular[s["id"]] = {"id": s["id"], "parsed": {"items": top, "strings": top}, "valid": True}
-            random_[s["id"]] = {"id": s["id"], "parsed": {"items": picks, "strings": picks}, "valid": True}
-        return {"popularity": popular, "random": random_}
+            for name, ranker in (("popularity", pop), ("random", rnd)):
+                items = ranker.top_k(s["n_recs"], exclude=seen)
+                out[name][s["id"]] = {"id": s["id"], "parsed": {"items": items, "strings": items}, "valid": True}
+        return out
