@@ -2,10 +2,11 @@
 
 from recharness.matching.catalog import DEFAULT_THRESHOLD, CatalogMatcher, Match
 from recharness.matching.normalize import NormalizedTitle, fold, normalize_title, split_year
-from recharness.matching.parse import parse_recommendations, strip_reasoning
+from recharness.matching.parse import Candidate, parse_candidates, parse_recommendations, strip_reasoning
 from recharness.matching.refusal import has_refusal_cue, is_refusal
 
 __all__ = [
+    "Candidate",
     "DEFAULT_THRESHOLD",
     "CatalogMatcher",
     "Match",
@@ -14,6 +15,7 @@ __all__ = [
     "has_refusal_cue",
     "is_refusal",
     "normalize_title",
+    "parse_candidates",
     "parse_recommendations",
     "split_year",
     "strip_reasoning",

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import numpy as np
 from rapidfuzz import fuzz, process
 
-from recharness.matching.normalize import REPLACEMENT, NormalizedTitle, normalize_title
+from recharness.matching.normalize import REPLACEMENT, NormalizedTitle, normalize_title, strip_article
 from recharness.matching.parse import parse_candidates, strip_reasoning
 
 MatchKind = Literal["exact", "fuzzy", "none"]
@@ -34,7 +34,7 @@ MatchKind = Literal["exact", "fuzzy", "none"]
 DEFAULT_THRESHOLD = 90.0
 DEFAULT_SCORER = fuzz.ratio
 _FUZZY_LIMIT = 8
-_BLOCK = 64  # query keys per cdist call (64 x 20k float32 = 5 MB)
+_BLOCK = 64  # query keys per cdist call (at most 64 x 20k float64 = 10 MB)
 _BATCH_FROM = 8  # fewer fuzzy queries than this: one extract call each
 SUBTITLE_RANK = 4  # see NormalizedTitle: one side of a "Title: Subtitle" split
 _DIGITS = re.compile(r"\d+")
@@ -73,8 +73,9 @@ class CatalogMatcher:
 
     Rules, each there because a measured case needed it:
     - a year in the query must agree with the catalog's within `year_tolerance`
-      (ML-1M and IMDb years differ by 1-2 for 1% of films); further apart, the
-      title names another film (a remake, "The Lion King (2019)") -> none;
+      (ML-1M's years and another source's differ by 1-2 for 9% of films, by
+      more for 0.5%); further apart, the title names another film (a remake,
+      "The Lion King (2019)") -> none;
     - a subtitle-only match ("Terminator 2" for "Terminator 2: Judgment Day",
       "Star Wars: A New Hope" for "Star Wars: Episode IV - A New Hope") needs
       the exact year, since sequels share sides too ("Air Bud: Golden
@@ -106,30 +107,45 @@ class CatalogMatcher:
         self._n_aliases: list[int] = []
         index: dict[str, list[tuple[int, int]]] = {}
         mains: list[str] = []
+        alt_keys: set[str] = set()
         for idx, title in enumerate(self.titles):
             nt = normalize_title(title)
             self.years.append(nt.year)
             mains.append(nt.key)
-            self._n_aliases.append(sum(1 for _, r in nt.aliases if r != SUBTITLE_RANK))
+            n = 0
             for key, rank in nt.aliases:
-                index.setdefault(key, []).append((idx, rank))
+                entries = index.get(key)
+                if entries is None:
+                    index[key] = [(idx, rank)]
+                else:
+                    entries.append((idx, rank))
+                if rank != SUBTITLE_RANK:
+                    n += 1
+                    if rank in (1, 3):
+                        alt_keys.add(key)
+            self._n_aliases.append(n)
         # A bracketed "alternative" shared by different titles is a qualifier
         # ("(Nintendo DS)", "(Renewed)"), not a name: drop it.
-        for key, entries in index.items():
+        for key in alt_keys:
+            entries = index[key]
             alt = [e for e in entries if e[1] in (1, 3)]
             if len(alt) > 1 and len({mains[i] for i, _ in alt}) > 1:
                 index[key] = [e for e in entries if e[1] not in (1, 3)]
         self._index = {k: v for k, v in index.items() if v}
         # "Spider-Man" == "Spiderman", "Casa Blanca" == "Casablanca": keys without spaces.
         self._squashed: dict[str, list[tuple[int, int]]] = {}
+        # Fuzzy choices: full-title keys only (a subtitle side is too short to
+        # fuzz safely), without a leading "the"/"a"/"an", which would lift short
+        # look-alikes over the threshold ("The Women" ~ "The Omen": 94 -> 89).
+        self._fuzzy_index: dict[str, list[tuple[int, int]]] = {}
         for key, entries in self._index.items():
             full = [e for e in entries if e[1] != SUBTITLE_RANK]
             if full:
                 self._squashed.setdefault(key.replace(" ", ""), []).extend(full)
-        # Fuzzy choices: full-title keys only (a subtitle side is too short to fuzz safely).
+                self._fuzzy_index.setdefault(strip_article(key) or key, []).extend(full)
         # Sorted by length: fuzz.ratio >= t is impossible outside a length band
         # around the query's, so only that slice is scored (5-10x fewer).
-        self._choices = sorted((k for k, v in self._index.items() if any(r != SUBTITLE_RANK for _, r in v)), key=len)
+        self._choices = sorted(self._fuzzy_index, key=len)
         self._lengths = [len(k) for k in self._choices]
         self._length_bound = scorer in (fuzz.ratio, fuzz.QRatio, fuzz.token_sort_ratio)
         # Catalog keys with characters lost to U+FFFD: each stands for what an
@@ -264,9 +280,10 @@ class CatalogMatcher:
 
     @staticmethod
     def _fuzzy_keys(nt: NormalizedTitle) -> list[str]:
-        """The main title and its bracketed alternatives; the article-less and
-        subtitle keys are too weak to fuzz."""
-        return ([nt.key] + [k for k, rank in nt.aliases if rank == 1])[:3]
+        """The main title and its bracketed alternatives, without a leading
+        English article; subtitle sides are too weak to fuzz."""
+        keys = [nt.key] + [k for k, rank in nt.aliases if rank == 1]
+        return list(dict.fromkeys(strip_article(k) or k for k in keys))[:3]
 
     def _band(self, shortest: int, longest: int) -> tuple[int, int]:
         """The slice of length-sorted choices that a key of this many characters
@@ -322,7 +339,7 @@ class CatalogMatcher:
                 top_seen = max(top_seen, score)
                 if qnums != _DIGITS.findall(ckey):  # "Toy Story 3" is not "Toy Story 2"
                     continue
-                for idx, crank in self._index[ckey]:
+                for idx, crank in self._fuzzy_index[ckey]:
                     if crank == SUBTITLE_RANK or not self._year_ok(idx, nt.year):
                         continue
                     order = (-score, self._year_gap(idx, nt.year), crank, self._priority[idx], idx, ckey)
