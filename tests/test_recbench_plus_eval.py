@@ -90,8 +90,8 @@ def test_refusals_nothing_and_missing(task):
     assert m["P"] == pytest.approx(0.25 / 3) and m["R"] == pytest.approx(0.5 / 3)
     assert m["FTR"] == pytest.approx(2 / 3)
     assert m["CMR"] == pytest.approx(0.5)  # only the query that recommended something has a CMR
-    bad = task.parse(samples[3], "hmm, well, let me think about what you would enjoy watching tonight")
-    assert not bad.valid and bad.value["ftr"]
+    empty = task.parse(samples[3], "")
+    assert empty.valid and empty.value["ftr"]  # an empty answer recommends nothing: FTR, not a format error
 
 
 def test_repeated_titles_count_once_and_refusal_with_items_is_not_ftr(task):

@@ -21,6 +21,7 @@ numpy Generator; phrasing the conditions as text is `phrasing.py`'s job.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,6 +90,9 @@ class ConditionSampler:
         self.pop_order = np.lexsort((np.arange(len(kg)), -pop))
         self.pop_rank = np.empty(len(kg), dtype=np.int64)
         self.pop_rank[self.pop_order] = np.arange(len(kg))
+        self._pair_sets: dict[int, frozenset[int]] = {}
+        self._item_pairs = [tuple(kg.item_pairs(i).tolist()) for i in range(len(kg))]
+        self._pair_rel = kg.pair_relation.tolist()
         # per relation: which items have at least one value of it
         self.knows = np.zeros((len(kg.relations), len(kg)), dtype=bool)
         for p in range(len(kg.pairs)):
@@ -115,26 +119,38 @@ class ConditionSampler:
         f = self._frequent(history)
         return f[self.kg.pair_specific[f]] if self.require_specific else f
 
-    def sample(self, history: np.ndarray, n: int, rng: np.random.Generator, seeds: np.ndarray | None = None) -> SharedRelation | None:
-        """A shared relation with exactly `n` conditions, or None if none was found."""
-        kg = self.kg
-        hist = np.unique(np.asarray(history, dtype=np.int64))
-        seeds = self.seeds(hist) if seeds is None else seeds
+    def _items_of(self, p: int) -> frozenset[int]:
+        s = self._pair_sets.get(p)
+        if s is None:
+            s = self._pair_sets[p] = frozenset(self.kg.pair_items(p).tolist())
+        return s
+
+    def sample(self, history: np.ndarray, n: int, rng: np.random.Generator, seeds: np.ndarray | None = None,
+               history_set: set[int] | None = None) -> SharedRelation | None:
+        """A shared relation with exactly `n` conditions, or None if none was found.
+
+        Item sets here are small (a user's films by one director), so plain
+        Python sets beat numpy's per-call overhead."""
+        if history_set is None:
+            history_set = set(np.asarray(history, dtype=np.int64).tolist())
+        if seeds is None:
+            seeds = self.seeds(np.asarray(sorted(history_set), dtype=np.int64))
         if seeds.size == 0:
             return None
         for t in rng.permutation(seeds.size)[: self.max_tries]:
             p = int(seeds[t])
-            items = np.intersect1d(hist, kg.pair_items(p), assume_unique=True)
+            items = history_set & self._items_of(p)
             chosen = [p]
             while len(chosen) < n:
-                cand = self._frequent(items, tuple(chosen))
-                if cand.size == 0:
+                cnt = Counter(q for i in items for q in self._item_pairs[i])
+                cand = sorted(q for q, c in cnt.items() if c >= self.min_items and q not in chosen)
+                if not cand:
                     break
-                q = int(cand[rng.integers(cand.size)])
+                q = cand[int(rng.integers(len(cand)))]
                 chosen.append(q)
-                items = np.intersect1d(items, kg.pair_items(q), assume_unique=True)
-            if len(chosen) == n and self.min_items <= items.size <= self.max_items:
-                return SharedRelation(tuple(chosen), items)
+                items = items & self._items_of(q)
+            if len(chosen) == n and self.min_items <= len(items) <= self.max_items:
+                return SharedRelation(tuple(chosen), np.asarray(sorted(items), dtype=np.int64))
         return None
 
     def all_seeds(self, histories: list[np.ndarray]) -> list[np.ndarray]:
@@ -146,7 +162,6 @@ class ConditionSampler:
         cols = np.concatenate(histories) if histories else np.zeros(0, dtype=np.int64)
         users = csr_matrix((np.ones(cols.size, dtype=np.int32), cols, ptr), shape=(len(histories), len(self.kg)))
         counts = (users @ self.kg.pairs_matrix()).tocsr()
-        counts.sort_indices()
         out = []
         for u in range(len(histories)):
             pids = counts.indices[counts.indptr[u] : counts.indptr[u + 1]]
@@ -154,7 +169,7 @@ class ConditionSampler:
             keep = c >= self.min_items
             if self.require_specific:
                 keep &= self.kg.pair_specific[pids]
-            out.append(pids[keep].astype(np.int64))
+            out.append(np.sort(pids[keep]).astype(np.int64))
         return out
 
     def sample_class(self, history: np.ndarray, cls: str, rng: np.random.Generator,
@@ -165,13 +180,14 @@ class ConditionSampler:
         seeds = self.seeds(hist) if seeds is None else seeds
         if seeds.size == 0:
             return None
+        hset = set(hist.tolist())
         if cls == "3-4":
             order = [3, 4] if rng.random() < 0.5 else [4, 3]
             order += [2, 1]
         else:
             order = list(range(int(cls), 0, -1))
         for n in order:
-            sr = self.sample(hist, n, rng, seeds)
+            sr = self.sample(hist, n, rng, seeds, hset)
             if sr is not None:
                 return sr
         return None
@@ -185,7 +201,8 @@ class ConditionSampler:
         return [spec[i] for i in rng.permutation(len(spec))] + [other[i] for i in rng.permutation(len(other))]
 
     def _same_relation(self, item: int, rel: int) -> set[int]:
-        return {int(q) for q in self.kg.item_pairs(item) if self.kg.pair_relation[q] == rel}
+        rels = self._pair_rel
+        return {q for q in self._item_pairs[item] if rels[q] == rel}
 
     def implicit(self, sr: SharedRelation, rng: np.random.Generator) -> ImplicitRef | None:
         kg = self.kg

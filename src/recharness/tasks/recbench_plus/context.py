@@ -51,6 +51,7 @@ class Context:
     _matcher: object | None = field(default=None, repr=False)
     _hist_idx: dict[str, np.ndarray] | None = field(default=None, repr=False)
     _pop_order: list[str] | None = field(default=None, repr=False)
+    _shown: dict[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, dataset) -> "Context":
@@ -82,7 +83,11 @@ class Context:
         return self.titles.get(item_id, item_id)
 
     def shown(self, item_id: str) -> str:
-        return display_title(self.title(item_id))
+        """The title as a person writes it (memoised: histories repeat the same items many times)."""
+        t = self._shown.get(item_id)
+        if t is None:
+            t = self._shown[item_id] = display_title(self.title(item_id))
+        return t
 
     def matcher(self):
         if self._matcher is None:

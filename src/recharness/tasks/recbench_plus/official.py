@@ -84,7 +84,9 @@ def write_records(out: Path, kind: str, records: list[dict]) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     path = d / FILES[kind]
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(records, ensure_ascii=False, indent=1), encoding="utf-8")
+    # one query per line: readable, and written by the C encoder (indent= would use the slow Python one)
+    body = ",\n".join(json.dumps(r, ensure_ascii=False) for r in records)
+    tmp.write_text(f"[\n{body}\n]\n" if records else "[]\n", encoding="utf-8")
     tmp.replace(path)
     return path
 
