@@ -80,7 +80,7 @@ class Context:
         return self._hist_idx
 
     def title(self, item_id: str) -> str:
-        return self.titles.get(item_id, item_id)
+        return self.titles.get(item_id) or item_id  # items without a title are named by id
 
     def shown(self, item_id: str) -> str:
         """The title as a person writes it (memoised: histories repeat the same items many times)."""
@@ -93,7 +93,7 @@ class Context:
         if self._matcher is None:
             from recharness.matching import CatalogMatcher
 
-            self._matcher = CatalogMatcher(list(self.titles.items()), priority=self.counts)
+            self._matcher = CatalogMatcher([(i, t) for i, t in self.titles.items() if t], priority=self.counts)
         return self._matcher
 
     def popular(self, exclude: set[str] | frozenset[str] = frozenset(), k: int = 10, among: set[str] | None = None) -> list[str]:

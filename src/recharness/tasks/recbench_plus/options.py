@@ -1,4 +1,26 @@
-"""The suite's --option keys, their defaults, and checks that name the bad option."""
+"""The suite's --option keys, their defaults, and checks that name the bad option.
+
+Prompts and scoring
+  history=both|with|without   prompt variants (Appendix G); `--no-history` means without
+  k=N                         ask for N items (Appendix F); default open-ended, as in the paper
+  history_len=20              most recent history items shown (ground truth removed first)
+  max_tokens=200              answer length
+  query_field=situational     which query text to ask (situational | direct)
+  ref_k=10                    list length of the reference methods for open-ended queries
+Condition queries
+  per_user=1  min_gt=2  max_gt=10  specific=true  mix=paper|a,b,c  misinfo_items=1
+Profile queries
+  interest_len=3  interest_support=5 (theta)  interest_prev=3
+  demo_groups=10  demo_min_users=20  demo_top=10
+Query text
+  phrase_model=SPEC           write queries with this model and the Appendix H prompts
+  phrase_max_tokens=200
+Official files
+  official_dir=DIR            load ExplicitQuery.json, ..., UserBasedQuery.json found there
+  <task>_file=PATH            load one file, e.g. demographics_file=.../UserBasedQuery.json
+  write_official=true         write built queries in the official layout to <run dir>/recbench_plus/
+`--limit N` caps the queries per task (users/sets/groups drawn by --seed).
+"""
 
 from __future__ import annotations
 

@@ -162,6 +162,9 @@ class DemographicsTask(ProfileTask):
 
     def make_records(self, ctx, config: BuildConfig, opts: Options) -> list[dict]:
         ds = ctx.dataset
+        if not {"age", "gender"} <= set(ds.users.columns):
+            # as in the paper's book data: no demographics, no demographics-based queries (counted as 0)
+            return []
         groups = demographic_groups(ds.interactions, ds.users, max_groups=opts.demo_groups,
                                     min_users=opts.demo_min_users, top=opts.demo_top)
         plural = DOMAINS[ctx.domain][1].capitalize()
