@@ -24,13 +24,13 @@ from recharness.matching.parse import parse_candidates, strip_reasoning
 MatchKind = Literal["exact", "fuzzy", "none"]
 
 # Chosen by measurement on ML-1M (benchmarks/results/matching.md). With the
-# number and year checks below, fuzz.ratio >= 90 accepts LLM misspellings
-# ("Forest Gump", "Jurrasic Park", "The Shawshank Redemtion") while real titles
-# that are *not* in the catalog (87 post-2000 films; 3,741 ML-1M titles each
-# held out of the catalog) clear it in 0 / 0.2-0.7% of cases. WRatio's partial
-# matching scores any title contained in another at 90 (36% held-out false
-# matches); token_sort_ratio ties word-order swaps ("Mother Night" vs
-# "'Night Mother") and was no better on the variants; above 90 misspellings drop out.
+# year, number and subtitle rules below, fuzz.ratio >= 90 keeps every LLM
+# misspelling a fuzzy stage recovers ("Forest Gump", "Jurrasic Park",
+# "Monty Python's The Holy Grail" at 91.5), while real titles that are *not*
+# in the catalog clear it rarely: 0 of 88 films outside ML-1M, 8 (0.2%) / 26
+# (0.7%) of 3,741 ML-1M titles held out of the catalog and asked with / without
+# their year. WRatio at 90 matched 37% of those held-out titles (any title
+# contained in another scores 90); token_sort_ratio was no better.
 DEFAULT_THRESHOLD = 90.0
 DEFAULT_SCORER = fuzz.ratio
 _FUZZY_LIMIT = 8
@@ -152,7 +152,11 @@ class CatalogMatcher:
         # accented letter folds to ("é" -> e, "æ" -> ae, "³" -> 3), not for any
         # letter, so "Aliens" does not become "Alien³".
         self._wild = [
-            (key.split(REPLACEMENT, 1)[0], re.compile(_LOST_CHAR.join(re.escape(p) for p in key.split(REPLACEMENT))), key)
+            (
+                key.split(REPLACEMENT, 1)[0],
+                re.compile(_LOST_CHAR.join(re.escape(p) for p in key.split(REPLACEMENT))),
+                key,
+            )
             for key in self._index
             if REPLACEMENT in key
         ]
@@ -212,6 +216,8 @@ class CatalogMatcher:
         return out  # type: ignore[return-value]
 
     def _exact(self, nt: NormalizedTitle, query: str) -> Match | None:
+        """The best item sharing a key with the query, or None. Whole-title
+        keys decide first; subtitle sides only with the exact year."""
         full: dict[int, list[int]] = {}  # idx -> [keys hit, best query rank, best catalog rank]
         short: set[int] = set()  # the query is one side of the catalog title's subtitle split
         parts: dict[int, int] = {}  # idx -> subtitle sides both titles share
@@ -271,12 +277,15 @@ class CatalogMatcher:
             return self._result(best, "exact", 100.0, query)
         # Subtitle evidence only ("Terminator 2 (1991)", "Star Wars: A New Hope
         # (1977)"): weak, so the year must be exactly the catalog's.
-        weak = [i for i in short | {i for i, n in parts.items() if n >= 2} if self._year_gap(i, nt.year) == 0 and self._year_confirms(i, nt.year)]
+        weak = [
+            i
+            for i in short | {i for i, n in parts.items() if n >= 2}
+            if self._year_confirms(i, nt.year) and self._year_gap(i, nt.year) == 0
+        ]
         if weak:
             best = min(weak, key=lambda i: (-parts.get(i, 0), self._priority[i], i))
             return self._result(best, "exact", 100.0, query)
         return None
-
 
     @staticmethod
     def _fuzzy_keys(nt: NormalizedTitle) -> list[str]:
@@ -300,7 +309,9 @@ class CatalogMatcher:
         """Top fuzzy choices (>= threshold) for one key."""
         lo, hi = self._band(len(qkey), len(qkey))
         choices = self._choices[lo:hi]
-        hits = process.extract(qkey, choices, scorer=self.scorer, processor=None, limit=_FUZZY_LIMIT, score_cutoff=self.threshold)
+        hits = process.extract(
+            qkey, choices, scorer=self.scorer, processor=None, limit=_FUZZY_LIMIT, score_cutoff=self.threshold
+        )
         return [(choices[pos], float(score)) for _, score, pos in hits]
 
     def _candidates_batch(self, qkeys: list[str]) -> list[list[tuple[str, float]]]:
@@ -326,7 +337,9 @@ class CatalogMatcher:
                 out[i] = [(choices[p], float(row[p])) for p in nz]
         return out
 
-    def _fuzzy(self, nt: NormalizedTitle, query: str, found: list[tuple[str, list[tuple[str, float]]]] | None = None) -> Match:
+    def _fuzzy(
+        self, nt: NormalizedTitle, query: str, found: list[tuple[str, list[tuple[str, float]]]] | None = None
+    ) -> Match:
         """Best fuzzy candidate at or above the threshold that passes the year
         and number checks."""
         if found is None:

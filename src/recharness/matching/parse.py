@@ -203,7 +203,8 @@ def _collect_json(value, out: list[str], depth: int) -> None:
         low = {str(k).lower(): v for k, v in value.items()}
         title = next((low[k] for k in _TITLE_KEYS if isinstance(low.get(k), str)), None)
         if title is not None:
-            year = next((low[k] for k in _YEAR_KEYS if isinstance(low.get(k), (int, str)) and re.fullmatch(_YEAR, str(low[k]))), None)
+            years = (low.get(k) for k in _YEAR_KEYS)
+            year = next((y for y in years if isinstance(y, (int, str)) and re.fullmatch(_YEAR, str(y))), None)
             out.append(f"{title} ({year})" if year is not None and not _YEAR_MARK_RE.search(title) else title)
             return
         for v in value.values():  # {"recommendations": [...]}
@@ -215,6 +216,7 @@ def _collect_json(value, out: list[str], depth: int) -> None:
 
 
 def _from_lines(text: str) -> list[Candidate]:
+    """A list if the answer has list markers; else title-like lines; else prose."""
     lines = [ln.expandtabs(4) for ln in text.splitlines()][: MAX_PIECES * 4]
     listed = []  # (indent, numbered?, content)
     for ln in lines:
