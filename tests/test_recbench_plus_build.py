@@ -7,7 +7,6 @@ the knowledge graph or the builder cannot hide behind itself.
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
