@@ -29,23 +29,22 @@ class CatalogContext:
         return cls(matcher=CatalogMatcher(items))
 
     def resolve(self, text: str) -> dict:
-        from recharness.matching import is_refusal, parse_recommendations
+        from recharness.matching import is_refusal
 
-        strings = parse_recommendations(text)
-        matches = self.matcher.match_many(strings)
+        matches = self.matcher.match_answer(text)
         items, unmatched, kinds = [], [], []
-        for s, m in zip(strings, matches):
+        for m in matches:
             if m.item_id is None:
-                unmatched.append(s)
+                unmatched.append(m.query)
             elif m.item_id not in items:
                 items.append(m.item_id)
                 kinds.append(m.kind)
         return {
-            "strings": strings,
+            "strings": [m.query for m in matches],
             "items": items,
             "match_kinds": kinds,
             "unmatched": unmatched,
-            "refusal": bool(is_refusal(text)) and not items,
+            "refusal": bool(is_refusal(text, matched=len(items))) and not items,
         }
 
 
