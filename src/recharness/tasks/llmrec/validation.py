@@ -19,6 +19,9 @@ NumberInRange(lo, hi) — e.g. a 1-5 rating
     ``1 to 5``: a range is no single answer) and not list numbers (``1. X``
     or ``2) X`` at the start of a line: small models echo the history as a
     list). Number words are not read.
+  * An answer shaped as a list (two or more numbered or bulleted lines, or
+    a first line like "1. Some title") is invalid: small models echo the
+    rated history as a list, and its "(rated 3/5)" is no prediction.
   * Candidates are numbers within [lo - slack, hi + slack] (slack 1: a 0 or
     a 6 on a 1-5 scale is an answer off the scale, clipped to it and flagged
     ``clipped``); anything further out (years, prices) is ignored.
@@ -106,6 +109,17 @@ _LINE_PREFIX_RE = re.compile(r"[ \t#*>-]*")
 _ANCHOR_RE = re.compile(r"\b(?:rating|rate|score|predict|predicted|prediction|answer|estimate)\b[^\d\n]{0,20}$", re.IGNORECASE)
 
 
+_NUMBERED_LINE_RE = re.compile(r"^[ \t]*\d{1,3}[.)][ \t]+\S", re.MULTILINE)
+_BULLET_LINE_RE = re.compile(r"^[ \t]*[-*•][ \t]+\S", re.MULTILINE)
+_FIRST_NUMBERED_TEXT_RE = re.compile(r"\s*\d{1,3}[.)][ \t]+[^\d\s]")
+
+
+def _is_list(text: str) -> bool:
+    """Two or more list lines, or a first line like "1. Some title": an answer shaped as a list."""
+    lines = len(_NUMBERED_LINE_RE.findall(text)) + len(_BULLET_LINE_RE.findall(text))
+    return lines >= 2 or _FIRST_NUMBERED_TEXT_RE.match(text) is not None
+
+
 def _at_line_start(text: str, pos: int) -> bool:
     """Only blanks or markdown list/heading marks between the line start and `pos` (≤ 24 chars back)."""
     nl = text.rfind("\n", max(0, pos - 24), pos)
@@ -143,6 +157,8 @@ class NumberInRange(OutputFormat):
         t, truncated = _scan(text)
         if not t.strip():
             return Parsed(None, valid=False, error="empty answer")
+        if _is_list(t):
+            return Parsed({"truncated": truncated}, valid=False, error="a list, not a single number")
         cands = self.candidates(t)
         if not cands:
             return Parsed({"truncated": truncated}, valid=False, error=f"no number in {self.lo:g}..{self.hi:g} found")
