@@ -205,8 +205,18 @@ def history_index(dataset, corpus: str) -> HistoryIndex:
     return idx
 
 
+def _files_stamp(opts: SuiteOptions) -> tuple:
+    """Checksums of the input files an option names, so an edited file is read again."""
+    paths = []
+    for spec in (opts.labels, opts.profiles):
+        if spec:
+            p = Path(spec)
+            paths += sorted(p.glob("*.json")) if p.is_dir() else [p]
+    return tuple((str(p), zlib.crc32(p.read_bytes()) if p.is_file() else None) for p in paths)
+
+
 def get_context(dataset, opts: SuiteOptions) -> Context:
-    key = (id(dataset), dataset.name, repr(opts))
+    key = (id(dataset), dataset.name, repr(opts), _files_stamp(opts))
     if key in _MEMO and _MEMO[key].dataset is dataset:
         return _MEMO[key]
     _MEMO.clear()

@@ -40,7 +40,8 @@ class Tally:
         self.outputs.append(c.text)
 
     def record(self) -> dict:
-        return {"calls": self.calls, "retries": self.retries, "latency_s": round(self.latency_s, 6),
+        return {"calls": self.calls, "retries": self.retries, "attempts": 1 + self.retries,
+                "latency_s": round(self.latency_s, 6),
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "cached": self.cached}
 
