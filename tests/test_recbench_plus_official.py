@@ -45,6 +45,9 @@ def test_malformed_files_name_entry_and_field(tmp_path):
     p.write_text('[{"query & ground true": [{"query": "q", "movie subset": []}]}]')
     with pytest.raises(InputError, match=r"field 'movie subset': entry 0, query 0: must be a non-empty list of titles"):
         read_records(p, "demographics")
+    p.write_text('[{"data_idx": 4, "query & ground true": []}, {"data_idx": 4, "query & ground true": []}]')
+    with pytest.raises(InputError, match="entry 1: data_idx 4 already used by entry 0"):
+        read_records(p, "demographics")
     p.write_text("{not json")
     with pytest.raises(InputError, match="line 1: not valid JSON"):
         read_records(p, "demographics")

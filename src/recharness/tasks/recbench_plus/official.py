@@ -76,6 +76,13 @@ def read_records(path: str | Path, kind: str) -> list[dict]:
                 if not isinstance(sub, list) or not sub:
                     raise InputError(path, f"{where}, query {j}: must be a non-empty list of titles", field="movie subset")
         rec.setdefault("data_idx", n)
+    seen: dict[str, int] = {}
+    for n, rec in enumerate(data):
+        key = str(rec["data_idx"])
+        if key in seen:
+            raise InputError(path, f"entry {n}: data_idx {key} already used by entry {seen[key]} (sample ids would clash)",
+                             field="data_idx")
+        seen[key] = n
     return data
 
 
