@@ -1,7 +1,7 @@
 """PerRecBench end to end with the real local model (SmolLM2 behind the session's llama.cpp server).
 
-Tiny on purpose: one easy and one medium group, one retrieved item per user,
-no profiles.  Checks the bookkeeping a real run must keep: every call
+Tiny on purpose: one medium group (3 users), one retrieved item per user,
+no profiles, no retries: about ten short calls.  Checks the bookkeeping a real run must keep: every call
 counted, pairwise calls = 2 x heapsort comparisons (+ retries) within
 heapsort's worst case, unparseable answers counted, and the Table 1 rows.
 """
@@ -22,10 +22,10 @@ from recharness.tasks.perrecbench.table import table1_markdown
 @pytest.mark.llm
 def test_tiny_run_with_smollm2(ml1m, llama_server, tmp_path):
     build("perrecbench", "ml-1m", tmp_path, limit=1, seed=0,
-          options={"levels": "easy,medium", "k": 1, "profile": False, "max_tokens": 16, "max_retries": 0})
+          options={"levels": "medium", "k": 1, "profile": False, "max_tokens": 16, "max_retries": 0})
     backend = resolve_model(f"openai:smollm2-135m@{llama_server.base_url}")
     _, stats = run(tmp_path, backend, "smollm2-135m")
-    assert stats.done == 6
+    assert stats.done == 3
     samples = {s["id"]: s for s in read_jsonl(tmp_path / "samples.jsonl")}
     recs = {r["id"]: r for r in read_jsonl(tmp_path / "predictions" / "smollm2-135m.jsonl")}
     assert set(recs) == set(samples)

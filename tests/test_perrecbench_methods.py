@@ -128,7 +128,9 @@ class Scripted:
     async def generate(self, messages, params):
         self.calls += 1
         # the question is the last user turn naming users (a retry appends a reminder after it)
-        text = next(m["content"] for m in reversed(messages) if m["role"] == "user" and "ID " in m["content"])
+        text = next((m["content"] for m in reversed(messages) if m["role"] == "user" and "ID " in m["content"]), None)
+        if text is None:  # users cannot be told apart (no profiles): a fixed answer
+            return Completion(text='{"predicted_ranking": [1, 2]}')
         ids = [int(x) for x in re.findall(r"ID (\d+)", text)]
         if self.garble > 0:
             self.garble -= 1
@@ -222,7 +224,11 @@ def test_profiles_are_generated_when_not_given():
             return await super().generate(messages, params)
 
     rec = asyncio.run(predict_list(Prof(truth), s))
-    assert rec["profiles"] == ["ID 0", "ID 1"] and rec["calls"] == 3 and rec["parsed"]["ordering"] == [1, 2]
+    assert rec["profiles"] == ["ID 0", "ID 1"] and rec["parsed"]["ordering"] == [1, 2]
+    assert (rec["calls"], rec["profile_calls"]) == (3, 2)
+    s["method"]["profile"] = False  # switched off: no profile calls, no profile block
+    rec = asyncio.run(predict_list(Prof(truth), s))
+    assert rec["profiles"] is None and (rec["calls"], rec["profile_calls"]) == (1, 0)
 
 
 def test_prompts_follow_appendix_e():

@@ -10,10 +10,11 @@ Options (``--option key=value``), with defaults:
   gamma=20  lambda=0.6  window_days=7  mean_over=history|all  tries=20
   k=4 (history items shown)  bm25=catalog|user
   profile=true (LLM-written profiles)  profile_items=20  profiles=PATH ({user_id: text})
-  shots=0  heldout=50 when shots>0  cot=false  sc=1  sc_temperature=0.7  temperature=0
+  shots=0  heldout=50 when shots>0  cot=false  sc=1  sc_temperature=0.7
+  temperature=0 (greedy and cacheable; the paper used 0.1)
   max_retries=1  max_tokens=(per method)
   compat=perrecbench (headline tau as the original code computes it)  invalid=zero|drop
-  labels=DIR|FILE (groups from original label files)
+  labels=DIR|FILE (groups from original label files, in file order, up to groups= per level)
   predictions=DIR + predictions_name=NAME (import released <mode>-<level>.json files)
 """
 
@@ -225,7 +226,8 @@ def get_context(dataset, opts: SuiteOptions) -> Context:
         groups: dict[str, list[Group]] = {}
         for lv, path in _label_files(opts.labels, opts.groups.levels).items():
             for g in read_labels(path, lv or None):
-                groups.setdefault(g.level, []).append(g)
+                if len(groups.get(g.level, [])) < opts.groups.n_groups:  # --limit / groups= cap each level
+                    groups.setdefault(g.level, []).append(g)
                 sources[g.level] = str(path)
         heldout: dict[str, list[Group]] = {}
         if opts.shots:

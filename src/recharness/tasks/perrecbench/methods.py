@@ -24,6 +24,7 @@ class Tally:
     """Running totals over all model calls made for one sample."""
 
     calls: int = 0
+    profile_calls: int = 0  # of `calls`, the ones that wrote a profile
     retries: int = 0
     latency_s: float = 0.0
     prompt_tokens: int = 0
@@ -40,7 +41,8 @@ class Tally:
         self.outputs.append(c.text)
 
     def record(self) -> dict:
-        return {"calls": self.calls, "retries": self.retries, "attempts": 1 + self.retries,
+        return {"calls": self.calls, "profile_calls": self.profile_calls, "retries": self.retries,
+                "attempts": 1 + self.retries,
                 "latency_s": round(self.latency_s, 6),
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "cached": self.cached}
@@ -83,7 +85,12 @@ async def ask(model, messages, parse, reminder: str, method: dict, tally: Tally,
 
 
 async def make_profiles(model, users: list[dict], method: dict, tally: Tally) -> list[str | None]:
-    """Profiles for each user: a given one, an LLM-written one (paper's profile prompt), or None if off."""
+    """Profiles for each user: a given one, an LLM-written one (paper's profile prompt), or None if off.
+
+    The profile is written by the model under test (cached like any call); the
+    paper had one instruction-tuned LLM write all profiles -- to hold profiles
+    fixed across models, build with profiles=PATH ({user_id: text}).
+    """
     if not method.get("profile"):
         return [None] * len(users)
     out: list[str | None] = []
@@ -94,6 +101,7 @@ async def make_profiles(model, users: list[dict], method: dict, tally: Tally) ->
         params = prompts.params_for("profile", cot=False, max_tokens=method.get("profile_max_tokens"))
         c = await model.generate(prompts.profile_messages(u.get("profile_history", [])), params)
         tally.add(c)
+        tally.profile_calls += 1
         out.append(c.text.strip())
     return out
 

@@ -90,7 +90,7 @@ class PointTask(_GroupTask):
         for s in samples:
             t = s["truth"]
             user_mean[s["id"]] = {"id": s["id"], "parsed": {"ratings": list(t["avg_ratings"])}, "valid": True}
-            # the item's mean rating without the group's own ratings (those are the labels)
+            # item quality: the item's mean over all its ratings except the group's own (those are the labels)
             rest_n = item_n.get(s["item_id"], 0) - len(t["ratings"])
             rest = (item_sum.get(s["item_id"], 0.0) - sum(t["ratings"])) / rest_n if rest_n > 0 else float(np.mean(t["avg_ratings"]))
             item_mean[s["id"]] = {"id": s["id"], "parsed": {"ratings": [rest] * len(t["ratings"])}, "valid": True}
