@@ -150,6 +150,8 @@ def rating_table(samples: list[dict], predictions: dict[str, dict]) -> dict[str,
     for s in samples:
         p = predictions.get(s["id"])
         parsed = p.get("parsed") if p else None
+        if isinstance(parsed, dict) and "ratings" not in parsed:
+            continue  # an ordering-only method (e.g. the random reference) predicts no ratings
         r = parsed.get("ratings") if isinstance(parsed, dict) else None
         for lv in (s["level"], "all"):
             t, q, miss = per[lv]
