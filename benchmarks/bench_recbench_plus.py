@@ -94,6 +94,14 @@ def bench_build(out: Path) -> list[str]:
         "to fewer conditions when a user has no such shared relation. Implicit queries are fewer because some "
         "shared relations have no item outside the ground truth that pins the hidden value down.",
         "",
+        "Relation of the transformed condition: implicit "
+        + ", ".join(f"{r} {n:,}" for r, n in Counter(s["implicit"]["relation"] for s in queries.values() if s.get("implicit")).most_common())
+        + "; misinformed "
+        + ", ".join(f"{r} {n:,}" for r, n in Counter(s["misinformed"]["relation"] for s in queries.values() if s.get("misinformed")).most_common())
+        + ". Implicit references per query: "
+        + ", ".join(f"{k}: {v:,}" for k, v in sorted(Counter(len(s["implicit"]["referenceMovieIds"]) for s in queries.values() if s.get("implicit")).items()))
+        + ".",
+        "",
         "Ground-truth size (history items satisfying all conditions): "
         + ", ".join(f"{k}: {v:,}" for k, v in sorted(gt.items())) + f" (mean {sum(k * v for k, v in gt.items()) / sum(gt.values()):.2f}).",
         "",
