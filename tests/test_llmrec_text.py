@@ -189,7 +189,8 @@ def test_judge_metrics_matching_rules(tmp_path):
     assert "faith[stale]" not in m  # a judgment of other text never applies
     rows[0]["valid"] = False
     write_jsonl_atomic(tmp_path / "judgments" / "m__j.jsonl", rows)
-    assert "faith[j]" not in t.score(samples, preds)  # judge answer invalid: left out, nothing else matched
+    m = t.score(samples, preds)  # the judge's answer was invalid: no mean, coverage 0, but the column is there
+    assert math.isnan(m["faith[j]"]) and math.isnan(m["pers[j]"]) and m["judged[j]"] == 0.0
     assert judge_metrics(samples, preds, tmp_path / "nowhere") == {}
 
 
@@ -262,7 +263,6 @@ def test_pipeline_real_model_then_judge(amazon, llama_server, tmp_path):
     assert set(rows) >= {("rating", "smol"), ("rating", "user_mean"), ("summarization", "smol"), ("summarization", "lead_words")}
     for (task, _), m in rows.items():
         assert 0.0 <= m["invalid_rate"] <= 1.0
-    judged = [json.loads(x) for x in files[0].read_text().splitlines()]
     summ = rows[("summarization", "smol")]
-    if judged and judged[0]["valid"]:
-        assert summ["judged[smol-judge]"] == 1.0 and 1 <= summ["faith[smol-judge]"] <= 5
+    if again:  # the model's summary was valid, so it was judged: the judge's columns are in the row
+        assert summ["judged[smol-judge]"] == (1.0 if again[0]["valid"] else 0.0)

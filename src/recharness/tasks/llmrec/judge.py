@@ -25,12 +25,14 @@ How `score` picks judgments up (`judge_metrics`): every
 its (sample id, candidate_sha) equals the prediction's (id, sha256 of its
 validated text) — so stale judgments of an older run are ignored, and the
 same text gets the same judgment whichever row produced it. For each judge
-slug J that applies to at least one sample the row gets:
+slug J that judged at least one of these predictions the row gets:
   faith[J], pers[J]   mean scores; a sample whose candidate was invalid or
                       missing counts as 1 (the floor; the judge is not asked),
                       a sample whose judgment is missing or itself invalid
-                      after the retry is left out of the mean;
-  judged[J]           share of the samples that entered the mean.
+                      after the retry is left out of the mean; NaN when the
+                      judge gave no valid judgment at all;
+  judged[J]           share of the samples that entered the mean (0 when
+                      the judge never answered in the schema).
 The run directory is `task.run_dir` if the pipeline sets it, else the
 `run_dir` recorded in the samples at build time.
 """
@@ -205,7 +207,7 @@ def judge_metrics(samples: list[dict], predictions: dict[str, dict], run_dir: Pa
     for slug, idx in sorted(index.items()):
         faith: list[float] = []
         pers: list[float] = []
-        matched = 0
+        applies = valid = 0
         for s in samples:
             h = hypothesis(predictions.get(s["id"]))
             if h is None:
@@ -213,14 +215,17 @@ def judge_metrics(samples: list[dict], predictions: dict[str, dict], run_dir: Pa
                 pers.append(1.0)
                 continue
             r = idx.get((s["id"], candidate_sha(h)))
-            if r is None or not r.get("valid"):
+            if r is None:
                 continue
-            matched += 1
+            applies += 1
+            if not r.get("valid"):
+                continue
+            valid += 1
             faith.append(float(r["faithfulness"]))
             pers.append(float(r["personalization"]))
-        if matched == 0:
-            continue
-        out[f"faith[{slug}]"] = statistics.fmean(faith)
-        out[f"pers[{slug}]"] = statistics.fmean(pers)
-        out[f"judged[{slug}]"] = len(faith) / len(samples)
+        if applies == 0:
+            continue  # this judge never saw these predictions
+        out[f"faith[{slug}]"] = statistics.fmean(faith) if valid else float("nan")
+        out[f"pers[{slug}]"] = statistics.fmean(pers) if valid else float("nan")
+        out[f"judged[{slug}]"] = len(faith) / len(samples) if valid else 0.0
     return out
