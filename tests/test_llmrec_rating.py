@@ -151,3 +151,10 @@ def test_ml1m_build_and_references(ml1m):
     for recs in refs.values():
         m = RatingTask().score(samples, recs)
         assert 0 <= m["RMSE"] <= 4 and m["RMSE"] == m["RMSE_fb"]
+
+
+def test_max_tokens_option_reaches_generation_params():
+    ds = tiny_dataset()
+    t = RatingTask()
+    assert t.generation_params(build(ds, min_history=2)[0]).max_tokens == t.params.max_tokens
+    assert t.generation_params(build(ds, min_history=2, max_tokens=8)[0]).max_tokens == 8

@@ -160,6 +160,7 @@ class ExplanationTask(ReviewTextTask):
                 "judge_context": context,
                 "messages": explanation_prompt(domain, item, float(rating), shown, parts, max_words),
                 "output_format": self.output_format.to_dict(),
+                "max_tokens": opts.get("max_tokens"),  # --option max_tokens=N overrides the task default
                 "prompt_parts": parts.to_dict(),
                 "run_dir": str(Path(config.out).resolve()) if config.out else None,
             }

@@ -188,6 +188,7 @@ class RatingTask(Task):
                 "n_history": len(sp.history),
                 "messages": rating_prompt(domain, item, shown, parts, int(SCALE[0]), int(SCALE[1])),
                 "output_format": self.output_format.to_dict(),
+                "max_tokens": opts.get("max_tokens"),  # --option max_tokens=N overrides the task default
                 "prompt_parts": parts.to_dict(),
             }
 

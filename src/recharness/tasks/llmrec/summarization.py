@@ -61,6 +61,7 @@ class SummarizationTask(ReviewTextTask):
                 "judge_context": f'The review: "{shown_text}"',
                 "messages": summarization_prompt(domain, shown_text, earlier, parts, max_words),
                 "output_format": self.output_format.to_dict(),
+                "max_tokens": opts.get("max_tokens"),  # --option max_tokens=N overrides the task default
                 "prompt_parts": parts.to_dict(),
                 "run_dir": str(Path(config.out).resolve()) if config.out else None,
             }
