@@ -145,13 +145,51 @@ def score(
     from recharness.report.tables import to_rich, write_scores
     from recharness.runner.pipeline import score as do_score
 
+    from recharness.tasks.registry import get_suite
+
     d = _run_dir(suite, dataset, out)
     with console.status("scoring…"):
         rows = do_score(d, seed=seed, references=not no_references)
         paths = write_scores(rows, d)
     for t in to_rich(rows):
         out_console.print(t)
+    paper = get_suite(suite).get("paper_tables")
+    if paper:
+        md = paper(rows)
+        if md:
+            with open(paths["md"], "a", encoding="utf-8") as f:
+                f.write("\n## In the paper's layout\n\n" + md + "\n")
+            out_console.print("\n[bold]In the paper's layout[/]\n")
+            out_console.print(md, markup=False, highlight=False)
     out_console.print(f"scores → {paths['md']}, {paths['csv']}, {paths['json']}")
+
+
+@app.command()
+def judge(
+    suite: Annotated[str, typer.Argument(help="Suite name (llmrec: explanation and summarization tasks).")],
+    dataset: DatasetOpt = "ml-1m",
+    out: OutOpt = None,
+    judge_model: Annotated[str, typer.Option("--judge", "-j", help="Judge model spec (see `run --help`).")] = "qwen2.5-0.5b",
+    base_url: Annotated[Optional[str], typer.Option("--base-url")] = None,
+    api_key_env: Annotated[str, typer.Option("--api-key-env")] = "OPENAI_API_KEY",
+    predictions: Annotated[Optional[list[str]], typer.Option("--predictions", help="Only these predictions files (stems).")] = None,
+    no_references: Annotated[bool, typer.Option("--no-references", help="Do not judge reference rows.")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache")] = False,
+    max_retries: Annotated[int, typer.Option("--max-retries")] = 1,
+    seed: SeedOpt = 0,
+):
+    """LLM-as-judge: rate generated text for faithfulness and personalization (JSON schema, cached); `score` then shows it."""
+    from recharness.models.registry import resolve_model, slug
+    from recharness.tasks.llmrec.judge import judge_run
+
+    if suite != "llmrec":
+        raise RecharnessError("judging is defined for the llmrec text tasks (explanation, summarization)")
+    d = _run_dir(suite, dataset, out)
+    with console.status(f"judging with {judge_model}…"):
+        files = judge_run(d, resolve_model(judge_model, base_url=base_url, api_key_env=api_key_env), slug(judge_model),
+                          pred_stems=predictions, references=not no_references, use_cache=not no_cache,
+                          max_retries=max_retries, seed=seed)
+    out_console.print(f"judgments → {', '.join(map(str, files))}")
 
 
 @app.command()

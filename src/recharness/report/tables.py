@@ -10,7 +10,9 @@ from pathlib import Path
 from recharness.tasks.base import ScoreRow
 
 #: columns shown first, in this order, when a task has them
-PREFERRED = ["HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10", "MRR", "valid_rate", "partial_rate", "matched_share",
+PREFERRED = ["tau", "tau_easy", "tau_medium", "tau_hard", "HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10", "MRR",
+             "RMSE", "MAE", "RMSE_fb", "MAE_fb", "BLEU-1", "BLEU-4", "ROUGE-1", "ROUGE-2", "ROUGE-L",
+             "invalid", "invalid_rate", "valid_rate", "partial_rate", "matched_share",
              "latency_s", "completion_tokens"]
 HIDDEN = {"missing", "latency_uncached_s"}
 

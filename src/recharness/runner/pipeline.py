@@ -128,6 +128,8 @@ def score(out: Path, *, seed: int = 0, references: bool = True) -> list[ScoreRow
     ds = None
     for t, task_samples in by_task.items():
         task = get_task(info["suite"], t)
+        if hasattr(task, "run_dir"):
+            task.run_dir = out  # tasks that read side files (e.g. judgments) find them even if the run moved
         for pf in pred_files:
             recs = {}
             for r in read_jsonl(pf):

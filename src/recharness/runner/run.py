@@ -8,6 +8,7 @@ a torn last line is cut and its sample redone, nothing is written twice.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,6 +83,8 @@ async def _predict_one(model: CachedModel, task, sample: dict, max_retries: int)
     """Generate, parse, and on a parse failure retry with the task's format reminder."""
     if hasattr(task, "predict"):
         # tasks that drive the model themselves (several calls per sample)
+        if "max_retries" in inspect.signature(task.predict).parameters:
+            return await task.predict(model, sample, max_retries=max_retries)
         return await task.predict(model, sample)
     messages = list(sample["messages"])
     params = task.generation_params(sample)

@@ -17,8 +17,11 @@ def _suite_packages() -> list[str]:
     return [f"recharness.tasks.{m.name}" for m in pkgutil.iter_modules(pkg.__path__) if m.ispkg]
 
 
-def register_suite(name: str, tasks: dict, description: str, default_tasks: list[str] | None = None) -> None:
-    _SUITES[name] = {"tasks": tasks, "description": description, "default_tasks": default_tasks or list(tasks)}
+def register_suite(name: str, tasks: dict, description: str, default_tasks: list[str] | None = None,
+                   paper_tables=None) -> None:
+    """`paper_tables(rows) -> Markdown`: the suite's results in its paper's table layout (optional)."""
+    _SUITES[name] = {"tasks": tasks, "description": description, "default_tasks": default_tasks or list(tasks),
+                     "paper_tables": paper_tables}
 
 
 def _load() -> None:

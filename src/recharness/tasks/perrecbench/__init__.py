@@ -13,6 +13,7 @@ Public helpers beyond the task interface:
 """
 
 from recharness.tasks.perrecbench.tasks import TASKS, ListTask, PairTask, PointTask
+from recharness.tasks.perrecbench.table import table1_markdown
 from recharness.tasks.registry import register_suite
 
 register_suite(
@@ -20,6 +21,7 @@ register_suite(
     TASKS,
     "PerRecBench: rank users of a group by preference for one item (Kendall tau, easy/medium/hard)",
     default_tasks=["point", "pair", "list"],
+    paper_tables=table1_markdown,
 )
 
 __all__ = ["TASKS", "PointTask", "PairTask", "ListTask"]
