@@ -87,7 +87,11 @@ class RecBenchTask(Task):
         from recharness.matching import has_refusal_cue
         from recharness.matching.refusal import is_nothing
 
-        res = resolve_answer(text, self.ctx.matcher())
+        try:
+            res = resolve_answer(text, self.ctx.matcher())
+        except Exception as e:  # a parser bug must not stop a long run: kept, counted as invalid, visible
+            value = {"strings": [], "item_ids": [], "ftr": True, "parse_error": repr(e)[:300]}
+            return Parsed(value, valid=False, error=f"answer parser failed: {e!r}"[:300])
         if res["strings"] or is_nothing(text or "") or has_refusal_cue(text or ""):
             return Parsed(res)
         return Parsed(res, valid=False, error="no titles and no refusal found in the answer")
@@ -98,6 +102,9 @@ class RecBenchTask(Task):
         preds = [predictions.get(s["id"]) for s in samples]
         got = [p for p in preds if p is not None]
         m["valid_rate"] = float(np.mean([bool(p.get("valid", True)) for p in got])) if got else 0.0
+        errors = sum(bool((p.get("parsed") or {}).get("parse_error")) for p in got)
+        if errors:
+            m["parse_errors"] = float(errors)
         gt_total = sum(len(s.get("gt", [])) for s in samples)
         gt_unmatched = sum(sum(g.startswith(GT_UNMATCHED) for g in s.get("gt", [])) for s in samples)
         if gt_unmatched or any(s.get("source", "built") != "built" for s in samples):
