@@ -176,6 +176,10 @@ def test_llm_output_checks():
     assert clean_query('Sure! Here is the query: "Any war films with Tom Hanks?"')[0] == "Any war films with Tom Hanks?"
     assert clean_query("Films by James Cameron?", ["James Cameron"]) == (None, "the query names the hidden value")
     assert clean_query("")[1] == "empty answer"
+    assert clean_query("I'm ready to assist you. What's your query?", required=["Tom Hanks"]) == (
+        None, "the query omits 'Tom Hanks'")
+    assert clean_query("Films with the star of Big, please!", required_any=["Big", "Splash"])[0]
+    assert clean_query("Films with that actor, please!", required_any=["Big"])[1] == "the query names none of the referenced titles"
     out = parse_subset_queries('Here: [{"reason": "r", "query": "q?", "movie subset": ["A", "B"]}, {"query": 3}]')
     assert out == [{"reason": "r", "query": "q?", "subset": ["A", "B"]}]
     assert parse_subset_queries("no json here") == []

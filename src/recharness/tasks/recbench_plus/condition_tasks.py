@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from recharness.matching.normalize import split_year
 from recharness.tasks.base import BuildConfig
 from recharness.tasks.recbench_plus.base import GT_UNMATCHED, RecBenchTask, reference_record
 from recharness.tasks.recbench_plus.conditions import CLASSES, ConditionSampler, condition_class, paper_mix
@@ -122,8 +123,11 @@ class ConditionTask(RecBenchTask):
         prompts = [condition_prompt(self.kind, condition_texts(r, ctx), ctx.domain) for r in records]
         texts, label = run_prompts(opts.phrase_model, prompts, opts.phrase_max_tokens)
         for rec, text in zip(records, texts):
-            forbidden = [rec["implicitCondition"]["value"]] if "implicitCondition" in rec else []
-            q, why = clean_query(text, forbidden)
+            conds = condition_texts(rec, ctx)
+            forbidden = [c.value for c in conds if c.mode == "implicit"]
+            required = [c.value for c in conds if c.mode != "implicit" and ctx.kg.is_specific(c.relation)]
+            refs = [split_year(t)[0] for c in conds if c.mode != "explicit" for t in c.refs]
+            q, why = clean_query(text, forbidden, required, refs)
             if q is not None:
                 rec["situational_description_query"] = q
                 rec["query_phrasing"] = label

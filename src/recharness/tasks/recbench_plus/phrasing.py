@@ -271,8 +271,14 @@ def demographics_prompt(summary: str, domain: str) -> list[dict]:
 _PREAMBLE = re.compile(r"^(?:sure[,!.]?|here(?:'s| is)[^:\n]*:|query:|user query:)\s*", re.IGNORECASE)
 
 
-def clean_query(text: str | None, forbidden: list[str] = ()) -> tuple[str | None, str | None]:
-    """(query, None) if the LLM wrote a usable query, else (None, why not)."""
+def clean_query(text: str | None, forbidden: list[str] = (), required: list[str] = (),
+                required_any: list[str] = ()) -> tuple[str | None, str | None]:
+    """(query, None) if the LLM wrote a usable query, else (None, why not).
+
+    Usable: a short text that names every `required` string (the people and
+    brands the conditions state), at least one of `required_any` (the titles an
+    implicit reference or a false claim goes through) and no `forbidden` one
+    (an implicit query's hidden value)."""
     if not text or not text.strip():
         return None, "empty answer"
     t = text.strip()
@@ -291,6 +297,11 @@ def clean_query(text: str | None, forbidden: list[str] = ()) -> tuple[str | None
     for f in forbidden:
         if f and f.lower() in low:
             return None, "the query names the hidden value"
+    for r in required:
+        if r and r.lower() not in low:
+            return None, f"the query omits {r!r}"
+    if required_any and not any(r.lower() in low for r in required_any if r):
+        return None, "the query names none of the referenced titles"
     return t, None
 
 
