@@ -24,6 +24,7 @@ register_suite(
     TASKS,
     "RecBench+: condition- and profile-based assistant queries (P, R, CMR, FTR)",
     default_tasks=list(TASKS),
+    paper_tables=paper_tables,  # Table 2 / Table 3 layouts, appended to scores.md by `recharness score`
 )
 
 __all__ = ["TASKS", "paper_tables", "write_paper_tables"]
