@@ -71,6 +71,7 @@ def main():
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=48)
+    ap.add_argument("--server-threads", type=int, default=1)
     args = ap.parse_args()
 
     ds = load_dataset("ml-1m")
@@ -79,7 +80,10 @@ def main():
     task.setup(ds)
     samples = list(task.build(ds, BuildConfig(seed=0, limit=args.n, options={"history_len": 5})))
     prompts = [s["messages"] for s in samples]
-    with LocalServer(args.model) as srv, tempfile.TemporaryDirectory() as tmp:
+    # The server gets one core and the client the other, as when the model runs on its own
+    # hardware: on 2 shared cores llama.cpp's spinning threads turn any client CPU use into
+    # large, erratic stalls that would swamp the effect being measured.
+    with LocalServer(args.model, n_threads=args.server_threads) as srv, tempfile.TemporaryDirectory() as tmp:
         # warm-up: load weights into page cache, fill the server's prompt cache equally for both sides
         asyncio.run(bare(srv.base_url, args.model, prompts[:2], task.params, 1))
         b_times, h_times = [], []
@@ -96,7 +100,8 @@ def main():
         "# Harness overhead vs the bare openai client",
         "",
         f"- date: {time.strftime('%Y-%m-%d %H:%M')}; machine: {os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}",
-        f"- server: llama.cpp (`python -m llama_cpp.server`) on 127.0.0.1 with {args.model}",
+        f"- server: llama.cpp (`python -m llama_cpp.server`) on 127.0.0.1 with {args.model}, "
+        f"{args.server_threads} thread(s); the client side runs on the remaining core",
         f"- workload: {args.n} LLMRec sequential prompts (ML-1M, seed 0), max_tokens={args.max_tokens}, greedy, "
         f"concurrency {args.concurrency}, {args.rounds} rounds alternating order; medians",
         "",

@@ -526,9 +526,10 @@ def _unquote(s: str) -> str:
     """Drop quotes around a title, but not the apostrophe of "'Til There Was You"."""
     while len(s) >= 2 and s[0] in _QUOTE_PAIRS and s[-1] == _QUOTE_PAIRS[s[0]]:
         s = s[1:-1].strip()
-    if s[:1] in "\"“«„" and s.count(s[0]) == 1:
+    # `"" in "abc"` is True, so an empty string must be ruled out before indexing it
+    if s and s[0] in "\"“«„" and s.count(s[0]) == 1:
         s = s[1:].strip()
-    if s[-1:] in "\"”»" and s.count(s[-1]) == 1:
+    if s and s[-1] in "\"”»" and s.count(s[-1]) == 1:
         s = s[:-1].strip()
     return s
 

@@ -34,8 +34,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from rouge_score import rouge_scorer
-from sacrebleu.metrics import BLEU
+# sacrebleu and rouge-score (which pulls in nltk) are imported where used: every CLI
+# start discovers all suites, and most commands never compute a text metric.
 
 __all__ = ["bleu", "sentence_bleu", "rouge", "text_metrics", "ROUGE_TYPES"]
 
@@ -71,6 +71,8 @@ def bleu(hypotheses: Sequence[Any], references: Sequence[Any], max_order: int = 
     refs = _refs_per_sample(references, len(hyps))
     if not hyps:
         return float("nan")
+    from sacrebleu.metrics import BLEU
+
     metric = BLEU(max_ngram_order=max_order, lowercase=lowercase)
     return float(metric.corpus_score(hyps, _ref_streams(refs)).score)
 
@@ -85,6 +87,8 @@ def sentence_bleu(
     """Mean sentence BLEU-``max_order`` (0-100), as ``sacrebleu.sentence_bleu`` scores each sample."""
     hyps = _hyps(hypotheses)
     refs = _refs_per_sample(references, len(hyps))
+    from sacrebleu.metrics import BLEU
+
     metric = BLEU(max_ngram_order=max_order, lowercase=lowercase, effective_order=True)
     scores = np.fromiter((metric.sentence_score(h, r).score for h, r in zip(hyps, refs)), dtype=np.float64, count=len(hyps))
     if per_sample:
@@ -98,6 +102,8 @@ def rouge(
     """Mean ROUGE-1/2/L F1 (0-1) over samples, stemmer on; keys ``rouge1``, ``rouge2``, ``rougeL``."""
     hyps = _hyps(hypotheses)
     refs = _refs_per_sample(references, len(hyps))
+    from rouge_score import rouge_scorer
+
     scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
     out = {t: np.empty(len(hyps)) for t in ROUGE_TYPES}
     for i, (h, r) in enumerate(zip(hyps, refs)):

@@ -65,10 +65,11 @@ def wait_until_ready(base_url: str, proc: subprocess.Popen | None = None, timeou
 class LocalServer:
     """A llama.cpp server on a free loopback port, for tests and benchmarks."""
 
-    def __init__(self, model: str, port: int | None = None, n_ctx: int | None = None, log_path: Path | None = None):
+    def __init__(self, model: str, port: int | None = None, n_ctx: int | None = None, log_path: Path | None = None,
+                 n_threads: int | None = None):
         self.port = port or free_port()
         self.model = model
-        self.cmd = server_command(model, port=self.port, n_ctx=n_ctx)
+        self.cmd = server_command(model, port=self.port, n_ctx=n_ctx, n_threads=n_threads)
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
