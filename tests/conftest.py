@@ -61,3 +61,27 @@ def ml1m():
 
         prepare_dataset("ml-1m", progress=False)
         return load_dataset("ml-1m")
+
+
+def _prepared(name: str, *shared_parts: str):
+    """A dataset prepared once per data home from the files in ../shared (skips without them)."""
+    from recharness.data.store import load_dataset
+    from recharness.errors import RecharnessError
+
+    try:
+        return load_dataset(name)
+    except RecharnessError:
+        from recharness.data.prepare import prepare_dataset
+
+        prepare_dataset(name, [shared_path(*shared_parts)], progress=False)
+        return load_dataset(name)
+
+
+@pytest.fixture(scope="session")
+def amazon2023():
+    return _prepared("amazon2023", "data", "amazon2023_sample")
+
+
+@pytest.fixture(scope="session")
+def llmrank_games():
+    return _prepared("llmrank-games", "data", "amazon_games")

@@ -98,14 +98,8 @@ def test_direct_candidates_hold_target_and_unseen_negatives(ml1m):
     assert len(positions) > 1  # the target is not always in the same slot
 
 
-def test_direct_with_llmrank_retriever_lists():
-    from recharness.data.store import load_dataset
-    from recharness.errors import RecharnessError
-
-    try:
-        ds = load_dataset("llmrank-games")
-    except RecharnessError:
-        pytest.skip("llmrank-games not prepared (needs ../shared/data/amazon_games)")
+def test_direct_with_llmrank_retriever_lists(llmrank_games):
+    ds = llmrank_games
     samples = list(DirectTask().build(ds, BuildConfig(seed=0, limit=None, options={"retriever": "sasrec", "n_candidates": 20})))
     cands = ds.extras["candidates"]
     lists = dict(zip(cands.filter(cands["retriever"] == "sasrec")["user_id"].to_list(),

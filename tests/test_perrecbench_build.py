@@ -143,10 +143,8 @@ def test_few_shot_and_profile_history_in_samples(ml1m, tmp_path):
         assert all(len(u["history"]) == 2 and len(u["profile_history"]) == 5 for u in s["users"])
 
 
-def test_amazon_build_with_relaxed_thresholds(tmp_path):
-    from recharness.data.store import load_dataset
-
-    ds = load_dataset("amazon2023")
+def test_amazon_build_with_relaxed_thresholds(tmp_path, amazon2023):
+    ds = amazon2023
     build("perrecbench", "amazon2023", tmp_path, tasks=["list"], limit=3,
           options={"profile": False, "levels": "easy", "gamma": 3, "window_days": 3650})
     check_groups(tmp_path, ds.interactions, n_groups=3, gamma=3, window_days=3650, levels={"easy": 2})

@@ -202,8 +202,13 @@ def report(
     from recharness.report.html import write_report
     from recharness.report.tables import load_scores
 
+    from recharness.tasks.registry import get_suite
+
     d = _run_dir(suite, dataset, out)
-    path = write_report(load_scores(d), d)
+    rows = load_scores(d)
+    paper = get_suite(suite).get("paper_tables")
+    md = paper(rows) if paper else None
+    path = write_report(rows, d, sections={"In the paper's layout": md} if md else None)
     out_console.print(f"report → {path}")
 
 

@@ -35,7 +35,8 @@ def _bar_chart(rows: list[ScoreRow], metric: str) -> str | None:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5) -> Path:
+def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5, sections: dict[str, str] | None = None) -> Path:
+    """`sections`: extra titled blocks of preformatted text (e.g. a suite's paper-layout tables)."""
     e = html.escape
     parts = ["<!doctype html><meta charset='utf-8'><title>recharness report</title>",
              "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}"
@@ -55,6 +56,8 @@ def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5) -> Path:
         img = _bar_chart(trs, key) if key else None
         if img:
             parts.append(f"<p><img alt='{e(key)}' src='data:image/png;base64,{img}'></p>")
+    for title, text in (sections or {}).items():
+        parts.append(f"<h2>{e(title)}</h2><pre>{e(text)}</pre>")
     pred_dir = out / "predictions"
     for pf in sorted(pred_dir.glob("*.jsonl")) if pred_dir.exists() else []:
         parts.append(f"<h2>Example answers: {e(pf.stem)}</h2>")
