@@ -14,12 +14,11 @@ import re
 
 import numpy as np
 
-from recharness.baselines import PopularityRanker, RandomRanker
 from recharness.data.leave_last_out import leave_last_out
 from recharness.errors import ConfigError
 from recharness.models.base import GenerationParams
 from recharness.tasks.base import BuildConfig, Parsed, Task
-from recharness.tasks.llmrec.common import parts_from_options, ranking_scores
+from recharness.tasks.llmrec.common import parts_from_options, ranking_scores, reference_predictions
 from recharness.tasks.llmrec.prompts import direct_prompt, domain_of
 
 _NUM = re.compile(r"(?<![\w.])\[?(\d{1,3})\]?(?![\w.])")
@@ -131,13 +130,7 @@ class DirectTask(Task):
         return m
 
     def references(self, dataset, samples, seed: int = 0):
-        pop = PopularityRanker(dataset.interactions)
-        rnd = RandomRanker(dataset.items["item_id"].to_list(), seed=seed)
-        out = {"popularity": {}, "random": {}}
-        for s in samples:
-            for name, ranker in (("popularity", pop), ("random", rnd)):
-                out[name][s["id"]] = {"id": s["id"], "parsed": {"ranking": ranker.rank(s["candidates"])}, "valid": True}
-        return out
+        return reference_predictions(dataset, samples, seed, lambda r, s: {"ranking": r.rank(s["candidates"])})
 
 
 def _titles_in_order(text: str, titles: list[str], ids: list[str]) -> list[str]:

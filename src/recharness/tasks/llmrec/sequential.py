@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from recharness.baselines import PopularityRanker, RandomRanker
 from recharness.data.leave_last_out import leave_last_out
 from recharness.models.base import GenerationParams
 from recharness.tasks.base import BuildConfig, Parsed, Task
-from recharness.tasks.llmrec.common import CatalogContext, parts_from_options, ranking_scores
+from recharness.tasks.llmrec.common import CatalogContext, parts_from_options, ranking_scores, reference_predictions
 from recharness.tasks.llmrec.prompts import domain_of, sequential_prompt
 
 
@@ -85,12 +84,8 @@ class SequentialTask(Task):
         return m
 
     def references(self, dataset, samples, seed: int = 0):
-        pop = PopularityRanker(dataset.interactions)
-        rnd = RandomRanker(dataset.items["item_id"].to_list(), seed=seed)
-        out = {"popularity": {}, "random": {}}
-        for s in samples:
-            seen = set(s["seen"])
-            for name, ranker in (("popularity", pop), ("random", rnd)):
-                items = ranker.top_k(s["n_recs"], exclude=seen)
-                out[name][s["id"]] = {"id": s["id"], "parsed": {"items": items, "strings": items}, "valid": True}
-        return out
+        def parsed_for(ranker, s):
+            items = ranker.top_k(s["n_recs"], exclude=set(s["seen"]))
+            return {"items": items, "strings": items}
+
+        return reference_predictions(dataset, samples, seed, parsed_for)
