@@ -38,4 +38,6 @@ def downloads_dir() -> Path:
 
 
 def cache_path() -> Path:
-    return data_home() / "cache.sqlite"
+    """`RECHARNESS_CACHE`, else `<data home>/cache.sqlite` (one cache shared by all runs)."""
+    env = os.environ.get("RECHARNESS_CACHE")
+    return Path(env).expanduser() if env else data_home() / "cache.sqlite"
