@@ -39,6 +39,14 @@ def _run_dir(suite: str, dataset: str, out: Path | None) -> Path:
     return out if out is not None else default_run_dir(suite, dataset)
 
 
+def _paper_tables(suite: str, rows) -> str | None:
+    """The suite's results in its paper's table layout, if the suite defines one."""
+    from recharness.tasks.registry import get_suite
+
+    paper = get_suite(suite).get("paper_tables")
+    return paper(rows) or None if paper else None
+
+
 def _parse_options(option: list[str] | None) -> dict:
     opts = {}
     for o in option or []:
@@ -145,22 +153,18 @@ def score(
     from recharness.report.tables import to_rich, write_scores
     from recharness.runner.pipeline import score as do_score
 
-    from recharness.tasks.registry import get_suite
-
     d = _run_dir(suite, dataset, out)
     with console.status("scoring…"):
         rows = do_score(d, seed=seed, references=not no_references)
         paths = write_scores(rows, d)
     for t in to_rich(rows):
         out_console.print(t)
-    paper = get_suite(suite).get("paper_tables")
-    if paper:
-        md = paper(rows)
-        if md:
-            with open(paths["md"], "a", encoding="utf-8") as f:
-                f.write("\n## In the paper's layout\n\n" + md + "\n")
-            out_console.print("\n[bold]In the paper's layout[/]\n")
-            out_console.print(md, markup=False, highlight=False)
+    md = _paper_tables(suite, rows)
+    if md:
+        with open(paths["md"], "a", encoding="utf-8") as f:
+            f.write("\n## In the paper's layout\n\n" + md + "\n")
+        out_console.print("\n[bold]In the paper's layout[/]\n")
+        out_console.print(md, markup=False, highlight=False)
     out_console.print(f"scores → {paths['md']}, {paths['csv']}, {paths['json']}")
 
 
@@ -202,12 +206,9 @@ def report(
     from recharness.report.html import write_report
     from recharness.report.tables import load_scores
 
-    from recharness.tasks.registry import get_suite
-
     d = _run_dir(suite, dataset, out)
     rows = load_scores(d)
-    paper = get_suite(suite).get("paper_tables")
-    md = paper(rows) if paper else None
+    md = _paper_tables(suite, rows)
     path = write_report(rows, d, sections={"In the paper's layout": md} if md else None)
     out_console.print(f"report → {path}")
 
