@@ -22,6 +22,8 @@ import time
 import warnings
 from pathlib import Path
 
+from machine import cpu_model  # benchmarks/machine.py
+
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,16 +49,6 @@ def best_of(fn, repeats):
         out = fn()
         best = min(best, time.perf_counter() - t)
     return best, out
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def sk_log_loss(y, p):

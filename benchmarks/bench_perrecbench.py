@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import cpu_model  # benchmarks/machine.py
+
 ROOT = Path(__file__).resolve().parents[1]
 try:
     import recharness  # noqa: F401
@@ -50,16 +52,6 @@ def clear_caches() -> None:
     pg._ELIG.clear()
     pb._MEMO.clear()
     pb._HIST.clear()
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def timed(fn, repeats):
