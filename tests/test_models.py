@@ -6,12 +6,10 @@ import asyncio
 import hashlib
 import json
 import math
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from recharness.errors import ConfigError, RecharnessError
+from recharness.errors import ConfigError
 from recharness.models.base import GenerationParams, OptionScores
 from recharness.models.builtin import BUILTIN_MODELS
 from recharness.models.openai_compat import OpenAICompatibleBackend, option_logprobs
@@ -107,62 +105,3 @@ def test_cache_serves_second_call_and_stores_no_key(llama_server, tmp_path, monk
     cache.close()
     raw = b"".join(p.read_bytes() for p in tmp_path.glob("cache.sqlite*"))
     assert b"sk-live-do-not-leak-42" not in raw
-
-
-class _Flaky(BaseHTTPRequestHandler):
-    """A real HTTP endpoint that fails with 503 a set number of times, then answers."""
-
-    failures = 2
-    calls = 0
-
-    def do_POST(self):  # noqa: N802
-        type(self).calls += 1
-        self.rfile.read(int(self.headers.get("content-length", 0)))
-        if type(self).calls <= type(self).failures:
-            self.send_response(503)
-            self.end_headers()
-            self.wfile.write(b'{"error": {"message": "busy"}}')
-            return
-        body = json.dumps({
-            "id": "x", "object": "chat.completion", "created": 0, "model": "m",
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-        }).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def flaky_server():
-    _Flaky.calls = 0
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
-    srv.shutdown()
-
-
-def test_retries_on_503_then_succeeds(flaky_server, monkeypatch):
-    monkeypatch.setattr("recharness.models.openai_compat.random.random", lambda: 0.0)
-    b = OpenAICompatibleBackend("m", base_url=flaky_server, max_retries=3)
-    b._base_delay = 0.01
-    c = asyncio.run(b.agenerate(PROMPTS[2], GenerationParams(max_tokens=4)))
-    assert c.text == "ok" and _Flaky.calls == 3
-
-
-def test_gives_up_after_bounded_retries(flaky_server):
-    _Flaky.failures = 100
-    try:
-        b = OpenAICompatibleBackend("m", base_url=flaky_server, max_retries=2)
-        b._base_delay = 0.01
-        with pytest.raises(RecharnessError, match="gave up after 3 tries"):
-            asyncio.run(b.agenerate(PROMPTS[2], GenerationParams(max_tokens=4)))
-        assert _Flaky.calls == 3
-    finally:
-        _Flaky.failures = 2

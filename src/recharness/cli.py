@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from recharness.errors import RecharnessError
@@ -23,9 +30,13 @@ console = Console(stderr=True)
 out_console = Console(width=None if sys.stdout.isatty() else 200)
 
 DatasetOpt = Annotated[str, typer.Option("--dataset", "-d", help="A prepared dataset name (see `recharness prepare`).")]
-OutOpt = Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory (default: <data home>/runs/SUITE/DATASET).")]
+OutOpt = Annotated[Path | None, typer.Option("--out", "-o", help="Run directory (default: <data home>/runs/SUITE/DATASET).")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Fixes every random choice.")]
-LimitOpt = Annotated[Optional[int], typer.Option("--limit", "-n", help="Take only N users/samples.")]
+LimitOpt = Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Take only N users/samples.")]
+
+#: exit codes beyond 0/1/2 (2 = a usage or input error, printed as one line)
+EXIT_UNDONE = 3  # some samples not done after transient errors: rerun to finish
+EXIT_STOPPED = 4  # the server could not be reached: the run stopped early
 
 
 def _progress() -> Progress:
@@ -69,26 +80,26 @@ def _parse_options(option: list[str] | None) -> dict:
 @app.command()
 def prepare(
     name: Annotated[str, typer.Argument(help="Dataset kind: ml-1m, ml-100k, amazon2023, llmrank-games, movielens-dat, recbole.")],
-    paths: Annotated[Optional[list[Path]], typer.Argument(help="Input files or folders (not needed for ml-1m / ml-100k).")] = None,
-    as_name: Annotated[Optional[str], typer.Option("--as", help="Store under this dataset name.")] = None,
+    paths: Annotated[list[Path] | None, typer.Argument(help="Input files or folders (not needed for ml-1m / ml-100k).")] = None,
+    as_name: Annotated[str | None, typer.Option("--as", help="Store under this dataset name.")] = None,
 ):
     """Convert a published dataset into recharness's canonical Parquet tables."""
     from recharness.data.prepare import prepare_dataset
     from recharness.paths import dataset_dir
 
     path = prepare_dataset(name, list(paths) if paths else None, out=dataset_dir(as_name) if as_name else None)
-    out_console.print(f"prepared [bold]{as_name or name}[/] → {path}")
+    out_console.print(f"prepared [bold]{escape(as_name or name)}[/] → {escape(str(path))}")
 
 
 @app.command()
 def build(
     suite: Annotated[str, typer.Argument(help="Suite name, e.g. llmrec.")],
     dataset: DatasetOpt = "ml-1m",
-    task: Annotated[Optional[list[str]], typer.Option("--task", "-t", help="Task(s) of the suite; default: its default set.")] = None,
+    task: Annotated[list[str] | None, typer.Option("--task", "-t", help="Task(s) of the suite; default: its default set.")] = None,
     out: OutOpt = None,
     seed: SeedOpt = 0,
     limit: LimitOpt = None,
-    option: Annotated[Optional[list[str]], typer.Option("--option", help="Task option KEY=VALUE, e.g. history_len=20.")] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", help="Task option KEY=VALUE, e.g. history_len=20.")] = None,
     no_history: Annotated[bool, typer.Option("--no-history", help="Drop the behaviour-injection part of prompts.")] = False,
     no_format: Annotated[bool, typer.Option("--no-format", help="Drop the format-indicator part of prompts.")] = False,
     no_description: Annotated[bool, typer.Option("--no-description", help="Drop the task-description part of prompts.")] = False,
@@ -106,7 +117,8 @@ def build(
     d = _run_dir(suite, dataset, out)
     with console.status(f"building {suite} on {dataset}…"):
         info = do_build(suite, dataset, d, tasks=task, seed=seed, limit=limit, options=opts)
-    out_console.print(f"built {', '.join(f'{k}: {v}' for k, v in info['counts'].items())} samples → {d / 'samples.jsonl'}")
+    out_console.print(f"built {', '.join(f'{k}: {v}' for k, v in info['counts'].items())} samples → {d / 'samples.jsonl'}",
+                      markup=False, highlight=False)
 
 
 @app.command()
@@ -114,31 +126,59 @@ def run(
     suite: Annotated[str, typer.Argument(help="Suite name.")],
     dataset: DatasetOpt = "ml-1m",
     model: Annotated[str, typer.Option("--model", "-m", help="smollm2-135m | qwen2.5-0.5b | qwen2.5-1.5b | llamacpp:PATH | openai:MODEL[@URL] | hf:MODEL")] = "qwen2.5-0.5b",
-    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL).")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL).")] = None,
     api_key_env: Annotated[str, typer.Option("--api-key-env", help="Environment variable holding the API key (never logged).")] = "OPENAI_API_KEY",
-    concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-c", help="Requests in flight (remote backends).")] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", "-c", help="Requests in flight (remote backends).")] = None,
     out: OutOpt = None,
     limit: LimitOpt = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the response cache.")] = False,
-    max_retries: Annotated[int, typer.Option("--max-retries", help="Retries with a format reminder after an unparseable answer.")] = 1,
-    name: Annotated[Optional[str], typer.Option("--name", help="Name of this model's row and predictions file.")] = None,
+    max_retries: Annotated[int, typer.Option("--max-retries", min=0, help="Retries with a format reminder after an unparseable answer.")] = 1,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds per request to a server before it counts as failed (then retried).")] = 300.0,
+    max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, help="Tries per request on transient failures (429, 5xx, timeouts, resets).")] = 5,
+    name: Annotated[str | None, typer.Option("--name", help="Name of this model's row and predictions file.")] = None,
 ):
     """Run a model over the built samples; resumable (re-run after a crash continues)."""
     from recharness.models.registry import resolve_model, slug
+    from recharness.runner.pipeline import check_name
     from recharness.runner.pipeline import run as do_run
 
     d = _run_dir(suite, dataset, out)
+    name = check_name(name or slug(model))
     with console.status(f"loading {model}…"):
-        backend = resolve_model(model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency)
+        backend = resolve_model(model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
+                                timeout_s=timeout, max_attempts=max_attempts)
     with _progress() as prog:
-        bar = prog.add_task(f"{model}", total=None)
-        path, stats = do_run(d, backend, name or slug(model), limit=limit, use_cache=not no_cache,
+        bar = prog.add_task(escape(model), total=None)
+        path, stats = do_run(d, backend, name, limit=limit, use_cache=not no_cache,
                              max_retries=max_retries, concurrency=concurrency,
                              on_progress=lambda n: prog.advance(bar, n), on_total=lambda n: prog.update(bar, total=n))
+    _print_run_summary(stats, path)
+    if stats.stopped:
+        console.print(f"[red]stopped:[/] {escape(stats.stopped)}; {stats.total - stats.skipped - stats.done} samples "
+                      "not done — rerun to finish")
+        raise typer.Exit(EXIT_STOPPED)
+    if stats.undone:
+        console.print(f"[yellow]{sum(stats.undone.values())} samples not done[/]: transient errors "
+                      f"({_counts(stats.undone)}); rerun to finish")
+        raise typer.Exit(EXIT_UNDONE)
+
+
+def _counts(c) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in sorted(c.items()))
+
+
+def _print_run_summary(stats, path: Path) -> None:
+    """One line of totals; failures by kind; format retries apart from transport retries."""
     out_console.print(
         f"{stats.done} new predictions ({stats.cached} from cache, {stats.skipped} already done, "
-        f"{stats.invalid} invalid, {stats.retried} retried) in {stats.wall_s:.1f} s → {path}"
-    )
+        f"{stats.invalid} invalid) in {stats.wall_s:.1f} s → {path}", markup=False, highlight=False)
+    out_console.print(f"format retries: {stats.format_retried} samples; transport retries: "
+                      f"{sum(stats.transport_retries.values())}"
+                      + (f" ({_counts(stats.transport_retries)})" if stats.transport_retries else ""),
+                      markup=False, highlight=False)
+    if stats.errors:
+        out_console.print(f"recorded as invalid after errors: {sum(stats.errors.values())} ({_counts(stats.errors)})",
+                          markup=False, highlight=False)
 
 
 @app.command()
@@ -156,16 +196,14 @@ def score(
     d = _run_dir(suite, dataset, out)
     with console.status("scoring…"):
         rows = do_score(d, seed=seed, references=not no_references)
-        paths = write_scores(rows, d)
+        md = _paper_tables(suite, rows)
+        paths = write_scores(rows, d, extra_md=md)
     for t in to_rich(rows):
         out_console.print(t)
-    md = _paper_tables(suite, rows)
     if md:
-        with open(paths["md"], "a", encoding="utf-8") as f:
-            f.write("\n## In the paper's layout\n\n" + md + "\n")
         out_console.print("\n[bold]In the paper's layout[/]\n")
         out_console.print(md, markup=False, highlight=False)
-    out_console.print(f"scores → {paths['md']}, {paths['csv']}, {paths['json']}")
+    out_console.print(f"scores → {paths['md']}, {paths['csv']}, {paths['json']}", markup=False, highlight=False)
 
 
 @app.command()
@@ -174,9 +212,9 @@ def judge(
     dataset: DatasetOpt = "ml-1m",
     out: OutOpt = None,
     judge_model: Annotated[str, typer.Option("--judge", "-j", help="Judge model spec (see `run --help`).")] = "qwen2.5-0.5b",
-    base_url: Annotated[Optional[str], typer.Option("--base-url")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url")] = None,
     api_key_env: Annotated[str, typer.Option("--api-key-env")] = "OPENAI_API_KEY",
-    predictions: Annotated[Optional[list[str]], typer.Option("--predictions", help="Only these predictions files (stems).")] = None,
+    predictions: Annotated[list[str] | None, typer.Option("--predictions", help="Only these predictions files (stems).")] = None,
     no_references: Annotated[bool, typer.Option("--no-references", help="Do not judge reference rows.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache")] = False,
     max_retries: Annotated[int, typer.Option("--max-retries")] = 1,
@@ -193,7 +231,7 @@ def judge(
         files = judge_run(d, resolve_model(judge_model, base_url=base_url, api_key_env=api_key_env), slug(judge_model),
                           pred_stems=predictions, references=not no_references, use_cache=not no_cache,
                           max_retries=max_retries, seed=seed)
-    out_console.print(f"judgments → {', '.join(map(str, files))}")
+    out_console.print(f"judgments → {', '.join(map(str, files))}", markup=False, highlight=False)
 
 
 @app.command()
@@ -210,7 +248,7 @@ def report(
     rows = load_scores(d)
     md = _paper_tables(suite, rows)
     path = write_report(rows, d, sections={"In the paper's layout": md} if md else None)
-    out_console.print(f"report → {path}")
+    out_console.print(f"report → {path}", markup=False, highlight=False)
 
 
 @models_app.command("list")
@@ -232,7 +270,7 @@ def models_fetch(name: Annotated[str, typer.Argument(help="Built-in model name."
 
     with console.status(f"fetching {name}…") as st:
         p = fetch_model(name, progress=lambda msg: st.update(msg))
-    out_console.print(f"{name} → {p}")
+    out_console.print(f"{name} → {p}", markup=False, highlight=False)
 
 
 @app.command()
@@ -240,13 +278,13 @@ def serve(
     model: Annotated[str, typer.Argument(help="Built-in model name or a GGUF path.")] = "qwen2.5-0.5b",
     port: Annotated[int, typer.Option("--port", "-p")] = 8000,
     host: Annotated[str, typer.Option("--host", help="Bind address (loopback by default).")] = "127.0.0.1",
-    n_ctx: Annotated[Optional[int], typer.Option("--n-ctx")] = None,
+    n_ctx: Annotated[int | None, typer.Option("--n-ctx")] = None,
 ):
     """Serve a local model on an OpenAI-compatible API (llama.cpp server); use it with --model openai:NAME@http://HOST:PORT/v1."""
     from recharness.models.server import server_command
 
     cmd = server_command(model, host=host, port=port, n_ctx=n_ctx)
-    console.print(f"serving {model} on http://{host}:{port}/v1 (model name: {model}); Ctrl-C stops")
+    console.print(f"serving {model} on http://{host}:{port}/v1 (model name: {model}); Ctrl-C stops", markup=False)
     raise typer.Exit(subprocess.call(cmd))
 
 
@@ -269,7 +307,7 @@ def demo(
     run("llmrec", dataset=dataset, model=model, out=out)
     score("llmrec", dataset=dataset, out=out, seed=seed)
     report("llmrec", dataset=dataset, out=out)
-    out_console.print(f"files: {_run_dir('llmrec', dataset, out)}")
+    out_console.print(f"files: {_run_dir('llmrec', dataset, out)}", markup=False, highlight=False)
 
 
 @app.command()
@@ -287,7 +325,8 @@ def main():
     try:
         app()
     except RecharnessError as e:
-        console.print(f"[red]error:[/] {e}")
+        # literal text: a message may contain [brackets] (e.g. "[hf]", "[relation, value]")
+        console.print(f"[red]error:[/] {escape(str(e))}")
         sys.exit(2)
 
 

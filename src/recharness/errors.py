@@ -30,3 +30,38 @@ class InputError(RecharnessError):
 
 class ConfigError(RecharnessError):
     """A bad option or model spec given by the user."""
+
+
+class SampleError(RecharnessError):
+    """One sample cannot be answered (bad response, prompt too long, HTTP 4xx): recorded as invalid.
+
+    `kind` is a short stable label counted in run summaries and tables.
+    """
+
+    def __init__(self, kind: str, message: str):
+        self.kind = kind
+        super().__init__(message)
+
+
+class TransientError(RecharnessError):
+    """Retries ran out on a failure that may pass (429, 5xx, timeout, reset): the sample stays undone."""
+
+    def __init__(self, kind: str, message: str):
+        self.kind = kind
+        super().__init__(message)
+
+
+class ServerUnreachable(RecharnessError):
+    """The endpoint refused several connections in a row: stop the run instead of failing every sample."""
+
+
+class BuildMismatch(RecharnessError):
+    """Predictions made for another build of the run directory."""
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Collapse a message to one line of bounded length, with credentials in URLs hidden."""
+    import re
+
+    text = re.sub(r"(://)[^/@\s]+@", r"\1***@", " ".join(str(text).split()))
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -13,18 +13,23 @@ import threading
 import time
 from pathlib import Path
 
-from recharness.errors import ConfigError, RecharnessError
-from recharness.models.base import Completion, GenerationParams, Messages, ModelBackend, OptionScores
+from recharness.errors import ConfigError, RecharnessError, SampleError
+from recharness.models.base import (
+    Completion,
+    GenerationParams,
+    Messages,
+    ModelBackend,
+    OptionScores,
+)
 
 
 def _import_llama():
     try:
-        import llama_cpp  # noqa: F401
+        import llama_cpp
     except ImportError:
-        raise ConfigError(
-            "llama-cpp-python is not installed: `pip install 'llama-cpp-python[server]'` "
-            "(it compiles from source in about 5 minutes on 2 cores), or use --model openai:..."
-        ) from None
+        from recharness.models.llama_build import install_hint
+
+        raise ConfigError(f"llama-cpp-python is not installed: {install_hint()}; or use --model openai:...") from None
     return llama_cpp
 
 
@@ -66,7 +71,8 @@ class LlamaCppBackend(ModelBackend):
                     top_p=params.top_p, seed=params.seed, stop=list(params.stop) or None,
                 )
             except ValueError as e:  # e.g. prompt longer than the context window
-                raise RecharnessError(f"{self.name}: {e}") from None
+                kind = "context_overflow" if "context" in str(e).lower() else "bad_request"
+                raise SampleError(kind, f"{self.name}: {e}") from None
             latency = time.perf_counter() - t0
         choice = out["choices"][0]
         usage = out.get("usage") or {}
@@ -90,6 +96,9 @@ class LlamaCppBackend(ModelBackend):
             t0 = time.perf_counter()
             prompt = self._format_prompt(llm, messages)
             tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+            if len(tokens) >= self.n_ctx:
+                raise SampleError("context_overflow", f"{self.name}: prompt of {len(tokens)} tokens exceeds the "
+                                  f"context window ({self.n_ctx})")
             llm.reset()
             llm.eval(tokens)
             # Without logits_all llama-cpp-python keeps no copy: read the context's last row.

@@ -31,7 +31,10 @@ def resolve_model(
     api_key_env: str = "OPENAI_API_KEY",
     concurrency: int | None = None,
     n_ctx: int | None = None,
+    timeout_s: float | None = None,
+    max_attempts: int | None = None,
 ) -> ModelBackend:
+    """`timeout_s` and `max_attempts` apply to remote (OpenAI-compatible) backends."""
     if spec in BUILTIN_MODELS:
         from recharness.models.llamacpp import LlamaCppBackend
 
@@ -51,7 +54,9 @@ def resolve_model(
         from recharness.models.openai_compat import OpenAICompatibleBackend
 
         model, _, url = rest.partition("@")
-        return OpenAICompatibleBackend(model, base_url=url or base_url, api_key_env=api_key_env, max_concurrency=concurrency or 8)
+        transport = {k: v for k, v in (("timeout_s", timeout_s), ("max_attempts", max_attempts)) if v is not None}
+        return OpenAICompatibleBackend(model, base_url=url or base_url, api_key_env=api_key_env,
+                                       max_concurrency=concurrency or 8, **transport)
     if kind == "hf":
         from recharness.models.hf import HFBackend
 

@@ -32,7 +32,9 @@ def server_command(model: str, *, host: str = "127.0.0.1", port: int = 8000, n_c
     try:
         import llama_cpp.server  # noqa: F401
     except ImportError:
-        raise ConfigError("the server needs `pip install 'llama-cpp-python[server]'`") from None
+        from recharness.models.llama_build import install_hint
+
+        raise ConfigError(f"the server needs llama-cpp-python with its server extra: {install_hint()}") from None
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", alias,
            "--host", host, "--port", str(port), "--n_ctx", str(n_ctx)]
     # llama.cpp's server uses half the cores by default; the in-process backend uses all.
@@ -74,7 +76,7 @@ class LocalServer:
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
 
-    def __enter__(self) -> "LocalServer":
+    def __enter__(self) -> LocalServer:
         log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT)
         try:

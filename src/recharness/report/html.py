@@ -12,7 +12,7 @@ import io
 from pathlib import Path
 
 from recharness.report.tables import columns, fmt
-from recharness.runner.jsonl import read_jsonl
+from recharness.runner.jsonl import atomic_write_text, read_jsonl
 from recharness.tasks.base import ScoreRow
 
 
@@ -66,5 +66,5 @@ def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5, sections:
                 break
             parts.append(f"<h3>{e(str(r.get('id')))}</h3><pre>{e(str(r.get('output', '')))}</pre>")
     path = out / "report.html"
-    path.write_text("\n".join(parts), encoding="utf-8")
+    atomic_write_text(path, "\n".join(parts))
     return path

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 from dataclasses import asdict
 from pathlib import Path
+
+from rich.markup import escape
 
 from recharness.tasks.base import ScoreRow
 
@@ -43,7 +46,7 @@ def to_markdown(rows: list[ScoreRow]) -> str:
         out.append("| method | " + " | ".join(cols) + " |")
         out.append("|---|" + "---:|" * len(cols))
         for r in trs:
-            name = r.method + (" (ref)" if r.kind == "reference" else "")
+            name = escape(r.method + (" (ref)" if r.kind == "reference" else ""))
             out.append(f"| {name} | " + " | ".join(fmt(r.metrics.get(c)) for c in cols) + " |")
         out.append("")
         for r in trs:
@@ -77,22 +80,29 @@ def to_rich(rows: list[ScoreRow]) -> list:
         for c in cols:
             t.add_column(c, justify="right")
         for r in trs:
-            name = r.method + (" (ref)" if r.kind == "reference" else "")
+            name = escape(r.method + (" (ref)" if r.kind == "reference" else ""))
             t.add_row(name, *(fmt(r.metrics.get(c)) for c in cols))
         tables.append(t)
     return tables
 
 
-def write_scores(rows: list[ScoreRow], out: Path) -> dict[str, Path]:
+def write_scores(rows: list[ScoreRow], out: Path, extra_md: str | None = None) -> dict[str, Path]:
+    """scores.json/.md/.csv, each replaced atomically (a crash leaves the old file or the new)."""
+    from recharness.runner.jsonl import atomic_write_text
+
     paths = {"json": out / "scores.json", "md": out / "scores.md", "csv": out / "scores.csv"}
-    paths["json"].write_text(json.dumps([asdict(r) for r in rows], indent=2))
-    paths["md"].write_text(to_markdown(rows))
+    atomic_write_text(paths["json"], json.dumps([asdict(r) for r in rows], indent=2))
+    md = to_markdown(rows)
+    if extra_md:
+        md += "\n## In the paper's layout\n\n" + extra_md + "\n"
+    atomic_write_text(paths["md"], md)
     allcols = columns(rows)
-    with open(paths["csv"], "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["task", "method", "kind", "n", *allcols])
-        for r in rows:
-            w.writerow([r.task, r.method, r.kind, r.n, *(r.metrics.get(c, "") for c in allcols)])
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(["task", "method", "kind", "n", *allcols])
+    for r in rows:
+        w.writerow([r.task, r.method, r.kind, r.n, *(r.metrics.get(c, "") for c in allcols)])
+    atomic_write_text(paths["csv"], buf.getvalue())
     return paths
 
 

@@ -1,18 +1,35 @@
-"""Line-oriented files that survive a kill -9.
+"""Line-oriented files that survive a kill -9, and whole files replaced atomically.
 
-Each record is one line, written whole and flushed (and fsynced) before the
-next; a reader that finds a torn last line drops it, so the sample it held
-is simply run again.
+A record is one line, written whole; a reader that finds a torn last line
+drops it, so the sample it held is simply run again. Model output is
+untrusted text: a lone surrogate or other unencodable character is escaped
+(`\\ud800`), never allowed to crash the writer.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from recharness.errors import InputError
+from recharness.errors import InputError, RecharnessError
+
+
+def dumps_safe(record) -> str:
+    """Compact JSON that always encodes to UTF-8: readable text, escapes only when it must."""
+    s = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: ASCII-escape them (still valid JSON, same value)
+        s = json.dumps(record, ensure_ascii=True, separators=(",", ":"))
+    return s
+
+
+def dumps_line(record: dict) -> bytes:
+    return dumps_safe(record).encode("utf-8") + b"\n"
 
 
 def read_jsonl(path: Path, *, tolerate_torn_tail: bool = False) -> Iterator[dict]:
@@ -49,15 +66,57 @@ def repair_torn_tail(path: Path) -> int:
         f.seek(max(0, size - 1))
         if f.read(1) == b"\n":
             return 0
-        f.seek(0)
-        data = f.read()
-        cut = data.rfind(b"\n") + 1
+        # scan back block by block for the last newline (files can be large)
+        pos, cut = size, 0
+        while pos > 0:
+            start = max(0, pos - (1 << 16))
+            f.seek(start)
+            nl = f.read(pos - start).rfind(b"\n")
+            if nl >= 0:
+                cut = start + nl + 1
+                break
+            pos = start
         f.truncate(cut)
         return size - cut
 
 
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Temp file + fsync + rename: a reader (or a crash) sees the old file or the new, never half."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    _fsync_dir(path.parent)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    # backslashreplace only touches what UTF-8 cannot encode (lone surrogates from untrusted text)
+    atomic_write_bytes(path, text.encode("utf-8", "backslashreplace"))
+
+
 class JsonlAppender:
-    """Append records durably, one whole line per write."""
+    """Append records durably, one whole line per write (fsync per line): for small side files."""
 
     def __init__(self, path: Path, fsync: bool = True):
         self.path = Path(path)
@@ -67,8 +126,7 @@ class JsonlAppender:
         self._fsync = fsync
 
     def write(self, record: dict) -> None:
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
-        self._f.write(line)
+        self._f.write(dumps_line(record))
         self._f.flush()
         if self._fsync:
             os.fsync(self._f.fileno())
@@ -83,15 +141,98 @@ class JsonlAppender:
         self.close()
 
 
+class FileLocked(RecharnessError):
+    """Another process holds the file: two writers would duplicate lines."""
+
+
+class GroupCommitLog:
+    """A predictions file written by one process, durably, off the caller's thread.
+
+    `submit` only queues the line; a writer thread commits whatever has queued
+    with one write and one fsync (group commit), so durability costs one fsync
+    per batch instead of one per sample and never blocks the event loop.
+    A kill loses at most the lines not yet committed (their samples run again);
+    a torn last line is cut on the next open. The file is locked (flock) for the
+    writer's lifetime, so a second run on the same file stops at once.
+    `before_commit` runs in the writer thread ahead of each batch (e.g. flush the
+    response cache, so every committed answer is also cached).
+    """
+
+    def __init__(self, path: Path, *, fsync: bool = True, before_commit: Callable[[], None] | None = None):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = open(self.path, "ab")
+        try:
+            fcntl.flock(self._f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._f.close()
+            raise FileLocked(f"{self.path} is being written by another `recharness run`; "
+                             "wait for it to finish (or stop it) before starting another on the same run") from None
+        repair_torn_tail(self.path)
+        self._fsync = fsync
+        self._before = before_commit
+        self._pending: list[bytes] = []
+        self._cond = threading.Condition()
+        self._closing = False
+        self._error: BaseException | None = None
+        self.committed = 0
+        self.commits = 0
+        self._thread = threading.Thread(target=self._loop, name=f"commit:{self.path.name}", daemon=True)
+        self._thread.start()
+
+    def submit(self, record: dict) -> None:
+        line = dumps_line(record)
+        with self._cond:
+            if self._error is not None:
+                raise RecharnessError(f"writing {self.path} failed: {self._error}")
+            self._pending.append(line)
+            self._cond.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._closing:
+                    self._cond.wait()
+                batch, self._pending = self._pending, []
+                closing = self._closing
+            if batch:
+                try:
+                    if self._before is not None:
+                        self._before()
+                    self._f.write(b"".join(batch))
+                    self._f.flush()
+                    if self._fsync:
+                        os.fsync(self._f.fileno())
+                    self.committed += len(batch)
+                    self.commits += 1
+                except BaseException as e:  # disk full, I/O error: surface on the next submit/close
+                    with self._cond:
+                        self._error = e
+                    return
+            if closing and not batch:
+                return
+
+    def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        self._thread.join()
+        try:
+            fcntl.flock(self._f.fileno(), fcntl.LOCK_UN)
+        finally:
+            self._f.close()
+        if self._error is not None:
+            raise RecharnessError(f"writing {self.path} failed: {self._error}")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 def write_jsonl_atomic(path: Path, records: Iterable[dict]) -> int:
     """Write a whole file via a temp file and rename, so readers never see half of it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    n = 0
-    with open(tmp, "w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n")
-            n += 1
-    os.replace(tmp, path)
-    return n
+    lines = [dumps_line(r) for r in records]
+    atomic_write_bytes(Path(path), b"".join(lines))
+    return len(lines)

@@ -11,18 +11,20 @@ Run directory layout (default `<data home>/runs/<suite>/<dataset>`):
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import re
 import statistics
 import time
 from collections import defaultdict
 from pathlib import Path
 
 from recharness.data.store import load_dataset
-from recharness.errors import ConfigError, InputError
+from recharness.errors import BuildMismatch, ConfigError, InputError
 from recharness.models.base import ModelBackend
 from recharness.paths import runs_dir
 from recharness.runner.cache import ResponseCache
-from recharness.runner.jsonl import read_jsonl, write_jsonl_atomic
+from recharness.runner.jsonl import atomic_write_text, read_jsonl, write_jsonl_atomic
 from recharness.runner.run import CachedModel, RunStats, run_samples
 from recharness.tasks.base import BuildConfig, ScoreRow
 from recharness.tasks.registry import get_suite, get_task
@@ -32,8 +34,28 @@ def default_run_dir(suite: str, dataset: str) -> Path:
     return runs_dir() / suite / dataset
 
 
+def fingerprint(samples_path: Path) -> str:
+    """Identifies one build: the hash of its samples file, stamped on every prediction."""
+    h = hashlib.sha256()
+    with open(samples_path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_name(name: str) -> str:
+    """A predictions file name stays a plain file inside the run directory."""
+    if not _NAME.fullmatch(name) or ".." in name:
+        raise ConfigError(f"--name {name!r}: use letters, digits, '.', '_' and '-' only (no '/', no leading '.')")
+    return name
+
+
 def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None = None, seed: int = 0,
           limit: int | None = None, options: dict | None = None) -> dict:
+    started = time.time() - 1.0  # mtime granularity
     s = get_suite(suite)
     tasks = tasks or s["default_tasks"]
     ds = load_dataset(dataset_name)
@@ -51,18 +73,36 @@ def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None =
         raise RuntimeError("builder produced duplicate sample ids")
     out.mkdir(parents=True, exist_ok=True)
     write_jsonl_atomic(out / "samples.jsonl", samples)
+    fp = fingerprint(out / "samples.jsonl")
+    _stamp_imported_predictions(out, fp, since=started)
     info = {"suite": suite, "dataset": dataset_name, "tasks": tasks, "seed": seed, "limit": limit,
-            "options": {k: v for k, v in config.options.items() if isinstance(v, (str, int, float, bool, type(None)))}, "counts": counts, "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    (out / "build.json").write_text(json.dumps(info, indent=2))
+            "options": {k: v for k, v in config.options.items() if isinstance(v, (str, int, float, bool, type(None)))},
+            "counts": counts, "fingerprint": fp, "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    atomic_write_text(out / "build.json", json.dumps(info, indent=2))
     return info
+
+
+def _stamp_imported_predictions(out: Path, fp: str, since: float) -> None:
+    """Predictions a builder imported (e.g. released PerRecBench outputs) belong to this build."""
+    pred_dir = out / "predictions"
+    if not pred_dir.exists():
+        return
+    for pf in pred_dir.glob("*.jsonl"):
+        if pf.stat().st_mtime >= since:
+            write_jsonl_atomic(pf, [{**r, "build": fp} for r in read_jsonl(pf)])
 
 
 def load_build(out: Path) -> tuple[dict, list[dict]]:
     info_path = out / "build.json"
     if not info_path.exists():
         raise ConfigError(f"no build in {out}: run `recharness build` first (or pass the right --out)")
-    info = json.loads(info_path.read_text())
+    try:
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(info_path, f"not valid JSON ({e})") from None
     samples = list(read_jsonl(out / "samples.jsonl"))
+    # builds made before fingerprints existed get theirs from the file itself
+    info.setdefault("fingerprint", fingerprint(out / "samples.jsonl"))
     for i, smp in enumerate(samples, 1):
         for key in ("id", "task"):
             if key not in smp:
@@ -72,6 +112,11 @@ def load_build(out: Path) -> tuple[dict, list[dict]]:
 
 def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None = None, use_cache: bool = True,
         max_retries: int = 1, concurrency: int | None = None, on_progress=None, on_total=None) -> tuple[Path, RunStats]:
+    check_name(model_slug)
+    if max_retries < 0:
+        raise ConfigError(f"--max-retries must be 0 or more, got {max_retries}")
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit must be at least 1, got {limit}")
     info, samples = load_build(out)
     if limit is not None:
         samples = samples[:limit]
@@ -85,13 +130,13 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
     pred_path = out / "predictions" / f"{model_slug}.jsonl"
     if on_total:
         on_total(len(samples))
-    cache = ResponseCache() if use_cache else None
+    cache = ResponseCache(buffered=True) if use_cache else None
     model = CachedModel(backend, cache)
 
     async def go():
         try:
             return await run_samples(samples, tasks, model, pred_path, max_retries=max_retries,
-                                     concurrency=concurrency, on_progress=on_progress)
+                                     concurrency=concurrency, on_progress=on_progress, build=info["fingerprint"])
         finally:
             await backend.aclose()
 
@@ -117,6 +162,16 @@ def _latency_summary(records: list[dict]) -> dict[str, float]:
     return out
 
 
+def _checked_records(pf: Path, fp: str) -> list[dict]:
+    records = list(read_jsonl(pf, tolerate_torn_tail=True))
+    for r in records:
+        if r.get("build") != fp:
+            raise BuildMismatch(
+                f"{pf} answers another build of this run directory (build {r.get('build') or 'unknown'}, samples now "
+                f"{fp}): re-run the model (`recharness run ... --name NEW`) or move the file out of predictions/")
+    return records
+
+
 def score(out: Path, *, seed: int = 0, references: bool = True) -> list[ScoreRow]:
     info, samples = load_build(out)
     by_task: dict[str, list[dict]] = defaultdict(list)
@@ -132,7 +187,7 @@ def score(out: Path, *, seed: int = 0, references: bool = True) -> list[ScoreRow
             task.run_dir = out  # tasks that read side files (e.g. judgments) find them even if the run moved
         for pf in pred_files:
             recs = {}
-            for r in read_jsonl(pf):
+            for r in _checked_records(pf, info["fingerprint"]):
                 if r.get("task") == t:
                     recs[r["id"]] = r  # last line for an id wins (there is one per id)
             if not recs:

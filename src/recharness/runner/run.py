@@ -1,8 +1,15 @@
-"""Run a model over built samples: cached, bounded-concurrent, resumable.
+"""Run a model over built samples: cached, bounded-concurrent, resumable, fault-tolerant.
 
-Predictions are appended one durable line per sample as each finishes, so
-a killed run restarts where it stopped: samples already written are skipped,
-a torn last line is cut and its sample redone, nothing is written twice.
+Exactly once: the predictions file is locked while a run writes it; each
+finished sample is committed as one line (group commit, off the event loop);
+a killed run restarts where it stopped, skipping committed samples and
+redoing the rest; records carry the build fingerprint so answers to an
+older build are never mixed with a new one.
+
+One bad sample never stops a run: a permanent failure (unreadable response,
+prompt too long, HTTP 4xx, a crash in parsing) becomes an invalid record with
+its error kind; a transient one that outlives its retries leaves the sample
+undone for the next run; only an unreachable server stops the run early.
 """
 
 from __future__ import annotations
@@ -10,13 +17,15 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from recharness.errors import BuildMismatch, ServerUnreachable, TransientError, one_line
 from recharness.models.base import Completion, GenerationParams, Messages, ModelBackend
 from recharness.runner.cache import ResponseCache, cache_key
-from recharness.runner.jsonl import JsonlAppender, read_jsonl, repair_torn_tail
+from recharness.runner.jsonl import GroupCommitLog, read_jsonl
 from recharness.tasks.base import Parsed
 
 
@@ -27,8 +36,26 @@ class RunStats:
     done: int = 0
     cached: int = 0
     invalid: int = 0
-    retried: int = 0
+    #: samples whose first answer failed the format check and were asked again
+    format_retried: int = 0
+    #: per-sample failures recorded as invalid, by kind
+    errors: Counter = field(default_factory=Counter)
+    #: samples left for the next run (retries exhausted on transient failures), by kind
+    undone: Counter = field(default_factory=Counter)
+    #: request retries after transport failures (429, 5xx, timeouts, resets), by kind
+    transport_retries: Counter = field(default_factory=Counter)
+    #: why the run stopped early (server unreachable), else None
+    stopped: str | None = None
+    commits: int = 0
     wall_s: float = 0.0
+
+    @property
+    def retried(self) -> int:
+        return self.format_retried
+
+    @property
+    def complete(self) -> bool:
+        return not self.undone and self.stopped is None and self.skipped + self.done == self.total
 
 
 class CachedModel:
@@ -72,11 +99,27 @@ class CachedModel:
         return s
 
 
-def completed_ids(path: Path) -> set[str]:
-    repair_torn_tail(path)
+def completed_ids(path: Path, build: str | None = None) -> set[str]:
+    """Ids already answered in `path`; refuses a file written for another build."""
     if not Path(path).exists():
         return set()
-    return {r["id"] for r in read_jsonl(path)}
+    ids = set()
+    for r in read_jsonl(path, tolerate_torn_tail=True):
+        if build is not None and r.get("build") != build:
+            raise BuildMismatch(
+                f"{path} holds answers to another build of this run directory (build {r.get('build') or 'unknown'}, "
+                f"samples now {build}): the samples were rebuilt. Move that file away, or run with --name NEW "
+                "to keep both")
+        ids.add(r["id"])
+    return ids
+
+
+def failure_record(e: BaseException, params: GenerationParams | None = None) -> dict:
+    """The prediction record of a sample that could not be answered: invalid, with the error kind."""
+    kind = getattr(e, "kind", None) or type(e).__name__
+    return {"output": "", "parsed": None, "valid": False, "error": f"{kind}: {one_line(e)}", "error_kind": kind,
+            "attempts": 0, "latency_s": None, "prompt_tokens": None, "completion_tokens": None, "cached": False,
+            **({"params": params.model_dump(mode="json")} if params is not None else {})}
 
 
 async def _predict_one(model: CachedModel, task, sample: dict, max_retries: int) -> dict:
@@ -132,39 +175,65 @@ async def run_samples(
     max_retries: int = 1,
     concurrency: int | None = None,
     on_progress: Callable[[int], None] | None = None,
+    build: str | None = None,
+    fsync: bool = True,
 ) -> RunStats:
-    """Predict every sample not yet in `out_path`; append each result as it completes."""
+    """Predict every sample not yet in `out_path`; commit each result as it completes."""
     stats = RunStats(total=len(samples))
-    done = completed_ids(out_path)
-    todo = [s for s in samples if s["id"] not in done]
-    stats.skipped = len(samples) - len(todo)
-    if on_progress and stats.skipped:
-        on_progress(stats.skipped)
-    limit = max(1, concurrency or model.backend.max_concurrency)
-    identity = model.identity()
-    t0 = time.perf_counter()
-    queue: asyncio.Queue = asyncio.Queue()
-    for s in todo:
-        queue.put_nowait(s)
-
-    with JsonlAppender(out_path) as out:
+    cache = model.cache
+    flush = cache.flush if cache is not None and cache.buffered else None
+    log = GroupCommitLog(out_path, fsync=fsync, before_commit=flush)
+    try:
+        done = completed_ids(out_path, build)
+        todo = [s for s in samples if s["id"] not in done]
+        stats.skipped = len(samples) - len(todo)
+        if on_progress and stats.skipped:
+            on_progress(stats.skipped)
+        limit = max(1, concurrency or model.backend.max_concurrency)
+        identity = model.identity()
+        stamp = {"build": build} if build is not None else {}
+        t0 = time.perf_counter()
+        pending = iter(todo)
+        stop = asyncio.Event()
 
         async def worker():
-            while True:
-                try:
-                    s = queue.get_nowait()
-                except asyncio.QueueEmpty:
+            for s in pending:
+                if stop.is_set():
                     return
-                rec = await _predict_one(model, tasks[s["task"]], s, max_retries)
-                rec = {"id": s["id"], "task": s["task"], "model": identity, **rec}
-                out.write(rec)
+                task = tasks[s["task"]]
+                try:
+                    rec = await _predict_one(model, task, s, max_retries)
+                except TransientError as e:
+                    stats.undone[e.kind] += 1
+                    continue
+                except ServerUnreachable as e:
+                    stats.undone["server_unreachable"] += 1
+                    stats.stopped = str(e)
+                    stop.set()
+                    return
+                except Exception as e:  # noqa: BLE001 - one bad sample must not stop the run
+                    rec = failure_record(e, _params_or_none(task, s))
+                    stats.errors[rec["error_kind"]] += 1
+                rec = {"id": s["id"], "task": s["task"], "model": identity, **stamp, **rec}
+                log.submit(rec)
                 stats.done += 1
                 stats.cached += bool(rec.get("cached"))
                 stats.invalid += not rec.get("valid", True)
-                stats.retried += rec.get("attempts", 1) > 1
+                stats.format_retried += (rec.get("attempts") or 1) > 1
                 if on_progress:
                     on_progress(1)
 
         await asyncio.gather(*(worker() for _ in range(min(limit, max(1, len(todo))))))
-    stats.wall_s = time.perf_counter() - t0
+        stats.wall_s = time.perf_counter() - t0
+    finally:
+        log.close()
+    stats.commits = log.commits
+    stats.transport_retries = Counter(getattr(model.backend, "retries", None) or {})
     return stats
+
+
+def _params_or_none(task, sample: dict) -> GenerationParams | None:
+    try:
+        return task.generation_params(sample)
+    except Exception:  # noqa: BLE001 - only decorates a failure record
+        return None

@@ -1,0 +1,206 @@
+"""Fault injection against the fake OpenAI-compatible server (127.0.0.1, bounded, stops by itself).
+
+Each sample's prompt names the fault it meets (`FAULT:<name>`), so every test
+knows which sample should end how: answered, recorded invalid with its error
+kind, or left undone for the next run; and that no sample is ever written twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+
+import pytest
+
+from recharness.errors import ServerUnreachable
+from recharness.models.base import GenerationParams
+from recharness.models.openai_compat import (
+    OpenAICompatibleBackend,
+    redact_url,
+    retry_after_s,
+)
+from recharness.runner.cache import ResponseCache
+from recharness.runner.jsonl import FileLocked, GroupCommitLog, read_jsonl
+from recharness.runner.run import CachedModel, run_samples
+from recharness.tasks.base import Parsed, Task
+from recharness.testing.fake_server import FakeServerProcess
+
+
+class EchoTask(Task):
+    """Valid when the answer is the fake server's numbered list."""
+
+    name = "echo"
+    params = GenerationParams(max_tokens=8)
+
+    def build(self, dataset, config):
+        return iter(())
+
+    def parse(self, sample, text):
+        ok = text.startswith("1. Fargo")
+        return Parsed(text[:20], ok, None if ok else "not the list")
+
+    def score(self, samples, predictions):
+        return {}
+
+
+def samples_for(faults: list[str], n_ok: int = 3) -> list[dict]:
+    out = [{"id": f"{f}-{i}", "task": "echo", "messages": [{"role": "user", "content": f"q{i} FAULT:{f}"}]}
+           for i, f in enumerate(faults)]
+    out += [{"id": f"ok-{i}", "task": "echo", "messages": [{"role": "user", "content": f"plain {i}"}]} for i in range(n_ok)]
+    return out
+
+
+def run(samples, base_url, path, *, cache=None, concurrency=4, **backend_kw):
+    kw = {"backoff_s": 0.01, "timeout_s": 2.0, "max_attempts": 3, **backend_kw}
+    backend = OpenAICompatibleBackend("fake", base_url=base_url, max_concurrency=concurrency, **kw)
+
+    async def go():
+        try:
+            return await run_samples(samples, {"echo": EchoTask()}, CachedModel(backend, cache), path, max_retries=0,
+                                     build="b1")
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(go())
+
+
+def ids_in(path) -> Counter:
+    return Counter(r["id"] for r in read_jsonl(path))
+
+
+def test_transport_faults_are_retried_and_counted(tmp_path):
+    faults = ["429", "429-retry-after", "500", "503", "reset"]
+    samples = samples_for(faults)
+    with FakeServerProcess(transient=1) as srv:
+        stats = run(samples, srv.base_url, tmp_path / "p.jsonl")
+    recs = {r["id"]: r for r in read_jsonl(tmp_path / "p.jsonl")}
+    assert ids_in(tmp_path / "p.jsonl") == Counter({s["id"]: 1 for s in samples})
+    assert all(r["valid"] and r["build"] == "b1" for r in recs.values())
+    assert stats.transport_retries == Counter({"http_429": 2, "http_500": 1, "http_503": 1, "reset": 1})
+    assert stats.format_retried == 0 and not stats.undone and not stats.errors and stats.complete
+
+
+def test_retry_after_is_honoured():
+    with FakeServerProcess(transient=1, faults={}) as srv:
+        # the fake server asks for 1 s; our own backoff would wait ~0.01 s
+        t0 = time.perf_counter()
+        backend = OpenAICompatibleBackend("fake", base_url=srv.base_url, backoff_s=0.01, max_attempts=3)
+
+        async def go():
+            try:
+                return await backend.agenerate([{"role": "user", "content": "x FAULT:429-retry-after"}],
+                                               GenerationParams(max_tokens=4))
+            finally:
+                await backend.aclose()
+
+        c = asyncio.run(go())
+        waited = time.perf_counter() - t0
+    assert c.text.startswith("1. Fargo")
+    assert 1.0 <= waited < 5.0
+    assert backend.retries == Counter({"http_429": 1})
+
+
+def test_retry_after_header_forms():
+    assert retry_after_s({"retry-after": "2"}) == 2.0
+    assert retry_after_s({"retry-after-ms": "250"}) == 0.25
+    assert 0 <= retry_after_s({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # in the past: no wait
+    assert retry_after_s({"retry-after": "soon"}) is None and retry_after_s({}) is None
+
+
+def test_exhausted_retries_leave_samples_undone_then_a_rerun_finishes(tmp_path):
+    samples = samples_for(["hang", "503"])
+    path = tmp_path / "p.jsonl"
+    with FakeServerProcess(transient=5, hang_s=10) as srv:  # fails more often than we try
+        stats = run(samples, srv.base_url, path, timeout_s=0.3, max_attempts=2)
+    assert stats.undone == Counter({"timeout": 1, "http_503": 1})
+    assert not stats.complete
+    assert set(ids_in(path)) == {"ok-0", "ok-1", "ok-2"}
+    with FakeServerProcess(transient=0) as srv:  # the server recovered
+        stats = run(samples, srv.base_url, path)
+    assert stats.skipped == 3 and stats.done == 2 and stats.complete
+    assert ids_in(path) == Counter({s["id"]: 1 for s in samples})
+
+
+def test_content_faults_become_invalid_records_not_crashes(tmp_path):
+    faults = ["truncated-json", "empty-choices", "non-utf8", "400", "surrogate", "long-answer", "html-answer"]
+    samples = samples_for(faults)
+    path = tmp_path / "p.jsonl"
+    cache = ResponseCache(tmp_path / "c.sqlite", buffered=True)
+    with FakeServerProcess() as srv:
+        stats = run(samples, srv.base_url, path, cache=cache)
+    cache.close()
+    recs = {r["id"]: r for r in read_jsonl(path)}
+    assert ids_in(path) == Counter({s["id"]: 1 for s in samples})
+    kinds = {i: r.get("error_kind") for i, r in recs.items()}
+    assert kinds["truncated-json-0"] == "bad_response" and kinds["non-utf8-2"] == "bad_response"
+    assert kinds["empty-choices-1"] == "empty_choices" and kinds["400-3"] == "http_400"
+    assert stats.errors == Counter({"bad_response": 2, "empty_choices": 1, "http_400": 1})
+    for i in ("truncated-json-0", "empty-choices-1", "non-utf8-2", "400-3"):
+        assert recs[i]["valid"] is False and recs[i]["error"].startswith(kinds[i] + ":")
+    # a lone surrogate is stored escaped, read back as the same text, and cached
+    assert recs["surrogate-4"]["output"].startswith("1. Fargo \ud800") and recs["surrogate-4"]["valid"]
+    assert b"\\ud800" in path.read_bytes()
+    assert len(recs["long-answer-5"]["output"]) == 100_000 and not recs["long-answer-5"]["valid"]
+    assert recs["html-answer-6"]["valid"] is False
+    assert len(ResponseCache(tmp_path / "c.sqlite")) == 3 + 3  # ok answers + surrogate/long/html
+    # a second run answers from the cache and writes nothing new
+    with FakeServerProcess() as srv:
+        stats = run(samples, srv.base_url, path)
+    assert stats.done == 0 and stats.skipped == len(samples)
+
+
+def test_server_down_from_the_start_stops_quickly(tmp_path):
+    from recharness.models.server import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    t0 = time.perf_counter()
+    stats = run(samples_for(["x"] * 5, n_ok=20), url, tmp_path / "p.jsonl", backoff_s=0.05)
+    assert time.perf_counter() - t0 < 10
+    assert stats.stopped and "connection refused by " + url in stats.stopped
+    assert stats.done == 0 and not (tmp_path / "p.jsonl").read_bytes()
+
+
+def test_server_dying_mid_run_stops_and_a_rerun_completes_exactly_once(tmp_path):
+    samples = samples_for([], n_ok=60)
+    path = tmp_path / "p.jsonl"
+    with FakeServerProcess(die_after=25) as srv:
+        stats = run(samples, srv.base_url, path, backoff_s=0.05)
+    assert stats.stopped and 0 < stats.done < 60
+    first = ids_in(path)
+    assert max(first.values()) == 1 and len(first) == stats.done
+    with FakeServerProcess() as srv:
+        stats2 = run(samples, srv.base_url, path)
+    assert stats2.skipped == stats.done and stats2.complete
+    assert ids_in(path) == Counter({s["id"]: 1 for s in samples})
+
+
+def test_second_writer_is_refused(tmp_path):
+    path = tmp_path / "p.jsonl"
+    with GroupCommitLog(path) as log:
+        log.submit({"id": "a"})
+        with pytest.raises(FileLocked, match="being written by another `recharness run`"):
+            GroupCommitLog(path)
+    assert ids_in(path) == Counter({"a": 1})
+
+
+def test_group_commit_batches_fsyncs(tmp_path):
+    path = tmp_path / "p.jsonl"
+    with GroupCommitLog(path) as log:
+        for i in range(2000):
+            log.submit({"id": str(i), "text": "x\ud800"})
+    assert len(ids_in(path)) == 2000
+    assert log.commits < 2000  # many lines per fsync
+    assert json.loads(path.read_bytes().split(b"\n")[0])["text"] == "x\ud800"
+
+
+def test_credentials_never_leave_the_url(tmp_path):
+    url = "http://user:s3cret@127.0.0.1:9/v1?api_key=k3y&x=1"
+    assert redact_url(url) == "http://***@127.0.0.1:9/v1?api_key=***&x=1"
+    b = OpenAICompatibleBackend("m", base_url=url, backoff_s=0.01)
+    assert b.local and b.extra_body == {"repeat_penalty": 1.0}  # loopback despite the user:password
+    assert "s3cret" not in json.dumps(b.identity()) and "k3y" not in json.dumps(b.identity())
+    with pytest.raises(ServerUnreachable) as e:
+        asyncio.run(b.agenerate([{"role": "user", "content": "x"}], GenerationParams()))
+    assert "s3cret" not in str(e.value) and "***@127.0.0.1:9" in str(e.value)
