@@ -153,8 +153,8 @@ def test_amazon_build_with_relaxed_thresholds(tmp_path, amazon2023):
 
 
 @pytest.mark.parametrize("opts, match", [
-    ({"gama": 3}, "unknown option"), ({"levels": "extreme"}, "unknown level"), ({"invalid": "nan"}, "invalid="),
-    ({"compat": "yes"}, "compat="), ({"groups": "many"}, "expects a number"), ({"shots": 2, "heldout": 0}, "held-out"),
+    ({"gama": 3}, "unknown --option 'gama'"), ({"levels": "extreme"}, "unknown level"), ({"invalid": "nan"}, "invalid="),
+    ({"compat": "yes"}, "compat="), ({"groups": "many"}, "groups=many: expected an integer"), ({"shots": 2, "heldout": 0}, "held-out"),
     ({"profile": "maybe"}, "true or false"), ({"bm25": "dense"}, "bm25="),
 ])
 def test_bad_options_are_config_errors(ml1m, tmp_path, opts, match):

@@ -117,5 +117,5 @@ def test_label_errors_name_file_item_and_field(ml1m, tmp_path):
     preds = tmp_path / "preds"
     shutil.copytree(PREDS, preds)
     (preds / "group-easy.json").write_text(json.dumps({"571": [[[2, 1]]], "zzz": [[[1, 2]]]}))
-    with pytest.raises(InputError, match=r"group-easy\.json, field 'zzz'"):
+    with pytest.raises(InputError, match=r"group-easy\.json, line 1, field 'zzz'"):
         build_list(tmp_path / "r3", labels=str(LABELS), predictions=str(preds))

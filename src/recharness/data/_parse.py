@@ -7,6 +7,7 @@ Parsing goes through polars so a million-line file takes about a second.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import polars as pl
@@ -28,17 +29,19 @@ def decode(path: str | Path, data: bytes, *, latin1_fallback: bool = False) -> t
     """Decode as UTF-8, else (for MovieLens files, which GroupLens ships in
     latin-1 but redistributors often re-encode) as latin-1.
 
-    Returns (text, encoding). Undecodable UTF-8 names the line of the first bad byte.
+    Returns (text, encoding). Undecodable UTF-8 names the line and byte offset
+    of the first bad byte.
     """
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
+    bom = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+    data = data[bom:]
     try:
         return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError as e:
         if latin1_fallback:
             return data.decode("latin-1"), "latin-1"
         line = data.count(b"\n", 0, e.start) + 1
-        raise InputError(path, f"not valid UTF-8 (byte 0x{data[e.start]:02x}: {e.reason})", line=line) from None
+        raise InputError(path, f"not valid UTF-8 (byte 0x{data[e.start]:02x} at offset {bom + e.start}: {e.reason})",
+                         line=line) from None
 
 
 def split_table(
@@ -52,11 +55,20 @@ def split_table(
     """Split `text` into Utf8 columns `names`, one row per non-blank line.
 
     Every line must have exactly len(names) fields; a short line names the
-    first missing field. Adds LINE (the 1-based line in the file).
+    first missing field. A file without rows, or whose last line has no
+    newline (every published copy ends with one, so a cut download shows up
+    here even when the cut falls inside the last field), is an error.
+    Adds LINE (the 1-based line in the file).
     """
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
+    if not any(line.strip() for line in lines):
+        raise InputError(path, "file is empty" if first_line == 1 and not text.strip() else "no data rows")
+    if not text.endswith("\n") and lines[-1].strip():
+        n = len(lines[-1].split(sep))
+        raise InputError(path, "file ends mid-line (truncated?): the last line has no newline",
+                         line=first_line + len(lines) - 1, field=names[min(n, len(names)) - 1])
     df = pl.DataFrame({"raw": pl.Series(lines, dtype=pl.Utf8)}).with_columns(
         pl.col("raw").str.strip_suffix("\r"),
         pl.int_range(first_line, first_line + len(lines), dtype=pl.Int64).alias(LINE),
@@ -142,3 +154,51 @@ def split_list(col: str, sep: str) -> pl.Expr:
         .list.eval(pl.element().filter(pl.element() != ""))
         .alias(col)
     )
+
+
+def read_json(path: str | Path):
+    """(data, text) of a JSON file; bad encoding or syntax names the line."""
+    text, _ = decode(path, read_bytes(Path(path)))
+    try:
+        return json.loads(text), text
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"not valid JSON ({e.msg}, column {e.colno})", line=e.lineno) from None
+
+
+def json_line(text: str, where: tuple[str | int, ...]) -> int | None:
+    """1-based line of the value at `where` (object keys, list indices) in the
+    JSON `text`, or None if it is not there. Only called to word an error, so
+    valid files are parsed once, by the C decoder; this walks to the value
+    and skips siblings with raw_decode."""
+    dec = json.JSONDecoder()
+
+    def skip_ws(i: int) -> int:
+        while i < len(text) and text[i] in " \t\r\n":
+            i += 1
+        return i
+
+    i = skip_ws(0)
+    try:
+        for step in where:
+            opening = text[i]
+            if opening not in "{[" or isinstance(step, int) != (opening == "["):
+                return None
+            i, n = skip_ws(i + 1), 0
+            while text[i] not in "}]":
+                if opening == "{":
+                    key, i = json.decoder.scanstring(text, i + 1)
+                    i = skip_ws(skip_ws(i) + 1)  # past the colon
+                    hit = key == step
+                else:
+                    hit, n = n == step, n + 1
+                if hit:
+                    break
+                _, i = dec.raw_decode(text, i)
+                i = skip_ws(i)
+                if text[i] == ",":
+                    i = skip_ws(i + 1)
+            else:
+                return None
+    except (IndexError, ValueError):
+        return None
+    return text.count("\n", 0, i) + 1

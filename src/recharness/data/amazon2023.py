@@ -80,6 +80,8 @@ def _reviews(path: Path) -> pl.DataFrame:
         rows["timestamp"].append(None if ts is None else int(ts) // 1000)
         rows["review_title"].append(_str(path, line, obj, "title"))
         rows["review_text"].append(_str(path, line, obj, "text"))
+    if not rows["user_id"]:
+        raise InputError(path, "no reviews (empty file?)")
     schema = {"user_id": pl.Utf8, "item_id": pl.Utf8, "rating": pl.Float64, "timestamp": pl.Int64,
               "review_title": pl.Utf8, "review_text": pl.Utf8}  # fmt: skip
     return pl.DataFrame(rows, schema=schema).with_columns(pl.lit(_category(path)).alias("category"))

@@ -10,7 +10,9 @@ them up in the same RecBole token map and, for each, ranks the candidates
 against that user's test target (inserting the target when `has_gt`; the
 lists as shipped mostly do not contain it). We keep one split (test by
 default) as interactions with timestamp = position, the target last, so
-leave-last-out recovers the official target.
+leave-last-out recovers the official target. A retriever lists the same
+number of candidates for every user, and all retrievers list the same users:
+a file that breaks either was cut short, so it is an error, not fewer users.
 """
 
 from __future__ import annotations
@@ -45,7 +47,26 @@ def read_candidates(path: Path, retriever: str) -> pl.DataFrame:
     dup = df.filter(pl.col("user_id").is_duplicated()).tail(1)
     if dup.height:
         raise InputError(path, f"user {dup['user_id'][0]!r} listed twice", line=dup[LINE][0], field="user_id")
+    full = df["item_ids"].list.len().max()
+    short = df.filter(pl.col("item_ids").list.len() < full).head(1)
+    if short.height:  # a retriever lists the same number of candidates for every user
+        raise InputError(path, f"{short['item_ids'][0].len()} candidate ids where the other lines have {full} (truncated?)",
+                         line=short[LINE][0], field="item_ids")
     return df.with_columns(pl.lit(retriever).alias("retriever"))
+
+
+def check_same_users(frames: dict[Path, pl.DataFrame]) -> None:
+    """Every retriever ranks candidates for the same evaluated users: a file
+    that lacks some was cut short, and its users would silently drop out."""
+    if not frames:
+        return
+    ref_path, ref = max(frames.items(), key=lambda kv: kv[1].height)
+    for path, df in frames.items():
+        missing = ref.join(df.select("user_id"), on="user_id", how="anti")
+        if missing.height:
+            more = f" and {missing.height - 1} more" if missing.height > 1 else ""
+            raise InputError(path, f"ends after {df.height} of the {ref.height} users in {ref_path.name} (no line for user "
+                                   f"{missing['user_id'][0]!r}{more}); truncated?", line=int(df[LINE].max()))
 
 
 def load_llmrank(directory: Path, *, split: str = "test", name: str = "llmrank-games") -> Dataset:
@@ -80,7 +101,7 @@ def load_llmrank(directory: Path, *, split: str = "test", name: str = "llmrank-g
 
     prefix = item_path.name[: -len(".item")]
     known_users = set(seq["user_id"])
-    cands, stats = [], {}
+    frames: dict[Path, pl.DataFrame] = {}
     for f in sorted(directory.glob(f"{prefix}.*")):
         retriever = f.name[len(prefix) + 1 :]
         if "." in retriever or retriever in NOT_RETRIEVERS or not f.is_file():
@@ -89,6 +110,11 @@ def load_llmrank(directory: Path, *, split: str = "test", name: str = "llmrank-g
         stray = df.filter(~pl.col("user_id").is_in(list(known_users))).head(1)
         if stray.height:
             raise InputError(f, f"user {stray['user_id'][0]!r} is not in {inter_path.name}", line=stray[LINE][0], field="user_id")
+        frames[f] = df
+    check_same_users(frames)
+    cands, stats = [], {}
+    for f, df in frames.items():
+        retriever = df["retriever"][0]
         hit = df.join(targets, on="user_id").select(pl.col("item_ids").list.contains(pl.col("target")).sum())[0, 0]
         stats[retriever] = {"users": df.height, "candidates_per_user": int(df["item_ids"].list.len().max()),
                             "target_in_candidates": int(hit)}  # fmt: skip

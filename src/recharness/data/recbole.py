@@ -47,6 +47,8 @@ def read_atomic(path: str | Path, data: bytes | None = None) -> tuple[pl.DataFra
     """
     path = Path(path)
     text, _ = decode(path, read_bytes(path) if data is None else data)
+    if not text.strip():
+        raise InputError(path, "file is empty")
     header, _, body = text.partition("\n")
     fields: dict[str, str] = {}
     for part in header.rstrip("\r").split("\t"):

@@ -24,6 +24,14 @@ def slug(spec: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", spec).strip("_")[:100]
 
 
+def public_spec(spec: str) -> str:
+    """A model spec as it may be shown: credentials in an `@URL` part hidden."""
+    from recharness.models.openai_compat import redact_url
+
+    kind, sep, url = spec.partition("@")
+    return kind + sep + redact_url(url) if sep else spec
+
+
 def resolve_model(
     spec: str,
     *,

@@ -27,6 +27,7 @@ from recharness.runner.cache import ResponseCache
 from recharness.runner.jsonl import atomic_write_text, read_jsonl, write_jsonl_atomic
 from recharness.runner.run import CachedModel, RunStats, run_samples
 from recharness.tasks.base import BuildConfig, ScoreRow
+from recharness.tasks.options import validate_options
 from recharness.tasks.registry import get_suite, get_task
 
 
@@ -55,9 +56,12 @@ def check_name(name: str) -> str:
 
 def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None = None, seed: int = 0,
           limit: int | None = None, options: dict | None = None) -> dict:
-    started = time.time() - 1.0  # mtime granularity
+    before = _prediction_files(out)
     s = get_suite(suite)
     tasks = tasks or s["default_tasks"]
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit must be at least 1, got {limit}")
+    options = validate_options(suite, tasks, options)
     ds = load_dataset(dataset_name)
     out.mkdir(parents=True, exist_ok=True)
     config = BuildConfig(seed=seed, limit=limit, options=dict(options or {}), out=out)
@@ -74,7 +78,7 @@ def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None =
     out.mkdir(parents=True, exist_ok=True)
     write_jsonl_atomic(out / "samples.jsonl", samples)
     fp = fingerprint(out / "samples.jsonl")
-    _stamp_imported_predictions(out, fp, since=started)
+    _stamp_imported_predictions(out, fp, before)
     info = {"suite": suite, "dataset": dataset_name, "tasks": tasks, "seed": seed, "limit": limit,
             "options": {k: v for k, v in config.options.items() if isinstance(v, (str, int, float, bool, type(None)))},
             "counts": counts, "fingerprint": fp, "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
@@ -82,13 +86,15 @@ def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None =
     return info
 
 
-def _stamp_imported_predictions(out: Path, fp: str, since: float) -> None:
-    """Predictions a builder imported (e.g. released PerRecBench outputs) belong to this build."""
+def _prediction_files(out: Path) -> dict[Path, int]:
     pred_dir = out / "predictions"
-    if not pred_dir.exists():
-        return
-    for pf in pred_dir.glob("*.jsonl"):
-        if pf.stat().st_mtime >= since:
+    return {pf: pf.stat().st_mtime_ns for pf in pred_dir.glob("*.jsonl")} if pred_dir.exists() else {}
+
+
+def _stamp_imported_predictions(out: Path, fp: str, before: dict[Path, int]) -> None:
+    """Predictions a builder wrote itself (e.g. imported PerRecBench outputs) belong to this build."""
+    for pf, mtime in _prediction_files(out).items():
+        if before.get(pf) != mtime:
             write_jsonl_atomic(pf, [{**r, "build": fp} for r in read_jsonl(pf)])
 
 
@@ -103,6 +109,13 @@ def load_build(out: Path) -> tuple[dict, list[dict]]:
     samples = list(read_jsonl(out / "samples.jsonl"))
     # builds made before fingerprints existed get theirs from the file itself
     info.setdefault("fingerprint", fingerprint(out / "samples.jsonl"))
+    for key in ("suite", "dataset", "tasks"):
+        if key not in info:
+            raise InputError(info_path, "missing key", field=key)
+    try:
+        validate_options(info["suite"], info["tasks"], info.get("options"))
+    except ConfigError as e:
+        raise InputError(info_path, str(e), field="options") from None
     for i, smp in enumerate(samples, 1):
         for key in ("id", "task"):
             if key not in smp:

@@ -36,7 +36,8 @@ _MARK = re.compile(r"FAULT:([a-z0-9-]+)")
 class FakeServer:
     def __init__(self, *, faults: dict[str, float] | None = None, seed: int = 0, transient: int = 1,
                  answer: str = "1. Fargo\n2. Heat\n3. Casablanca", hang_s: float = 30.0, die_after: int | None = None,
-                 max_requests: int = 100_000, max_seconds: float = 300.0, retry_after_s: float = 1.0):
+                 max_requests: int = 100_000, max_seconds: float = 300.0, retry_after_s: float = 1.0,
+                 delay_s: float = 0.0):
         unknown = set(faults or {}) - set(FAULTS)
         if unknown:
             raise ValueError(f"unknown faults {sorted(unknown)}; known: {', '.join(FAULTS)}")
@@ -49,6 +50,7 @@ class FakeServer:
         self.max_requests = max_requests
         self.max_seconds = max_seconds
         self.retry_after_s = retry_after_s
+        self.delay_s = delay_s
         self.tries: Counter[str] = Counter()
         self.served: Counter[str] = Counter()
         self.requests = 0
@@ -122,6 +124,8 @@ class FakeServer:
         if fault == "reset":
             writer.transport.abort()
             return False
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
         text = self.answer
         if fault == "long-answer":
             text = ("Fargo " * 20_000)[:100_000]
@@ -183,6 +187,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--transient", type=int, default=1, help="tries of a prompt that meet its transport fault")
     ap.add_argument("--answer", default="1. Fargo\n2. Heat\n3. Casablanca")
     ap.add_argument("--hang-s", type=float, default=30.0)
+    ap.add_argument("--delay-s", type=float, default=0.0, help="latency of every answer")
     ap.add_argument("--die-after", type=int, help="exit after this many requests (server down mid-run)")
     ap.add_argument("--max-requests", type=int, default=100_000)
     ap.add_argument("--max-seconds", type=float, default=300.0)
@@ -192,7 +197,8 @@ def main(argv: list[str] | None = None) -> None:
         name, _, rate = f.partition("=")
         faults[name] = float(rate or 1.0)
     srv = FakeServer(faults=faults, seed=args.seed, transient=args.transient, answer=args.answer, hang_s=args.hang_s,
-                     die_after=args.die_after, max_requests=args.max_requests, max_seconds=args.max_seconds)
+                     die_after=args.die_after, max_requests=args.max_requests, max_seconds=args.max_seconds,
+                     delay_s=args.delay_s)
     asyncio.run(srv.serve(args.port, args.port_file))
 
 
@@ -205,7 +211,7 @@ class FakeServerProcess:
 
     def __init__(self, *, faults: dict[str, float] | None = None, seed: int = 0, transient: int = 1,
                  hang_s: float = 30.0, die_after: int | None = None, max_seconds: float = 300.0,
-                 answer: str | None = None):
+                 answer: str | None = None, delay_s: float = 0.0):
         import subprocess
         import sys
         import tempfile
@@ -214,7 +220,7 @@ class FakeServerProcess:
         self.port_file = Path(self._tmp.name) / "port"
         cmd = [sys.executable, "-m", "recharness.testing.fake_server", "--port-file", str(self.port_file),
                "--seed", str(seed), "--transient", str(transient), "--hang-s", str(hang_s),
-               "--max-seconds", str(max_seconds)]
+               "--max-seconds", str(max_seconds), "--delay-s", str(delay_s)]
         for name, rate in (faults or {}).items():
             cmd += ["--fault", f"{name}={rate}"]
         if die_after is not None:

@@ -5,7 +5,7 @@ The three tasks share the same groups, so they are selected once per build
 from them.  The run directory also gets the groups in the original label
 layout (``perrecbench/item2group_avg_diff_sample-<level>.json``).
 
-Options (``--option key=value``), with defaults:
+Options (``--option key=value``, checked by options.PerRecBenchOptions), with defaults:
   groups=200 (per level; --limit overrides)  levels=easy,medium,hard
   gamma=20  lambda=0.6  window_days=7  mean_over=history|all  tries=20
   k=4 (history items shown)  bm25=catalog|user
@@ -28,38 +28,16 @@ from pathlib import Path
 import numpy as np
 
 from recharness.errors import ConfigError, InputError
+from recharness.tasks.options import check
 from recharness.tasks.perrecbench.groups import LEVELS, Group, GroupConfig, select_groups
 from recharness.tasks.perrecbench.history import HistoryIndex, rating_stats
 from recharness.tasks.perrecbench.methods import shot_answer
+from recharness.tasks.perrecbench.options import PerRecBenchOptions
 from recharness.tasks.perrecbench.original import (
     HELDOUT_FILE, LABEL_FILE, MODES, read_labels, read_predictions, sample_id, truth_of, write_labels,
 )
 
 SIDE_DIR = "perrecbench"
-# generic CLI switches (--no-history etc.) that arrive as options
-_CLI_KEYS = {"behaviour", "format_indicator", "task_description"}
-
-
-def _bool(v, key) -> bool:
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, int) and v in (0, 1):
-        return bool(v)
-    if isinstance(v, str) and v.lower() in ("true", "false", "yes", "no", "on", "off"):
-        return v.lower() in ("true", "yes", "on")
-    raise ConfigError(f"--option {key}= expects true or false, got {v!r}")
-
-
-def _num(v, key, kind=float, lo=None):
-    try:
-        x = kind(v)
-    except (TypeError, ValueError):
-        raise ConfigError(f"--option {key}= expects a number, got {v!r}") from None
-    if kind is int and isinstance(v, float) and not v.is_integer():
-        raise ConfigError(f"--option {key}= expects an integer, got {v!r}")
-    if lo is not None and x < lo:
-        raise ConfigError(f"--option {key}= must be >= {lo}, got {v!r}")
-    return x
 
 
 @dataclass(frozen=True)
@@ -92,68 +70,25 @@ class SuiteOptions:
         return {"compat": "perrecbench" if self.compat else None, "invalid": self.invalid}
 
 
-KNOWN = ("groups", "levels", "gamma", "lambda", "lam", "window_days", "mean_over", "tries", "heldout", "k", "bm25",
-         "profile", "profile_items", "profiles", "shots", "cot", "sc", "sc_temperature", "temperature",
-         "max_retries", "max_tokens", "compat", "invalid", "labels", "predictions", "predictions_name")
-
-
 def parse_options(options: dict, seed: int = 0, limit: int | None = None) -> SuiteOptions:
-    """Validated suite options; an unknown key is an error naming the known ones."""
-    o = dict(options or {})
-    unknown = sorted(k for k in o if k not in KNOWN and k not in _CLI_KEYS)
-    if unknown:
-        raise ConfigError(f"perrecbench: unknown option(s) {', '.join(unknown)}; known: {', '.join(KNOWN)}")
-    for key in ("format_indicator", "task_description"):
-        if key in o and not _bool(o[key], key):
-            raise ConfigError(f"perrecbench prompts have no separate {key} part to drop")
-    k = _num(o.get("k", 4), "k", int, 0)
-    if "behaviour" in o and not _bool(o["behaviour"], "behaviour"):
-        k = 0  # --no-history: no retrieved items in the prompt
-    shots = _num(o.get("shots", 0), "shots", int, 0)
-    levels = o.get("levels", "easy,medium,hard")
-    levels = tuple(x.strip() for x in str(levels).split(",") if x.strip())
-    n_groups = limit if limit is not None else _num(o.get("groups", 200), "groups", int, 0)
+    """Validated suite options (PerRecBenchOptions); a bad or unknown key is one ConfigError naming it."""
+    o = check(PerRecBenchOptions, dict(options or {}), "perrecbench")
     try:
         gcfg = GroupConfig(
-            gamma=_num(o.get("gamma", 20), "gamma", int, 0),
-            lam=_num(o.get("lambda", o.get("lam", 0.6)), "lambda", float, 0),
-            window_days=_num(o.get("window_days", 7), "window_days", float, 0),
-            n_groups=n_groups,
-            levels=levels,
-            heldout=_num(o.get("heldout", 50 if shots else 0), "heldout", int, 0),
-            mean_over=str(o.get("mean_over", "history")),
-            tries=_num(o.get("tries", 20), "tries", int, 1),
-            seed=seed,
+            gamma=o.gamma, lam=o.lam, window_days=o.window_days,
+            n_groups=limit if limit is not None else o.groups,
+            levels=tuple(x.strip() for x in o.levels.split(",") if x.strip()),
+            heldout=o.heldout if o.heldout is not None else 50 if o.shots else 0,
+            mean_over=o.mean_over, tries=o.tries, seed=seed,
         )
     except ValueError as e:
         raise ConfigError(f"perrecbench: {e}") from None
-    compat = o.get("compat")
-    if compat not in (None, "", "none", "perrecbench", False):
-        raise ConfigError(f"--option compat= is 'perrecbench' or 'none', got {compat!r}")
-    invalid = str(o.get("invalid", "zero"))
-    if invalid not in ("zero", "drop"):
-        raise ConfigError(f"--option invalid= is 'zero' (score failures as tau 0) or 'drop', got {invalid!r}")
-    bm25 = str(o.get("bm25", "catalog"))
-    if bm25 not in ("catalog", "user"):
-        raise ConfigError(f"--option bm25= is 'catalog' or 'user', got {bm25!r}")
-    if shots and gcfg.heldout == 0:
-        raise ConfigError("few-shot prompts need held-out groups: set heldout > 0")
-    mt = o.get("max_tokens")
     return SuiteOptions(
-        groups=gcfg, k=k, bm25=bm25,
-        profile=_bool(o.get("profile", True), "profile"),
-        profile_items=_num(o.get("profile_items", 20), "profile_items", int, 1),
-        profiles=str(o["profiles"]) if o.get("profiles") else None,
-        shots=shots, cot=_bool(o.get("cot", False), "cot"),
-        sc=_num(o.get("sc", 1), "sc", int, 1),
-        sc_temperature=_num(o.get("sc_temperature", 0.7), "sc_temperature", float, 0),
-        temperature=_num(o.get("temperature", 0.0), "temperature", float, 0),
-        max_retries=_num(o.get("max_retries", 1), "max_retries", int, 0),
-        max_tokens=_num(mt, "max_tokens", int, 1) if mt is not None else None,
-        compat=compat == "perrecbench", invalid=invalid,
-        labels=str(o["labels"]) if o.get("labels") else None,
-        predictions=str(o["predictions"]) if o.get("predictions") else None,
-        predictions_name=str(o.get("predictions_name", "imported")),
+        groups=gcfg, k=o.k if o.behaviour else 0,  # --no-history: no retrieved items in the prompt
+        bm25=o.bm25, profile=o.profile, profile_items=o.profile_items, profiles=o.profiles or None,
+        shots=o.shots, cot=o.cot, sc=o.sc, sc_temperature=o.sc_temperature, temperature=o.temperature,
+        max_retries=o.max_retries, max_tokens=o.max_tokens, compat=o.compat == "perrecbench", invalid=o.invalid,
+        labels=o.labels or None, predictions=o.predictions or None, predictions_name=o.predictions_name,
     )
 
 

@@ -25,6 +25,7 @@ import json
 import math
 from pathlib import Path
 
+from recharness.data._parse import json_line, read_json
 from recharness.errors import InputError
 from recharness.tasks.perrecbench.groups import LEVELS, Group, Member
 
@@ -51,14 +52,31 @@ def write_labels(groups: list[Group], path: Path) -> Path:
     return path
 
 
-def _load_json(path: Path):
-    path = Path(path)
-    if not path.exists():
-        raise InputError(path, "file not found")
-    try:
-        return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(path, f"not valid JSON ({e})") from None
+class _Checker:
+    """Errors about one JSON file that name its line as well as the item/user field."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.data, self.text = read_json(self.path)
+
+    def fail(self, message: str, *where: str | int, field: str | None = None) -> InputError:
+        """`where`: the JSON path of the bad value (keys and indices), which also names the field."""
+        if field is None:
+            field = f"{where[0]}" + "".join(f"[{w}]" if isinstance(w, int) else f".{w}" for w in where[1:])
+        return InputError(self.path, message, line=json_line(self.text, where), field=field)
+
+    def num(self, v, *where) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise self.fail(f"expected a number, got {v!r}", *where)
+        return float(v)
+
+    def whole(self, v, *where) -> int:
+        """An integer; whole floats and digit strings, which json dumps of other tools produce, are accepted."""
+        if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+            return int(v)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v == int(v):
+            return int(v)
+        raise self.fail(f"expected a whole number, got {v!r}", *where)
 
 
 def level_of(path: Path) -> str | None:
@@ -69,42 +87,37 @@ def level_of(path: Path) -> str | None:
     return None
 
 
-def _num(v, path, field) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise InputError(path, f"expected a number, got {v!r}", field=field)
-    return float(v)
-
-
 def read_labels(path: Path, level: str | None = None) -> list[Group]:
     """Groups from an original label file; the level comes from the file name (…-easy.json) or group size."""
     path = Path(path)
-    data = _load_json(path)
-    if not isinstance(data, dict):
-        raise InputError(path, "expected a JSON object {item_id: [[users...]]}")
+    f = _Checker(path)
+    if not isinstance(f.data, dict):
+        raise InputError(path, "expected a JSON object {item_id: [[users...]]}", line=1)
     level = level or level_of(path)
     size_level = {v: k for k, v in LEVELS.items()}
     groups = []
-    for item, value in data.items():
+    for item, value in f.data.items():
         if not (isinstance(value, list) and value and isinstance(value[0], list)):
-            raise InputError(path, "expected [[user, ...]] (a list holding the group)", field=item)
+            raise f.fail("expected [[user, ...]] (a list holding the group)", item)
         members = []
         for i, u in enumerate(value[0]):
-            f = f"{item}[0][{i}]"
+            at = (item, 0, i)
             if not isinstance(u, dict):
-                raise InputError(path, "expected a user object", field=f)
+                raise f.fail("expected a user object", *at)
             for key in ("user_id", "relative_rating", "avg_rating", "history_len"):
                 if key not in u:
-                    raise InputError(path, "missing key", field=f"{f}.{key}")
+                    raise f.fail("missing key", *at, field=f"{item}[0][{i}].{key}")
             hl = u["history_len"]
             if isinstance(hl, bool) or not isinstance(hl, int) or hl < 0:
-                raise InputError(path, f"expected a count >= 0, got {hl!r}", field=f"{f}.history_len")
-            rel = _num(u["relative_rating"], path, f"{f}.relative_rating")
-            avg = _num(u["avg_rating"], path, f"{f}.avg_rating")
-            rating = _num(u["rating"], path, f"{f}.rating") if "rating" in u else rel + avg
-            members.append(Member(user_id=str(u["user_id"]), rating=rating, timestamp=int(u.get("timestamp") or 0),
+                raise f.fail(f"expected a count >= 0, got {hl!r}", *at, "history_len")
+            rel = f.num(u["relative_rating"], *at, "relative_rating")
+            avg = f.num(u["avg_rating"], *at, "avg_rating")
+            rating = f.num(u["rating"], *at, "rating") if "rating" in u else rel + avg
+            ts = f.whole(u["timestamp"], *at, "timestamp") if u.get("timestamp") not in (None, "") else 0
+            members.append(Member(user_id=str(u["user_id"]), rating=rating, timestamp=ts,
                                   relative_rating=rel, avg_rating=avg, history_len=hl))
         if len(members) < 2:
-            raise InputError(path, f"a group needs at least 2 users, got {len(members)}", field=item)
+            raise f.fail(f"a group needs at least 2 users, got {len(members)}", item)
         lv = level or size_level.get(len(members), f"size{len(members)}")
         groups.append(Group(level=lv, item_id=str(item), members=members))
     return groups
@@ -116,27 +129,22 @@ def read_predictions(path: Path, mode: str, groups: list[Group]) -> dict[str, di
     if mode not in TASK_OF_MODE:
         raise InputError(path, f"unknown mode {mode!r}; one of point, pair, group")
     task = TASK_OF_MODE[mode]
-    data = _load_json(path)
-    if not isinstance(data, dict):
-        raise InputError(path, "expected a JSON object {item_id: [[...]]}")
+    f = _Checker(path)
+    if not isinstance(f.data, dict):
+        raise InputError(path, "expected a JSON object {item_id: [[...]]}", line=1)
     size = {g.item_id: len(g.members) for g in groups}
     out = {}
-    for item, value in data.items():
+    for item, value in f.data.items():
         if item not in size:
-            raise InputError(path, "item has no group in the label file", field=item)
+            raise f.fail("item has no group in the label file", item)
         if not (isinstance(value, list) and value and isinstance(value[0], list) and value[0]):
-            raise InputError(path, "expected [[...]]", field=item)
+            raise f.fail("expected [[...]]", item)
         n = size[item]
         if task == "point":
             r = value[0]
             if len(r) != n:
-                raise InputError(path, f"{len(r)} ratings for a group of {n}", field=item)
-            ratings = []
-            for i, x in enumerate(r):
-                if x == NOT_CORRECT:
-                    ratings.append(None)
-                else:
-                    ratings.append(_num(x, path, f"{item}[0][{i}]"))
+                raise f.fail(f"{len(r)} ratings for a group of {n}", item)
+            ratings = [None if x == NOT_CORRECT else f.num(x, item, 0, i) for i, x in enumerate(r)]
             valid = all(x is not None for x in ratings)
             out[item] = {"parsed": {"ratings": ratings, "failed": sum(x is None for x in ratings)}, "valid": valid,
                          "error": None if valid else NOT_CORRECT}
@@ -146,7 +154,7 @@ def read_predictions(path: Path, mode: str, groups: list[Group]) -> dict[str, di
                 out[item] = {"parsed": {"ordering": None}, "valid": False, "error": NOT_CORRECT}
                 continue
             if not isinstance(o, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in o):
-                raise InputError(path, f"expected a list of user indices or {NOT_CORRECT!r}", field=f"{item}[0][0]")
+                raise f.fail(f"expected a list of user indices or {NOT_CORRECT!r}", item, 0, 0)
             valid = sorted(o) == list(range(1, n + 1))
             out[item] = {"parsed": {"ordering": o}, "valid": valid,
                          "error": None if valid else f"ordering {o} is not a permutation of 1..{n}"}
@@ -222,6 +230,8 @@ def import_predictions(run_dir: Path, name: str, files: dict[tuple[str, str], Pa
 
     run_dir = Path(run_dir)
     samples = list(read_jsonl(run_dir / "samples.jsonl"))
+    build = run_dir / "build.json"  # `score` checks every record answers this build
+    stamp = {"build": fp} if build.exists() and (fp := json.loads(build.read_text()).get("fingerprint")) else {}
     by_key = {(s["task"], s["level"], s["item_id"]): s for s in samples}
     records = []
     for (task, level), path in sorted(files.items()):
@@ -233,7 +243,7 @@ def import_predictions(run_dir: Path, name: str, files: dict[tuple[str, str], Pa
             s = by_key[(task, level, item)]
             records.append({"id": s["id"], "task": task, "model": {"backend": "imported", "model": name,
                                                                    "file": str(path)},
-                            "output": None, **rec})
+                            "output": None, **rec, **stamp})
     out = run_dir / "predictions" / f"{name}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     write_jsonl_atomic(out, records)

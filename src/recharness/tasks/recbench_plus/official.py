@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from recharness.data._parse import read_json
 from recharness.errors import InputError
 
 FILES = {
@@ -42,12 +43,7 @@ def official_id(item_id: str):
 def read_records(path: str | Path, kind: str) -> list[dict]:
     """Load and check one official-layout file; errors name the file, entry and field."""
     path = Path(path)
-    if not path.exists():
-        raise InputError(path, "file not found")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise InputError(path, f"not valid JSON: {e.msg}", line=e.lineno) from None
+    data, _ = read_json(path)
     if not isinstance(data, list):
         raise InputError(path, f"expected a JSON list of queries, got {type(data).__name__}")
     for n, rec in enumerate(data):
@@ -75,6 +71,13 @@ def read_records(path: str | Path, kind: str) -> list[dict]:
                 sub = q.get("movie subset")
                 if not isinstance(sub, list) or not sub:
                     raise InputError(path, f"{where}, query {j}: must be a non-empty list of titles", field="movie subset")
+            top = rec.get("top_10_movies", [])
+            if not isinstance(top, list) or not all(
+                isinstance(t, list) and len(t) == 2 and isinstance(t[1], (int, float)) and not isinstance(t[1], bool)
+                for t in top
+            ):
+                raise InputError(path, f"{where}: must be a list of [MovieID, tf-idf] pairs, got {top!r:.60}",
+                                 field="top_10_movies")
         rec.setdefault("data_idx", n)
     seen: dict[str, int] = {}
     for n, rec in enumerate(data):

@@ -1,32 +1,17 @@
-"""The suite's --option keys, their defaults, and checks that name the bad option.
-
-Prompts and scoring
-  history=both|with|without   prompt variants (Appendix G); `--no-history` means without
-  k=N                         ask for N items (Appendix F); default open-ended, as in the paper
-  history_len=20              most recent history items shown (ground truth removed first)
-  max_tokens=200              answer length
-  query_field=situational     which query text to ask (situational | direct)
-  ref_k=10                    list length of the reference methods for open-ended queries
-Condition queries
-  per_user=1  min_gt=2  max_gt=10  specific=true  mix=paper|a,b,c  misinfo_items=1
-Profile queries
-  interest_len=3  interest_support=5 (theta)  interest_prev=3
-  demo_groups=10  demo_min_users=20  demo_top=10
-Query text
-  phrase_model=SPEC           write queries with this model and the Appendix H prompts
-  phrase_max_tokens=200
-Official files
-  official_dir=DIR            load ExplicitQuery.json, ..., UserBasedQuery.json found there
-  <task>_file=PATH            load one file, e.g. demographics_file=.../UserBasedQuery.json
-  write_official=true         write built queries in the official layout to <run dir>/recbench_plus/
-`--limit N` caps the queries per task (users/sets/groups drawn by --seed).
-"""
+"""The suite's --option keys: RecBenchPlusOptions checks them (descriptions
+and defaults are there, listed by `known_options`), parse_options turns them
+into the Options the tasks use. `--limit N` caps the queries per task
+(users/sets/groups drawn by --seed)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar, Literal
 
-from recharness.errors import ConfigError
+from pydantic import Field, field_validator, model_validator
+
+from recharness.tasks.options import OptionError, TaskOptions, check
+from recharness.tasks.recbench_plus.official import FILES
 
 
 @dataclass(frozen=True)
@@ -54,74 +39,88 @@ class Options:
     write_official: bool
 
 
-def _int(opts: dict, key: str, default: int, lo: int = 0) -> int:
-    v = opts.get(key, default)
+def mix_weights(mix: str | None) -> tuple[float, float, float] | None:
+    """'paper' -> None (Table 1's mix); 'a,b,c' -> weights of 1, 2 and 3-4 conditions, normalised."""
+    if mix in (None, "paper"):
+        return None
     try:
-        n = int(v)
-    except (TypeError, ValueError):
-        raise ConfigError(f"--option {key}={v!r}: expected an integer") from None
-    if n < lo:
-        raise ConfigError(f"--option {key}={v!r}: must be >= {lo}")
-    return n
+        parts = tuple(float(x) for x in str(mix).split(","))
+    except ValueError:
+        raise ValueError("expected 'paper' or three weights like 0.45,0.47,0.08") from None
+    if len(parts) != 3 or min(parts) < 0 or sum(parts) <= 0:
+        raise ValueError("expected three non-negative weights (1, 2, 3-4 conditions)")
+    return tuple(p / sum(parts) for p in parts)  # type: ignore[return-value]
 
 
-def _bool(opts: dict, key: str, default: bool) -> bool:
-    v = opts.get(key, default)
-    if isinstance(v, bool):
+_NONE = (None, "", False, 0, "0", "none", "None")
+
+
+class RecBenchPlusOptions(TaskOptions):
+    """Every task of the suite reads the same options."""
+
+    suite: ClassVar[str] = "recbench-plus"
+    droppable: ClassVar[tuple[str, ...]] = ("behaviour",)
+
+    history: Literal["both", "with", "without"] = Field("both", description="prompt variants (Appendix G)")
+    k: int | None = Field(None, ge=1, description="ask for K items (Appendix F); none: open-ended, as in the paper")
+    history_len: int = Field(20, ge=0, description="most recent history items shown (ground truth removed first)")
+    max_tokens: int = Field(200, ge=1, description="answer length")
+    ref_k: int = Field(10, ge=1, description="list length of the reference methods for open-ended queries")
+    query_field: Literal["situational", "direct"] = Field("situational", description="which query text to ask")
+    per_user: int = Field(1, ge=1, description="condition queries per user")
+    min_gt: int = Field(2, ge=2, description="fewest ground-truth items of a condition query")
+    max_gt: int = Field(10, ge=2, description="most ground-truth items of a condition query")
+    specific: bool = Field(True, description="condition sets need one specific relation (director, cast), not only broad ones")
+    mix: str | None = Field("paper", description="share of 1, 2 and 3-4 condition queries: paper or a,b,c")
+    misinfo_items: int = Field(1, ge=1, description="false claims per misinformed query")
+    interest_len: int = Field(3, ge=2, description="items of an interest sequence")
+    interest_support: int = Field(5, ge=2, description="users sharing an interest sequence (theta)")
+    interest_prev: int = Field(3, ge=1, description="history items before the sequence")
+    demo_groups: int = Field(10, ge=1, description="demographic groups")
+    demo_min_users: int = Field(20, ge=1, description="fewest users of a demographic group")
+    demo_top: int = Field(10, ge=1, description="top movies per demographic group")
+    phrase_model: str | None = Field(None, description="write queries with this model and the Appendix H prompts")
+    phrase_max_tokens: int = Field(200, ge=16, description="length of a written query")
+    write_official: bool = Field(True, description="write built queries in the official layout to <run dir>/recbench_plus/")
+    official_dir: str | None = Field(None, description="load the official files (ExplicitQuery.json, ...) found there")
+    explicit_file: str | None = Field(None, description=f"load this {FILES['explicit']}")
+    implicit_file: str | None = Field(None, description=f"load this {FILES['implicit']}")
+    misinformed_file: str | None = Field(None, description=f"load this {FILES['misinformed']}")
+    interest_file: str | None = Field(None, description=f"load this {FILES['interest']}")
+    demographics_file: str | None = Field(None, description=f"load this {FILES['demographics']}")
+
+    @field_validator("history", mode="before")
+    @classmethod
+    def _lower(cls, v):
+        return v.lower() if isinstance(v, str) else v
+
+    @field_validator("k", "phrase_model", mode="before")
+    @classmethod
+    def _none(cls, v):
+        return None if v in _NONE else v
+
+    @field_validator("mix")
+    @classmethod
+    def _mix(cls, v):
+        mix_weights(v)
         return v
-    if str(v).lower() in ("1", "true", "yes", "on"):
-        return True
-    if str(v).lower() in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"--option {key}={v!r}: expected true or false")
+
+    @model_validator(mode="after")
+    def _range(self):
+        if self.max_gt < self.min_gt:
+            raise OptionError("max_gt", f"must be >= min_gt ({self.min_gt})")
+        return self
+
+
+OPTIONS = dict.fromkeys(FILES, RecBenchPlusOptions)
 
 
 def parse_options(opts: dict) -> Options:
-    h = str(opts.get("history", "both")).lower()
-    if opts.get("behaviour") is False:  # `recharness build --no-history`
-        h = "without"
-    variants = {"both": (True, False), "with": (True,), "without": (False,)}
-    if h not in variants:
-        raise ConfigError(f"--option history={h!r}: expected both, with or without")
-    k = opts.get("k")
-    k = None if k in (None, "", 0, "0", "none", "None") else _int(opts, "k", 0, lo=1)
-    qf = str(opts.get("query_field", "situational"))
-    if qf not in ("situational", "direct"):
-        raise ConfigError(f"--option query_field={qf!r}: expected situational or direct")
-    mix = opts.get("mix", "paper")
-    if mix in (None, "paper"):
-        mix_t = None
-    else:
-        try:
-            parts = tuple(float(x) for x in str(mix).split(","))
-        except ValueError:
-            raise ConfigError(f"--option mix={mix!r}: expected 'paper' or three weights like 0.45,0.47,0.08") from None
-        if len(parts) != 3 or min(parts) < 0 or sum(parts) <= 0:
-            raise ConfigError(f"--option mix={mix!r}: expected three non-negative weights (1, 2, 3-4 conditions)")
-        mix_t = tuple(p / sum(parts) for p in parts)
-    min_gt = _int(opts, "min_gt", 2, lo=2)
-    max_gt = _int(opts, "max_gt", 10, lo=min_gt)
-    pm = opts.get("phrase_model")
+    """The checked options of a build; a bad or unknown key is a ConfigError naming it."""
+    o = check(RecBenchPlusOptions, opts, "recbench-plus")
+    history = "without" if not o.behaviour else o.history  # `recharness build --no-history`
     return Options(
-        history=variants[h],
-        k=k,
-        history_len=_int(opts, "history_len", 20, lo=0),
-        max_tokens=_int(opts, "max_tokens", 200, lo=1),
-        ref_k=_int(opts, "ref_k", 10, lo=1),
-        query_field=qf,
-        per_user=_int(opts, "per_user", 1, lo=1),
-        min_gt=min_gt,
-        max_gt=max_gt,
-        specific=_bool(opts, "specific", True),
-        mix=mix_t,  # type: ignore[arg-type]
-        misinfo_items=_int(opts, "misinfo_items", 1, lo=1),
-        interest_len=_int(opts, "interest_len", 3, lo=2),
-        interest_support=_int(opts, "interest_support", 5, lo=2),
-        interest_prev=_int(opts, "interest_prev", 3, lo=1),
-        demo_groups=_int(opts, "demo_groups", 10, lo=1),
-        demo_min_users=_int(opts, "demo_min_users", 20, lo=1),
-        demo_top=_int(opts, "demo_top", 10, lo=1),
-        phrase_model=str(pm) if pm not in (None, "", False) else None,
-        phrase_max_tokens=_int(opts, "phrase_max_tokens", 200, lo=16),
-        write_official=_bool(opts, "write_official", True),
+        history={"both": (True, False), "with": (True,), "without": (False,)}[history],
+        mix=mix_weights(o.mix),
+        **{f: getattr(o, f) for f in Options.__dataclass_fields__ if f not in ("history", "mix")},
     )

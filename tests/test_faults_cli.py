@@ -1,0 +1,156 @@
+"""`recharness run` as a user runs it, under faults: kill -9, two runs at once, a rebuild in place,
+a server that is down, bad arguments. Every sample must end exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from recharness.models.server import free_port
+from recharness.runner.jsonl import read_jsonl
+from recharness.testing.fake_server import FakeServerProcess
+
+pytestmark = pytest.mark.slow
+
+
+def cli(*args: str, check: bool = False, **kw) -> subprocess.CompletedProcess:
+    p = subprocess.run([sys.executable, "-m", "recharness", *args], capture_output=True, text=True, timeout=300, **kw)
+    if check and p.returncode != 0:
+        raise AssertionError(f"recharness {' '.join(args)} → {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+@pytest.fixture
+def built(ml1m, tmp_path):
+    def make(n: int, seed: int = 0, out: Path | None = None) -> Path:
+        out = out or tmp_path / "run"
+        cli("build", "llmrec", "-d", "ml-1m", "-t", "sequential", "-n", str(n), "--seed", str(seed), "-o", str(out),
+            check=True)
+        return out
+    return make
+
+
+def sample_ids(run: Path) -> list[str]:
+    return [r["id"] for r in read_jsonl(run / "samples.jsonl")]
+
+
+def pred_ids(path: Path) -> Counter:
+    return Counter(r["id"] for r in read_jsonl(path)) if path.exists() else Counter()
+
+
+def run_args(run: Path, url: str, *extra: str) -> list[str]:
+    return ["run", "llmrec", "-d", "ml-1m", "-o", str(run), "-m", f"openai:fake@{url}", "--no-cache", *extra]
+
+
+def test_kill9_at_random_moments_then_resume_exactly_once(built):
+    run = built(150)
+    pred = run / "predictions" / "openai-fake.jsonl"
+    rng = random.Random(7)
+    kills = 0
+    with FakeServerProcess(delay_s=0.01) as srv:
+        for _ in range(6):
+            p = subprocess.Popen([sys.executable, "-m", "recharness", *run_args(run, srv.base_url, "-c", "4")],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(rng.uniform(0.3, 1.6))
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+                kills += 1
+            p.wait()
+            counts = pred_ids(pred)  # after every kill: whole lines, nothing twice
+            assert not counts or max(counts.values()) == 1
+        done = cli(*run_args(run, srv.base_url), check=True)
+    assert kills >= 3
+    assert pred_ids(pred) == Counter({i: 1 for i in sample_ids(run)})
+    assert "already done" in done.stdout
+
+
+def test_second_run_on_the_same_file_exits_at_once(built):
+    run = built(30)
+    pred = run / "predictions" / "openai-fake.jsonl"
+    with FakeServerProcess(delay_s=0.1) as srv:
+        first = subprocess.Popen([sys.executable, "-m", "recharness", *run_args(run, srv.base_url, "-c", "1")],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not pred.exists() or not pred.stat().st_size:
+            assert time.monotonic() < deadline and first.poll() is None
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        second = cli(*run_args(run, srv.base_url))
+        assert time.monotonic() - t0 < 30
+        first.communicate(timeout=120)
+    assert second.returncode == 2 and "being written by another `recharness run`" in second.stderr
+    assert first.returncode == 0
+    assert pred_ids(pred) == Counter({i: 1 for i in sample_ids(run)})
+
+
+def test_rebuild_in_place_refuses_old_predictions(built):
+    run = built(10, seed=0)
+    with FakeServerProcess() as srv:
+        cli(*run_args(run, srv.base_url), check=True)
+        built(10, seed=1, out=run)
+        again = cli(*run_args(run, srv.base_url))
+        assert again.returncode == 2 and "another build" in again.stderr and "--name" in again.stderr
+        scored = cli("score", "llmrec", "-d", "ml-1m", "-o", str(run))
+        assert scored.returncode == 2 and "another build" in scored.stderr
+        cli(*run_args(run, srv.base_url, "--name", "fresh"), check=True)
+    fresh = list(read_jsonl(run / "predictions" / "fresh.jsonl"))
+    assert sorted(r["id"] for r in fresh) == sorted(sample_ids(run))
+    assert {r["build"] for r in fresh} == {json.loads((run / "build.json").read_text())["fingerprint"]}
+
+
+def test_server_down_and_exhausted_retries_have_their_own_exit_codes(built):
+    run = built(12)
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    down = cli(*run_args(run, url))
+    assert down.returncode == 4
+    assert f"connection refused by {url}" in down.stderr and "rerun to finish" in down.stderr
+    with FakeServerProcess(faults={"503": 0.5}, transient=100) as srv:
+        part = cli(*run_args(run, srv.base_url, "--max-attempts", "1"))
+    assert part.returncode == 3 and "samples not done" in part.stderr and "http_503" in part.stderr
+    with FakeServerProcess() as srv:
+        cli(*run_args(run, srv.base_url), check=True)
+    assert pred_ids(run / "predictions" / "openai-fake.jsonl") == Counter({i: 1 for i in sample_ids(run)})
+
+
+def test_credentials_in_the_url_are_never_shown_or_stored(built, tmp_path):
+    run = built(5)
+    env = {**os.environ, "RECHARNESS_CACHE": str(tmp_path / "cache.sqlite")}
+    with FakeServerProcess() as srv:
+        url = srv.base_url.replace("http://", "http://alice:hunter2@")
+        r = cli("run", "llmrec", "-d", "ml-1m", "-o", str(run), "-m", f"openai:fake@{url}", check=True, env=env)
+    s = cli("score", "llmrec", "-d", "ml-1m", "-o", str(run), check=True, env=env)
+    blobs = [r.stdout, r.stderr, s.stdout, s.stderr] + [p.read_bytes().decode("utf-8", "replace")
+                                                        for p in list(run.rglob("*")) + list(tmp_path.glob("cache*"))
+                                                        if p.is_file()]
+    assert not [b for b in blobs if "hunter2" in b]
+    assert any("***@127.0.0.1" in b for b in blobs)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-n", "-5"], "Invalid value for '--limit' / '-n'"),
+    (["--max-retries", "-1"], "Invalid value for '--max-retries'"),
+    (["--max-attempts", "0"], "Invalid value for '--max-attempts'"),
+    (["--name", "../escape"], "--name '../escape'"),
+    (["--name", "a/b"], "--name 'a/b'"),
+])
+def test_bad_run_arguments_get_one_line(built, args, message):
+    run = built(3)
+    r = cli(*run_args(run, "http://127.0.0.1:9/v1", *args))
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (run.parent / "escape.jsonl").exists() and not (run / "predictions" / "a").exists()
+
+
+def test_markup_in_errors_is_printed_literally(tmp_path):
+    r = cli("run", "llmrec", "-d", "no-such-[hf]-data", "-o", str(tmp_path / "x"), "-m", "hf:[x]")
+    assert r.returncode == 2
+    assert "[hf]" in r.stderr or "[x]" in r.stderr
