@@ -82,8 +82,12 @@ def test_direct_parse_numbers_titles_and_garbage():
     assert m["NDCG@5"] == pytest.approx(1 / math.log2(3)) and m["MRR"] == 0.5
     assert "HR@10" not in m  # k beyond the candidate count would be trivially 1
     # huge answers: digit runs are not candidate numbers, and only the first 20,000 characters are read
-    assert task.parse(s, "1" * 9000 + " 2, 1").value["ranking"] == ["b", "a"]
+    assert task.parse(s, "2, 1\n" + "1" * 9000).value["ranking"] == ["b", "a"]
+    assert not task.parse(s, "1" * 9000 + " 2, 1").valid  # a list inside a line of garbage is no list
     assert not task.parse(s, "x " * 10000 + "2, 1").valid
+    # numbers in prose are not a ranking
+    p = task.parse(s, "I cannot rank these, sorry. There are 6 candidates and 3 are dramas.")
+    assert not p.valid and p.value["ranking"] == []
 
 
 def test_direct_candidates_hold_target_and_unseen_negatives(ml1m):

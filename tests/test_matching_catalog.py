@@ -200,3 +200,16 @@ def test_match_answer_reports_every_candidate(m):
 
 def test_resolve_refusal(m):
     assert m.resolve("I'm sorry, I can't help with that.") == ([], [])
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["x Toy Story and " * 5_000, '"Das Boot" ' * 10_000, "Toy, " * 20_000, ("Alien Aliens " * 60 + ". ") * 200, "And " * 30_000],
+)
+def test_titles_in_prose_cost_bounded_work(m, text):
+    import time
+
+    t0 = time.process_time()  # CPU time: a busy machine must not fail this
+    out = m.match_answer(text)
+    assert time.process_time() - t0 < 0.5
+    assert len(out) <= 100

@@ -19,7 +19,7 @@ import numpy as np
 from rapidfuzz import fuzz, process
 
 from recharness.matching.normalize import REPLACEMENT, NormalizedTitle, normalize_title, strip_article
-from recharness.matching.parse import parse_candidates, strip_reasoning
+from recharness.matching.parse import parse_candidates, strip_reasoning, titles_in_prose
 
 MatchKind = Literal["exact", "fuzzy", "none"]
 
@@ -374,6 +374,8 @@ class CatalogMatcher:
         Commas split one-line answers, which breaks titles such as "Lock,
         Stock and Two Smoking Barrels": two neighbours whose comma-join is an
         exact catalog title, while one of them alone is not, are joined back.
+        An answer with no list in it is searched for catalog titles named in
+        its prose (`titles_in_prose`): "You should watch Fargo." recommends.
         """
         whole = strip_reasoning(text or "").strip().strip("`*_\"'“”").strip()
         if whole and "\n" not in whole and len(whole) <= 1000:
@@ -381,6 +383,8 @@ class CatalogMatcher:
             if m is not None:
                 return [m]
         cands = parse_candidates(text)
+        if not cands:
+            return titles_in_prose(text, lambda span: self._exact(normalize_title(span), span))
         matches: list[Match | None] = [None] * len(cands)
         for i, c in enumerate(cands):
             if c.raw != c.title:

@@ -14,7 +14,9 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from recharness.matching.normalize import normalize_title
 from recharness.matching.refusal import REFUSAL_RE, is_nothing
@@ -149,6 +151,8 @@ def parse_candidates(text: str | None) -> list[Candidate]:
     if is_nothing(text):
         return []
     text = _FENCE_RE.sub("\n", text)
+    if "|" in text:
+        text = _untable(text)
     items = _from_json(text)
     if items is None:
         items = _from_lines(text)
@@ -161,6 +165,48 @@ def _item(raw: str) -> Candidate | None:
         return None
     plain = _unquote(" ".join(_strip_md(raw).split()).strip(" \t-–—•*·:;,")).rstrip(" .,;:")
     return Candidate(title, plain or title)
+
+
+# ---------------------------------------------------------------- markdown tables
+
+_TABLE_ROW_RE = re.compile(r"^\s*\|(.*)\|\s*$")
+_TITLE_HEADER_RE = re.compile(r"(?:movie|film|book|game|product|item|title|name|recommendation)s?(?:\s+(?:title|name))?", re.IGNORECASE)
+
+
+def _untable(text: str) -> str:
+    """Markdown table rows -> list entries "- Title (YYYY)": the header row and
+    the rule under it go, and of each row only the title cell (the column
+    headed "Title"/"Movie"/..., else the first cell with a letter in it) and a
+    year cell are kept, so "| 1 | Heat | 1995 |" is no title."""
+    lines = text.splitlines()
+    out: list[str] = []
+    title_col = year_col = None
+    for n, line in enumerate(lines):
+        m = _TABLE_ROW_RE.match(line)
+        if not m:
+            out.append(line)
+            title_col = year_col = None
+            continue
+        cells = [c.strip() for c in m.group(1).split("|")]
+        if _is_rule(m.group(1)):
+            continue
+        if n + 1 < len(lines) and _is_rule(lines[n + 1]):
+            heads = [_strip_md(c).strip() for c in cells]
+            title_col = next((i for i, h in enumerate(heads) if _TITLE_HEADER_RE.fullmatch(h)), None)
+            year_col = next((i for i, h in enumerate(heads) if h.lower() in ("year", "release year", "released")), None)
+            continue
+        title = cells[title_col] if title_col is not None and title_col < len(cells) else next(
+            (c for c in cells if re.search(r"[^\W\d_]", c)), "")
+        year = cells[year_col] if year_col is not None and year_col < len(cells) else next(
+            (c for c in cells if re.fullmatch(_YEAR, c)), "")
+        if title:
+            out.append(f"- {title} ({year})" if re.fullmatch(_YEAR, year) and not _YEAR_MARK_RE.search(title) else f"- {title}")
+    return "\n".join(out)
+
+
+def _is_rule(s: str) -> bool:
+    """The "|---|:--|" line under a table header."""
+    return "-" in s and not s.strip(" \t|:-")
 
 
 # ---------------------------------------------------------------- JSON answers
@@ -347,24 +393,32 @@ def _split_line(line: str, single: bool) -> list[Candidate]:
         pieces = [p for p in s.split(";", MAX_PIECES) if p.strip()][:MAX_PIECES]
         if len(pieces) > 1:
             return [t for t in (_item(_trim_lead_in(p)) for p in pieces) if t]
-    if single and "," in s and not years and not _LEAD_SPAN_RE.match(s):
+    if single and "," in s and not _LEAD_SPAN_RE.match(s):
+        # a lone "(YYYY)" marks the end of one title, not of the line: "Heat (1995), Fargo, Casablanca"
         pieces = _comma_split(s)[:MAX_PIECES]
         if len(pieces) > 1 and all(len(p.split()) <= 10 for p in pieces):
-            return [t for t in (_item(p) for p in pieces) if t]
+            return [t for t in (_item(_trim_lead_in(p) if _YEAR_MARK_RE.search(p) else p) for p in pieces) if t]
     t = _item(_trim_lead_in(s) if years else s)
     return [t] if t else []
 
 
 def _comma_split(s: str) -> list[str]:
-    """"A, B, and C" -> [A, B, C]; a lone article or a lowercase continuation
-    rejoins its neighbour ("Matrix, The"; "Sex, lies, and videotape")."""
+    """"A, B, and C" -> [A, B, C]; a lone article, a bare year, a lowercase
+    continuation or a mostly lowercase phrase rejoins its neighbour ("Matrix,
+    The (1999)"; "Ronin, 1998"; "Sex, lies, and videotape"; "Heat (1995),
+    Michael Mann's crime epic")."""
     out: list[str] = []
     for raw in s.split(",", MAX_PIECES * 2):
         p = raw.strip()
         if not p:
             continue
-        low = p.lower()
-        if out and (low in _ARTICLE_WORDS or p[0].islower() and not re.match(r"(?:and|or)\s", p)):
+        low = _YEAR_MARK_RE.sub("", p).strip().lower()
+        if out and (
+            low in _ARTICLE_WORDS
+            or re.fullmatch(_YEAR, low)
+            or p[0].islower() and not re.match(r"(?:and|or)\s", p)
+            or len(p.split()) >= 3 and _lower_ratio(p) >= 0.5
+        ):
             out[-1] = f"{out[-1]}, {p}"
             continue
         m = re.match(r"(?:and|or|&)\s+(.*)", p, re.IGNORECASE)
@@ -408,6 +462,141 @@ def _from_prose(text: str) -> list[Candidate]:
             if t:
                 out.append(t)
     return out
+
+
+# ---------------------------------------------------------------- titles named in prose
+
+T = TypeVar("T")
+MAX_PROSE_LOOKUPS = 300  # distinct catalog look-ups per answer (~1 ms each on ML-1M): bounded work
+_SENTENCE_BREAK_RE = re.compile(r"(?<=[.!?])\s+|\s*\n\s*")
+_WORD_RE = re.compile(r"\S+")
+_WRAP = "\"'“”‘’«»*_`()[]{}"
+_RUN_SMALL = _SMALL - {"is", "as", "into"}  # lowercase words a title may carry ("Pride and Prejudice")
+_JOINERS = frozenset({"and", "or", "&"})
+# Capitalised by grammar, not because they name a title ("Friday", "May" and "Earth" are films).
+_GRAMMAR_CAPS = frozenset(
+    "I I'm I'd I've I'll I’m I’d I’ve I’ll Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February "
+    "March April May June July August September October November December Earth God".split()
+)
+# A clause about what the user already liked, not a recommendation: "If you enjoyed Heat, ...".
+_ASIDE_RE = re.compile(
+    r"\b(?:if|since|because|although|though|unlike)\b|\b(?:liked|loved|enjoyed|watched|seen|read|played|mentioned|rated)\b",
+    re.IGNORECASE,
+)
+_YEAR_TOKEN_RE = re.compile(r"[\(\[]" + _YEAR + r"[\)\]][.,;:!?]*")
+
+
+def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list[T]:
+    """Titles in prose count only as exact catalog matches (`lookup`) of a quoted span or a Capitalised run not opening its sentence, so common words never do.
+
+    "You should watch Fargo." names Fargo; "keep up the speed" names nothing.
+    A run is tried whole, then as whole comma/"and"-separated parts ("Heat,
+    Casablanca and Fargo"; "Lock, Stock and Two Smoking Barrels" stays one);
+    refusal sentences and "if you liked X" clauses are skipped.
+    """
+    body = strip_reasoning(text or "")
+    if "&" in body:
+        body = html.unescape(body)
+    found: list[T] = []
+    seen: dict[str, T | None] = {}
+
+    def look(span: str):
+        if span not in seen:
+            seen[span] = lookup(span) if len(seen) < MAX_PROSE_LOOKUPS else None
+        return seen[span]
+
+    for sentence in _SENTENCE_BREAK_RE.split(body):
+        if not sentence or REFUSAL_RE.search(sentence):
+            continue
+        hits: list[tuple[int, T]] = []
+        for m in _SPAN_RE.finditer(sentence):  # "Fargo", *Fargo*
+            span = next(g for g in m.groups() if g is not None)
+            y = _YEAR_TOKEN_RE.match(sentence[m.end() :].lstrip())
+            r = look(f"{span} {y.group(0).rstrip('.,;:!?')}" if y else span)
+            if r is not None and not _is_aside(sentence, m.start()):
+                hits.append((m.start(), r))
+        plain = _SPAN_RE.sub(lambda m: " " * (m.end() - m.start()), sentence)
+        for pieces, year in _capitalised_runs(plain):
+            i = 0
+            while i < len(pieces):
+                last = i + 1  # the longest join that could still be a title
+                while last < len(pieces) and pieces[last][1] - pieces[i][0] <= MAX_TITLE_CHARS:
+                    last += 1
+                for j in range(last, i, -1):
+                    span = plain[pieces[i][0] : pieces[j - 1][1]].strip(_WRAP + ",;:.!?")
+                    if len(span) > MAX_TITLE_CHARS:
+                        continue
+                    r = look(f"{span} {year}" if year and j == len(pieces) else span)
+                    if r is not None:
+                        if not _is_aside(plain, pieces[i][0]):
+                            hits.append((pieces[i][0], r))
+                        i = j
+                        break
+                else:
+                    i += 1
+        found.extend(r for _, r in sorted(hits, key=lambda h: h[0]))
+        if len(seen) >= MAX_PROSE_LOOKUPS or len(found) >= MAX_ITEMS:
+            break
+    return found[:MAX_ITEMS]
+
+
+def _is_aside(sentence: str, pos: int) -> bool:
+    """The clause before `pos` (back to the last , ; : or dash) is about the user's past, or a condition."""
+    clause = re.split(r"[,;:–—]|\s-\s", sentence[max(0, pos - 200) : pos])[-1]
+    return _ASIDE_RE.search(clause) is not None
+
+
+def _capitalised_runs(sentence: str) -> list[tuple[list[tuple[int, int]], str]]:
+    """(pieces as (start, end) offsets, "(YYYY)" after the run or "") for each
+    run of Capitalised words, small words allowed inside; the sentence's first
+    word never starts one, and pieces break at commas and "and"/"or"."""
+    runs = []
+    pieces: list[tuple[int, int]] = []
+    cur: list[tuple[int, int]] = []  # words of the current piece
+    pending_small: list[tuple[int, int]] = []
+
+    def close(year: str = "") -> None:
+        nonlocal pieces, cur, pending_small
+        if cur:
+            pieces.append((cur[0][0], cur[-1][1]))
+        if pieces:
+            runs.append((pieces, year))
+        pieces, cur, pending_small = [], [], []
+
+    first = True
+    for m in _WORD_RE.finditer(sentence):
+        tok = m.group(0)
+        core = tok.strip(_WRAP).rstrip(",;:.!?").strip(_WRAP)
+        if not core:
+            continue
+        if (pieces or cur) and _YEAR_TOKEN_RE.fullmatch(tok):
+            close(tok.rstrip(".,;:!?"))
+            first = False
+            continue
+        low = core.lower()
+        is_cap = (core[0].isupper() or core[0].isdigit()) and not first and core not in _GRAMMAR_CAPS
+        first = False
+        if is_cap:
+            cur.extend(pending_small)
+            pending_small = []
+            cur.append((m.start(), m.end()))
+        elif (cur or pieces) and low in _JOINERS:
+            if cur:
+                pieces.append((cur[0][0], cur[-1][1]))
+            cur, pending_small = [], []
+        elif cur and low in _RUN_SMALL:
+            pending_small.append((m.start(), m.end()))
+        else:
+            close()
+            continue
+        if tok.rstrip(_WRAP)[-1:] in ",":
+            if cur:
+                pieces.append((cur[0][0], cur[-1][1]))
+            cur, pending_small = [], []
+        elif tok.rstrip(_WRAP)[-1:] in ";:.!?":
+            close()
+    close()
+    return runs
 
 
 def _capitalised_tail(seg: str) -> str:

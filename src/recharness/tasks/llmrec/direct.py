@@ -6,6 +6,24 @@ with the held-out item put in at a seeded position. The answer is parsed as
 an ordered list of candidate numbers (or titles); answers that name no
 candidate are invalid, answers that leave some out are partial. Both are
 counted and kept: a candidate missing from the answer can't be a hit.
+
+Numbers in prose are not a ranking ("There are 20 candidates and 3 are
+dramas" is no [20, 3]): only list lines are read, and they must be most of
+the answer. A list line is
+  * a numbered or bulleted line ("1. 5", "2) [17] Heat (1995)", "- Fargo
+    (1996)"): its candidate is the line's list of numbers, else a candidate
+    title it starts with, else a number it starts with or a "[k]" in it, else
+    a candidate title anywhere in it;
+  * a line led by a candidate number ("[5] Heat (1995)", "5 - Heat"): k;
+  * a line that is only candidate numbers and separators ("5, 17, 3",
+    "[5, 17, 3]", "5 > 17 > 3", "3 1 2"), after an optional "Ranking:" lead-in.
+"Most of the answer": list lines hold at least as many characters as the
+lines before the last list line that could pass for part of a ranking (with
+a one- to three-digit number or markup in them, and not a lead-in ending in
+":"). A plain "Here is my ranking." before the list or an explanation after
+it costs nothing; HTML around a few bare numbers is no ranking. An answer
+with no list line is read for candidate titles in order of mention ("I would
+go with Fargo (1996), then Alien (1979)."): a whole title is no accident.
 """
 
 from __future__ import annotations
@@ -16,12 +34,25 @@ import numpy as np
 
 from recharness.data.leave_last_out import leave_last_out
 from recharness.errors import ConfigError
+from recharness.matching.parse import strip_reasoning
 from recharness.models.base import GenerationParams
 from recharness.tasks.base import BuildConfig, Parsed, Task
 from recharness.tasks.llmrec.common import parts_from_options, ranking_scores, reference_predictions
 from recharness.tasks.llmrec.prompts import direct_prompt, domain_of
 
-_NUM = re.compile(r"(?<![\w.])\[?(\d{1,3})\]?(?![\w.])")
+_SEP = r"(?:\s*(?:[,;>|/→]|->|=>|\band\b)\s*|\s+)"
+_NUMBER_LIST = re.compile(
+    r"\[?\s*(?:#|candidate\s*)?[\[(]?\d{1,3}[\])]?(?:" + _SEP + r"(?:#|candidate\s*)?[\[(]?\d{1,3}[\])]?)*\s*[\]}]?[\s.,;…]*",
+    re.IGNORECASE,
+)
+_LEAD_IN = re.compile(r"[^:\n]{0,80}:\s*")
+_RANK_MARK = re.compile(r"\s*(?:[-*•+]\s+|#?\d{1,3}[.)]\s+|rank\s*#?\d{1,3}\s*[:.)-]\s*)", re.IGNORECASE)
+_CAND_MARK = re.compile(r"\s*(?:[\[(](\d{1,3})[\])]|(\d{1,3})\s*[-–—:]\s|candidate\s*#?(\d{1,3})\b)", re.IGNORECASE)
+_LEAD_NUM = re.compile(r"(?:#|candidate\s*)?\[?(\d{1,3})\]?(?![\w.])", re.IGNORECASE)
+_BRACKET_NUM = re.compile(r"\[(\d{1,3})\]")
+_MARKUP = str.maketrans("", "", "*`")
+_NUMERIC_OR_MARKUP = re.compile(r"(?<![\w.])\d{1,3}(?![\w.])|</?[a-zA-Z!][^<>]{0,200}>")  # a year is no candidate number
+MAX_LINES = 1_000
 
 
 class DirectTask(Task):
@@ -92,22 +123,31 @@ class DirectTask(Task):
 
     def parse(self, sample: dict, text: str) -> Parsed:
         cands = sample["candidates"]
+        body = strip_reasoning(text[:20000])
+        titles = _Titles(sample["candidate_titles"])
+        refs, list_chars, other_chars = _list_refs(body, titles)
         order: list[str] = []
         out_of_range = 0
-        for m in _NUM.finditer(text[:20000]):
-            k = int(m.group(1))
-            if 1 <= k <= len(cands):
-                if cands[k - 1] not in order:
-                    order.append(cands[k - 1])
-            else:
+        how = "titles"
+        for k, by_number in refs:
+            if by_number:
+                how = "numbers"
+            if not 1 <= k <= len(cands):
                 out_of_range += 1
-        how = "numbers"
-        if not order:
-            order = _titles_in_order(text, sample["candidate_titles"], cands)
-            how = "titles"
+            elif cands[k - 1] not in order:
+                order.append(cands[k - 1])
+        error = None
+        if not refs:
+            order = [cands[i] for i in titles.in_order(body.lower())]  # "I'd go with Fargo (1996), then Alien (1979)."
+            if not order:
+                error = "no list of candidate numbers and no candidate title found in the answer"
+        elif list_chars < other_chars:
+            error = f"the list is not most of the answer ({list_chars} of {list_chars + other_chars} characters)"
+        elif not order:
+            error = "the list names no candidate in range"
         value = {"ranking": order, "how": how, "out_of_range": out_of_range, "partial": 0 < len(order) < len(cands)}
-        if not order:
-            return Parsed(value, valid=False, error="no candidate number or title found in the answer")
+        if error:
+            return Parsed(value, valid=False, error=error)
         return Parsed(value)
 
     def score(self, samples, predictions):
@@ -133,12 +173,80 @@ class DirectTask(Task):
         return reference_predictions(dataset, samples, seed, lambda r, s: {"ranking": r.rank(s["candidates"])})
 
 
-def _titles_in_order(text: str, titles: list[str], ids: list[str]) -> list[str]:
-    """Candidates named by title, in order of first mention (case-insensitive)."""
-    low = text.lower()
-    found = []
-    for t, i in zip(titles, ids):
-        pos = low.find(t.lower())
-        if pos >= 0:
-            found.append((pos, i))
-    return [i for _, i in sorted(found)]
+class _Titles:
+    """The candidate titles as one case-insensitive whole-word pattern (longest
+    first), so a 1,000-line answer against 100 candidates is 1,000 searches."""
+
+    def __init__(self, titles: list[str]):
+        self.index: dict[str, int] = {}
+        for i, t in enumerate(titles):
+            self.index.setdefault(t.lower(), i)
+        alts = sorted((re.escape(t) for t in self.index if t), key=len, reverse=True)
+        self.pattern = re.compile(r"(?<!\w)(?:" + "|".join(alts) + r")(?!\w)") if alts else None
+
+    def at_start(self, low: str) -> int | None:
+        m = self.pattern.match(low) if self.pattern else None
+        return self.index[m.group(0)] if m else None
+
+    def first(self, low: str) -> int | None:
+        m = self.pattern.search(low) if self.pattern else None
+        return self.index[m.group(0)] if m else None
+
+    def in_order(self, low: str) -> list[int]:
+        found = (self.index[m.group(0)] for m in self.pattern.finditer(low)) if self.pattern else ()
+        return list(dict.fromkeys(found))
+
+
+def _list_refs(text: str, titles: _Titles) -> tuple[list[tuple[int, bool]], int, int]:
+    """(candidate number, given by number?) for each list line's candidates in
+    order, the characters of list lines, and those of the other lines before
+    the last list line that hold a small number or markup; see the module docstring."""
+    refs: list[tuple[int, bool]] = []
+    list_chars = other_chars = pending = 0
+    for raw in text.splitlines()[:MAX_LINES]:
+        line = raw.translate(_MARKUP).strip()
+        if not line:
+            continue
+        found = _line_refs(line, titles)
+        if found is None:
+            if not line.endswith(":") and _NUMERIC_OR_MARKUP.search(line):
+                pending += len(line)
+            continue
+        refs.extend(found)
+        list_chars += len(line)
+        other_chars += pending
+        pending = 0
+    return refs, list_chars, other_chars
+
+
+def _line_refs(line: str, titles: _Titles) -> list[tuple[int, bool]] | None:
+    """The candidates one line names, or None if it is no list line."""
+    numbers = _number_list(line)
+    if numbers is not None:
+        return [(k, True) for k in numbers]
+    m = _CAND_MARK.match(line)
+    if m:
+        return [(int(next(g for g in m.groups() if g)), True)]
+    m = _RANK_MARK.match(line)
+    if not m:
+        return None
+    content = line[m.end() :].strip()
+    numbers = _number_list(content)
+    if numbers is not None:
+        return [(k, True) for k in numbers]
+    i = titles.at_start(content.lstrip("\"'“‘_").lower())
+    if i is not None:
+        return [(i + 1, False)]  # "12 Angry Men (1957)": a title, not candidate 12
+    n = _LEAD_NUM.match(content) or _BRACKET_NUM.search(content)
+    if n:
+        return [(int(n.group(1)), True)]
+    i = titles.first(content.lower())
+    return [] if i is None else [(i + 1, False)]
+
+
+def _number_list(line: str) -> list[int] | None:
+    """The numbers of a line that is nothing but a list of them (after an optional "Ranking:" lead-in)."""
+    for start in (0, *(m.end() for m in [_LEAD_IN.match(line)] if m)):
+        if _NUMBER_LIST.fullmatch(line, start):
+            return [int(x) for x in re.findall(r"\d{1,3}", line[start:])]
+    return None

@@ -11,7 +11,9 @@ entries when a fixed K was asked for):
   beside it (`unmatched`). Averaged over queries with a non-empty L: a query
   without recommendations has no CMR (it counts in FTR instead).
 * FTR = 1 if the answer recommends nothing (empty, "None", or a refusal that
-  names no catalog item), else 0. For misinformed queries higher is better.
+  names no catalog item), else 0; a catalog title named in prose ("You
+  should watch Fargo.") is a recommendation. For misinformed queries higher
+  is better.
 
 Unmatched titles keep their slot in L (a hallucinated title is still a
 recommendation), so a model cannot gain precision by inventing titles.
@@ -30,34 +32,23 @@ UNMATCHED = "\x00unmatched:"  # prefix of placeholder ids; never a catalog id
 
 
 def resolve_answer(text: str | None, matcher) -> dict:
-    """Titles in answer order, each with its catalog id (None if unmatched), and the FTR flag."""
-    from recharness.matching import is_refusal, parse_recommendations
+    """Titles in answer order, each with its catalog id (None if unmatched), and the FTR flag.
 
-    strings = parse_recommendations(text or "")
-    matches = matcher.match_many(strings)
-    merged: list[tuple[str, str | None]] = []
-    i = 0
-    while i < len(matches):
-        # "Crouching Tiger, Hidden Dragon" split at its comma: rejoin if the join is an exact title
-        if i + 1 < len(matches) and not (matches[i].kind == "exact" and matches[i + 1].kind == "exact"):
-            joined = f"{strings[i]}, {strings[i + 1]}"
-            m = matcher.match(joined)
-            if m.kind == "exact":
-                merged.append((joined, m.item_id))
-                i += 2
-                continue
-        merged.append((strings[i], matches[i].item_id))
-        i += 1
+    Matching is CatalogMatcher.match_answer's (titles split at commas rejoined,
+    catalog titles named in prose found); an answer that names a catalog item
+    is never a failure to recommend, whatever apologies surround it.
+    """
+    from recharness.matching import is_refusal
+
     out_s, out_i, seen = [], [], set()
-    for s, iid in merged:
-        if iid is not None:
-            if iid in seen:
+    for m in matcher.match_answer(text or ""):
+        if m.item_id is not None:
+            if m.item_id in seen:
                 continue
-            seen.add(iid)
-        out_s.append(s)
-        out_i.append(iid)
-    n_matched = sum(x is not None for x in out_i)
-    ftr = bool(is_refusal(text, matched=n_matched))
+            seen.add(m.item_id)
+        out_s.append(m.query)
+        out_i.append(m.item_id)
+    ftr = not seen and bool(is_refusal(text, matched=0))
     return {"strings": out_s, "item_ids": out_i, "ftr": ftr}
 
 
