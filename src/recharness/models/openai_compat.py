@@ -1,5 +1,12 @@
 """Any OpenAI-compatible chat endpoint: vLLM, llama.cpp server, Ollama, OpenAI, DeepSeek.
 
+The wire protocol is one JSON POST, spoken here with httpx directly: the
+openai SDK's request/response modelling costs ~0.4 ms of CPU per call, which
+at zero server latency is most of a run's client time (benchmarks/results/
+overhead.md). Failures are sorted into retryable (429, 5xx, timeouts, resets;
+Retry-After honoured), per-sample (4xx, unreadable bodies) and fatal
+(connection refused again and again).
+
 The API key is read from an environment variable at call time and kept only
 inside the client object: it never enters identities, caches, logs or results.
 """
@@ -7,6 +14,7 @@ inside the client object: it never enters identities, caches, logs or results.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import random
@@ -16,7 +24,7 @@ from collections import Counter
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit, urlunsplit
 
-import openai
+import httpx2 as httpx  # the maintained successor (pydantic/httpx2): its pool stays fast at 32+ connections
 
 from recharness.errors import (
     ConfigError,
@@ -49,12 +57,6 @@ def redact_url(url: str) -> str:
     pairs = [q.partition("=") for q in parts.query.split("&") if q]
     query = "&".join(k + (("=***" if _SECRET_KEY.search(k) else "=" + v) if eq else "") for k, eq, v in pairs)
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def _refused(e: BaseException) -> bool:
-    """Did the connection fail to open? (httpx's ConnectError; the SDK may bundle its own httpx.)"""
-    cause = e.__cause__ or e.__context__
-    return cause is not None and any(c.__name__ == "ConnectError" for c in type(cause).__mro__)
 
 
 def is_loopback(url: str) -> bool:
@@ -126,8 +128,11 @@ class OpenAICompatibleBackend(ModelBackend):
                 key = "sk-local"  # local servers accept any key
             else:
                 raise ConfigError(f"set the API key in the environment variable {api_key_env} for {self.public_url}")
-        # The SDK's own retries are off: ours honour Retry-After, add jitter and count toward one bound.
-        self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=key, max_retries=0, timeout=timeout_s)
+        self._headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
+        self._url = self.base_url.rstrip("/") + "/chat/completions"
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout_s), trust_env=not self.local,  # proxies from the environment, not for loopback
+            limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency))
 
     def identity(self) -> dict:
         ident = {"backend": self.backend, "model": self.model, "base_url": self.public_url}
@@ -138,93 +143,112 @@ class OpenAICompatibleBackend(ModelBackend):
     def _where(self) -> str:
         return f"{self.name} at {self.public_url}"
 
-    def _classify(self, e: Exception) -> tuple[str, float | None] | None:
-        """(kind, server-requested wait) for a failure worth retrying; None for a permanent one."""
-        if isinstance(e, openai.APITimeoutError):
-            return "timeout", None
-        if isinstance(e, openai.APIConnectionError):
-            return ("connect" if _refused(e) else "reset"), None
-        if isinstance(e, openai.APIStatusError):
-            if e.status_code in RETRY_STATUS:
-                return f"http_{e.status_code}", retry_after_s(e.response.headers)
-            return None
-        if isinstance(e, (ValueError, openai.APIResponseValidationError)):  # bad JSON / bytes in the body
-            return "bad_response", 0.0
+    def _classify(self, e: Exception) -> str | None:
+        """The kind of a transport failure worth retrying; None for a permanent one."""
+        if isinstance(e, httpx.TimeoutException):
+            return "timeout"
+        if isinstance(e, httpx.ConnectError):
+            return "connect"
+        if isinstance(e, httpx.TransportError):  # reset, remote closed, protocol error mid-response
+            return "reset"
         return None
 
-    async def _call(self, **kwargs):
+    async def _post(self, body: dict) -> dict:
+        """One answer as a JSON object, after retries; raises SampleError / TransientError / ServerUnreachable."""
+        payload = json.dumps({"model": self.model, **body, **self.extra_body}).encode()  # ASCII: surrogates escaped
         delay = self.backoff_s
         bad_bodies = 0
         for attempt in range(1, self.max_attempts + 1):
+            wait = None
             try:
-                resp = await self._client.chat.completions.create(model=self.model, **kwargs)
-                self._connect_failures = 0
-                if not getattr(resp, "choices", None):
-                    raise SampleError("empty_choices", f"{self._where()} answered with no choices")
-                return resp
-            except SampleError:
-                raise
-            except Exception as e:  # noqa: BLE001 - sorted into retry / per-sample / fatal below
-                how = self._classify(e)
-                if how is None:
-                    status = getattr(e, "status_code", None)
-                    kind = f"http_{status}" if status else type(e).__name__
-                    raise SampleError(kind, f"{self._where()}: {kind}: {one_line(getattr(e, 'message', e))}") from None
-                kind, wait = how
+                r = await self._client.post(self._url, content=payload, headers=self._headers)
+            except Exception as e:  # noqa: BLE001 - sorted into retry / fatal below
+                kind = self._classify(e)
+                if kind is None:
+                    raise SampleError(type(e).__name__, f"{self._where()}: {one_line(e)}") from None
                 if kind == "connect":
                     self._connect_failures += 1
                     if self._connect_failures >= self.max_connect_failures:
                         raise ServerUnreachable(
                             f"connection refused by {self.public_url} ({self._connect_failures} tries in a row): "
                             "is the server running and is the URL right?") from None
-                if kind == "bad_response":
-                    bad_bodies += 1
-                    if bad_bodies > 1:  # the same garbage twice: the answer itself is broken
-                        raise SampleError("bad_response", f"{self._where()}: unreadable response body: {one_line(e)}") from None
-                if attempt == self.max_attempts:
-                    raise TransientError(kind, f"{self._where()}: gave up after {attempt} tries: {kind}") from None
-                self.retries[kind] += 1
-                backoff = delay * (0.5 + random.random())
-                delay = min(delay * 2, 30.0)
-                await asyncio.sleep(min(MAX_WAIT_S, max(backoff if wait is None else wait, 0.0)))
+            else:
+                self._connect_failures = 0
+                if r.status_code == 200:
+                    try:
+                        data = json.loads(r.content)
+                        if not isinstance(data, dict):
+                            raise ValueError("not a JSON object")
+                    except ValueError as e:  # bad JSON, bad UTF-8: once may be a glitch, twice is the answer
+                        bad_bodies += 1
+                        if bad_bodies > 1 or attempt == self.max_attempts:
+                            raise SampleError("bad_response", f"{self._where()}: unreadable response body: "
+                                              f"{one_line(e)}") from None
+                        self.retries["bad_response"] += 1
+                        continue
+                    if not data.get("choices"):
+                        raise SampleError("empty_choices", f"{self._where()} answered with no choices")
+                    return data
+                kind = f"http_{r.status_code}"
+                if r.status_code not in RETRY_STATUS:
+                    raise SampleError(kind, f"{self._where()}: HTTP {r.status_code}: {one_line(_error_message(r))}")
+                wait = retry_after_s(r.headers)
+            if attempt == self.max_attempts:
+                raise TransientError(kind, f"{self._where()}: gave up after {attempt} tries: {kind}")
+            self.retries[kind] += 1
+            backoff = delay * (0.5 + random.random())
+            delay = min(delay * 2, 30.0)
+            await asyncio.sleep(min(MAX_WAIT_S, backoff if wait is None else wait))
+        raise AssertionError("unreachable")
 
     async def agenerate(self, messages: Messages, params: GenerationParams) -> Completion:
         t0 = time.perf_counter()
-        resp = await self._call(
-            messages=messages,
-            max_tokens=params.max_tokens,
-            temperature=params.temperature,
-            top_p=params.top_p,
-            seed=params.seed,
-            stop=list(params.stop) or None,
-            extra_body=self.extra_body or None,
-        )
+        body = {"messages": messages, "max_tokens": params.max_tokens, "temperature": params.temperature,
+                "top_p": params.top_p, "seed": params.seed}
+        if params.stop:
+            body["stop"] = list(params.stop)
+        data = await self._post(body)
         latency = time.perf_counter() - t0
-        choice = resp.choices[0]
-        usage = resp.usage
-        message = getattr(choice, "message", None)
+        choice = data["choices"][0] if isinstance(data["choices"], list) else {}
+        message = choice.get("message") if isinstance(choice, dict) else None
+        text = message.get("content") if isinstance(message, dict) else None
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         return Completion(
-            text=(getattr(message, "content", None) or "") if message is not None else "",
-            prompt_tokens=getattr(usage, "prompt_tokens", None),
-            completion_tokens=getattr(usage, "completion_tokens", None),
+            text=text if isinstance(text, str) else "",
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
             latency_s=latency,
-            finish_reason=choice.finish_reason,
+            finish_reason=choice.get("finish_reason") if isinstance(choice, dict) else None,
         )
 
     async def ascore_options(self, messages: Messages, options: list[str]) -> OptionScores:
         """P(option) from the first generated token's top log-probs, both spellings summed."""
         t0 = time.perf_counter()
-        resp = await self._call(messages=messages, max_tokens=1, temperature=0.0, logprobs=True, top_logprobs=20,
-                                extra_body=self.extra_body or None)
-        lp = resp.choices[0].logprobs
-        if lp is None or not lp.content:
-            raise SampleError("no_logprobs", f"{self._where()} returned no log-probabilities")
-        top = lp.content[0].top_logprobs or []
-        return OptionScores(logprobs=option_logprobs(((t.token, t.logprob) for t in top), options),
-                            latency_s=time.perf_counter() - t0)
+        data = await self._post({"messages": messages, "max_tokens": 1, "temperature": 0.0, "logprobs": True,
+                                 "top_logprobs": 20})
+        try:
+            top = data["choices"][0]["logprobs"]["content"][0]["top_logprobs"] or []
+            pairs = [(t["token"], float(t["logprob"])) for t in top]
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise SampleError("no_logprobs", f"{self._where()} returned no log-probabilities") from None
+        return OptionScores(logprobs=option_logprobs(pairs, options), latency_s=time.perf_counter() - t0)
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self._client.aclose()
+
+
+def _error_message(r: httpx.Response) -> str:
+    """The server's own error text (OpenAI's {"error": {"message"}} or plain text), for the record."""
+    try:
+        data = r.json()
+        err = data.get("error") if isinstance(data, dict) else None
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+    except ValueError:
+        pass
+    return r.text[:300] or r.reason_phrase
 
 
 def option_logprobs(token_logprobs, options: list[str]) -> dict[str, float]:
