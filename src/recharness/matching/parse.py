@@ -11,6 +11,7 @@ MAX_CHARS first so the work per answer is bounded.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
@@ -145,18 +146,28 @@ def parse_candidates(text: str | None) -> list[Candidate]:
     """parse_recommendations, keeping each entry's raw text beside its title."""
     if not text:
         return []
+    # one answer is parsed by the matcher and again by the refusal check: remember recent ones
+    return list(_parse_cached(text) if len(text) <= 20_000 else _parse_candidates(text))
+
+
+@functools.lru_cache(maxsize=512)
+def _parse_cached(text: str) -> tuple[Candidate, ...]:
+    return _parse_candidates(text)
+
+
+def _parse_candidates(text: str) -> tuple[Candidate, ...]:
     text = strip_reasoning(text)
     if "&" in text:
         text = html.unescape(text)  # "&ndash;" is no list separator, "&amp;" no ";"
     if is_nothing(text):
-        return []
+        return ()
     text = _FENCE_RE.sub("\n", text)
     if "|" in text:
         text = _untable(text)
     items = _from_json(text)
     if items is None:
         items = _from_lines(text)
-    return _dedupe(items)
+    return tuple(_dedupe(items))
 
 
 def _item(raw: str) -> Candidate | None:
