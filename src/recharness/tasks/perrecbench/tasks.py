@@ -77,6 +77,9 @@ class PointTask(_GroupTask):
     def score(self, samples, predictions):
         m = super().score(samples, predictions)
         fails = [p["parsed"].get("failed", 0) for p in predictions.values() if isinstance(p.get("parsed"), dict)]
+        # a group the runner could not answer at all (failure record: parsed None) rated none of its users
+        fails += [len(s["users"]) for s in samples
+                  if s["id"] in predictions and not isinstance(predictions[s["id"]].get("parsed"), dict)]
         m["unparsed_users"] = float(sum(fails))
         return m
 

@@ -14,6 +14,16 @@ from recharness.tasks.recbench_plus.options import Options, parse_options
 GT_UNMATCHED = "\x00gt:"  # placeholder id for a ground-truth title the catalog lacks
 
 
+def unanswered(p: dict) -> bool:
+    """A sample the model never answered (HTTP error, prompt too long: the runner's failure
+    record) or whose answer the parser could not read: it recommended nothing, yet it did not
+    decline either."""
+    if p.get("valid", True):
+        return False
+    parsed = p.get("parsed")
+    return p.get("error_kind") is not None or not isinstance(parsed, dict) or bool(parsed.get("parse_error"))
+
+
 def reference_record(sid: str, ids: list[str], ctx) -> dict:
     titles = [ctx.title(i) for i in ids]
     return {"id": sid, "output": "\n".join(titles), "valid": True,
@@ -96,15 +106,30 @@ class RecBenchTask(Task):
             return Parsed(res)
         return Parsed(res, valid=False, error="no titles and no refusal found in the answer")
 
-    def score(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, float]:
+    def _rows(self, samples: list[dict], predictions: dict[str, dict]) -> list[dict | None]:
+        """Per-query metrics; an unanswered sample scores the worst of everything: P = R = 0 and
+        FTR on the wrong side (1, but 0 for misinformed queries, where declining is the right
+        answer), so an HTTP error can never pass for a deliberate refusal."""
         rows = query_metrics(samples, predictions)
+        worst_ftr = 0.0 if self.kind == "misinformed" else 1.0
+        for n, s in enumerate(samples):
+            p = predictions.get(s["id"])
+            if p is not None and rows[n] is not None and unanswered(p):
+                rows[n] = {"P": 0.0, "R": 0.0, "FTR": worst_ftr}
+        return rows
+
+    def score(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, float]:
+        rows = self._rows(samples, predictions)
         m = aggregate(rows)
         preds = [predictions.get(s["id"]) for s in samples]
         got = [p for p in preds if p is not None]
         m["valid_rate"] = float(np.mean([bool(p.get("valid", True)) for p in got])) if got else 0.0
-        errors = sum(bool((p.get("parsed") or {}).get("parse_error")) for p in got)
+        errors = sum(bool((p.get("parsed") or {}).get("parse_error")) for p in got if isinstance(p.get("parsed"), dict))
         if errors:
             m["parse_errors"] = float(errors)
+        failed = sum(p.get("error_kind") is not None and not p.get("valid", True) for p in got)
+        if failed:
+            m["failed"] = float(failed)
         gt_total = sum(len(s.get("gt", [])) for s in samples)
         gt_unmatched = sum(sum(g.startswith(GT_UNMATCHED) for g in s.get("gt", [])) for s in samples)
         if gt_unmatched or any(s.get("source", "built") != "built" for s in samples):
@@ -113,7 +138,7 @@ class RecBenchTask(Task):
         return m
 
     def breakdown(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, dict[str, float]]:
-        return group_metrics(samples, query_metrics(samples, predictions))
+        return group_metrics(samples, self._rows(samples, predictions))
 
     def references(self, dataset, samples: list[dict], seed: int = 0) -> dict[str, dict[str, dict]]:
         """Popularity: the most-interacted catalog items not in the shown history."""
