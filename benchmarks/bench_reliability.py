@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -52,8 +53,15 @@ def tally(run: Path) -> dict:
     recs = list(read_jsonl(pred)) if pred.exists() else []
     c = Counter(r["id"] for r in recs)
     errors = Counter(r.get("error_kind") for r in recs if r.get("error_kind"))
-    return {"tried": len(ids), "survived": sum(1 for i in ids if c[i] == 1), "lost": sum(1 for i in ids if c[i] == 0),
-            "duplicated": sum(1 for i in ids if c[i] > 1), "errors": errors}
+    out = {"tried": len(ids), "survived": sum(1 for i in ids if c[i] == 1), "lost": sum(1 for i in ids if c[i] == 0),
+           "duplicated": sum(1 for i in ids if c[i] > 1), "errors": errors, "retried": Counter(retried)}
+    retried.clear()
+    return out
+
+
+RETRIES = re.compile(r"transport retries: (\d+)(?: \(([^)]*)\))?")
+#: transport retries reported by every run of the current row ("kind: n" summed)
+retried: Counter = Counter()
 
 
 def until_complete(run: Path, url: str, reruns: int = 5) -> list[int]:
@@ -61,9 +69,18 @@ def until_complete(run: Path, url: str, reruns: int = 5) -> list[int]:
     for _ in range(reruns):
         p = cli(*run_args(run, url))
         codes.append(p.returncode)
+        count_retries(p.stdout)
         if p.returncode == 0:
             break
     return codes
+
+
+def count_retries(stdout: str) -> None:
+    m = RETRIES.search(stdout or "")
+    if m and m.group(2):
+        for part in m.group(2).split(", "):
+            k, _, v = part.partition(": ")
+            retried[k] += int(v)
 
 
 def fresh(base: Path, name: str, n: int) -> Path:
@@ -92,14 +109,18 @@ def main():
             print(rows[-1], flush=True)
 
         run = fresh(base, "down", args.n)
-        codes = [cli(*run_args(run, f"http://127.0.0.1:{free_port()}/v1")).returncode]
+        p = cli(*run_args(run, f"http://127.0.0.1:{free_port()}/v1"))
+        codes = [p.returncode]
+        count_retries(p.stdout)
         with FakeServerProcess() as srv:
             codes += until_complete(run, srv.base_url)
         rows.append(("server down from the start", tally(run), codes, 0.0))
 
         run = fresh(base, "midrun", args.n)
         with FakeServerProcess(die_after=args.n // 3) as srv:
-            codes = [cli(*run_args(run, srv.base_url)).returncode]
+            p = cli(*run_args(run, srv.base_url))
+            codes = [p.returncode]
+            count_retries(p.stdout)
         with FakeServerProcess() as srv:
             codes += until_complete(run, srv.base_url)
         rows.append(("server down mid-run", tally(run), codes, 0.0))
@@ -107,11 +128,11 @@ def main():
         run = fresh(base, "kill9", args.n)
         rng = random.Random(0)
         kills = 0
-        with FakeServerProcess(delay_s=0.01) as srv:
+        with FakeServerProcess(delay_s=0.05) as srv:  # a run lasts a few seconds: room to kill it
             for _ in range(10):
                 p = subprocess.Popen([*CLI, *run_args(run, srv.base_url, "-c", "4")], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
-                time.sleep(rng.uniform(0.3, 2.0))
+                time.sleep(rng.uniform(0.5, 2.5))
                 if p.poll() is None:
                     p.send_signal(signal.SIGKILL)
                     kills += 1
@@ -120,10 +141,10 @@ def main():
         rows.append((f"kill -9 at random moments ({kills} kills)", tally(run), codes, 0.0))
 
         run = fresh(base, "concurrent", args.n)
-        with FakeServerProcess(delay_s=0.01) as srv:
+        with FakeServerProcess(delay_s=0.05) as srv:
             a = subprocess.Popen([*CLI, *run_args(run, srv.base_url, "-c", "2")], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
-            time.sleep(1.5)
+            time.sleep(2.0)
             b = cli(*run_args(run, srv.base_url))
             a.wait()
             codes = [a.returncode, b.returncode] + until_complete(run, srv.base_url)
@@ -149,12 +170,13 @@ def main():
         "prompt's first try only; `--timeout 1 --max-attempts 3`; rerun until exit code 0 (at most 5 times)",
         "- survived = exactly one line per sample (answered, or recorded invalid with its error kind)",
         "",
-        "| fault | tried | survived | lost | duplicated | recorded invalid (kind: n) | exit codes of the runs |",
-        "|---|---:|---:|---:|---:|---|---|",
+        "| fault | tried | survived | lost | duplicated | recorded invalid (kind: n) | transport retries (kind: n) | exit codes of the runs |",
+        "|---|---:|---:|---:|---:|---|---|---|",
     ]
     for name, t, codes, _ in rows:
         errs = ", ".join(f"{k}: {v}" for k, v in sorted(t["errors"].items())) or "-"
-        lines.append(f"| {name} | {t['tried']} | {t['survived']} | {t['lost']} | {t['duplicated']} | {errs} | "
+        rets = ", ".join(f"{k}: {v}" for k, v in sorted(t["retried"].items())) or "-"
+        lines.append(f"| {name} | {t['tried']} | {t['survived']} | {t['lost']} | {t['duplicated']} | {errs} | {rets} | "
                      f"{' → '.join(map(str, codes))} |")
     lines.append("")
     OUT.parent.mkdir(parents=True, exist_ok=True)

@@ -211,7 +211,7 @@ class FakeServerProcess:
 
     def __init__(self, *, faults: dict[str, float] | None = None, seed: int = 0, transient: int = 1,
                  hang_s: float = 30.0, die_after: int | None = None, max_seconds: float = 300.0,
-                 answer: str | None = None, delay_s: float = 0.0):
+                 answer: str | None = None, delay_s: float = 0.0, max_requests: int = 100_000):
         import subprocess
         import sys
         import tempfile
@@ -220,7 +220,7 @@ class FakeServerProcess:
         self.port_file = Path(self._tmp.name) / "port"
         cmd = [sys.executable, "-m", "recharness.testing.fake_server", "--port-file", str(self.port_file),
                "--seed", str(seed), "--transient", str(transient), "--hang-s", str(hang_s),
-               "--max-seconds", str(max_seconds), "--delay-s", str(delay_s)]
+               "--max-seconds", str(max_seconds), "--delay-s", str(delay_s), "--max-requests", str(max_requests)]
         for name, rate in (faults or {}).items():
             cmd += ["--fault", f"{name}={rate}"]
         if die_after is not None:
