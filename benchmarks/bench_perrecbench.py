@@ -47,17 +47,9 @@ from recharness.tasks.perrecbench.history import HistoryIndex  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "results" / "perrecbench.md"
 
 
-def clear_caches() -> None:
-    pg._RATED.clear()
-    pg._ELIG.clear()
-    pb._MEMO.clear()
-    pb._HIST.clear()
-
-
 def timed(fn, repeats):
     times, out = [], None
-    for _ in range(repeats):
-        clear_caches()
+    for _ in range(repeats):  # every build makes its own context: nothing is cached between repeats
         t = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t)

@@ -111,11 +111,11 @@ def bench_build(out: Path) -> list[str]:
 
 def bench_profiles(out: Path) -> list[str]:
     from recharness.data.store import load_dataset
-    from recharness.tasks.recbench_plus.context import context_of
+    from recharness.tasks.recbench_plus.context import make_context
     from recharness.tasks.recbench_plus.profiles import common_interest_sets, demographic_groups
 
     ds = load_dataset("ml-1m")
-    ctx = context_of(ds)
+    ctx = make_context(ds)
     lines = ["## Profile-based queries", "", "| step | time (s) | result |", "|---|---:|---|"]
     for theta in (5, 10, 20):
         t0 = time.perf_counter()

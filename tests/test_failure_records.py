@@ -70,7 +70,7 @@ def test_failure_record_shape():
 
 def test_every_task_is_covered_here():
     """A new task or suite must be added to this file."""
-    assert {k: list(v["tasks"]) for k, v in suites().items()} == {
+    assert {k: list(v.tasks) for k, v in suites().items()} == {
         "llmrec": ["sequential", "direct", "rating", "explanation", "summarization"],
         "perrecbench": ["point", "pair", "list"],
         "recbench-plus": ["explicit", "implicit", "misinformed", "interest", "demographics"],

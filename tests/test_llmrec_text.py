@@ -15,7 +15,7 @@ from recharness.data.store import Dataset
 from recharness.errors import ConfigError
 from recharness.models.base import Completion, ModelBackend
 from recharness.runner.jsonl import write_jsonl_atomic
-from recharness.runner.run import CachedModel, _predict_one
+from recharness.runner.run import CachedModel, predict_sample
 from recharness.tasks.base import BuildConfig
 from recharness.tasks.llmrec.explanation import ExplanationTask, text_scores
 from recharness.tasks.llmrec.judge import candidate_sha, judge_metrics, judge_predictions
@@ -155,15 +155,15 @@ def test_retry_once_with_format_reminder_then_keep_invalid():
     sample = {"id": "rating-x", "task": "rating", "messages": [{"role": "user", "content": "rate it"}]}
     prose = "The user rated 4 of the 5 products they purchased."  # recorded SmolLM2-135M answer
     b = ReplayBackend([prose, "4"])
-    rec = asyncio.run(_predict_one(CachedModel(b, None), task, sample, max_retries=1))
+    rec = asyncio.run(predict_sample(CachedModel(b, None), task, sample, max_retries=1)).to_record()
     assert rec["valid"] and rec["parsed"]["value"] == 4.0 and rec["attempts"] == 2 and rec["retry_outputs"] == [prose]
     assert b.prompts[1][-1] == {"role": "user", "content": task.format_reminder}
     b = ReplayBackend([prose, prose])
-    rec = asyncio.run(_predict_one(CachedModel(b, None), task, sample, max_retries=1))
+    rec = asyncio.run(predict_sample(CachedModel(b, None), task, sample, max_retries=1)).to_record()
     assert not rec["valid"] and rec["attempts"] == 2 and rec["output"] == prose and "ambiguous" in rec["error"]
     long = "x " * 5000  # a 10,000-character answer, bounded and kept raw
     b = ReplayBackend([long, long])
-    rec = asyncio.run(_predict_one(CachedModel(b, None), SummarizationTask(), {**sample, "task": "summarization"}, max_retries=1))
+    rec = asyncio.run(predict_sample(CachedModel(b, None), SummarizationTask(), {**sample, "task": "summarization"}, max_retries=1)).to_record()
     assert not rec["valid"] and rec["output"] == long and "too long" in rec["error"]
 
 

@@ -160,7 +160,7 @@ def group_sample(truth, **method):
 @pytest.mark.parametrize("truth", [[0.5, -1.0], [1.0, -1.0, 2.5], [0.1, 2.0, -1.0, 1.0], [-2.0, -1.0, 0.0, 1.0]])
 def test_pairwise_calls_match_heapsort(truth):
     model = Scripted(truth)
-    rec = asyncio.run(predict_pair(model, group_sample(truth)))
+    rec = asyncio.run(predict_pair(model, group_sample(truth))).to_record()
     n = len(truth)
     p = rec["parsed"]
     assert rec["calls"] == model.calls == 2 * p["comparisons"]  # both orders, one call each
@@ -171,7 +171,7 @@ def test_pairwise_calls_match_heapsort(truth):
 
 def test_pairwise_position_bias_counts_as_no_preference():
     truth = [1.0, -1.0]
-    rec = asyncio.run(predict_pair(Scripted(truth, flip_second=True), group_sample(truth)))
+    rec = asyncio.run(predict_pair(Scripted(truth, flip_second=True), group_sample(truth))).to_record()
     # order (0, 1): "A" (= user 0); order (1, 0): "A" again (bias) -> inconsistent -> not greater
     assert rec["parsed"]["disagree"] == 1 and rec["parsed"]["ordering"] == [1, 2]
 
@@ -179,7 +179,7 @@ def test_pairwise_position_bias_counts_as_no_preference():
 def test_pairwise_retries_are_counted_calls():
     truth = [0.1, 2.0, -1.0]
     model = Scripted(truth, garble=1)  # the first answer is garbage; its retry is fine
-    rec = asyncio.run(predict_pair(model, group_sample(truth)))
+    rec = asyncio.run(predict_pair(model, group_sample(truth))).to_record()
     p = rec["parsed"]
     assert rec["retries"] == 1 and rec["calls"] == 2 * p["comparisons"] + 1 == model.calls
     assert p["failed"] == 0 and rec["valid"]
@@ -187,25 +187,25 @@ def test_pairwise_retries_are_counted_calls():
 
 def test_pairwise_unparseable_after_retries_is_reported():
     truth = [0.1, 2.0]
-    rec = asyncio.run(predict_pair(Scripted(truth, garble=10), group_sample(truth, max_retries=1)))
+    rec = asyncio.run(predict_pair(Scripted(truth, garble=10), group_sample(truth, max_retries=1))).to_record()
     assert rec["parsed"]["failed"] == 1 and rec["error"] and rec["calls"] == 4
 
 
 def test_point_and_list_with_scripted_model():
     truth = [0.5, -1.0, 1.5]
     s = group_sample(truth)
-    rec = asyncio.run(predict_point(Scripted(truth), s))
+    rec = asyncio.run(predict_point(Scripted(truth), s)).to_record()
     assert rec["valid"] and rec["parsed"]["ratings"] == [3.5, 2.0, 4.5] and rec["calls"] == 3
-    rec = asyncio.run(predict_list(Scripted(truth), s))
+    rec = asyncio.run(predict_list(Scripted(truth), s)).to_record()
     assert rec["valid"] and rec["parsed"]["ordering"] == [3, 1, 2] and rec["calls"] == 1
-    bad = asyncio.run(predict_list(Scripted(truth, garble=5), s))
+    bad = asyncio.run(predict_list(Scripted(truth, garble=5), s)).to_record()
     assert not bad["valid"] and bad["calls"] == 2 and bad["retries"] == 1 and bad["error"]
 
 
 def test_self_consistency_takes_the_majority():
     truth = [0.5, -1.0]
     model = Scripted(truth, garble=1)  # the first of three samples is garbage (and retried once)
-    rec = asyncio.run(predict_list(model, group_sample(truth, sc=3, max_retries=0)))
+    rec = asyncio.run(predict_list(model, group_sample(truth, sc=3, max_retries=0))).to_record()
     assert rec["valid"] and rec["parsed"]["ordering"] == [1, 2] and rec["calls"] == 3
 
 
@@ -223,11 +223,11 @@ def test_profiles_are_generated_when_not_given():
                 return Completion(text=f"ID {self.calls - 1}")  # profile i names user i
             return await super().generate(messages, params)
 
-    rec = asyncio.run(predict_list(Prof(truth), s))
+    rec = asyncio.run(predict_list(Prof(truth), s)).to_record()
     assert rec["profiles"] == ["ID 0", "ID 1"] and rec["parsed"]["ordering"] == [1, 2]
     assert (rec["calls"], rec["profile_calls"]) == (3, 2)
     s["method"]["profile"] = False  # switched off: no profile calls, no profile block
-    rec = asyncio.run(predict_list(Prof(truth), s))
+    rec = asyncio.run(predict_list(Prof(truth), s)).to_record()
     assert rec["profiles"] is None and (rec["calls"], rec["profile_calls"]) == (1, 0)
 
 

@@ -54,7 +54,7 @@ def _paper_tables(suite: str, rows) -> str | None:
     """The suite's results in its paper's table layout, if the suite defines one."""
     from recharness.tasks.registry import get_suite
 
-    paper = get_suite(suite).get("paper_tables")
+    paper = get_suite(suite).paper_tables
     return paper(rows) or None if paper else None
 
 
@@ -208,7 +208,7 @@ def score(
 
 @app.command()
 def judge(
-    suite: Annotated[str, typer.Argument(help="Suite name (llmrec: explanation and summarization tasks).")],
+    suite: Annotated[str, typer.Argument(help="Suite name; the suite must support judging (llmrec's text tasks do).")],
     dataset: DatasetOpt = "ml-1m",
     out: OutOpt = None,
     judge_model: Annotated[str, typer.Option("--judge", "-j", help="Judge model spec (see `run --help`).")] = "qwen2.5-0.5b",
@@ -221,13 +221,11 @@ def judge(
     seed: SeedOpt = 0,
 ):
     """LLM-as-judge: rate generated text for faithfulness and personalization (JSON schema, cached); `score` then shows it."""
-    from recharness.models.registry import resolve_model, slug
-    from recharness.tasks.llmrec.judge import judge_run
+    from recharness.models.registry import public_spec, resolve_model, slug
+    from recharness.tasks.registry import get_suite
 
-    if suite != "llmrec":
-        raise RecharnessError("judging is defined for the llmrec text tasks (explanation, summarization)")
+    judge_run = get_suite(suite).hook("judge")  # a suite without a judge: one error line naming what it supports
     d = _run_dir(suite, dataset, out)
-    from recharness.models.registry import public_spec
 
     with console.status(f"judging with {escape(public_spec(judge_model))}…"):
         files = judge_run(d, resolve_model(judge_model, base_url=base_url, api_key_env=api_key_env), slug(judge_model),
@@ -313,14 +311,39 @@ def demo(
 
 
 @app.command()
-def suites():
-    """List the benchmark suites and their tasks."""
+def suites(
+    options: Annotated[str | None, typer.Option("--options", metavar="SUITE",
+                                                help="Show SUITE's --option keys per task, with defaults and help.")] = None,
+):
+    """List the benchmark suites and their tasks (or one suite's task options)."""
     from recharness.tasks.registry import suites as all_suites
 
+    if options is not None:
+        for t in _options_tables(options):
+            out_console.print(t)
+        return
     t = Table("suite", "tasks", "description")
     for name, s in all_suites().items():
-        t.add_row(name, ", ".join(s["tasks"]), s["description"])
+        t.add_row(name, ", ".join(s.tasks), s.description)
     out_console.print(t)
+
+
+def _options_tables(suite: str) -> list[Table]:
+    """One table per distinct option set; tasks that take the same options share a table."""
+    from recharness.tasks.options import option_table
+    from recharness.tasks.registry import get_suite
+
+    groups: dict[tuple, list[str]] = {}
+    for task in get_suite(suite).tasks:
+        groups.setdefault(tuple(option_table(suite, task)), []).append(task)
+    tables = []
+    for rows, tasks in groups.items():
+        t = Table("option", "default", "help", title=f"{suite} ({', '.join(tasks)}): --option KEY=VALUE",
+                  title_justify="left")
+        for key, default, text in rows:
+            t.add_row(escape(key), escape(default), escape(text))
+        tables.append(t)
+    return tables
 
 
 def main():

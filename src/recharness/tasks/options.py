@@ -1,27 +1,22 @@
 """`--option KEY=VALUE`: one pydantic model per task, so a typo or a bad value
 is one clear line naming the option instead of being silently ignored.
 
-Each suite's `options` module maps its tasks to models (`OPTIONS`). The models
+Each suite's `options` module maps its tasks to models (`OPTIONS`), named by
+its `register_suite(..., options="module:OPTIONS")`. The models
 only check: `validate_options` hands back the user's own keys, coerced, so
 task code that reads `opts.get(key, default)` behaves as before.
 """
 
 from __future__ import annotations
 
-import difflib
-import importlib
 from typing import Any, ClassVar, get_args
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from recharness.errors import ConfigError
+from recharness.registry import did_you_mean
+from recharness.tasks.registry import get_suite, unknown_task
 
-#: suite name -> module whose OPTIONS maps each task to its options model
-SUITE_OPTIONS = {
-    "llmrec": "recharness.tasks.llmrec.options",
-    "recbench-plus": "recharness.tasks.recbench_plus.options",
-    "perrecbench": "recharness.tasks.perrecbench.options",
-}
 PROMPT_PARTS = ("behaviour", "task_description", "format_indicator")
 
 
@@ -89,8 +84,7 @@ def _wording(err: dict) -> str:
 
 
 def _unknown(keys: list[str], known: list[str], where: str) -> ConfigError:
-    close = difflib.get_close_matches(keys[0], known, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    hint = did_you_mean(keys[0], known)
     names = ", ".join(repr(k) for k in keys)
     return ConfigError(f"unknown --option {names} for {where}{hint}; known: {', '.join(sorted(known))}")
 
@@ -113,11 +107,8 @@ def check(model: type[TaskOptions], options: dict[str, Any], where: str) -> Task
 
 def suite_models(suite: str) -> dict[str, type[TaskOptions]]:
     """{task: options model}; a registered suite without an options module takes only the prompt switches."""
-    if suite in SUITE_OPTIONS:
-        return importlib.import_module(SUITE_OPTIONS[suite]).OPTIONS
-    from recharness.tasks.registry import get_suite
-
-    return dict.fromkeys(get_suite(suite)["tasks"], TaskOptions)  # raises for an unknown suite
+    s = get_suite(suite)  # raises for an unknown suite
+    return s.hook("options") if s.supports("options") else dict.fromkeys(s.tasks, TaskOptions)
 
 
 def validate_options(suite: str, tasks: list[str] | None, options: dict[str, Any] | None) -> dict[str, Any]:
@@ -126,13 +117,11 @@ def validate_options(suite: str, tasks: list[str] | None, options: dict[str, Any
     passes every task that has it. Returns the user's keys with coerced values."""
     models = suite_models(suite)
     if not tasks:
-        from recharness.tasks.registry import get_suite
-
-        tasks = get_suite(suite)["default_tasks"]
+        tasks = get_suite(suite).default_tasks
     tasks = list(dict.fromkeys(tasks))
     bad = [t for t in tasks if t not in models]
     if bad:
-        raise ConfigError(f"suite {suite!r} has no task {bad[0]!r}; it has: {', '.join(models)}")
+        raise unknown_task(suite, bad[0], models)
     options = dict(options or {})
     keys = {t: option_keys(models[t]) for t in tasks}
     known = sorted({k for ks in keys.values() for k in ks})
@@ -149,13 +138,13 @@ def validate_options(suite: str, tasks: list[str] | None, options: dict[str, Any
     return {k: out[k] for k in options}
 
 
-def known_options(suite: str, task: str) -> dict[str, str]:
-    """{key: help text with the default} for one task, for --help and the docs."""
+def option_table(suite: str, task: str) -> list[tuple[str, str, str]]:
+    """(key, default as typed on the command line, help) for one task's options, in declaration order."""
     models = suite_models(suite)
     if task not in models:
-        raise ConfigError(f"suite {suite!r} has no task {task!r}; it has: {', '.join(models)}")
+        raise unknown_task(suite, task, models)
     model = models[task]
-    out: dict[str, str] = {}
+    out: list[tuple[str, str, str]] = []
     listed: set[str] = set()
     for key, name in option_keys(model).items():
         if name in listed or (name in PROMPT_PARTS and name not in model.droppable):
@@ -163,6 +152,11 @@ def known_options(suite: str, task: str) -> dict[str, str]:
         listed.add(name)
         f = model.model_fields[name]
         default = f.default
-        shown = "none" if default is None else str(default).lower() if isinstance(default, bool) else default
-        out[key] = f"{f.description or ''} (default: {shown})"
+        shown = "none" if default is None else str(default).lower() if isinstance(default, bool) else str(default)
+        out.append((key, shown, f.description or ""))
     return out
+
+
+def known_options(suite: str, task: str) -> dict[str, str]:
+    """{key: help text with the default} for one task, for --help and the docs."""
+    return {key: f"{text} (default: {default})" for key, default, text in option_table(suite, task)}

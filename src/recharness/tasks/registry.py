@@ -1,12 +1,55 @@
-"""Suites by name: a new suite is one folder under tasks/ that registers itself."""
+"""Suites by name: a new suite is one folder under tasks/ that registers itself.
+
+A suite is a `Suite` record in `SUITES` (the generic Registry), so the CLI and
+the runner ask it what it can do (`suite.judge`, `suite.paper_tables`) instead
+of testing suite names.
+"""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from recharness.errors import ConfigError
+from recharness.registry import Registry, did_you_mean, load_target
 
-_SUITES: dict[str, dict] = {}
+
+@dataclass(frozen=True, eq=False)
+class Suite:
+    name: str
+    description: str
+    tasks: dict[str, type]  # task name -> Task subclass, in listing order
+    default_tasks: list[str]
+    #: `paper_tables(rows) -> Markdown`: the results in the paper's table layout (None: none)
+    paper_tables: Callable | None = None
+    #: `context(dataset, BuildConfig) -> object`: per-build state shared by the suite's tasks (None: none)
+    context: Callable | None = None
+    #: `judge(run_dir, backend, judge_slug, **kw) -> files`, or its lazy "module:function" (None: nothing to judge)
+    judge: Callable | str | None = field(default=None, repr=False)
+    #: {task: pydantic options model}, or its lazy "module:OPTIONS" (None: only the common prompt switches)
+    options: dict | str | None = field(default=None, repr=False)
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """The optional hooks this suite provides, e.g. {"judge", "paper_tables"}."""
+        return frozenset(k for k in ("paper_tables", "context", "judge", "options") if getattr(self, k) is not None)
+
+    def supports(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+    def hook(self, capability: str) -> Callable:
+        """The hook itself (lazy targets imported now); ConfigError if the suite has none."""
+        fn = getattr(self, capability, None) if capability in self.capabilities else None
+        if fn is None:
+            have = ", ".join(sorted(self.capabilities)) or "none"
+            raise ConfigError(f"suite {self.name!r} does not support {capability} (it supports: {have})")
+        return load_target(fn) if isinstance(fn, str) else fn
+
+
+SUITES: Registry[Suite] = Registry("suite")
+
 
 def _suite_packages() -> list[str]:
     """Every sub-package of recharness.tasks is a suite that registers itself on import."""
@@ -18,10 +61,12 @@ def _suite_packages() -> list[str]:
 
 
 def register_suite(name: str, tasks: dict, description: str, default_tasks: list[str] | None = None,
-                   paper_tables=None) -> None:
-    """`paper_tables(rows) -> Markdown`: the suite's results in its paper's table layout (optional)."""
-    _SUITES[name] = {"tasks": tasks, "description": description, "default_tasks": default_tasks or list(tasks),
-                     "paper_tables": paper_tables}
+                   paper_tables: Callable | None = None, context: Callable | None = None,
+                   judge: Callable | str | None = None, options: dict | str | None = None) -> Suite:
+    """Register a suite (see `Suite` for the optional hooks); returns its record."""
+    suite = Suite(name, description, dict(tasks), list(default_tasks or tasks), paper_tables, context, judge, options)
+    SUITES.add(name, suite)
+    return suite
 
 
 def _load() -> None:
@@ -29,20 +74,24 @@ def _load() -> None:
         importlib.import_module(mod)
 
 
-def suites() -> dict[str, dict]:
+def suites() -> dict[str, Suite]:
     _load()
-    return dict(_SUITES)
+    return dict(SUITES.items())
 
 
-def get_suite(name: str) -> dict:
+def get_suite(name: str) -> Suite:
     _load()
-    if name not in _SUITES:
-        raise ConfigError(f"unknown suite {name!r}; known: {', '.join(sorted(_SUITES))}")
-    return _SUITES[name]
+    return SUITES.get(name)
 
 
-def get_task(suite: str, task: str):
+def get_task(suite: str, task: str) -> Any:
+    """A new instance of one task of `suite`."""
     s = get_suite(suite)
-    if task not in s["tasks"]:
-        raise ConfigError(f"suite {suite!r} has no task {task!r}; it has: {', '.join(s['tasks'])}")
-    return s["tasks"][task]()
+    if task not in s.tasks:
+        raise unknown_task(suite, task, s.tasks)
+    return s.tasks[task]()
+
+
+def unknown_task(suite: str, task: str, known) -> ConfigError:
+    """The one wording for a task name the suite does not have."""
+    return ConfigError(f"suite {suite!r} has no task {task!r}{did_you_mean(task, known)}; it has: {', '.join(known)}")

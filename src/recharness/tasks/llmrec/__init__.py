@@ -26,4 +26,6 @@ register_suite(
     "LLMRec: sequential and direct recommendation (HR@k, NDCG@k); rating prediction (RMSE/MAE); "
     "explanation generation and review summarization (BLEU, ROUGE, optional LLM judge)",
     default_tasks=["sequential", "direct"],
+    judge="recharness.tasks.llmrec.judge:judge_run",  # `recharness judge`: explanation and summarization
+    options="recharness.tasks.llmrec.options:OPTIONS",
 )

@@ -61,7 +61,7 @@ class DirectTask(Task):
     params = GenerationParams(max_tokens=120)
     ks = (1, 5, 10)
 
-    def setup(self, dataset) -> None:
+    def setup(self, dataset, context=None) -> None:
         return None
 
     def build(self, dataset, config: BuildConfig):

@@ -43,10 +43,11 @@ from recharness.tasks.base import BuildConfig, Parsed, Task
 from recharness.tasks.llmrec.common import parts_from_options
 from recharness.tasks.llmrec.prompts import domain_of
 from recharness.tasks.llmrec.rating import item_info, review_splits
-from recharness.tasks.llmrec.text_prompts import explanation_prompt, rated_history, short
+from recharness.tasks.llmrec.text_prompts import MAX_REVIEW_CHARS, explanation_prompt, hypothesis, rated_history, short
 from recharness.tasks.llmrec.validation import FreeText, normalize_for_metrics
 
-MAX_REVIEW_CHARS = 1500  # review text shown to a model or judge (SmolLM2 has a 2,048-token window)
+__all__ = ["MAX_REVIEW_CHARS", "ExplanationTask", "ReviewTextTask", "hypothesis", "require_reviews", "text_scores"]
+
 
 
 def text_scores(hypotheses: list[str], references: list[str]) -> dict[str, float]:
@@ -63,15 +64,6 @@ def text_scores(hypotheses: list[str], references: list[str]) -> dict[str, float
     }
 
 
-def hypothesis(pred: dict | None) -> str | None:
-    """The text a prediction contributes; None when invalid or missing (scored as '')."""
-    if not pred or not pred.get("valid", True):
-        return None
-    parsed = pred.get("parsed") or {}
-    t = parsed.get("text")
-    return t if isinstance(t, str) else None
-
-
 class ReviewTextTask(Task):
     """Shared parse/score for the two text tasks; subclasses build samples."""
 
@@ -79,7 +71,7 @@ class ReviewTextTask(Task):
     #: set by the pipeline (or tests) so `score` can find <run>/judgments; else sample["run_dir"]
     run_dir: Path | None = None
 
-    def setup(self, dataset) -> None:
+    def setup(self, dataset, context=None) -> None:
         return None
 
     def parse(self, sample: dict, text: str) -> Parsed:

@@ -45,9 +45,9 @@ import statistics
 from pathlib import Path
 
 from recharness.models.base import GenerationParams
+from recharness.runner.ask import ask
 from recharness.runner.jsonl import read_jsonl, write_jsonl_atomic
-from recharness.tasks.llmrec.explanation import MAX_REVIEW_CHARS, hypothesis
-from recharness.tasks.llmrec.text_prompts import JUDGE_SCHEMA_TEXT, judge_prompt, short
+from recharness.tasks.llmrec.text_prompts import MAX_REVIEW_CHARS, JUDGE_SCHEMA_TEXT, hypothesis, judge_prompt, short
 from recharness.tasks.llmrec.validation import JsonField, JsonObject
 
 JUDGED_TASKS = ("explanation", "summarization")
@@ -71,22 +71,8 @@ def candidate_sha(text: str) -> str:
 async def judge_one(model, sample: dict, candidate: str, *, max_retries: int = 1) -> dict:
     """One judgment; `model` is a runner.run.CachedModel."""
     messages = judge_prompt(sample["task"], candidate, short(sample["reference"], MAX_REVIEW_CHARS), sample.get("judge_context", ""))
-    latency = 0.0
-    cached = True
-    parsed = None
-    text = ""
-    attempts = 0
-    for attempt in range(max_retries + 1):
-        c = await model.generate(messages, JUDGE_PARAMS)
-        attempts += 1
-        latency += c.latency_s
-        cached &= c.cached
-        text = c.text
-        parsed = JUDGE_FORMAT.check(text)
-        if parsed.valid:
-            break
-        if attempt < max_retries:
-            messages = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": JUDGE_REMINDER}]
+    asked = await ask(model, messages, JUDGE_PARAMS, JUDGE_FORMAT.check, reminder=JUDGE_REMINDER, max_retries=max_retries)
+    parsed = asked.parsed
     v = parsed.value if parsed.valid else {}
     return {
         "id": sample["id"],
@@ -98,10 +84,10 @@ async def judge_one(model, sample: dict, candidate: str, *, max_retries: int = 1
         "rationale": v.get("rationale"),
         "valid": parsed.valid,
         "error": parsed.error,
-        "output": text,
-        "attempts": attempts,
-        "cached": cached,
-        "latency_s": round(latency, 6),
+        "output": asked.outputs[-1],
+        "attempts": asked.attempts,
+        "cached": asked.cached,
+        "latency_s": round(asked.latency_s, 6),
     }
 
 
@@ -136,9 +122,8 @@ def judge_run(out: Path, backend, judge_slug: str, *, pred_stems: list[str] | No
     """Judge every predictions file of a run (or `pred_stems`) and, optionally, the reference rows;
     write <out>/judgments/<pred-stem>__<judge-slug>.jsonl. Returns the files written."""
     from recharness.data.store import load_dataset
-    from recharness.runner.cache import ResponseCache
     from recharness.runner.pipeline import load_build
-    from recharness.runner.run import CachedModel
+    from recharness.runner.run import with_model
     from recharness.tasks.registry import get_task
 
     out = Path(out)
@@ -161,28 +146,19 @@ def judge_run(out: Path, backend, judge_slug: str, *, pred_stems: list[str] | No
             task = get_task(info["suite"], t)
             for method, recs in task.references(ds, [s for s in samples if s["task"] == t], seed=seed).items():
                 sets.setdefault(f"ref-{method}", {}).update(recs)
-    cache = ResponseCache() if use_cache else None
-    model = CachedModel(backend, cache)
-    identity = model.identity()
+    identity = backend.identity()
     written: list[Path] = []
 
-    async def go():
-        try:
-            for stem, recs in sets.items():
-                judged = await judge_predictions(samples, recs, model, max_retries=max_retries)
-                rows = [{**j, "judge": identity, "judge_slug": judge_slug, "prediction_file": stem} for j in judged.values()]
-                path = out / "judgments" / f"{stem}__{judge_slug}.jsonl"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                write_jsonl_atomic(path, rows)
-                written.append(path)
-        finally:
-            await backend.aclose()
+    async def go(model):
+        for stem, recs in sets.items():
+            judged = await judge_predictions(samples, recs, model, max_retries=max_retries)
+            rows = [{**j, "judge": identity, "judge_slug": judge_slug, "prediction_file": stem} for j in judged.values()]
+            path = out / "judgments" / f"{stem}__{judge_slug}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_jsonl_atomic(path, rows)
+            written.append(path)
 
-    try:
-        asyncio.run(go())
-    finally:
-        if cache is not None:
-            cache.close()
+    with_model(backend, go, use_cache=use_cache)
     return written
 
 

@@ -10,19 +10,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from recharness.data.store import dataset_domain
+
+# LLMRec's wording per dataset domain (recharness.data.store decides the domain); a domain
+# without an entry here is worded as products.
 DOMAIN_NOUNS = {"movie": ("movie", "movies", "watched"), "game": ("video game", "video games", "played"),
                 "product": ("product", "products", "bought")}
 
 
-def domain_of(dataset_name: str, meta: dict | None = None) -> str:
-    if meta and meta.get("domain") in DOMAIN_NOUNS:
-        return meta["domain"]
-    n = dataset_name.lower()
-    if n.startswith("ml-") or "movie" in n:
-        return "movie"
-    if "game" in n:
-        return "game"
-    return "product"
+def wording_domain(domain: str) -> str:
+    """The DOMAIN_NOUNS key LLMRec prompts use for a dataset's `domain`."""
+    return domain if domain in DOMAIN_NOUNS else "product"
+
+
+def domain_of(dataset, meta: dict | None = None) -> str:
+    """LLMRec's wording key for a dataset: `wording_domain(dataset.domain)`. Also takes the
+    dataset's name and meta dict (the older call form)."""
+    domain = dataset_domain(dataset, meta) if isinstance(dataset, str) else dataset.domain
+    return wording_domain(domain)
 
 
 @dataclass(frozen=True)

@@ -154,7 +154,7 @@ class RatingTask(Task):
     reg_user = 10.0
     reg_item = 25.0
 
-    def setup(self, dataset) -> None:
+    def setup(self, dataset, context=None) -> None:
         return None
 
     def build(self, dataset, config: BuildConfig):

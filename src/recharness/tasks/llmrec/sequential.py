@@ -26,7 +26,7 @@ class SequentialTask(Task):
     def __init__(self):
         self.ctx: CatalogContext | None = None
 
-    def setup(self, dataset) -> None:
+    def setup(self, dataset, context=None) -> None:
         self.ctx = CatalogContext.of(dataset)
 
     def build(self, dataset, config: BuildConfig):

@@ -124,3 +124,15 @@ def judge_prompt(task: str, candidate: str, reference: str, context: str) -> lis
             ),
         }
     ]
+
+
+MAX_REVIEW_CHARS = 1500  # review text shown to a model or judge (SmolLM2 has a 2,048-token window)
+
+
+def hypothesis(pred: dict | None) -> str | None:
+    """The text a prediction contributes; None when invalid or missing (scored as '')."""
+    if not pred or not pred.get("valid", True):
+        return None
+    parsed = pred.get("parsed") or {}
+    t = parsed.get("text")
+    return t if isinstance(t, str) else None

@@ -14,6 +14,7 @@ Public helpers beyond the task interface:
 
 from recharness.tasks.perrecbench.tasks import TASKS, ListTask, PairTask, PointTask
 from recharness.tasks.perrecbench.table import table1_markdown
+from recharness.tasks.perrecbench.build import make_context
 from recharness.tasks.registry import register_suite
 
 register_suite(
@@ -22,6 +23,8 @@ register_suite(
     "PerRecBench: rank users of a group by preference for one item (Kendall tau, easy/medium/hard)",
     default_tasks=["point", "pair", "list"],
     paper_tables=table1_markdown,
+    options="recharness.tasks.perrecbench.options:OPTIONS",
+    context=make_context,  # history indexes and group selections, built once per build/run
 )
 
 __all__ = ["TASKS", "PointTask", "PairTask", "ListTask"]

@@ -1,8 +1,10 @@
 """From a dataset (or the original label files) to group samples for the three methods.
 
 The three tasks share the same groups, so they are selected once per build
-(memoised on the dataset and options) and each task renders its samples
-from them.  The run directory also gets the groups in the original label
+and each task renders its samples from them: the pipeline makes one
+`SuiteContext` per build (`make_context`, the suite's context factory) and
+passes it to every task as `BuildConfig.context`; a build without one (a
+test calling `build_samples` directly) makes its own, and nothing outlives it.  The run directory also gets the groups in the original label
 layout (``perrecbench/item2group_avg_diff_sample-<level>.json``).
 
 Options (``--option key=value``, checked by options.PerRecBenchOptions), with defaults:
@@ -28,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from recharness.errors import ConfigError, InputError
+from recharness.tasks.base import BuildConfig
 from recharness.tasks.options import check
 from recharness.tasks.perrecbench.groups import LEVELS, Group, GroupConfig, select_groups
 from recharness.tasks.perrecbench.history import HistoryIndex, rating_stats
@@ -92,13 +95,6 @@ def parse_options(options: dict, seed: int = 0, limit: int | None = None) -> Sui
     )
 
 
-def domain_of(dataset) -> str:
-    d = (dataset.meta or {}).get("domain")
-    if d:
-        return str(d)
-    return "movie" if dataset.name.lower().startswith("ml-") or "movie" in dataset.name.lower() else "product"
-
-
 def _label_files(spec: str, levels: tuple[str, ...]) -> dict[str, Path]:
     p = Path(spec)
     if p.is_dir():
@@ -128,34 +124,44 @@ class Context:
     blocks: dict = field(default_factory=dict)  # (item, user, history_len) -> user block
 
 
-_MEMO: dict[tuple, Context] = {}
-_HIST: list = []  # [(dataset, corpus, index)]: the last index, reused across builds of one dataset
+class SuiteContext:
+    """What one build of the suite shares across its tasks: the dataset's BM25 history indexes,
+    the group-selection tables, and the groups (a `Context`) selected for the build's options.
+
+    Made once per build by the pipeline (`make_context`) and handed to each task as
+    `BuildConfig.context`; lazy, so a run or score that never builds costs nothing.
+    """
+
+    def __init__(self, dataset, options: dict | None = None):
+        self.dataset = dataset
+        self.options = dict(options or {})  # the build's options (informative: `context(opts)` is keyed by its own)
+        self.tables: dict = {}  # select_groups' per-dataset tables
+        self._hist: dict[str, HistoryIndex] = {}
+        self._contexts: dict[SuiteOptions, Context] = {}
+
+    def history_index(self, corpus: str) -> HistoryIndex:
+        if corpus not in self._hist:
+            self._hist[corpus] = HistoryIndex(self.dataset, corpus=corpus)
+        return self._hist[corpus]
+
+    def context(self, opts: SuiteOptions) -> Context:
+        """The groups, profiles and history index for these options (selected on first use)."""
+        if opts not in self._contexts:
+            self._contexts[opts] = _make_build_context(self, opts)
+        return self._contexts[opts]
 
 
-def history_index(dataset, corpus: str) -> HistoryIndex:
-    for ds, c, idx in _HIST:
-        if ds is dataset and c == corpus:
-            return idx
-    idx = HistoryIndex(dataset, corpus=corpus)
-    _HIST[:] = [(dataset, corpus, idx)]
-    return idx
+def make_context(dataset, config=None) -> SuiteContext:
+    """The suite's context factory: one per build (run, score), shared by the three tasks.
+
+    `config`: the build's BuildConfig, or just its options dict (or None).
+    """
+    options = config.options if isinstance(config, BuildConfig) else config
+    return SuiteContext(dataset, options)
 
 
-def _files_stamp(opts: SuiteOptions) -> tuple:
-    """Checksums of the input files an option names, so an edited file is read again."""
-    paths = []
-    for spec in (opts.labels, opts.profiles):
-        if spec:
-            p = Path(spec)
-            paths += sorted(p.glob("*.json")) if p.is_dir() else [p]
-    return tuple((str(p), zlib.crc32(p.read_bytes()) if p.is_file() else None) for p in paths)
-
-
-def get_context(dataset, opts: SuiteOptions) -> Context:
-    key = (id(dataset), dataset.name, repr(opts), _files_stamp(opts))
-    if key in _MEMO and _MEMO[key].dataset is dataset:
-        return _MEMO[key]
-    _MEMO.clear()
+def _make_build_context(suite: SuiteContext, opts: SuiteOptions) -> Context:
+    dataset = suite.dataset
     sources: dict[str, str] = {}
     if opts.labels:
         groups: dict[str, list[Group]] = {}
@@ -168,7 +174,7 @@ def get_context(dataset, opts: SuiteOptions) -> Context:
         if opts.shots:
             raise ConfigError("few-shot prompts are not available with labels= (no held-out groups); use shots=0")
     else:
-        sel = select_groups(dataset.interactions, opts.groups)
+        sel = select_groups(dataset.interactions, opts.groups, tables=suite.tables)
         groups = {k: v for k, v in sel.items() if "/" not in k}
         heldout = {k.split("/")[0]: v for k, v in sel.items() if k.endswith("/heldout")}
     profiles = None
@@ -182,10 +188,18 @@ def get_context(dataset, opts: SuiteOptions) -> Context:
             raise InputError(p, f"not valid JSON ({e})") from None
         if not isinstance(profiles, dict):
             raise InputError(p, "expected a JSON object {user_id: profile}")
-    ctx = Context(opts, groups, heldout, history_index(dataset, opts.bm25), domain_of(dataset), sources, profiles)
+    ctx = Context(opts, groups, heldout, suite.history_index(opts.bm25), dataset.domain, sources, profiles)
     ctx.dataset = dataset
-    _MEMO[key] = ctx
     return ctx
+
+
+def get_context(dataset, opts: SuiteOptions, suite: SuiteContext | None = None) -> Context:
+    """The build's Context from the suite context passed by the pipeline, else a fresh one."""
+    if suite is None:
+        suite = make_context(dataset)
+    elif suite.dataset is not dataset:
+        raise ValueError("BuildConfig.context was made for another dataset")
+    return suite.context(opts)
 
 
 def _behaviours(hist: HistoryIndex, items, ratings, positions) -> list[dict]:
@@ -273,7 +287,7 @@ def write_side_files(ctx: Context, out: Path | None) -> None:
 
 def build_samples(task: str, dataset, config) -> list[dict]:
     opts = parse_options(config.options, config.seed, config.limit)
-    ctx = get_context(dataset, opts)
+    ctx = get_context(dataset, opts, config.context)
     write_side_files(ctx, config.out)
     method, scoring = opts.method(), opts.scoring()
     samples = []

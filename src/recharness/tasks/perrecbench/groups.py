@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import polars as pl
 
+# The difficulty levels, in presentation order, and their group sizes: the one definition every
+# perrecbench module (options, scoring, Table 1) reads.
 LEVELS: dict[str, int] = {"easy": 2, "medium": 3, "hard": 4}
 # items go first to the levels that are hardest to fill
 _CLAIM_ORDER = ("hard", "medium", "easy")
@@ -36,7 +38,7 @@ class GroupConfig:
     lam: float = 0.6
     window_days: float = 7.0
     n_groups: int = 200
-    levels: tuple[str, ...] = ("easy", "medium", "hard")
+    levels: tuple[str, ...] = tuple(LEVELS)
     heldout: int = 0  # groups per level kept apart for few-shot examples
     mean_over: str = "history"  # or "all"
     tries: int = 20  # window anchors tried per item
@@ -75,19 +77,18 @@ class Group:
                 "members": [asdict(m) for m in self.members]}
 
 
-_RATED: list = []  # [(interactions, mean_over, result)]: the last table, reused by the next build
-
-
-def rated_with_prior(interactions: pl.DataFrame, mean_over: str = "history") -> pl.DataFrame:
+def rated_with_prior(interactions: pl.DataFrame, mean_over: str = "history", tables: dict | None = None) -> pl.DataFrame:
     """Every rating with the rater's count and mean of *strictly earlier* ratings and its relative rating.
 
-    Ratings at the same second as the query rating are not "before" it.
+    Ratings at the same second as the query rating are not "before" it. `tables`: a dict the
+    caller keeps for this one `interactions` table (the build's suite context), reused across calls.
     """
-    for obj, mo, res in _RATED:
-        if obj is interactions and mo == mean_over:
-            return res
+    key = ("rated", mean_over)
+    if tables is not None and key in tables:
+        return tables[key]
     res = _rated_with_prior(interactions, mean_over)
-    _RATED[:] = [(interactions, mean_over, res)]
+    if tables is not None:
+        tables[key] = res
     return res
 
 
@@ -149,14 +150,11 @@ class _Eligible:
     ends: np.ndarray
 
 
-_ELIG: list = []  # [(interactions, mean_over, gamma, _Eligible)]: the last one
-
-
-def _eligible(interactions: pl.DataFrame, mean_over: str, gamma: int) -> _Eligible:
-    for obj, mo, g, e in _ELIG:
-        if obj is interactions and mo == mean_over and g == gamma:
-            return e
-    rated = rated_with_prior(interactions, mean_over)
+def _eligible(interactions: pl.DataFrame, mean_over: str, gamma: int, tables: dict | None = None) -> _Eligible:
+    key = ("eligible", mean_over, gamma)
+    if tables is not None and key in tables:
+        return tables[key]
+    rated = rated_with_prior(interactions, mean_over, tables)
     elig = (rated.filter(pl.col("history_len") > gamma).sort(["item_id", "timestamp", "user_id"])
             .with_columns(_u=pl.col("user_id").rank("dense").cast(pl.Int64) - 1,
                           _i=pl.col("item_id").rank("dense").cast(pl.Int64) - 1))
@@ -171,13 +169,18 @@ def _eligible(interactions: pl.DataFrame, mean_over: str, gamma: int) -> _Eligib
                   users=users, user_ids=user_ids, ratings=elig["rating"].to_numpy(), avgs=elig["avg_rating"].to_numpy(),
                   hlen=elig["history_len"].to_numpy(), item_ids=elig["item_id"].gather(starts).to_list(),
                   starts=starts, ends=ends)
-    _ELIG[:] = [(interactions, mean_over, gamma, e)]
+    if tables is not None:
+        tables[key] = e
     return e
 
 
-def select_groups(interactions: pl.DataFrame, cfg: GroupConfig) -> dict[str, list[Group]]:
-    """Test groups per level, plus held-out groups under key '<level>/heldout' when cfg.heldout > 0."""
-    el = _eligible(interactions, cfg.mean_over, cfg.gamma)
+def select_groups(interactions: pl.DataFrame, cfg: GroupConfig, tables: dict | None = None) -> dict[str, list[Group]]:
+    """Test groups per level, plus held-out groups under key '<level>/heldout' when cfg.heldout > 0.
+
+    `tables`: a dict kept by the caller for this `interactions` table (the build's suite
+    context), so the per-rating tables are computed once however many configs select from it.
+    """
+    el = _eligible(interactions, cfg.mean_over, cfg.gamma, tables)
     ts, rr, users, ratings, avgs, hlen = el.ts, el.rr, el.users, el.ratings, el.avgs, el.hlen
     starts, ends, item_ids = el.starts, el.ends, el.item_ids
     sizes = ends - starts

@@ -14,6 +14,8 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 
+from recharness.runner.ask import ask as runner_ask
+from recharness.tasks.base import Prediction
 from recharness.tasks.perrecbench import prompts
 from recharness.tasks.perrecbench.heapsort import heapsort
 from recharness.tasks.perrecbench.parsing import majority, parse_pair, parse_ranking, parse_rating
@@ -40,13 +42,6 @@ class Tally:
         self.cached &= bool(c.cached)
         self.outputs.append(c.text)
 
-    def record(self) -> dict:
-        return {"calls": self.calls, "profile_calls": self.profile_calls, "retries": self.retries,
-                "attempts": 1 + self.retries,
-                "latency_s": round(self.latency_s, 6),
-                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "cached": self.cached}
-
 
 @dataclass
 class Answer:
@@ -57,7 +52,7 @@ class Answer:
 
 
 async def ask(model, messages, parse, reminder: str, method: dict, tally: Tally, kind: str) -> Answer:
-    """One question: (n self-consistency samples of) generate → parse → retry with a reminder."""
+    """One question: n self-consistency samples, each asked through the runner's ask (retry with a reminder)."""
     n = max(1, int(method.get("sc", 1)))
     temperature = float(method.get("sc_temperature", 0.7)) if n > 1 else float(method.get("temperature", 0.0))
     max_retries = int(method.get("max_retries", 1))
@@ -65,20 +60,15 @@ async def ask(model, messages, parse, reminder: str, method: dict, tally: Tally,
     for s in range(n):
         params = prompts.params_for(kind, cot=bool(method.get("cot")), temperature=temperature, seed=s,
                                     max_tokens=method.get("max_tokens"))
-        msgs = list(messages)
-        for attempt in range(max_retries + 1):
-            c = await model.generate(msgs, params)
+        asked = await runner_ask(model, messages, params, parse, reminder=reminder, max_retries=max_retries)
+        for c in asked.completions:
             tally.add(c)
-            outputs.append(c.text)
-            p = parse(c.text)
-            if p.valid:
-                values.append(p.value)
-                break
-            if attempt < max_retries:
-                tally.retries += 1
-                msgs = msgs + [{"role": "assistant", "content": c.text}, {"role": "user", "content": reminder}]
-            else:
-                errors.append(p.error)
+        tally.retries += asked.attempts - 1
+        outputs.extend(asked.outputs)
+        if asked.parsed.valid:
+            values.append(asked.parsed.value)
+        else:
+            errors.append(asked.parsed.error)
     if not values:
         return Answer(None, False, errors[-1] if errors else "no answer", outputs)
     return Answer(majority(values), True, None, outputs)
@@ -123,19 +113,16 @@ async def _shot_turns(model, sample: dict, task: str, method: dict, tally: Tally
     return turns
 
 
-def _record(value: dict, valid: bool, error: str | None, tally: Tally, profiles) -> dict:
-    return {
-        "output": "\n---\n".join(tally.outputs[-8:]),
-        "outputs": tally.outputs,
-        "parsed": value,
-        "valid": valid,
-        "error": error,
-        "profiles": [p for p in profiles] if any(p is not None for p in profiles) else None,
-        **tally.record(),
-    }
+def _record(value: dict, valid: bool, error: str | None, tally: Tally, profiles) -> Prediction:
+    t = tally
+    return Prediction(
+        output="\n---\n".join(t.outputs[-8:]), parsed=value, valid=valid, error=error, attempts=1 + t.retries,
+        latency_s=t.latency_s, prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens, cached=t.cached,
+        extra={"outputs": t.outputs, "profiles": list(profiles) if any(p is not None for p in profiles) else None,
+               "calls": t.calls, "profile_calls": t.profile_calls, "retries": t.retries})
 
 
-async def predict_point(model, sample: dict) -> dict:
+async def predict_point(model, sample: dict) -> Prediction:
     """One rating per user; the group is ranked by predicted rating minus the user's mean."""
     method, tally = sample["method"], Tally()
     users = sample["users"]
@@ -153,7 +140,7 @@ async def predict_point(model, sample: dict) -> dict:
     return _record({"ratings": ratings, "failed": len(errors)}, valid, "; ".join(errors) or None, tally, profiles)
 
 
-async def predict_pair(model, sample: dict) -> dict:
+async def predict_pair(model, sample: dict) -> Prediction:
     """Heapsort with a comparator asked in both orders; a > b only if both orders say so."""
     method, tally = sample["method"], Tally()
     users = sample["users"]
@@ -187,7 +174,7 @@ async def predict_pair(model, sample: dict) -> dict:
     return _record(value, True, "; ".join(errors) or None, tally, profiles)
 
 
-async def predict_list(model, sample: dict) -> dict:
+async def predict_list(model, sample: dict) -> Prediction:
     """All users in one prompt; the answer must be a permutation of their indices."""
     method, tally = sample["method"], Tally()
     users = sample["users"]

@@ -2,62 +2,38 @@
 
 Each parser returns recharness `Parsed`: an answer that does not follow the
 format is `valid=False` with the reason, so it is retried and then counted.
+The generic pieces (scan limit, JSON object extraction, JSON value -> number)
+are the package-level ones in recharness.tasks.validation. PerRecBench reads
+objects more leniently than `JsonObject` (the *last* flat object that carries
+the key, wherever it sits, then a bare `predicted_rating: x` as a fallback),
+as the original code's answers need; that choice stays here.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 
 from recharness.tasks.base import Parsed
+from recharness.tasks.validation import finite_number, flat_json_objects, scan
 
-_MAX = 20000  # characters of an answer looked at
-_OBJ = re.compile(r"\{[^{}]*\}")
 _RATING_KV = re.compile(r"predicted[_ ]rating\"?\s*[:=]\s*\"?(-?\d+(?:\.\d+)?)", re.I)
 _RANKING_KV = re.compile(r"predicted[_ ]ranking\"?\s*[:=]\s*\[([^\]]*)\]", re.I)
 _USER = re.compile(r"\buser\s*([ab])\b", re.I)
 _INDEX = re.compile(r"^\s*(?:user\s*)?(\d{1,3})\s*$", re.I)
 
 
-def _json_objects(text: str) -> list[dict]:
-    out = []
-    for m in _OBJ.finditer(text[:_MAX]):
-        try:
-            obj = json.loads(m.group(0))
-        except (json.JSONDecodeError, ValueError):
-            continue
-        if isinstance(obj, dict):
-            out.append(obj)
-    return out
-
-
-def _number(v) -> float | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, (int, float)):
-        x = float(v)
-    elif isinstance(v, str):
-        try:
-            x = float(v.strip())
-        except ValueError:
-            return None
-    else:
-        return None
-    return x if math.isfinite(x) else None
-
-
 def parse_rating(text: str, lo: float = 1.0, hi: float = 5.0) -> Parsed:
     """{"predicted_rating": x} (the last such object wins, as after a chain of thought); x in [lo, hi]."""
     value = None
-    for obj in reversed(_json_objects(text)):
+    for obj in reversed(flat_json_objects(text)):
         keys = [k for k in obj if "rating" in k.lower() or "score" in k.lower()]
         if keys:
-            value = _number(obj[keys[-1]])
+            value = finite_number(obj[keys[-1]])
             if value is not None:
                 break
     if value is None:
-        found = _RATING_KV.findall(text[:_MAX])
+        found = _RATING_KV.findall(scan(text)[0])
         value = float(found[-1]) if found else None
     if value is None:
         return Parsed(None, valid=False, error='no {"predicted_rating": <number>} in the answer')
@@ -68,7 +44,7 @@ def parse_rating(text: str, lo: float = 1.0, hi: float = 5.0) -> Parsed:
 
 def parse_pair(text: str, last: bool = False) -> Parsed:
     """'A' or 'B' from "[User A]" / "[User B]": the first mention, or the last after a chain of thought."""
-    t = text[:_MAX]
+    t = scan(text)[0]
     found = [m.group(1).upper() for m in _USER.finditer(t)]
     if not found and t.strip().strip("[]().").upper() in ("A", "B"):
         found = [t.strip().strip("[]().").upper()]
@@ -94,13 +70,13 @@ def _index(v) -> int | None:
 def parse_ranking(text: str, n: int) -> Parsed:
     """{"predicted_ranking": [...]} with each user index 1..n exactly once, most preferred first."""
     raw = None
-    for obj in reversed(_json_objects(text)):
+    for obj in reversed(flat_json_objects(text)):
         keys = [k for k in obj if "rank" in k.lower()]
         if keys and isinstance(obj[keys[-1]], list):
             raw = obj[keys[-1]]
             break
     if raw is None:
-        found = _RANKING_KV.findall(text[:_MAX])
+        found = _RANKING_KV.findall(scan(text)[0])
         if found:
             raw = [x.strip().strip("\"'") for x in found[-1].split(",") if x.strip()]
     if raw is None:

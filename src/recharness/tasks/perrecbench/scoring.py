@@ -38,8 +38,7 @@ import numpy as np
 
 from recharness.metrics.correlation import kendall_tau, kendall_tau_groups
 from recharness.metrics.rating import rating_errors
-
-LEVEL_ORDER = ("easy", "medium", "hard")
+from recharness.tasks.perrecbench.groups import LEVELS
 
 
 @dataclass
@@ -126,7 +125,7 @@ def level_table(groups: list[GroupScore], *, compat: bool = False, invalid: str 
     for g in groups:
         by[g.level].append(g)
     table = {}
-    for lv in [*(x for x in LEVEL_ORDER if x in by), *sorted(x for x in by if x not in LEVEL_ORDER)]:
+    for lv in [*(x for x in LEVELS if x in by), *sorted(x for x in by if x not in LEVELS)]:
         gl = by[lv]
         ranked = [g.tau_rank for g in gl if invalid == "zero" or g.status in ("ok", "tied")]
         kept = [g.tau_compat for g in gl if g.tau_compat is not None]

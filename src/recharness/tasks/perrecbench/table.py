@@ -12,8 +12,8 @@ import math
 from pathlib import Path
 
 from recharness.tasks.base import ScoreRow
+from recharness.tasks.perrecbench.groups import LEVELS
 
-LEVELS = ("easy", "medium", "hard")
 TASKS = ("point", "pair", "list")
 
 

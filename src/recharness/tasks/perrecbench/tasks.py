@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from recharness.models.base import GenerationParams
-from recharness.tasks.base import BuildConfig, Parsed, Task
+from recharness.tasks.base import BuildConfig, Parsed, Prediction, Task
 from recharness.tasks.perrecbench.build import build_samples
 from recharness.tasks.perrecbench.methods import PREDICT
 from recharness.tasks.perrecbench.parsing import parse_pair, parse_ranking, parse_rating
@@ -30,15 +30,15 @@ def _scoring(samples: list[dict]) -> dict:
 
 class _GroupTask(Task):
     name = ""
+    request = "custom"  # several model calls per group: one per user, heapsort comparisons, profiles
     format_reminder = None  # retries happen inside predict, per model call
     params = GenerationParams(max_tokens=64)
 
     def build(self, dataset, config: BuildConfig):
         yield from build_samples(self.name, dataset, config)
 
-    async def predict(self, model, sample: dict, max_retries: int | None = None) -> dict:
-        if max_retries is not None:
-            sample = {**sample, "method": {**sample["method"], "max_retries": int(max_retries)}}
+    async def predict(self, model, sample: dict, *, max_retries: int) -> Prediction:
+        sample = {**sample, "method": {**sample["method"], "max_retries": int(max_retries)}}
         return await PREDICT[self.name](model, sample)
 
     def _summary(self, samples, predictions):

@@ -9,6 +9,7 @@ scored by Precision, Recall, Condition Match Rate and Fail-to-Recommend.
 from recharness.tasks.recbench_plus.condition_tasks import ExplicitTask, ImplicitTask, MisinformedTask
 from recharness.tasks.recbench_plus.profile_tasks import DemographicsTask, InterestTask
 from recharness.tasks.recbench_plus.tables import paper_tables, write_paper_tables
+from recharness.tasks.recbench_plus.context import make_context
 from recharness.tasks.registry import register_suite
 
 TASKS = {
@@ -25,6 +26,8 @@ register_suite(
     "RecBench+: condition- and profile-based assistant queries (P, R, CMR, FTR)",
     default_tasks=list(TASKS),
     paper_tables=paper_tables,  # Table 2 / Table 3 layouts, appended to scores.md by `recharness score`
+    options="recharness.tasks.recbench_plus.options:OPTIONS",
+    context=make_context,  # catalog matcher and knowledge graph, built once per build/run
 )
 
 __all__ = ["TASKS", "paper_tables", "write_paper_tables"]

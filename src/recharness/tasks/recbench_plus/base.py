@@ -6,7 +6,7 @@ import numpy as np
 
 from recharness.models.base import GenerationParams
 from recharness.tasks.base import BuildConfig, Parsed, Task
-from recharness.tasks.recbench_plus.context import context_of
+from recharness.tasks.recbench_plus.context import Context, make_context
 from recharness.tasks.recbench_plus.evaluate import aggregate, group_metrics, query_metrics, resolve_answer
 from recharness.tasks.recbench_plus.official import find_file, read_records, write_records
 from recharness.tasks.recbench_plus.options import Options, parse_options
@@ -39,10 +39,22 @@ class RecBenchTask(Task):
     params = GenerationParams(max_tokens=200)
 
     def __init__(self):
-        self.ctx = None
+        self.ctx: Context | None = None
 
-    def setup(self, dataset) -> None:
-        self.ctx = context_of(dataset)
+    def setup(self, dataset, context: Context | None = None) -> None:
+        """Before run / parse / score: the build's shared context (made here when none is given)."""
+        self.context(dataset, context)
+
+    def context(self, dataset, given: Context | None = None) -> Context:
+        """The suite context for `dataset`: the one passed in (the pipeline's), else the one this
+        task already holds for the same dataset, else a new one; the task keeps it."""
+        if given is not None:
+            if given.dataset is not dataset:
+                raise ValueError("the RecBench+ context was made for another dataset")
+            self.ctx = given
+        elif self.ctx is None or self.ctx.dataset is not dataset:
+            self.ctx = make_context(dataset)
+        return self.ctx
 
     def generation_params(self, sample: dict) -> GenerationParams:
         return GenerationParams(max_tokens=int(sample.get("max_tokens", self.params.max_tokens)))
@@ -50,7 +62,7 @@ class RecBenchTask(Task):
     # ------------------------------------------------------------ build
 
     def build(self, dataset, config: BuildConfig):
-        ctx = context_of(dataset)
+        ctx = self.context(dataset, config.context)
         opts = parse_options(config.options)
         path = find_file(config.options, self.kind)
         if path is not None:
@@ -142,7 +154,7 @@ class RecBenchTask(Task):
 
     def references(self, dataset, samples: list[dict], seed: int = 0) -> dict[str, dict[str, dict]]:
         """Popularity: the most-interacted catalog items not in the shown history."""
-        ctx = context_of(dataset)
+        ctx = self.context(dataset)
         pop = {}
         for s in samples:
             k = s.get("k") or s.get("ref_k", 10)

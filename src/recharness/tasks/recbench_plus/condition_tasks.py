@@ -8,7 +8,6 @@ from recharness.matching.normalize import split_year
 from recharness.tasks.base import BuildConfig
 from recharness.tasks.recbench_plus.base import GT_UNMATCHED, RecBenchTask, reference_record
 from recharness.tasks.recbench_plus.conditions import CLASSES, ConditionSampler, condition_class, paper_mix
-from recharness.tasks.recbench_plus.context import context_of
 from recharness.tasks.recbench_plus.official import official_id
 from recharness.tasks.recbench_plus.options import Options
 from recharness.tasks.recbench_plus.phrasing import (
@@ -198,7 +197,7 @@ class ConditionTask(RecBenchTask):
     def references(self, dataset, samples, seed: int = 0):
         """Popularity, and the KG baseline: the most popular items having every condition the query states."""
         refs = super().references(dataset, samples, seed)
-        ctx = context_of(dataset)
+        ctx = self.context(dataset)
         kgb = {}
         for s in samples:
             k = s.get("k") or s.get("ref_k", 10)

@@ -1,7 +1,11 @@
-"""What every RecBench+ task needs from a dataset, computed once per dataset.
+"""What every RecBench+ task needs from a dataset, computed once per build.
 
-The three condition tasks are built one after the other on the same Dataset
-object; the KG, histories and popularity are shared rather than rebuilt.
+The suite's tasks are built (run, scored) one after the other on the same
+dataset; the KG, histories, popularity and catalog matcher are shared rather
+than rebuilt: the pipeline calls `make_context` (the suite's context factory)
+once and hands the result to every task (`BuildConfig.context` for build,
+`setup(dataset, context)` before run / parse / score). A task given none
+makes its own; nothing is kept at module level.
 """
 
 from __future__ import annotations
@@ -13,19 +17,14 @@ import polars as pl
 
 from recharness.kg import ItemKG
 
+# RecBench+ wording (singular, plural) per dataset domain (recharness.data.store decides the
+# domain); a domain without an entry here is worded as products.
 DOMAINS = {"movie": ("movie", "movies"), "book": ("book", "books"), "product": ("product", "products")}
 
 
 def domain_of(dataset) -> str:
-    d = (dataset.meta or {}).get("domain")
-    if d in DOMAINS:
-        return d
-    name = dataset.name.lower()
-    if name.startswith("ml-") or "movie" in name:
-        return "movie"
-    if "book" in name:
-        return "book"
-    return "product"
+    """The DOMAINS key RecBench+ prompts use for a dataset (its `domain`)."""
+    return dataset.domain if dataset.domain in DOMAINS else "product"
 
 
 def display_title(title: str) -> str:
@@ -112,14 +111,7 @@ class Context:
         return out
 
 
-_CACHE: list[tuple[object, Context]] = []
-
-
-def context_of(dataset) -> Context:
-    """The Context of this very Dataset object (the last one is kept)."""
-    for ds, ctx in _CACHE:
-        if ds is dataset:
-            return ctx
-    ctx = Context.build(dataset)
-    _CACHE[:] = [(dataset, ctx)]
-    return ctx
+def make_context(dataset, config=None) -> Context:
+    """The suite's context factory: one Context per build / run / score. `config` (the build's
+    BuildConfig or options dict) is accepted for the factory signature; nothing here depends on it."""
+    return Context.build(dataset)

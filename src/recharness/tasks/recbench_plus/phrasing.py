@@ -338,16 +338,13 @@ def run_prompts(model_spec: str, prompts: list[list[dict]], max_tokens: int = 20
     """
     from recharness.models.base import GenerationParams
     from recharness.models.registry import resolve_model
-    from recharness.runner.cache import ResponseCache
-    from recharness.runner.run import CachedModel
+    from recharness.runner.run import with_model
 
     backend = resolve_model(model_spec)
     label = f"llm:{backend.name}"
     params = GenerationParams(max_tokens=max_tokens)
-    cache = ResponseCache()
-    model = CachedModel(backend, cache)
 
-    async def go():
+    async def go(model):
         sem = asyncio.Semaphore(max(1, backend.max_concurrency))
 
         async def one(msgs):
@@ -357,13 +354,7 @@ def run_prompts(model_spec: str, prompts: list[list[dict]], max_tokens: int = 20
                 except Exception:  # a failed call keeps the template text; counted by the caller
                     return None
 
-        try:
-            return await asyncio.gather(*(one(p) for p in prompts))
-        finally:
-            await backend.aclose()
+        return await asyncio.gather(*(one(p) for p in prompts))
 
-    try:
-        texts = asyncio.run(go())
-    finally:
-        cache.close()
+    texts = with_model(backend, go)
     return list(texts), label

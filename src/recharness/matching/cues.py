@@ -1,0 +1,49 @@
+"""Refusal and nothing-found wording: the patterns both the answer parser and the FTR check use.
+
+Kept apart from parse.py and refusal.py so that neither imports the other's
+internals: parse.py drops refusal sentences while splitting an answer into
+titles, and refusal.py parses the answer to see whether anything is left.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Phrases that announce a refusal or an empty result. Multi-word on purpose:
+# "Sorry, Wrong Number (1948)" and "I Can't Sleep (1994)" are films.
+_CUES = [
+    r"\b(?:i'?m|i am|we'?re|we are)\s+(?:really\s+|so\s+|very\s+)?sorry\b",
+    r"\bsorry,?\s+(?:but|i|we)\b",
+    r"\bi\s+apologi[sz]e\b|\bmy apologies\b",
+    r"\b(?:i|we)\s+(?:can ?not|can'?t|could ?not|couldn'?t|am unable to|'?m unable to|am not able to|was unable to|was not able to|do not|don'?t|did not|didn'?t)\s+"
+    r"(?:\w+\s+){0,2}?(?:help|assist|provide|recommend|suggest|find|locate|identify|comply|fulfil|fulfill|access|have|know|verify|determine|browse|offer|give|list|think of)\b",
+    r"\bunable to (?:provide|find|recommend|suggest|identify|locate|verify|determine)\b",
+    r"\bthere (?:are|is|were|was|seem to be|appear to be)\s+no\s+(?:\w+\s+){0,3}?(?:movies?|films?|titles?|books?|items?|products?|games?|matches|results?|records?|recommendations?|information|data|works?)\b",
+    r"\bno (?:known |such |matching |specific |other )?(?:movies?|films?|titles?|books?|items?|products?|games?|records?|recommendations?|results?)\s+(?:that|which|match|matching|fit|fits|meet|meets|by|with|featuring|found|available|exist)\b",
+    r"\b(?:couldn'?t|could not|can'?t|cannot|can not|did not|didn'?t|was unable to)\s+find\s+any\b",
+    r"\bas an ai\b|\bas a language model\b|\bi'?m an ai\b|\bi am an ai\b",
+    r"\b(?:i'?m|i am)\s+not\s+(?:aware|familiar|able)\b|\bnot aware of any\b",
+    r"\b(?:does|do)\s*(?:n'?t| not)\s+(?:appear|seem)\s+to\s+(?:exist|be\s+(?:a|any)\s+(?:known|real))\b",
+    r"\bno (?:record|information|data) (?:of|on|about)\b",
+    r"\b(?:lack|don'?t have|do not have) (?:enough |sufficient |specific |the )?(?:information|data|knowledge|access)\b",
+    r"\bbeyond my (?:knowledge|capabilities)\b",
+]
+REFUSAL_RE = re.compile("|".join(f"(?:{c})" for c in _CUES), re.IGNORECASE)
+
+# Whole answers that mean "nothing": R1 answers "None" to a misinformed query.
+_NOTHING_RE = re.compile(
+    r"^\W*(?:none|nothing|n/?a|null|nil|no(?:ne)?\s+(?:recommendations?|results?|matches|movies|films|books|items)(?:\s+found)?|"
+    r"no\s+(?:such\s+)?(?:movies?|films?|books?|items?)\s+(?:exist|found)|empty|no)\W*$",
+    re.IGNORECASE,
+)
+
+
+def has_refusal_cue(text: str) -> bool:
+    """True if the text contains refusal / nothing-found wording anywhere."""
+    return REFUSAL_RE.search(text[:20_000]) is not None
+
+
+def is_nothing(text: str) -> bool:
+    """True for an answer that is only "None", "N/A", "[]", "No recommendations."..."""
+    t = text.strip().strip("`*_\"'[]{}()<>").strip()
+    return not t or _NOTHING_RE.match(t) is not None

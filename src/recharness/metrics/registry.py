@@ -1,0 +1,143 @@
+"""Every metric name that can appear in a score table, with its direction.
+
+Tables read this registry instead of keeping their own lists: the column order
+(`lead` metrics first, in registration order), hidden bookkeeping columns, and
+the ↑ / ↓ marker in table headers. A name with `{…}` is a pattern (`HR@{k}`,
+`faith[{judge}]`) matched when no exact entry exists; registering `HR@5` too
+pins that one's place among the leading columns.
+
+    info = metric_info("NDCG@10")   # Metric(name="NDCG@{k}"...) or the exact entry
+    info.higher_is_better           # True / False / None (no better side: counts, costs by choice)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from recharness.registry import Registry
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    #: True: higher is better, False: lower is better, None: descriptive (no better side)
+    higher_is_better: bool | None
+    description: str
+    #: shown before other columns, in registration order
+    lead: bool = False
+    #: kept in scores.json but not shown as a table column
+    hidden: bool = False
+
+    @property
+    def arrow(self) -> str:
+        return {True: "↑", False: "↓"}.get(self.higher_is_better, "")
+
+
+METRICS: Registry[Metric] = Registry("metric")
+
+
+def metric(name: str, higher_is_better: bool | None, description: str, *, lead: bool = False,
+           hidden: bool = False) -> Metric:
+    """Register one metric name (or `{…}` pattern); the Metric record is also its registry metadata."""
+    m = Metric(name, higher_is_better, description, lead, hidden)
+    METRICS.add(name, m, higher_is_better=higher_is_better, description=description, lead=lead, hidden=hidden)
+    return m
+
+
+def _pattern(name: str) -> re.Pattern:
+    return re.compile("".join(".+?" if p.startswith("{") else re.escape(p) for p in re.split(r"(\{[^}]*\})", name)))
+
+
+def metric_info(name: str) -> Metric | None:
+    """The exact entry, else the first matching pattern, else None (an unregistered name)."""
+    if name in METRICS:
+        return METRICS.get(name)
+    for key in METRICS:
+        if "{" in key and _pattern(key).fullmatch(name):
+            return METRICS.get(key)
+    return None
+
+
+def lead_order() -> list[str]:
+    """The leading columns, in table order."""
+    return [name for name in METRICS if METRICS.meta(name)["lead"] and "{" not in name]
+
+
+def is_hidden(name: str) -> bool:
+    info = metric_info(name)
+    return bool(info and info.hidden)
+
+
+def header(name: str) -> str:
+    """A column header with its direction marker ("HR@10 ↑", "RMSE ↓", "words")."""
+    info = metric_info(name)
+    return f"{name} {info.arrow}" if info and info.arrow else name
+
+
+# ------------------------------------------------------------------ leading columns (this order is the tables')
+
+metric("tau", True, "Kendall tau-b of the predicted vs true order within a group, mean over levels (PerRecBench)",
+       lead=True)
+for _lv in ("easy", "medium", "hard"):
+    metric(f"tau_{_lv}", True, f"tau on the {_lv} level's groups", lead=True)
+for _k in (1, 5, 10):
+    metric(f"HR@{_k}", True, f"hit ratio: share of samples with the target in the top {_k}", lead=True)
+for _k in (5, 10):
+    metric(f"NDCG@{_k}", True, f"normalised discounted cumulative gain of the target in the top {_k}", lead=True)
+metric("MRR", True, "mean reciprocal rank of the target (0 when not ranked)", lead=True)
+metric("RMSE", False, "root mean squared rating error over valid answers", lead=True)
+metric("MAE", False, "mean absolute rating error over valid answers", lead=True)
+metric("RMSE_fb", False, "RMSE with a fallback rating for invalid answers (over every sample)", lead=True)
+metric("MAE_fb", False, "MAE with a fallback rating for invalid answers (over every sample)", lead=True)
+metric("BLEU-1", True, "corpus BLEU with unigrams (sacrebleu, lowercased), 0-100", lead=True)
+metric("BLEU-4", True, "corpus BLEU up to 4-grams (sacrebleu, lowercased), 0-100", lead=True)
+metric("ROUGE-1", True, "mean ROUGE-1 F1 (stemmed), 0-100", lead=True)
+metric("ROUGE-2", True, "mean ROUGE-2 F1 (stemmed), 0-100", lead=True)
+metric("ROUGE-L", True, "mean ROUGE-L F1 (stemmed), 0-100", lead=True)
+metric("invalid", False, "groups whose answer could not be used (PerRecBench)", lead=True)
+metric("invalid_rate", False, "share of samples without a usable answer", lead=True)
+metric("valid_rate", True, "share of samples with a usable answer", lead=True)
+metric("partial_rate", False, "share of rankings that name only some of the candidates", lead=True)
+metric("matched_share", True, "share of named titles matched to catalog items", lead=True)
+metric("latency_s", False, "mean seconds per answer (cached answers included)", lead=True)
+metric("completion_tokens", None, "mean generated tokens per answer", lead=True)
+
+# ------------------------------------------------------------------ other columns, in the order they first appear
+
+metric("HR@{k}", True, "hit ratio at k")
+metric("NDCG@{k}", True, "normalised discounted cumulative gain at k")
+metric("tau_rank", True, "tau with invalid groups counted as 0 (recharness default)")
+metric("tau_compat", True, "tau as the original PerRecBench evaluation computes it (invalid groups dropped)")
+metric("tied", None, "groups whose prediction ties every user (tau undefined)")
+metric("dropped_compat", None, "groups the original evaluation drops")
+metric("groups", None, "groups scored")
+metric("unparsed_users", False, "users whose pointwise rating could not be parsed")
+metric("unrated", False, "users without a parsed rating")
+metric("calls_per_group", False, "model calls per group (cost)")
+metric("retries", False, "format retries over all groups")
+metric("comparisons_per_group", False, "pairwise comparisons per group (cost)")
+metric("disagree_rate", False, "share of comparisons whose two orders disagree")
+metric("failed_comparisons", False, "comparisons without a usable answer")
+metric("clipped_rate", None, "share of ratings clipped into the scale")
+metric("words", None, "mean words per valid generated text")
+metric("faith[{judge}]", True, "LLM-judge faithfulness, 1-5 (judge in brackets)")
+metric("pers[{judge}]", True, "LLM-judge personalization, 1-5 (judge in brackets)")
+metric("judged[{judge}]", None, "share of samples the judge rated")
+metric("P", True, "precision of the recommended list against the ground truth (RecBench+)")
+metric("R", True, "recall of the ground truth (RecBench+)")
+metric("CMR", True, "condition match rate: share of recommendations that satisfy the query's conditions")
+metric("FTR", None, "fail-to-recommend rate; lower is better, except on misinformed queries where declining is right")
+metric("unmatched", False, "share of recommended titles not matched to the catalog")
+metric("n_scored", None, "queries with a prediction")
+metric("parse_errors", False, "answers the parser failed on")
+metric("failed", False, "samples that failed outright (HTTP error, prompt too long)")
+metric("gt_match_rate", True, "share of ground-truth titles of official files matched to the catalog")
+metric("AUC", True, "area under the ROC curve (CTR)")
+metric("GAUC", True, "user-grouped AUC, weighted by impressions (CTR)")
+metric("logloss", False, "binary cross-entropy of predicted click probabilities (CTR)")
+
+# ------------------------------------------------------------------ bookkeeping, kept in scores.json only
+
+metric("missing", False, "samples with no prediction line", hidden=True)
+metric("latency_uncached_s", False, "mean seconds per answer not served from the cache", hidden=True)
