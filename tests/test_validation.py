@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from recharness.tasks.llmrec.validation import (
+from recharness.tasks.validation import (
     FreeText,
     JsonField,
     JsonObject,

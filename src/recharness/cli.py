@@ -1,4 +1,4 @@
-"""`recharness`: prepare → build → run → score → report, each stage a file on disk."""
+"""`recharness`: prepare → build → run (→ train) → score → report, each stage a file on disk."""
 
 from __future__ import annotations
 
@@ -179,6 +179,24 @@ def _print_run_summary(stats, path: Path) -> None:
     if stats.errors:
         out_console.print(f"recorded as invalid after errors: {sum(stats.errors.values())} ({_counts(stats.errors)})",
                           markup=False, highlight=False)
+
+
+@app.command()
+def train(
+    suite: Annotated[str, typer.Argument(help="Suite name.")],
+    dataset: DatasetOpt = "ml-1m",
+    out: OutOpt = None,
+    baseline: Annotated[list[str] | None, typer.Option("--baseline", "-b", help="Only these reference models (default: every one serving the build's tasks).")] = None,
+    seed: SeedOpt = 0,
+):
+    """Fit the suite's reference models on the build's training data; `score` then reads their predictions."""
+    from recharness.runner.train import train as do_train
+
+    d = _run_dir(suite, dataset, out)
+    with console.status("training reference models…"):
+        paths = do_train(d, suite=suite, baselines=baseline, seed=seed)
+    for p in paths:
+        out_console.print(f"reference predictions → {p}", markup=False, highlight=False)
 
 
 @app.command()

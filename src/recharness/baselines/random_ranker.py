@@ -2,14 +2,40 @@
 
 from __future__ import annotations
 
+from typing import Self
+
 import numpy as np
 
+from recharness.baselines.base import Ranker, TrainData
 
-class RandomRanker:
-    def __init__(self, items: list[str], seed: int = 0):
+
+class RandomRanker(Ranker):
+    name = "random"
+
+    def __init__(self, items: list[str] | None = None, seed: int = 0):
+        self.seed = seed
+        self._use(items or [])
+
+    @classmethod
+    def create(cls, seed: int = 0) -> Self:
+        return cls(seed=seed)
+
+    def settings(self) -> dict:
+        return {"seed": self.seed}
+
+    def fit(self, train: TrainData) -> Self:
+        self._use(train.items)
+        return self
+
+    def _use(self, items: list[str]) -> None:
         self.items = np.asarray(items, dtype=object)
         self.distinct = frozenset(self.items.tolist())
-        self.rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(self.seed)
+
+    def predict(self, samples: list[dict]) -> dict[str, dict]:
+        """Draws restart from the seed, so one task's answers never depend on what was asked before."""
+        self.rng = np.random.default_rng(self.seed)
+        return super().predict(samples)
 
     def top_k(self, k: int, exclude: set[str] = frozenset()) -> list[str]:
         """Up to k distinct items not in `exclude`; fewer when fewer are left (drawing for more would never end)."""

@@ -4,6 +4,7 @@ Run directory layout (default `<data home>/runs/<suite>/<dataset>`):
   build.json                 what was built, with which seed and options
   samples.jsonl              one task sample per line
   predictions/<model>.jsonl  one prediction per sample, appended as they finish
+  predictions/reference/<baseline>.jsonl   reference models' predictions, written whole by `train`
   scores.json / .md / .csv   metrics per method and task, references included
   report.html                tables and plots
 """
@@ -171,49 +172,75 @@ def _latency_summary(records: list[dict]) -> dict[str, float]:
     return out
 
 
-def _checked_records(pf: Path, fp: str) -> list[dict]:
+#: trained reference models' predictions live in predictions/reference/<baseline>.jsonl: a model's
+#: name cannot hold '/', so its file can never be taken for a reference's (nor the other way round)
+REFERENCE_DIR = "reference"
+
+
+def reference_dir(out: Path) -> Path:
+    return out / "predictions" / REFERENCE_DIR
+
+
+def _checked_records(pf: Path, fp: str, redo: str = "re-run the model (`recharness run ... --name NEW`)") -> list[dict]:
     records = list(read_jsonl(pf, tolerate_torn_tail=True))
     for r in records:
         if r.get("build") != fp:
             raise BuildMismatch(
                 f"{pf} answers another build of this run directory (build {r.get('build') or 'unknown'}, samples now "
-                f"{fp}): re-run the model (`recharness run ... --name NEW`) or move the file out of predictions/")
+                f"{fp}): {redo} or move the file out of predictions/")
     return records
 
 
+def _task_records(pf: Path, fp: str, task: str, **kw) -> dict[str, dict]:
+    """One task's records of a predictions file by sample id (the last line for an id wins; there is one)."""
+    return {r["id"]: r for r in _checked_records(pf, fp, **kw) if r.get("task") == task}
+
+
+def _score_row(task, t: str, samples: list[dict], recs: dict[str, dict], method: str, kind: str, extra: dict) -> ScoreRow:
+    metrics = task.score(samples, recs)
+    if kind == "model":
+        metrics.update(_latency_summary(list(recs.values())))
+    breakdown = task.breakdown(samples, recs)
+    if breakdown:
+        extra["breakdown"] = breakdown
+    return ScoreRow(method=method, task=t, metrics=metrics, n=len(samples), kind=kind, extra=extra)
+
+
 def score(out: Path, *, seed: int = 0, references: bool = True) -> list[ScoreRow]:
+    """Every predictions file, then the reference rows: from the `train` stage's files where they
+    exist, else computed on the fly by the task (as before `train` existed)."""
+    from recharness.baselines import serving
+
     info, samples = load_build(out)
+    fp = info["fingerprint"]
     by_task: dict[str, list[dict]] = defaultdict(list)
     for s in samples:
         by_task[s["task"]].append(s)
     rows: list[ScoreRow] = []
     pred_dir = out / "predictions"
     pred_files = sorted(pred_dir.glob("*.jsonl")) if pred_dir.exists() else []
+    ref_files = sorted(reference_dir(out).glob("*.jsonl")) if references and reference_dir(out).exists() else []
     ds = None
     for t, task_samples in by_task.items():
         task = get_task(info["suite"], t)
         task.run_dir = out  # tasks that read side files (e.g. judgments) find them even if the run moved
         for pf in pred_files:
-            recs = {}
-            for r in _checked_records(pf, info["fingerprint"]):
-                if r.get("task") == t:
-                    recs[r["id"]] = r  # last line for an id wins (there is one per id)
-            if not recs:
-                continue
-            metrics = task.score(task_samples, recs)
-            metrics.update(_latency_summary(list(recs.values())))
-            model = next(iter(recs.values())).get("model", {})
-            extra = {"model": model, "answered": len(recs)}
-            breakdown = task.breakdown(task_samples, recs)
-            if breakdown:
-                extra["breakdown"] = breakdown
-            rows.append(ScoreRow(method=pf.stem, task=t, metrics=metrics, n=len(task_samples), kind="model", extra=extra))
-        if references:
+            recs = _task_records(pf, fp, t)
+            if recs:
+                model = next(iter(recs.values())).get("model", {})
+                rows.append(_score_row(task, t, task_samples, recs, pf.stem, "model", {"model": model, "answered": len(recs)}))
+        if not references:
+            continue
+        trained = {pf.stem: recs for pf in ref_files
+                   if (recs := _task_records(pf, fp, t, redo="re-run `recharness train`"))}
+        served = serving(info["suite"], t)
+        computed: dict[str, dict[str, dict]] = {}
+        if not served or not set(served) <= set(trained):  # something `train` did not write: compute as before
             if ds is None:
                 ds = load_dataset(info["dataset"])
-            for name, recs in task.references(ds, task_samples, seed=seed).items():
-                breakdown = task.breakdown(task_samples, recs)
-                extra = {"breakdown": breakdown} if breakdown else {}
-                rows.append(ScoreRow(method=name, task=t, metrics=task.score(task_samples, recs), n=len(task_samples),
-                                     kind="reference", extra=extra))
+            computed = task.references(ds, task_samples, seed=seed)
+        for name in dict.fromkeys([*computed, *served, *trained]):
+            recs = trained[name] if name in trained else computed.get(name)
+            if recs is not None:
+                rows.append(_score_row(task, t, task_samples, recs, name, "reference", {}))
     return rows

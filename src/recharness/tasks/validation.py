@@ -1,6 +1,6 @@
 """Output formats a task declares, and the validators that check model answers against them.
 
-Package-level: any suite's task uses these (recharness.tasks.llmrec.validation
+Package-level: any suite's task uses these (recharness.tasks.validation
 re-exports them for the LLMRec tasks). Why one module: every task says what it expects (a number in a range, a JSON
 object, a ranked list, free text within length bounds) and gets the same
 rules for what counts as a valid answer, so invalid rates are comparable

@@ -61,14 +61,9 @@ def ranking_scores(ranked: list[list[str]], targets: list[str], hr_ks=(1, 5, 10)
     return out
 
 
-def reference_predictions(dataset, samples: list[dict], seed: int, parsed_for) -> dict[str, dict[str, dict]]:
-    """Popularity and random reference rows as prediction records, so one scorer scores all.
+def reference_predictions(task: str, dataset, samples: list[dict], seed: int) -> dict[str, dict[str, dict]]:
+    """Popularity and random reference rows as prediction records, so one scorer scores all:
+    the baselines registered for this task (`recharness.baselines`), fitted on the training part."""
+    from recharness.baselines import reference_records
 
-    `parsed_for(ranker, sample)` gives the `parsed` value a model answer would have had.
-    """
-    from recharness.baselines import PopularityRanker, RandomRanker
-
-    rankers = {"popularity": PopularityRanker(dataset.interactions),
-               "random": RandomRanker(dataset.items["item_id"].to_list(), seed=seed)}
-    return {name: {s["id"]: {"id": s["id"], "parsed": parsed_for(r, s), "valid": True} for s in samples}
-            for name, r in rankers.items()}
+    return reference_records("llmrec", task, dataset, samples, seed)

@@ -170,7 +170,7 @@ class DirectTask(Task):
         return m
 
     def references(self, dataset, samples, seed: int = 0):
-        return reference_predictions(dataset, samples, seed, lambda r, s: {"ranking": r.rank(s["candidates"])})
+        return reference_predictions(self.name, dataset, samples, seed)
 
 
 class _Titles:

@@ -44,7 +44,7 @@ from recharness.tasks.llmrec.common import parts_from_options
 from recharness.tasks.llmrec.prompts import domain_of
 from recharness.tasks.llmrec.rating import item_info, review_splits
 from recharness.tasks.llmrec.text_prompts import MAX_REVIEW_CHARS, explanation_prompt, hypothesis, rated_history, short
-from recharness.tasks.llmrec.validation import FreeText, normalize_for_metrics
+from recharness.tasks.validation import FreeText, normalize_for_metrics
 
 __all__ = ["MAX_REVIEW_CHARS", "ExplanationTask", "ReviewTextTask", "hypothesis", "require_reviews", "text_scores"]
 

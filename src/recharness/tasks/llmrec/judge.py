@@ -48,7 +48,7 @@ from recharness.models.base import GenerationParams
 from recharness.runner.ask import ask
 from recharness.runner.jsonl import read_jsonl, write_jsonl_atomic
 from recharness.tasks.llmrec.text_prompts import MAX_REVIEW_CHARS, JUDGE_SCHEMA_TEXT, hypothesis, judge_prompt, short
-from recharness.tasks.llmrec.validation import JsonField, JsonObject
+from recharness.tasks.validation import JsonField, JsonObject
 
 JUDGED_TASKS = ("explanation", "summarization")
 JUDGE_FORMAT = JsonObject(

@@ -35,7 +35,7 @@ from recharness.tasks.base import BuildConfig, Parsed, Task
 from recharness.tasks.llmrec.common import parts_from_options
 from recharness.tasks.llmrec.prompts import domain_of
 from recharness.tasks.llmrec.text_prompts import rating_prompt
-from recharness.tasks.llmrec.validation import NumberInRange
+from recharness.tasks.validation import NumberInRange
 
 SCALE = (1.0, 5.0)
 REVIEW_COLUMNS = ("review_title", "review_text")

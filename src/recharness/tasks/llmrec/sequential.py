@@ -84,8 +84,4 @@ class SequentialTask(Task):
         return m
 
     def references(self, dataset, samples, seed: int = 0):
-        def parsed_for(ranker, s):
-            items = ranker.top_k(s["n_recs"], exclude=set(s["seen"]))
-            return {"items": items, "strings": items}
-
-        return reference_predictions(dataset, samples, seed, parsed_for)
+        return reference_predictions(self.name, dataset, samples, seed)

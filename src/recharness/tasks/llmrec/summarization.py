@@ -25,7 +25,7 @@ from recharness.tasks.llmrec.explanation import MAX_REVIEW_CHARS, ReviewTextTask
 from recharness.tasks.llmrec.prompts import domain_of
 from recharness.tasks.llmrec.rating import review_splits
 from recharness.tasks.llmrec.text_prompts import short, summarization_prompt
-from recharness.tasks.llmrec.validation import FreeText, normalize_for_metrics
+from recharness.tasks.validation import FreeText, normalize_for_metrics
 
 
 class SummarizationTask(ReviewTextTask):

@@ -1,0 +1,128 @@
+"""The `train` stage: reference models fitted once on the build's training part, scored from their files.
+
+The rows it leads to must be exactly the ones `score` computes on the fly (so nothing changes for
+anyone who never runs `train`), and nothing a model fits on may contain a sample's held-out target.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from recharness.baselines import TrainData
+from recharness.cli import app
+from recharness.errors import BuildMismatch, ConfigError
+from recharness.models.fake import FakeBackend
+from recharness.runner import pipeline
+from recharness.runner.jsonl import read_jsonl
+from recharness.runner.train import train
+from recharness.tasks.llmrec.direct import DirectTask
+from recharness.tasks.llmrec.sequential import SequentialTask
+
+
+@pytest.fixture(scope="module")
+def built(ml1m, tmp_path_factory):
+    out = tmp_path_factory.mktemp("train") / "run"
+    info = pipeline.build("llmrec", "ml-1m", out, tasks=["sequential", "direct"], seed=0, limit=50)
+    pipeline.run(out, FakeBackend("fake"), "fake", use_cache=False)
+    return out, info
+
+
+def _rows(out, seed=0, **kw):
+    return [dataclasses.asdict(r) for r in pipeline.score(out, seed=seed, **kw)]
+
+
+def test_trained_rows_equal_the_on_the_fly_rows(built, monkeypatch):
+    out, info = built
+    before = _rows(out, seed=5)
+    assert {(r["method"], r["kind"]) for r in before} >= {("popularity", "reference"), ("random", "reference")}
+    paths = train(out, suite="llmrec", seed=5)
+    assert [p.relative_to(out).as_posix() for p in paths] == ["predictions/reference/popularity.jsonl",
+                                                               "predictions/reference/random.jsonl"]
+    for p in paths:
+        recs = list(read_jsonl(p))
+        assert sorted(r["id"] for r in recs) == sorted(r["id"] for r in read_jsonl(out / "samples.jsonl"))
+        assert all(r["build"] == info["fingerprint"] and r["kind"] == "reference" and r["train_s"] >= 0
+                   and r["model"]["baseline"] == p.stem for r in recs)
+    assert next(read_jsonl(paths[1]))["model"]["settings"] == {"seed": 5}
+
+    def refit(*a, **k):
+        raise AssertionError("score refitted a reference model that `train` wrote")
+
+    monkeypatch.setattr(SequentialTask, "references", refit)
+    monkeypatch.setattr(DirectTask, "references", refit)
+    assert _rows(out, seed=5) == before  # same rows, same order; the model's row untouched
+    assert [r for r in _rows(out, references=False) if r["kind"] == "reference"] == []
+
+
+def test_a_partly_trained_run_computes_the_rest_on_the_fly(built):
+    out, _ = built
+    for p in (out / "predictions" / "reference").glob("*.jsonl"):
+        p.unlink()
+    before = _rows(out, seed=1)
+    train(out, baselines=["random"], seed=1)
+    assert [p.name for p in (out / "predictions" / "reference").iterdir()] == ["random.jsonl"]
+    assert _rows(out, seed=1) == before
+
+
+def test_training_data_never_holds_a_test_target(built, ml1m, monkeypatch):
+    out, _ = built
+    seen: list[TrainData] = []
+    fit = TrainData.leave_last_out.__func__
+
+    def spy(cls, dataset):
+        seen.append(fit(cls, dataset))
+        return seen[-1]
+
+    monkeypatch.setattr(TrainData, "leave_last_out", classmethod(spy))
+    train(out, suite="llmrec")
+    (data,) = seen
+    samples = list(read_jsonl(out / "samples.jsonl"))
+    held_out = {(s["user_id"], s["target"]) for s in samples}
+    rows = set(data.interactions.select("user_id", "item_id").iter_rows())
+    assert held_out and not held_out & rows
+    assert data.interactions.height == ml1m.interactions.height - ml1m.interactions["user_id"].n_unique()
+    history = {}
+    for u, i in data.interactions.select("user_id", "item_id").iter_rows():
+        history.setdefault(u, []).append(i)
+    for s in samples:
+        if s["task"] == "sequential":
+            assert history[s["user_id"]] == s["seen"]  # exactly what the model was shown as history
+
+
+def test_a_rebuild_makes_old_reference_files_an_error(ml1m, tmp_path):
+    out = tmp_path / "run"
+    pipeline.build("llmrec", "ml-1m", out, tasks=["direct"], seed=0, limit=5)
+    train(out)
+    pipeline.build("llmrec", "ml-1m", out, tasks=["direct"], seed=1, limit=5)
+    with pytest.raises(BuildMismatch, match="recharness train"):
+        pipeline.score(out)
+
+
+def test_names_are_checked(built, ml1m, tmp_path):
+    out, _ = built
+    with pytest.raises(ConfigError, match="did you mean 'popularity'"):
+        train(out, baselines=["populrity"])
+    with pytest.raises(ConfigError, match="perrecbench"):
+        train(out, suite="perrecbench")
+    rating = tmp_path / "rating"
+    pipeline.build("llmrec", "ml-1m", rating, tasks=["rating"], seed=0, limit=5)
+    with pytest.raises(ConfigError, match="no reference model serves"):
+        train(rating)
+    with pytest.raises(ConfigError, match="serves none of this build's tasks"):
+        train(rating, baselines=["random"])
+
+
+def test_cli_train_then_score(built, tmp_path):
+    out, _ = built
+    res = CliRunner().invoke(app, ["train", "llmrec", "-d", "ml-1m", "-o", str(out), "--baseline", "popularity"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "predictions/reference/popularity.jsonl" in res.output.replace("\n", "")
+    res = CliRunner().invoke(app, ["score", "llmrec", "-d", "ml-1m", "-o", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rows = json.loads((out / "scores.json").read_text())
+    assert {"popularity", "random", "fake"} <= {r["method"] for r in (rows if isinstance(rows, list) else rows["rows"])}
