@@ -13,6 +13,8 @@ from typing import Self
 
 import polars as pl
 
+from recharness.tasks.base import reference_record
+
 
 def training_rows(interactions: pl.DataFrame) -> pl.DataFrame:
     """All interactions but each user's last one: the leave-last-out split every llmrec build holds out."""
@@ -79,4 +81,4 @@ class Ranker(Baseline):
         raise ValueError(f"{self.name} does not answer {sample['task']!r} samples")
 
     def predict(self, samples: list[dict]) -> dict[str, dict]:
-        return {s["id"]: {"id": s["id"], "parsed": self.parsed(s), "valid": True} for s in samples}
+        return {s["id"]: reference_record(s["id"], self.parsed(s)) for s in samples}

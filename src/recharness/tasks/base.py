@@ -90,6 +90,15 @@ class ScoreRow:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def reference_record(sample_id: str, parsed: Any, *, output: str | None = None, valid: bool = True) -> dict:
+    """A reference method's prediction for one sample: what `score` reads, nothing a model would add
+    (no timings, tokens or attempts: a reference row has none)."""
+    rec: dict[str, Any] = {"id": sample_id, "parsed": parsed, "valid": valid}
+    if output is not None:
+        rec["output"] = output
+    return rec
+
+
 class Task(ABC):
     """One task of a suite. Subclasses set `name` and implement build/parse/score;
     `request` says how the runner asks the model (see RequestKind); the hooks

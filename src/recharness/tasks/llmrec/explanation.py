@@ -39,7 +39,7 @@ import numpy as np
 from recharness.errors import ConfigError
 from recharness.metrics.text import bleu, rouge
 from recharness.models.base import GenerationParams
-from recharness.tasks.base import BuildConfig, Parsed, Task
+from recharness.tasks.base import BuildConfig, Parsed, Task, reference_record
 from recharness.tasks.llmrec.common import parts_from_options
 from recharness.tasks.llmrec.prompts import domain_of
 from recharness.tasks.llmrec.rating import item_info, review_splits
@@ -160,8 +160,8 @@ class ExplanationTask(ReviewTextTask):
     def references(self, dataset, samples, seed: int = 0):
         return {
             "previous_review": {
-                s["id"]: {"id": s["id"], "output": s["previous_review"], "valid": bool(s["previous_review"]),
-                          "parsed": {"text": s["previous_review"]}}
+                s["id"]: reference_record(s["id"], {"text": s["previous_review"]}, output=s["previous_review"],
+                                          valid=bool(s["previous_review"]))
                 for s in samples
             }
         }

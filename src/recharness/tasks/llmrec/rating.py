@@ -31,7 +31,7 @@ import polars as pl
 from recharness.errors import ConfigError
 from recharness.metrics.rating import mae, rmse
 from recharness.models.base import GenerationParams
-from recharness.tasks.base import BuildConfig, Parsed, Task
+from recharness.tasks.base import BuildConfig, Parsed, Task, reference_record
 from recharness.tasks.llmrec.common import parts_from_options
 from recharness.tasks.llmrec.prompts import domain_of
 from recharness.tasks.llmrec.text_prompts import rating_prompt
@@ -231,7 +231,7 @@ class RatingTask(Task):
         item_mean = dict(train.group_by("item_id").agg(pl.col("rating").mean()).iter_rows())
 
         def rec(s, v):
-            return {"id": s["id"], "parsed": {"value": float(v)}, "valid": True, "output": f"{v:.4f}"}
+            return reference_record(s["id"], {"value": float(v)}, output=f"{v:.4f}")
 
         out: dict[str, dict] = {"global_mean": {}, "user_mean": {}, "item_mean": {}, "user_item_bias": {}}
         for s in samples:

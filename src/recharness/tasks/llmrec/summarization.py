@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from recharness.models.base import GenerationParams
-from recharness.tasks.base import BuildConfig
+from recharness.tasks.base import BuildConfig, reference_record
 from recharness.tasks.llmrec.common import parts_from_options
 from recharness.tasks.llmrec.explanation import MAX_REVIEW_CHARS, ReviewTextTask, require_reviews
 from recharness.tasks.llmrec.prompts import domain_of
@@ -70,6 +70,6 @@ class SummarizationTask(ReviewTextTask):
         out = {}
         for s in samples:
             t = " ".join(s["review_text"].split()[: s["lead_words"]])
-            out[s["id"]] = {"id": s["id"], "output": t, "valid": bool(t), "parsed": {"text": t}}
+            out[s["id"]] = reference_record(s["id"], {"text": t}, output=t, valid=bool(t))
         return {"lead_words": out}
 

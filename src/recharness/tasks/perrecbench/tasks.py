@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from recharness.models.base import GenerationParams
-from recharness.tasks.base import BuildConfig, Parsed, Prediction, Task
+from recharness.tasks.base import BuildConfig, Parsed, Prediction, Task, reference_record
 from recharness.tasks.perrecbench.build import build_samples
 from recharness.tasks.perrecbench.methods import PREDICT
 from recharness.tasks.perrecbench.parsing import parse_pair, parse_ranking, parse_rating
@@ -61,8 +61,7 @@ class _GroupTask(Task):
         for s in samples:
             rng = np.random.default_rng([seed, zlib.crc32(s["id"].encode())])
             n = len(s["truth"]["relative_ratings"])
-            rand[s["id"]] = {"id": s["id"], "parsed": {"ordering": [int(i) + 1 for i in rng.permutation(n)]},
-                             "valid": True}
+            rand[s["id"]] = reference_record(s["id"], {"ordering": [int(i) + 1 for i in rng.permutation(n)]})
         return {"random": rand}
 
 
@@ -92,11 +91,11 @@ class PointTask(_GroupTask):
         user_mean, item_mean = {}, {}
         for s in samples:
             t = s["truth"]
-            user_mean[s["id"]] = {"id": s["id"], "parsed": {"ratings": list(t["avg_ratings"])}, "valid": True}
+            user_mean[s["id"]] = reference_record(s["id"], {"ratings": list(t["avg_ratings"])})
             # item quality: the item's mean over all its ratings except the group's own (those are the labels)
             rest_n = item_n.get(s["item_id"], 0) - len(t["ratings"])
             rest = (item_sum.get(s["item_id"], 0.0) - sum(t["ratings"])) / rest_n if rest_n > 0 else float(np.mean(t["avg_ratings"]))
-            item_mean[s["id"]] = {"id": s["id"], "parsed": {"ratings": [rest] * len(t["ratings"])}, "valid": True}
+            item_mean[s["id"]] = reference_record(s["id"], {"ratings": [rest] * len(t["ratings"])})
         return {"user-mean": user_mean, "item-mean": item_mean, **refs}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from recharness.models.base import GenerationParams
-from recharness.tasks.base import BuildConfig, Parsed, Task
+from recharness.tasks.base import BuildConfig, Parsed, Task, reference_record
 from recharness.tasks.recbench_plus.context import Context, make_context
 from recharness.tasks.recbench_plus.evaluate import aggregate, group_metrics, query_metrics, resolve_answer
 from recharness.tasks.recbench_plus.official import find_file, read_records, write_records
@@ -24,10 +24,10 @@ def unanswered(p: dict) -> bool:
     return p.get("error_kind") is not None or not isinstance(parsed, dict) or bool(parsed.get("parse_error"))
 
 
-def reference_record(sid: str, ids: list[str], ctx) -> dict:
+def recommended(sid: str, ids: list[str], ctx) -> dict:
+    """A reference method's answer: these items, by title (none: it declines)."""
     titles = [ctx.title(i) for i in ids]
-    return {"id": sid, "output": "\n".join(titles), "valid": True,
-            "parsed": {"strings": titles, "item_ids": list(ids), "ftr": not ids}}
+    return reference_record(sid, {"strings": titles, "item_ids": list(ids), "ftr": not ids}, output="\n".join(titles))
 
 
 class RecBenchTask(Task):
@@ -158,5 +158,5 @@ class RecBenchTask(Task):
         pop = {}
         for s in samples:
             k = s.get("k") or s.get("ref_k", 10)
-            pop[s["id"]] = reference_record(s["id"], ctx.popular(set(s.get("history", [])), k), ctx)
+            pop[s["id"]] = recommended(s["id"], ctx.popular(set(s.get("history", [])), k), ctx)
         return {"popularity": pop}

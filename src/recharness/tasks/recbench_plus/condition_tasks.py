@@ -6,7 +6,7 @@ import numpy as np
 
 from recharness.matching.normalize import split_year
 from recharness.tasks.base import BuildConfig
-from recharness.tasks.recbench_plus.base import GT_UNMATCHED, RecBenchTask, reference_record
+from recharness.tasks.recbench_plus.base import GT_UNMATCHED, RecBenchTask, recommended
 from recharness.tasks.recbench_plus.conditions import CLASSES, ConditionSampler, condition_class, paper_mix
 from recharness.tasks.recbench_plus.official import official_id
 from recharness.tasks.recbench_plus.options import Options
@@ -203,7 +203,7 @@ class ConditionTask(RecBenchTask):
             k = s.get("k") or s.get("ref_k", 10)
             stated = [tuple(c) for c in s.get("stated_conditions", [])]
             among = ctx.kg.satisfying(stated) if stated else None
-            kgb[s["id"]] = reference_record(s["id"], ctx.popular(set(s.get("history", [])), k, among=among), ctx)
+            kgb[s["id"]] = recommended(s["id"], ctx.popular(set(s.get("history", [])), k, among=among), ctx)
         refs["kg-conditions"] = kgb
         return refs
 
