@@ -36,7 +36,8 @@ def _import_llama():
 class LlamaCppBackend(ModelBackend):
     backend = "llamacpp"
 
-    def __init__(self, model_path: str | Path, name: str | None = None, n_ctx: int = 4096, n_threads: int | None = None, seed: int = 0):
+    def __init__(self, model_path: str | Path, name: str | None = None, n_ctx: int = 4096, n_threads: int | None = None, seed: int = 0,
+                 reuse_prefix: bool = True):
         path = Path(model_path)
         if not path.exists():
             raise ConfigError(f"GGUF file not found: {path}")
@@ -45,6 +46,8 @@ class LlamaCppBackend(ModelBackend):
         self.n_ctx = n_ctx
         self.n_threads = n_threads or max(1, os.cpu_count() or 1)
         self.seed = seed
+        #: option scoring keeps the evaluated prompt prefix in the KV cache (see _reusable_prefix)
+        self.reuse_prefix = reuse_prefix
         self._llm = None
         self._lock = threading.Lock()
 
@@ -99,8 +102,13 @@ class LlamaCppBackend(ModelBackend):
             if len(tokens) >= self.n_ctx:
                 raise SampleError("context_overflow", f"{self.name}: prompt of {len(tokens)} tokens exceeds the "
                                   f"context window ({self.n_ctx})")
-            llm.reset()
-            llm.eval(tokens)
+            keep = self._reusable_prefix(llm, tokens) if self.reuse_prefix else 0
+            if keep > 0 and llm._ctx.kv_cache_seq_rm(-1, keep, -1):
+                llm.n_tokens = keep  # the KV cache already holds these tokens: evaluate only the rest
+            else:
+                llm.reset()
+                keep = 0
+            llm.eval(tokens[keep:])
             # Without logits_all llama-cpp-python keeps no copy: read the context's last row.
             logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)
             m = logits.max()
@@ -116,6 +124,18 @@ class LlamaCppBackend(ModelBackend):
                 result[opt] = math.log(p) if p > 0 else -math.inf
             latency = time.perf_counter() - t0
         return OptionScores(logprobs=result, latency_s=latency)
+
+    @staticmethod
+    def _reusable_prefix(llm, tokens: list[int]) -> int:
+        """How many leading tokens of `tokens` the KV cache already holds (at most all but the last one:
+        the last must be evaluated to produce the logits). Consecutive candidates of one user share
+        the system prompt and the history, so only the candidate's few tokens are evaluated again."""
+        held = llm.input_ids[: llm.n_tokens]
+        n = min(len(held), len(tokens) - 1)
+        k = 0
+        while k < n and held[k] == tokens[k]:
+            k += 1
+        return k
 
     @staticmethod
     def _format_prompt(llm, messages: Messages) -> str:
