@@ -8,6 +8,7 @@ is exactly "the all-correct value, with the failed half scored as the worst".
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -74,6 +75,7 @@ def test_every_task_is_covered_here():
         "llmrec": ["sequential", "direct", "rating", "explanation", "summarization"],
         "perrecbench": ["point", "pair", "list"],
         "recbench-plus": ["explicit", "implicit", "misinformed", "interest", "demographics"],
+        "recbench": ["ctr"],
     }
 
 
@@ -246,6 +248,35 @@ def test_perrecbench_compat_mode_reports_the_failures_it_drops(ml1m):
     preds, _, bad = half_failed(samples, lambda s: _perrec_good("list", task, s))
     m = task.score(samples, preds)
     assert m["invalid"] == len(bad) and m["dropped_compat"] == len(bad)
+
+
+# ---------------------------------------------------------------- recbench
+
+
+def test_recbench_ctr(ml1m):
+    """A failed pair is scored 0.5 (a tie) and counted; a correct answer is P(Yes) = the label."""
+    from sklearn.metrics import log_loss, roc_auc_score
+
+    from recharness.models.base import OptionScores
+
+    task, samples = build("recbench", "ctr", ml1m, limit=6)
+
+    def good(s):
+        p = task.parse_options(s, OptionScores({"Yes": 0.0 if s["label"] else -math.inf,
+                                                "No": -math.inf if s["label"] else 0.0}))
+        assert p.valid and p.value == {"p_yes": float(s["label"])}
+        return {"id": s["id"], "task": s["task"], "model": IDENTITY, "build": "b0", "output": "{}", "parsed": p.value,
+                "valid": True, "error": None, "attempts": 1, "latency_s": 0.1, "prompt_tokens": 10,
+                "completion_tokens": None, "cached": False}
+
+    preds, _, bad = half_failed(samples, good)
+    m = task.score(samples, preds)
+    y = [s["label"] for s in samples]
+    p = [0.5 if s["id"] in bad else float(s["label"]) for s in samples]
+    assert m["invalid_rate"] == len(bad) / len(samples) and m["missing"] == 0.0
+    assert m["AUC"] == pytest.approx(roc_auc_score(y, p), abs=1e-12) and m["AUC"] < 1.0
+    assert m["logloss"] == pytest.approx(log_loss(y, p), abs=1e-9)
+    assert task.score(samples, {k: preds[k] for k in bad})["AUC"] == 0.5  # all failed: chance, never better
 
 
 # ---------------------------------------------------------------- aggregation

@@ -71,7 +71,7 @@ def test_lazy_targets_import_on_first_get_only():
 
 def test_suites_are_records_with_capabilities():
     all_suites = suites()
-    assert set(all_suites) == {"llmrec", "perrecbench", "recbench-plus"} and set(SUITES) >= set(all_suites)
+    assert set(all_suites) == {"llmrec", "perrecbench", "recbench-plus", "recbench"} and set(SUITES) >= set(all_suites)
     llmrec = get_suite("llmrec")
     assert isinstance(llmrec, Suite) and llmrec.default_tasks == ["sequential", "direct"]
     assert llmrec.supports("judge") and not get_suite("perrecbench").supports("judge")

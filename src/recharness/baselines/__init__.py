@@ -9,17 +9,28 @@ from __future__ import annotations
 
 import time
 
-from recharness.baselines.base import Baseline, Ranker, TrainData, training_rows
+from recharness.baselines.base import (
+    Baseline,
+    Ranker,
+    TrainData,
+    pairs_path,
+    training_rows,
+)
+from recharness.baselines.item_mean import ItemMeanCtr
 from recharness.baselines.popularity import PopularityRanker
 from recharness.baselines.random_ranker import RandomRanker
 from recharness.registry import Registry
 
 BASELINES: Registry[type[Baseline]] = Registry("baseline")
 _RANKING = ("llmrec:sequential", "llmrec:direct")
-BASELINES.add("popularity", PopularityRanker, tasks=_RANKING, trainable=True,
-              description="most interacted items on the training part (each user's last item held out)")
-BASELINES.add("random", RandomRanker, tasks=_RANKING, trainable=False,
-              description="uniform random items, seeded: the chance level")
+_CTR = ("recbench:ctr",)
+BASELINES.add("popularity", PopularityRanker, tasks=_RANKING + _CTR, trainable=True,
+              description="most interacted items on the training part (each user's last item held out; "
+                          "for ctr: clicks per item in the training pairs)")
+BASELINES.add("random", RandomRanker, tasks=_RANKING + _CTR, trainable=False,
+              description="uniform random items (for ctr: uniform scores), seeded: the chance level")
+BASELINES.add("item_mean", ItemMeanCtr, tasks=_CTR, trainable=True,
+              description="the item's click-through rate in the training pairs, smoothed towards the global rate")
 
 
 def serving(suite: str, task: str) -> list[str]:
@@ -34,12 +45,15 @@ def fit(name: str, train: TrainData, seed: int = 0) -> tuple[Baseline, float]:
     return model, time.perf_counter() - t0
 
 
-def reference_records(suite: str, task: str, dataset, samples: list[dict], seed: int = 0) -> dict[str, dict[str, dict]]:
-    """{baseline: {sample id: record}}: the task's registered baselines fitted and asked on the fly."""
+def reference_records(suite: str, task: str, dataset, samples: list[dict], seed: int = 0,
+                      train: TrainData | None = None) -> dict[str, dict[str, dict]]:
+    """{baseline: {sample id: record}}: the task's registered baselines fitted (on `train`, by default
+    the leave-last-out part) and asked on the fly."""
     names = serving(suite, task)
-    train = TrainData.leave_last_out(dataset) if names else None
+    if names and train is None:
+        train = TrainData.leave_last_out(dataset)
     return {name: fit(name, train, seed)[0].predict(samples) for name in names}
 
 
-__all__ = ["BASELINES", "Baseline", "PopularityRanker", "RandomRanker", "Ranker", "TrainData", "fit",
-           "reference_records", "serving", "training_rows"]
+__all__ = ["BASELINES", "Baseline", "ItemMeanCtr", "PopularityRanker", "RandomRanker", "Ranker", "TrainData", "fit",
+           "pairs_path", "reference_records", "serving", "training_rows"]

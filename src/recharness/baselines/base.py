@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Self
 
 import polars as pl
 
+from recharness.errors import ConfigError
 from recharness.tasks.base import reference_record
 
 
@@ -22,19 +24,43 @@ def training_rows(interactions: pl.DataFrame) -> pl.DataFrame:
     return interactions.filter(pos < pl.len().over("user_id") - 1)
 
 
+def pairs_path(run_dir: Path, suite: str, part: str = "train") -> Path:
+    """Where a build that ships labelled training pairs (RecBench CTR) writes them: `<run>/<suite>/<part>.parquet`."""
+    return Path(run_dir) / suite / f"{part}.parquet"
+
+
 @dataclass(frozen=True)
 class TrainData:
     """What a reference model may learn from: never a sample's held-out target."""
 
-    #: training interactions only (user_id, item_id, rating, timestamp)
+    #: training interactions only (user_id, item_id, rating, timestamp); for a pairs build, its positive pairs
     interactions: pl.DataFrame
     #: the catalog (item ids); knowing which items exist reveals no target
     items: list[str]
+    #: a pairs build's labelled training pairs (user_id, item_id, label, timestamp, history), else None
+    pairs: pl.DataFrame | None = None
 
     @classmethod
-    def leave_last_out(cls, dataset) -> "TrainData":
+    def leave_last_out(cls, dataset) -> TrainData:
         """The training part of a leave-last-out build: each user's last interaction is the test target."""
         return cls(training_rows(dataset.interactions), dataset.items["item_id"].to_list())
+
+    @classmethod
+    def of_build(cls, dataset, run_dir: Path | None, suite: str) -> TrainData:
+        """The build's own training pairs where it wrote them (`pairs_path`), else its leave-last-out part."""
+        path = pairs_path(run_dir, suite) if run_dir is not None else None
+        if path is None or not path.exists():
+            return cls.leave_last_out(dataset)
+        pairs = pl.read_parquet(path)
+        clicks = pairs.filter(pl.col("label") == 1).select("user_id", "item_id", "timestamp")
+        return cls(clicks, dataset.items["item_id"].to_list(), pairs)
+
+    def require_pairs(self, who: str) -> pl.DataFrame:
+        """The labelled pairs, or a ConfigError: fitting a CTR model on leave-last-out rows would see test pairs."""
+        if self.pairs is None:
+            raise ConfigError(f"{who} fits on a build's labelled training pairs (<run>/<suite>/train.parquet); "
+                              "this training data has none: rebuild the run")
+        return self.pairs
 
 
 class Baseline(ABC):
@@ -64,7 +90,8 @@ class Baseline(ABC):
 
 class Ranker(Baseline):
     """A baseline that ranks items: answers llmrec sequential (top k unseen items) and direct
-    (the candidates in its order) in the record shape those tasks' `score` reads."""
+    (the candidates in its order) in the record shape those tasks' `score` reads, and RecBench
+    ctr (a click score per user-item pair, `p_click`) where it implements one."""
 
     @abstractmethod
     def top_k(self, k: int, exclude: set[str] = frozenset()) -> list[str]: ...
@@ -72,12 +99,18 @@ class Ranker(Baseline):
     @abstractmethod
     def rank(self, candidates: list[str]) -> list[str]: ...
 
+    def p_click(self, sample: dict) -> float:
+        """A score in [0, 1] for a ctr sample's (user, item): higher means more likely a click."""
+        raise ValueError(f"{self.name} does not answer ctr samples")
+
     def parsed(self, sample: dict) -> dict:
         if sample["task"] == "direct":
             return {"ranking": self.rank(sample["candidates"])}
         if sample["task"] == "sequential":
             items = self.top_k(sample["n_recs"], exclude=set(sample["seen"]))
             return {"items": items, "strings": items}
+        if sample["task"] == "ctr":
+            return {"p_yes": self.p_click(sample)}
         raise ValueError(f"{self.name} does not answer {sample['task']!r} samples")
 
     def predict(self, samples: list[dict]) -> dict[str, dict]:

@@ -8,13 +8,15 @@ import polars as pl
 
 from recharness.baselines.base import Ranker, TrainData
 from recharness.data.leave_last_out import item_popularity
+from recharness.errors import ConfigError
 
 
 class PopularityRanker(Ranker):
     """Ranks items by interaction count on the training part (each user's last item held out).
 
     `PopularityRanker(interactions)` counts all interactions but each user's last;
-    `PopularityRanker().fit(train)` counts `train.interactions`, already the training part.
+    `PopularityRanker().fit(train)` counts `train.interactions`, already the training part (for
+    RecBench CTR: the positive training pairs, so a ctr score is the item's clicks over the most).
     """
 
     name = "popularity"
@@ -22,11 +24,13 @@ class PopularityRanker(Ranker):
     def __init__(self, interactions: pl.DataFrame | None = None):
         self.order: list[str] = []
         self.counts: dict[str, int] = {}
+        self.on_pairs = False
         if interactions is not None:
             self._count(item_popularity(interactions))
 
     def fit(self, train: TrainData) -> Self:
         self._count(item_popularity(train.interactions, exclude_last=False))
+        self.on_pairs = train.pairs is not None
         return self
 
     def _count(self, pop: pl.DataFrame) -> None:
@@ -41,6 +45,14 @@ class PopularityRanker(Ranker):
                 if len(out) == k:
                     break
         return out
+
+    def p_click(self, sample: dict) -> float:
+        """Training clicks on the item over the most any item has: a ranking score, not a calibrated probability."""
+        if not self.on_pairs:
+            raise ConfigError("popularity answers ctr samples only when fitted on the build's training pairs "
+                              "(<run>/recbench/train.parquet), which this training data does not hold")
+        top = self.counts[self.order[0]] if self.order else 0
+        return self.counts.get(sample["item_id"], 0) / top if top else 0.0
 
     def rank(self, candidates: list[str]) -> list[str]:
         """Candidates by popularity; ties broken by item id so the order is reproducible."""

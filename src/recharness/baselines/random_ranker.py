@@ -50,5 +50,9 @@ class RandomRanker(Ranker):
                         break
         return out
 
+    def p_click(self, sample: dict) -> float:
+        """Uniform on [0, 1): AUC 0.5 in expectation."""
+        return float(self.rng.random())
+
     def rank(self, candidates: list[str]) -> list[str]:
         return [candidates[i] for i in self.rng.permutation(len(candidates))]

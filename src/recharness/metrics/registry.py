@@ -134,10 +134,13 @@ metric("parse_errors", False, "answers the parser failed on")
 metric("failed", False, "samples that failed outright (HTTP error, prompt too long)")
 metric("gt_match_rate", True, "share of ground-truth titles of official files matched to the catalog")
 metric("AUC", True, "area under the ROC curve (CTR)")
-metric("GAUC", True, "user-grouped AUC, weighted by impressions (CTR)")
+metric("GAUC", True, "impression-weighted group AUC: per-user AUC weighted by the user's test pairs (CTR)")
+metric("GAUC_unweighted", True, "plain mean of per-user AUC over users with both labels (CTR)")
 metric("logloss", False, "binary cross-entropy of predicted click probabilities (CTR)")
+metric("positive_rate", None, "share of test pairs that are clicks (CTR): read logloss against it")
 
 # ------------------------------------------------------------------ bookkeeping, kept in scores.json only
 
 metric("missing", False, "samples with no prediction line", hidden=True)
 metric("latency_uncached_s", False, "mean seconds per answer not served from the cache", hidden=True)
+metric("gauc_users", None, "users with both labels among their test pairs: the users GAUC averages over", hidden=True)

@@ -43,12 +43,15 @@ def suite_context(suite: str, dataset, options: dict | None, *, seed: int = 0, l
     return factory(dataset, BuildConfig(seed=seed, limit=limit, options=dict(options or {})))
 
 
-def fingerprint(samples_path: Path) -> str:
-    """Identifies one build: the hash of its samples file, stamped on every prediction."""
+def fingerprint(samples_path: Path, settings: dict | None = None) -> str:
+    """Identifies one build, stamped on every prediction: the hash of its samples file and of the
+    settings that made it (seed, options: they also shape side files such as training pairs)."""
     h = hashlib.sha256()
     with open(samples_path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
+    if settings:
+        h.update(json.dumps(settings, sort_keys=True, default=str).encode())
     return h.hexdigest()[:16]
 
 
@@ -86,7 +89,8 @@ def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None =
         raise RuntimeError("builder produced duplicate sample ids")
     out.mkdir(parents=True, exist_ok=True)
     write_jsonl_atomic(out / "samples.jsonl", samples)
-    fp = fingerprint(out / "samples.jsonl")
+    fp = fingerprint(out / "samples.jsonl", {"suite": suite, "tasks": tasks, "seed": seed, "limit": limit,
+                                              "options": options})
     _stamp_imported_predictions(out, fp, before)
     info = {"suite": suite, "dataset": dataset_name, "tasks": tasks, "seed": seed, "limit": limit,
             "options": {k: v for k, v in config.options.items() if isinstance(v, (str, int, float, bool, type(None)))},

@@ -38,7 +38,7 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
     if not names:
         raise ConfigError(f"no reference model serves the tasks of this {info['suite']} build ({', '.join(by_task)}); "
                           "`score` computes their references on the fly")
-    train_data = TrainData.leave_last_out(load_dataset(info["dataset"]))
+    train_data = TrainData.of_build(load_dataset(info["dataset"]), out, info["suite"])
     written = []
     for name in names:
         model, seconds = fit(name, train_data, seed)

@@ -1,0 +1,22 @@
+"""RecBench (Liu et al. 2025, "LLM-as-RS vs DLRMs"): LLMs and conventional recommenders on the same samples.
+
+Task ``ctr`` (pair-wise recommendation, §3.1): P(Yes) that a user clicks an item given their last
+20 positives, scored by AUC, GAUC and log loss beside reference rows fitted on the build's own
+training pairs (`<run>/recbench/train.parquet`, `valid.parquet`). Data and split: `recbench.data`.
+"""
+
+from recharness.tasks.recbench.ctr import CtrTask
+from recharness.tasks.registry import register_suite
+
+TASKS = {"ctr": CtrTask}
+
+register_suite(
+    "recbench",
+    TASKS,
+    "RecBench: pair-wise CTR, P(Yes) from the LLM vs reference recommenders fitted on the training pairs "
+    "(AUC, GAUC, logloss)",
+    default_tasks=["ctr"],
+    options="recharness.tasks.recbench.options:OPTIONS",
+)
+
+__all__ = ["TASKS", "CtrTask"]

@@ -1,0 +1,143 @@
+"""RecBench pair-wise recommendation (CTR): will this user click this item? P(Yes) from the model.
+
+The model sees the user's last positives as titles and one candidate, and is asked for "Yes" or
+"No"; its score is P(Yes) normalised over the two options (Eq. 6), from the option-scoring call.
+The samples, the training pairs beside them and the split are described in `recbench.data`.
+
+Scored over every test sample by AUC, GAUC (per-user AUC weighted by the user's test pairs, as
+DIN and RecBench compute it), the unweighted mean of per-user AUC, and log loss. A sample without
+a usable score (neither option among the returned log-probabilities, a failed request, no line at
+all) is scored 0.5, a tie, and counted in `invalid_rate` (and `missing` for no line), so a model
+that answers little cannot look better by being judged on fewer samples.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+
+import numpy as np
+
+from recharness.baselines import TrainData, pairs_path, reference_records
+from recharness.errors import ConfigError
+from recharness.metrics.classification import auc, gauc, logloss
+from recharness.models.base import GenerationParams
+from recharness.runner.jsonl import atomic_write_bytes, atomic_write_text
+from recharness.tasks.base import BuildConfig, Parsed, Task
+from recharness.tasks.options import check
+from recharness.tasks.recbench.data import labelled_events, split
+from recharness.tasks.recbench.options import CtrOptions
+
+SUITE = "recbench"
+NO_OPTION = "no Yes/No in the top log-probabilities"
+
+#: the authors' instruction (RecBench code, utils/prompt.py: CHAT_SYSTEM), with their "YES"/"NO"
+#: written as the options that are scored
+SYSTEM = ('You are a recommender. I will provide user behavior sequence, and a candidate item. '
+          'Please response "Yes" or "No" to represent whether this user is interested in this item. '
+          'You are not allowed to response any other words for any explanation or note. '
+          'Now, your role formally begins. Any other information should not disturb you.')
+_ANSWER = re.compile(r"\W*(yes|no)\b", re.IGNORECASE)
+
+
+def ctr_messages(history_titles: list[str], candidate_title: str, *, task_description: bool = True,
+                 behaviour: bool = True, format_indicator: bool = True) -> list[dict[str, str]]:
+    """The authors' input: "User behavior sequence:" with numbered titles, "Candidate item:", "Answer (Yes/No):"."""
+    parts = []
+    if behaviour:
+        lines = [f"({k}) {t}" for k, t in enumerate(history_titles, 1)] or ["(none)"]
+        parts.append("User behavior sequence:\n" + "\n".join(lines))
+    parts.append(f"Candidate item: {candidate_title}")
+    if format_indicator:
+        parts.append("Answer (Yes/No):")
+    user = {"role": "user", "content": "\n".join(parts)}
+    return [{"role": "system", "content": SYSTEM}, user] if task_description else [user]
+
+
+def _parquet(df) -> bytes:
+    buf = io.BytesIO()
+    df.write_parquet(buf)
+    return buf.getvalue()
+
+
+class CtrTask(Task):
+    name = "ctr"
+    request = "options"
+    params = GenerationParams(max_tokens=2)
+
+    def answer_options(self, sample: dict) -> list[str]:
+        return ["Yes", "No"]
+
+    def parse_options(self, sample: dict, scores) -> Parsed:
+        if not any(v > -math.inf for v in scores.logprobs.values()):
+            return Parsed({"p_yes": None}, valid=False, error=NO_OPTION)
+        return Parsed({"p_yes": scores.probabilities()["Yes"]})
+
+    def parse(self, sample: dict, text: str) -> Parsed:
+        """A generated answer: leading "Yes" is P(Yes) = 1, "No" is 0 (the runner asks for log-probabilities instead)."""
+        m = _ANSWER.match(text)
+        if not m:
+            return Parsed({"p_yes": None}, valid=False, error="the answer does not start with Yes or No")
+        return Parsed({"p_yes": 1.0 if m.group(1).lower() == "yes" else 0.0})
+
+    def build(self, dataset, config: BuildConfig):
+        opts = check(CtrOptions, config.options, f"{SUITE}/{self.name}")
+        events, mode = labelled_events(dataset.interactions, dataset.items["item_id"].to_list(),
+                                       negatives=opts.negatives, neg_ratio=opts.neg_ratio, seed=config.seed)
+        sp = split(events, test_users=config.limit or opts.test_users, per_user=opts.test_pairs_per_user,
+                   train_pairs=opts.train_pairs, valid_fraction=opts.valid_fraction, history_len=opts.history_len,
+                   min_history=opts.min_history, seed=config.seed)
+        titles = dict(zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list()))
+        prompt = {"task_description": opts.task_description, "behaviour": opts.behaviour,
+                  "format_indicator": opts.format_indicator}
+        samples = [{
+            "id": f"ctr-{u}-{i}", "task": self.name, "user_id": u, "item_id": i, "label": int(y),
+            "timestamp": int(t), "history": h,
+            "messages": ctr_messages([titles.get(x, x) for x in h], titles.get(i, i), **prompt),
+        } for u, i, y, t, h in sp.test.iter_rows()]
+        if config.out is not None:
+            for part, df in (("train", sp.train), ("valid", sp.valid)):
+                atomic_write_bytes(pairs_path(config.out, SUITE, part), _parquet(df))
+            info = {"negatives": mode, "eligible_users": sp.eligible_users, "test_users": sp.test["user_id"].n_unique(),
+                    **{f"{part}_{what}": v for part, df in (("test", sp.test), ("train", sp.train), ("valid", sp.valid))
+                       for what, v in (("pairs", df.height), ("positive_rate", float(df["label"].mean() or 0)))}}
+            atomic_write_text(pairs_path(config.out, SUITE, "split").with_suffix(".json"), json.dumps(info, indent=2))
+        yield from samples
+
+    def score(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, float]:
+        n = len(samples)
+        if n == 0:
+            return {}
+        y = np.array([s["label"] for s in samples], dtype=np.int8)
+        p = np.full(n, 0.5)
+        usable = np.zeros(n, dtype=bool)
+        missing = 0
+        for k, s in enumerate(samples):
+            rec = predictions.get(s["id"])
+            if rec is None:
+                missing += 1
+                continue
+            v = (rec.get("parsed") or {}).get("p_yes") if rec.get("valid", True) else None
+            if v is not None and 0.0 <= float(v) <= 1.0:
+                p[k], usable[k] = float(v), True
+        g = gauc(y, p, [s["user_id"] for s in samples])
+        return {
+            "AUC": auc(y, p),
+            "GAUC": g.weighted,
+            "GAUC_unweighted": g.unweighted,
+            "logloss": logloss(y, p),
+            "invalid_rate": float((~usable).sum() / n),
+            "missing": float(missing),
+            "positive_rate": float(y.mean()),
+            "gauc_users": float(g.n_groups),
+        }
+
+    def references(self, dataset, samples: list[dict], seed: int = 0) -> dict[str, dict[str, dict]]:
+        """popularity, random and item_mean, fitted on the build's training pairs only."""
+        if self.run_dir is None or not pairs_path(self.run_dir, SUITE).exists():
+            raise ConfigError(f"no training pairs for the reference rows in {self.run_dir}: rebuild the run "
+                              f"(`recharness build {SUITE}` writes {SUITE}/train.parquet)")
+        train = TrainData.of_build(dataset, self.run_dir, SUITE)
+        return reference_records(SUITE, self.name, dataset, samples, seed, train=train)

@@ -1,0 +1,279 @@
+"""RecBench CTR: labels, histories and the split checked from the raw ratings (never through the
+builder's own code), scoring against scikit-learn, invalid answers counted, references, end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+
+import numpy as np
+import polars as pl
+import pytest
+from sklearn.metrics import log_loss, roc_auc_score
+from typer.testing import CliRunner
+
+from recharness.baselines import TrainData, fit, pairs_path, serving
+from recharness.cli import app
+from recharness.data.store import Dataset
+from recharness.errors import ConfigError
+from recharness.models.base import OptionScores
+from recharness.runner import pipeline
+from recharness.runner.jsonl import read_jsonl
+from recharness.runner.train import train
+from recharness.tasks.base import BuildConfig
+from recharness.tasks.recbench.ctr import NO_OPTION, CtrTask
+from recharness.tasks.recbench.data import labelled_events
+
+N_USERS = 150
+OPTS = {"train_pairs": 20_000}
+
+
+@pytest.fixture(scope="module")
+def built(ml1m, tmp_path_factory):
+    out = tmp_path_factory.mktemp("recbench") / "run"
+    info = pipeline.build("recbench", "ml-1m", out, tasks=["ctr"], seed=0, limit=N_USERS, options=OPTS)
+    samples = list(read_jsonl(out / "samples.jsonl"))
+    train_df = pl.read_parquet(pairs_path(out, "recbench", "train"))
+    valid_df = pl.read_parquet(pairs_path(out, "recbench", "valid"))
+    return out, info, samples, train_df, valid_df
+
+
+@pytest.fixture(scope="module")
+def raw(ml1m):
+    """The user's ratings in stored order (user, time, file order): (item, rating, timestamp)."""
+    by_user = defaultdict(list)
+    for u, i, r, t in ml1m.interactions.select("user_id", "item_id", "rating", "timestamp").iter_rows():
+        by_user[u].append((i, r, t))
+    return by_user
+
+
+def _pairs(df: pl.DataFrame) -> list[dict]:
+    return df.to_dicts()
+
+
+# ---------------------------------------------------------------- (a) labels
+
+
+def test_labels_follow_the_rating_rule(built, raw):
+    _, info, samples, train_df, valid_df = built
+    assert info["counts"]["ctr"] == len(samples) == 4 * N_USERS
+    rating = {(u, i): r for u, rows in raw.items() for i, r, _ in rows}
+    for p in samples + _pairs(train_df) + _pairs(valid_df):
+        r = rating[(p["user_id"], p["item_id"])]  # every pair is a real rating (MovieLens has real negatives)
+        assert r != 3
+        assert p["label"] == (1 if r > 3 else 0)
+    assert {s["label"] for s in samples} == {0, 1}
+
+
+def test_sampled_negatives_are_unseen_distinct_and_stamped_with_a_positives_time():
+    rng = np.random.default_rng(3)
+    sizes = {f"u{u}": 8 + u // 2 for u in range(20)} | {"heavy": 30}  # heavy: 30 unseen of 60, 60 wanted
+    rows = [(u, f"i{i}", None, int(t)) for u, n in sizes.items() for t, i in enumerate(rng.choice(60, size=n, replace=False))]
+    inter = pl.DataFrame(rows, schema={"user_id": pl.Utf8, "item_id": pl.Utf8, "rating": pl.Float64,
+                                       "timestamp": pl.Int64}, orient="row")
+    catalog = [f"i{i}" for i in range(60)]
+    ev, mode = labelled_events(inter, catalog, seed=1)
+    assert mode == "sampled"
+    seen = defaultdict(set)
+    times = defaultdict(list)
+    for u, i, _, t in rows:
+        seen[u].add(i)
+        times[u].append(t)
+    for (u,), g in ev.group_by("user_id"):
+        pos, neg = g.filter(pl.col("label") == 1), g.filter(pl.col("label") == 0)
+        assert sorted(pos["item_id"]) == sorted(seen[u])  # every interaction is a click
+        assert not set(neg["item_id"]) & seen[u] and neg["item_id"].n_unique() == neg.height
+        # two per positive, at its time; a user short of unseen items loses their earliest positives' negatives
+        want = sorted(times[u]) if u != "heavy" else sorted(times[u])[15:]
+        assert sorted(neg["timestamp"].to_list()) == sorted(2 * want)
+    again, _ = labelled_events(inter, catalog, seed=1)
+    assert again.equals(ev) and not labelled_events(inter, catalog, seed=2)[0].equals(ev)
+
+
+# ---------------------------------------------------------------- (b) history
+
+
+def _history(rows, before: int, n: int = 20) -> list[str]:
+    return [i for i, r, t in rows if r > 3 and t < before][-n:]
+
+
+def test_history_is_the_last_20_positives_before_the_candidate(built, raw):
+    _, _, samples, train_df, valid_df = built
+    for p in samples + _pairs(train_df)[:3000] + _pairs(valid_df)[:1000]:
+        assert p["history"] == _history(raw[p["user_id"]], p["timestamp"]), p
+        assert 1 <= len(p["history"]) <= 20
+    assert max(len(s["history"]) for s in samples) == 20
+    s = samples[0]
+    user_turn = s["messages"][-1]["content"]
+    assert user_turn.startswith("User behavior sequence:\n(1) ") and user_turn.endswith("Answer (Yes/No):")
+    assert user_turn.count("\n(") == len(s["history"]) and "\nCandidate item: " in user_turn
+
+
+# ---------------------------------------------------------------- (c) no leakage
+
+
+def test_no_training_pair_of_a_test_user_is_at_or_after_their_test_pairs(built, raw):
+    _, _, samples, train_df, valid_df = built
+    first_test = defaultdict(lambda: math.inf)
+    for s in samples:
+        first_test[s["user_id"]] = min(first_test[s["user_id"]], s["timestamp"])
+    fitted = pl.concat([train_df, valid_df])
+    late = fitted.filter(pl.col("user_id").is_in(list(first_test)))
+    for u, t in late.select("user_id", "timestamp").iter_rows():
+        assert t < first_test[u]
+    test_pairs = {(s["user_id"], s["item_id"]) for s in samples}
+    assert not test_pairs & set(fitted.select("user_id", "item_id").iter_rows())
+    assert len(test_pairs) == len(samples)
+    assert train_df.height + valid_df.height == OPTS["train_pairs"]
+    assert 0.05 < valid_df.height / OPTS["train_pairs"] < 0.15
+    # each test user's pairs are their last 4 labelled ratings in time
+    for u in list(first_test)[:40]:
+        labelled = [(i, t) for i, r, t in raw[u] if r != 3]
+        assert [(s["item_id"], s["timestamp"]) for s in samples if s["user_id"] == u] == labelled[-4:]
+
+
+# ---------------------------------------------------------------- (d) determinism
+
+
+def test_the_same_seed_builds_the_same_samples_and_pairs(built, tmp_path):
+    _, info, samples, train_df, _ = built
+    again = tmp_path / "again"
+    info2 = pipeline.build("recbench", "ml-1m", again, tasks=["ctr"], seed=0, limit=N_USERS, options=OPTS)
+    assert info2["fingerprint"] == info["fingerprint"]
+    assert pl.read_parquet(pairs_path(again, "recbench")).equals(train_df)
+    other = tmp_path / "other"
+    pipeline.build("recbench", "ml-1m", other, tasks=["ctr"], seed=1, limit=N_USERS, options=OPTS)
+    assert {s["user_id"] for s in read_jsonl(other / "samples.jsonl")} != {s["user_id"] for s in samples}
+
+
+# ---------------------------------------------------------------- (e, f) scoring
+
+
+def _samples(labels, users):
+    return [{"id": f"s{k}", "task": "ctr", "user_id": u, "item_id": f"i{k}", "label": y}
+            for k, (y, u) in enumerate(zip(labels, users))]
+
+
+def _rec(sid, p):
+    return {"id": sid, "parsed": {"p_yes": p}, "valid": True}
+
+
+def test_scores_hand_worked_and_against_sklearn():
+    labels = [1, 0, 1, 0, 1, 1, 0, 0, 1]
+    users = ["a", "a", "a", "b", "b", "b", "c", "c", "c"]
+    p = [0.9, 0.4, 0.3, 0.2, 0.6, 0.1, 0.5, 0.7, 0.8]
+    samples = _samples(labels, users)
+    m = CtrTask().score(samples, {s["id"]: _rec(s["id"], v) for s, v in zip(samples, p)})
+    # per user: a: positives 0.9, 0.3 vs negative 0.4 -> 1/2; b: 0.6, 0.1 vs 0.2 -> 1/2; c: 0.8 vs 0.5, 0.7 -> 1
+    assert m["GAUC"] == pytest.approx((3 * 0.5 + 3 * 0.5 + 3 * 1.0) / 9)
+    assert m["GAUC_unweighted"] == pytest.approx((0.5 + 0.5 + 1.0) / 3)
+    assert m["AUC"] == pytest.approx(roc_auc_score(labels, p), abs=1e-12)
+    assert m["logloss"] == pytest.approx(log_loss(labels, p), abs=1e-12)
+    assert m["invalid_rate"] == 0.0 and m["missing"] == 0.0 and m["gauc_users"] == 3
+    # impressions differ per user: the two GAUCs part
+    samples = samples[:7]
+    m = CtrTask().score(samples, {s["id"]: _rec(s["id"], v) for s, v in zip(samples, p)})
+    assert m["GAUC"] == pytest.approx((3 * 0.5 + 3 * 0.5) / 6) and m["gauc_users"] == 2
+
+
+def test_an_answer_without_yes_or_no_is_counted_and_scored_as_a_tie():
+    task = CtrTask()
+    none = task.parse_options({}, OptionScores({"Yes": -math.inf, "No": -math.inf}))
+    assert not none.valid and none.error == NO_OPTION and none.value == {"p_yes": None}
+    only_no = task.parse_options({}, OptionScores({"Yes": -math.inf, "No": -0.1}))
+    assert only_no.valid and only_no.value == {"p_yes": 0.0}
+    half = task.parse_options({}, OptionScores({"Yes": math.log(0.3), "No": math.log(0.1)}))
+    assert half.value["p_yes"] == pytest.approx(0.75)
+
+    labels, users = [1, 0, 1, 0], ["a", "a", "b", "b"]
+    samples = _samples(labels, users)
+    preds = {"s0": _rec("s0", 0.9), "s1": {"id": "s1", "parsed": none.value, "valid": False, "error": NO_OPTION},
+             "s2": _rec("s2", 0.2)}  # s3 has no line at all
+    m = task.score(samples, preds)
+    assert m["invalid_rate"] == 0.5 and m["missing"] == 1.0
+    scored = [0.9, 0.5, 0.2, 0.5]  # both kept, both a tie
+    assert m["AUC"] == pytest.approx(roc_auc_score(labels, scored), abs=1e-12)
+    assert m["logloss"] == pytest.approx(log_loss(labels, scored), abs=1e-12)
+
+
+def test_a_generated_answer_parses_too():
+    task = CtrTask()
+    assert task.parse({}, " Yes.").value == {"p_yes": 1.0} and task.parse({}, "no").value == {"p_yes": 0.0}
+    assert not task.parse({}, "Maybe").valid
+
+
+# ---------------------------------------------------------------- (g) references
+
+
+def test_references_fit_on_training_pairs_and_popularity_beats_random(built, ml1m):
+    out, _, _, _, _ = built
+    assert serving("recbench", "ctr") == ["popularity", "random", "item_mean"]
+    rows = {r.method: r for r in pipeline.score(out, seed=0) if r.kind == "reference"}
+    assert set(rows) == {"popularity", "random", "item_mean"}
+    assert rows["popularity"].metrics["AUC"] > rows["random"].metrics["AUC"] + 0.1
+    assert rows["item_mean"].metrics["AUC"] > rows["random"].metrics["AUC"] + 0.1
+    assert abs(rows["random"].metrics["AUC"] - 0.5) < 0.1
+    # fitted on train.parquet only: the validation slice and the test pairs count for nothing
+    data = TrainData.of_build(ml1m, out, "recbench")
+    assert data.pairs.height == pl.read_parquet(pairs_path(out, "recbench")).height
+    pop = fit("popularity", data)[0]
+    assert sum(pop.counts.values()) == data.pairs["label"].sum()
+
+
+def test_ctr_references_refuse_training_data_without_pairs(ml1m):
+    sample = {"id": "x", "task": "ctr", "user_id": "1", "item_id": "1"}
+    with pytest.raises(ConfigError, match="training pairs"):
+        fit("popularity", TrainData.leave_last_out(ml1m))[0].predict([sample])
+    with pytest.raises(ConfigError, match="training pairs"):
+        fit("item_mean", TrainData.leave_last_out(ml1m))
+    task = CtrTask()
+    with pytest.raises(ConfigError, match="rebuild"):
+        task.references(ml1m, [sample])
+
+
+def test_train_stage_writes_the_on_the_fly_rows(built):
+    out, _, _, _, _ = built
+    before = [(r.method, r.metrics) for r in pipeline.score(out, seed=2) if r.kind == "reference"]
+    train(out, suite="recbench", seed=2)
+    assert [(r.method, r.metrics) for r in pipeline.score(out, seed=2) if r.kind == "reference"] == before
+
+
+# ---------------------------------------------------------------- (h) end to end
+
+
+def test_build_run_score_report_from_the_command_line(ml1m, tmp_path):
+    out = tmp_path / "run"
+    runner = CliRunner()
+
+    def invoke(*args):
+        res = runner.invoke(app, list(args), catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        return res.output
+
+    invoke("build", "recbench", "-t", "ctr", "-d", "ml-1m", "--seed", "0", "-n", "25", "-o", str(out),
+           "--option", "train_pairs=5000")
+    invoke("run", "recbench", "-d", "ml-1m", "-m", "fake", "-o", str(out), "--no-cache")
+    recs = list(read_jsonl(out / "predictions" / "fake.jsonl"))
+    assert len(recs) == 100 and all(r["valid"] and 0 <= r["parsed"]["p_yes"] <= 1 for r in recs)
+    assert all(set(json.loads(r["output"])) == {"Yes", "No"} for r in recs)
+    invoke("score", "recbench", "-d", "ml-1m", "-o", str(out))
+    invoke("report", "recbench", "-d", "ml-1m", "-o", str(out))
+    rows = json.loads((out / "scores.json").read_text())
+    rows = rows if isinstance(rows, list) else rows["rows"]
+    assert {r["method"] for r in rows} == {"fake", "popularity", "random", "item_mean"}
+    assert all({"AUC", "GAUC", "GAUC_unweighted", "logloss", "invalid_rate"} <= set(r["metrics"]) for r in rows)
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "AUC" in html and "item_mean" in html
+
+
+def test_options_are_checked(ml1m, tmp_path):
+    with pytest.raises(ConfigError, match="test_pairs_per_user"):
+        pipeline.build("recbench", "ml-1m", tmp_path, options={"test_pair_per_user": 3})
+    with pytest.raises(ConfigError, match="negatives"):
+        pipeline.build("recbench", "ml-1m", tmp_path, options={"negatives": "some"})
+    ds = Dataset("t", pl.DataFrame({"user_id": ["u"], "item_id": ["i"], "rating": [4.0], "timestamp": [None]},
+                                   schema_overrides={"timestamp": pl.Int64}),
+                 pl.DataFrame({"item_id": ["i"], "title": ["I"]}), pl.DataFrame({"user_id": ["u"]}))
+    with pytest.raises(ConfigError, match="timestamp"):
+        list(CtrTask().build(ds, BuildConfig()))
