@@ -116,7 +116,7 @@ def test_same_seed_same_groups_other_seed_other_groups(ml1m, tmp_path):
     opts = {"profile": False, "levels": "easy,hard", "groups": 15}
     a = _build(ml1m, tmp_path / "a", ["list"], seed=3, **opts)
     b = _build(ml1m, tmp_path / "b", ["list"], seed=3, **opts)
-    c = _build(ml1m, tmp_path / "c", ["list"], seed=4, **opts)
+    _build(ml1m, tmp_path / "c", ["list"], seed=4, **opts)
     assert len(a) == 30
     f = "perrecbench/item2group_avg_diff_sample-hard.json"
     assert (tmp_path / "a" / f).read_text() == (tmp_path / "b" / f).read_text()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from recharness.data.amazon2023 import load_amazon2023
 from recharness.data.llmrank import load_llmrank
+from recharness.data.mind import load_mind
 from recharness.data.movielens import (
     check_ml1m_counts,
     load_ml1m_atomic,
@@ -125,6 +126,14 @@ def _llmrank(paths, status) -> Dataset:
     return load_llmrank(paths[0])
 
 
+def _mind(paths, status) -> Dataset:
+    paths = _need_paths("mind", paths, "a MIND folder with news.tsv and behaviors.tsv (e.g. MINDsmall_train)")
+    if len(paths) != 1:
+        raise ConfigError("`prepare mind` takes one folder")
+    status.update(f"Parsing MIND files in {paths[0]}…")
+    return load_mind(paths[0])
+
+
 def _movielens_dat(paths, status) -> Dataset:
     paths = _need_paths("movielens-dat", paths, "a folder with ratings.dat and movies.dat (users.dat optional)")
     status.update("Parsing MovieLens .dat files…")
@@ -148,6 +157,8 @@ DATASETS.add("amazon2023", _amazon, domain="product",
              help="Amazon Reviews 2023: <Category>.jsonl[.gz] + meta_<Category>.jsonl[.gz] files or folders")
 DATASETS.add("llmrank-games", _llmrank, domain="product",
              help="LLMRank Games folder: Games.item, Games-6k.test.inter, Games.<retriever> candidates")
+DATASETS.add("mind", _mind, domain="news",
+             help="MIND folder (e.g. MINDsmall_train): news.tsv + behaviors.tsv; impressions keep their real labels")
 DATASETS.add("movielens-dat", _movielens_dat, domain="movie",
              help="a folder of GroupLens ::-separated .dat files (ratings, movies, users)")
 DATASETS.add("recbole", _recbole, domain=None,

@@ -4,7 +4,10 @@ Labels. With ratings (MovieLens, Amazon): rating > 3 is a click, < 3 a non-click
 is dropped, as the authors' code does; an unrated row is dropped too. Without ratings every
 interaction is a click and each gets `neg_ratio` (2) sampled negatives: distinct items the user never
 interacted with, seeded, stamped with their positive's timestamp. A (user, item) pair is labelled
-once (its first interaction), so no pair can be both a training and a test pair.
+once (its first interaction), so no pair can be both a training and a test pair. With real labels
+(an interactions `label` column, e.g. MIND impressions; mode `labels`, chosen by auto) those are used
+as they are, an impression's entries grouped as one impression; rows whose `impression_id` is null
+(MIND's history clicks) are positives for the behaviour sequence only, never pairs.
 
 Behaviour sequence. A pair's history is the user's last `history_len` (20) positives whose
 timestamp is strictly earlier than the pair's, oldest first. Ties in time never leak: a click in the
@@ -45,9 +48,12 @@ class CtrSplit:
 
 
 def negatives_mode(interactions: pl.DataFrame, negatives: str) -> str:
-    """`auto` means ratings when the dataset has any rating, else sampled negatives."""
+    """`auto` means the real labels when the interactions carry a `label` column (MIND), else ratings when
+    the dataset has any rating, else sampled negatives."""
     if negatives != "auto":
         return negatives
+    if "label" in interactions.columns:
+        return "labels"
     return "ratings" if interactions["rating"].null_count() < interactions.height else "sampled"
 
 
@@ -58,6 +64,10 @@ def labelled_events(interactions: pl.DataFrame, catalog: list[str], *, negatives
     if interactions["timestamp"].null_count():
         raise ConfigError("recbench ctr splits by time, but this dataset has interactions without a timestamp")
     mode = negatives_mode(interactions, negatives)
+    if mode == "labels":
+        return real_label_events(interactions), mode
+    if "label" in interactions.columns:  # sampled negatives on a labelled dataset: its clicks are the positives
+        interactions = interactions.filter(pl.col("label") == 1)
     ev = interactions.select("user_id", "item_id", "rating", "timestamp").with_row_index("_row")
     if mode == "ratings":
         ev = ev.filter(pl.col("rating") != 3).with_columns((pl.col("rating") > 3).cast(pl.Int8).alias("label"))
@@ -69,6 +79,17 @@ def labelled_events(interactions: pl.DataFrame, catalog: list[str], *, negatives
         ev = pl.concat([ev, sample_negatives(ev, interactions, catalog, neg_ratio, seed)])
     ev = ev.sort("user_id", "timestamp", "_row", "_sub")
     return ev.select("user_id", "item_id", "label", "timestamp", pl.col("_row").alias("impression")), mode
+
+
+def real_label_events(interactions: pl.DataFrame) -> pl.DataFrame:
+    """labelled_events for a dataset with real labels, plus `pair` (False: a history-only positive)."""
+    imp = pl.col("impression_id") if "impression_id" in interactions.columns else pl.lit(None, pl.Utf8)
+    ev = (interactions.with_row_index("_row")
+          .select("user_id", "item_id", pl.col("label").cast(pl.Int8), "timestamp", "_row", imp.alias("_imp"))
+          .sort("user_id", "timestamp", "_row").unique(["user_id", "item_id"], keep="first", maintain_order=True))
+    pair = pl.col("_imp").is_not_null() if "impression_id" in interactions.columns else pl.lit(True)
+    group = pl.when(pl.col("_imp").is_null()).then(pl.col("_row")).otherwise(pl.col("_row").min().over("user_id", "_imp"))
+    return ev.select("user_id", "item_id", "label", "timestamp", group.alias("impression"), pair.alias("pair"))
 
 
 def sample_negatives(pos: pl.DataFrame, interactions: pl.DataFrame, catalog: list[str], ratio: int,
@@ -165,6 +186,8 @@ def split(events: pl.DataFrame, *, test_users: int, per_user: int, train_pairs: 
     """Test windows for a seeded draw of users, training pairs before them (see the module docstring)."""
     ev = events.with_row_index("seq").with_columns(pl.col("seq").min().over("user_id", "impression").alias("first"))
     hist = History(ev, history_len)
+    if "pair" in ev.columns:  # real labels: history-only positives feed `hist`, never a pair
+        ev = ev.filter(pl.col("pair"))
     starts = (ev.group_by("user_id").agg(pl.len().alias("n"), pl.col("first").sort_by("seq").tail(per_user).first().alias("start"))
               .filter(pl.col("n") >= per_user)
               .join(ev.select(pl.col("seq").alias("start"), pl.col("timestamp").alias("t_start")), on="start")
