@@ -73,6 +73,13 @@ def _need_paths(name: str, paths: list[Path] | None, what: str) -> list[Path]:
     return [Path(p) for p in paths]
 
 
+def _one_folder(name: str, paths: list[Path] | None, what: str) -> Path:
+    paths = _need_paths(name, paths, what)
+    if len(paths) != 1:
+        raise ConfigError(f"`prepare {name}` takes one folder")
+    return paths[0]
+
+
 def _has(paths: list[Path], *names: str) -> bool:
     return any((p / n).is_file() if p.is_dir() else p.name == n for p in paths for n in names)
 
@@ -119,19 +126,15 @@ def _amazon(paths, status) -> Dataset:
 
 
 def _llmrank(paths, status) -> Dataset:
-    paths = _need_paths("llmrank-games", paths, "LLMRank's Games folder (Games.item, *.test.inter, Games.<retriever>)")
-    if len(paths) != 1:
-        raise ConfigError("`prepare llmrank-games` takes one folder")
-    status.update(f"Parsing LLMRank files in {paths[0]}…")
-    return load_llmrank(paths[0])
+    folder = _one_folder("llmrank-games", paths, "LLMRank's Games folder (Games.item, *.test.inter, Games.<retriever>)")
+    status.update(f"Parsing LLMRank files in {folder}…")
+    return load_llmrank(folder)
 
 
 def _mind(paths, status) -> Dataset:
-    paths = _need_paths("mind", paths, "a MIND folder with news.tsv and behaviors.tsv (e.g. MINDsmall_train)")
-    if len(paths) != 1:
-        raise ConfigError("`prepare mind` takes one folder")
-    status.update(f"Parsing MIND files in {paths[0]}…")
-    return load_mind(paths[0])
+    folder = _one_folder("mind", paths, "a MIND folder with news.tsv and behaviors.tsv (e.g. MINDsmall_train)")
+    status.update(f"Parsing MIND files in {folder}…")
+    return load_mind(folder)
 
 
 def _movielens_dat(paths, status) -> Dataset:

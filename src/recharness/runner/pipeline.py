@@ -195,9 +195,12 @@ def _checked_records(pf: Path, fp: str, redo: str = "re-run the model (`recharne
     return records
 
 
-def _task_records(pf: Path, fp: str, task: str, **kw) -> dict[str, dict]:
-    """One task's records of a predictions file by sample id (the last line for an id wins; there is one)."""
-    return {r["id"]: r for r in _checked_records(pf, fp, **kw) if r.get("task") == task}
+def _records_by_task(pf: Path, fp: str, **kw) -> dict[str, dict[str, dict]]:
+    """A predictions file read once: {task: {sample id: record}} (the last line for an id wins; there is one)."""
+    out: dict[str, dict[str, dict]] = defaultdict(dict)
+    for r in _checked_records(pf, fp, **kw):
+        out[r.get("task")][r["id"]] = r
+    return out
 
 
 def _score_row(task, t: str, samples: list[dict], recs: dict[str, dict], method: str, kind: str, extra: dict) -> ScoreRow:
@@ -224,19 +227,20 @@ def score(out: Path, *, seed: int = 0, references: bool = True) -> list[ScoreRow
     pred_dir = out / "predictions"
     pred_files = sorted(pred_dir.glob("*.jsonl")) if pred_dir.exists() else []
     ref_files = sorted(reference_dir(out).glob("*.jsonl")) if references and reference_dir(out).exists() else []
+    preds = {pf: _records_by_task(pf, fp) for pf in pred_files}
+    refs = {pf: _records_by_task(pf, fp, redo="re-run `recharness train`") for pf in ref_files}
     ds = None
     for t, task_samples in by_task.items():
         task = get_task(info["suite"], t)
         task.run_dir = out  # tasks that read side files (e.g. judgments) find them even if the run moved
         for pf in pred_files:
-            recs = _task_records(pf, fp, t)
+            recs = preds[pf].get(t)
             if recs:
                 model = next(iter(recs.values())).get("model", {})
                 rows.append(_score_row(task, t, task_samples, recs, pf.stem, "model", {"model": model, "answered": len(recs)}))
         if not references:
             continue
-        trained = {pf.stem: recs for pf in ref_files
-                   if (recs := _task_records(pf, fp, t, redo="re-run `recharness train`"))}
+        trained = {pf.stem: refs[pf][t] for pf in ref_files if refs[pf].get(t)}
         served = serving(info["suite"], t)
         computed: dict[str, dict[str, dict]] = {}
         if not served or not set(served) <= set(trained):  # something `train` did not write: compute as before
