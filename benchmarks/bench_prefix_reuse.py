@@ -1,12 +1,13 @@
 """P(Yes) scoring with and without KV-cache prefix reuse (llama.cpp in process), same samples.
 
-CTR samples of one user share the system prompt and the 20-title history; only
-the candidate differs. With reuse, the backend keeps the evaluated prefix in
-llama.cpp's KV cache and evaluates only the candidate's tokens. Samples are
-ordered by user, as the RecBench builder writes them. Measures samples/s both
-ways and the largest difference in P(Yes). Target: >= 3x, |dP| <= 1e-4.
+The samples are a RecBench CTR build's test samples (`recharness build recbench -t ctr`), in the
+builder's order (by user, then time): candidates of one user share the system turn and most of
+their 20-title history (the window slides only where a click lies between two candidates). With
+reuse, the backend keeps the evaluated prefix in llama.cpp's KV cache and evaluates only the rest.
+Measures samples/s both ways and the largest difference in P(Yes). Target: >= 3x, |dP| <= 1e-4.
 
-Run by hand:  RECHARNESS_HOME=... .venv/bin/python benchmarks/bench_prefix_reuse.py [--users 100] [--per-user 10]
+Run by hand:  RECHARNESS_HOME=... .venv/bin/python benchmarks/bench_prefix_reuse.py [--run DIR] [-n 1000]
+(without --run it builds ml-1m ctr, seed 0, 250 users x 4 pairs, into a temporary folder).
 Writes benchmarks/results/prefix_reuse.md.
 """
 
@@ -17,38 +18,28 @@ import asyncio
 import os
 import platform
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 
 sys.path.insert(0, str(Path(__file__).parent))
 from machine import cpu_model  # noqa: E402
 
-from recharness.data.store import load_dataset  # noqa: E402
 from recharness.models.builtin import BUILTIN_MODELS, fetch_model  # noqa: E402
 from recharness.models.llamacpp import LlamaCppBackend  # noqa: E402
+from recharness.runner import pipeline  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "prefix_reuse.md"
-SYSTEM = "You are a movie recommender. Given a user's viewing history, answer whether the user will like the candidate movie."
 
 
-def samples(users: int, per_user: int, seed: int = 0) -> list[list[dict]]:
-    ds = load_dataset("ml-1m")
-    titles = dict(zip(ds.items["item_id"].to_list(), ds.items["title"].to_list()))
-    pos = ds.interactions.filter(pl.col("rating") > 3).sort(["user_id", "timestamp"])
-    hist = pos.group_by("user_id", maintain_order=True).agg(pl.col("item_id").tail(20))
-    rng = np.random.default_rng(seed)
-    items = ds.items["item_id"].to_list()
-    out = []
-    for row in hist.head(users).iter_rows(named=True):
-        history = "\n".join(f"{i + 1}. {titles[x]}" for i, x in enumerate(row["item_id"]))
-        for c in rng.choice(items, size=per_user, replace=False):
-            out.append([{"role": "system", "content": SYSTEM},
-                        {"role": "user", "content": f"User's history:\n{history}\n\nCandidate: {titles[c]}\n"
-                                                    "Will the user like the candidate? Answer Yes or No."}])
-    return out
+def samples(run: Path | None, n: int) -> tuple[list[list[dict]], str]:
+    if run is None:
+        run = Path(tempfile.mkdtemp(prefix="prefix-reuse-"))
+        pipeline.build("recbench", "ml-1m", run, tasks=["ctr"], seed=0, limit=(n + 3) // 4)
+    _, built = pipeline.load_build(run)
+    return [s["messages"] for s in built[:n]], str(run)
 
 
 def score_all(backend: LlamaCppBackend, prompts: list[list[dict]]) -> tuple[list[float], float]:
@@ -66,10 +57,10 @@ def score_all(backend: LlamaCppBackend, prompts: list[list[dict]]) -> tuple[list
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="smollm2-135m")
-    ap.add_argument("--users", type=int, default=100)
-    ap.add_argument("--per-user", type=int, default=10)
+    ap.add_argument("--run", type=Path, default=None, help="a recbench ctr build (default: build one)")
+    ap.add_argument("-n", type=int, default=1000, help="samples (the build's first n)")
     args = ap.parse_args()
-    prompts = samples(args.users, args.per_user)
+    prompts, run = samples(args.run, args.n)
     path = fetch_model(args.model)
     n_ctx = BUILTIN_MODELS[args.model].n_ctx
     rows = {}
@@ -86,8 +77,9 @@ def main():
         f"- date: {time.strftime('%Y-%m-%d %H:%M')}; machine: {os.cpu_count()} CPUs ({cpu_model()}), "
         f"{platform.machine()}, Python {platform.python_version()}",
         f"- model: {args.model} in process (llama-cpp-python, portable build), n_ctx {n_ctx}, all cores",
-        f"- {n} samples: {args.users} ML-1M users × {args.per_user} random candidates, each prompt = system turn + "
-        "the user's last 20 liked titles + the candidate; ordered by user",
+        f"- {n} samples: the first {n} test samples of the RecBench CTR build `{run}` (ML-1M, seed 0; the "
+        "authors' prompt: system turn + the user's last 20 clicked titles + the candidate), in the builder's order "
+        "(by user, then time)",
         "",
         "| prefix reuse | wall (s) | samples/s |",
         "|---|---:|---:|",

@@ -23,7 +23,8 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 def test_registry_lists_every_name_with_help():
-    assert set(PREPARERS) == {"ml-1m", "ml-100k", "amazon2023", "llmrank-games", "mind", "movielens-dat", "recbole"}
+    assert set(PREPARERS) == {"ml-1m", "ml-100k", "amazon2023", "llmrank-games", "mind", "hm", "microlens", "goodreads",
+                              "movielens-dat", "recbole"}
     for fn, help_ in PREPARERS.values():
         assert callable(fn) and help_ and "\n" not in help_
 

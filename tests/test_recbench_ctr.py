@@ -235,8 +235,11 @@ def test_ctr_references_refuse_training_data_without_pairs(ml1m):
 def test_train_stage_writes_the_on_the_fly_rows(built):
     out, _, _, _, _ = built
     before = [(r.method, r.metrics) for r in pipeline.score(out, seed=2) if r.kind == "reference"]
-    train(out, suite="recbench", seed=2)
-    assert [(r.method, r.metrics) for r in pipeline.score(out, seed=2) if r.kind == "reference"] == before
+    train(out, suite="recbench", seed=2, baselines=["popularity", "random", "item_mean"], latency_runs=50)
+    timing = ("latency_s", "train_s", "throughput_per_s")
+    after = [(r.method, r.metrics) for r in pipeline.score(out, seed=2) if r.kind == "reference"]
+    assert all(m[k] > 0 for _, m in after for k in timing)  # RecBench's latency, per trained model
+    assert [(n, {k: v for k, v in m.items() if k not in timing}) for n, m in after] == before
 
 
 # ---------------------------------------------------------------- (h) end to end
@@ -277,3 +280,41 @@ def test_options_are_checked(ml1m, tmp_path):
                  pl.DataFrame({"item_id": ["i"], "title": ["I"]}), pl.DataFrame({"user_id": ["u"]}))
     with pytest.raises(ConfigError, match="timestamp"):
         list(CtrTask().build(ds, BuildConfig()))
+
+
+# ---------------------------------------------------------------- (i) Tables 3/4 and the latency chart
+
+
+def test_paper_tables_lay_out_auc_overall_and_latency():
+    from recharness.tasks.base import ScoreRow
+    from recharness.tasks.recbench.tables import across_datasets, latency_label
+
+    assert (latency_label(0.00043), latency_label(0.54373), latency_label(6.8), latency_label(None)) == \
+        ("0.43ms", "543.73ms", "6.80s", "–")
+
+    def row(method, kind, auc, lat):
+        return ScoreRow(method=method, task="ctr", n=4, kind=kind, metrics={"AUC": auc, "latency_s": lat})
+
+    md = across_datasets({
+        "ml-1m": [row("qwen", "model", 0.52, 0.5), row("deepfm", "reference", 0.80, 0.0004)],
+        "mind": [row("qwen", "model", 0.60, 0.7), row("deepfm", "reference", 0.70, 0.0006)],
+        "hm": [row("qwen", "model", 0.55, 0.6)],
+    })
+    assert "| Recommender | ml-1m | mind | hm | Overall | Latency |" in md
+    assert "| qwen | 0.5200 | 0.6000 | 0.5500 | 0.5567 | 600.00ms |" in md  # (0.52+0.60+0.55)/3; mean latency
+    assert "| deepfm | 0.8000 | 0.7000 | – | – | 0.50ms |" in md  # no Overall without every dataset
+    t3, t4 = md.index("Table 3"), md.index("Table 4")
+    assert t3 < md.index("| qwen") < t4 < md.index("| deepfm")
+
+
+def test_report_draws_quality_against_latency(tmp_path):
+    from recharness.report.html import _latency_chart, write_report
+    from recharness.tasks.base import ScoreRow
+
+    rows = [ScoreRow(method="qwen", task="ctr", n=4, kind="model", metrics={"AUC": 0.52, "latency_s": 0.5}),
+            ScoreRow(method="deepfm", task="ctr", n=4, kind="reference", metrics={"AUC": 0.8, "latency_s": 0.0004}),
+            ScoreRow(method="random", task="ctr", n=4, kind="reference", metrics={"AUC": 0.5})]
+    assert _latency_chart(rows, "AUC") is not None
+    assert _latency_chart(rows[2:], "AUC") is None  # nothing timed: no chart
+    html = write_report(rows, tmp_path).read_text()
+    assert "alt='AUC vs latency'" in html and "alt='AUC'" in html

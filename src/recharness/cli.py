@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -50,12 +51,21 @@ def _run_dir(suite: str, dataset: str, out: Path | None) -> Path:
     return out if out is not None else default_run_dir(suite, dataset)
 
 
-def _paper_tables(suite: str, rows) -> str | None:
-    """The suite's results in its paper's table layout, if the suite defines one."""
+def _paper_tables(suite: str, rows, run_dir: Path | None = None) -> str | None:
+    """The suite's results in its paper's table layout, if the suite defines one (a layout with
+    datasets as columns, RecBench's, is told the run's dataset)."""
+    import inspect
+
     from recharness.tasks.registry import get_suite
 
     paper = get_suite(suite).paper_tables
-    return paper(rows) or None if paper else None
+    if not paper:
+        return None
+    kw = {}
+    build = run_dir / "build.json" if run_dir is not None else None
+    if "dataset" in inspect.signature(paper).parameters and build is not None and build.exists():
+        kw["dataset"] = json.loads(build.read_text()).get("dataset", "AUC")
+    return paper(rows, **kw) or None
 
 
 def _parse_options(option: list[str] | None) -> dict:
@@ -79,7 +89,7 @@ def _parse_options(option: list[str] | None) -> dict:
 
 @app.command()
 def prepare(
-    name: Annotated[str, typer.Argument(help="Dataset kind: ml-1m, ml-100k, amazon2023, llmrank-games, movielens-dat, recbole.")],
+    name: Annotated[str, typer.Argument(help="Dataset kind: ml-1m, ml-100k, amazon2023, llmrank-games, mind, hm, microlens, goodreads, movielens-dat, recbole.")],
     paths: Annotated[list[Path] | None, typer.Argument(help="Input files or folders (not needed for ml-1m / ml-100k).")] = None,
     as_name: Annotated[str | None, typer.Option("--as", help="Store under this dataset name.")] = None,
 ):
@@ -188,13 +198,15 @@ def train(
     out: OutOpt = None,
     baseline: Annotated[list[str] | None, typer.Option("--baseline", "-b", help="Only these reference models (default: every one serving the build's tasks).")] = None,
     seed: SeedOpt = 0,
+    latency_runs: Annotated[int, typer.Option("--latency-runs", min=0, help="Single-sample predictions timed per model (RecBench: 1000).")] = 1000,
 ):
     """Fit the suite's reference models on the build's training data; `score` then reads their predictions."""
     from recharness.runner.train import train as do_train
 
     d = _run_dir(suite, dataset, out)
-    with console.status("training reference models…"):
-        paths = do_train(d, suite=suite, baselines=baseline, seed=seed)
+    with console.status("training reference models…") as status:
+        paths = do_train(d, suite=suite, baselines=baseline, seed=seed, latency_runs=latency_runs,
+                         progress=status.update)
     for p in paths:
         out_console.print(f"reference predictions → {p}", markup=False, highlight=False)
 
@@ -214,7 +226,7 @@ def score(
     d = _run_dir(suite, dataset, out)
     with console.status("scoring…"):
         rows = do_score(d, seed=seed, references=not no_references)
-        md = _paper_tables(suite, rows)
+        md = _paper_tables(suite, rows, d)
         paths = write_scores(rows, d, extra_md=md)
     for t in to_rich(rows):
         out_console.print(t)
@@ -264,7 +276,7 @@ def report(
 
     d = _run_dir(suite, dataset, out)
     rows = load_scores(d)
-    md = _paper_tables(suite, rows)
+    md = _paper_tables(suite, rows, d)
     path = write_report(rows, d, sections={"In the paper's layout": md} if md else None)
     out_console.print(f"report → {path}", markup=False, highlight=False)
 

@@ -33,9 +33,12 @@ BASELINES.add("item_mean", ItemMeanCtr, tasks=_CTR, trainable=True,
               description="the item's click-through rate in the training pairs, smoothed towards the global rate")
 
 
-def serving(suite: str, task: str) -> list[str]:
-    """The registered baselines that answer `task` of `suite`, in registration order (the row order)."""
-    return [n for n in BASELINES if f"{suite}:{task}" in BASELINES.meta(n).get("tasks", ())]
+def serving(suite: str, task: str, *, on_the_fly: bool = False) -> list[str]:
+    """The registered baselines that answer `task` of `suite`, in registration order (the row order).
+    `on_the_fly`: only those cheap enough to fit inside `score` (trained models such as the DLRMs
+    are registered `heavy` and come only from the `train` stage's files)."""
+    return [n for n in BASELINES if f"{suite}:{task}" in BASELINES.meta(n).get("tasks", ())
+            and not (on_the_fly and BASELINES.meta(n).get("heavy"))]
 
 
 def fit(name: str, train: TrainData, seed: int = 0) -> tuple[Baseline, float]:
@@ -49,7 +52,7 @@ def reference_records(suite: str, task: str, dataset, samples: list[dict], seed:
                       train: TrainData | None = None) -> dict[str, dict[str, dict]]:
     """{baseline: {sample id: record}}: the task's registered baselines fitted (on `train`, by default
     the leave-last-out part) and asked on the fly."""
-    names = serving(suite, task)
+    names = serving(suite, task, on_the_fly=True)
     if names and train is None:
         train = TrainData.leave_last_out(dataset)
     return {name: fit(name, train, seed)[0].predict(samples) for name in names}

@@ -39,11 +39,18 @@ class TrainData:
     items: list[str]
     #: a pairs build's labelled training pairs (user_id, item_id, label, timestamp, history), else None
     pairs: pl.DataFrame | None = None
+    #: a pairs build's validation slice of the training pairs (early stopping), else None
+    valid: pl.DataFrame | None = None
+    #: the dataset's item table (item_id, title, attributes): text and embedding item representations
+    item_table: pl.DataFrame | None = None
+    #: the dataset's name: where per-dataset caches (item embeddings) live
+    dataset_name: str | None = None
 
     @classmethod
     def leave_last_out(cls, dataset) -> TrainData:
         """The training part of a leave-last-out build: each user's last interaction is the test target."""
-        return cls(training_rows(dataset.interactions), dataset.items["item_id"].to_list())
+        return cls(training_rows(dataset.interactions), dataset.items["item_id"].to_list(),
+                   item_table=dataset.items, dataset_name=dataset.name)
 
     @classmethod
     def of_build(cls, dataset, run_dir: Path | None, suite: str) -> TrainData:
@@ -53,7 +60,10 @@ class TrainData:
             return cls.leave_last_out(dataset)
         pairs = pl.read_parquet(path)
         clicks = pairs.filter(pl.col("label") == 1).select("user_id", "item_id", "timestamp")
-        return cls(clicks, dataset.items["item_id"].to_list(), pairs)
+        valid_path = pairs_path(run_dir, suite, "valid")
+        valid = pl.read_parquet(valid_path) if valid_path.exists() else None
+        return cls(clicks, dataset.items["item_id"].to_list(), pairs, valid=valid,
+                   item_table=dataset.items, dataset_name=dataset.name)
 
     def require_pairs(self, who: str) -> pl.DataFrame:
         """The labelled pairs, or a ConfigError: fitting a CTR model on leave-last-out rows would see test pairs."""

@@ -15,7 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from recharness.data.amazon2023 import load_amazon2023
+from recharness.data.goodreads import load_goodreads
+from recharness.data.hm import load_hm
 from recharness.data.llmrank import load_llmrank
+from recharness.data.microlens import load_microlens
 from recharness.data.mind import load_mind
 from recharness.data.movielens import (
     check_ml1m_counts,
@@ -137,6 +140,27 @@ def _mind(paths, status) -> Dataset:
     return load_mind(folder)
 
 
+def _hm(paths, status) -> Dataset:
+    folder = _one_folder("hm", paths, "the H&M Kaggle folder with articles.csv and transactions_train.csv "
+                                      "(customers.csv optional)")
+    status.update(f"Parsing H&M files in {folder}…")
+    return load_hm(folder, status=status)
+
+
+def _microlens(paths, status) -> Dataset:
+    folder = _one_folder("microlens", paths, "a MicroLens folder with MicroLens-100k_pairs.csv and "
+                                             "MicroLens-100k_title_en.csv (or the 50k files)")
+    status.update(f"Parsing MicroLens files in {folder}…")
+    return load_microlens(folder, status=status)
+
+
+def _goodreads(paths, status) -> Dataset:
+    paths = _need_paths("goodreads", paths, "goodreads_interactions_<genre>.json.gz and "
+                                            "goodreads_books_<genre>.json.gz, or their folder")
+    status.update("Parsing Goodreads files…")
+    return load_goodreads(paths, status=status)
+
+
 def _movielens_dat(paths, status) -> Dataset:
     paths = _need_paths("movielens-dat", paths, "a folder with ratings.dat and movies.dat (users.dat optional)")
     status.update("Parsing MovieLens .dat files…")
@@ -162,6 +186,12 @@ DATASETS.add("llmrank-games", _llmrank, domain="product",
              help="LLMRank Games folder: Games.item, Games-6k.test.inter, Games.<retriever> candidates")
 DATASETS.add("mind", _mind, domain="news",
              help="MIND folder (e.g. MINDsmall_train): news.tsv + behaviors.tsv; impressions keep their real labels")
+DATASETS.add("hm", _hm, domain="fashion",
+             help="H&M Kaggle folder: articles.csv + transactions_train.csv (+ customers.csv); purchases are positives")
+DATASETS.add("microlens", _microlens, domain="video",
+             help="MicroLens folder: MicroLens-100k_pairs.csv + MicroLens-100k_title_en.csv (or the 50k files)")
+DATASETS.add("goodreads", _goodreads, domain="book",
+             help="Goodreads goodreads_interactions_<genre>.json.gz + goodreads_books_<genre>.json.gz; label = is_read")
 DATASETS.add("movielens-dat", _movielens_dat, domain="movie",
              help="a folder of GroupLens ::-separated .dat files (ratings, movies, users)")
 DATASETS.add("recbole", _recbole, domain=None,

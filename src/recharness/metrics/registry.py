@@ -102,6 +102,8 @@ metric("partial_rate", False, "share of rankings that name only some of the cand
 metric("matched_share", True, "share of named titles matched to catalog items", lead=True)
 metric("latency_s", False, "mean seconds per answer (cached answers included)", lead=True)
 metric("completion_tokens", None, "mean generated tokens per answer", lead=True)
+metric("throughput_per_s", True, "samples per second predicted in one batch (trained reference models)")
+metric("train_s", False, "seconds the `train` stage took to fit the model")
 
 # ------------------------------------------------------------------ other columns, in the order they first appear
 

@@ -30,12 +30,28 @@ class HFBackend(ModelBackend):
 
     def _load(self):
         if self._model is None:
+            from pathlib import Path
+
+            import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
-            self._tok = AutoTokenizer.from_pretrained(self.model, local_files_only=True)
-            self._model = AutoModelForCausalLM.from_pretrained(self.model, local_files_only=True)
+            where, kw = self.model, {"local_files_only": True}
+            path = Path(self.model)
+            if path.is_file() and path.suffix == ".gguf":  # a GGUF file: transformers dequantises it
+                where, kw = str(path.parent), {**kw, "gguf_file": path.name, "dtype": torch.float32}
+            elif path.is_dir() and not (path / "config.json").exists() and (ggufs := sorted(path.glob("*.gguf"))):
+                kw = {**kw, "gguf_file": ggufs[0].name, "dtype": torch.float32}
+            self._tok = AutoTokenizer.from_pretrained(where, **kw)
+            self._model = AutoModelForCausalLM.from_pretrained(where, **kw)
             self._model.eval()
         return self._tok, self._model
+
+    def _prompt_ids(self, tok, messages: Messages):
+        """The chat prompt as a [1, n] tensor of token ids. The template is rendered to text first:
+        `apply_chat_template(return_tensors="pt")` returns a tensor in transformers 4 but a
+        BatchEncoding in 5, and the text path is the same in both."""
+        text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return tok(text, return_tensors="pt", add_special_tokens=False)["input_ids"]
 
     def _generate_sync(self, messages: Messages, params: GenerationParams) -> Completion:
         import torch
@@ -43,13 +59,13 @@ class HFBackend(ModelBackend):
         with self._lock:
             tok, model = self._load()
             t0 = time.perf_counter()
-            ids = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
+            ids = self._prompt_ids(tok, messages)
             torch.manual_seed(params.seed)
             kw = dict(max_new_tokens=params.max_tokens, do_sample=params.temperature > 0)
             if params.temperature > 0:
                 kw.update(temperature=params.temperature, top_p=params.top_p)
             with torch.no_grad():
-                out = model.generate(ids, **kw)
+                out = model.generate(ids, attention_mask=torch.ones_like(ids), **kw)
             new = out[0, ids.shape[1]:]
             text = tok.decode(new, skip_special_tokens=True)
             for s in params.stop:
@@ -66,7 +82,7 @@ class HFBackend(ModelBackend):
         with self._lock:
             tok, model = self._load()
             t0 = time.perf_counter()
-            ids = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
+            ids = self._prompt_ids(tok, messages)
             with torch.no_grad():
                 logp = torch.log_softmax(model(ids).logits[0, -1].double(), -1)
             res = {}

@@ -35,6 +35,36 @@ def _bar_chart(rows: list[ScoreRow], metric: str) -> str | None:
     return base64.b64encode(buf.getvalue()).decode()
 
 
+def _latency_chart(rows: list[ScoreRow], metric: str) -> str | None:
+    """Quality against latency per sample (log scale): RecBench's cost/benefit view, for any task
+    whose rows record latency (LLMs from their requests, trained models from the `train` stage)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = [(r.method, r.kind, r.metrics[metric], r.metrics["latency_s"]) for r in rows
+           if isinstance(r.metrics.get(metric), (int, float)) and (r.metrics.get("latency_s") or 0) > 0]
+    if len(pts) < 2:
+        return None
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for kind, color, label in (("model", "#c44e52", "LLM"), ("reference", "#4878a8", "trained / reference")):
+        sel = [p for p in pts if p[1] == kind]
+        if sel:
+            ax.scatter([p[3] * 1000 for p in sel], [p[2] for p in sel], color=color, label=label)
+            for name, _, y, x in sel:
+                ax.annotate(name, (x * 1000, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_xlabel("latency per sample (ms, log scale)")
+    ax.set_ylabel(metric)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
 def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5, sections: dict[str, str] | None = None) -> Path:
     """`sections`: extra titled blocks of preformatted text (e.g. a suite's paper-layout tables)."""
     e = html.escape
@@ -52,10 +82,13 @@ def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5, sections:
             name = r.method + (" (ref)" if r.kind == "reference" else "")
             parts.append(f"<tr><td>{e(name)}</td>" + "".join(f"<td>{e(fmt(r.metrics.get(c)))}</td>" for c in cols) + "</tr>")
         parts.append("</table>")
-        key = next((c for c in cols if c.startswith(("NDCG", "HR", "RMSE", "ROUGE", "tau"))), None)
+        key = next((c for c in cols if c.startswith(("AUC", "NDCG", "HR", "RMSE", "ROUGE", "tau"))), None)
         img = _bar_chart(trs, key) if key else None
         if img:
             parts.append(f"<p><img alt='{e(key)}' src='data:image/png;base64,{img}'></p>")
+        scatter = _latency_chart(trs, key) if key else None
+        if scatter:
+            parts.append(f"<p><img alt='{e(key)} vs latency' src='data:image/png;base64,{scatter}'></p>")
     for title, text in (sections or {}).items():
         parts.append(f"<h2>{e(title)}</h2><pre>{e(text)}</pre>")
     pred_dir = out / "predictions"

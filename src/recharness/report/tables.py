@@ -36,6 +36,8 @@ def fmt(v) -> str:
     if v is None:
         return "–"
     if isinstance(v, float):
+        if 0 < abs(v) < 0.001:  # a trained model's latency in seconds: keep its digits
+            return f"{v:.2e}"
         return f"{v:.3f}" if abs(v) < 100 else f"{v:.1f}"
     return str(v)
 

@@ -8,6 +8,8 @@ never from a sample's held-out target.
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -18,7 +20,30 @@ from recharness.runner.jsonl import write_jsonl_atomic
 from recharness.runner.pipeline import load_build, reference_dir
 
 
-def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = None, seed: int = 0) -> list[Path]:
+#: RecBench's latency: the mean time of a single-sample prediction over this many runs (fewer samples: cycled)
+LATENCY_RUNS = 1000
+
+
+def timed_predict(model, samples: list[dict], runs: int = LATENCY_RUNS) -> tuple[dict[str, dict], dict]:
+    """The model's records for `samples` (one batched call, timed: throughput) and its single-sample
+    latency as RecBench defines it: the mean time of `predict([s])` over `runs` calls, samples cycled."""
+    t0 = time.perf_counter()
+    records = model.predict(samples)
+    batch_s = time.perf_counter() - t0
+    timing = {"throughput_per_s": round(len(samples) / batch_s, 3) if batch_s > 0 else None}
+    if samples and runs > 0:
+        one = []
+        for k in range(runs):
+            s = samples[k % len(samples)]
+            t0 = time.perf_counter()
+            model.predict([s])
+            one.append(time.perf_counter() - t0)
+        timing.update(latency_s=round(statistics.fmean(one), 9), latency_runs=runs)
+    return records, timing
+
+
+def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = None, seed: int = 0,
+          latency_runs: int = LATENCY_RUNS, progress=None) -> list[Path]:
     """Fit each baseline serving the build's tasks (or only `baselines`) and write its predictions
     for every sample of those tasks as one whole file. Returns the files written."""
     info, samples = load_build(out)
@@ -41,11 +66,21 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
     train_data = TrainData.of_build(load_dataset(info["dataset"]), out, info["suite"])
     written = []
     for name in names:
+        if progress is not None:
+            progress(f"training {name}…")
         model, seconds = fit(name, train_data, seed)
+        save = getattr(model, "save", None)
+        if callable(save):  # trained weights kept beside the run: `score`/`report` never retrain
+            save(out / "models" / name)
         stamp = {"build": info["fingerprint"], "kind": "reference", "model": model.identity(), "train_s": round(seconds, 6)}
-        records = [{"id": r["id"], "task": t, **r, **stamp}
-                   for t, task_samples in by_task.items() if name in served[t]
-                   for r in model.predict(task_samples).values()]
+        records = []
+        for t, task_samples in by_task.items():
+            if name not in served[t]:
+                continue
+            if progress is not None:
+                progress(f"{name}: predicting {len(task_samples)} {t} samples, timing {latency_runs} single-sample calls…")
+            recs, timing = timed_predict(model, task_samples, latency_runs)
+            records += [{"id": r["id"], "task": t, **r, **stamp, **timing} for r in recs.values()]
         path = reference_dir(out) / f"{name}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         write_jsonl_atomic(path, records)

@@ -6,6 +6,7 @@ training pairs (`<run>/recbench/train.parquet`, `valid.parquet`). Data and split
 """
 
 from recharness.tasks.recbench.ctr import CtrTask
+from recharness.tasks.recbench.tables import paper_tables
 from recharness.tasks.registry import register_suite
 
 TASKS = {"ctr": CtrTask}
@@ -16,6 +17,7 @@ register_suite(
     "RecBench: pair-wise CTR, P(Yes) from the LLM vs reference recommenders fitted on the training pairs "
     "(AUC, GAUC, logloss)",
     default_tasks=["ctr"],
+    paper_tables=paper_tables,  # Tables 3/4: AUC, Overall, latency per sample
     options="recharness.tasks.recbench.options:OPTIONS",
 )
 

@@ -89,7 +89,8 @@ class CtrTask(Task):
         sp = split(events, test_users=config.limit or opts.test_users, per_user=opts.test_pairs_per_user,
                    train_pairs=opts.train_pairs, valid_fraction=opts.valid_fraction, history_len=opts.history_len,
                    min_history=opts.min_history, seed=config.seed)
-        titles = dict(zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list()))
+        # an item without a title (MicroLens and Amazon have some) is shown by its id, never as "None"
+        titles = {i: t or i for i, t in zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list())}
         prompt = {"task_description": opts.task_description, "behaviour": opts.behaviour,
                   "format_indicator": opts.format_indicator}
         samples = [{
