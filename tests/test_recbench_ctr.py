@@ -208,7 +208,10 @@ def test_a_generated_answer_parses_too():
 
 def test_references_fit_on_training_pairs_and_popularity_beats_random(built, ml1m):
     out, _, _, _, _ = built
-    assert serving("recbench", "ctr") == ["popularity", "random", "item_mean"]
+    dlrms = ["dnn", "pnn", "deepfm", "dcn", "dcnv2", "masknet", "finalmlp", "autoint", "gdcn", "dnn_text", "dnn_semantic"]
+    assert serving("recbench", "ctr") == ["popularity", "random", "item_mean", *dlrms]
+    # the trained models come only from `recharness train`: score fits the cheap ones, never a DLRM
+    assert serving("recbench", "ctr", on_the_fly=True) == ["popularity", "random", "item_mean"]
     rows = {r.method: r for r in pipeline.score(out, seed=0) if r.kind == "reference"}
     assert set(rows) == {"popularity", "random", "item_mean"}
     assert rows["popularity"].metrics["AUC"] > rows["random"].metrics["AUC"] + 0.1
@@ -318,3 +321,31 @@ def test_report_draws_quality_against_latency(tmp_path):
     assert _latency_chart(rows[2:], "AUC") is None  # nothing timed: no chart
     html = write_report(rows, tmp_path).read_text()
     assert "alt='AUC vs latency'" in html and "alt='AUC'" in html
+
+
+def test_train_command_fits_dlrms_once_and_score_reads_them(ml1m, tmp_path, monkeypatch):
+    """`recharness train recbench -b …` as a user runs it: the DLRMs train on the build's pairs, their
+    weights are saved, their rows carry RecBench's latency and the training time, and `score` reads
+    their predictions without fitting anything again."""
+    pytest.importorskip("torch")
+    pytest.importorskip("torch_rechub")
+    out = tmp_path / "run"
+    pipeline.build("recbench", "ml-1m", out, tasks=["ctr"], seed=0, limit=60, options={"train_pairs": 6000})
+    res = CliRunner().invoke(app, ["train", "recbench", "-o", str(out), "-b", "deepfm", "-b", "item_mean", "-b", "popularity", "-b", "random",
+                                   "--latency-runs", "30"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert (out / "models" / "deepfm" / "model.pt").exists()
+    import recharness.baselines as baselines_mod
+
+    def refit(*a, **k):
+        raise AssertionError("score fitted a model that `train` wrote")
+
+    monkeypatch.setattr(baselines_mod, "fit", refit)
+    rows = {r.method: r for r in pipeline.score(out) if r.kind == "reference"}
+    deepfm = rows["deepfm"].metrics
+    assert 0 <= deepfm["AUC"] <= 1 and deepfm["invalid_rate"] == 0.0
+    assert deepfm["latency_s"] > 0 and deepfm["train_s"] > 0 and deepfm["throughput_per_s"] > 0
+    assert "dnn" not in rows  # not trained, and never fitted on the fly
+    recs = list(read_jsonl(out / "predictions" / "reference" / "deepfm.jsonl"))
+    assert len(recs) == 240 and all(0 <= r["parsed"]["p_yes"] <= 1 for r in recs)
+    assert recs[0]["latency_runs"] == 30

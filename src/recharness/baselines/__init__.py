@@ -16,6 +16,7 @@ from recharness.baselines.base import (
     pairs_path,
     training_rows,
 )
+from recharness.baselines.dlrm import register_dlrms
 from recharness.baselines.item_mean import ItemMeanCtr
 from recharness.baselines.popularity import PopularityRanker
 from recharness.baselines.random_ranker import RandomRanker
@@ -31,6 +32,9 @@ BASELINES.add("random", RandomRanker, tasks=_RANKING + _CTR, trainable=False,
               description="uniform random items (for ctr: uniform scores), seeded: the chance level")
 BASELINES.add("item_mean", ItemMeanCtr, tasks=_CTR, trainable=True,
               description="the item's click-through rate in the training pairs, smoothed towards the global rate")
+# ---- RecBench pair-wise (recbench:ctr): the nine DLRMs (+ DNN with text / semantic embedding), `heavy`, lazy (torch)
+register_dlrms(BASELINES)
+
 
 
 def serving(suite: str, task: str, *, on_the_fly: bool = False) -> list[str]:
