@@ -75,7 +75,7 @@ def test_every_task_is_covered_here():
         "llmrec": ["sequential", "direct", "rating", "explanation", "summarization"],
         "perrecbench": ["point", "pair", "list"],
         "recbench-plus": ["explicit", "implicit", "misinformed", "interest", "demographics"],
-        "recbench": ["ctr"],
+        "recbench": ["ctr", "seqrec"],
     }
 
 
@@ -277,6 +277,19 @@ def test_recbench_ctr(ml1m):
     assert m["AUC"] == pytest.approx(roc_auc_score(y, p), abs=1e-12) and m["AUC"] < 1.0
     assert m["logloss"] == pytest.approx(log_loss(y, p), abs=1e-9)
     assert task.score(samples, {k: preds[k] for k in bad})["AUC"] == 0.5  # all failed: chance, never better
+
+
+def test_recbench_seqrec(ml1m):
+    """A failed sample's target is unranked (counts 0); a correct answer names the target first."""
+    task, samples = build("recbench", "seqrec", ml1m)
+    preds, _, bad = half_failed(samples, lambda s: answered(task, s, f"1. {s['target_title']}"))
+    m = task.score(samples, preds)
+    n, nv = len(samples), len(samples) - len(bad)
+    assert m["valid_rate"] == nv / n and m["missing"] == 0.0
+    for k in ("NDCG@10", "HR@10", "MRR", "Recall@5", "Recall@10", "Recall@20"):
+        assert m[k] == pytest.approx(nv / n), k
+    assert m["matched_share"] == 1.0
+    assert task.score(samples, {k: preds[k] for k in bad})["NDCG@10"] == 0.0
 
 
 # ---------------------------------------------------------------- aggregation

@@ -25,9 +25,10 @@ from recharness.registry import Registry
 BASELINES: Registry[type[Baseline]] = Registry("baseline")
 _RANKING = ("llmrec:sequential", "llmrec:direct")
 _CTR = ("recbench:ctr",)
-BASELINES.add("popularity", PopularityRanker, tasks=_RANKING + _CTR, trainable=True,
+BASELINES.add("popularity", PopularityRanker, tasks=(*_RANKING, *_CTR, "recbench:seqrec"), trainable=True,
               description="most interacted items on the training part (each user's last item held out; "
-                          "for ctr: clicks per item in the training pairs)")
+                          "for ctr: clicks per item in the training pairs; for seqrec: users per item in the "
+                          "training sequences)")
 BASELINES.add("random", RandomRanker, tasks=_RANKING + _CTR, trainable=False,
               description="uniform random items (for ctr: uniform scores), seeded: the chance level")
 BASELINES.add("item_mean", ItemMeanCtr, tasks=_CTR, trainable=True,
@@ -35,6 +36,13 @@ BASELINES.add("item_mean", ItemMeanCtr, tasks=_CTR, trainable=True,
 # ---- RecBench pair-wise (recbench:ctr): the nine DLRMs (+ DNN with text / semantic embedding), `heavy`, lazy (torch)
 register_dlrms(BASELINES)
 
+# ---- RecBench list-wise (recbench:seqrec): SASRec (§3.2 Group G) is `heavy`: fitted by `recharness train` only
+_SEQREC = ("recbench:seqrec",)
+for _name, _cls, _layers in (("sasrec", "SASRec", 2), ("sasrec-1l", "SASRec1L", 1), ("sasrec-3l", "SASRec3L", 3),
+                             ("sasrec-4l", "SASRec4L", 4)):
+    BASELINES.add(_name, f"recharness.baselines.sasrec:{_cls}", tasks=_SEQREC, trainable=True, heavy=True,
+                  description=f"SASRec, {_layers} self-attention layer{'s' if _layers > 1 else ''}, hidden 64, "
+                              "cross-entropy over all items, early stopping on validation NDCG@10 (needs torch)")
 
 
 def serving(suite: str, task: str, *, on_the_fly: bool = False) -> list[str]:

@@ -7,6 +7,7 @@ count (popularity) go through the same two calls and the same scorer as an LLM.
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,24 @@ def pairs_path(run_dir: Path, suite: str, part: str = "train") -> Path:
     return Path(run_dir) / suite / f"{part}.parquet"
 
 
+#: the files a list-wise build (RecBench seqrec) writes beside its samples: `pairs_path(run, suite, part)`
+SEQUENCE_PARTS = {"train": "seqrec_train", "valid": "seqrec_valid"}
+
+
+def read_sequences(run_dir: Path, suite: str) -> pl.DataFrame | None:
+    """A list-wise build's training and validation rows (user_id, history, target, part), or None."""
+    parts = [pl.read_parquet(p).with_columns(pl.lit(part).alias("part"))
+             for part, name in SEQUENCE_PARTS.items() if (p := pairs_path(run_dir, suite, name)).exists()]
+    return pl.concat(parts) if parts else None
+
+
+def sequence_positives(sequences: pl.DataFrame) -> pl.DataFrame:
+    """(user_id, item_id): each user's positives in the training rows (never a validation target), once each."""
+    rows = sequences.filter(pl.col("part") == "train")
+    return (rows.select("user_id", pl.concat_list("history", "target").alias("item_id"))
+            .explode("item_id").unique(maintain_order=True))
+
+
 @dataclass(frozen=True)
 class TrainData:
     """What a reference model may learn from: never a sample's held-out target."""
@@ -45,6 +64,8 @@ class TrainData:
     item_table: pl.DataFrame | None = None
     #: the dataset's name: where per-dataset caches (item embeddings) live
     dataset_name: str | None = None
+    #: a list-wise build's rows (user_id, history, target, part: "train" or "valid"), else None
+    sequences: pl.DataFrame | None = None
 
     @classmethod
     def leave_last_out(cls, dataset) -> TrainData:
@@ -54,10 +75,19 @@ class TrainData:
 
     @classmethod
     def of_build(cls, dataset, run_dir: Path | None, suite: str) -> TrainData:
-        """The build's own training pairs where it wrote them (`pairs_path`), else its leave-last-out part."""
+        """The build's own training pairs where it wrote them (`pairs_path`), else its training sequences
+        (`SEQUENCE_PARTS`: interactions are their positives), else its leave-last-out part."""
         path = pairs_path(run_dir, suite) if run_dir is not None else None
+        sequences = read_sequences(run_dir, suite) if run_dir is not None else None
         if path is None or not path.exists():
+            if sequences is not None:
+                return cls(sequence_positives(sequences), dataset.items["item_id"].to_list(), sequences=sequences,
+                           item_table=dataset.items, dataset_name=dataset.name)
             return cls.leave_last_out(dataset)
+        if sequences is not None:  # two splits in one run: a model fitted on both would see test targets
+            raise ConfigError(f"{run_dir} holds both pair-wise training pairs ({path.name}) and list-wise training "
+                              f"sequences ({SEQUENCE_PARTS['train']}.parquet) of different splits: build ctr and "
+                              "seqrec into separate --out directories")
         pairs = pl.read_parquet(path)
         clicks = pairs.filter(pl.col("label") == 1).select("user_id", "item_id", "timestamp")
         valid_path = pairs_path(run_dir, suite, "valid")
@@ -100,8 +130,9 @@ class Baseline(ABC):
 
 class Ranker(Baseline):
     """A baseline that ranks items: answers llmrec sequential (top k unseen items) and direct
-    (the candidates in its order) in the record shape those tasks' `score` reads, and RecBench
-    ctr (a click score per user-item pair, `p_click`) where it implements one."""
+    (the candidates in its order) in the record shape those tasks' `score` reads, RecBench
+    ctr (a click score per user-item pair, `p_click`) where it implements one, and RecBench
+    seqrec (the target's rank in its whole order, history removed; None: an item it never ranks)."""
 
     @abstractmethod
     def top_k(self, k: int, exclude: set[str] = frozenset()) -> list[str]: ...
@@ -121,6 +152,9 @@ class Ranker(Baseline):
             return {"items": items, "strings": items}
         if sample["task"] == "ctr":
             return {"p_yes": self.p_click(sample)}
+        if sample["task"] == "seqrec":
+            ranked = self.top_k(sys.maxsize, exclude=set(sample["history"]))
+            return {"rank": ranked.index(sample["target"]) + 1 if sample["target"] in ranked else None}
         raise ValueError(f"{self.name} does not answer {sample['task']!r} samples")
 
     def predict(self, samples: list[dict]) -> dict[str, dict]:

@@ -109,6 +109,7 @@ metric("train_s", False, "seconds the `train` stage took to fit the model")
 
 metric("HR@{k}", True, "hit ratio at k")
 metric("NDCG@{k}", True, "normalised discounted cumulative gain at k")
+metric("Recall@{k}", True, "share of relevant items in the top k (one target per sample: equals HR@k)")
 metric("tau_rank", True, "tau with invalid groups counted as 0 (recharness default)")
 metric("tau_compat", True, "tau as the original PerRecBench evaluation computes it (invalid groups dropped)")
 metric("tied", None, "groups whose prediction ties every user (tau undefined)")

@@ -82,7 +82,9 @@ def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5, sections:
             name = r.method + (" (ref)" if r.kind == "reference" else "")
             parts.append(f"<tr><td>{e(name)}</td>" + "".join(f"<td>{e(fmt(r.metrics.get(c)))}</td>" for c in cols) + "</tr>")
         parts.append("</table>")
-        key = next((c for c in cols if c.startswith(("AUC", "NDCG", "HR", "RMSE", "ROUGE", "tau"))), None)
+        # the headline metric of the task: the first of these the table has (seqrec: NDCG@10, not HR@1)
+        key = next((c for p in ("AUC", "NDCG@10", "NDCG", "HR", "RMSE", "ROUGE", "tau") for c in cols
+                    if c.startswith(p)), None)
         img = _bar_chart(trs, key) if key else None
         if img:
             parts.append(f"<p><img alt='{e(key)}' src='data:image/png;base64,{img}'></p>")

@@ -3,22 +3,28 @@
 Task ``ctr`` (pair-wise recommendation, §3.1): P(Yes) that a user clicks an item given their last
 20 positives, scored by AUC, GAUC and log loss beside reference rows fitted on the build's own
 training pairs (`<run>/recbench/train.parquet`, `valid.parquet`). Data and split: `recbench.data`.
+
+Task ``seqrec`` (list-wise recommendation, §3.2): the next item after a user's last 20 positives,
+ranked over the whole catalog (history excluded) and scored by NDCG@10, HR@10, MRR and Recall@k,
+beside SASRec (Group G) and popularity fitted on the build's training sequences
+(`<run>/recbench/seqrec_train.parquet`, `seqrec_valid.parquet`). Split: `recbench.seqrec_data`.
 """
 
 from recharness.tasks.recbench.ctr import CtrTask
+from recharness.tasks.recbench.seqrec import SeqrecTask
 from recharness.tasks.recbench.tables import paper_tables
 from recharness.tasks.registry import register_suite
 
-TASKS = {"ctr": CtrTask}
+TASKS = {"ctr": CtrTask, "seqrec": SeqrecTask}
 
 register_suite(
     "recbench",
     TASKS,
     "RecBench: pair-wise CTR, P(Yes) from the LLM vs reference recommenders fitted on the training pairs "
-    "(AUC, GAUC, logloss)",
+    "(AUC, GAUC, logloss); list-wise next-item over the full catalog vs SASRec (NDCG@10, HR@10, MRR)",
     default_tasks=["ctr"],
     paper_tables=paper_tables,  # Tables 3/4: AUC, Overall, latency per sample
     options="recharness.tasks.recbench.options:OPTIONS",
 )
 
-__all__ = ["TASKS", "CtrTask"]
+__all__ = ["TASKS", "CtrTask", "SeqrecTask"]

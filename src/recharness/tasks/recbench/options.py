@@ -24,4 +24,24 @@ class CtrOptions(TaskOptions):
     neg_ratio: int = Field(2, ge=1, description="sampled negatives per positive (negatives=sampled)")
 
 
-OPTIONS: dict[str, type[TaskOptions]] = {"ctr": CtrOptions}
+class SeqrecOptions(TaskOptions):
+    """List-wise (next-item) recommendation: leave-last-out per user, Table 2's sizes as defaults."""
+
+    suite: ClassVar[str] = "recbench"
+
+    test_users: int = Field(5000, ge=1, description="users drawn for testing: each user's last positive is their "
+                            "test target (--limit N overrides)")
+    train_sequences: int = Field(40_000, ge=1, description="training sequences kept (a seeded sample when there "
+                                 "are more): each user's positives before their last two, cut into windows")
+    all_users: bool = Field(False, description="test every eligible user and keep every training sequence "
+                            "(RecBole-comparable leave-one-out); overrides test_users and train_sequences")
+    history_len: int = Field(20, ge=1, description="most recent positives in a history, test or training (a "
+                             "training window is history_len + 1 items); the paper truncates to 20, RecBole uses 50")
+    min_history: int = Field(1, ge=1, description="positives a user needs before their validation target to be tested")
+    n_recs: int = Field(10, ge=1, description="titles the LLM is asked for (its answer is its ranking)")
+    positives: Literal["auto", "ratings", "all"] = Field(
+        "auto", description="ratings: rating > 3 is a positive (as ctr); all: every interaction; auto: the "
+        "dataset's click labels when it has them, else ratings when it has ratings, else all")
+
+
+OPTIONS: dict[str, type[TaskOptions]] = {"ctr": CtrOptions, "seqrec": SeqrecOptions}

@@ -1,0 +1,370 @@
+"""SASRec (Kang & McAuley, ICDM 2018): RecBench's Group G list-wise model, trained here on CPU.
+
+The network (`SASRecNet`): item and learned position embeddings (position 0 = the oldest item
+shown), `layers` pre-LayerNorm transformer blocks (causal self-attention over `heads` heads through
+`scaled_dot_product_attention`, a GELU feed-forward of `inner` units, dropout on both outputs), a
+final LayerNorm. An item's score after a history is ``h · v_item`` with the item embedding table
+itself (Eq. 8), and training minimises cross-entropy over ALL items (Eq. 7): one (positions ×
+hidden) @ (hidden × items) matmul per batch, no sampled negatives.
+
+Training data: `TrainData.sequences`, the build's rows (history, target) of
+`<run>/recbench/seqrec_train.parquet` and `seqrec_valid.parquet`. A training row is one sequence
+(history + target, right-padded) and every position of it predicts its next item under the causal
+mask, so a window of L + 1 items gives its L (prefix → next item) samples in one forward pass:
+the samples RecBole builds one by one. "samples" below (batch size, samples/s) counts those
+next-item predictions. Adam (lr 1e-3, the paper's rate for non-LLM models), batches of
+`batch_size` samples (RecBole's 2,048), rows shuffled by a seeded generator; after each epoch the
+model ranks the full catalog for the validation rows (history excluded) and training stops after
+`patience` epochs without a better NDCG@10, the best epoch's weights put back. Initial weights,
+shuffling and dropout come from `seed` inside a forked RNG (the caller's torch state is untouched);
+with the same thread count the same seed gives the same weights and predictions.
+
+Prediction: the target's rank over the whole catalog with the history's items removed
+(`metrics.full_ranking.target_ranks`), `{"rank": r}` as `recbench.seqrec` scores it; an unknown
+target is not ranked (None).
+
+Saved as a directory: `model.pt` (state dict, read back with `weights_only=True`) and `config.json`
+(settings, the item vocabulary, the fit log with samples/s), never a pickled object. Memory: a
+training step holds `batch_size` × items logits (2,048 × 3,706 floats on ML-1M: 30 MB).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Self
+
+import numpy as np
+import polars as pl
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from recharness.baselines.base import Baseline, TrainData
+from recharness.errors import ConfigError
+from recharness.metrics.full_ranking import rank_metrics, target_ranks
+from recharness.tasks.base import reference_record
+
+#: every variant's settings but the layer count (RecBole's SASRec defaults where the paper says nothing)
+DEFAULTS: dict[str, Any] = {
+    "hidden": 64, "heads": 2, "inner": 256, "dropout": 0.2,
+    "max_len": None,  # None: the longest history in the training data (the build's history_len)
+    "batch_size": 2048, "lr": 1e-3, "weight_decay": 0.0, "max_epochs": 50, "patience": 3,
+}
+_NET = ("hidden", "heads", "inner", "dropout")
+#: below this many samples a prediction runs on one thread (a few small matmuls; OpenMP spin-waits cost more)
+SMALL_BATCH = 64
+
+
+class Block(nn.Module):
+    """Pre-LN transformer block: x + Attn(LN(x)) (causal), then x + FFN(LN(x))."""
+
+    def __init__(self, hidden: int, heads: int, inner: int, dropout: float):
+        super().__init__()
+        if hidden % heads:
+            raise ValueError(f"hidden ({hidden}) must be a multiple of heads ({heads})")
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+        self.qkv, self.out = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
+        self.ff1, self.ff2 = nn.Linear(hidden, inner), nn.Linear(inner, hidden)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
+        x = x + self.drop(self.out(a))
+        return x + self.drop(self.ff2(F.gelu(self.ff1(self.norm2(x)))))
+
+
+class SASRecNet(nn.Module):
+    """Item codes 1..n_items (0 pads, on the right) → one hidden vector per position."""
+
+    def __init__(self, n_items: int, max_len: int, hidden: int = 64, layers: int = 2, heads: int = 2,
+                 inner: int = 256, dropout: float = 0.2):
+        super().__init__()
+        self.item = nn.Embedding(n_items + 1, hidden, padding_idx=0)
+        self.position = nn.Embedding(max_len, hidden)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(Block(hidden, heads, inner, dropout) for _ in range(layers))
+        self.norm = nn.LayerNorm(hidden)
+        for m in self.modules():  # RecBole's initialisation: N(0, 0.02), zero biases
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+            if isinstance(m, nn.Linear):
+                nn.init.zeros_(m.bias)
+        with torch.no_grad():
+            self.item.weight[0].zero_()
+
+    def forward(self, seqs: torch.Tensor) -> torch.Tensor:
+        """(batch, T) right-padded codes → (batch, T, hidden); position j sees positions ≤ j only."""
+        h = self.drop(self.item(seqs) + self.position.weight[: seqs.shape[1]])
+        for block in self.blocks:
+            h = block(h)
+        return self.norm(h)
+
+    def item_vectors(self) -> torch.Tensor:
+        """(n_items, hidden): the output vectors, i.e. the item table without the padding row."""
+        return self.item.weight[1:]
+
+
+@contextmanager
+def threads(n: int | None):
+    """torch's intra-op thread count set to `n` inside the block (None: left as it is)."""
+    old = torch.get_num_threads()
+    if n and n != old:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if n and n != old:
+            torch.set_num_threads(old)
+
+
+def right_padded(rows: list[list[int]], width: int) -> np.ndarray:
+    """The last `width` codes of each row, left-aligned, padded with 0 on the right."""
+    out = np.zeros((len(rows), width), dtype=np.int64)
+    for r, codes in enumerate(rows):
+        codes = codes[-width:]
+        out[r, : len(codes)] = codes
+    return out
+
+
+def _progress(enabled: bool):
+    if not enabled:
+        return None
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("{task.fields[status]}"),
+                   console=Console(stderr=True), transient=True)
+    bar.start()
+    bar.add_task("", total=1, rate="", status="")
+    return bar
+
+
+class SASRec(Baseline):
+    """SASRec answering recbench seqrec samples with the target's full-catalog rank."""
+
+    name = "sasrec"
+    layers = 2
+
+    def __init__(self, seed: int = 0, *, threads: int | None = None, progress: bool = True, **params):
+        """`params` override `DEFAULTS`; `threads`: torch's intra-op threads while fitting and
+        predicting (None: torch's setting); `progress`: a rich bar on stderr when it is a terminal."""
+        unknown = set(params) - set(DEFAULTS)
+        if unknown:
+            raise TypeError(f"{self.name} takes no parameters {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+        self.seed, self.threads, self.progress = seed, threads, progress
+        self.params = {**DEFAULTS, **params}
+        self.net: SASRecNet | None = None
+        self.items: list[str] = []
+        self.code: dict[str, int] = {}
+        self.log: dict[str, Any] = {}
+
+    @classmethod
+    def create(cls, seed: int = 0) -> Self:
+        return cls(seed=seed)
+
+    def settings(self) -> dict:
+        return {"layers": self.layers, **self.params, "seed": self.seed}
+
+    # ------------------------------------------------------------ data
+
+    def _encode(self, items: list[str]) -> list[int]:
+        """Codes of the known items (an unknown one, never in the catalog nor the training rows, is dropped)."""
+        return [c for c in map(self.code.get, items) if c]
+
+    def _rows(self, df: pl.DataFrame) -> tuple[list[list[int]], list[int]]:
+        """(history codes, target code or 0) per row."""
+        hist = [self._encode(h) for h in df["history"].to_list()]
+        return hist, [self.code.get(t, 0) for t in df["target"].to_list()]
+
+    # ------------------------------------------------------------ fitting
+
+    def fit(self, train: TrainData) -> Self:
+        seqs = getattr(train, "sequences", None)
+        if seqs is None:
+            raise ConfigError(f"{self.name} fits on a list-wise build's training sequences "
+                              "(<run>/recbench/seqrec_train.parquet); this training data has none: build recbench -t seqrec")
+        rows, valid = seqs.filter(pl.col("part") == "train"), seqs.filter(pl.col("part") == "valid")
+        if rows.height == 0:
+            raise ConfigError(f"{self.name}: the build has no training sequences")
+        extra = pl.concat([seqs["history"].explode(), seqs["target"]]).drop_nulls().unique(maintain_order=True)
+        self.items = list(dict.fromkeys([*train.items, *extra.to_list()]))
+        self.code = {i: k for k, i in enumerate(self.items, 1)}
+        p = self.params
+        if p["max_len"] is None:
+            p["max_len"] = max(1, int(seqs["history"].list.len().max() or 1))
+        hist, target = self._rows(rows)
+        x = torch.from_numpy(right_padded([h + [t] for h, t in zip(hist, target)], p["max_len"] + 1))
+        v_hist, v_target = self._rows(valid)
+        t0 = time.perf_counter()
+        with threads(self.threads), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            self.net = SASRecNet(len(self.items), p["max_len"], layers=self.layers, **{k: p[k] for k in _NET})
+            self._fit(x, v_hist, v_target)
+        self.log["seconds"] = round(time.perf_counter() - t0, 3)
+        return self
+
+    def _valid_ndcg(self, hist: list[list[int]], target: list[int]) -> float:
+        return float(rank_metrics(self._ranks(hist, target), ks=(10,))["ndcg@10"])
+
+    def _fit(self, x: torch.Tensor, v_hist: list[list[int]], v_target: list[int]) -> None:
+        net, p = self.net, self.params
+        lengths = (x > 0).sum(1)
+        n_samples = int((lengths - 1).clamp(min=0).sum())
+        per_row = max(1.0, n_samples / max(1, x.shape[0]))
+        rows_per_step = max(1, round(p["batch_size"] / per_row))
+        opt = torch.optim.Adam(net.parameters(), lr=p["lr"], weight_decay=p["weight_decay"])
+        gen = torch.Generator().manual_seed(self.seed)
+        can_validate = any(v_target)
+        best, best_state, stale = -np.inf, None, 0
+        epochs: list[dict] = []
+        step_s, done = 0.0, 0
+        bar = _progress(self.progress and sys.stderr.isatty())
+        try:
+            for epoch in range(1, p["max_epochs"] + 1):
+                net.train()
+                order = torch.randperm(x.shape[0], generator=gen)
+                total, seen, t_epoch = 0.0, 0, time.perf_counter()
+                if bar is not None:
+                    bar.reset(bar.task_ids[0], total=n_samples, description=f"{self.name} epoch {epoch}/{p['max_epochs']}")
+                for a in range(0, x.shape[0], rows_per_step):
+                    idx = order[a:a + rows_per_step]
+                    batch = x[idx, : int(lengths[idx].max())]
+                    inputs, nxt = batch[:, :-1], batch[:, 1:]
+                    mask = nxt > 0
+                    if not mask.any():
+                        continue
+                    h = net(inputs)[mask]
+                    loss = F.cross_entropy(h @ net.item_vectors().T, nxt[mask] - 1)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    k = int(mask.sum())
+                    total, seen = total + loss.item() * k, seen + k
+                    if bar is not None:
+                        rate = (done + seen) / (step_s + time.perf_counter() - t_epoch)
+                        bar.update(bar.task_ids[0], completed=seen, rate=f"{rate:,.0f} samples/s")
+                epoch_s = time.perf_counter() - t_epoch
+                step_s, done = step_s + epoch_s, done + seen
+                score = self._valid_ndcg(v_hist, v_target) if can_validate else -total / max(seen, 1)
+                epochs.append({"epoch": epoch, "loss": round(total / max(seen, 1), 6), "valid_ndcg@10": round(score, 6),
+                               "samples": seen, "train_s": round(epoch_s, 3),
+                               "samples_per_s": round(seen / epoch_s, 1) if epoch_s > 0 else None})
+                if bar is not None:
+                    bar.update(bar.task_ids[0], status=f"loss {epochs[-1]['loss']:.4f} valid NDCG@10 {score:.4f} "
+                                                       f"(best {max(best, score):.4f})")
+                if score > best:
+                    best, stale, best_epoch = score, 0, epoch
+                    best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+                else:
+                    stale += 1
+                    if stale >= p["patience"]:
+                        break
+        finally:
+            if bar is not None:
+                bar.stop()
+        if best_state is not None:
+            net.load_state_dict(best_state)
+        net.eval()
+        self.log = {"epochs": epochs, "best_epoch": best_epoch if best_state is not None else None,
+                    "best_valid_ndcg@10": round(best, 6) if can_validate else None,
+                    "train_samples": done, "train_step_s": round(step_s, 3),
+                    "samples_per_s": round(done / step_s, 1) if step_s > 0 else None,
+                    "threads": torch.get_num_threads(), "rows_per_step": rows_per_step}
+
+    # ------------------------------------------------------------ predicting
+
+    @torch.inference_mode()
+    def _ranks(self, hist: list[list[int]], target: list[int]) -> np.ndarray:
+        """Full-catalog rank of each target code after its history (history removed); inf for code 0."""
+        net = self.net
+        was_training = net.training
+        net.eval()
+        n_items = len(self.items)
+        ranks = np.full(len(hist), np.inf)
+        step = max(1, min(1024, 2**24 // max(1, n_items)))
+        vectors = net.item_vectors()
+        for a in range(0, len(hist), step):
+            h_rows = [h[-net.position.num_embeddings:] for h in hist[a:a + step]]
+            lens = torch.tensor([max(1, len(h)) for h in h_rows])
+            out = net(torch.from_numpy(right_padded(h_rows, int(lens.max()))))
+            last = out[torch.arange(len(h_rows)), lens - 1]
+            scores = (last @ vectors.T).numpy()
+            t = np.asarray(target[a:a + step], dtype=np.int64)
+            known = t > 0
+            if known.any():
+                r = target_ranks(scores[known], t[known] - 1, [np.asarray(h, dtype=np.int64) - 1
+                                                               for h, k in zip(hist[a:a + step], known) if k])
+                ranks[a:a + step][known] = r
+        if was_training:
+            net.train()
+        return ranks
+
+    def predict(self, samples: list[dict]) -> dict[str, dict]:
+        if self.net is None:
+            raise ValueError(f"{self.name} predicts only once fitted (or loaded)")
+        bad = next((s for s in samples if s.get("task") != "seqrec"), None)
+        if bad is not None:
+            raise ValueError(f"{self.name} does not answer {bad.get('task')!r} samples")
+        hist = [self._encode(s["history"]) for s in samples]
+        target = [self.code.get(s["target"], 0) for s in samples]
+        with threads(1 if len(samples) < SMALL_BATCH else self.threads):
+            ranks = self._ranks(hist, target)
+        return {s["id"]: reference_record(s["id"], {"rank": int(r) if np.isfinite(r) else None})
+                for s, r in zip(samples, ranks)}
+
+    # ------------------------------------------------------------ persistence
+
+    def save(self, path: Path) -> Path:
+        """Write `path`/model.pt (state dict) and `path`/config.json; returns `path`."""
+        if self.net is None:
+            raise ValueError(f"{self.name} saves only once fitted")
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        torch.save(self.net.state_dict(), path / "model.pt")
+        config = {"baseline": self.name, "settings": self.settings(), "items": self.items, "log": self.log}
+        (path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> SASRec:
+        """The fitted baseline `save` wrote (of the variant it was saved from)."""
+        path = Path(path)
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        klass = VARIANTS.get(config["baseline"], cls)
+        settings = dict(config["settings"])
+        seed = settings.pop("seed", 0)
+        settings.pop("layers", None)
+        self = klass(seed=seed, **settings)
+        self.items = list(config["items"])
+        self.code = {i: k for k, i in enumerate(self.items, 1)}
+        self.log = config.get("log", {})
+        p = self.params
+        self.net = SASRecNet(len(self.items), p["max_len"], layers=self.layers, **{k: p[k] for k in _NET})
+        self.net.load_state_dict(torch.load(path / "model.pt", map_location="cpu", weights_only=True))
+        self.net.eval()
+        return self
+
+
+def _variant(name: str, layers: int) -> type[SASRec]:
+    return type(f"SASRec{layers}L", (SASRec,), {"name": name, "layers": layers, "__module__": __name__,
+                                                "__doc__": f"SASRec with {layers} self-attention layers."})
+
+
+SASRec1L = _variant("sasrec-1l", 1)
+SASRec3L = _variant("sasrec-3l", 3)
+SASRec4L = _variant("sasrec-4l", 4)
+VARIANTS: dict[str, type[SASRec]] = {c.name: c for c in (SASRec, SASRec1L, SASRec3L, SASRec4L)}

@@ -1,0 +1,175 @@
+"""RecBench list-wise recommendation (SeqRec, §3.2): the next item after a user's positives.
+
+Samples, the training and validation sequences beside them, and the split: `recbench.seqrec_data`
+(leave-last-out per user, histories of the last 20 positives, no test or validation target in any
+training sequence). The training rows are written to `<run>/recbench/seqrec_train.parquet` and
+`seqrec_valid.parquet` (user_id, history, target), where the `train` stage's models read them.
+
+Every method is judged by the target's rank over the whole catalog, with the user's history taken
+out the same way for all (no sampled candidates):
+
+* an LLM names `n_recs` titles in free text; they are matched to the catalog (`recharness.matching`),
+  and the matched items in answer order, history items and repeats dropped, are its ranking
+  (unmatched strings are ignored); a target it does not name has rank ∞ and counts 0;
+* a reference model gives the rank directly (`parsed["rank"]`): SASRec scores every item, popularity
+  orders every item it has counts for.
+
+Metrics (`metrics.full_ranking`): NDCG@10 (the paper's Table 5), HR@10, MRR (the true reciprocal
+rank), Recall@{5,10,20}. A failed or unanswered sample has rank ∞ and is counted in `valid_rate` /
+`missing`: a model that answers little cannot look better by being judged on fewer samples.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import numpy as np
+
+from recharness.baselines import TrainData, pairs_path, reference_records
+from recharness.baselines.base import SEQUENCE_PARTS
+from recharness.errors import ConfigError
+from recharness.metrics.full_ranking import rank_metrics
+from recharness.models.base import GenerationParams
+from recharness.runner.jsonl import atomic_write_bytes, atomic_write_text
+from recharness.tasks.base import BuildConfig, Parsed, Task
+from recharness.tasks.llmrec.common import CatalogContext
+from recharness.tasks.llmrec.prompts import DOMAIN_NOUNS, domain_of
+from recharness.tasks.options import check
+from recharness.tasks.recbench.options import SeqrecOptions
+from recharness.tasks.recbench.seqrec_data import positive_sequences, split
+
+SUITE = "recbench"
+RECALL_KS = (5, 10, 20)
+NO_LIST = "no recommendation list found in the answer"
+
+
+def seqrec_messages(history_titles: list[str], n: int, domain: str = "movie", *, task_description: bool = True,
+                    behaviour: bool = True, format_indicator: bool = True) -> list[dict[str, str]]:
+    """ctr's layout (a system instruction, "User behavior sequence:" with numbered titles) asking for
+    the next `n` items as a numbered list."""
+    one, many, verb = DOMAIN_NOUNS[domain]
+    system = (f"You are a recommender. I will provide a user behavior sequence: the {many} the user {verb}, "
+              f"oldest first. Please recommend the {many} this user is most likely to interact with next.")
+    parts = []
+    if behaviour:
+        lines = [f"({k}) {t}" for k, t in enumerate(history_titles, 1)] or ["(none)"]
+        parts.append("User behavior sequence:\n" + "\n".join(lines))
+    parts.append(f"Recommend the next {n} {many}.")
+    if format_indicator:
+        parts.append(f"Answer with a numbered list of exactly {n} {one} titles"
+                     + (" with their release year" if domain == "movie" else "")
+                     + ", one per line, most likely first, and nothing else. "
+                     "Do not repeat titles from the sequence.")
+    user = {"role": "user", "content": "\n".join(parts)}
+    return [{"role": "system", "content": system}, user] if task_description else [user]
+
+
+def list_rank(items: list[str], target: str, exclude: set[str]) -> float:
+    """The target's 1-based place among `items` with `exclude` and repeats dropped; inf when absent."""
+    seen: set[str] = set()
+    for i in items:
+        if i in exclude or i in seen:
+            continue
+        seen.add(i)
+        if i == target:
+            return float(len(seen))
+    return math.inf
+
+
+def sample_rank(sample: dict, rec: dict | None) -> float:
+    """The target's rank from a prediction record: a reference model's `rank`, or the place in an
+    LLM's matched items; inf for no record, no parsed answer or an unranked target."""
+    parsed = (rec or {}).get("parsed")
+    if not isinstance(parsed, dict):
+        return math.inf
+    if "rank" in parsed:
+        r = parsed["rank"]
+        return float(r) if r is not None and r >= 1 else math.inf
+    return list_rank(parsed.get("items") or [], sample["target"], set(sample["history"]))
+
+
+def distinct_items(df) -> int:
+    """Distinct items in (history, target) rows."""
+    return df["history"].explode().append(df["target"]).drop_nulls().n_unique() if df.height else 0
+
+
+def _parquet(df) -> bytes:
+    buf = io.BytesIO()
+    df.write_parquet(buf)
+    return buf.getvalue()
+
+
+class SeqrecTask(Task):
+    name = "seqrec"
+    format_reminder = "Please answer only with a numbered list of titles, one per line."
+    params = GenerationParams(max_tokens=300)
+
+    def __init__(self):
+        self.ctx: CatalogContext | None = None
+
+    def setup(self, dataset, context=None) -> None:
+        self.ctx = CatalogContext.of(dataset)
+
+    def build(self, dataset, config: BuildConfig):
+        opts = check(SeqrecOptions, config.options, f"{SUITE}/{self.name}")
+        if config.out is not None and pairs_path(config.out, SUITE).exists():
+            raise ConfigError(f"{pairs_path(config.out, SUITE)} holds ctr training pairs of another split: build "
+                              "seqrec into its own --out directory (or remove that file)")
+        seqs, rule = positive_sequences(dataset.interactions, opts.positives)
+        sp = split(seqs, test_users=config.limit or (None if opts.all_users else opts.test_users),
+                   train_sequences=None if opts.all_users else opts.train_sequences,
+                   history_len=opts.history_len, min_history=opts.min_history, seed=config.seed)
+        titles = {i: t or i for i, t in zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list())}
+        domain = domain_of(dataset)
+        prompt = {"task_description": opts.task_description, "behaviour": opts.behaviour,
+                  "format_indicator": opts.format_indicator}
+        samples = [{
+            "id": f"seqrec-{u}", "task": self.name, "user_id": u, "history": h, "target": t,
+            "target_title": titles.get(t, t), "n_recs": opts.n_recs, "max_tokens": max(300, 30 * opts.n_recs),
+            "messages": seqrec_messages([titles.get(x, x) for x in h], opts.n_recs, domain, **prompt),
+        } for u, h, t in sp.test.iter_rows()]
+        if config.out is not None:
+            for part, df in (("train", sp.train), ("valid", sp.valid)):
+                atomic_write_bytes(pairs_path(config.out, SUITE, SEQUENCE_PARTS[part]), _parquet(df))
+            info = {"positives": rule, "eligible_users": sp.eligible_users, "history_len": opts.history_len,
+                    "test_sequences": sp.test.height, "valid_sequences": sp.valid.height,
+                    "train_sequences": sp.train.height,
+                    "train_targets": int(sp.train["history"].list.len().sum() or 0),  # next-item positions
+                    "train_items": distinct_items(sp.train)}
+            atomic_write_text(pairs_path(config.out, SUITE, "seqrec_split").with_suffix(".json"),
+                              json.dumps(info, indent=2))
+        yield from samples
+
+    def parse(self, sample: dict, text: str) -> Parsed:
+        assert self.ctx is not None, "call setup(dataset) first"
+        res = self.ctx.resolve(text)
+        if res["refusal"] or not res["strings"]:
+            return Parsed(res, valid=False, error=NO_LIST)
+        return Parsed(res)
+
+    def score(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, float]:
+        if not samples:
+            return {}
+        recs = [predictions.get(s["id"]) for s in samples]
+        ranks = np.array([sample_rank(s, r) for s, r in zip(samples, recs)])
+        per = rank_metrics(ranks, ks=RECALL_KS)
+        out = {"NDCG@10": per["ndcg@10"], "HR@10": per["hr@10"], "MRR": per["mrr"]}
+        out.update({f"Recall@{k}": per[f"recall@{k}"] for k in RECALL_KS})
+        out["valid_rate"] = float(np.mean([bool(r and r.get("valid", True)) for r in recs]))
+        out["missing"] = float(sum(r is None for r in recs))
+        parsed = [r["parsed"] for r in recs if r and isinstance(r.get("parsed"), dict) and "strings" in r["parsed"]]
+        named = sum(len(p["strings"]) for p in parsed)
+        if parsed:  # an LLM's answers: how much of what it named is in the catalog
+            out["matched_share"] = float(sum(len(p["items"]) for p in parsed) / named) if named else 0.0
+        return out
+
+    def references(self, dataset, samples: list[dict], seed: int = 0) -> dict[str, dict[str, dict]]:
+        """The registered on-the-fly baselines (popularity), fitted on the build's training sequences only."""
+        if self.run_dir is None or not pairs_path(self.run_dir, SUITE, SEQUENCE_PARTS["train"]).exists():
+            raise ConfigError(f"no training sequences for the reference rows in {self.run_dir}: rebuild the run "
+                              f"(`recharness build {SUITE} -t {self.name}` writes {SUITE}/{SEQUENCE_PARTS['train']}.parquet)")
+        train = TrainData.of_build(dataset, self.run_dir, SUITE)
+        return reference_records(SUITE, self.name, dataset, samples, seed, train=train)
+

@@ -1,0 +1,293 @@
+"""RecBench list-wise (seqrec): the split checked from the raw ratings (never through the builder's own
+code), full-catalog metrics against brute force and by hand, scoring of LLM and reference records,
+SASRec learning a sequential pattern, seeded and saved, and the pipeline end to end."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from itertools import pairwise
+
+import numpy as np
+import polars as pl
+import pytest
+
+from recharness.baselines import BASELINES, TrainData, fit, pairs_path, serving
+from recharness.baselines import sasrec as sasrec_mod
+from recharness.baselines.base import SEQUENCE_PARTS
+from recharness.errors import ConfigError
+from recharness.metrics.full_ranking import rank_metrics, target_ranks
+from recharness.models.fake import FakeBackend
+from recharness.runner import pipeline
+from recharness.runner.jsonl import read_jsonl
+from recharness.runner.train import train
+from recharness.tasks.recbench.seqrec import SeqrecTask, list_rank
+from recharness.tasks.recbench.seqrec_data import windows
+
+N_USERS = 120
+
+
+@pytest.fixture(scope="module")
+def built(ml1m, tmp_path_factory):
+    out = tmp_path_factory.mktemp("seqrec") / "run"
+    info = pipeline.build("recbench", "ml-1m", out, tasks=["seqrec"], seed=0, limit=N_USERS)
+    samples = list(read_jsonl(out / "samples.jsonl"))
+    train_df = pl.read_parquet(pairs_path(out, "recbench", SEQUENCE_PARTS["train"]))
+    valid_df = pl.read_parquet(pairs_path(out, "recbench", SEQUENCE_PARTS["valid"]))
+    return out, info, samples, train_df, valid_df
+
+
+@pytest.fixture(scope="module")
+def positives(ml1m):
+    """Each user's rating > 3 items in stored order (user, time, file order), each item once."""
+    by_user, seen = defaultdict(list), set()
+    for u, i, r in ml1m.interactions.select("user_id", "item_id", "rating").iter_rows():
+        if r > 3 and (u, i) not in seen:
+            seen.add((u, i))
+            by_user[u].append(i)
+    return by_user
+
+
+# ---------------------------------------------------------------- (a) the split, from the raw ratings
+
+
+def test_test_and_validation_rows_are_each_users_last_two_positives(built, positives):
+    _, info, samples, _, valid_df = built
+    assert info["counts"]["seqrec"] == len(samples) == N_USERS
+    valid = {u: (h, t) for u, h, t in valid_df.iter_rows()}
+    assert set(valid) == {s["user_id"] for s in samples}
+    for s in samples:
+        pos = positives[s["user_id"]]
+        assert s["target"] == pos[-1] and s["history"] == pos[-21:-1] and s["id"] == f"seqrec-{s['user_id']}"
+        assert valid[s["user_id"]] == (pos[-22:-2], pos[-2])
+        user_turn = s["messages"][-1]["content"]
+        assert user_turn.startswith("User behavior sequence:\n(1) ") and user_turn.count("\n(") == len(s["history"])
+        assert "Recommend the next 10 movies." in user_turn and s["n_recs"] == 10
+    assert max(len(s["history"]) for s in samples) == 20
+
+
+def test_training_windows_cover_every_users_positives_before_the_last_two_and_nothing_after(built, positives):
+    _, _, samples, train_df, _ = built
+    by_user = defaultdict(list)
+    for u, h, t in train_df.iter_rows():  # written by user, then time
+        by_user[u].append(h + [t])
+    tested = {s["user_id"] for s in samples}
+    for u, pos in positives.items():
+        trainable = pos[:-2]
+        rows = by_user.get(u, [])
+        # consecutive windows of at most 21 items sharing one item: together exactly the trainable part
+        assert all(2 <= len(r) <= 21 for r in rows)
+        assert all(a[-1] == b[0] for a, b in pairwise(rows))
+        joined = rows[0][:1] + [i for r in rows for i in r[1:]] if rows else []
+        assert joined == (trainable if len(trainable) >= 2 else [])
+        if u in tested:  # no test or validation target of the user in any of their training rows
+            assert not {pos[-1], pos[-2]} & {i for r in rows for i in r}
+    assert train_df.height == sum(map(len, by_user.values())) < 40_000  # ml-1m has fewer: all kept
+
+
+def test_windows_and_the_training_sample(ml1m, tmp_path):
+    assert windows(list("abcdefg"), 3) == [(["a", "b", "c"], "d"), (["d", "e", "f"], "g")]
+    assert windows(list("abcdefgh"), 3) == [(["a"], "b"), (["b", "c", "d"], "e"), (["e", "f", "g"], "h")]
+    assert windows(list("ab"), 3) == [(["a"], "b")] and windows(["a"], 3) == []
+    out = tmp_path / "small"
+    pipeline.build("recbench", "ml-1m", out, tasks=["seqrec"], seed=0, limit=10, options={"train_sequences": 500})
+    small = pl.read_parquet(pairs_path(out, "recbench", SEQUENCE_PARTS["train"]))
+    assert small.height == 500
+    pipeline.build("recbench", "ml-1m", out, tasks=["seqrec"], seed=0, limit=10, options={"train_sequences": 500})
+    assert pl.read_parquet(pairs_path(out, "recbench", SEQUENCE_PARTS["train"])).equals(small)  # seeded
+
+
+def test_options_and_separate_runs_for_ctr_and_seqrec(ml1m, built, tmp_path):
+    with pytest.raises(ConfigError, match="train_sequences"):
+        pipeline.build("recbench", "ml-1m", tmp_path, tasks=["seqrec"], options={"train_sequence": 3})
+    with pytest.raises(ConfigError, match="n_recs"):
+        pipeline.build("recbench", "ml-1m", tmp_path, tasks=["seqrec"], options={"n_recs": 0})
+    out, *_ = built
+    both = tmp_path / "both"
+    pipeline.build("recbench", "ml-1m", both, tasks=["ctr"], limit=5, options={"train_pairs": 200})
+    with pytest.raises(ConfigError, match="own --out"):  # ctr's pairs are of another split
+        pipeline.build("recbench", "ml-1m", both, tasks=["seqrec"], limit=5)
+    seq = pairs_path(out, "recbench", SEQUENCE_PARTS["train"])
+    pairs_path(both, "recbench", SEQUENCE_PARTS["train"]).write_bytes(seq.read_bytes())
+    with pytest.raises(ConfigError, match="separate --out"):
+        TrainData.of_build(ml1m, both, "recbench")
+
+
+# ---------------------------------------------------------------- (b) full-catalog metrics
+
+
+def _brute_rank(scores, target, exclude) -> int:
+    order = [j for j in np.argsort(-scores, kind="stable") if j == target or j not in set(exclude)]
+    return order.index(target) + 1
+
+
+def test_target_ranks_equal_a_brute_force_ranking():
+    rng = np.random.default_rng(0)
+    for n_items, ties in ((7, True), (30, True), (50, False)):
+        scores = rng.integers(0, 4, size=(40, n_items)).astype(float) if ties else rng.normal(size=(40, n_items))
+        scores[0, :] = -np.inf  # all tied at -inf
+        targets = rng.integers(0, n_items, size=40)
+        exclude = [list(rng.integers(0, n_items, size=rng.integers(0, 8))) for _ in range(40)]
+        exclude[1] = [targets[1], targets[1]]  # the target is never excluded
+        got = target_ranks(scores, targets, exclude)
+        assert got.tolist() == [_brute_rank(s, t, e) for s, t, e in zip(scores, targets, exclude)]
+        assert target_ranks(scores, targets).tolist() == [_brute_rank(s, t, []) for s, t in zip(scores, targets)]
+
+
+def test_rank_metrics_equal_a_brute_force_and_a_hand_worked_example():
+    # hand-worked: item 3 (0.9) beats the target 2 (0.5); item 1 (0.9) is excluded -> rank 2
+    assert target_ranks(np.array([[0.1, 0.9, 0.5, 0.9, 0.3]]), [2], [[1]]).tolist() == [2]
+    assert target_ranks(np.array([[1.0, 1.0, 1.0]]), [1]).tolist() == [2]  # a tie: the lower index first
+    assert target_ranks(np.array([[1.0, 1.0, 1.0]]), [1], [[0]]).tolist() == [1]
+    m = rank_metrics([1, 3, 11, math.inf], ks=(5, 10, 20))
+    assert m["hr@5"] == m["recall@5"] == 0.5 and m["hr@10"] == 0.5 and m["hr@20"] == m["recall@20"] == 0.75
+    assert m["ndcg@10"] == pytest.approx((1 + 1 / math.log2(4)) / 4)
+    assert m["ndcg@20"] == pytest.approx((1 + 0.5 + 1 / math.log2(12)) / 4)
+    assert m["mrr"] == pytest.approx((1 + 1 / 3 + 1 / 11) / 4)
+    assert rank_metrics([0, -1, float("nan")])["mrr"] == 0.0  # 0 / negative / NaN: not ranked
+    rng = np.random.default_rng(1)
+    ranks = rng.integers(1, 40, size=200).astype(float)
+    ranks[::7] = np.inf
+    per = rank_metrics(ranks, ks=(10,), per_sample=True)
+    for r, nd, mrr in zip(ranks, per["ndcg@10"], per["mrr"]):
+        assert nd == pytest.approx(1 / math.log2(r + 1) if r <= 10 else 0.0)
+        assert mrr == pytest.approx(0.0 if math.isinf(r) else 1 / r)
+
+
+# ---------------------------------------------------------------- (c) scoring LLM and reference records
+
+
+def _s(k: int, history: list[str], target: str) -> dict:
+    return {"id": f"s{k}", "task": "seqrec", "user_id": f"u{k}", "history": history, "target": target, "n_recs": 10}
+
+
+def test_score_reads_llm_lists_and_reference_ranks_alike():
+    samples = [_s(0, ["a", "b"], "c"), _s(1, ["a"], "d"), _s(2, ["a"], "e"), _s(3, ["a"], "f"), _s(4, ["a"], "g")]
+    llm = {"strings": ["a", "x", "b", "c"], "items": ["a", "b", "b", "c"]}  # history and repeats dropped: c is 1st
+    preds = {"s0": {"id": "s0", "parsed": llm, "valid": True},
+             "s1": {"id": "s1", "parsed": {"rank": 3}, "valid": True},
+             "s2": {"id": "s2", "parsed": {"rank": None}, "valid": True},  # a reference that cannot rank it
+             "s3": {"id": "s3", "parsed": None, "valid": False, "error": "http_400"}}  # s4: no line at all
+    m = SeqrecTask().score(samples, preds)
+    assert m["MRR"] == pytest.approx((1 + 1 / 3) / 5) and m["HR@10"] == m["Recall@10"] == pytest.approx(2 / 5)
+    assert m["NDCG@10"] == pytest.approx((1 + 1 / math.log2(4)) / 5)
+    assert m["valid_rate"] == 0.6 and m["missing"] == 1.0 and m["matched_share"] == 1.0
+    assert list_rank(["x", "a", "y", "x", "t"], "t", {"a"}) == 3 and list_rank(["x"], "t", set()) == math.inf
+
+
+def test_free_text_answers_are_matched_to_the_catalog(ml1m):
+    task = SeqrecTask()
+    task.setup(ml1m)
+    p = task.parse({}, "1. Toy Story (1995)\n2. A Film That Does Not Exist (2031)\n3. Heat (1995)")
+    assert p.valid and len(p.value["items"]) == 2 and len(p.value["unmatched"]) == 1
+    assert not task.parse({}, "I'm sorry, I cannot recommend anything.").valid
+
+
+# ---------------------------------------------------------------- (d) SASRec
+
+
+def _cyclic(n_users: int = 300, n_items: int = 40, length: int = 24, seed: int = 0) -> tuple[TrainData, list[dict]]:
+    """Users walk the items in a cycle with their own step (1 or 3) from a random start: the next item
+    needs the last two items, and every item is equally popular."""
+    rng = np.random.default_rng(seed)
+    rows, samples = [], []
+    for u in range(n_users):
+        start, step = int(rng.integers(n_items)), int(rng.choice([1, 3]))
+        seq = [f"i{(start + step * k) % n_items}" for k in range(length)]
+        rows += [(f"u{u}", h, t, "train") for h, t in windows(seq[:-2], 10)]
+        rows.append((f"u{u}", seq[-12:-2], seq[-2], "valid"))
+        samples.append({"id": f"t{u}", "task": "seqrec", "user_id": f"u{u}", "history": seq[-11:-1], "target": seq[-1]})
+    seqs = pl.DataFrame(rows, schema={"user_id": pl.Utf8, "history": pl.List(pl.Utf8), "target": pl.Utf8,
+                                      "part": pl.Utf8}, orient="row")
+    inter = seqs.filter(pl.col("part") == "train").select("user_id", pl.concat_list("history", "target").alias("item_id")) \
+        .explode("item_id").unique()
+    return TrainData(inter, [f"i{k}" for k in range(n_items)], sequences=seqs), samples
+
+
+SMALL = {"hidden": 32, "inner": 64, "batch_size": 512, "max_epochs": 12, "patience": 3, "dropout": 0.1, "lr": 5e-3}
+
+
+@pytest.fixture(scope="module")
+def cyclic():
+    return _cyclic()
+
+
+@pytest.fixture(scope="module")
+def fitted(cyclic):
+    data, _ = cyclic
+    return sasrec_mod.SASRec1L(seed=0, threads=1, progress=False, **SMALL).fit(data)
+
+
+def test_sasrec_learns_a_sequential_pattern_popularity_cannot(cyclic, fitted):
+    data, samples = cyclic
+    task = SeqrecTask()
+    ours = task.score(samples, fitted.predict(samples))
+    pop = task.score(samples, fit("popularity", data)[0].predict(samples))
+    assert ours["NDCG@10"] > 0.8 and pop["NDCG@10"] < 0.35, (ours, pop)
+    assert fitted.log["best_valid_ndcg@10"] > 0.8 and fitted.log["samples_per_s"] > 0
+    assert all(r["parsed"]["rank"] >= 1 for r in fitted.predict(samples).values())
+
+
+def test_sasrec_is_seeded_and_saves_and_loads_the_same_predictions(cyclic, fitted, tmp_path):
+    data, samples = cyclic
+    again = sasrec_mod.SASRec1L(seed=0, threads=1, progress=False, **SMALL).fit(data)
+    assert all(torch_equal(a, b) for a, b in zip(fitted.net.state_dict().values(), again.net.state_dict().values()))
+    assert again.predict(samples) == fitted.predict(samples)
+    other = sasrec_mod.SASRec1L(seed=1, threads=1, progress=False, **{**SMALL, "max_epochs": 1}).fit(data)
+    first = sasrec_mod.SASRec1L(seed=0, threads=1, progress=False, **{**SMALL, "max_epochs": 1}).fit(data)
+    assert not torch_equal(other.net.item.weight, first.net.item.weight)
+    path = fitted.save(tmp_path / "m")
+    loaded = sasrec_mod.SASRec.load(path)
+    assert type(loaded) is sasrec_mod.SASRec1L and loaded.settings() == fitted.settings()
+    assert loaded.predict(samples) == fitted.predict(samples)
+    with pytest.raises(ValueError, match="ctr"):
+        loaded.predict([{"id": "x", "task": "ctr"}])
+    with pytest.raises(ConfigError, match="seqrec"):
+        sasrec_mod.SASRec().fit(TrainData(data.interactions, data.items))
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return bool(torch.equal(a, b))
+
+
+def test_registered_names_and_popularity_ranks_from_training_sequences_only(built, ml1m):
+    assert serving("recbench", "seqrec") == ["popularity", "sasrec", "sasrec-1l", "sasrec-3l", "sasrec-4l"]
+    assert serving("recbench", "seqrec", on_the_fly=True) == ["popularity"]
+    assert all(BASELINES.meta(n)["heavy"] and BASELINES.meta(n)["trainable"] for n in serving("recbench", "seqrec")[1:])
+    out, _, samples, train_df, _ = built
+    data = TrainData.of_build(ml1m, out, "recbench")
+    assert data.pairs is None and data.sequences.height == train_df.height + len(samples)
+    users = defaultdict(set)
+    for u, h, t in train_df.iter_rows():
+        for i in h + [t]:
+            users[i].add(u)
+    pop = fit("popularity", data)[0]
+    assert pop.counts == {i: len(us) for i, us in users.items()}  # never a validation or test target
+    s = samples[0]
+    order = [i for i in sorted(users, key=lambda i: (-len(users[i]), i)) if i not in set(s["history"])]
+    want = order.index(s["target"]) + 1 if s["target"] in order else None
+    assert pop.predict([s])[s["id"]]["parsed"] == {"rank": want}
+
+
+# ---------------------------------------------------------------- (e) end to end
+
+
+def test_build_run_train_score(ml1m, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    pipeline.build("recbench", "ml-1m", out, tasks=["seqrec"], seed=0, limit=12, options={"train_sequences": 300})
+    _, stats = pipeline.run(out, FakeBackend("fake"), "fake", use_cache=False)
+    assert stats.done == 12 and stats.complete
+    before = {r.method: r for r in pipeline.score(out)}
+    assert set(before) == {"fake", "popularity"}  # sasrec is heavy: only from `train`
+    monkeypatch.setitem(sasrec_mod.DEFAULTS, "max_epochs", 1)
+    monkeypatch.setitem(sasrec_mod.DEFAULTS, "hidden", 16)
+    train(out, suite="recbench", baselines=["popularity", "sasrec"], latency_runs=5)
+    assert (out / "models" / "sasrec" / "model.pt").exists()
+    rows = {r.method: r for r in pipeline.score(out)}
+    assert set(rows) == {"fake", "popularity", "sasrec"}
+    for r in rows.values():
+        assert r.n == 12 and {"NDCG@10", "HR@10", "MRR", "Recall@5", "Recall@10", "Recall@20"} <= set(r.metrics)
+    assert rows["sasrec"].metrics["train_s"] > 0 and rows["sasrec"].metrics["latency_s"] > 0
+    assert rows["popularity"].metrics["NDCG@10"] == pytest.approx(before["popularity"].metrics["NDCG@10"])
