@@ -294,6 +294,7 @@ def test_paper_tables_lay_out_auc_overall_and_latency():
 
     assert (latency_label(0.00043), latency_label(0.54373), latency_label(6.8), latency_label(None)) == \
         ("0.43ms", "543.73ms", "6.80s", "–")
+    assert latency_label(0.0000042) == "0.0042ms"  # a lookup is not "0.00ms"
 
     def row(method, kind, auc, lat):
         return ScoreRow(method=method, task="ctr", n=4, kind=kind, metrics={"AUC": auc, "latency_s": lat})

@@ -13,10 +13,13 @@ from recharness.tasks.base import ScoreRow
 
 
 def latency_label(seconds: float | None) -> str:
-    """The paper's notation: "0.43ms" below a second, "6.80s" above."""
+    """The paper's notation: "0.43ms" below a second, "6.80s" above (two significant digits below 0.1 ms)."""
     if seconds is None:
         return "–"
-    return f"{seconds * 1000:.2f}ms" if seconds < 1 else f"{seconds:.2f}s"
+    if seconds >= 1:
+        return f"{seconds:.2f}s"
+    ms = seconds * 1000
+    return f"{ms:.2f}ms" if ms >= 0.1 else f"{ms:.2g}ms"  # a count or lookup: keep its digits
 
 
 def _table(title: str, methods: list[tuple[str, str]], by: dict[str, dict[tuple[str, str], ScoreRow]]) -> str:
