@@ -291,3 +291,22 @@ def test_build_run_train_score(ml1m, tmp_path, monkeypatch):
         assert r.n == 12 and {"NDCG@10", "HR@10", "MRR", "Recall@5", "Recall@10", "Recall@20"} <= set(r.metrics)
     assert rows["sasrec"].metrics["train_s"] > 0 and rows["sasrec"].metrics["latency_s"] > 0
     assert rows["popularity"].metrics["NDCG@10"] == pytest.approx(before["popularity"].metrics["NDCG@10"])
+
+
+def test_a_nan_score_never_ranks_first():
+    from recharness.metrics.full_ranking import target_ranks
+
+    # a diverged model's NaN: as the target's score it ranks last, elsewhere it beats nothing
+    assert target_ranks(np.array([[np.nan, 1.0, 2.0]]), [0]).tolist() == [3]
+    assert target_ranks(np.array([[np.nan, 1.0, 2.0]]), [1]).tolist() == [2]
+
+
+def test_popularity_target_rank_equals_the_full_listing():
+    from recharness.baselines.popularity import PopularityRanker
+
+    pop = PopularityRanker()
+    pop._count(pl.DataFrame({"item_id": ["a", "b", "c", "d", "e"], "count": [9, 7, 5, 3, 1]}))
+    for target, history in (("d", ["a", "c", "c"]), ("a", ["b"]), ("e", []), ("z", ["a"]), ("b", ["e", "z"])):
+        listed = pop.top_k(10**9, exclude=set(history))
+        slow = listed.index(target) + 1 if target in listed else None
+        assert pop.target_rank(target, history) == slow

@@ -36,6 +36,16 @@ class PopularityRanker(Ranker):
     def _count(self, pop: pl.DataFrame) -> None:
         self.order = pop["item_id"].to_list()
         self.counts = dict(zip(self.order, pop["count"].to_list()))
+        self.position = {item: k for k, item in enumerate(self.order)}
+
+    def target_rank(self, target: str, history: list[str], catalog_size: int | None = None) -> int | None:
+        """The target's rank in the popularity order with the history removed, in O(history): the
+        seqrec answer. An item without a training count comes after every counted one; its place
+        among the uncounted is unknown without the catalog, so it is unranked (None, scored 0)."""
+        p = self.position.get(target)
+        if p is None:
+            return None
+        return p + 1 - sum(1 for h in set(history) if self.position.get(h, p) < p)
 
     def top_k(self, k: int, exclude: set[str] = frozenset()) -> list[str]:
         out = []

@@ -30,6 +30,7 @@ training step holds `batch_size` × items logits (2,048 × 3,706 floats on ML-1M
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 import time
@@ -46,6 +47,7 @@ from torch import nn
 from recharness.baselines.base import Baseline, TrainData
 from recharness.errors import ConfigError
 from recharness.metrics.full_ranking import rank_metrics, target_ranks
+from recharness.runner.jsonl import atomic_write_bytes, atomic_write_text
 from recharness.tasks.base import reference_record
 
 #: every variant's settings but the layer count (RecBole's SASRec defaults where the paper says nothing)
@@ -334,9 +336,11 @@ class SASRec(Baseline):
             raise ValueError(f"{self.name} saves only once fitted")
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        torch.save(self.net.state_dict(), path / "model.pt")
+        buf = io.BytesIO()  # both files written atomically: a killed `train` never leaves a torn model
+        torch.save(self.net.state_dict(), buf)
+        atomic_write_bytes(path / "model.pt", buf.getvalue())
         config = {"baseline": self.name, "settings": self.settings(), "items": self.items, "log": self.log}
-        (path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        atomic_write_text(path / "config.json", json.dumps(config))
         return path
 
     @classmethod

@@ -248,6 +248,9 @@ def _load(path, info_path, ids: list[str], settings: dict) -> SemanticIds | None
         return None
     if cached_ids != ids or codes.shape != (len(ids), settings["levels"] + 1):
         return None
+    if not isinstance(info, dict) or not {"collision_rate", "usage", "seconds"} <= set(info):
+        print(f"recharness: cached semantic ids {info_path} lacks its description; computing again", file=sys.stderr)
+        return None
     return SemanticIds(item_ids=ids, codes=codes, **settings, collision_rate=info["collision_rate"],
                        usage=info["usage"], seconds=info["seconds"], info=info.get("training", {}))
 

@@ -51,7 +51,9 @@ def target_ranks(scores: np.ndarray, targets: Sequence[int] | np.ndarray,
     row the column indices to take out (ragged lists, or a matrix padded with negative numbers).
     Returns int64 ranks in [1, items]. See the module docstring for ties and exclusions.
     """
-    scores = np.asarray(scores)
+    scores = np.asarray(scores, dtype=np.float64)
+    # a NaN compares False with everything: as a target's score it would rank first, so it ranks last
+    scores = np.where(np.isnan(scores), -np.inf, scores)
     if scores.ndim != 2:
         raise ValueError(f"scores must be a (rows, items) matrix, got shape {scores.shape}")
     rows, n_items = scores.shape

@@ -13,6 +13,7 @@ Saved as a directory: `model.pt` (the state dict, read back with `weights_only=T
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,6 +25,7 @@ import polars as pl
 from recharness.baselines.base import Baseline, TrainData
 from recharness.baselines.dlrm.features import FeatureSpace, build_space
 from recharness.errors import ConfigError
+from recharness.runner.jsonl import atomic_write_bytes, atomic_write_text
 from recharness.tasks.base import reference_record
 
 try:
@@ -190,9 +192,11 @@ class DlrmBaseline(Baseline):
             raise ValueError(f"{self.name} saves only once fitted")
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        torch.save(self.model.state_dict(), path / "model.pt")
+        buf = io.BytesIO()  # both files written atomically: a killed `train` never leaves a torn model
+        torch.save(self.model.state_dict(), buf)
+        atomic_write_bytes(path / "model.pt", buf.getvalue())
         config = {"baseline": self.name, "settings": self.settings(), "space": self.space.config()}
-        (path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        atomic_write_text(path / "config.json", json.dumps(config))
         return path
 
     @classmethod
