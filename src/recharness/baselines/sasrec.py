@@ -34,7 +34,6 @@ import io
 import json
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
@@ -45,6 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from recharness.baselines.base import Baseline, TrainData
+from recharness.baselines.torch_threads import threads
 from recharness.errors import ConfigError
 from recharness.metrics.full_ranking import rank_metrics, target_ranks
 from recharness.runner.jsonl import atomic_write_bytes, atomic_write_text
@@ -111,19 +111,6 @@ class SASRecNet(nn.Module):
     def item_vectors(self) -> torch.Tensor:
         """(n_items, hidden): the output vectors, i.e. the item table without the padding row."""
         return self.item.weight[1:]
-
-
-@contextmanager
-def threads(n: int | None):
-    """torch's intra-op thread count set to `n` inside the block (None: left as it is)."""
-    old = torch.get_num_threads()
-    if n and n != old:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        if n and n != old:
-            torch.set_num_threads(old)
 
 
 def right_padded(rows: list[list[int]], width: int) -> np.ndarray:

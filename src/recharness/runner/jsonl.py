@@ -9,6 +9,7 @@ untrusted text: a lone surrogate or other unencodable character is escaped
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import os
 import threading
@@ -108,6 +109,13 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         if tmp.exists():
             tmp.unlink()
     _fsync_dir(path.parent)
+
+
+def atomic_write_parquet(path: Path, df) -> None:
+    """A polars frame as one Parquet file, written atomically (a build's side files)."""
+    buf = io.BytesIO()
+    df.write_parquet(buf)
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def atomic_write_text(path: Path, text: str) -> None:

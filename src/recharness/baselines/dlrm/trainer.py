@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import sys
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from torch import nn
 
+from recharness.baselines.torch_threads import threads
 from recharness.metrics.classification import auc
 
 
@@ -50,19 +50,6 @@ def to_tensors(arrays: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
 
 def _take(x: dict[str, torch.Tensor], idx) -> dict[str, torch.Tensor]:
     return {k: v[idx] for k, v in x.items()}
-
-
-@contextmanager
-def threads(n: int | None):
-    """torch's intra-op thread count set to `n` inside the block (None: left as it is)."""
-    old = torch.get_num_threads()
-    if n and n != old:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        if n and n != old:
-            torch.set_num_threads(old)
 
 
 #: below this many rows a forward pass runs on one thread: splitting a single sample's few small

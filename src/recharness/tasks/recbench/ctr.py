@@ -13,7 +13,6 @@ that answers little cannot look better by being judged on fewer samples.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import re
@@ -24,7 +23,7 @@ from recharness.baselines import TrainData, pairs_path, reference_records
 from recharness.errors import ConfigError
 from recharness.metrics.classification import auc, gauc, logloss
 from recharness.models.base import GenerationParams
-from recharness.runner.jsonl import atomic_write_bytes, atomic_write_text
+from recharness.runner.jsonl import atomic_write_parquet, atomic_write_text
 from recharness.tasks.base import BuildConfig, Parsed, Task
 from recharness.tasks.options import check
 from recharness.tasks.recbench.data import labelled_events, split
@@ -54,12 +53,6 @@ def ctr_messages(history_titles: list[str], candidate_title: str, *, task_descri
         parts.append("Answer (Yes/No):")
     user = {"role": "user", "content": "\n".join(parts)}
     return [{"role": "system", "content": SYSTEM}, user] if task_description else [user]
-
-
-def _parquet(df) -> bytes:
-    buf = io.BytesIO()
-    df.write_parquet(buf)
-    return buf.getvalue()
 
 
 class CtrTask(Task):
@@ -100,7 +93,7 @@ class CtrTask(Task):
         } for u, i, y, t, h in sp.test.iter_rows()]
         if config.out is not None:
             for part, df in (("train", sp.train), ("valid", sp.valid)):
-                atomic_write_bytes(pairs_path(config.out, SUITE, part), _parquet(df))
+                atomic_write_parquet(pairs_path(config.out, SUITE, part), df)
             info = {"negatives": mode, "eligible_users": sp.eligible_users, "test_users": sp.test["user_id"].n_unique(),
                     **{f"{part}_{what}": v for part, df in (("test", sp.test), ("train", sp.train), ("valid", sp.valid))
                        for what, v in (("pairs", df.height), ("positive_rate", float(df["label"].mean() or 0)))}}

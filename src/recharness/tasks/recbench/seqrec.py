@@ -21,7 +21,6 @@ rank), Recall@{5,10,20}. A failed or unanswered sample has rank ∞ and is count
 
 from __future__ import annotations
 
-import io
 import json
 import math
 
@@ -32,7 +31,7 @@ from recharness.baselines.base import SEQUENCE_PARTS
 from recharness.errors import ConfigError
 from recharness.metrics.full_ranking import rank_metrics
 from recharness.models.base import GenerationParams
-from recharness.runner.jsonl import atomic_write_bytes, atomic_write_text
+from recharness.runner.jsonl import atomic_write_parquet, atomic_write_text
 from recharness.tasks.base import BuildConfig, Parsed, Task
 from recharness.tasks.llmrec.common import CatalogContext
 from recharness.tasks.llmrec.prompts import DOMAIN_NOUNS, domain_of
@@ -95,12 +94,6 @@ def distinct_items(df) -> int:
     return df["history"].explode().append(df["target"]).drop_nulls().n_unique() if df.height else 0
 
 
-def _parquet(df) -> bytes:
-    buf = io.BytesIO()
-    df.write_parquet(buf)
-    return buf.getvalue()
-
-
 class SeqrecTask(Task):
     name = "seqrec"
     format_reminder = "Please answer only with a numbered list of titles, one per line."
@@ -132,7 +125,7 @@ class SeqrecTask(Task):
         } for u, h, t in sp.test.iter_rows()]
         if config.out is not None:
             for part, df in (("train", sp.train), ("valid", sp.valid)):
-                atomic_write_bytes(pairs_path(config.out, SUITE, SEQUENCE_PARTS[part]), _parquet(df))
+                atomic_write_parquet(pairs_path(config.out, SUITE, SEQUENCE_PARTS[part]), df)
             info = {"positives": rule, "eligible_users": sp.eligible_users, "history_len": opts.history_len,
                     "test_sequences": sp.test.height, "valid_sequences": sp.valid.height,
                     "train_sequences": sp.train.height,
