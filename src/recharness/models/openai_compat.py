@@ -194,7 +194,9 @@ class OpenAICompatibleBackend(ModelBackend):
                     raise SampleError(kind, f"{self._where()}: HTTP {r.status_code}: {one_line(_error_message(r))}")
                 wait = retry_after_s(r.headers)
             if attempt == self.max_attempts:
-                raise TransientError(kind, f"{self._where()}: gave up after {attempt} tries: {kind}")
+                err = TransientError(kind, f"{self._where()}: gave up after {attempt} tries: {kind}")
+                err.retry_after_s = wait  # what the server asked for, for a caller that retries elsewhere
+                raise err
             self.retries[kind] += 1
             backoff = delay * (0.5 + random.random())
             delay = min(delay * 2, 30.0)

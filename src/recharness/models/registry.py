@@ -2,7 +2,7 @@
 
   smollm2-135m | qwen2.5-0.5b | qwen2.5-1.5b   built-in GGUF, in process
   llamacpp:/path/model.gguf                    any GGUF, in process
-  openai:MODEL[@BASE_URL]                      any OpenAI-compatible server
+  openai:MODEL[@BASE_URL]                      any OpenAI-compatible server (several: base_url=[...])
   hf:MODEL_ID_OR_PATH                          transformers (optional extra)
   fake[:NAME]                                  a scripted model for tests (no weights)
 
@@ -13,6 +13,7 @@ maps the rest of the spec and resolve_model's options onto its constructor.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from recharness.errors import ConfigError
 from recharness.models.base import ModelBackend
@@ -41,12 +42,47 @@ def _llamacpp(cls, rest: str, *, n_ctx: int | None = None, **_) -> ModelBackend:
     return cls(rest, n_ctx=n_ctx or 4096)
 
 
-def _openai(cls, rest: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
+def base_urls(base_url: str | list[str] | tuple[str, ...] | None) -> list[str]:
+    """`--base-url` values → endpoint URLs: each value a URL or a text file of URLs (one a line, `#` comments);
+    duplicates dropped, order kept."""
+    values = [base_url] if isinstance(base_url, str) else list(base_url or [])
+    urls: list[str] = []
+    for v in values:
+        v = v.strip()
+        if not v:
+            continue
+        if "://" in v:
+            urls.append(v)
+            continue
+        path = Path(v).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"--base-url {v!r} is neither a URL (http://HOST:PORT/v1) nor a file of URLs")
+        found = []
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            line = re.sub(r"(^|\s)#.*$", "", line).strip()
+            if not line:
+                continue
+            if "://" not in line:
+                raise ConfigError(f"{path}, line {n}: not a URL (http://HOST:PORT/v1)")
+            found.append(line)
+        if not found:
+            raise ConfigError(f"--base-url {v!r}: the file lists no URLs")
+        urls.extend(found)
+    return list(dict.fromkeys(urls))
+
+
+def _openai(cls, rest: str, *, base_url: str | list[str] | None = None, api_key_env: str = "OPENAI_API_KEY",
             concurrency: int | None = None, timeout_s: float | None = None, max_attempts: int | None = None,
             **_) -> ModelBackend:
     model, _, url = rest.partition("@")
     transport = {k: v for k, v in (("timeout_s", timeout_s), ("max_attempts", max_attempts)) if v is not None}
-    return cls(model, base_url=url or base_url, api_key_env=api_key_env, max_concurrency=concurrency or 8, **transport)
+    urls = [url] if url else base_urls(base_url)
+    if len(urls) > 1:  # several endpoints serving one model: least-loaded with failover
+        from recharness.models.endpoint_pool import EndpointPool
+
+        return EndpointPool(model, urls, api_key_env=api_key_env, max_concurrency=concurrency, **transport)
+    return cls(model, base_url=urls[0] if urls else None, api_key_env=api_key_env, max_concurrency=concurrency or 8,
+               **transport)
 
 
 def _hf(cls, rest: str, **_) -> ModelBackend:
@@ -75,14 +111,15 @@ def _usage() -> str:
 def resolve_model(
     spec: str,
     *,
-    base_url: str | None = None,
+    base_url: str | list[str] | None = None,
     api_key_env: str = "OPENAI_API_KEY",
     concurrency: int | None = None,
     n_ctx: int | None = None,
     timeout_s: float | None = None,
     max_attempts: int | None = None,
 ) -> ModelBackend:
-    """`timeout_s` and `max_attempts` apply to remote (OpenAI-compatible) backends."""
+    """`timeout_s` and `max_attempts` apply to remote (OpenAI-compatible) backends. `base_url` may be a list
+    of URLs and/or files of URLs (see `base_urls`): more than one gives an `EndpointPool` over them."""
     if spec in BUILTIN_MODELS:
         from recharness.models.llamacpp import LlamaCppBackend
 

@@ -7,6 +7,11 @@ gives it to a seeded share of the other prompts. Transport faults (429, 5xx,
 hang, reset) hit only the first `--transient` tries of a prompt, so a client
 that retries succeeds; content faults (bad JSON, empty choices, ...) always hit.
 
+A whole server can also fall ill, for endpoint-pool tests: after `--sick-after K` chat
+requests every request (`/models` too) meets `--sick-mode` (500, 503, hang, reset) for
+`--sick-for` seconds (default: for good). `--delay-s` adds latency to every answer and
+`--slots N` serves at most N answers at once (the rest queue), like a GPU server's batch.
+
 Safety: it binds 127.0.0.1 only, serves at most `--max-requests` requests and
 lives at most `--max-seconds`, then exits by itself.
 
@@ -28,6 +33,7 @@ from pathlib import Path
 HOST = "127.0.0.1"
 
 TRANSPORT_FAULTS = ("429", "429-retry-after", "500", "503", "hang", "reset")
+SICK_MODES = ("500", "503", "hang", "reset")
 CONTENT_FAULTS = ("truncated-json", "empty-choices", "non-utf8", "surrogate", "long-answer", "html-answer", "400")
 FAULTS = TRANSPORT_FAULTS + CONTENT_FAULTS
 _MARK = re.compile(r"FAULT:([a-z0-9-]+)")
@@ -37,7 +43,10 @@ class FakeServer:
     def __init__(self, *, faults: dict[str, float] | None = None, seed: int = 0, transient: int = 1,
                  answer: str = "1. Fargo\n2. Heat\n3. Casablanca", hang_s: float = 30.0, die_after: int | None = None,
                  max_requests: int = 100_000, max_seconds: float = 300.0, retry_after_s: float = 1.0,
-                 delay_s: float = 0.0):
+                 delay_s: float = 0.0, sick_after: int | None = None, sick_mode: str = "500",
+                 sick_for_s: float | None = None, slots: int | None = None):
+        if sick_mode not in SICK_MODES:
+            raise ValueError(f"unknown sick mode {sick_mode!r}; known: {', '.join(SICK_MODES)}")
         unknown = set(faults or {}) - set(FAULTS)
         if unknown:
             raise ValueError(f"unknown faults {sorted(unknown)}; known: {', '.join(FAULTS)}")
@@ -51,6 +60,13 @@ class FakeServer:
         self.max_seconds = max_seconds
         self.retry_after_s = retry_after_s
         self.delay_s = delay_s
+        self.sick_after = sick_after
+        self.sick_mode = sick_mode
+        self.sick_for_s = sick_for_s
+        self._sick_since: float | None = None
+        self.chat_requests = 0
+        self.slots = slots
+        self._slots: asyncio.Semaphore | None = None
         self.tries: Counter[str] = Counter()
         self.served: Counter[str] = Counter()
         self.requests = 0
@@ -71,6 +87,14 @@ class FakeServer:
             if u < acc:
                 return name
         return None
+
+    def sick(self) -> bool:
+        """Whether the whole server is ill right now (after `sick_after` chat requests, for `sick_for_s`)."""
+        if self.sick_after is None or self.chat_requests <= self.sick_after:
+            return False
+        if self._sick_since is None:
+            self._sick_since = time.monotonic()
+        return self.sick_for_s is None or time.monotonic() - self._sick_since < self.sick_for_s
 
     # -- HTTP -----------------------------------------------------------------------------------
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -94,6 +118,16 @@ class FakeServer:
         self.requests += 1
         if self.requests >= self.max_requests or (self.die_after is not None and self.requests > self.die_after):
             self._done.set()
+            writer.transport.abort()
+            return False
+        if path.rstrip("/").endswith("/chat/completions"):
+            self.chat_requests += 1
+        if self.sick():
+            self.served["sick"] += 1
+            if self.sick_mode in ("500", "503"):
+                return self._send(writer, int(self.sick_mode), {"error": {"message": "server is ill"}})
+            if self.sick_mode == "hang":
+                await asyncio.sleep(self.hang_s)
             writer.transport.abort()
             return False
         if path.rstrip("/").endswith("/models"):
@@ -124,7 +158,12 @@ class FakeServer:
         if fault == "reset":
             writer.transport.abort()
             return False
-        if self.delay_s:
+        if self.slots:
+            if self._slots is None:
+                self._slots = asyncio.Semaphore(self.slots)
+            async with self._slots:
+                await asyncio.sleep(self.delay_s)
+        elif self.delay_s:
             await asyncio.sleep(self.delay_s)
         text = self.answer
         if fault == "long-answer":
@@ -189,6 +228,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--hang-s", type=float, default=30.0)
     ap.add_argument("--delay-s", type=float, default=0.0, help="latency of every answer")
     ap.add_argument("--die-after", type=int, help="exit after this many requests (server down mid-run)")
+    ap.add_argument("--sick-after", type=int, help="after this many chat requests every request meets --sick-mode")
+    ap.add_argument("--sick-mode", default="500", choices=SICK_MODES)
+    ap.add_argument("--sick-for", type=float, help="seconds the illness lasts (default: for good)")
+    ap.add_argument("--slots", type=int, help="answers served at once; the rest queue (with --delay-s)")
     ap.add_argument("--max-requests", type=int, default=100_000)
     ap.add_argument("--max-seconds", type=float, default=300.0)
     args = ap.parse_args(argv)
@@ -198,7 +241,8 @@ def main(argv: list[str] | None = None) -> None:
         faults[name] = float(rate or 1.0)
     srv = FakeServer(faults=faults, seed=args.seed, transient=args.transient, answer=args.answer, hang_s=args.hang_s,
                      die_after=args.die_after, max_requests=args.max_requests, max_seconds=args.max_seconds,
-                     delay_s=args.delay_s)
+                     delay_s=args.delay_s, sick_after=args.sick_after, sick_mode=args.sick_mode,
+                     sick_for_s=args.sick_for, slots=args.slots)
     asyncio.run(srv.serve(args.port, args.port_file))
 
 
@@ -211,7 +255,9 @@ class FakeServerProcess:
 
     def __init__(self, *, faults: dict[str, float] | None = None, seed: int = 0, transient: int = 1,
                  hang_s: float = 30.0, die_after: int | None = None, max_seconds: float = 300.0,
-                 answer: str | None = None, delay_s: float = 0.0, max_requests: int = 100_000):
+                 answer: str | None = None, delay_s: float = 0.0, max_requests: int = 100_000,
+                 sick_after: int | None = None, sick_mode: str = "500", sick_for_s: float | None = None,
+                 slots: int | None = None):
         import subprocess
         import sys
         import tempfile
@@ -227,6 +273,12 @@ class FakeServerProcess:
             cmd += ["--die-after", str(die_after)]
         if answer is not None:
             cmd += ["--answer", answer]
+        if sick_after is not None:
+            cmd += ["--sick-after", str(sick_after), "--sick-mode", sick_mode]
+            if sick_for_s is not None:
+                cmd += ["--sick-for", str(sick_for_s)]
+        if slots is not None:
+            cmd += ["--slots", str(slots)]
         self.cmd = cmd
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
