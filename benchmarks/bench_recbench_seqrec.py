@@ -9,7 +9,8 @@ training samples/s and seconds (from each model's saved fit log) and the latency
 Then a speed probe on RecBole's setting: all of ML-1M's ratings as positives, every user, max
 length 50, hidden 64, 2 layers, batch 2,048, `--threads` threads, `--probe-epochs` epoch(s): the
 training samples/s to hold against RecBole's 632 samples/s on the same setting (the figure the
-issue gives; the side-by-side run is a separate step).
+issue gives). RecBole itself, side by side on the same split in one run (samples/s, peak memory,
+test NDCG@10 vs training seconds): benchmarks/bench_recbole.py → results/recbole_side_by_side.md.
 
 Run by hand:  RECHARNESS_HOME=... .venv/bin/python benchmarks/bench_recbench_seqrec.py [--threads 2]
 Writes benchmarks/results/recbench_seqrec.md. Target: SASRec samples/s ≥ 5 × 632 in the probe.
@@ -129,7 +130,8 @@ def main():
                   ("All 1,000,209 ratings as positives, every user tested (leave-one-out), max length 50, hidden 64, "
                    "2 layers, batch 2,048 samples; one sample = one (prefix → next item) prediction, as RecBole counts "
                    f"them. RecBole's SASRec: {RECBOLE_SAMPLES_PER_S} samples/s on this setting with 2 threads (the "
-                   "issue's figure; RecBole itself is run in a separate step)."), "",
+                   "issue's figure; RecBole itself, side by side in one run: `benchmarks/bench_recbole.py`, "
+                   "results in `recbole_side_by_side.md`)."), "",
                   "| threads | training rows | samples / epoch | epochs | samples/s (per epoch) | samples/s | × RecBole |",
                   "|---:|---:|---:|---:|---|---:|---:|"]
         for th in args.probe_threads or [args.threads]:

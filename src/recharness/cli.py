@@ -64,7 +64,9 @@ def _paper_tables(suite: str, rows, run_dir: Path | None = None) -> str | None:
     kw = {}
     build = run_dir / "build.json" if run_dir is not None else None
     if "dataset" in inspect.signature(paper).parameters and build is not None and build.exists():
-        kw["dataset"] = json.loads(build.read_text()).get("dataset", "AUC")
+        name = json.loads(build.read_text()).get("dataset")
+        if name:  # else the layout's own column label (RecBench: the metric, AUC or NDCG@10)
+            kw["dataset"] = name
     return paper(rows, **kw) or None
 
 
@@ -136,7 +138,7 @@ def run(
     suite: Annotated[str, typer.Argument(help="Suite name.")],
     dataset: DatasetOpt = "ml-1m",
     model: Annotated[str, typer.Option("--model", "-m", help="smollm2-135m | qwen2.5-0.5b | qwen2.5-1.5b | llamacpp:PATH | openai:MODEL[@URL] | hf:MODEL")] = "qwen2.5-0.5b",
-    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL).")] = None,
+    base_url: Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL). Repeat it, or give a file of URLs (one a line, # comments), to spread requests over several servers of the same model: least-loaded, failover.")] = None,
     api_key_env: Annotated[str, typer.Option("--api-key-env", help="Environment variable holding the API key (never logged).")] = "OPENAI_API_KEY",
     concurrency: Annotated[int | None, typer.Option("--concurrency", "-c", help="Requests in flight (remote backends).")] = None,
     out: OutOpt = None,
@@ -163,6 +165,7 @@ def run(
                              max_retries=max_retries, concurrency=concurrency,
                              on_progress=lambda n: prog.advance(bar, n), on_total=lambda n: prog.update(bar, total=n))
     _print_run_summary(stats, path)
+    _print_endpoints(backend)
     if stats.stopped:
         console.print(f"[red]stopped:[/] {escape(stats.stopped)}; {stats.total - stats.skipped - stats.done} samples "
                       "not done — rerun to finish")
@@ -175,6 +178,14 @@ def run(
 
 def _counts(c) -> str:
     return ", ".join(f"{k}: {v}" for k, v in sorted(c.items()))
+
+
+def _print_endpoints(backend) -> None:
+    """Per-endpoint totals when the model was served by several endpoints (nothing otherwise)."""
+    from recharness.models.endpoint_pool import endpoint_lines
+
+    for line in endpoint_lines(backend):
+        out_console.print(line, markup=False, highlight=False)
 
 
 def _print_run_summary(stats, path: Path) -> None:
@@ -218,14 +229,17 @@ def score(
     out: OutOpt = None,
     seed: SeedOpt = 0,
     no_references: Annotated[bool, typer.Option("--no-references", help="Skip the reference methods.")] = False,
+    resamples: Annotated[int, typer.Option("--resamples", min=0, help="Bootstrap resamples for the 95% confidence intervals (0: none).")] = 1000,
+    ci_seed: Annotated[int, typer.Option("--ci-seed", help="Seed of the bootstrap resamples.")] = 0,
 ):
-    """Score every predictions file of the run, plus reference methods, with one scorer."""
+    """Score every predictions file of the run, plus reference methods, with one scorer; 95% bootstrap
+    intervals on every metric, the rows not distinguishable from the best in bold."""
     from recharness.report.tables import to_rich, write_scores
     from recharness.runner.pipeline import score as do_score
 
     d = _run_dir(suite, dataset, out)
     with console.status("scoring…"):
-        rows = do_score(d, seed=seed, references=not no_references)
+        rows = do_score(d, seed=seed, references=not no_references, resamples=resamples, ci_seed=ci_seed)
         md = _paper_tables(suite, rows, d)
         paths = write_scores(rows, d, extra_md=md)
     for t in to_rich(rows):
@@ -237,12 +251,79 @@ def score(
 
 
 @app.command()
+def compare(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory (with build.json and predictions/).")],
+    models: Annotated[list[str] | None, typer.Option("--models", "-m", help="Two method names (give --models twice, or A,B); default: every pair of the run's models, or its one model against each reference.")] = None,
+    task: Annotated[str | None, typer.Option("--task", "-t", help="Only this task.")] = None,
+    resamples: Annotated[int, typer.Option("--resamples", min=1, help="Paired bootstrap resamples.")] = 1000,
+    permutations: Annotated[int, typer.Option("--permutations", min=1, help="Permutation-test permutations (exact when 2^n is fewer).")] = 1000,
+    ci_seed: Annotated[int, typer.Option("--ci-seed", help="Seed of the resamples and permutations.")] = 0,
+    seed: SeedOpt = 0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the results to this JSON file.")] = None,
+):
+    """Paired comparison of two methods on the samples both answered: the difference per task and metric
+    with its 95% paired-bootstrap interval and p-value, and a permutation test's p-value."""
+    from recharness.runner.pipeline import compare as do_compare
+
+    names = [x for m in models or [] for x in m.split(",") if x] or None
+    with console.status("comparing…"):
+        results = do_compare(run_dir, names, task, seed=seed, resamples=resamples, permutations=permutations,
+                             ci_seed=ci_seed)
+    for t, note in _compare_tables(results):
+        out_console.print(t)
+        out_console.print(note + "\n", markup=False, highlight=False)
+    if json_out is not None:
+        from recharness.runner.jsonl import atomic_write_text
+
+        atomic_write_text(json_out, json.dumps(results, indent=2, default=str))
+        out_console.print(f"comparison → {json_out}", markup=False, highlight=False)
+
+
+def _compare_tables(results: list[dict]) -> list[tuple[Table, str]]:
+    """One table per (task, A, B): metric, A, B, A − B [95% CI], the two p-values; and a note with counts."""
+    from recharness.metrics.registry import header
+    from recharness.report.tables import fmt
+
+    def p_text(p) -> str:
+        return "–" if p is None or p != p else ("< 0.001" if p < 0.001 else f"{p:.3f}")
+
+    groups: dict[tuple, list[dict]] = {}
+    for r in results:
+        groups.setdefault((r["task"], r["a"], r["b"]), []).append(r)
+    tables = []
+    for (t, a, b), rs in groups.items():
+        first = rs[0]
+        tab = Table("metric", escape(a), escape(b), f"{escape(a)} − {escape(b)} [95% CI]", "p (bootstrap)",
+                    "p (permutation)", title=f"{t}: {a} vs {b} (n = {first['n']})", title_justify="left")
+        for r in rs:
+            if r.get("metric") is None:
+                continue
+            ci = f"[{fmt(r['lo'])}, {fmt(r['hi'])}]" if r.get("lo") == r.get("lo") and "lo" in r else ""
+            perm = p_text(r.get("p_perm")) + (" (exact)" if r.get("exact") else "")
+            tab.add_row(escape(header(r["metric"])), fmt(r["value_a"]), fmt(r["value_b"]),
+                        f"{fmt(r['diff'])} {ci}".strip(), p_text(r.get("p_boot")), perm)
+        notes = [f"paired over the {first['n']} of {first['n_task']} samples both answered"]
+        if first["only_a"] or first["only_b"]:
+            notes.append(f"answered by only one: {first['only_a']} by {a}, {first['only_b']} by {b} (left out)")
+        boot = [r for r in rs if r.get("resamples")]
+        if boot:
+            notes.append(f"{max(r['resamples'] for r in boot):,} bootstrap resamples, "
+                         f"{max(r.get('permutations') or 0 for r in boot):,} permutations")
+        if any(r.get("generic") for r in rs):
+            notes.append("re-scored resampled samples (the task has no per-unit contract)")
+        if first.get("note"):
+            notes.append(first["note"])
+        tables.append((tab, "; ".join(notes) + "."))
+    return tables
+
+
+@app.command()
 def judge(
     suite: Annotated[str, typer.Argument(help="Suite name; the suite must support judging (llmrec's text tasks do).")],
     dataset: DatasetOpt = "ml-1m",
     out: OutOpt = None,
     judge_model: Annotated[str, typer.Option("--judge", "-j", help="Judge model spec (see `run --help`).")] = "qwen2.5-0.5b",
-    base_url: Annotated[str | None, typer.Option("--base-url")] = None,
+    base_url: Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible endpoint; repeat it or give a file of URLs for several.")] = None,
     api_key_env: Annotated[str, typer.Option("--api-key-env")] = "OPENAI_API_KEY",
     predictions: Annotated[list[str] | None, typer.Option("--predictions", help="Only these predictions files (stems).")] = None,
     no_references: Annotated[bool, typer.Option("--no-references", help="Do not judge reference rows.")] = False,
@@ -258,10 +339,12 @@ def judge(
     d = _run_dir(suite, dataset, out)
 
     with console.status(f"judging with {escape(public_spec(judge_model))}…"):
-        files = judge_run(d, resolve_model(judge_model, base_url=base_url, api_key_env=api_key_env), slug(judge_model),
+        backend = resolve_model(judge_model, base_url=base_url, api_key_env=api_key_env)
+        files = judge_run(d, backend, slug(judge_model),
                           pred_stems=predictions, references=not no_references, use_cache=not no_cache,
                           max_retries=max_retries, seed=seed)
     out_console.print(f"judgments → {', '.join(map(str, files))}", markup=False, highlight=False)
+    _print_endpoints(backend)
 
 
 @app.command()

@@ -19,6 +19,12 @@ model ranks the full catalog for the validation rows (history excluded) and trai
 shuffling and dropout come from `seed` inside a forked RNG (the caller's torch state is untouched);
 with the same thread count the same seed gives the same weights and predictions.
 
+Hook (benchmarks): `callback(net, info)`, when given, is called every `callback_steps` training
+steps (0: never mid-epoch) and after each epoch, before validation; `info` holds "epoch", "step"
+(steps so far), "samples" (next-item predictions trained so far), "train_s" (training seconds so
+far) and "end_of_epoch". Seconds spent inside it are not counted as training time, and a true
+return value stops training there (the epoch in progress is validated and logged as usual).
+
 Prediction: the target's rank over the whole catalog with the history's items removed
 (`metrics.full_ranking.target_ranks`), `{"rank": r}` as `recbench.seqrec` scores it; an unknown
 target is not ranked (None).
@@ -34,6 +40,7 @@ import io
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
@@ -148,13 +155,16 @@ class SASRec(Baseline):
     name = "sasrec"
     layers = 2
 
-    def __init__(self, seed: int = 0, *, threads: int | None = None, progress: bool = True, **params):
+    def __init__(self, seed: int = 0, *, threads: int | None = None, progress: bool = True,
+                 callback: Callable[[SASRecNet, dict], Any] | None = None, callback_steps: int = 0, **params):
         """`params` override `DEFAULTS`; `threads`: torch's intra-op threads while fitting and
-        predicting (None: torch's setting); `progress`: a rich bar on stderr when it is a terminal."""
+        predicting (None: torch's setting); `progress`: a rich bar on stderr when it is a terminal;
+        `callback`, `callback_steps`: the fitting hook (module docstring), off by default."""
         unknown = set(params) - set(DEFAULTS)
         if unknown:
             raise TypeError(f"{self.name} takes no parameters {sorted(unknown)}; known: {sorted(DEFAULTS)}")
         self.seed, self.threads, self.progress = seed, threads, progress
+        self.callback, self.callback_steps = callback, callback_steps
         self.params = {**DEFAULTS, **params}
         self.net: SASRecNet | None = None
         self.items: list[str] = []
@@ -220,8 +230,18 @@ class SASRec(Baseline):
         can_validate = any(v_target)
         best, best_state, stale = -np.inf, None, 0
         epochs: list[dict] = []
-        step_s, done = 0.0, 0
+        step_s, done, steps, stopped = 0.0, 0, 0, False
         bar = _progress(self.progress and sys.stderr.isatty())
+
+        def notify(epoch: int, samples: int, train_s: float, end: bool) -> float:
+            """Call the hook; returns the seconds it took (and sets `stopped` when it says stop)."""
+            nonlocal stopped
+            t = time.perf_counter()
+            info = {"epoch": epoch, "step": steps, "samples": samples, "train_s": train_s, "end_of_epoch": end}
+            stopped = bool(self.callback(net, info)) or stopped
+            net.train()
+            return time.perf_counter() - t
+
         try:
             for epoch in range(1, p["max_epochs"] + 1):
                 net.train()
@@ -242,12 +262,20 @@ class SASRec(Baseline):
                     loss.backward()
                     opt.step()
                     k = int(mask.sum())
-                    total, seen = total + loss.item() * k, seen + k
+                    total, seen, steps = total + loss.item() * k, seen + k, steps + 1
                     if bar is not None:
                         rate = (done + seen) / (step_s + time.perf_counter() - t_epoch)
                         bar.update(bar.task_ids[0], completed=seen, rate=f"{rate:,.0f} samples/s")
+                    if (self.callback is not None and self.callback_steps and steps % self.callback_steps == 0
+                            and a + rows_per_step < x.shape[0]):
+                        # the hook's seconds moved out of the epoch's clock
+                        t_epoch += notify(epoch, done + seen, step_s + time.perf_counter() - t_epoch, False)
+                        if stopped:
+                            break
                 epoch_s = time.perf_counter() - t_epoch
                 step_s, done = step_s + epoch_s, done + seen
+                if self.callback is not None and not stopped:
+                    notify(epoch, done, step_s, True)
                 score = self._valid_ndcg(v_hist, v_target) if can_validate else -total / max(seen, 1)
                 epochs.append({"epoch": epoch, "loss": round(total / max(seen, 1), 6), "valid_ndcg@10": round(score, 6),
                                "samples": seen, "train_s": round(epoch_s, 3),
@@ -262,6 +290,8 @@ class SASRec(Baseline):
                     stale += 1
                     if stale >= p["patience"]:
                         break
+                if stopped:
+                    break
         finally:
             if bar is not None:
                 bar.stop()
@@ -273,6 +303,8 @@ class SASRec(Baseline):
                     "train_samples": done, "train_step_s": round(step_s, 3),
                     "samples_per_s": round(done / step_s, 1) if step_s > 0 else None,
                     "threads": torch.get_num_threads(), "rows_per_step": rows_per_step}
+        if self.callback is not None:
+            self.log["stopped_by_callback"] = stopped
 
     # ------------------------------------------------------------ predicting
 

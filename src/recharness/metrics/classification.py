@@ -11,6 +11,17 @@ final division.
 Undefined cases: AUC needs at least one positive and one negative.  ``auc``
 returns NaN (as scikit-learn >= 1.6 does, without the warning) when one class
 is missing; ``gauc`` skips such groups and reports how many it kept.
+
+GAUC weightings (``GAUC_WEIGHTINGS``; every one averages per-group AUC over the
+groups with both classes):
+
+* ``"impressions"``: by the group's samples (DIN, RecBench: the ``GAUC`` column);
+* ``"positives"``: by the group's positives (RecBole's ``GAUC``);
+* ``"uniform"``: the plain mean over groups (``GAUC_unweighted``).
+
+RecBole's hand-worked case (tests/metrics/test_rank_metrics.py there): users of 2, 3
+and 5 items with 1, 2 and 3 positives and AUCs 1, 0.5, 0.5 give 0.5833 by positives,
+0.6 by impressions and 0.6667 unweighted.
 """
 
 from __future__ import annotations
@@ -20,7 +31,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["auc", "gauc", "group_auc", "GAUCResult", "logloss"]
+__all__ = ["auc", "gauc", "group_auc", "GAUCResult", "GAUC_WEIGHTINGS", "logloss"]
+
+GAUC_WEIGHTINGS = ("impressions", "positives", "uniform")
 
 
 def _binary_labels(y_true: Any) -> np.ndarray:
@@ -76,8 +89,10 @@ def auc(y_true: Any, y_score: Any) -> float:
 class GAUCResult:
     """GAUC over the groups that have both classes.
 
-    ``weighted`` weights each group's AUC by its number of samples (the GAUC of
-    DIN and RecBench); ``unweighted`` is the plain mean over kept groups.
+    ``weighted`` weights each group's AUC by its number of samples, i.e. its
+    impressions (the GAUC of DIN and RecBench; also ``impression_weighted``);
+    ``positive_weighted`` by its positives (RecBole's GAUC); ``unweighted`` is the
+    plain mean over kept groups.  ``by(name)`` picks one of ``GAUC_WEIGHTINGS``.
     """
 
     weighted: float
@@ -85,10 +100,23 @@ class GAUCResult:
     n_groups: int  # groups kept (both classes present)
     n_groups_total: int
     n_samples: int  # samples in kept groups
+    positive_weighted: float = float("nan")
+
+    @property
+    def impression_weighted(self) -> float:
+        return self.weighted
+
+    def by(self, weighting: str) -> float:
+        """The GAUC under one named weighting: "impressions", "positives" (RecBole) or "uniform"."""
+        values = {"impressions": self.weighted, "positives": self.positive_weighted, "uniform": self.unweighted}
+        if weighting not in values:
+            raise ValueError(f"unknown GAUC weighting {weighting!r}; one of {', '.join(GAUC_WEIGHTINGS)}")
+        return values[weighting]
 
     def as_dict(self) -> dict[str, float | int]:
         return {
             "gauc": self.weighted,
+            "gauc_positive_weighted": self.positive_weighted,
             "gauc_unweighted": self.unweighted,
             "gauc_groups": self.n_groups,
             "gauc_groups_total": self.n_groups_total,
@@ -104,10 +132,11 @@ def _group_codes(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     return codes.reshape(-1).astype(np.int64), ids
 
 
-def group_auc(y_true: Any, y_score: Any, groups: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def group_auc(y_true: Any, y_score: Any, groups: Any, *, positives: bool = False):
     """Per-group AUC in one vectorised pass.
 
-    Returns ``(group_ids, aucs, sizes)`` over every distinct group (sorted);
+    Returns ``(group_ids, aucs, sizes)`` over every distinct group (sorted), and
+    with ``positives=True`` also each group's number of positives;
     ``aucs`` is NaN for a group with a single class.  Scores become dense
     ranks and each sample the int64 key ``group * n_ranks + rank``, so the
     sorted negative keys of a group form one contiguous block: ``searchsorted``
@@ -121,7 +150,8 @@ def group_auc(y_true: Any, y_score: Any, groups: Any) -> tuple[np.ndarray, np.nd
     if g.shape != (y.size,):
         raise ValueError(f"groups have shape {g.shape}, expected ({y.size},)")
     if y.size == 0:
-        return g[:0], np.zeros(0), np.zeros(0, dtype=np.int64)
+        empty = (g[:0], np.zeros(0), np.zeros(0, dtype=np.int64))
+        return (*empty, np.zeros(0, dtype=np.int64)) if positives else empty
     code, ids = _group_codes(g)
     n_codes = int(code.max()) + 1
     rank = _dense_rank(s)
@@ -144,27 +174,32 @@ def group_auc(y_true: Any, y_score: Any, groups: Any) -> tuple[np.ndarray, np.nd
     ok = denom > 0
     aucs[ok] = g_twice[ok] / denom[ok]
     gid = present.astype(g.dtype) if ids is None else ids[present]
+    if positives:
+        return gid, aucs, g_size.astype(np.int64), g_pos.astype(np.int64)
     return gid, aucs, g_size.astype(np.int64)
 
 
 def gauc(y_true: Any, y_score: Any, groups: Any) -> GAUCResult:
-    """Group AUC: per-group (usually per-user) AUC averaged over groups with both classes.
+    """Group AUC: per-group (usually per-user) AUC averaged over groups with both classes,
+    under each of ``GAUC_WEIGHTINGS`` (see GAUCResult).
 
     Groups with a single class are skipped (their AUC is undefined); the result
     reports how many were kept.  All NaN if no group qualifies.
     """
-    _, aucs, sizes = group_auc(y_true, y_score, groups)
+    _, aucs, sizes, pos = group_auc(y_true, y_score, groups, positives=True)
     ok = ~np.isnan(aucs)
     kept = int(ok.sum())
     if kept == 0:
         return GAUCResult(float("nan"), float("nan"), 0, int(aucs.size), 0)
     w = sizes[ok].astype(np.float64)
+    wp = pos[ok].astype(np.float64)
     return GAUCResult(
         weighted=float(np.dot(aucs[ok], w) / w.sum()),
         unweighted=float(aucs[ok].mean()),
         n_groups=kept,
         n_groups_total=int(aucs.size),
         n_samples=int(sizes[ok].sum()),
+        positive_weighted=float(np.dot(aucs[ok], wp) / wp.sum()),
     )
 
 
@@ -187,3 +222,18 @@ def logloss(y_true: Any, y_prob: Any, eps: float | None = None) -> float:
     e = np.finfo(np.float64).eps if eps is None else float(eps)
     p_true = np.where(y, p, 1.0 - p)
     return float(-np.mean(np.log(np.clip(p_true, e, 1.0 - e))))
+
+
+def gauc_units(y_true: Any, y_score: Any, groups: Any, weighting: str = "impressions"):
+    """GAUC as a ratio over groups (users), for bootstrap intervals over users: a
+    ``metrics.bootstrap.RatioUnits`` with num = AUC x weight, den = weight (0 for a group
+    with a single class, which GAUC skips). Its point value is ``gauc(...).by(weighting)``."""
+    from recharness.metrics.bootstrap import RatioUnits
+
+    gid, aucs, sizes, pos = group_auc(y_true, y_score, groups, positives=True)
+    ok = ~np.isnan(aucs)
+    w = {"impressions": sizes, "positives": pos, "uniform": np.ones_like(sizes)}.get(weighting)
+    if w is None:
+        raise ValueError(f"unknown GAUC weighting {weighting!r}; one of {', '.join(GAUC_WEIGHTINGS)}")
+    w = np.where(ok, w, 0).astype(np.float64)
+    return RatioUnits(list(gid), np.where(ok, aucs, 0.0) * w, w, how=f"GAUC over users ({weighting})")

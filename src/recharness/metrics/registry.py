@@ -8,6 +8,8 @@ pins that one's place among the leading columns.
 
     info = metric_info("NDCG@10")   # Metric(name="NDCG@{k}"...) or the exact entry
     info.higher_is_better           # True / False / None (no better side: counts, costs by choice)
+    info.ci                         # False for counts and costs: no confidence interval
+    info.label                      # what tables show (default: the name), e.g. "GAUC (impr.)"
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ class Metric:
     lead: bool = False
     #: kept in scores.json but not shown as a table column
     hidden: bool = False
+    #: gets a bootstrap confidence interval (False: counts, costs, timings, properties of the data)
+    ci: bool = True
+    #: the column header's text when it is not the name
+    label: str | None = None
 
     @property
     def arrow(self) -> str:
@@ -38,9 +44,9 @@ METRICS: Registry[Metric] = Registry("metric")
 
 
 def metric(name: str, higher_is_better: bool | None, description: str, *, lead: bool = False,
-           hidden: bool = False) -> Metric:
+           hidden: bool = False, ci: bool = True, label: str | None = None) -> Metric:
     """Register one metric name (or `{…}` pattern); the Metric record is also its registry metadata."""
-    m = Metric(name, higher_is_better, description, lead, hidden)
+    m = Metric(name, higher_is_better, description, lead, hidden, ci and not hidden, label)
     METRICS.add(name, m, higher_is_better=higher_is_better, description=description, lead=lead, hidden=hidden)
     return m
 
@@ -69,10 +75,17 @@ def is_hidden(name: str) -> bool:
     return bool(info and info.hidden)
 
 
-def header(name: str) -> str:
-    """A column header with its direction marker ("HR@10 ↑", "RMSE ↓", "words")."""
+def wants_ci(name: str) -> bool:
+    """Whether a metric gets a confidence interval: registered, and not a count, cost or timing."""
     info = metric_info(name)
-    return f"{name} {info.arrow}" if info and info.arrow else name
+    return bool(info and info.ci)
+
+
+def header(name: str) -> str:
+    """A column header with its direction marker ("HR@10 ↑", "RMSE ↓", "words", "GAUC (impr.) ↑")."""
+    info = metric_info(name)
+    text = info.label if info and info.label else name
+    return f"{text} {info.arrow}" if info and info.arrow else text
 
 
 # ------------------------------------------------------------------ leading columns (this order is the tables')
@@ -95,15 +108,15 @@ metric("BLEU-4", True, "corpus BLEU up to 4-grams (sacrebleu, lowercased), 0-100
 metric("ROUGE-1", True, "mean ROUGE-1 F1 (stemmed), 0-100", lead=True)
 metric("ROUGE-2", True, "mean ROUGE-2 F1 (stemmed), 0-100", lead=True)
 metric("ROUGE-L", True, "mean ROUGE-L F1 (stemmed), 0-100", lead=True)
-metric("invalid", False, "groups whose answer could not be used (PerRecBench)", lead=True)
+metric("invalid", False, "groups whose answer could not be used (PerRecBench)", lead=True, ci=False)
 metric("invalid_rate", False, "share of samples without a usable answer", lead=True)
 metric("valid_rate", True, "share of samples with a usable answer", lead=True)
 metric("partial_rate", False, "share of rankings that name only some of the candidates", lead=True)
 metric("matched_share", True, "share of named titles matched to catalog items", lead=True)
-metric("latency_s", False, "mean seconds per answer (cached answers included)", lead=True)
-metric("completion_tokens", None, "mean generated tokens per answer", lead=True)
-metric("throughput_per_s", True, "samples per second predicted in one batch (trained reference models)")
-metric("train_s", False, "seconds the `train` stage took to fit the model")
+metric("latency_s", False, "mean seconds per answer (cached answers included)", lead=True, ci=False)
+metric("completion_tokens", None, "mean generated tokens per answer", lead=True, ci=False)
+metric("throughput_per_s", True, "samples per second predicted in one batch (trained reference models)", ci=False)
+metric("train_s", False, "seconds the `train` stage took to fit the model", ci=False)
 
 # ------------------------------------------------------------------ other columns, in the order they first appear
 
@@ -112,35 +125,41 @@ metric("NDCG@{k}", True, "normalised discounted cumulative gain at k")
 metric("Recall@{k}", True, "share of relevant items in the top k (one target per sample: equals HR@k)")
 metric("tau_rank", True, "tau with invalid groups counted as 0 (recharness default)")
 metric("tau_compat", True, "tau as the original PerRecBench evaluation computes it (invalid groups dropped)")
-metric("tied", None, "groups whose prediction ties every user (tau undefined)")
-metric("dropped_compat", None, "groups the original evaluation drops")
-metric("groups", None, "groups scored")
-metric("unparsed_users", False, "users whose pointwise rating could not be parsed")
-metric("unrated", False, "users without a parsed rating")
-metric("calls_per_group", False, "model calls per group (cost)")
-metric("retries", False, "format retries over all groups")
-metric("comparisons_per_group", False, "pairwise comparisons per group (cost)")
+metric("tied", None, "groups whose prediction ties every user (tau undefined)", ci=False)
+metric("dropped_compat", None, "groups the original evaluation drops", ci=False)
+metric("groups", None, "groups scored", ci=False)
+metric("unparsed_users", False, "users whose pointwise rating could not be parsed", ci=False)
+metric("unrated", False, "users without a parsed rating", ci=False)
+metric("calls_per_group", False, "model calls per group (cost)", ci=False)
+metric("retries", False, "format retries over all groups", ci=False)
+metric("comparisons_per_group", False, "pairwise comparisons per group (cost)", ci=False)
 metric("disagree_rate", False, "share of comparisons whose two orders disagree")
-metric("failed_comparisons", False, "comparisons without a usable answer")
+metric("failed_comparisons", False, "comparisons without a usable answer", ci=False)
 metric("clipped_rate", None, "share of ratings clipped into the scale")
 metric("words", None, "mean words per valid generated text")
 metric("faith[{judge}]", True, "LLM-judge faithfulness, 1-5 (judge in brackets)")
 metric("pers[{judge}]", True, "LLM-judge personalization, 1-5 (judge in brackets)")
-metric("judged[{judge}]", None, "share of samples the judge rated")
+metric("judged[{judge}]", None, "share of samples the judge rated", ci=False)
 metric("P", True, "precision of the recommended list against the ground truth (RecBench+)")
 metric("R", True, "recall of the ground truth (RecBench+)")
 metric("CMR", True, "condition match rate: share of recommendations that satisfy the query's conditions")
 metric("FTR", None, "fail-to-recommend rate; lower is better, except on misinformed queries where declining is right")
 metric("unmatched", False, "share of recommended titles not matched to the catalog")
-metric("n_scored", None, "queries with a prediction")
-metric("parse_errors", False, "answers the parser failed on")
-metric("failed", False, "samples that failed outright (HTTP error, prompt too long)")
-metric("gt_match_rate", True, "share of ground-truth titles of official files matched to the catalog")
+metric("n_scored", None, "queries with a prediction", ci=False)
+metric("parse_errors", False, "answers the parser failed on", ci=False)
+metric("failed", False, "samples that failed outright (HTTP error, prompt too long)", ci=False)
+metric("gt_match_rate", True, "share of ground-truth titles of official files matched to the catalog", ci=False)
 metric("AUC", True, "area under the ROC curve (CTR)")
-metric("GAUC", True, "impression-weighted group AUC: per-user AUC weighted by the user's test pairs (CTR)")
+metric("GAUC", True, "impression-weighted group AUC: per-user AUC weighted by the user's test pairs, as DIN and "
+       "RecBench (CTR)", label="GAUC (impr.)")
 metric("GAUC_unweighted", True, "plain mean of per-user AUC over users with both labels (CTR)")
+metric("GAUC_pos", True, "positive-weighted group AUC: per-user AUC weighted by the user's clicks, as RecBole (CTR)",
+       label="GAUC (pos.)")
 metric("logloss", False, "binary cross-entropy of predicted click probabilities (CTR)")
-metric("positive_rate", None, "share of test pairs that are clicks (CTR): read logloss against it")
+metric("positive_rate", None, "share of test pairs that are clicks (CTR): read logloss against it", ci=False)
+metric("invalid_share", False, "share of a beam decoder's beams that name no catalog item (RecBench seqrec)")
+metric("invalid_top1_share", False, "share of a beam decoder's answers whose first beam names no item (RecBench seqrec)")
+metric("answer_latency_s", False, "mean seconds per answer as the method measured it (beam decoders)", ci=False)
 
 # ------------------------------------------------------------------ bookkeeping, kept in scores.json only
 

@@ -11,7 +11,7 @@ import html
 import io
 from pathlib import Path
 
-from recharness.report.tables import columns, fmt, header
+from recharness.report.tables import ci_note, cells, columns, header
 from recharness.runner.jsonl import atomic_write_text, read_jsonl
 from recharness.tasks.base import ScoreRow
 
@@ -78,10 +78,14 @@ def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5, sections:
         cols = columns(trs)
         parts.append(f"<h2>{e(task)} (n = {trs[0].n})</h2><table><tr><th>method</th>"
                      + "".join(f"<th>{e(header(c))}</th>" for c in cols) + "</tr>")
-        for r in trs:
+        for r, cs in zip(trs, cells(trs, cols)):
             name = r.method + (" (ref)" if r.kind == "reference" else "")
-            parts.append(f"<tr><td>{e(name)}</td>" + "".join(f"<td>{e(fmt(r.metrics.get(c)))}</td>" for c in cols) + "</tr>")
+            parts.append(f"<tr><td>{e(name)}</td>" + "".join(f"<td><b>{e(t)}</b></td>" if top else f"<td>{e(t)}</td>"
+                                                            for t, top in cs) + "</tr>")
         parts.append("</table>")
+        note = ci_note(trs)
+        if note:
+            parts.append(f"<p><small>{e(note)}</small></p>")
         # the headline metric of the task: the first of these the table has (seqrec: NDCG@10, not HR@1)
         key = next((c for p in ("AUC", "NDCG@10", "NDCG", "HR", "RMSE", "ROUGE", "tau") for c in cols
                     if c.startswith(p)), None)

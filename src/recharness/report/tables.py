@@ -5,6 +5,13 @@ registry (recharness.metrics.registry). Headers of the tables people read
 (scores.md, the terminal, report.html) carry the marker: "HR@10 ↑",
 "RMSE ↓"; scores.csv and scores.json keep the bare metric names, so
 programs reading them see the same keys as before.
+
+Confidence intervals (`ScoreRow.ci`, filled by the score stage): the tables
+people read show "value ± half-width" of the 95% interval, in bold the best
+row of a column and every row not distinguishable from it (paired bootstrap
+p >= 0.05), with a note under each table saying so; scores.csv has the bounds
+in `<metric>_lo` / `<metric>_hi` columns beside each metric that has them,
+scores.json the whole `ci` record.
 """
 
 from __future__ import annotations
@@ -42,6 +49,41 @@ def fmt(v) -> str:
     return str(v)
 
 
+def value_text(row: ScoreRow, metric: str) -> str:
+    """A cell: the value, with "± half-width" of its 95% interval when it has one."""
+    v = row.metrics.get(metric)
+    ci = row.ci.get(metric) if row.ci else None
+    if ci is None or not isinstance(v, (int, float)):
+        return fmt(v)
+    return f"{fmt(v)} ± {fmt((ci['hi'] - ci['lo']) / 2)}"
+
+
+def cells(rows: list[ScoreRow], cols: list[str]) -> list[list[tuple[str, bool]]]:
+    """(text, marked) per row and column: marked = best in its column or not distinguishable from it,
+    shown only where at least two rows have an interval for the column."""
+    marking = {c for c in cols if sum(c in r.ci and "top" in r.ci[c] for r in rows) >= 2}
+    return [[(value_text(r, c), c in marking and bool(r.ci.get(c, {}).get("top"))) for c in cols] for r in rows]
+
+
+def ci_note(rows: list[ScoreRow]) -> str | None:
+    """What the ± and the bold mean, for the rows of one table (None when no row has an interval)."""
+    if not any(r.ci for r in rows):
+        return None
+    st = next((r.extra.get("ci_settings") for r in rows if r.extra.get("ci_settings")), {}) or {}
+    b, seed = st.get("resamples"), st.get("seed")
+    how = f"{b:,} resamples" if b else "bootstrap resamples"
+    note = (f"± = half-width of the 95% bootstrap interval ({how} of the evaluation units, seed {seed}); "
+            "bold = the best row of a column and every row not distinguishable from it "
+            "(paired bootstrap on the same resamples, p ≥ 0.05).")
+    fewer = sorted({c.get("resamples") for r in rows for c in r.ci.values() if c.get("generic")} - {None})
+    if fewer:
+        note += (" Intervals from re-scoring resampled samples (the task has no per-unit contract), "
+                 f"{'/'.join(f'{k:,}' for k in fewer)} resamples.")
+    if any(c.get("overlap") for r in rows for c in r.ci.values()):
+        note += " Where rows were not resampled alike, overlapping intervals stand in for the test."
+    return note
+
+
 def to_markdown(rows: list[ScoreRow]) -> str:
     out = []
     for task in dict.fromkeys(r.task for r in rows):
@@ -50,10 +92,13 @@ def to_markdown(rows: list[ScoreRow]) -> str:
         out.append(f"### {task} (n = {trs[0].n})\n")
         out.append("| method | " + " | ".join(map(header, cols)) + " |")
         out.append("|---|" + "---:|" * len(cols))
-        for r in trs:
+        for r, cs in zip(trs, cells(trs, cols)):
             name = escape(r.method + (" (ref)" if r.kind == "reference" else ""))
-            out.append(f"| {name} | " + " | ".join(fmt(r.metrics.get(c)) for c in cols) + " |")
+            out.append(f"| {name} | " + " | ".join(f"**{t}**" if top else t for t, top in cs) + " |")
         out.append("")
+        note = ci_note(trs)
+        if note:
+            out.append(note + "\n")
         for r in trs:
             bd = r.extra.get("breakdown")
             if bd:
@@ -84,9 +129,12 @@ def to_rich(rows: list[ScoreRow]) -> list:
         t.add_column("method")
         for c in cols:
             t.add_column(escape(header(c)), justify="right")
-        for r in trs:
+        for r, cs in zip(trs, cells(trs, cols)):
             name = escape(r.method + (" (ref)" if r.kind == "reference" else ""))
-            t.add_row(name, *(fmt(r.metrics.get(c)) for c in cols))
+            t.add_row(name, *(f"[bold]{text}[/]" if top else text for text, top in cs))
+        note = ci_note(trs)
+        if note:
+            t.caption, t.caption_justify = note, "left"
         tables.append(t)
     return tables
 
@@ -102,11 +150,19 @@ def write_scores(rows: list[ScoreRow], out: Path, extra_md: str | None = None) -
         md += "\n## In the paper's layout\n\n" + extra_md + "\n"
     atomic_write_text(paths["md"], md)
     allcols = columns(rows)
+    with_ci = {c for c in allcols if any(c in r.ci for r in rows)}
+    head = [x for c in allcols for x in ((c, f"{c}_lo", f"{c}_hi") if c in with_ci else (c,))]
     buf = io.StringIO(newline="")
     w = csv.writer(buf)
-    w.writerow(["task", "method", "kind", "n", *allcols])
+    w.writerow(["task", "method", "kind", "n", *head])
     for r in rows:
-        w.writerow([r.task, r.method, r.kind, r.n, *(r.metrics.get(c, "") for c in allcols)])
+        vals = []
+        for c in allcols:
+            vals.append(r.metrics.get(c, ""))
+            if c in with_ci:
+                ci = r.ci.get(c) or {}
+                vals += [ci.get("lo", ""), ci.get("hi", "")]
+        w.writerow([r.task, r.method, r.kind, r.n, *vals])
     atomic_write_text(paths["csv"], buf.getvalue())
     return paths
 

@@ -88,6 +88,14 @@ class ScoreRow:
     n: int
     kind: str = "model"  # "model" or "reference"
     extra: dict[str, Any] = field(default_factory=dict)
+    #: 95% bootstrap confidence intervals, per metric (see runner.pipeline.add_confidence_intervals):
+    #:   lo, hi        the percentile interval
+    #:   resamples     resamples it rests on; units: "samples", "users", "groups" ...; how: how they aggregate
+    #:   generic       True when computed by re-scoring resampled samples (the task has no `units`)
+    #:   p_vs_best     paired bootstrap p-value of this row's difference from the table's best row
+    #:                 (None for the best row itself; absent for metrics without a better side)
+    #:   top           the best row, or not distinguishable from it (p_vs_best >= 0.05)
+    ci: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def reference_record(sample_id: str, parsed: Any, *, output: str | None = None, valid: bool = True) -> dict:
@@ -149,5 +157,17 @@ class Task(ABC):
 
     def references(self, dataset, samples: list[dict], seed: int = 0) -> dict[str, dict[str, dict]]:
         """Reference methods' predictions, scored by the same `score`: {method: {id: record}}."""
+        return {}
+
+    def units(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, Any]:
+        """Per-metric evaluation units, for confidence intervals and paired comparisons without re-scoring.
+
+        {metric: recharness.metrics.bootstrap.Units}: for each metric of `score` that gets an
+        interval, its units' values (samples, users, groups) and how they aggregate (a mean or
+        ratio of per-unit values, an AUC of scores and labels, a corpus BLEU of sentence
+        statistics). Each one's point value must equal what `score` reports. The default, {},
+        makes the harness resample samples and call `score` once per resample (slower; it may
+        use fewer resamples, and says so in the tables).
+        """
         return {}
 

@@ -67,3 +67,18 @@ def reference_predictions(task: str, dataset, samples: list[dict], seed: int) ->
     from recharness.baselines import reference_records
 
     return reference_records("llmrec", task, dataset, samples, seed)
+
+
+def ranking_units(ids: list[str], ranked: list[list[str]], targets: list[str], hr_ks=(1, 5, 10),
+                  ndcg_ks=(5, 10)) -> dict:
+    """`ranking_scores`' metrics as per-sample units (means over samples), for confidence intervals."""
+    from recharness.metrics.bootstrap import mean_units
+    from recharness.metrics.ranking import target_metrics
+
+    if not targets:
+        return {}
+    per = target_metrics(ranked, targets, ks=tuple(sorted(set(hr_ks) | set(ndcg_ks))), per_sample=True)
+    out = {f"HR@{k}": mean_units(ids, per[f"hr@{k}"], how="mean over samples") for k in hr_ks}
+    out.update({f"NDCG@{k}": mean_units(ids, per[f"ndcg@{k}"], how="mean over samples") for k in ndcg_ks})
+    out["MRR"] = mean_units(ids, per["mrr"], how="mean over samples")
+    return out

@@ -37,7 +37,7 @@ from recharness.errors import ConfigError
 from recharness.matching.parse import strip_reasoning
 from recharness.models.base import GenerationParams
 from recharness.tasks.base import BuildConfig, Parsed, Task
-from recharness.tasks.llmrec.common import parts_from_options, ranking_scores, reference_predictions
+from recharness.tasks.llmrec.common import parts_from_options, ranking_scores, ranking_units, reference_predictions
 from recharness.tasks.llmrec.prompts import direct_prompt, domain_of
 
 _SEP = r"(?:\s*(?:[,;>|/→]|->|=>|\band\b)\s*|\s+)"
@@ -150,24 +150,45 @@ class DirectTask(Task):
             return Parsed(value, valid=False, error=error)
         return Parsed(value)
 
-    def score(self, samples, predictions):
-        ranked = []
-        valid = partial = missing = 0
+    def _ranked(self, samples, predictions) -> tuple[list[list[str]], list[bool], list[bool], int]:
+        """Each sample's ranking ([] unless valid), whether valid, whether partial, and the missing count."""
+        ranked, valid, partial = [], [], []
+        missing = 0
         for s in samples:
             p = predictions.get(s["id"])
             if p is None:
                 missing += 1
-            if p and p.get("valid", True) and p.get("parsed"):
-                valid += 1
-                partial += bool(p["parsed"].get("partial"))
-                ranked.append(p["parsed"]["ranking"])
-            else:
-                ranked.append([])
+            ok = bool(p and p.get("valid", True) and p.get("parsed"))
+            valid.append(ok)
+            partial.append(ok and bool(p["parsed"].get("partial")))
+            ranked.append(p["parsed"]["ranking"] if ok else [])
+        return ranked, valid, partial, missing
+
+    def _ks(self, samples) -> tuple[tuple[int, ...], tuple[int, ...]]:
         ks = tuple(k for k in self.ks if k <= max(len(s["candidates"]) for s in samples))
-        m = ranking_scores(ranked, [s["target"] for s in samples], ks, ndcg_ks=tuple(k for k in (5, 10) if k in ks))
+        return ks, tuple(k for k in (5, 10) if k in ks)
+
+    def score(self, samples, predictions):
+        ranked, valid, partial, missing = self._ranked(samples, predictions)
+        ks, ndcg_ks = self._ks(samples)
+        m = ranking_scores(ranked, [s["target"] for s in samples], ks, ndcg_ks=ndcg_ks)
         n = max(1, len(samples))
-        m.update(valid_rate=valid / n, partial_rate=partial / n, missing=float(missing))
+        m.update(valid_rate=sum(valid) / n, partial_rate=sum(partial) / n, missing=float(missing))
         return m
+
+    def units(self, samples, predictions):
+        """Per-sample HR/NDCG/MRR, validity and partial answers: means over samples."""
+        from recharness.metrics.bootstrap import mean_units
+
+        if not samples:
+            return {}
+        ids = [s["id"] for s in samples]
+        ranked, valid, partial, _ = self._ranked(samples, predictions)
+        ks, ndcg_ks = self._ks(samples)
+        out = ranking_units(ids, ranked, [s["target"] for s in samples], ks, ndcg_ks=ndcg_ks)
+        out["valid_rate"] = mean_units(ids, valid, how="mean over samples")
+        out["partial_rate"] = mean_units(ids, partial, how="mean over samples")
+        return out
 
     def references(self, dataset, samples, seed: int = 0):
         return reference_predictions(self.name, dataset, samples, seed)

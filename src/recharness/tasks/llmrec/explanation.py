@@ -100,6 +100,33 @@ class ReviewTextTask(Task):
             m.update(judge_metrics(samples, predictions, rd))
         return m
 
+    def units(self, samples, predictions):
+        """BLEU from per-sentence statistics (corpus BLEU is no mean: its n-gram counts are sums),
+        ROUGE as per-sample means, the invalid share, words over valid answers, judge means."""
+        from recharness.metrics.bootstrap import bleu_units, mean_units
+
+        if not samples:
+            return {}
+        ids = [s["id"] for s in samples]
+        hyps = [hypothesis(predictions.get(i)) for i in ids]
+        h = [normalize_for_metrics(x or "") for x in hyps]
+        r = [normalize_for_metrics(s["reference"]) for s in samples]
+        per = rouge(h, r, per_sample=True)
+        out = {"BLEU-1": bleu_units(ids, h, r, 1, lowercase=True), "BLEU-4": bleu_units(ids, h, r, 4, lowercase=True)}
+        for name, key in (("ROUGE-1", "rouge1"), ("ROUGE-2", "rouge2"), ("ROUGE-L", "rougeL")):
+            out[name] = mean_units(ids, 100.0 * per[key], how="mean over samples")
+        ok = [x is not None for x in hyps]
+        out["invalid_rate"] = mean_units(ids, [not v for v in ok], how="mean over samples")
+        if any(ok):
+            out["words"] = mean_units(ids, [len(x.split()) if x is not None else 0 for x in hyps], ok,
+                                      how="mean over valid answers")
+        rd = self._run_dir(samples)
+        if rd is not None:
+            from recharness.tasks.llmrec.judge import judge_units
+
+            out.update(judge_units(samples, predictions, rd))
+        return out
+
 
 def require_reviews(dataset, task: str) -> None:
     if "review_text" not in dataset.interactions.columns:

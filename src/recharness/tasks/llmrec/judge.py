@@ -176,32 +176,60 @@ def load_judgments(run_dir: Path, tasks: set[str]) -> dict[str, dict[tuple[str, 
     return index
 
 
-def judge_metrics(samples: list[dict], predictions: dict[str, dict], run_dir: Path) -> dict[str, float]:
-    """faith[J], pers[J], judged[J] for each judge J whose judgments match these predictions."""
+def _judge_scores(samples: list[dict], predictions: dict[str, dict], run_dir: Path) -> dict[str, tuple]:
+    """Per judge slug J: per-sample (faithfulness, personalization, entered the mean?) and whether
+    any judgment was valid; judges that never saw these predictions are left out."""
     index = load_judgments(run_dir, {s["task"] for s in samples})
-    out: dict[str, float] = {}
+    out: dict[str, tuple] = {}
     for slug, idx in sorted(index.items()):
         faith: list[float] = []
         pers: list[float] = []
+        used: list[bool] = []
         applies = valid = 0
         for s in samples:
             h = hypothesis(predictions.get(s["id"]))
-            if h is None:
+            if h is None:  # an invalid or missing candidate counts as the floor, 1
                 faith.append(1.0)
                 pers.append(1.0)
+                used.append(True)
                 continue
             r = idx.get((s["id"], candidate_sha(h)))
-            if r is None:
-                continue
-            applies += 1
-            if not r.get("valid"):
+            if r is not None:
+                applies += 1
+            if r is None or not r.get("valid"):
+                faith.append(0.0)
+                pers.append(0.0)
+                used.append(False)
                 continue
             valid += 1
             faith.append(float(r["faithfulness"]))
             pers.append(float(r["personalization"]))
-        if applies == 0:
-            continue  # this judge never saw these predictions
-        out[f"faith[{slug}]"] = statistics.fmean(faith) if valid else float("nan")
-        out[f"pers[{slug}]"] = statistics.fmean(pers) if valid else float("nan")
-        out[f"judged[{slug}]"] = len(faith) / len(samples) if valid else 0.0
+            used.append(True)
+        if applies:
+            out[slug] = (faith, pers, used, valid)
+    return out
+
+
+def judge_metrics(samples: list[dict], predictions: dict[str, dict], run_dir: Path) -> dict[str, float]:
+    """faith[J], pers[J], judged[J] for each judge J whose judgments match these predictions."""
+    out: dict[str, float] = {}
+    for slug, (faith, pers, used, valid) in _judge_scores(samples, predictions, run_dir).items():
+        f = [x for x, u in zip(faith, used) if u]
+        p = [x for x, u in zip(pers, used) if u]
+        out[f"faith[{slug}]"] = statistics.fmean(f) if valid else float("nan")
+        out[f"pers[{slug}]"] = statistics.fmean(p) if valid else float("nan")
+        out[f"judged[{slug}]"] = len(f) / len(samples) if valid else 0.0
+    return out
+
+
+def judge_units(samples: list[dict], predictions: dict[str, dict], run_dir: Path) -> dict:
+    """faith[J] and pers[J] as means over the samples that enter them, for confidence intervals."""
+    from recharness.metrics.bootstrap import mean_units
+
+    ids = [s["id"] for s in samples]
+    out = {}
+    for slug, (faith, pers, used, valid) in _judge_scores(samples, predictions, run_dir).items():
+        if valid:
+            out[f"faith[{slug}]"] = mean_units(ids, faith, used, how="mean over judged samples")
+            out[f"pers[{slug}]"] = mean_units(ids, pers, used, how="mean over judged samples")
     return out

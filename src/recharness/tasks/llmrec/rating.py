@@ -195,13 +195,14 @@ class RatingTask(Task):
     def parse(self, sample: dict, text: str) -> Parsed:
         return self.output_format.check(text)
 
-    def score(self, samples, predictions):
+    def _answers(self, samples, predictions) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+        """True ratings, predicted ratings (NaN: no valid answer), fallback-filled predictions,
+        clipped flags, and the number of samples without a prediction line."""
         n = len(samples)
-        if n == 0:
-            return {}
         y = np.array([s["target_rating"] for s in samples], dtype=np.float64)
         pred = np.full(n, np.nan)
-        clipped = missing = 0
+        clipped = np.zeros(n, dtype=bool)
+        missing = 0
         for k, s in enumerate(samples):
             p = predictions.get(s["id"])
             if p is None:
@@ -210,18 +211,49 @@ class RatingTask(Task):
             v = (p.get("parsed") or {}).get("value") if p.get("valid", True) else None
             if v is not None:
                 pred[k] = float(v)
-                clipped += bool((p.get("parsed") or {}).get("clipped"))
+                clipped[k] = bool((p.get("parsed") or {}).get("clipped"))
         ok = ~np.isnan(pred)
         fallback = np.where(ok, pred, np.array([s["user_mean"] for s in samples], dtype=np.float64))
+        return y, pred, fallback, clipped, missing
+
+    def score(self, samples, predictions):
+        n = len(samples)
+        if n == 0:
+            return {}
+        y, pred, fallback, clipped, missing = self._answers(samples, predictions)
+        ok = ~np.isnan(pred)
         return {
             "RMSE": rmse(y[ok], pred[ok], clip=SCALE) if ok.any() else float("nan"),
             "MAE": mae(y[ok], pred[ok], clip=SCALE) if ok.any() else float("nan"),
             "RMSE_fb": rmse(y, fallback, clip=SCALE),
             "MAE_fb": mae(y, fallback, clip=SCALE),
             "invalid_rate": float((~ok).sum() / n),
-            "clipped_rate": clipped / n,
+            "clipped_rate": float(clipped.sum() / n),
             "missing": float(missing),
         }
+
+    def units(self, samples, predictions):
+        """Per-sample errors: RMSE/MAE over valid answers (a mean over a subset, RMSE its square root),
+        the fallback versions over all samples, and the rates."""
+        from recharness.metrics.bootstrap import RatioUnits, mean_units
+
+        if not samples:
+            return {}
+        ids = [s["id"] for s in samples]
+        y, pred, fallback, clipped, _ = self._answers(samples, predictions)
+        ok = ~np.isnan(pred)
+        err = np.where(ok, np.clip(np.where(ok, pred, 0.0), *SCALE) - y, 0.0)
+        fb = np.clip(fallback, *SCALE) - y
+        out = {
+            "RMSE_fb": RatioUnits(ids, fb ** 2, transform="sqrt", how="root of the mean squared error over samples"),
+            "MAE_fb": mean_units(ids, np.abs(fb), how="mean over samples"),
+            "invalid_rate": mean_units(ids, ~ok, how="mean over samples"),
+            "clipped_rate": mean_units(ids, clipped, how="mean over samples"),
+        }
+        if ok.any():
+            out["RMSE"] = RatioUnits(ids, err ** 2, ok, transform="sqrt", how="root of the mean squared error over valid answers")
+            out["MAE"] = mean_units(ids, np.abs(err), ok, how="mean over valid answers")
+        return out
 
     def references(self, dataset, samples, seed: int = 0):
         train = training_part(dataset.interactions)

@@ -13,7 +13,9 @@ import numpy as np
 from recharness.data.leave_last_out import leave_last_out
 from recharness.models.base import GenerationParams
 from recharness.tasks.base import BuildConfig, Parsed, Task
-from recharness.tasks.llmrec.common import CatalogContext, parts_from_options, ranking_scores, reference_predictions
+from recharness.tasks.llmrec.common import (
+    CatalogContext, parts_from_options, ranking_scores, ranking_units, reference_predictions,
+)
 from recharness.tasks.llmrec.prompts import domain_of, sequential_prompt
 
 
@@ -82,6 +84,22 @@ class SequentialTask(Task):
         named = [len(p["parsed"]["strings"]) for p in preds if p and p.get("parsed")]
         m["matched_share"] = float(sum(matched) / sum(named)) if sum(named) else 0.0
         return m
+
+    def units(self, samples, predictions):
+        """Per-sample HR/NDCG/MRR and validity; matched_share pools named titles (a ratio of sums)."""
+        from recharness.metrics.bootstrap import RatioUnits, mean_units
+
+        ids = [s["id"] for s in samples]
+        ranked = [self.ranked(s, predictions.get(s["id"])) for s in samples]
+        out = ranking_units(ids, ranked, [s["target"] for s in samples], self.ks, ndcg_ks=(5, 10))
+        preds = [predictions.get(i) for i in ids]
+        if preds:
+            out["valid_rate"] = mean_units(ids, [bool(p and p.get("valid", True)) for p in preds], how="mean over samples")
+        matched = [len(p["parsed"]["items"]) if p and p.get("parsed") else 0 for p in preds]
+        named = [len(p["parsed"]["strings"]) if p and p.get("parsed") else 0 for p in preds]
+        if sum(named):
+            out["matched_share"] = RatioUnits(ids, matched, named, how="matched / named titles, pooled over samples")
+        return out
 
     def references(self, dataset, samples, seed: int = 0):
         return reference_predictions(self.name, dataset, samples, seed)

@@ -297,6 +297,8 @@ def build_samples(task: str, dataset, config) -> list[dict]:
                 "id": sample_id(task, g.level, g.item_id),
                 "task": task,
                 "level": g.level,
+                # the label file of the group: the original evaluation averages over one file's groups
+                "source": Path(ctx.sources[lv]).name if lv in ctx.sources else LABEL_FILE.format(level=lv),
                 "size": len(g.members),
                 "item_id": g.item_id,
                 "domain": ctx.domain,

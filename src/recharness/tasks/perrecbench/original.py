@@ -187,7 +187,7 @@ def score_files(label_path: Path, pred_path: Path, mode: str, *, level: str | No
     task = TASK_OF_MODE.get(mode, mode)
     recs = read_predictions(pred_path, mode, groups)
     samples = [{"id": sample_id(task, g.level, g.item_id), "task": task, "level": g.level, "item_id": g.item_id,
-                "truth": truth_of(g)} for g in groups]
+                "truth": truth_of(g), "source": str(label_path)} for g in groups]
     preds = {sample_id(task, g.level, g.item_id): recs[g.item_id] for g in groups if g.item_id in recs}
     return summarize(samples, preds, compat=compat, invalid=invalid, with_ratings=(task == "point"))
 

@@ -10,7 +10,13 @@ Compat ("perrecbench"): the original evaluate_single.py.  It turns both sides
 into *orderings* -- which user index stands at each position, best first
 (argsort of the relative ratings, reversed) -- and takes scipy's tau between
 the two orderings; parse failures ("format_not_correct") are dropped from
-the mean.  Tau over orderings is tau between the *inverse* permutations of
+the mean, which runs over all groups of one label file, whatever their sizes.
+So the compat `tau` of a run is the mean over its label files (a sample's
+`source`; one file per level for groups we select) of the file's mean over
+groups: for one file of 2 two-user groups and 1 three-user group with taus
+1, 1 and 1/3, the authors' number is 7/9 = 0.7778, not the mean of the
+easy and medium level means, 2/3 = 0.6667.  Per level (the breakdown and
+`tau_<level>`) it is the mean over that level's kept groups.  Tau over orderings is tau between the *inverse* permutations of
 the rank vectors, which is a different number once a group has 3+ users:
 
   true relative ratings of users 1, 2, 3: +1.0, +2.0, -1.0
@@ -173,15 +179,33 @@ def rating_table(samples: list[dict], predictions: dict[str, dict]) -> dict[str,
     return out
 
 
+def source_file(sample: dict) -> str:
+    """The label file a group came from (the original evaluation averages over one file's groups);
+    samples built before this was recorded: one file per level, as we write them."""
+    return str(sample.get("source") or sample["level"])
+
+
+def compat_tau(samples: list[dict], groups: list[GroupScore]) -> float:
+    """The original evaluation's tau: per label file the mean over its kept groups (a NaN group
+    makes its file NaN, as there), then the mean over files whose mean is a number."""
+    per: dict[str, list[float]] = defaultdict(list)
+    for s, g in zip(samples, groups):
+        if g.tau_compat is not None:
+            per[source_file(s)].append(g.tau_compat)
+    means = [sum(v) / len(v) for v in per.values() if v]
+    return _mean([m for m in means if not np.isnan(m)])
+
+
 def summarize(samples: list[dict], predictions: dict[str, dict], *, compat: bool = False, invalid: str = "zero",
               with_ratings: bool = False) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """Headline metrics and the per-level breakdown for one method on one task."""
     groups = score_groups(samples, predictions)
     levels = level_table(groups, compat=compat, invalid=invalid)
     metrics: dict[str, float] = {}
-    for key in ("tau", "tau_rank", "tau_compat"):
-        vals = [row[key] for row in levels.values() if not np.isnan(row[key])]
-        metrics[key] = _mean(vals)  # the mean over levels, as the paper's "Avg." column
+    rank = _mean([row["tau_rank"] for row in levels.values() if not np.isnan(row["tau_rank"])])
+    by_file = compat_tau(samples, groups)
+    # tau_rank: the mean over levels, as the paper's "Avg." column; tau_compat: over label files, as the original
+    metrics.update(tau=by_file if compat else rank, tau_rank=rank, tau_compat=by_file)
     for lv, row in levels.items():
         metrics[f"tau_{lv}"] = row["tau"]
     for key in ("invalid", "missing", "tied", "dropped_compat"):
@@ -196,3 +220,69 @@ def summarize(samples: list[dict], predictions: dict[str, dict], *, compat: bool
             if lv in rt:
                 levels[lv].update({"MAE": rt[lv]["MAE"], "RMSE": rt[lv]["RMSE"]})
     return metrics, levels
+
+
+def _user_errors(samples: list[dict], predictions: dict[str, dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group: sum of absolute and of squared rating errors (predictions clipped to 1..5) and the
+    number of rated users, as `rating_table` pools them (ordering-only predictions: nothing)."""
+    n = len(samples)
+    abs_e, sq_e, cnt = np.zeros(n), np.zeros(n), np.zeros(n)
+    for k, s in enumerate(samples):
+        p = predictions.get(s["id"])
+        parsed = p.get("parsed") if p else None
+        if isinstance(parsed, dict) and "ratings" not in parsed:
+            continue
+        r = parsed.get("ratings") if isinstance(parsed, dict) else None
+        for x, y in zip(r or [], s["truth"]["ratings"]):
+            if x is None or isinstance(x, str):
+                continue
+            e = min(max(float(x), 1.0), 5.0) - y
+            abs_e[k] += abs(e)
+            sq_e[k] += e * e
+            cnt[k] += 1
+    return abs_e, sq_e, cnt
+
+
+def tau_units(samples: list[dict], predictions: dict[str, dict], *, compat: bool = False, invalid: str = "zero",
+              with_ratings: bool = False) -> dict:
+    """`summarize`'s metrics as units over groups, resampled within levels: tau per level is the
+    mean of group taus, the headline the mean over levels (tau_rank) or over label files
+    (tau_compat); MAE/RMSE pool rated users over groups."""
+    from recharness.metrics.bootstrap import RatioUnits
+
+    if not samples:
+        return {}
+    groups = score_groups(samples, predictions)
+    ids = [s["id"] for s in samples]
+    lv = np.array([g.level for g in groups])
+    rank = np.array([g.tau_rank for g in groups])
+    counted = np.array([invalid == "zero" or g.status in ("ok", "tied") for g in groups], dtype=np.float64)
+    kept = np.array([g.tau_compat is not None for g in groups])
+    comp = np.array([g.tau_compat if g.tau_compat is not None else 0.0 for g in groups], dtype=np.float64)
+    comp_ok = bool(np.isfinite(comp).all())  # a NaN group poisons its file: no interval then
+    comp = np.where(np.isfinite(comp), comp, 0.0)
+    files = np.array([source_file(s) for s in samples])
+    out: dict = {}
+    if counted.any():
+        out["tau_rank"] = RatioUnits(ids, rank * counted, counted, groups=lv, strata=lv,
+                                     how="mean over levels of the mean tau over groups")
+    if kept.any() and comp_ok:
+        out["tau_compat"] = RatioUnits(ids, comp * kept, kept, groups=files, strata=lv,
+                                       how="mean over label files of the mean tau over kept groups")
+    for level in dict.fromkeys(lv.tolist()):
+        m = lv == level
+        if compat:
+            if (kept & m).any() and comp_ok:
+                out[f"tau_{level}"] = RatioUnits(ids, comp * (kept & m), kept & m, strata=lv, how="mean over groups")
+        elif (counted * m).any():
+            out[f"tau_{level}"] = RatioUnits(ids, rank * counted * m, counted * m, strata=lv, how="mean over groups")
+    head = out.get("tau_compat" if compat else "tau_rank")
+    if head is not None:
+        out["tau"] = head
+    if with_ratings:
+        abs_e, sq_e, cnt = _user_errors(samples, predictions)
+        if cnt.any():
+            out["MAE"] = RatioUnits(ids, abs_e, cnt, strata=lv, how="mean over rated users (groups resampled)")
+            out["RMSE"] = RatioUnits(ids, sq_e, cnt, transform="sqrt", strata=lv,
+                                     how="root mean squared error over rated users (groups resampled)")
+    return out

@@ -20,7 +20,7 @@ from recharness.tasks.base import BuildConfig, Parsed, Prediction, Task, referen
 from recharness.tasks.perrecbench.build import build_samples
 from recharness.tasks.perrecbench.methods import PREDICT
 from recharness.tasks.perrecbench.parsing import parse_pair, parse_ranking, parse_rating
-from recharness.tasks.perrecbench.scoring import summarize
+from recharness.tasks.perrecbench.scoring import summarize, tau_units
 
 
 def _scoring(samples: list[dict]) -> dict:
@@ -55,6 +55,10 @@ class _GroupTask(Task):
     def breakdown(self, samples, predictions):
         _, levels = self._summary(samples, predictions)
         return levels
+
+    def units(self, samples, predictions):
+        """Groups are the units, resampled within their level (see scoring.tau_units)."""
+        return tau_units(samples, predictions, with_ratings=self.name == "point", **_scoring(samples))
 
     def references(self, dataset, samples, seed: int = 0):
         rand = {}
@@ -116,6 +120,19 @@ class PairTask(_GroupTask):
             m["disagree_rate"] = sum(p["disagree"] for p in parsed) / comps if comps else 0.0
             m["failed_comparisons"] = float(sum(p["failed"] for p in parsed))
         return m
+
+    def units(self, samples, predictions):
+        from recharness.metrics.bootstrap import RatioUnits
+
+        out = super().units(samples, predictions)
+        parsed = [(predictions.get(s["id"]) or {}).get("parsed") for s in samples]
+        has = [isinstance(p, dict) and "comparisons" in p for p in parsed]
+        comps = [p["comparisons"] if h else 0 for p, h in zip(parsed, has)]
+        if sum(comps):
+            out["disagree_rate"] = RatioUnits([s["id"] for s in samples], [p["disagree"] if h else 0 for p, h in zip(parsed, has)],
+                                              comps, strata=np.array([s["level"] for s in samples]),
+                                              how="disagreeing / all comparisons, pooled over groups")
+        return out
 
 
 class ListTask(_GroupTask):

@@ -4,8 +4,10 @@ The model sees the user's last positives as titles and one candidate, and is ask
 "No"; its score is P(Yes) normalised over the two options (Eq. 6), from the option-scoring call.
 The samples, the training pairs beside them and the split are described in `recbench.data`.
 
-Scored over every test sample by AUC, GAUC (per-user AUC weighted by the user's test pairs, as
-DIN and RecBench compute it), the unweighted mean of per-user AUC, and log loss. A sample without
+Scored over every test sample by AUC, GAUC (impression-weighted: per-user AUC weighted by the
+user's test pairs, as DIN and RecBench compute it), GAUC_pos (weighted by the user's clicks, as
+RecBole computes it), the unweighted mean of per-user AUC, and log loss. Confidence intervals
+resample samples for AUC and log loss, users for the GAUCs. A sample without
 a usable score (neither option among the returned log-probabilities, a failed request, no line at
 all) is scored 0.5, a tie, and counted in `invalid_rate` (and `missing` for no line), so a model
 that answers little cannot look better by being judged on fewer samples.
@@ -21,7 +23,7 @@ import numpy as np
 
 from recharness.baselines import TrainData, pairs_path, reference_records
 from recharness.errors import ConfigError
-from recharness.metrics.classification import auc, gauc, logloss
+from recharness.metrics.classification import auc, gauc, gauc_units, logloss
 from recharness.models.base import GenerationParams
 from recharness.runner.jsonl import atomic_write_parquet, atomic_write_text
 from recharness.tasks.base import BuildConfig, Parsed, Task
@@ -100,10 +102,10 @@ class CtrTask(Task):
             atomic_write_text(pairs_path(config.out, SUITE, "split").with_suffix(".json"), json.dumps(info, indent=2))
         yield from samples
 
-    def score(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, float]:
+    @staticmethod
+    def _scores(samples: list[dict], predictions: dict[str, dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """Labels, P(Yes) per sample (0.5 where there is no usable score), usable flags, missing lines."""
         n = len(samples)
-        if n == 0:
-            return {}
         y = np.array([s["label"] for s in samples], dtype=np.int8)
         p = np.full(n, 0.5)
         usable = np.zeros(n, dtype=bool)
@@ -116,16 +118,45 @@ class CtrTask(Task):
             v = (rec.get("parsed") or {}).get("p_yes") if rec.get("valid", True) else None
             if v is not None and 0.0 <= float(v) <= 1.0:
                 p[k], usable[k] = float(v), True
+        return y, p, usable, missing
+
+    def score(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, float]:
+        n = len(samples)
+        if n == 0:
+            return {}
+        y, p, usable, missing = self._scores(samples, predictions)
         g = gauc(y, p, [s["user_id"] for s in samples])
         return {
             "AUC": auc(y, p),
             "GAUC": g.weighted,
             "GAUC_unweighted": g.unweighted,
+            "GAUC_pos": g.positive_weighted,
             "logloss": logloss(y, p),
             "invalid_rate": float((~usable).sum() / n),
             "missing": float(missing),
             "positive_rate": float(y.mean()),
             "gauc_users": float(g.n_groups),
+        }
+
+    def units(self, samples: list[dict], predictions: dict[str, dict]) -> dict:
+        """AUC over samples (scores and labels), log loss and invalid_rate as per-sample means, the
+        three GAUCs as ratios over users (per-user AUC times the weight, over the weights)."""
+        from recharness.metrics.bootstrap import AUCUnits, mean_units
+
+        if not samples:
+            return {}
+        ids = [s["id"] for s in samples]
+        y, p, usable, _ = self._scores(samples, predictions)
+        users = [s["user_id"] for s in samples]
+        e = np.finfo(np.float64).eps
+        loss = -np.log(np.clip(np.where(y == 1, p, 1.0 - p), e, 1.0 - e))
+        return {
+            "AUC": AUCUnits(ids, p, y, how="AUC over samples"),
+            "GAUC": gauc_units(y, p, users, "impressions"),
+            "GAUC_unweighted": gauc_units(y, p, users, "uniform"),
+            "GAUC_pos": gauc_units(y, p, users, "positives"),
+            "logloss": mean_units(ids, loss, how="mean over samples"),
+            "invalid_rate": mean_units(ids, ~usable, how="mean over samples"),
         }
 
     def references(self, dataset, samples: list[dict], seed: int = 0) -> dict[str, dict[str, dict]]:

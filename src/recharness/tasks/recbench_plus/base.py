@@ -149,6 +149,26 @@ class RecBenchTask(Task):
             m["gt_match_rate"] = 1.0 - gt_unmatched / gt_total if gt_total else 0.0
         return m
 
+    def units(self, samples: list[dict], predictions: dict[str, dict]) -> dict:
+        """P, R, FTR: means over the queries with a prediction; CMR and unmatched over those that
+        recommended something; valid_rate over answered queries (units: samples)."""
+        from recharness.metrics.bootstrap import mean_units
+
+        rows = self._rows(samples, predictions)
+        ids = [s["id"] for s in samples]
+        out = {}
+        for key in ("P", "R", "CMR", "FTR", "unmatched"):
+            has = [r is not None and key in r for r in rows]
+            if any(has):
+                vals = [r[key] if h else 0.0 for r, h in zip(rows, has)]
+                subset = "queries with a prediction" if key in ("P", "R", "FTR") else "queries that recommended something"
+                out[key] = mean_units(ids, vals, has, how=f"mean over {subset}")
+        got = [predictions.get(i) for i in ids]
+        if any(p is not None for p in got):
+            out["valid_rate"] = mean_units(ids, [bool(p is not None and p.get("valid", True)) for p in got],
+                                           [p is not None for p in got], how="mean over answered queries")
+        return out
+
     def breakdown(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, dict[str, float]]:
         return group_metrics(samples, self._rows(samples, predictions))
 

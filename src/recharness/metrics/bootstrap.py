@@ -1,0 +1,488 @@
+"""Bootstrap confidence intervals and paired tests over evaluation units, vectorised.
+
+Every metric in a score table is a function of *evaluation units*: samples for HR@k or AUC,
+users for GAUC, groups for PerRecBench's tau. Resampling the units with replacement is the same
+as giving each unit an integer weight (its multinomial count), so one resample of every metric
+here is a weighted sum over units, and `resamples` resamples are one (resamples x units) count
+matrix, drawn in chunks: no Python loop over resamples or units, and no re-scoring.
+
+A metric's units say how it aggregates:
+
+``RatioUnits``   ``sum(w * num) / sum(w * den)``, optionally per group and then averaged over the
+                 groups, optionally square-rooted. A mean of per-sample values (HR, NDCG, MRR, P,
+                 R, FTR, MAE, log loss, invalid rates: ``den = 1``), a mean over a subset
+                 (``den`` = membership: CMR over queries that recommended something, RMSE over
+                 valid answers), a pooled ratio (matched_share), GAUC over users (``num`` =
+                 per-user AUC times the user's weight, ``den`` = the weight: impressions,
+                 positives (RecBole) or 1), PerRecBench tau (per-level means of per-group tau,
+                 averaged over levels: ``groups``), RMSE (``sqrt`` of a mean of squared errors).
+``AUCUnits``     AUC of (score, label) samples. The samples are sorted once; under count weights
+                 the won pairs of every resample are cumulative sums over that one order,
+                 O(resamples x n) in all.
+``BLEUUnits``    corpus BLEU. Not a mean of sentence scores, but a function of sums of
+                 per-sentence statistics (sacrebleu's hypothesis/reference lengths and n-gram
+                 matches/totals), so resampling sentences resamples those sums exactly.
+
+Conventions: seeded numpy ``default_rng``; the counts depend only on (seed, number of units,
+strata), so two methods scored on the same units get the same resamples and their replicates
+are *paired*; 95% percentile intervals (``numpy.percentile``, as ``scipy.stats.bootstrap(...,
+method="percentile")``); resamples where a metric is undefined (e.g. no positive drawn) are
+left out of its interval and counted. With ``strata`` the units are resampled within each
+stratum (PerRecBench: within each difficulty level, whose size the design fixes).
+
+Paired comparisons of two methods A and B on the same units:
+
+* bootstrap: the difference of the two methods' replicates under the same counts; its
+  percentile interval, and the two-sided p-value that inverts it,
+  ``p = min(1, 2 * min(P(d* <= 0), P(d* >= 0)))`` (the smallest level at which the interval
+  excludes 0);
+* permutation: under "no difference", each unit's two answers are exchangeable; swap them on a
+  random subset of units (``scipy.stats.permutation_test(..., permutation_type="samples")``),
+  or on every subset when there are at most `permutations` of them (exact test). p-values as
+  scipy computes them: ``(hits + 1) / (permutations + 1)`` when random, ``hits / 2**n`` when
+  exact, two-sided ``min(1, 2 * min(p_less, p_greater))``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "AUCUnits", "BLEUUnits", "DEFAULT_RESAMPLES", "RatioUnits", "Units", "bleu_from_stats", "bleu_units",
+    "bootstrap_p", "generic_replicates", "mean_units", "paired_bootstrap", "paired_permutation",
+    "percentile_ci", "resample_counts", "swap_masks", "weighted_auc",
+]
+
+DEFAULT_RESAMPLES = 1000
+ALPHA = 0.05
+#: entries of one chunk of the (resamples x units) count matrix
+_CHUNK_ENTRIES = 2_000_000
+
+
+# ------------------------------------------------------------------ resampling weights
+
+
+def _chunk_rows(n: int) -> int:
+    """Rows per chunk: a function of n only, so the stream of counts is the same for any `resamples`."""
+    return max(1, _CHUNK_ENTRIES // max(n, 1))
+
+
+def resample_counts(n: int, resamples: int, seed: int = 0, strata: np.ndarray | None = None) -> Iterator[np.ndarray]:
+    """Multinomial counts of `n` units in `resamples` resamples, as (rows, n) float64 chunks.
+
+    Each row sums to n (to each stratum's size within it, with `strata`). The first k rows are
+    the same whatever `resamples` is, so a shorter run is a prefix of a longer one.
+    """
+    rng = np.random.default_rng(seed)
+    step = _chunk_rows(n)
+    members = None
+    if strata is not None:
+        codes = np.unique(np.asarray(strata), return_inverse=True)[1].reshape(-1)
+        members = [np.flatnonzero(codes == c) for c in range(int(codes.max()) + 1 if codes.size else 0)]
+    done = 0
+    while done < resamples:
+        rows = min(step, resamples - done)
+        if n == 0:
+            yield np.zeros((rows, 0))
+        else:
+            if members is None:
+                draws = rng.integers(0, n, size=(rows, n))
+            else:
+                draws = np.concatenate([m[rng.integers(0, m.size, size=(rows, m.size))] for m in members], axis=1)
+            counts = np.empty((rows, n))
+            for r in range(rows):  # per row: a cache-sized bincount beats one over the whole chunk
+                counts[r] = np.bincount(draws[r], minlength=n)
+            yield counts
+        done += rows
+
+
+def swap_masks(n: int, permutations: int, seed: int = 0) -> tuple[Iterator[np.ndarray], bool, int]:
+    """Which units swap their two answers, as (rows, n) bool chunks; (chunks, exact, count).
+
+    Exact (every one of the 2**n subsets, identity included) when 2**n <= permutations, as scipy
+    does; else `permutations` random subsets, each unit swapped with probability 1/2.
+    """
+    if n < 63 and 2**n <= permutations:
+        total = 2**n
+        bits = np.arange(n, dtype=np.int64)
+
+        def exact() -> Iterator[np.ndarray]:
+            step = max(1, _CHUNK_ENTRIES // max(n, 1))
+            for start in range(0, total, step):
+                codes = np.arange(start, min(total, start + step), dtype=np.int64)
+                yield ((codes[:, None] >> bits) & 1).astype(bool)
+
+        return exact(), True, total
+    rng = np.random.default_rng(seed)
+
+    def random() -> Iterator[np.ndarray]:
+        step = _chunk_rows(n)
+        done = 0
+        while done < permutations:
+            rows = min(step, permutations - done)
+            yield rng.random((rows, n)) < 0.5
+            done += rows
+
+    return random(), False, permutations
+
+
+# ------------------------------------------------------------------ intervals and p-values
+
+
+def percentile_ci(reps: np.ndarray, alpha: float = ALPHA) -> tuple[float, float] | None:
+    """The (alpha/2, 1 - alpha/2) percentiles of the finite replicates; None if fewer than half are finite."""
+    r = np.asarray(reps, dtype=np.float64)
+    ok = r[np.isfinite(r)]
+    if ok.size == 0 or ok.size < 0.5 * r.size:
+        return None
+    lo, hi = np.percentile(ok, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    return float(lo), float(hi)
+
+
+def bootstrap_p(diff_reps: np.ndarray) -> float:
+    """Two-sided p-value of "difference 0" from paired bootstrap differences: the smallest level at
+    which the percentile interval excludes 0, ``min(1, 2 * min(P(d <= 0), P(d >= 0)))``."""
+    d = np.asarray(diff_reps, dtype=np.float64)
+    d = d[np.isfinite(d)]
+    if d.size == 0:
+        return float("nan")
+    return float(min(1.0, 2.0 * min(np.mean(d <= 0), np.mean(d >= 0))))
+
+
+def _perm_p(null: np.ndarray, observed: float, exact: bool) -> float:
+    """scipy.stats.permutation_test's two-sided p-value (its tolerance for float ties, its +1 when random)."""
+    null = null[np.isfinite(null)]
+    if null.size == 0 or not np.isfinite(observed):
+        return float("nan")
+    gamma = abs(1e-14 * observed)  # scipy: eps-relative comparison, so exact ties count as ties
+    adj = 0 if exact else 1
+    less = (np.sum(null <= observed + gamma) + adj) / (null.size + adj)
+    greater = (np.sum(null >= observed - gamma) + adj) / (null.size + adj)
+    return float(min(1.0, 2.0 * min(less, greater)))
+
+
+# ------------------------------------------------------------------ units
+
+
+class Units:
+    """The evaluation units of one metric for one method, and how the metric aggregates them.
+
+    `ids` name the units (sample ids, user ids, group ids) so two methods' units can be checked
+    to line up; `strata` (optional, per unit) resamples within each stratum.
+    """
+
+    ids: Sequence[Any]
+    strata: np.ndarray | None = None
+    #: how the metric aggregates, shown in notes ("mean", "AUC", "corpus BLEU", ...)
+    how: str = ""
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    def point(self) -> float:
+        return float(self.replicates(np.ones((1, self.n)))[0])
+
+    def replicates(self, counts: np.ndarray) -> np.ndarray:
+        """The metric under each row of unit weights (rows, n) → (rows,)."""
+        raise NotImplementedError
+
+    def swapped(self, other: "Units", swap: np.ndarray) -> np.ndarray:
+        """self's metric minus other's when the units in each row of `swap` (rows, n) exchange answers."""
+        raise NotImplementedError
+
+    def key(self) -> tuple:
+        """Units with the same key are resampled identically (same ids, same strata)."""
+        ids = hash(tuple(map(str, self.ids)))
+        st = None if self.strata is None else hash(np.asarray(self.strata).tobytes())
+        return (self.n, ids, st)
+
+
+@dataclass(eq=False)
+class RatioUnits(Units):
+    """``transform(sum(w * num) / sum(w * den))``; with `groups`, that ratio per group label,
+    then the plain mean over groups where it is defined (den > 0)."""
+
+    ids: Sequence[Any]
+    num: np.ndarray
+    den: np.ndarray | None = None
+    groups: np.ndarray | None = None
+    transform: str | None = None  # None or "sqrt"
+    strata: np.ndarray | None = None
+    how: str = "mean"
+    _g: np.ndarray | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self):
+        self.num = np.asarray(self.num, dtype=np.float64).reshape(-1)
+        self.den = np.ones_like(self.num) if self.den is None else np.asarray(self.den, dtype=np.float64).reshape(-1)
+        if not (self.num.size == self.den.size == len(self.ids)):
+            raise ValueError(f"{len(self.ids)} units but {self.num.size} numerators and {self.den.size} denominators")
+        if not (np.isfinite(self.num).all() and np.isfinite(self.den).all()):
+            raise ValueError("unit values must be finite (put undefined units in den = 0)")
+        if self.groups is not None:
+            codes = np.unique(np.asarray(self.groups), return_inverse=True)[1].reshape(-1)
+            k = int(codes.max()) + 1 if codes.size else 0
+            g = np.zeros((codes.size, k))
+            g[np.arange(codes.size), codes] = 1.0
+            self._g = g
+        if self.transform not in (None, "sqrt"):
+            raise ValueError(f"unknown transform {self.transform!r}")
+
+    def _stat(self, num_sums: np.ndarray, den_sums: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r = np.where(den_sums > 0, num_sums / np.where(den_sums > 0, den_sums, 1.0), np.nan)
+        if self._g is not None:
+            ok = np.isfinite(r)
+            cnt = ok.sum(axis=1)
+            r = np.where(cnt > 0, np.where(ok, r, 0.0).sum(axis=1) / np.maximum(cnt, 1), np.nan)
+        return np.sqrt(r) if self.transform == "sqrt" else r
+
+    def _sums(self, w: np.ndarray, num: np.ndarray, den: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self._g is None:
+            return w @ num, w @ den
+        return w @ (num[:, None] * self._g), w @ (den[:, None] * self._g)
+
+    def point(self) -> float:
+        ns, ds = self._sums(np.ones((1, self.n)), self.num, self.den)
+        return float(self._stat(ns, ds)[0])
+
+    def replicates(self, counts: np.ndarray) -> np.ndarray:
+        return self._stat(*self._sums(counts, self.num, self.den))
+
+    def swapped(self, other: "Units", swap: np.ndarray) -> np.ndarray:
+        o = _same(self, other)
+        s = swap.astype(np.float64)
+        base = np.ones((1, self.n))
+        a_n, a_d = self._sums(base, self.num, self.den)
+        b_n, b_d = self._sums(base, o.num, o.den)
+        dn, dd = self._sums(s, o.num - self.num, o.den - self.den)
+        return self._stat(a_n + dn, a_d + dd) - self._stat(b_n - dn, b_d - dd)
+
+
+def mean_units(ids: Sequence[Any], values, defined=None, *, groups=None, strata=None, how: str = "mean") -> RatioUnits:
+    """The mean of per-unit `values` over the units where `defined` (default: all)."""
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    if defined is None:
+        return RatioUnits(ids, v, None, groups=groups, strata=strata, how=how)
+    d = np.asarray(defined, dtype=bool).reshape(-1)
+    return RatioUnits(ids, np.where(d, v, 0.0), d.astype(np.float64), groups=groups, strata=strata, how=how)
+
+
+def _auc_blocks(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each unit's column among 2K: its score block k (equal scores, ascending) among the positives'
+    K columns, or K + k among the negatives'; and K."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels, dtype=bool)
+    uniq, block = np.unique(s, return_inverse=True)
+    k = uniq.size
+    return block.reshape(-1) + np.where(y, 0, k), k
+
+
+def _auc_from_blocks(sums: np.ndarray, k: int) -> np.ndarray:
+    """AUC per row from the positive and negative weight of each score block (ascending)."""
+    posw, negw = sums[:, :k], sums[:, k:]
+    below = np.cumsum(negw, axis=1) - negw
+    won = (posw * (below + 0.5 * negw)).sum(axis=1)
+    pairs = posw.sum(axis=1) * negw.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(pairs > 0, won / np.where(pairs > 0, pairs, 1.0), np.nan)
+
+
+def weighted_auc(scores: np.ndarray, labels: np.ndarray, counts: np.ndarray, _blocks=None) -> np.ndarray:
+    """AUC (ties count one half) of the samples weighted by each row of `counts` (rows, n).
+
+    Samples with equal scores form blocks (one sort, done once); the weights of each row summed per
+    block and class are one weighted bincount, and the won pairs are sum over blocks of (positive
+    weight) x (negative weight in lower blocks + half the block's): O(rows x n) in all.
+    """
+    col, k = _blocks or _auc_blocks(scores, labels)
+    counts = np.atleast_2d(np.asarray(counts, dtype=np.float64))
+    sums = np.empty((counts.shape[0], 2 * k))
+    for r in range(counts.shape[0]):  # a weighted bincount per row: faster than a sparse product here
+        sums[r] = np.bincount(col, weights=counts[r], minlength=2 * k)
+    return _auc_from_blocks(sums, k)
+
+
+def _auc_rows(codes: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
+    """AUC of each row of a (rows, n) matrix of dense score ranks (0..k-1, shared by all rows: the
+    ranks of both methods' scores pooled) against one label vector; ties count one half. Per row a
+    histogram of the negatives' ranks and its cumulative sum: O(n + k), no sort."""
+    y = np.asarray(labels, dtype=bool)
+    p, q = int(y.sum()), int((~y).sum())
+    if p == 0 or q == 0:
+        return np.full(codes.shape[0], np.nan)
+    neg, pos = codes[:, ~y], codes[:, y]
+    out = np.empty(codes.shape[0])
+    for r in range(codes.shape[0]):
+        h = np.bincount(neg[r], minlength=k)
+        below = np.cumsum(h) - h
+        out[r] = (2 * int(below[pos[r]].sum()) + int(h[pos[r]].sum())) / (2 * p * q)
+    return out
+
+
+@dataclass(eq=False)
+class AUCUnits(Units):
+    """AUC over samples: one score and one 0/1 label per unit."""
+
+    ids: Sequence[Any]
+    scores: np.ndarray
+    labels: np.ndarray
+    strata: np.ndarray | None = None
+    how: str = "AUC"
+    _blocks: Any = field(default=None, init=False, repr=False)
+    _pooled: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self):
+        self.scores = np.asarray(self.scores, dtype=np.float64).reshape(-1)
+        self.labels = np.asarray(self.labels).astype(bool).reshape(-1)
+        if not (self.scores.size == self.labels.size == len(self.ids)):
+            raise ValueError("AUCUnits: ids, scores and labels differ in length")
+
+    def replicates(self, counts: np.ndarray) -> np.ndarray:
+        if self._blocks is None:
+            self._blocks = _auc_blocks(self.scores, self.labels)
+        return weighted_auc(self.scores, self.labels, counts, self._blocks)
+
+    def swapped(self, other: "Units", swap: np.ndarray) -> np.ndarray:
+        o = _same(self, other)
+        if not np.array_equal(self.labels, o.labels):
+            raise ValueError("AUC units of the two methods have different labels")
+        if self._pooled is None or self._pooled[0] is not o:
+            codes = np.unique(np.concatenate([self.scores, o.scores]), return_inverse=True)[1].reshape(-1)
+            self._pooled = (o, codes[: self.n], codes[self.n:], int(codes.max()) + 1 if codes.size else 0)
+        _, ca, cb, k = self._pooled
+        a = np.where(swap, cb, ca)
+        b = np.where(swap, ca, cb)
+        return _auc_rows(a, self.labels, k) - _auc_rows(b, self.labels, k)
+
+
+def bleu_from_stats(sums: np.ndarray, max_order: int) -> np.ndarray:
+    """sacrebleu's corpus BLEU (``smooth_method="exp"``, no effective order: its corpus defaults)
+    from summed statistics, one row per resample: columns hyp_len, ref_len, correct_1..N, total_1..N."""
+    sums = np.atleast_2d(np.asarray(sums, dtype=np.float64))
+    n = max_order
+    sys_len, ref_len = sums[:, 0], sums[:, 1]
+    correct, total = sums[:, 2:2 + n], sums[:, 2 + n:2 + 2 * n]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        bp = np.where(sys_len < ref_len, np.where(sys_len > 0, np.exp(1 - ref_len / np.where(sys_len > 0, sys_len, 1)),
+                                                  0.0), 1.0)
+        live = np.cumprod(total > 0, axis=1).astype(bool)  # sacrebleu stops at the first order with no n-grams
+        zero = (correct == 0) & live
+        doublings = np.cumsum(zero, axis=1)
+        safe_total = np.where(total > 0, total, 1.0)
+        prec = np.where(correct > 0, 100.0 * correct / safe_total, 100.0 / (2.0 ** doublings * safe_total))
+        prec = np.where(live, prec, 0.0)
+        logs = np.where(prec > 0, np.log(np.where(prec > 0, prec, 1.0)), -9999999999.0)
+        acc = np.zeros(sums.shape[0])
+        for k in range(n):  # in order, as sacrebleu's sum()
+            acc = acc + logs[:, k]
+        score = bp * np.exp(acc / n)
+    return np.where((correct > 0).any(axis=1), score, 0.0)
+
+
+@dataclass(eq=False)
+class BLEUUnits(Units):
+    """Corpus BLEU over sentences: `stats` (n, 2 + 2N) per-sentence sufficient statistics."""
+
+    ids: Sequence[Any]
+    stats: np.ndarray
+    max_order: int = 4
+    strata: np.ndarray | None = None
+    how: str = "corpus BLEU (sentence statistics resampled)"
+
+    def __post_init__(self):
+        self.stats = np.asarray(self.stats, dtype=np.float64).reshape(len(self.ids), 2 + 2 * self.max_order)
+
+    def replicates(self, counts: np.ndarray) -> np.ndarray:
+        return bleu_from_stats(counts @ self.stats, self.max_order)
+
+    def swapped(self, other: "Units", swap: np.ndarray) -> np.ndarray:
+        o = _same(self, other)
+        a, b = self.stats.sum(axis=0), o.stats.sum(axis=0)
+        d = swap.astype(np.float64) @ (o.stats - self.stats)
+        return bleu_from_stats(a + d, self.max_order) - bleu_from_stats(b - d, self.max_order)
+
+
+def bleu_units(ids: Sequence[Any], hypotheses: Sequence[str], references: Sequence[str], max_order: int = 4,
+               lowercase: bool = False) -> BLEUUnits:
+    """Per-sentence statistics of sacrebleu's corpus BLEU (one reference per sentence)."""
+    from sacrebleu.metrics import BLEU
+
+    metric = BLEU(max_ngram_order=max_order, lowercase=lowercase)
+    stats = metric._extract_corpus_statistics(list(hypotheses), [list(references)]) if len(hypotheses) else []
+    arr = np.asarray(stats, dtype=np.float64).reshape(len(hypotheses), 2 + 2 * max_order)
+    return BLEUUnits(ids, arr, max_order)
+
+
+def _same(a: Units, b: Units):
+    if type(a) is not type(b) or a.n != b.n:
+        raise ValueError(f"cannot pair {type(a).__name__} of {a.n} units with {type(b).__name__} of {b.n}")
+    if list(map(str, a.ids)) != list(map(str, b.ids)):
+        raise ValueError("the two methods' units differ: pair them on the same samples")
+    return b
+
+
+# ------------------------------------------------------------------ paired comparisons
+
+
+def paired_bootstrap(a: Units, b: Units, resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
+                     alpha: float = ALPHA) -> dict[str, float]:
+    """A's metric minus B's on the same units: the difference, its percentile CI and bootstrap p-value."""
+    _same(a, b)
+    diffs = np.concatenate([a.replicates(w) - b.replicates(w)
+                            for w in resample_counts(a.n, resamples, seed, a.strata)]) if resamples else np.zeros(0)
+    ci = percentile_ci(diffs, alpha) if resamples else None
+    return {"diff": a.point() - b.point(), "lo": ci[0] if ci else float("nan"), "hi": ci[1] if ci else float("nan"),
+            "p": bootstrap_p(diffs) if resamples else float("nan"), "resamples": int(np.isfinite(diffs).sum())}
+
+
+def paired_permutation(a: Units, b: Units, permutations: int = DEFAULT_RESAMPLES, seed: int = 0) -> dict[str, float]:
+    """Permutation test of A's metric minus B's: each unit's two answers swapped at random (or every way)."""
+    _same(a, b)
+    observed = a.point() - b.point()
+    chunks, exact, count = swap_masks(a.n, permutations, seed)
+    null = np.concatenate([a.swapped(b, s) for s in chunks]) if count else np.zeros(0)
+    return {"diff": observed, "p": _perm_p(null, observed, exact), "permutations": count, "exact": exact}
+
+
+# ------------------------------------------------------------------ the generic (slow) path
+
+
+def generic_replicates(score: Callable[[np.ndarray], dict[str, float]], n: int, metrics: Sequence[str],
+                       resamples: int, seed: int = 0, *, budget_s: float | None = None,
+                       min_resamples: int = 200) -> dict[str, np.ndarray]:
+    """Replicates by re-scoring: `score(indices)` gets the resampled unit indices (with repeats).
+
+    For metrics without units. With `budget_s`, the number of resamples is cut so the whole
+    takes about that long (never below `min_resamples`); the arrays' length says how many were done.
+    """
+    import time
+
+    out: dict[str, list[float]] = {m: [] for m in metrics}
+    done = 0
+    limit = resamples
+    t0 = time.perf_counter()
+    for w in resample_counts(n, resamples, seed):
+        for row in w:
+            if done >= limit:
+                break
+            vals = score(np.repeat(np.arange(n), row.astype(np.int64)))
+            for m in metrics:
+                v = vals.get(m)
+                out[m].append(float(v) if isinstance(v, (int, float)) else float("nan"))
+            done += 1
+            if budget_s is not None and done == 5:
+                per = (time.perf_counter() - t0) / done
+                limit = min(resamples, max(min_resamples, int(budget_s / per) if per > 0 else resamples))
+        if done >= limit:
+            break
+    return {m: np.asarray(v) for m, v in out.items()}
+
+
+def is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

@@ -1,0 +1,274 @@
+"""Confidence intervals in every score table, `compare`, and the two fidelity fixes of issue 13.
+
+* every task of every suite: each metric that gets an interval has one, from its units (whose
+  point value must equal the scored value, else the interval is left out), seqrec by re-scoring;
+* the tables: "value ± half-width", best and not-distinguishable rows in bold, a note saying so,
+  `<metric>_lo` / `_hi` in scores.csv, the `ci` record in scores.json;
+* the generic path (re-scoring resampled samples) gives the same replicates as units on a mean;
+* `compare`: paired bootstrap and permutation p-values, checked against scipy on the run's own
+  numbers, samples answered by one method only counted and left out;
+* PerRecBench compat averages over a label file's groups (hand example: 0.7778, not 0.6667).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+from typer.testing import CliRunner
+
+from recharness.cli import app
+from recharness.metrics.registry import wants_ci
+from recharness.models.fake import FakeBackend
+from recharness.report.tables import to_markdown, write_scores
+from recharness.runner import pipeline
+from recharness.runner.jsonl import read_jsonl, write_jsonl_atomic
+from recharness.tasks.base import ScoreRow, Task
+
+CASES = [("llmrec", "sequential", "ml-1m"), ("llmrec", "direct", "ml-1m"), ("llmrec", "rating", "ml-1m"),
+         ("llmrec", "explanation", "amazon2023"), ("llmrec", "summarization", "amazon2023"),
+         ("perrecbench", "point", "ml-1m"), ("perrecbench", "pair", "ml-1m"), ("perrecbench", "list", "ml-1m"),
+         ("recbench", "ctr", "ml-1m"), ("recbench", "seqrec", "ml-1m"),
+         ("recbench-plus", "explicit", "ml-1m"), ("recbench-plus", "interest", "ml-1m")]
+
+
+def _fake_run(suite, task, ds, path, limit=6):
+    pipeline.build(suite, ds, path, tasks=[task], seed=0, limit=limit)
+    pipeline.run(path, FakeBackend("fake"), "fake", use_cache=False)
+    return path
+
+
+@pytest.mark.parametrize("suite, task, ds", CASES)
+def test_every_metric_gets_an_interval(suite, task, ds, ml1m, amazon2023, tmp_path):
+    from recharness.tasks.registry import get_task
+
+    generic = type(get_task(suite, task)).units is Task.units
+    run = _fake_run(suite, task, ds, tmp_path / "run")
+    rows = pipeline.score(run, resamples=200)
+    assert len(rows) >= 2
+    for r in rows:
+        want = [m for m, v in r.metrics.items() if wants_ci(m) and isinstance(v, float) and math.isfinite(v)]
+        assert want and set(want) == set(r.ci), (r.method, sorted(set(want) ^ set(r.ci)))
+        for m, c in r.ci.items():
+            assert c["lo"] <= c["hi"] and c["resamples"] >= 100, (m, c)
+            assert c["generic"] == generic, (m, c)  # a task without units is re-scored
+        assert r.extra["ci_settings"]["resamples"] == 200
+    assert "±" in to_markdown(rows)
+    assert not pipeline.score(run, resamples=0)[0].ci  # 0 disables
+
+
+def test_tables_show_intervals_and_mark_the_best(tmp_path):
+    ci = lambda lo, hi, top, p=None: {"lo": lo, "hi": hi, "resamples": 1000, "generic": False, "top": top,  # noqa: E731
+                                      "p_vs_best": p}
+    rows = [ScoreRow("a", "t", {"HR@10": 0.5, "RMSE": 1.0, "words": 3.0}, 10,
+                     ci={"HR@10": ci(0.4, 0.6, True), "RMSE": ci(0.9, 1.1, False, 0.01)},
+                     extra={"ci_settings": {"resamples": 1000, "seed": 0}}),
+            ScoreRow("b", "t", {"HR@10": 0.45, "RMSE": 0.8, "words": 2.0}, 10, kind="reference",
+                     ci={"HR@10": ci(0.35, 0.55, True, 0.3), "RMSE": ci(0.7, 0.9, True)})]
+    md = to_markdown(rows)
+    assert "| a | **0.500 ± 0.100** | 1.000 ± 0.100 | 3.000 |" in md
+    assert "| b (ref) | **0.450 ± 0.100** | **0.800 ± 0.100** | 2.000 |" in md
+    assert "95% bootstrap interval (1,000 resamples" in md and "p ≥ 0.05" in md
+    paths = write_scores(rows, tmp_path)
+    lines = paths["csv"].read_text().splitlines()
+    assert lines[0] == "task,method,kind,n,HR@10,HR@10_lo,HR@10_hi,RMSE,RMSE_lo,RMSE_hi,words"
+    assert lines[1] == "t,a,model,10,0.5,0.4,0.6,1.0,0.9,1.1,3.0"
+    back = json.loads(paths["json"].read_text())
+    assert back[1]["ci"]["HR@10"] == {"lo": 0.35, "hi": 0.55, "resamples": 1000, "generic": False, "top": True,
+                                      "p_vs_best": 0.3}
+    from recharness.report.html import write_report
+    from recharness.report.tables import load_scores
+
+    html = write_report(load_scores(tmp_path), tmp_path).read_text()
+    assert "<td><b>0.800 ± 0.100</b></td>" in html and "<td>1.000 ± 0.100</td>" in html and "p ≥ 0.05" in html
+
+
+class _MeanTask(Task):
+    """A toy task scored by the mean of x over valid answers, with or without units."""
+
+    name = "toy"
+
+    def __init__(self, with_units: bool):
+        self.with_units = with_units
+
+    def build(self, dataset, config):
+        return iter(())
+
+    def parse(self, sample, text):
+        raise NotImplementedError
+
+    def _vals(self, samples, predictions):
+        return [float((predictions.get(s["id"]) or {}).get("x", 0.0)) for s in samples]
+
+    def score(self, samples, predictions):
+        return {"HR@10": float(np.mean(self._vals(samples, predictions)))}
+
+    def units(self, samples, predictions):
+        from recharness.metrics.bootstrap import mean_units
+
+        return {"HR@10": mean_units([s["id"] for s in samples], self._vals(samples, predictions))} if self.with_units else {}
+
+
+def test_generic_path_resamples_as_the_units_do():
+    rng = np.random.default_rng(0)
+    samples = [{"id": f"s{i}"} for i in range(40)]
+    preds = [{s["id"]: {"x": float(rng.random() < q)} for s in samples} for q in (0.3, 0.6)]
+    out = {}
+    for with_units in (True, False):
+        task = _MeanTask(with_units)
+        scored = [(ScoreRow(m, "toy", task.score(samples, p), 40), p) for m, p in zip("ab", preds)]
+        pipeline.add_confidence_intervals(task, samples, scored, resamples=300, seed=1)
+        out[with_units] = [r.ci["HR@10"] for r, _ in scored]
+    for u, g in zip(out[True], out[False]):
+        assert not u["generic"] and g["generic"]
+        assert (u["lo"], u["hi"], u["p_vs_best"], u["top"]) == pytest.approx((g["lo"], g["hi"], g["p_vs_best"], g["top"]))
+
+
+# ---------------------------------------------------------------- compare
+
+
+@pytest.fixture
+def ctr_run(ml1m, tmp_path):
+    return _fake_run("recbench", "ctr", "ml-1m", tmp_path / "ctr", limit=15)
+
+
+def test_compare_agrees_with_scipy_on_the_runs_numbers(ctr_run):
+    res = pipeline.compare(ctr_run, ["fake", "item_mean"], resamples=2000, permutations=2000)
+    by = {r["metric"]: r for r in res}
+    assert {"AUC", "GAUC", "GAUC_pos", "GAUC_unweighted", "logloss", "invalid_rate"} <= set(by)
+    samples = [s for s in read_jsonl(ctr_run / "samples.jsonl")]
+    fake = {r["id"]: r for r in read_jsonl(ctr_run / "predictions" / "fake.jsonl")}
+    y = np.array([s["label"] for s in samples])
+    pa = np.array([fake[s["id"]]["parsed"]["p_yes"] for s in samples])
+    rows = pipeline.score(ctr_run, resamples=0)
+    ref_row = next(r for r in rows if r.method == "item_mean")
+    fake_row = next(r for r in rows if r.method == "fake")
+    auc = by["AUC"]
+    assert auc["n"] == len(samples) == 60 and auc["only_a"] == auc["only_b"] == 0
+    assert (auc["value_a"], auc["value_b"]) == (fake_row.metrics["AUC"], ref_row.metrics["AUC"])
+    # the same test on the same numbers by scipy: item_mean's scores recovered from its own records
+    from recharness.tasks.registry import get_task
+
+    task = get_task("recbench", "ctr")
+    task.run_dir = ctr_run
+    from recharness.data.store import load_dataset
+
+    refs = task.references(load_dataset("ml-1m"), samples)["item_mean"]
+    pb = np.array([refs[s["id"]]["parsed"]["p_yes"] for s in samples])
+    def auc_of(scores, labels, axis=-1):  # Mann-Whitney U of average ranks, vectorised for scipy
+        r = stats.rankdata(scores, axis=axis)
+        pos = labels.sum(axis)
+        neg = labels.shape[axis] - pos
+        return ((r * labels).sum(axis) - pos * (pos + 1) / 2) / (pos * neg)
+
+    from sklearn.metrics import roc_auc_score
+
+    assert auc_of(pa, y) == pytest.approx(roc_auc_score(y, pa), abs=1e-12) == auc["value_a"]
+    p_ref = stats.permutation_test((pa, pb), lambda a, b, axis=-1: auc_of(a, y, axis) - auc_of(b, y, axis),
+                                   permutation_type="samples", n_resamples=2000, vectorized=True,
+                                   random_state=0).pvalue
+    assert abs(auc["p_perm"] - p_ref) <= 4 * math.sqrt(max(p_ref * (1 - p_ref), 1e-3) / 2000) * math.sqrt(2) + 0.002
+    boot = stats.bootstrap((pa, pb, y), lambda a, b, t, axis=-1: auc_of(a, t, axis) - auc_of(b, t, axis),
+                           paired=True, vectorized=True, n_resamples=2000, method="percentile", random_state=0)
+    width = boot.confidence_interval.high - boot.confidence_interval.low
+    assert abs(auc["lo"] - boot.confidence_interval.low) < 0.1 * width
+    assert abs(auc["hi"] - boot.confidence_interval.high) < 0.1 * width
+    assert (auc["p_boot"] < 0.05) == (auc["lo"] > 0 or auc["hi"] < 0)
+
+
+def test_compare_on_the_intersection_and_the_cli(ctr_run, tmp_path):
+    pf = ctr_run / "predictions" / "fake.jsonl"
+    recs = list(read_jsonl(pf))
+    write_jsonl_atomic(pf, recs[5:])  # fake left 5 samples unanswered
+    write_jsonl_atomic(ctr_run / "predictions" / "same.jsonl", recs)
+    res = pipeline.compare(ctr_run, ["fake", "same"], resamples=300, permutations=300)
+    auc = next(r for r in res if r["metric"] == "AUC")
+    assert (auc["n"], auc["only_a"], auc["only_b"]) == (55, 0, 5)
+    assert auc["diff"] == 0.0 and auc["p_boot"] == 1.0 and auc["p_perm"] == 1.0  # the same answers
+    out = tmp_path / "cmp.json"
+    res = CliRunner().invoke(app, ["compare", str(ctr_run), "--models", "fake", "--models", "same", "--task", "ctr",
+                                   "--resamples", "200", "--json", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "fake vs same (n = 55)" in res.output and "0 by fake, 5 by same (left out)" in res.output
+    assert "p (permutation)" in res.output and json.loads(out.read_text())[0]["task"] == "ctr"
+    bad = CliRunner().invoke(app, ["compare", str(ctr_run), "--models", "fake,nobody"])
+    assert bad.exit_code != 0 and "nobody" in str(bad.exception)
+    assert "Usage" in CliRunner().invoke(app, ["compare", "--help"]).output
+
+
+def test_score_cli_resamples_option(ctr_run):
+    res = CliRunner().invoke(app, ["score", "recbench", "-o", str(ctr_run), "--resamples", "0"], catch_exceptions=False)
+    assert res.exit_code == 0 and "±" not in (ctr_run / "scores.md").read_text()
+    res = CliRunner().invoke(app, ["score", "recbench", "-o", str(ctr_run), "--resamples", "100", "--ci-seed", "3"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0 and "±" in res.output
+    rows = json.loads((ctr_run / "scores.json").read_text())
+    assert rows[0]["extra"]["ci_settings"] == {"resamples": 100, "seed": 3, "level": 0.95,
+                                               "best": "paired bootstrap p >= 0.05"}
+    assert "AUC_lo" in (ctr_run / "scores.csv").read_text().splitlines()[0]
+
+
+# ---------------------------------------------------------------- PerRecBench compat over a file's groups
+
+
+def _user(uid, rel):
+    return {"user_id": uid, "relative_rating": rel, "avg_rating": 3.0, "history_len": 25}
+
+
+def test_perrecbench_compat_averages_over_all_groups_of_a_file(tmp_path):
+    """Issue 13's hand example: one label file (no level in its name) with two two-user groups and one
+    three-user group. Both two-user orderings are right (tau 1); the three-user one is the scoring.py
+    example, tau +1/3 over orderings. The authors' script: (1 + 1 + 1/3) / 3 = 0.7778; the mean of
+    the easy and medium level means, as compat mode did before: (1 + 1/3) / 2 = 0.6667."""
+    from recharness.tasks.perrecbench.original import score_files
+
+    labels = tmp_path / "labels-mixed.json"
+    labels.write_text(json.dumps({"a": [[_user("1", 1.0), _user("2", -0.5)]],
+                                  "b": [[_user("3", -1.0), _user("4", 0.7)]],
+                                  "c": [[_user("5", 1.0), _user("6", 2.0), _user("7", -1.0)]]}))
+    preds = tmp_path / "group-mixed.json"
+    preds.write_text(json.dumps({"a": [[[1, 2]]], "b": [[[2, 1]]], "c": [[[3, 1, 2]]]}))
+    m, levels = score_files(labels, preds, "group", compat=True)
+    assert set(levels) == {"easy", "medium"}
+    assert round(m["tau"], 4) == 0.7778 and m["tau"] == pytest.approx(7 / 9) and m["tau_compat"] == m["tau"]
+    assert levels["easy"]["tau_compat"] == 1.0 and levels["medium"]["tau_compat"] == pytest.approx(1 / 3)
+    # the default (rank vectors, our convention) stays the mean over levels: (1 + -1) / 2
+    m_rank, _ = score_files(labels, preds, "group")
+    assert m_rank["tau"] == pytest.approx(0.0) and m_rank["tau_compat"] == pytest.approx(7 / 9)
+    # one file per level (the official layout, and our own builds): file means = level means, as before
+    from recharness.tasks.perrecbench.scoring import summarize, tau_units
+
+    from recharness.tasks.perrecbench.original import read_labels, read_predictions, sample_id, truth_of
+
+    groups = read_labels(labels)
+    recs = read_predictions(preds, "group", groups)
+    samples = [{"id": sample_id("list", g.level, g.item_id), "level": g.level, "item_id": g.item_id,
+                "truth": truth_of(g)} for g in groups]  # no `source`: a file per level
+    p = {sample_id("list", g.level, g.item_id): recs[g.item_id] for g in groups}
+    assert summarize(samples, p, compat=True)[0]["tau"] == pytest.approx(2 / 3)
+    for s in samples:
+        s["source"] = labels.name
+    m2, _ = summarize(samples, p, compat=True)
+    assert m2["tau"] == pytest.approx(7 / 9)
+    # the units give the same numbers, resampled within levels
+    u = tau_units(samples, p, compat=True)
+    assert u["tau"].point() == pytest.approx(7 / 9) and u["tau_rank"].point() == pytest.approx(0.0)
+    assert u["tau_easy"].point() == 1.0 and u["tau_medium"].point() == pytest.approx(1 / 3)
+
+
+def test_compare_generic_path_equals_the_units_path(ctr_run, monkeypatch):
+    """Without units, compare re-scores resampled and swapped samples; with the same counts and swap
+    masks it must give the same intervals and p-values as the vectorised units."""
+    from recharness.tasks.recbench.ctr import CtrTask
+
+    fast = {r["metric"]: r for r in pipeline.compare(ctr_run, ["fake", "item_mean"], resamples=150, permutations=150)}
+    monkeypatch.setattr(CtrTask, "units", lambda self, samples, predictions: {})
+    slow = {r["metric"]: r for r in pipeline.compare(ctr_run, ["fake", "item_mean"], resamples=150, permutations=150)}
+    assert set(fast) == set(slow)
+    for m in ("AUC", "logloss", "invalid_rate"):  # sample units (GAUC's are users: not the generic path's)
+        f, g = fast[m], slow[m]
+        assert not f["generic"] and g["generic"] and g["resamples"] == f["resamples"] == 150
+        assert (g["lo"], g["hi"], g["p_boot"], g["p_perm"]) == pytest.approx((f["lo"], f["hi"], f["p_boot"], f["p_perm"]))
