@@ -51,6 +51,28 @@ def _run_dir(suite: str, dataset: str, out: Path | None) -> Path:
     return out if out is not None else default_run_dir(suite, dataset)
 
 
+def _log_command(run_dir: Path, stage: str, *args, **opts) -> None:
+    """Append the stage as a command line to <run>/commands.jsonl (report.html shows them): rebuilt
+    from the parameters, so `recharness demo` and tests log what they actually ran."""
+    import shlex
+    import time
+
+    words = ["recharness", stage, *map(str, args)]
+    for k, v in opts.items():
+        flag = "--" + k.replace("_", "-")
+        for x in v if isinstance(v, (list, tuple)) else [v]:
+            if x is None or x is False:
+                continue
+            words += [flag] if x is True else [flag, str(x)]
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with open(run_dir / "commands.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                                "command": " ".join(shlex.quote(w) for w in words)}) + "\n")
+    except OSError:  # a read-only run directory still gets its scores printed
+        pass
+
+
 def _paper_tables(suite: str, rows, run_dir: Path | None = None) -> str | None:
     """The suite's results in its paper's table layout, if the suite defines one (a layout with
     datasets as columns, RecBench's, is told the run's dataset)."""
@@ -117,6 +139,7 @@ def build(
     no_description: Annotated[bool, typer.Option("--no-description", help="Drop the task-description part of prompts.")] = False,
 ):
     """Build task samples (JSONL), deterministic by --seed."""
+    from recharness.paths import shown_path as display_path
     from recharness.runner.pipeline import build as do_build
 
     opts = _parse_options(option)
@@ -129,6 +152,8 @@ def build(
     d = _run_dir(suite, dataset, out)
     with console.status(f"building {suite} on {dataset}…"):
         info = do_build(suite, dataset, d, tasks=task, seed=seed, limit=limit, options=opts)
+    _log_command(d, "build", suite, dataset=dataset, task=task, out=display_path(d), seed=seed, limit=limit,
+                 option=option, no_history=no_history, no_format=no_format, no_description=no_description)
     out_console.print(f"built {', '.join(f'{k}: {v}' for k, v in info['counts'].items())} samples → {d / 'samples.jsonl'}",
                       markup=False, highlight=False)
 
@@ -166,6 +191,11 @@ def run(
                              on_progress=lambda n: prog.advance(bar, n), on_total=lambda n: prog.update(bar, total=n))
     _print_run_summary(stats, path)
     _print_endpoints(backend)
+    from recharness.paths import shown_path
+
+    _log_command(d, "run", suite, dataset=dataset, model=public_spec(model), out=shown_path(d), limit=limit,
+                 no_cache=no_cache, max_retries=max_retries if max_retries != 1 else None, name=name,
+                 concurrency=concurrency)
     if stats.stopped:
         console.print(f"[red]stopped:[/] {escape(stats.stopped)}; {stats.total - stats.skipped - stats.done} samples "
                       "not done — rerun to finish")
@@ -231,23 +261,77 @@ def score(
     no_references: Annotated[bool, typer.Option("--no-references", help="Skip the reference methods.")] = False,
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Bootstrap resamples for the 95% confidence intervals (0: none).")] = 1000,
     ci_seed: Annotated[int, typer.Option("--ci-seed", help="Seed of the bootstrap resamples.")] = 0,
+    predictions: Annotated[Path | None, typer.Option("--predictions", help="Import another tool's answers first (JSONL or CSV, schema in docs/predictions.md; PerRecBench: its original <mode>-<level>.json files or their folder), scored like a model of ours.")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="With --predictions: the row's name (predictions/NAME.jsonl).")] = None,
 ):
     """Score every predictions file of the run, plus reference methods, with one scorer; 95% bootstrap
     intervals on every metric, the rows not distinguishable from the best in bold."""
+    from recharness.paths import shown_path
     from recharness.report.tables import to_rich, write_scores
     from recharness.runner.pipeline import score as do_score
 
     d = _run_dir(suite, dataset, out)
+    if predictions is not None:
+        _import(d, predictions, name)
+    elif name is not None:
+        raise RecharnessError("--name goes with --predictions (a run's own files are named by `run --name`)")
     with console.status("scoring…"):
         rows = do_score(d, seed=seed, references=not no_references, resamples=resamples, ci_seed=ci_seed)
         md = _paper_tables(suite, rows, d)
         paths = write_scores(rows, d, extra_md=md)
+    _log_command(d, "score", suite, dataset=dataset, out=shown_path(d), seed=seed, no_references=no_references,
+                 resamples=resamples if resamples != 1000 else None, predictions=shown_path(predictions) if predictions
+                 else None, name=name)
     for t in to_rich(rows):
         out_console.print(t)
     if md:
         out_console.print("\n[bold]In the paper's layout[/]\n")
         out_console.print(md, markup=False, highlight=False)
     out_console.print(f"scores → {paths['md']}, {paths['csv']}, {paths['json']}", markup=False, highlight=False)
+
+
+def _perrecbench_files(out: Path, source: Path, name: str) -> tuple[Path, list[dict]]:
+    """PerRecBench's released <mode>-<level>.json files (a folder, or one file) through the suite's own reader."""
+    from recharness.runner.pipeline import load_build
+    from recharness.tasks.perrecbench.original import TASK_OF_MODE, import_predictions, level_of
+
+    info, _ = load_build(out)
+    files = sorted(source.glob("*.json")) if source.is_dir() else [source]
+    picked: dict[tuple[str, str], Path] = {}
+    problems = []
+    for f in files:
+        task, level = TASK_OF_MODE.get(f.stem.split("-", 1)[0]), level_of(f)
+        if task is None or level is None:
+            problems.append({"where": f.name, "problem": "not a <mode>-<level>.json file (mode point/pair/group, "
+                                                         "level easy/medium/hard): not read"})
+        elif task not in info["tasks"]:
+            problems.append({"where": f.name, "problem": f"task {task} is not in this build: not read"})
+        else:
+            picked[(task, level)] = f
+    if not picked:
+        raise RecharnessError(f"--predictions {source}: no <mode>-<level>.json file for this build's tasks")
+    return import_predictions(out, name, picked), problems
+
+
+def _import(d: Path, predictions: Path, name: str | None) -> dict:
+    """`score --predictions`: the file becomes predictions/NAME.jsonl; its problems are printed with FILE:LINE."""
+    from recharness.runner.imported import import_predictions
+
+    if not name:
+        raise RecharnessError("--predictions needs --name NAME (the row's name in the tables)")
+    bj = d / "build.json"
+    native = _perrecbench_files if bj.exists() and json.loads(bj.read_text()).get("suite") == "perrecbench" else None
+    with console.status(f"importing {predictions}…"):
+        rep = import_predictions(d, predictions, name, native=native)
+    out_console.print(f"imported {rep['imported']} answers of {rep['lines']} lines from {rep['source']} as {name} "
+                      f"({rep['invalid']} invalid after parsing, {rep['unanswered']} samples without an answer, "
+                      f"{len(rep['problems'])} lines or items not used)", markup=False, highlight=False)
+    for pr in rep["problems"][:10]:
+        out_console.print(f"  {pr['where']}: {pr['problem']}", markup=False, highlight=False)
+    if len(rep["problems"]) > 10:
+        out_console.print(f"  … {len(rep['problems']) - 10} more in {d / 'imports' / (name + '.json')}",
+                          markup=False, highlight=False)
+    return rep
 
 
 @app.command()
@@ -349,18 +433,31 @@ def judge(
 
 @app.command()
 def report(
-    suite: Annotated[str, typer.Argument(help="Suite name.")],
+    suite: Annotated[str | None, typer.Argument(help="Suite name (not needed with --runs).")] = None,
     dataset: DatasetOpt = "ml-1m",
-    out: OutOpt = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Run directory; with --runs: where leaderboard.html/.csv go (default: <data home>/runs/leaderboard).")] = None,
+    runs: Annotated[list[str] | None, typer.Option("--runs", help="Merge these run directories (or globs, or folders holding runs) into one leaderboard page and CSV; repeat it.")] = None,
+    examples: Annotated[int, typer.Option("--examples", min=0, help="Example answers shown per model and task.")] = 5,
 ):
-    """Write report.html (tables, a chart per task, example answers) from the scores."""
-    from recharness.report.html import write_report
+    """Write report.html (tables with intervals, charts per task, invalid answers, example answers, what was
+    run) from the scores; with --runs, one leaderboard over several runs."""
+    from recharness.report.html import find_runs, write_leaderboard, write_report
     from recharness.report.tables import load_scores
 
+    if runs:
+        from recharness.paths import runs_dir
+
+        dirs = find_runs([x for r in runs for x in r.split()])
+        paths = write_leaderboard(dirs, out or runs_dir() / "leaderboard")
+        out_console.print(f"leaderboard of {len(dirs)} runs → {paths['html']}, {paths['csv']}", markup=False,
+                          highlight=False)
+        return
+    if suite is None:
+        raise RecharnessError("report needs a SUITE (or --runs DIR...)")
     d = _run_dir(suite, dataset, out)
     rows = load_scores(d)
     md = _paper_tables(suite, rows, d)
-    path = write_report(rows, d, sections={"In the paper's layout": md} if md else None)
+    path = write_report(rows, d, n_examples=examples, sections={"In the paper's layout": md} if md else None)
     out_console.print(f"report → {path}", markup=False, highlight=False)
 
 
@@ -401,26 +498,61 @@ def serve(
     raise typer.Exit(subprocess.call(cmd))
 
 
+#: `recharness demo`: every suite on a tiny sample (run directory name, suite, tasks, limit, options)
+DEMO_PLAN = (
+    ("llmrec", "llmrec", ["sequential", "direct"], 4, []),
+    ("recbench-plus", "recbench-plus", ["explicit", "implicit", "misinformed", "interest", "demographics"], 1, []),
+    ("perrecbench", "perrecbench", ["list"], 1, ["profile=false", "k=2"]),
+    ("recbench-ctr", "recbench", ["ctr"], 4, ["test_pairs_per_user=2", "train_pairs=2000"]),
+    ("recbench-seqrec", "recbench", ["seqrec"], 4, []),
+)
+
+
 @app.command()
 def demo(
     model: Annotated[str, typer.Option("--model", "-m", help="Model spec (see `run --help`).")] = "qwen2.5-0.5b",
     dataset: DatasetOpt = "ml-1m",
-    users: Annotated[int, typer.Option("--users", "-n", help="Sampled users.")] = 50,
+    users: Annotated[int | None, typer.Option("--users", "-n", help="Users (or queries/groups) per suite; default: the tiny demo sizes.")] = None,
     seed: SeedOpt = 0,
-    out: OutOpt = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder of the demo's runs (default: <data home>/runs/demo).")] = None,
+    suite: Annotated[list[str] | None, typer.Option("--suite", "-s", help="Only these demo runs (llmrec, recbench-plus, perrecbench, recbench-ctr, recbench-seqrec).")] = None,
 ):
-    """prepare → build → run → score → report on the defaults (ML-1M, LLMRec sequential + direct)."""
-    from recharness.data.store import load_dataset
+    """Every suite on a tiny sample of ML-1M: prepare → build → run → score → report per suite, then one
+    leaderboard page for all and a summary: per suite, the model beside the reference rows."""
+    import time
 
+    from recharness.data.store import load_dataset
+    from recharness.paths import runs_dir
+    from recharness.report.html import leaderboard, summary_rows, write_leaderboard
+
+    t0 = time.perf_counter()
     try:
         load_dataset(dataset)
     except RecharnessError:
         prepare(dataset)
-    build("llmrec", dataset=dataset, out=out, seed=seed, limit=users, task=None)
-    run("llmrec", dataset=dataset, model=model, out=out)
-    score("llmrec", dataset=dataset, out=out, seed=seed)
-    report("llmrec", dataset=dataset, out=out)
-    out_console.print(f"files: {_run_dir('llmrec', dataset, out)}", markup=False, highlight=False)
+    base = out if out is not None else runs_dir() / "demo"
+    plan = [p for p in DEMO_PLAN if not suite or p[0] in suite or p[1] in suite]
+    if not plan:
+        raise RecharnessError(f"--suite {' '.join(suite or [])}: one of {', '.join(p[0] for p in DEMO_PLAN)}")
+    dirs = []
+    for label, s, tasks, n, opts in plan:
+        d = base / label
+        console.print(f"[bold]— {label}[/] ({', '.join(tasks)}; {users or n} per task)")
+        build(s, dataset=dataset, task=tasks, out=d, seed=seed, limit=users or n, option=opts)
+        run(s, dataset=dataset, model=model, out=d)
+        score(s, dataset=dataset, out=d, seed=seed)
+        report(s, dataset=dataset, out=d)
+        dirs.append(d)
+    paths = write_leaderboard(dirs, base, title=f"recharness demo: {model} on {dataset}",
+                              intro="Every suite on a tiny sample: intervals are wide, differences mostly noise.")
+    t = Table("suite", "task", "metric", escape(model), "references", title="Summary (value ± half-width of the 95% interval)",
+              title_justify="left")
+    for row in summary_rows(leaderboard(dirs)):
+        t.add_row(*map(escape, row))
+    out_console.print(t)
+    out_console.print(f"one report for all suites: {paths['html']}  (CSV: {paths['csv']}); "
+                      f"per suite: {base}/<suite>/report.html; {time.perf_counter() - t0:.0f} s",
+                      markup=False, highlight=False)
 
 
 @app.command()

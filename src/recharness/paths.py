@@ -41,3 +41,18 @@ def cache_path() -> Path:
     """`RECHARNESS_CACHE`, else `<data home>/cache.sqlite` (one cache shared by all runs)."""
     env = os.environ.get("RECHARNESS_CACHE")
     return Path(env).expanduser() if env else data_home() / "cache.sqlite"
+
+
+def shown_path(p: Path | str | None) -> str:
+    """A path as a reader should see it (reports, import reports): relative to the data home
+    (`<data home>/runs/...`), else to the working directory, else only its last two parts, so no
+    machine's absolute path ends up in a shared page."""
+    if p is None:
+        return ""
+    p = Path(p).resolve()
+    for base, label in ((data_home().resolve(), "<data home>"), (Path.cwd().resolve(), ".")):
+        try:
+            return f"{label}/{p.relative_to(base).as_posix()}"
+        except ValueError:
+            continue
+    return "…/" + "/".join(p.parts[-2:])

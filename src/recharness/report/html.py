@@ -1,7 +1,15 @@
-"""A self-contained HTML report: tables, a bar chart per task, sample answers.
+"""Self-contained HTML pages: one run's report.html and the cross-run leaderboard.
 
-Model output and dataset text are untrusted: everything is escaped, nothing
-is rendered as markup or script.
+One file each, no script and nothing fetched: charts are PNG data URIs (matplotlib, Agg), styles
+inline. Model output and dataset text are untrusted: everything is escaped, nothing is rendered as
+markup or script.
+
+report.html, per run: what was run (commands, seed, options, model identities, software versions,
+paths relative to the data home), per task the score table with 95% intervals, a chart of the
+task's headline metric (`Task.headline`) by method with error bars, charts by group where the task
+has a breakdown (RecBench+: number of conditions, with/without history; PerRecBench: difficulty),
+quality against latency where latency is recorded, the invalid answers by reason, and example
+answers with the prompt's key facts, the target and whether it was hit.
 """
 
 from __future__ import annotations
@@ -9,45 +17,140 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
+import math
+import platform
+import re
+from collections import Counter
 from pathlib import Path
 
-from recharness.report.tables import ci_note, cells, columns, header
+from recharness.report.tables import ci_note, cells, columns, fmt, header, value_text
 from recharness.runner.jsonl import atomic_write_text, read_jsonl
 from recharness.tasks.base import ScoreRow
 
+e = html.escape
 
-def _bar_chart(rows: list[ScoreRow], metric: str) -> str | None:
+#: the headline metric of a task without a `headline` attribute: the first of these its table has
+PRIORITY = ("AUC", "NDCG@10", "NDCG", "HR", "tau", "P", "RMSE", "ROUGE", "BLEU")
+
+STYLE = """
+*{box-sizing:border-box}
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;max-width:1180px;margin:0 auto;padding:12px 20px;
+  color:#222;line-height:1.4;overflow-wrap:anywhere}
+h1{font-size:1.6em;margin:.3em 0}h2{border-bottom:2px solid #4878a8;padding-bottom:2px;margin-top:1.6em}
+h3{margin:1.1em 0 .4em}
+.scroll{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;margin:.4em 0;font-size:.92em}
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;white-space:nowrap}
+td:first-child,th:first-child{text-align:left}
+th{background:#eef2f7}
+tr.ref td:first-child{color:#4878a8}
+.meta td{text-align:left;white-space:normal}
+.meta td:first-child{font-weight:600;white-space:nowrap}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f6f6;padding:6px;margin:.3em 0;max-width:100%}
+code{background:#f3f3f3;padding:0 3px}
+.charts{display:flex;flex-wrap:wrap;gap:12px}
+.charts figure{margin:0;max-width:100%}
+.charts img{max-width:100%;height:auto;border:1px solid #e3e3e3}
+figcaption{font-size:.85em;color:#555}
+.ex{border:1px solid #ddd;border-radius:4px;padding:6px 10px;margin:8px 0}
+.hit{color:#1a7f37;font-weight:600}.miss{color:#b42318;font-weight:600}.na{color:#777}
+small,.note{color:#555}
+"""
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def display_path(p: Path | str | None) -> str:
+    """See recharness.paths.shown_path: relative to the data home, never a machine's absolute path."""
+    from recharness.paths import shown_path
+
+    return shown_path(p)
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def headline_metric(suite: str | None, task: str, cols: list[str]) -> str | None:
+    """The task's declared headline (`Task.headline`) if its table has it, else the first of PRIORITY."""
+    if suite:
+        try:
+            from recharness.tasks.registry import get_task
+
+            h = getattr(get_task(suite, task), "headline", None)
+            if h and h in cols:
+                return h
+        except Exception:  # noqa: BLE001 - an unknown suite/task (moved run, renamed task): fall back
+            pass
+    return next((c for p in PRIORITY for c in cols if c == p or c.startswith(p)), None)
+
+
+def _png(fig) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _plt():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    pts = [(r.method, r.metrics[metric]) for r in rows if isinstance(r.metrics.get(metric), (int, float))]
+    return plt
+
+
+def _unit_range(values: list[float], metric: str) -> tuple[float, float] | None:
+    """Axis limits for metrics on [0, 1] (or [-1, 1] for tau) so an all-zero chart is not drawn from -0.04."""
+    if not values:
+        return None
+    lo, hi = min(values), max(values)
+    if metric.startswith("tau"):
+        return (-1.0, 1.0) if lo >= -1 and hi <= 1 else None
+    if lo >= 0 and hi <= 1 and not metric.startswith(("RMSE", "MAE", "logloss", "BLEU", "ROUGE")):
+        return (0.0, 1.0)
+    if lo >= 0:
+        return (0.0, hi * 1.1 if hi > 0 else 1.0)
+    return None
+
+
+def _bar_chart(rows: list[ScoreRow], metric: str) -> str | None:
+    """Metric by method, horizontal bars with the 95% interval as error bars (LLMs red, references blue)."""
+    pts = [r for r in rows if _number(r.metrics.get(metric))]
     if not pts:
         return None
-    fig, ax = plt.subplots(figsize=(6, 0.4 * len(pts) + 1))
-    ax.barh([p[0] for p in pts][::-1], [p[1] for p in pts][::-1], color="#4878a8")
-    ax.set_xlabel(metric)
+    plt = _plt()
+    pts = pts[::-1]
+    fig, ax = plt.subplots(figsize=(6.4, 0.42 * len(pts) + 1.1))
+    vals = [r.metrics[metric] for r in pts]
+    err = [[max(0.0, v - r.ci[metric]["lo"]) if metric in r.ci else 0.0 for r, v in zip(pts, vals)],
+           [max(0.0, r.ci[metric]["hi"] - v) if metric in r.ci else 0.0 for r, v in zip(pts, vals)]]
+    colors = ["#c44e52" if r.kind == "model" else "#4878a8" for r in pts]
+    labels = [r.method + (" (ref)" if r.kind == "reference" else "") for r in pts]
+    ax.barh(labels, vals, xerr=err, color=colors, capsize=3, ecolor="#333")
+    rng = _unit_range(vals + [r.ci[metric]["hi"] for r in pts if metric in r.ci], metric)
+    if rng:
+        ax.set_xlim(*rng)
+    ax.set_xlabel(header(metric) + ("  (bars: 95% interval)" if any(metric in r.ci for r in pts) else ""))
+    ax.grid(axis="x", alpha=.3)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode()
+    return _png(fig)
 
 
 def _latency_chart(rows: list[ScoreRow], metric: str) -> str | None:
     """Quality against latency per sample (log scale): RecBench's cost/benefit view, for any task
     whose rows record latency (LLMs from their requests, trained models from the `train` stage)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     pts = [(r.method, r.kind, r.metrics[metric], r.metrics["latency_s"]) for r in rows
-           if isinstance(r.metrics.get(metric), (int, float)) and (r.metrics.get("latency_s") or 0) > 0]
+           if _number(r.metrics.get(metric)) and (r.metrics.get("latency_s") or 0) > 0]
     if len(pts) < 2:
         return None
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
     for kind, color, label in (("model", "#c44e52", "LLM"), ("reference", "#4878a8", "trained / reference")):
         sel = [p for p in pts if p[1] == kind]
         if sel:
@@ -56,54 +159,484 @@ def _latency_chart(rows: list[ScoreRow], metric: str) -> str | None:
                 ax.annotate(name, (x * 1000, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_xlabel("latency per sample (ms, log scale)")
-    ax.set_ylabel(metric)
+    ax.set_ylabel(header(metric))
     ax.legend(fontsize=8)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode()
+    return _png(fig)
+
+
+def _families(breakdown: dict) -> dict[str, list[str]]:
+    """Breakdown keys by family: "conditions=2" → conditions; PerRecBench's easy/medium/hard → difficulty."""
+    fam: dict[str, list[str]] = {}
+    for k in breakdown:
+        f = k.split("=", 1)[0] if "=" in k else ("difficulty" if k in ("easy", "medium", "hard") else "group")
+        fam.setdefault(f, []).append(k)
+    return fam
+
+
+#: breakdown families drawn as charts, in this order (others stay in the per-group tables)
+CHART_FAMILIES = ("conditions", "history", "difficulty", "popularity")
+
+
+def _group_chart(rows: list[ScoreRow], metric: str, family: str, keys: list[str]) -> str | None:
+    """The metric per group value (x) for each method: a line for the number of conditions, bars otherwise."""
+    series = []
+    for r in rows:
+        bd = r.extra.get("breakdown") or {}
+        ys = [bd.get(k, {}).get(metric) for k in keys]
+        if any(_number(y) for y in ys):
+            series.append((r, [y if _number(y) else float("nan") for y in ys]))
+    if not series:
+        return None
+    plt = _plt()
+    labels = [k.split("=", 1)[-1] for k in keys]
+    fig, ax = plt.subplots(figsize=(5.2, 3.4))
+    if family == "conditions":
+        for r, ys in series:
+            ax.plot(labels, ys, marker="o", linestyle="-" if r.kind == "model" else "--",
+                    label=r.method + (" (ref)" if r.kind == "reference" else ""))
+        ax.set_xlabel("number of conditions")
+    else:
+        w = 0.8 / len(series)
+        for i, (r, ys) in enumerate(series):
+            ax.bar([j + i * w - 0.4 + w / 2 for j in range(len(keys))], ys, width=w,
+                   label=r.method + (" (ref)" if r.kind == "reference" else ""))
+        ax.set_xticks(range(len(keys)), labels)
+        ax.set_xlabel(family)
+    rng = _unit_range([y for _, ys in series for y in ys if _number(y)], metric)
+    if rng:
+        ax.set_ylim(*rng)
+    ax.set_ylabel(header(metric))
+    ax.legend(fontsize=7)
+    ax.grid(axis="y", alpha=.3)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _figure(img: str | None, alt: str, caption: str) -> str:
+    if not img:
+        return ""
+    return (f"<figure><img alt='{e(alt)}' src='data:image/png;base64,{img}'>"
+            f"<figcaption>{e(caption)}</figcaption></figure>")
+
+
+def _score_table(rows: list[ScoreRow], cols: list[str]) -> str:
+    out = ["<div class='scroll'><table><tr><th>method</th>" + "".join(f"<th>{e(header(c))}</th>" for c in cols) + "</tr>"]
+    for r, cs in zip(rows, cells(rows, cols)):
+        name = r.method + (" (ref)" if r.kind == "reference" else "")
+        cls = " class='ref'" if r.kind == "reference" else ""
+        out.append(f"<tr{cls}><td>{e(name)}</td>"
+                   + "".join(f"<td><b>{e(t)}</b></td>" if top else f"<td>{e(t)}</td>" for t, top in cs) + "</tr>")
+    out.append("</table></div>")
+    return "".join(out)
+
+
+def _breakdown_tables(rows: list[ScoreRow]) -> str:
+    parts = []
+    for r in rows:
+        bd = r.extra.get("breakdown")
+        if not bd:
+            continue
+        cols: list[str] = []
+        for m in bd.values():
+            cols += [c for c in m if c not in cols]
+        parts.append(f"<h4>{e(r.method)} by group</h4><div class='scroll'><table><tr><th>group</th>"
+                     + "".join(f"<th>{e(header(c))}</th>" for c in cols) + "</tr>")
+        for g, m in bd.items():
+            parts.append(f"<tr><td>{e(str(g))}</td>" + "".join(f"<td>{e(fmt(m.get(c)))}</td>" for c in cols) + "</tr>")
+        parts.append("</table></div>")
+    if not parts:
+        return ""
+    return "<details><summary>per-group tables</summary>" + "".join(parts) + "</details>"
+
+
+def task_section(rows: list[ScoreRow], suite: str | None, task: str, *, title: str | None = None,
+                 link_runs: bool = False) -> list[str]:
+    """A task's table with intervals, its note, and its charts."""
+    cols = columns(rows)
+    parts = [f"<h2>{e(title or task)} <small>(n = {rows[0].n})</small></h2>", _score_table(rows, cols)]
+    note = ci_note(rows)
+    if note:
+        parts.append(f"<p class='note'><small>{e(note)}</small></p>")
+    key = headline_metric(suite, task, cols)
+    figs = []
+    if key:
+        figs.append(_figure(_bar_chart(rows, key), key, f"{header(key)} by method (the task's headline metric)"))
+        bd_rows = [r for r in rows if r.extra.get("breakdown")]
+        if bd_rows:
+            fams = _families(bd_rows[0].extra["breakdown"])
+            bmetric = key if any(key in m for r in bd_rows for m in r.extra["breakdown"].values()) else None
+            for fam in CHART_FAMILIES:
+                if bmetric and fam in fams and 2 <= len(fams[fam]) <= 8:
+                    figs.append(_figure(_group_chart(bd_rows, bmetric, fam, fams[fam]), f"{key} by {fam}",
+                                        f"{header(bmetric)} by {fam}"))
+        figs.append(_figure(_latency_chart(rows, key), f"{key} vs latency", f"{header(key)} against latency per sample"))
+    figs = [f for f in figs if f]
+    if figs:
+        parts.append("<div class='charts'>" + "".join(figs) + "</div>")
+    parts.append(_breakdown_tables(rows))
+    return parts
+
+
+# ------------------------------------------------------------------ what was run
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version(), "platform": f"{platform.system()} {platform.machine()}"}
+    for pkg in ("recharness", "llama-cpp-python", "numpy", "polars", "scikit-learn", "torch", "transformers"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+def _meta_table(items: list[tuple[str, str]]) -> str:
+    return ("<div class='scroll'><table class='meta'>"
+            + "".join(f"<tr><td>{e(k)}</td><td>{v}</td></tr>" for k, v in items) + "</table></div>")
+
+
+def run_info(out: Path) -> list[str]:
+    """Commands, build settings, model identities and software versions of a run directory."""
+    items: list[tuple[str, str]] = [("run directory", f"<code>{e(display_path(out))}</code>")]
+    build = out / "build.json"
+    info = json.loads(build.read_text(encoding="utf-8")) if build.exists() else {}
+    if info:
+        items += [("suite / dataset", e(f"{info.get('suite')} / {info.get('dataset')}")),
+                  ("tasks (samples)", e(", ".join(f"{t} ({info.get('counts', {}).get(t, '?')})" for t in info.get("tasks", [])))),
+                  ("seed / limit", e(f"{info.get('seed')} / {info.get('limit')}")),
+                  ("options", f"<code>{e(json.dumps(info.get('options') or {}, sort_keys=True))}</code>"),
+                  ("build", e(f"{info.get('fingerprint', '?')} (built {info.get('created', '?')})"))]
+    cmds = out / "commands.jsonl"
+    if cmds.exists():
+        lines = [c for c in read_jsonl(cmds, tolerate_torn_tail=True)][-12:]
+        items.append(("commands", "<pre>" + e("\n".join(f"{c.get('command')}    # {c.get('time', '')}" for c in lines))
+                      + "</pre>"))
+    for pf in _prediction_files(out):
+        first = next(iter(read_jsonl(pf, tolerate_torn_tail=True)), {})
+        model = first.get("model") or {}
+        params = first.get("params")
+        text = json.dumps(model, sort_keys=True) + (f"; parameters {json.dumps(params, sort_keys=True)}" if params else "")
+        kind = "reference model " if pf.parent.name == "reference" else "model "
+        items.append((kind + pf.stem, f"<code>{e(text)}</code>"))
+    items.append(("software", e(", ".join(f"{k} {v}" for k, v in _versions().items()))))
+    return ["<h2>What was run</h2>", _meta_table(items)]
+
+
+def _prediction_files(out: Path) -> list[Path]:
+    pred = out / "predictions"
+    if not pred.exists():
+        return []
+    return sorted(pred.glob("*.jsonl")) + sorted((pred / "reference").glob("*.jsonl"))
+
+
+# ------------------------------------------------------------------ answers: invalid ones, examples
+
+
+def _reason(rec: dict) -> str:
+    if rec.get("error_kind"):
+        return f"{rec['error_kind']}: {str(rec.get('error') or '')[:60]}"
+    err = str(rec.get("error") or "unparseable answer")
+    err = re.sub(r"\d+", "N", err)
+    return err[:80]
+
+
+def invalid_section(out: Path, samples: list[dict]) -> list[str]:
+    """Per model and task: answered, invalid by reason, samples without an answer."""
+    by_task: dict[str, set[str]] = {}
+    for s in samples:
+        by_task.setdefault(s["task"], set()).add(s["id"])
+    rows = []
+    for pf in sorted((out / "predictions").glob("*.jsonl")) if (out / "predictions").exists() else []:
+        per: dict[str, list[dict]] = {}
+        for r in read_jsonl(pf, tolerate_torn_tail=True):
+            per.setdefault(r.get("task"), []).append(r)
+        for t, ids in by_task.items():
+            recs = [r for r in per.get(t, []) if r.get("id") in ids]
+            bad = [r for r in recs if not r.get("valid", True)]
+            reasons = Counter(_reason(r) for r in bad).most_common(4)
+            rows.append((pf.stem, t, len(ids), len(recs), len(bad), len(ids) - len({r["id"] for r in recs}),
+                         "; ".join(f"{n} × {why}" for why, n in reasons)))
+    imports = sorted((out / "imports").glob("*.json")) if (out / "imports").exists() else []
+    if not rows and not imports:
+        return []
+    parts = ["<h2>Invalid answers</h2><div class='scroll'><table><tr><th>model</th><th>task</th><th>samples</th>"
+             "<th>answered</th><th>invalid</th><th>no answer</th><th>most common reasons</th></tr>"]
+    for m, t, n, a, b, miss, why in rows:
+        parts.append(f"<tr><td>{e(m)}</td><td>{e(t)}</td><td>{n}</td><td>{a}</td><td>{b}</td><td>{miss}</td>"
+                     f"<td style='text-align:left;white-space:normal'>{e(why)}</td></tr>")
+    parts.append("</table></div><p class='note'><small>Invalid answers count in every table as the task defines "
+                 "(e.g. a miss for ranking tasks, the fallback for ratings); samples without an answer count as missing."
+                 "</small></p>")
+    for p in imports:
+        rep = json.loads(p.read_text(encoding="utf-8"))
+        probs = rep.get("problems", [])
+        parts.append(f"<p>Imported <b>{e(rep.get('name', p.stem))}</b> from <code>{e(rep.get('source', ''))}</code>: "
+                     f"{rep.get('lines', 0)} lines, {rep.get('imported', 0)} imported, {len(probs)} not used.</p>")
+        if probs:
+            parts.append("<pre>" + e("\n".join(f"{x['where']}: {x['problem']}" for x in probs[:20])
+                                     + (f"\n… {len(probs) - 20} more" if len(probs) > 20 else "")) + "</pre>")
+    return parts
+
+
+def _titles(sample: dict) -> dict[str, str]:
+    """item id → title, from whatever the sample carries."""
+    out = {}
+    if sample.get("candidates") and sample.get("candidate_titles"):
+        out.update(zip(map(str, sample["candidates"]), sample["candidate_titles"]))
+    if sample.get("gt") and sample.get("gt_titles"):
+        out.update(zip(map(str, sample["gt"]), sample["gt_titles"]))
+    if sample.get("target") and sample.get("target_title"):
+        out[str(sample["target"])] = sample["target_title"]
+    return out
+
+
+def _facts(sample: dict) -> list[tuple[str, str]]:
+    facts = []
+    if sample.get("user_id") is not None:
+        facts.append(("user", str(sample["user_id"])))
+    if sample.get("query"):
+        facts.append(("query", str(sample["query"])))
+    if sample.get("conditions"):
+        facts.append(("conditions", "; ".join(f"{r} = {v}" for r, v in sample["conditions"])))
+    if sample.get("query_card"):
+        facts.append(("item", ", ".join(f"{k}: {v}" for k, v in sample["query_card"][:3])))
+    if sample.get("level"):
+        facts.append(("level", f"{sample['level']} (group of {len(sample.get('users', []))} users)"))
+    if sample.get("item_id") is not None and not sample.get("query_card"):
+        facts.append(("item", str(sample["item_id"])))
+    hist = sample.get("history") or sample.get("seen")
+    if hist:
+        facts.append(("history", f"{len(hist)} items"))
+    if sample.get("candidates"):
+        facts.append(("candidates", f"{len(sample['candidates'])} items"))
+    return facts
+
+
+def _target_and_hit(sample: dict, rec: dict | None) -> tuple[str, str | None]:
+    """(what the right answer is, "hit" / "miss" / None when the task has no single hit)."""
+    parsed = (rec or {}).get("parsed") or {}
+    if not isinstance(parsed, dict):
+        parsed = {}
+    titles = _titles(sample)
+    if "target" in sample and sample["target"] is not None:
+        tgt = str(sample["target"])
+        ranked = [str(x) for x in (parsed.get("items") or parsed.get("ranking") or [])]
+        rank = ranked.index(tgt) + 1 if tgt in ranked else None
+        text = titles.get(tgt, tgt)
+        return text, None if rec is None else ("hit" + (f" (rank {rank})" if rank else "") if rank else "miss")
+    if sample.get("gt") is not None and "query" in sample:
+        gt = [str(x) for x in sample["gt"]]
+        got = {str(x) for x in (parsed.get("item_ids") or []) if x is not None}
+        k = len(got & set(gt))
+        text = ", ".join(titles.get(g, g) for g in gt[:6]) + (" …" if len(gt) > 6 else "")
+        return text, None if rec is None else (f"hit ({k} of {len(gt)})" if k else "miss")
+    if "label" in sample:
+        p = parsed.get("p_yes")
+        text = "clicked" if sample["label"] else "not clicked"
+        if not _number(p):
+            return text, None if rec is None else "miss"
+        return text, ("hit" if (p >= 0.5) == bool(sample["label"]) else "miss") + f" (P(Yes) = {p:.2f})"
+    truth = sample.get("truth") or {}
+    if truth.get("relative_ratings"):
+        rel = truth["relative_ratings"]
+        order = [i + 1 for i in sorted(range(len(rel)), key=lambda i: -rel[i])]
+        text = f"users by preference: {order}"
+        got = parsed.get("ordering")
+        if got is None and parsed.get("ratings"):
+            return text, None
+        return text, None if rec is None else ("hit" if got == order else "miss" if got else None)
+    if "rating" in sample:
+        return str(sample["rating"]), None
+    ref = sample.get("reference") or sample.get("title")
+    return (str(ref)[:300] if ref else "–"), None
+
+
+def _prompt_text(sample: dict) -> str:
+    msgs = sample.get("messages") or []
+    user = [m.get("content", "") for m in msgs if m.get("role") == "user"]
+    return str(user[-1]) if user else ""
+
+
+def examples_section(out: Path, samples: list[dict], n_examples: int) -> list[str]:
+    by_id = {s["id"]: s for s in samples}
+    parts = []
+    for pf in sorted((out / "predictions").glob("*.jsonl")) if (out / "predictions").exists() else []:
+        parts.append(f"<h2>Example answers: {e(pf.stem)}</h2>")
+        shown: Counter = Counter()
+        for r in read_jsonl(pf, tolerate_torn_tail=True):
+            s = by_id.get(r.get("id"), {})
+            t = r.get("task")
+            if shown[t] >= n_examples:
+                continue
+            shown[t] += 1
+            target, hit = _target_and_hit(s, r)
+            verdict = "na" if hit is None else ("hit" if hit.startswith("hit") else "miss")
+            status = "valid" if r.get("valid", True) else f"invalid: {r.get('error') or ''}"
+            facts = "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in _facts(s))
+            prompt = _prompt_text(s)
+            out_text = r.get("output")
+            if out_text is None:
+                out_text = json.dumps(r.get("parsed"))
+            parts.append(
+                f"<div class='ex'><b>{e(str(t))}</b> · <code>{e(str(r.get('id')))}</code> · "
+                f"<span class='{verdict}'>{e(hit or 'no single target')}</span> · <small>{e(status[:200])}</small>"
+                f"<div class='scroll'><table class='meta'>{facts}<tr><td>target</td><td>{e(target)}</td></tr></table></div>"
+                f"<pre>{e(str(out_text)[:1500])}</pre>"
+                + (f"<details><summary>prompt</summary><pre>{e(prompt[:4000])}</pre></details>" if prompt else "")
+                + "</div>")
+    return parts
+
+
+# ------------------------------------------------------------------ pages
+
+
+def _page(title: str, body: list[str]) -> str:
+    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<title>{e(title)}</title><style>{STYLE}</style></head><body>\n" + "\n".join(p for p in body if p)
+            + "\n</body></html>")
 
 
 def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5, sections: dict[str, str] | None = None) -> Path:
-    """`sections`: extra titled blocks of preformatted text (e.g. a suite's paper-layout tables)."""
-    e = html.escape
-    parts = ["<!doctype html><meta charset='utf-8'><title>recharness report</title>",
-             "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}"
-             "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child{text-align:left}"
-             "pre{white-space:pre-wrap;background:#f6f6f6;padding:6px}</style>",
-             f"<h1>recharness report</h1><p>{e(str(out))}</p>"]
+    """report.html of a run directory. `sections`: extra titled blocks of preformatted text (e.g. a
+    suite's paper-layout tables)."""
+    out = Path(out)
+    info = {}
+    if (out / "build.json").exists():
+        info = json.loads((out / "build.json").read_text(encoding="utf-8"))
+    suite = info.get("suite")
+    samples = list(read_jsonl(out / "samples.jsonl")) if (out / "samples.jsonl").exists() else []
+    title = f"recharness report: {suite} on {info.get('dataset')}" if suite else "recharness report"
+    parts = [f"<h1>{e(title)}</h1><p><code>{e(display_path(out))}</code></p>"]
     for task in dict.fromkeys(r.task for r in rows):
-        trs = [r for r in rows if r.task == task]
-        cols = columns(trs)
-        parts.append(f"<h2>{e(task)} (n = {trs[0].n})</h2><table><tr><th>method</th>"
-                     + "".join(f"<th>{e(header(c))}</th>" for c in cols) + "</tr>")
-        for r, cs in zip(trs, cells(trs, cols)):
-            name = r.method + (" (ref)" if r.kind == "reference" else "")
-            parts.append(f"<tr><td>{e(name)}</td>" + "".join(f"<td><b>{e(t)}</b></td>" if top else f"<td>{e(t)}</td>"
-                                                            for t, top in cs) + "</tr>")
-        parts.append("</table>")
-        note = ci_note(trs)
-        if note:
-            parts.append(f"<p><small>{e(note)}</small></p>")
-        # the headline metric of the task: the first of these the table has (seqrec: NDCG@10, not HR@1)
-        key = next((c for p in ("AUC", "NDCG@10", "NDCG", "HR", "RMSE", "ROUGE", "tau") for c in cols
-                    if c.startswith(p)), None)
-        img = _bar_chart(trs, key) if key else None
-        if img:
-            parts.append(f"<p><img alt='{e(key)}' src='data:image/png;base64,{img}'></p>")
-        scatter = _latency_chart(trs, key) if key else None
-        if scatter:
-            parts.append(f"<p><img alt='{e(key)} vs latency' src='data:image/png;base64,{scatter}'></p>")
-    for title, text in (sections or {}).items():
-        parts.append(f"<h2>{e(title)}</h2><pre>{e(text)}</pre>")
-    pred_dir = out / "predictions"
-    for pf in sorted(pred_dir.glob("*.jsonl")) if pred_dir.exists() else []:
-        parts.append(f"<h2>Example answers: {e(pf.stem)}</h2>")
-        for i, r in enumerate(read_jsonl(pf)):
-            if i >= n_examples:
-                break
-            parts.append(f"<h3>{e(str(r.get('id')))}</h3><pre>{e(str(r.get('output', '')))}</pre>")
+        parts += task_section([r for r in rows if r.task == task], suite, task)
+    for name, text in (sections or {}).items():
+        parts.append(f"<h2>{e(name)}</h2><pre>{e(text)}</pre>")
+    parts += invalid_section(out, samples)
+    parts += examples_section(out, samples, n_examples)
+    parts += run_info(out)
     path = out / "report.html"
-    atomic_write_text(path, "\n".join(parts))
+    atomic_write_text(path, _page(title, parts))
     return path
+
+
+# ------------------------------------------------------------------ the cross-run leaderboard
+
+
+def find_runs(specs: list[str | Path]) -> list[Path]:
+    """Run directories from paths or globs: a directory with scores.json, or every one below it."""
+    import glob
+
+    found: list[Path] = []
+    for spec in specs:
+        matches = sorted(glob.glob(str(spec))) or [str(spec)]
+        for m in matches:
+            p = Path(m)
+            if (p / "scores.json").exists():
+                found.append(p)
+            elif p.is_dir():
+                found += sorted(q.parent for q in p.rglob("scores.json"))
+    seen, out = set(), []
+    for p in found:
+        key = p.resolve()
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    if not out:
+        from recharness.errors import ConfigError
+
+        raise ConfigError(f"--runs {' '.join(map(str, specs))}: no run directory with scores.json "
+                          "(run `recharness score` first)")
+    return out
+
+
+def leaderboard(runs: list[Path]) -> list[dict]:
+    """Every row of every run: {suite, dataset, task, run, build, row}; a method scored in several runs
+    of the same build appears once (a reference row is the same in each)."""
+    from recharness.report.tables import load_scores
+
+    entries = []
+    seen = set()
+    for d in runs:
+        info = json.loads((d / "build.json").read_text(encoding="utf-8")) if (d / "build.json").exists() else {}
+        for r in load_scores(d):
+            key = (info.get("fingerprint"), r.task, r.method, r.kind)
+            if info.get("fingerprint") and key in seen:
+                continue
+            seen.add(key)
+            entries.append({"suite": info.get("suite", "?"), "dataset": info.get("dataset", "?"), "task": r.task,
+                            "run": d, "build": info.get("fingerprint", ""), "row": r})
+    return entries
+
+
+def write_leaderboard(runs: list[Path], out: Path, *, title: str = "recharness leaderboard",
+                      intro: str | None = None) -> dict[str, Path]:
+    """leaderboard.html + leaderboard.csv in `out`: one table per (suite, dataset, task) over every run."""
+    import csv
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    entries = leaderboard(runs)
+    groups: dict[tuple, list[dict]] = {}
+    for en in entries:
+        groups.setdefault((en["suite"], en["dataset"], en["task"]), []).append(en)
+    parts = [f"<h1>{e(title)}</h1>"]
+    if intro:
+        parts.append(f"<p>{e(intro)}</p>")
+    parts.append("<p>Runs: " + ", ".join(
+        f"<a href='{e(_rel_link(d / 'report.html', out))}'>{e(display_path(d))}</a>" for d in runs) + "</p>")
+    parts.append("<p class='note'><small>Rows from runs of different builds were scored on different samples: "
+                 "compare their intervals, not their bold marks (the marks are within one run).</small></p>")
+    for (suite, dataset, task), ens in groups.items():
+        builds = list(dict.fromkeys(en["build"] for en in ens))
+        rows = []
+        for en in ens:
+            r = en["row"]
+            name = r.method if len(builds) == 1 else f"{r.method} [{en['run'].name}]"
+            rows.append(ScoreRow(method=name, task=r.task, metrics=r.metrics, n=r.n, kind=r.kind, extra=r.extra,
+                                 ci=r.ci if len(builds) == 1 else {m: {k: v for k, v in c.items() if k != "top"}
+                                                                     for m, c in r.ci.items()}))
+        parts += task_section(rows, suite, task, title=f"{suite} · {task} on {dataset}")
+    atomic_write_text(out / "leaderboard.html", _page(title, parts))
+    allcols = columns([en["row"] for en in entries])
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(["suite", "dataset", "task", "run", "build", "method", "kind", "n",
+                *[x for c in allcols for x in (c, f"{c}_lo", f"{c}_hi")]])
+    for en in entries:
+        r = en["row"]
+        vals = []
+        for c in allcols:
+            ci = r.ci.get(c) or {}
+            vals += [r.metrics.get(c, ""), ci.get("lo", ""), ci.get("hi", "")]
+        w.writerow([en["suite"], en["dataset"], en["task"], display_path(en["run"]), en["build"], r.method, r.kind, r.n,
+                    *vals])
+    atomic_write_text(out / "leaderboard.csv", buf.getvalue())
+    return {"html": out / "leaderboard.html", "csv": out / "leaderboard.csv"}
+
+
+def _rel_link(target: Path, base: Path) -> str:
+    import os
+
+    return Path(os.path.relpath(Path(target).resolve(), Path(base).resolve())).as_posix()
+
+
+def summary_rows(entries: list[dict]) -> list[tuple[str, str, str, str, str]]:
+    """(suite, task, headline metric, the models' values, the references' values) per task, for the demo."""
+    out = []
+    groups: dict[tuple, list[dict]] = {}
+    for en in entries:
+        groups.setdefault((en["suite"], en["dataset"], en["task"]), []).append(en)
+    for (suite, _, task), ens in groups.items():
+        rows = [en["row"] for en in ens]
+        key = headline_metric(suite, task, columns(rows))
+        if key is None:
+            continue
+        fmt_row = lambda r: f"{r.method} {value_text(r, key)}"  # noqa: E731
+        out.append((suite, task, header(key), ", ".join(fmt_row(r) for r in rows if r.kind == "model"),
+                    ", ".join(fmt_row(r) for r in rows if r.kind == "reference")))
+    return out
+

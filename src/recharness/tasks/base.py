@@ -114,6 +114,8 @@ class Task(ABC):
 
     name: str = ""
     request: RequestKind = "generate"
+    #: the metric charted for the task in report.html and shown in summaries (None: report.html picks)
+    headline: str | None = None
     #: short reminder sent once when an answer fails parsing (None: no retry)
     format_reminder: str | None = None
     params: GenerationParams = GenerationParams()

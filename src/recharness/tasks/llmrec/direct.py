@@ -56,6 +56,7 @@ MAX_LINES = 1_000
 
 
 class DirectTask(Task):
+    headline = "NDCG@10"
     name = "direct"
     format_reminder = "Please answer only with the candidate numbers in ranked order, separated by commas."
     params = GenerationParams(max_tokens=120)

@@ -67,6 +67,8 @@ def text_scores(hypotheses: list[str], references: list[str]) -> dict[str, float
 class ReviewTextTask(Task):
     """Shared parse/score for the two text tasks; subclasses build samples."""
 
+    headline = "ROUGE-L"
+
     output_format: FreeText = FreeText()
     #: set by the pipeline (or tests) so `score` can find <run>/judgments; else sample["run_dir"]
     run_dir: Path | None = None

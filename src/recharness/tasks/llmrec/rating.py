@@ -147,6 +147,7 @@ def item_info(dataset) -> tuple[dict[str, str], dict[str, str]]:
 
 
 class RatingTask(Task):
+    headline = "RMSE"
     name = "rating"
     output_format = NumberInRange(*SCALE)
     format_reminder = "Please answer with a single number from 1 to 5 and nothing else."

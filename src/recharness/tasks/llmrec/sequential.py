@@ -20,6 +20,7 @@ from recharness.tasks.llmrec.prompts import domain_of, sequential_prompt
 
 
 class SequentialTask(Task):
+    headline = "NDCG@10"
     name = "sequential"
     format_reminder = "Please answer only with a numbered list of titles, one per line."
     params = GenerationParams(max_tokens=200)

@@ -29,6 +29,7 @@ def _scoring(samples: list[dict]) -> dict:
 
 
 class _GroupTask(Task):
+    headline = "tau"
     name = ""
     request = "custom"  # several model calls per group: one per user, heapsort comparisons, profiles
     format_reminder = None  # retries happen inside predict, per model call

@@ -58,6 +58,7 @@ def ctr_messages(history_titles: list[str], candidate_title: str, *, task_descri
 
 
 class CtrTask(Task):
+    headline = "AUC"
     name = "ctr"
     request = "options"
     params = GenerationParams(max_tokens=2)

@@ -33,6 +33,8 @@ def recommended(sid: str, ids: list[str], ctx) -> dict:
 class RecBenchTask(Task):
     """Base of the RecBench+ tasks. Subclasses implement `make_records` and `samples_from_records`."""
 
+    headline = "P"
+
     kind = ""
     # No format retry: a refusal is a legitimate answer here (FTR; the right one for misinformed queries).
     format_reminder = None

@@ -1,0 +1,294 @@
+"""Predictions made by another tool, turned into a predictions file of a built run.
+
+`recharness score SUITE --predictions FILE --name NAME` reads FILE (JSONL, or CSV with a header), one
+answer per line, and writes `predictions/NAME.jsonl` exactly as a run of ours would: each answer goes
+through the task's own `parse` (the same matching to the catalog, the same validity rules), and
+the score stage then scores it beside every other method, with the same intervals. Schema
+(docs/predictions.md):
+
+    which sample   "id" (the sample id of samples.jsonl), or "user_id" (+ "item_id" for ctr), and
+                   "task" where the build has several tasks that could match
+    the answer     ctr:            "probability" (P(click), 0..1)  or "answer" ("Yes" / "No")
+                   ranking tasks:  "items" (item ids, best first) or "titles" (best first) or "answer"
+                   (sequential, direct, seqrec, RecBench+)
+                   any generate task: "answer" (the raw text, parsed as a model's answer)
+                   perrecbench:    the original <mode>-<level>.json files (a folder or files), or
+                                   JSONL "ordering" (1-based user indices, best first) / "ratings"
+
+In CSV, list columns hold a JSON list or "|"-separated values. Every line that cannot be used
+(malformed, unknown id, an answer for a sample already answered, an item id the catalog lacks) is
+counted and reported with FILE:LINE in the returned report (and `<run>/imports/NAME.json`),
+never dropped silently; samples the file does not answer stay missing and count as the task
+counts missing answers.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from pathlib import Path
+
+from recharness.errors import ConfigError
+
+ANSWER_KEYS = ("probability", "items", "titles", "answer", "ordering", "ratings", "rating")
+
+
+def _read_lines(path: Path):
+    """(line number, dict | error text) per data line of a JSONL or CSV file."""
+    if path.suffix.lower() in (".csv", ".tsv"):
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+            for row in reader:
+                if None in row:
+                    yield reader.line_num, f"{len(row[None])} more fields than the header has"
+                    continue
+                yield reader.line_num, {k.strip(): v for k, v in row.items() if k is not None and v not in (None, "")}
+        return
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as ex:
+                yield i, f"not valid JSON ({ex.msg} at column {ex.colno})"
+                continue
+            yield i, obj if isinstance(obj, dict) else "not a JSON object"
+
+
+def _as_list(v) -> list | None:
+    if isinstance(v, list):
+        return v
+    if isinstance(v, str):
+        s = v.strip()
+        if s.startswith("["):
+            try:
+                got = json.loads(s)
+            except json.JSONDecodeError:
+                return None
+            return got if isinstance(got, list) else None
+        return [x.strip() for x in s.split("|") if x.strip()]
+    return None
+
+
+class _Resolver:
+    """Sample lookup by id, by (task, user), by (user, item)."""
+
+    def __init__(self, samples: list[dict]):
+        self.by_id = {s["id"]: s for s in samples}
+        self.by_user: dict[tuple[str | None, str], list[dict]] = {}
+        self.by_pair: dict[tuple[str, str], dict] = {}
+        for s in samples:
+            if s.get("user_id") is not None:
+                self.by_user.setdefault((s["task"], str(s["user_id"])), []).append(s)
+                self.by_user.setdefault((None, str(s["user_id"])), []).append(s)
+                if s.get("item_id") is not None:
+                    self.by_pair[(str(s["user_id"]), str(s["item_id"]))] = s
+
+    def find(self, d: dict) -> tuple[dict | None, str | None]:
+        if "id" in d:
+            s = self.by_id.get(str(d["id"]))
+            return (s, None) if s else (None, f"unknown sample id {str(d['id'])[:80]!r}")
+        if "user_id" not in d:
+            return None, "no \"id\" and no \"user_id\": cannot tell which sample this answers"
+        u = str(d["user_id"])
+        if "item_id" in d:
+            s = self.by_pair.get((u, str(d["item_id"])))
+            return (s, None) if s else (None, f"unknown user/item pair ({u}, {str(d['item_id'])[:40]})")
+        got = self.by_user.get((d.get("task"), u), [])
+        if len(got) == 1:
+            return got[0], None
+        if not got:
+            return None, f"unknown user_id {u[:40]!r}" + (f" for task {d['task']!r}" if d.get("task") else "")
+        return None, f"user_id {u!r} has {len(got)} samples ({', '.join(s['id'] for s in got[:3])}…): give \"id\" or \"task\""
+
+
+def _titles_of(dataset) -> dict[str, str]:
+    items = dataset.items
+    return {str(i): (t or str(i)) for i, t in zip(items["item_id"].to_list(), items["title"].to_list())}
+
+
+def _answer_text(task, sample: dict, d: dict, titles) -> tuple[str | None, list[str], str | None]:
+    """(answer text for task.parse, per-line notes on item ids left out, error). `titles()` loads the catalog."""
+    notes: list[str] = []
+    if "answer" in d and d["answer"] is not None:
+        return str(d["answer"]), notes, None
+    if "items" in d:
+        ids = _as_list(d["items"])
+        if ids is None:
+            return None, notes, "\"items\" is not a list of item ids"
+        ids = [str(x) for x in ids]
+        cands = [str(c) for c in sample.get("candidates") or []]
+        if cands:  # a candidate ranking: answer with the candidate numbers, as the prompt asks
+            pos = {c: n for n, c in enumerate(cands, 1)}
+            notes += [f"item {i!r} is not one of the sample's candidates (left out)" for i in ids if i not in pos]
+            return ", ".join(str(pos[i]) for i in ids if i in pos), notes, None
+        cat = titles()
+        notes += [f"item {i!r} is not in the dataset's catalog (left out)" for i in ids if i not in cat]
+        return "\n".join(f"{n}. {cat[i]}" for n, i in enumerate([i for i in ids if i in cat], 1)), notes, None
+    if "titles" in d:
+        ts = _as_list(d["titles"])
+        if ts is None:
+            return None, notes, "\"titles\" is not a list"
+        return "\n".join(f"{n}. {t}" for n, t in enumerate(ts, 1)), notes, None
+    if "rating" in d:
+        return str(d["rating"]), notes, None
+    return None, notes, f"no answer field (one of {', '.join(ANSWER_KEYS)})"
+
+
+def _record(sample: dict, name: str, source: str, where: str, fp: str, output, parsed, valid: bool, error) -> dict:
+    return {"id": sample["id"], "task": sample["task"],
+            "model": {"backend": "imported", "model": name, "file": source},
+            "build": fp, "output": output, "parsed": parsed, "valid": valid, "error": error, "attempts": 1,
+            "latency_s": None, "prompt_tokens": None, "completion_tokens": None, "cached": False, "imported_from": where}
+
+
+def import_predictions(out: Path, source: Path, name: str, *, native=None) -> dict:
+    """Write predictions/<name>.jsonl of the run `out` from `source`; returns the import report.
+
+    `native(out, source, name) -> (predictions path, problems)`: the suite's own reader for its
+    published prediction files (PerRecBench's <mode>-<level>.json), used for a folder or a .json
+    file; the runner imports no suite itself."""
+    from recharness.data.store import load_dataset
+    from recharness.paths import shown_path
+    from recharness.runner.jsonl import atomic_write_text, read_jsonl, write_jsonl_atomic
+    from recharness.runner.pipeline import check_name, load_build, suite_context
+    from recharness.tasks.registry import get_task
+
+    check_name(name)
+    source = Path(source)
+    if not source.exists():
+        raise ConfigError(f"--predictions {source}: no such file or directory")
+    info, samples = load_build(out)
+    fp = info["fingerprint"]
+    shown = shown_path(source)
+    if native is not None and (source.is_dir() or source.suffix == ".json"):
+        path, problems = native(out, source, name)
+        recs = list(read_jsonl(path))
+        report = {"name": name, "source": shown, "lines": len(recs), "imported": len(recs),
+                  "invalid": sum(not r.get("valid", True) for r in recs), "unanswered": len(samples) - len(recs),
+                  "problems": problems, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                  "predictions": f"predictions/{name}.jsonl"}
+        atomic_write_text(out / "imports" / f"{name}.json", json.dumps(report, indent=2))
+        return report
+    if source.is_dir():
+        raise ConfigError(f"--predictions {source}: a directory (only a suite's own published files come as a folder)")
+    ds = None
+    tasks: dict = {}
+
+    def dataset():
+        nonlocal ds
+        if ds is None:
+            ds = load_dataset(info["dataset"])
+        return ds
+
+    def task_of(t: str):
+        if t not in tasks:
+            task = get_task(info["suite"], t)
+            if task.request == "generate" or t == "ctr":
+                ctx = suite_context(info["suite"], dataset(), info.get("options"), seed=info.get("seed", 0),
+                                    limit=info.get("limit"))
+                task.setup(dataset(), ctx)
+            tasks[t] = task
+        return tasks[t]
+
+    cat: dict[str, str] | None = None
+
+    def titles():
+        nonlocal cat
+        if cat is None:
+            cat = _titles_of(dataset())
+        return cat
+
+    resolver = _Resolver(samples)
+    problems: list[dict] = []
+    records: dict[str, dict] = {}
+    lines = 0
+    for ln, d in _read_lines(source):
+        lines += 1
+        where = f"{shown}:{ln}"
+        if isinstance(d, str):
+            problems.append({"where": where, "problem": f"malformed: {d}"})
+            continue
+        s, why = resolver.find(d)
+        if s is None:
+            problems.append({"where": where, "problem": why})
+            continue
+        if d.get("task") is not None and str(d["task"]) != s["task"]:
+            problems.append({"where": where, "problem": f"task {d['task']!r} but sample {s['id']} is {s['task']!r}"})
+            continue
+        if s["id"] in records:
+            problems.append({"where": where, "problem": f"a second answer for {s['id']} (first at "
+                                                        f"{records[s['id']]['imported_from']}): ignored"})
+            continue
+        task = task_of(s["task"])
+        if info["suite"] == "perrecbench":
+            rec, err = _perrecbench_line(s, d)
+            if err:
+                problems.append({"where": where, "problem": err})
+                continue
+            records[s["id"]] = _record(s, name, shown, where, fp, None, rec["parsed"], rec["valid"], rec["error"])
+            continue
+        if "probability" in d:
+            try:
+                p = float(d["probability"])
+            except (TypeError, ValueError):
+                p = math.nan
+            if not (0.0 <= p <= 1.0):
+                problems.append({"where": where, "problem": f"probability {d['probability']!r} is not a number in [0, 1]"})
+                continue
+            if s["task"] != "ctr":
+                problems.append({"where": where, "problem": f"\"probability\" is for ctr, not {s['task']}"})
+                continue
+            records[s["id"]] = _record(s, name, shown, where, fp, json.dumps({"probability": p}), {"p_yes": p}, True, None)
+            continue
+        text, notes, err = _answer_text(task, s, d, titles)
+        if err:
+            problems.append({"where": where, "problem": err})
+            continue
+        problems += [{"where": where, "problem": n} for n in notes]
+        parsed = task.parse(s, text)
+        records[s["id"]] = _record(s, name, shown, where, fp, text, parsed.value, parsed.valid, parsed.error)
+    if not records:
+        raise ConfigError(f"--predictions {source}: no line answers a sample of this run "
+                          f"({len(problems)} problems; first: {problems[0]['where']}: {problems[0]['problem']})"
+                          if problems else f"--predictions {source}: empty")
+    order = {s["id"]: n for n, s in enumerate(samples)}
+    path = out / "predictions" / f"{name}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_jsonl_atomic(path, sorted(records.values(), key=lambda r: order[r["id"]]))
+    report = {"name": name, "source": shown, "lines": lines, "imported": len(records),
+              "invalid": sum(not r["valid"] for r in records.values()),
+              "unanswered": len(samples) - len(records), "problems": problems,
+              "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "predictions": f"predictions/{name}.jsonl"}
+    atomic_write_text(out / "imports" / f"{name}.json", json.dumps(report, indent=2))
+    return report
+
+
+def _perrecbench_line(s: dict, d: dict) -> tuple[dict | None, str | None]:
+    n = len(s["truth"]["user_ids"])
+    if "ordering" in d:
+        o = _as_list(d["ordering"])
+        try:
+            o = [int(x) for x in o] if o is not None else None
+        except (TypeError, ValueError):
+            o = None
+        if o is None:
+            return None, "\"ordering\" is not a list of 1-based user indices"
+        valid = sorted(o) == list(range(1, n + 1))
+        return {"parsed": {"ordering": o}, "valid": valid,
+                "error": None if valid else f"ordering {o} is not a permutation of 1..{n}"}, None
+    if "ratings" in d and s["task"] == "point":
+        r = _as_list(d["ratings"])
+        if r is None or len(r) != n:
+            return None, f"\"ratings\" must list {n} ratings (null for a user without one)"
+        try:
+            vals = [None if x in (None, "", "null") else float(x) for x in r]
+        except (TypeError, ValueError):
+            return None, "\"ratings\" holds a value that is not a number"
+        valid = all(v is not None for v in vals)
+        return {"parsed": {"ratings": vals, "failed": sum(v is None for v in vals)}, "valid": valid,
+                "error": None if valid else "a user without a rating"}, None
+    return None, "no \"ordering\" (pair, list) or \"ratings\" (point)"
