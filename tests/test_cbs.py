@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 from recharness.models.cbs import (
+    LlamaBeams,
     Trie,
     beam_search,
+    forbid_paths,
     hf_prefix_allowed_tokens_fn,
     llama_cbs,
     log_softmax,
@@ -88,6 +90,29 @@ def test_cbs_returns_only_valid_paths_and_is_exact_with_enough_beams(seed):
             assert [s for _, s in out] == pytest.approx([s for _, s in truth])
     # beam 1 is greedy along the trie: never better than the exact best
     assert beam_search(step, trie, 1, trie.max_len)[0][1] <= truth[0][1] + 1e-12
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_cbs_with_forbidden_paths_returns_only_allowed_valid_paths(seed):
+    """History masking (`forbid_paths`) over random fixed-length tries: never a forbidden or invalid
+    path, and exact (brute force over the allowed paths) with enough beams."""
+    rng = random.Random(1000 + seed)
+    length = rng.randint(1, 4)
+    paths = sorted({tuple(rng.randrange(VOCAB) for _ in range(length)) for _ in range(rng.randint(1, 14))})
+    trie = Trie(paths)
+    banned = set(rng.sample(paths, rng.randint(0, len(paths))))
+    step, score = random_model(seed)
+    masked = forbid_paths(step, banned)
+    allowed = [(list(p), score(p)) for p in paths if p not in banned]
+    allowed.sort(key=lambda ps: -ps[1])
+    for beams in (1, 2, 5, len(paths)):
+        out = beam_search(masked, trie, beams=beams, max_len=length)
+        assert all(trie.is_complete(p) and tuple(p) not in banned for p, _ in out)
+        assert len(out) <= min(beams, len(allowed))
+        if beams >= len(paths):
+            assert [s for _, s in out] == pytest.approx([s for _, s in allowed])
+    free = beam_search(masked, None, beams=4, max_len=length)  # unconstrained: still never a banned path
+    assert all(tuple(p) not in banned for p, _ in free)
 
 
 def test_cbs_shorter_max_len_drops_long_paths():
@@ -229,3 +254,40 @@ def test_llama_cbs_returns_only_catalog_titles(smollm2_path, ml1m):
     # unconstrained free decoding of the same length need not be a catalog title
     free = llama_cbs(llm, prompt_tokens, None, beams=2, max_len=4)
     assert len(free) == 2
+
+
+@pytest.mark.llm
+def test_llama_beams_agree_with_one_sequence_cbs(smollm2_path, ml1m):
+    """The batched multi-sequence search finds the same titles as `llama_cbs` (scores within float
+    rounding of batched kernels), never a forbidden one, and reuses the prompt prefix across calls."""
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=str(smollm2_path), n_ctx=512, n_threads=1, seed=0, verbose=False)
+    items = ml1m.items.head(30)
+    titles = dict(zip(items["item_id"].cast(str).to_list(), items["title"].to_list()))
+
+    def tokenize(s):
+        return llm.tokenize(s.encode(), add_bos=False, special=False)
+
+    nl = tokenize("\n")
+    trie, to_item = title_trie(tokenize, titles, variants=(" {}",), suffix=nl)
+    prompt = ("<|im_start|>user\nName one movie for someone who loves animated films.<|im_end|>\n"
+              "<|im_start|>assistant\n1.")
+    prompt_tokens = llm.tokenize(prompt.encode(), add_bos=False, special=True)
+    exact = llama_cbs(llm, prompt_tokens, trie, beams=4, max_len=trie.max_len)
+    beams = LlamaBeams(llm, beams=4, n_ctx=512, n_threads=1)
+    fast = beams.search(prompt_tokens, trie, trie.max_len)
+    fast_scores = {to_item[tuple(p)]: s for p, s in fast}
+    exact_scores = {to_item[tuple(p)]: s for p, s in exact}
+    assert set(fast_scores) == set(exact_scores) and fast[0][0] == exact[0][0]  # near ties may swap places
+    assert all(fast_scores[i] == pytest.approx(exact_scores[i], abs=0.5) for i in exact_scores)
+    banned = [tuple(fast[0][0])]
+    again = beams.search(prompt_tokens, trie, trie.max_len, forbid=banned)
+    assert banned[0] not in {tuple(p) for p, _ in again} and all(tuple(p) in to_item for p, _ in again)
+    # the answer does not depend on the prompt before it (cached prefix) nor on repeating it
+    other = llm.tokenize(("<|im_start|>user\nName one movie for someone who loves war films and history."
+                          "<|im_end|>\n<|im_start|>assistant\n1.").encode(), add_bos=False, special=True)
+    first = beams.search(other, trie, trie.max_len)
+    assert beams.search(prompt_tokens, trie, trie.max_len) == fast
+    assert beams.search(other, trie, trie.max_len) == first == beams.search(other, trie, trie.max_len)
+    beams.close()

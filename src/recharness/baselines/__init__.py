@@ -38,11 +38,29 @@ register_dlrms(BASELINES)
 
 # ---- RecBench list-wise (recbench:seqrec): SASRec (§3.2 Group G) is `heavy`: fitted by `recharness train` only
 _SEQREC = ("recbench:seqrec",)
+# `table5`: the row's group and label in the paper's Table 5 layout (tasks.recbench.tables)
 for _name, _cls, _layers in (("sasrec", "SASRec", 2), ("sasrec-1l", "SASRec1L", 1), ("sasrec-3l", "SASRec3L", 3),
                              ("sasrec-4l", "SASRec4L", 4)):
     BASELINES.add(_name, f"recharness.baselines.sasrec:{_cls}", tasks=_SEQREC, trainable=True, heavy=True,
+                  table5={"group": "G", "label": f"SASRec {_layers}L", "order": _layers},
                   description=f"SASRec, {_layers} self-attention layer{'s' if _layers > 1 else ''}, hidden 64, "
                               "cross-entropy over all items, early stopping on validation NDCG@10 (needs torch)")
+# §3.2 Group H: SASRec over semantic-ID tokens; one training run serves both decodings
+BASELINES.add("sid-sasrec", "recharness.baselines.sid_sasrec:SIDSASRec", tasks=_SEQREC, trainable=True, heavy=True,
+              table5={"group": "H", "label": "SID-SASRec 2L-CBS", "order": 2},
+              description="SASRec (2 layers) over semantic-ID code tokens (RQ-VAE, 4x256 + disambiguation), "
+                          "next item decoded by conditional beam search over the catalog's code trie: every "
+                          "answer a real item (needs torch, vector-quantize-pytorch, the MiniLM package)")
+BASELINES.add("sid-sasrec-free", "recharness.baselines.sid_sasrec:SIDSASRecFree", tasks=_SEQREC, trainable=True,
+              heavy=True, table5={"group": "H", "label": "SID-SASRec 2L", "order": 1},
+              description="sid-sasrec's model decoded by plain beam search: code tuples that are no item are "
+                          "counted (invalid_share, invalid_top1_share) and dropped from the ranking")
+# the zero-shot text row: an LLM's first list entry decoded over a trie of catalog titles (slow: a sample cap)
+BASELINES.add("title-cbs", "recharness.baselines.title_cbs:TitleCBS", tasks=_SEQREC, trainable=False, heavy=True,
+              table5={"group": "Z", "label": "SmolLM2-135M titles-CBS (zero-shot)", "order": 0},
+              description="zero-shot llama.cpp model (SmolLM2-135M) on the seqrec prompt, its answer decoded by "
+                          "beam search over a trie of catalog titles; answers the first 100 samples (scored on "
+                          "those); train it with --latency-runs 0 (needs llama-cpp-python)")
 
 
 def serving(suite: str, task: str, *, on_the_fly: bool = False) -> list[str]:

@@ -12,11 +12,19 @@ out the same way for all (no sampled candidates):
   and the matched items in answer order, history items and repeats dropped, are its ranking
   (unmatched strings are ignored); a target it does not name has rank ∞ and counts 0;
 * a reference model gives the rank directly (`parsed["rank"]`): SASRec scores every item, popularity
-  orders every item it has counts for.
+  orders every item it has counts for; a beam decoder (SID-SASRec, the title-trie LLM) ranks only
+  the items of its beams, in beam order, and a target outside them has rank None (∞, counts 0).
 
 Metrics (`metrics.full_ranking`): NDCG@10 (the paper's Table 5), HR@10, MRR (the true reciprocal
 rank), Recall@{5,10,20}. A failed or unanswered sample has rank ∞ and is counted in `valid_rate` /
 `missing`: a model that answers little cannot look better by being judged on fewer samples.
+
+One exception, declared by the method itself: records whose parsed answer carries `sample_cap`
+(a slow method that answers only a sample of the test set on purpose, e.g. `title-cbs`) are
+scored on the samples they answer only, and `n_scored` says how many; Table 5 shows that n.
+Decoders that report beams (`beams`, `invalid`, `top1_invalid`: SID-SASRec) add `invalid_share`
+(invalid beams / beams) and `invalid_top1_share`; a per-answer `latency_s` inside the parsed answer
+(measured by the method, not by the `train` stage's timing loop) gives `answer_latency_s`.
 """
 
 from __future__ import annotations
@@ -89,6 +97,20 @@ def sample_rank(sample: dict, rec: dict | None) -> float:
     return list_rank(parsed.get("items") or [], sample["target"], set(sample["history"]))
 
 
+def decoder_stats(parsed: list[dict]) -> dict[str, float]:
+    """Invalid beams (share of all beams, share of top-1 answers) and the mean per-answer latency,
+    from the parsed answers that report them (beam decoders: SID-SASRec, title-cbs)."""
+    out: dict[str, float] = {}
+    beams = [p for p in parsed if "invalid" in p and p.get("beams")]
+    if beams:
+        out["invalid_share"] = float(sum(p["invalid"] for p in beams) / sum(p["beams"] for p in beams))
+        out["invalid_top1_share"] = float(np.mean([bool(p.get("top1_invalid")) for p in beams]))
+    lat = [p["latency_s"] for p in parsed if isinstance(p.get("latency_s"), (int, float))]
+    if lat:
+        out["answer_latency_s"] = float(np.mean(lat))
+    return out
+
+
 def distinct_items(df) -> int:
     """Distinct items in (history, target) rows."""
     return df["history"].explode().append(df["target"]).drop_nulls().n_unique() if df.height else 0
@@ -96,6 +118,7 @@ def distinct_items(df) -> int:
 
 class SeqrecTask(Task):
     name = "seqrec"
+    headline = "NDCG@10"
     format_reminder = "Please answer only with a numbered list of titles, one per line."
     params = GenerationParams(max_tokens=300)
 
@@ -143,6 +166,10 @@ class SeqrecTask(Task):
         return Parsed(res)
 
     def score(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, float]:
+        capped = any(isinstance(r, dict) and isinstance(r.get("parsed"), dict) and r["parsed"].get("sample_cap")
+                     for r in predictions.values())
+        if capped:  # a method that answers a sample on purpose: judged on that sample (module docstring)
+            samples = [s for s in samples if s["id"] in predictions]
         if not samples:
             return {}
         recs = [predictions.get(s["id"]) for s in samples]
@@ -156,6 +183,42 @@ class SeqrecTask(Task):
         named = sum(len(p["strings"]) for p in parsed)
         if parsed:  # an LLM's answers: how much of what it named is in the catalog
             out["matched_share"] = float(sum(len(p["items"]) for p in parsed) / named) if named else 0.0
+        out.update(decoder_stats([r["parsed"] for r in recs if r and isinstance(r.get("parsed"), dict)]))
+        if capped:
+            out["n_scored"] = float(len(samples))
+        return out
+
+    def units(self, samples: list[dict], predictions: dict[str, dict]) -> dict:
+        """`score`'s metrics as units over samples (for confidence intervals): the rank metrics and
+        valid_rate are means of per-sample values; matched_share and invalid_share pool counts over the
+        answers (ratios of sums); invalid_top1_share is a mean over the answers that report beams."""
+        from recharness.metrics.bootstrap import RatioUnits, mean_units
+
+        if any(isinstance(r, dict) and isinstance(r.get("parsed"), dict) and r["parsed"].get("sample_cap")
+               for r in predictions.values()):
+            samples = [s for s in samples if s["id"] in predictions]  # as `score`: judged on its sample
+        if not samples:
+            return {}
+        ids = [s["id"] for s in samples]
+        recs = [predictions.get(i) for i in ids]
+        per = rank_metrics(np.array([sample_rank(s, r) for s, r in zip(samples, recs)]), ks=RECALL_KS, per_sample=True)
+        how = "mean over samples"
+        out = {"NDCG@10": mean_units(ids, per["ndcg@10"], how=how), "HR@10": mean_units(ids, per["hr@10"], how=how),
+               "MRR": mean_units(ids, per["mrr"], how=how)}
+        out.update({f"Recall@{k}": mean_units(ids, per[f"recall@{k}"], how=how) for k in RECALL_KS})
+        out["valid_rate"] = mean_units(ids, [bool(r and r.get("valid", True)) for r in recs], how=how)
+        parsed = [r["parsed"] if r and isinstance(r.get("parsed"), dict) else {} for r in recs]
+        named = [len(p["strings"]) if "strings" in p else 0 for p in parsed]
+        if sum(named):
+            out["matched_share"] = RatioUnits(ids, [len(p["items"]) if "strings" in p else 0 for p in parsed], named,
+                                              how="matched / named titles, pooled over answers")
+        beams = ["invalid" in p and bool(p.get("beams")) for p in parsed]
+        if any(beams):
+            out["invalid_share"] = RatioUnits(ids, [p["invalid"] if b else 0 for p, b in zip(parsed, beams)],
+                                              [p["beams"] if b else 0 for p, b in zip(parsed, beams)],
+                                              how="invalid / all beams, pooled over answers")
+            out["invalid_top1_share"] = mean_units(ids, [bool(p.get("top1_invalid")) for p in parsed], beams,
+                                                   how="mean over answers with beams")
         return out
 
     def references(self, dataset, samples: list[dict], seed: int = 0) -> dict[str, dict[str, dict]]:

@@ -1,12 +1,24 @@
-"""RecBench's Tables 3 and 4: AUC per dataset, the Overall mean over datasets, and latency per sample.
+"""RecBench's Tables 3 and 4 (pair-wise: AUC) and Table 5 (list-wise: NDCG@10), per dataset, the
+Overall mean over datasets, and latency per sample.
 
 Table 3 holds the zero-shot LLMs (the run's model rows), Table 4 the conventional models trained
 here (the reference rows: DLRMs, item-mean, popularity, random). One run is one dataset, so a single
-run gives one AUC column; `across_datasets` lays several runs side by side as the paper does.
+run gives one column; `across_datasets` / `table5` lay several runs side by side as the paper does.
+
+Table 5 groups its rows as the paper: G (SASRec by layers), I (LLMs with item IDs), H (SID-SASRec,
+with and without conditional beam search), J (LLMs with semantic IDs); then the zero-shot title
+LLM rows and other references (popularity), which the paper has not. A reference row's group and
+label come from its baseline's `table5` registration (`recharness.baselines`); a model row (an LLM
+run) is a zero-shot title row, or I / J when its name starts with "id-"/"p5-" / "sid-". Columns:
+NDCG@10 per dataset, Overall (mean over datasets, only for a row with every dataset), Latency (the
+method's own per-answer time where it measures one, `answer_latency_s`, else `latency_s`), n (the
+samples a row is judged on: a sample-capped row says so), and, when any row decodes beams, the
+share of invalid answers (top-1 / all beams): the paper's case for CBS.
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 
 from recharness.tasks.base import ScoreRow
@@ -58,6 +70,81 @@ def across_datasets(runs: dict[str, list[ScoreRow]]) -> str | None:
     return "\n".join(parts) or None
 
 
-def paper_tables(rows: list[ScoreRow], dataset: str = "AUC") -> str | None:
-    """One run's rows in the Table 3/4 layout (its dataset as the one AUC column)."""
-    return across_datasets({dataset: rows})
+#: Table 5's groups in the paper's order, then ours
+TABLE5_GROUPS = {
+    "G": "G: SASRec, item IDs",
+    "I": "I: LLMs, item IDs (fine-tuned)",
+    "H": "H: SID-SASRec, semantic IDs (-CBS: conditional beam search)",
+    "J": "J: LLMs, semantic IDs (fine-tuned)",
+    "Z": "LLMs zero-shot, titles (not in the paper's table)",
+    "R": "other references",
+}
+
+
+def table5_row(row: ScoreRow) -> tuple[str, str, float]:
+    """(group, label, order within the group) of a seqrec score row (see the module docstring)."""
+    if row.kind == "reference":
+        from recharness.baselines import BASELINES
+
+        meta = BASELINES.meta(row.method).get("table5") if row.method in BASELINES else None
+        if meta:
+            return meta["group"], meta.get("label", row.method), float(meta.get("order", 0))
+        return "R", row.method, 0.0
+    if re.match(r"^(id|p5)-", row.method):
+        return "I", row.method, 0.0
+    if row.method.startswith("sid-"):
+        return "J", row.method, 0.0
+    return "Z", f"{row.method} (free text)", 1.0
+
+
+def _n_label(r: ScoreRow) -> str:
+    return str(int(r.metrics["n_scored"])) if r.metrics.get("n_scored") is not None else str(r.n)
+
+
+def table5(runs: dict[str, list[ScoreRow]]) -> str | None:
+    """Table 5 over {dataset: that run's score rows}: NDCG@10 per dataset, Overall, latency, n."""
+    by = {d: {(r.method, r.kind): r for r in rows if r.task == "seqrec"} for d, rows in runs.items()}
+    methods = list(dict.fromkeys(k for rows in by.values() for k in rows))
+    if not methods:
+        return None
+    datasets = list(by)
+    any_row = {m: next(by[d][m] for d in datasets if m in by[d]) for m in methods}
+    placed = {m: table5_row(any_row[m]) for m in methods}
+    show_invalid = any(r.metrics.get("invalid_share") is not None for rows in by.values() for r in rows.values())
+    cols = [*datasets, "Overall", "Latency", "n"] + (["invalid (top-1 / beams)"] if show_invalid else [])
+    lines = ["#### Table 5: list-wise next-item recommendation (NDCG@10 over the full catalog, history excluded; "
+             "latency per sample)\n", "| Recommender | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    for group, title in TABLE5_GROUPS.items():
+        members = sorted((m for m in methods if placed[m][0] == group), key=lambda m: (placed[m][2], placed[m][1]))
+        if not members:
+            continue
+        lines.append(f"| **{title}** |" + " |" * len(cols))
+        for m in members:
+            vals, lat, cells, ns, inv = [], [], [], [], []
+            for d in datasets:
+                r = by[d].get(m)
+                v = r.metrics.get("NDCG@10") if r is not None else None
+                cells.append("–" if v is None else f"{v:.4f}")
+                if r is None:
+                    continue
+                if v is not None:
+                    vals.append(v)
+                t = r.metrics.get("answer_latency_s", r.metrics.get("latency_s"))
+                if t is not None:
+                    lat.append(t)
+                ns.append(_n_label(r))
+                if r.metrics.get("invalid_share") is not None:
+                    inv.append(f"{r.metrics.get('invalid_top1_share', 0.0):.1%} / {r.metrics['invalid_share']:.1%}")
+            overall = f"{statistics.fmean(vals):.4f}" if len(vals) == len(datasets) else "–"
+            cells += [overall, latency_label(statistics.fmean(lat) if lat else None), " / ".join(ns) or "–"]
+            if show_invalid:
+                cells.append("; ".join(inv) or "–")
+            lines.append(f"| {placed[m][1]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def paper_tables(rows: list[ScoreRow], dataset: str | None = None) -> str | None:
+    """One run's rows in the paper's layouts, its dataset as the one column: Tables 3/4 for ctr rows
+    (AUC), Table 5 for seqrec rows (NDCG@10)."""
+    parts = [across_datasets({dataset or "AUC": rows}), table5({dataset or "NDCG@10": rows})]
+    return "\n".join(p for p in parts if p) or None

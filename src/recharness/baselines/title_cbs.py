@@ -1,0 +1,160 @@
+"""Zero-shot LLM over titles, decoded by conditional beam search over the catalog (RecBench seqrec).
+
+The paper's LLM rows of Table 5 are fine-tuned (LLMs know no item IDs zero-shot); this is the
+zero-shot *text* row: a llama.cpp model (default the built-in SmolLM2-135M) reads the very prompt
+the LLM rows get (`sample["messages"]`: `seqrec.seqrec_messages`, the history as titles, a
+numbered list asked for), its answer is started as "1." and the first list entry is decoded by
+beam search constrained to a trie of every catalog title (`models.cbs.title_trie`, each title as
+" Title" + the newline token that ends a list line), so every beam is a real item. The beams, best
+cumulative log-prob first, are the ranking; the user's history titles are masked at their last
+token (`cbs.forbid_paths`), as every method's ranking excludes them. A target no beam reaches is
+not ranked (``rank: None``: 0 for NDCG@10, HR@k, MRR). The list can be shorter than `beams`
+(beam search does not replace a finished beam, and inside a title there is one continuation:
+~14 titles from 20 beams on ML-1M). Decoding: `cbs.LlamaBeams` (one llama.cpp
+KV sequence per beam, one batched decode per step).
+
+Slow (seconds per sample on CPU), so it answers a sample of the test set: the first `max_samples`
+distinct samples it is asked about (the build's order under `recharness train`), remembered by id,
+and no record for the rest. Each record carries ``parsed["sample_cap"]``, so `seqrec`'s scorer
+judges it only on the samples it answered (`n_scored`), and ``parsed["latency_s"]``, the seconds of
+that sample's prompt + search (Table 5's latency). `recharness train`'s own single-sample timing
+would time the remembered answers: run it with ``--latency-runs 0``; Table 5 reads
+``parsed["latency_s"]`` either way.
+
+Nothing is learned: `fit` loads the model and builds the trie from `TrainData.item_table`.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Self
+
+from recharness.baselines.base import Baseline, TrainData
+from recharness.errors import ConfigError
+from recharness.tasks.base import reference_record
+
+#: n_ctx: KV cells of the beam search (prompt + the beams' title tokens); 4,096 x SmolLM2-135M: ~95 MB
+DEFAULTS: dict[str, Any] = {"model": "smollm2-135m", "beams": 20, "max_samples": 100, "n_ctx": 4096, "threads": 1}
+#: what the assistant's answer is started with: the numbered list the prompt asks for, its first entry next
+ANSWER_START = "1."
+
+
+class TitleCBS(Baseline):
+    """A zero-shot llama.cpp model ranking catalog titles by CBS; answers the first `max_samples` samples."""
+
+    name = "title-cbs"
+
+    def __init__(self, seed: int = 0, **params):
+        unknown = set(params) - set(DEFAULTS)
+        if unknown:
+            raise TypeError(f"{self.name} takes no parameters {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+        self.seed = seed
+        self.params = {**DEFAULTS, **params}
+        for k in ("beams", "max_samples", "n_ctx", "threads"):
+            if int(self.params[k]) < 1:
+                raise ConfigError(f"{self.name}: {k} must be at least 1, got {self.params[k]}")
+        self.llm = None
+        self.beams = None
+        self.trie = None
+        self.to_item: dict[tuple[int, ...], str] = {}
+        self.item_paths: dict[str, list[tuple[int, ...]]] = {}
+        self.titles: dict[str, str] = {}
+        self._answered: dict[str, dict] = {}
+
+    @classmethod
+    def create(cls, seed: int = 0) -> Self:
+        return cls(seed=seed)
+
+    def settings(self) -> dict:
+        return {**self.params, "answer_start": ANSWER_START, "seed": self.seed}
+
+    def _model_path(self) -> Path:
+        from recharness.models.builtin import BUILTIN_MODELS, fetch_model
+
+        spec = str(self.params["model"])
+        if spec in BUILTIN_MODELS:
+            return fetch_model(spec)
+        path = Path(spec.removeprefix("llamacpp:")).expanduser()
+        if not path.exists():
+            raise ConfigError(f"{self.name}: model {spec!r} is neither a built-in model "
+                              f"({', '.join(BUILTIN_MODELS)}) nor an existing GGUF file")
+        return path
+
+    def fit(self, train: TrainData) -> Self:
+        table = train.item_table
+        if table is None or "title" not in table.columns:
+            raise ConfigError(f"{self.name} needs the dataset's item table with a 'title' column (the trie's "
+                              "titles); this training data has none: fit it on `TrainData.of_build(dataset, run, 'recbench')`")
+        from recharness.models.cbs import LlamaBeams, title_trie
+        from recharness.models.llamacpp import _import_llama
+
+        llama_cpp = _import_llama()
+        p = self.params
+        # the Llama object gives the weights, tokenizer and chat template; LlamaBeams decodes in its own context
+        self.llm = llama_cpp.Llama(model_path=str(self._model_path()), n_ctx=256, n_threads=int(p["threads"]),
+                                   n_threads_batch=int(p["threads"]), seed=self.seed, verbose=False)
+        self.beams = LlamaBeams(self.llm, int(p["beams"]), n_ctx=int(p["n_ctx"]), n_threads=int(p["threads"]))
+        newline = self._tokenize("\n")
+        if len(newline) != 1:
+            raise ConfigError(f"{self.name}: the model's tokenizer spells a newline as {len(newline)} tokens; "
+                              "the title trie needs one end-of-line token")
+        self.titles = {str(i): t for i, t in zip(table["item_id"].to_list(), table["title"].to_list()) if t}
+        self.trie, self.to_item = title_trie(self._tokenize, self.titles, variants=(" {}",), suffix=newline)
+        self.item_paths = {}
+        for path, item in self.to_item.items():
+            self.item_paths.setdefault(item, []).append(path)
+        self._answered = {}
+        return self
+
+    def _tokenize(self, text: str) -> list[int]:
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+
+    def _prompt_tokens(self, sample: dict) -> list[int]:
+        from recharness.models.llamacpp import LlamaCppBackend
+        from recharness.tasks.recbench.seqrec import seqrec_messages
+
+        messages = sample.get("messages") or seqrec_messages([self.titles.get(i, i) for i in sample["history"]],
+                                                             int(sample.get("n_recs", 10)))
+        text = LlamaCppBackend._format_prompt(self.llm, messages) + ANSWER_START
+        tokens = self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        # KV cells: the prompt, the live beams' title tokens and those of the beams that died a step ago
+        need = len(tokens) + 2 * int(self.params["beams"]) * self.trie.max_len
+        if need > int(self.params["n_ctx"]):
+            raise ConfigError(f"{self.name}: sample {sample['id']}'s prompt has {len(tokens)} tokens; with "
+                              f"{self.params['beams']} beams over titles of up to {self.trie.max_len} tokens the search "
+                              f"needs n_ctx >= {need} (n_ctx is {self.params['n_ctx']})")
+        return tokens
+
+    def _answer(self, sample: dict) -> dict:
+        t0 = time.perf_counter()
+        history = set(sample["history"])
+        forbid = [p for i in history for p in self.item_paths.get(i, ())]
+        found = self.beams.search(self._prompt_tokens(sample), self.trie, self.trie.max_len, forbid=forbid)
+        items: list[str] = []
+        for path, _ in found:
+            item = self.to_item[tuple(path)]
+            if item not in history and item not in items:
+                items.append(item)
+        target = sample.get("target")
+        return {"rank": items.index(target) + 1 if target in items else None, "items": items,
+                "top_titles": [self.titles[i] for i in items[:3]], "beams": len(found),
+                "latency_s": round(time.perf_counter() - t0, 6), "sample_cap": int(self.params["max_samples"])}
+
+    def predict(self, samples: list[dict]) -> dict[str, dict]:
+        if self.llm is None:
+            raise ValueError(f"{self.name} predicts only once fitted")
+        bad = next((s for s in samples if s.get("task") != "seqrec"), None)
+        if bad is not None:
+            raise ValueError(f"{self.name} does not answer {bad.get('task')!r} samples")
+        out = {}
+        for s in samples:
+            parsed = self._answered.get(s["id"])
+            if parsed is None:
+                if len(self._answered) >= int(self.params["max_samples"]):
+                    continue  # beyond the sample: no record (scored on the answered samples only)
+                parsed = self._answered[s["id"]] = self._answer(s)
+            rec = reference_record(s["id"], parsed)
+            rec["latency_s"] = parsed["latency_s"]
+            out[s["id"]] = rec
+        return out
