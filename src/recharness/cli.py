@@ -608,6 +608,11 @@ def _options_tables(suite: str) -> list[Table]:
     return tables
 
 
+from recharness.finetune.cli import register as _register_finetune  # noqa: E402 (imports no torch)
+
+_register_finetune(app)
+
+
 def main():
     """Every failure a user can cause ends in one `error: ...` line and exit code 2, never a traceback."""
     from typer.exceptions import TyperException  # base of typer's (vendored) click usage errors

@@ -28,6 +28,24 @@ class HFBackend(ModelBackend):
         self._lock = threading.Lock()
         self._tok = self._model = None
 
+    def identity(self) -> dict:
+        """A model written by `recharness finetune` adds what it is (base, settings, steps, a hash of its
+        weights): the response cache never answers a new fine-tune saved to the same directory from an old one."""
+        from pathlib import Path
+
+        ident = super().identity()
+        info = Path(self.model) / "finetune.json"
+        if info.is_file():
+            import json
+
+            try:
+                d = json.loads(info.read_text())
+            except (OSError, ValueError):
+                d = {}
+            keys = ("base", "task", "items", "settings", "examples", "steps", "train_s", "weights")
+            ident["finetune"] = {k: d.get(k) for k in keys}
+        return ident
+
     def _load(self):
         if self._model is None:
             from pathlib import Path

