@@ -138,7 +138,13 @@ def main():
                      f"{r.metrics.get('invalid_rate', 0):.3f} | {timings.get(m, {}).get('score_s', float('nan')):.0f} |")
     lines += ["", "## Fine-tuned vs zero-shot (paired)", ""]
     for name, c in cmp.items():
-        lines.append(f"- {name}: `{str(c)[:600]}`")
+        for d in c if isinstance(c, list) else [c]:
+            if "diff" not in d:
+                lines.append(f"- {name}: {d.get('error', d)}")
+                continue
+            lines.append(f"- {name} − {d['b']}, {d['metric']} on {d['n']} shared samples: {d['diff']:+.4f} "
+                         f"[{d['lo']:+.4f}, {d['hi']:+.4f}], paired bootstrap p = {d['p_boot']:.3f}, "
+                         f"permutation p = {d['p_perm']:.3f}")
     args.md.parent.mkdir(parents=True, exist_ok=True)
     args.md.write_text("\n".join(lines) + "\n")
     log(f"wrote {args.md}")
