@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 from pathlib import Path
+
+from recharness.finetune._fs import atomic_dir
 
 FINETUNE_INFO = "finetune.json"
 
@@ -61,21 +61,13 @@ def export_merged(peft_model, tok, out_dir: Path, info: dict) -> Path:
     strip_gguf(merged)
     merged.config.use_cache = True
     merged.to(torch.float32)
-    tmp = out_dir.with_name(out_dir.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    merged.save_pretrained(tmp)
-    for k in ("dtype", "torch_dtype", "gguf_file"):  # loading options of the GGUF, not tokenizer settings
-        tok.init_kwargs.pop(k, None)
-    tok.save_pretrained(tmp)
-    info = {**info, "weights": weights_fingerprint(tmp)}
-    (tmp / FINETUNE_INFO).write_text(json.dumps(info, indent=2, default=str))
-    old = out_dir.with_name(out_dir.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if out_dir.exists():
-        os.replace(out_dir, old)
-    os.replace(tmp, out_dir)
-    shutil.rmtree(old, ignore_errors=True)
+    with atomic_dir(out_dir) as tmp:
+        merged.save_pretrained(tmp)
+        for k in ("dtype", "torch_dtype", "gguf_file"):  # loading options of the GGUF, not tokenizer settings
+            tok.init_kwargs.pop(k, None)
+        tok.save_pretrained(tmp)
+        info = {**info, "weights": weights_fingerprint(tmp)}
+        (tmp / FINETUNE_INFO).write_text(json.dumps(info, indent=2, default=str))
     return out_dir
 
 

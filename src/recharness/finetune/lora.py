@@ -12,19 +12,20 @@
 * Data order: epoch e visits the examples in `default_rng([seed, e]).permutation(n)`; LoRA's init
   and dropout draw from torch's generator seeded by `seed`.
 * Checkpoints every `checkpoint_every` steps and at the end, in `<dir>/` written atomically: the
-  trainable tensors (LoRA A/B, trainable token rows), AdamW's state, torch/numpy/python RNG
-  states, the step and the epoch's order. A killed run started again with the same settings and
-  examples resumes from the last checkpoint and ends with the same adapter as an uninterrupted run
-  (bit for bit with the same thread count). Other settings or examples: a ConfigError, never a mix.
+  trainable tensors (LoRA A/B, trainable token rows), AdamW's state, torch's RNG state (tensors,
+  read back with `weights_only=True`: no checkpoint file is ever unpickled), numpy/python RNG
+  states (JSON), the step, the epoch's order and a fingerprint of the base weights. A killed run
+  started again with the same base model, settings and examples resumes from the last checkpoint
+  and ends with the same adapter as an uninterrupted run (bit for bit with the same thread count).
+  Another base model, other settings or examples: a ConfigError, never a mix.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
-import os
 import random
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -33,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from recharness.errors import ConfigError
+from recharness.finetune._fs import atomic_dir, recover_dir
 
 #: attention projections, as the issue measured (q/k/v/o)
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -169,50 +171,75 @@ def _batch_loss(model, batch: list[Encoded], pad_id: int):
     return F.cross_entropy(logits, torch.tensor(targets), reduction="sum"), len(targets)
 
 
+def base_fingerprint(model, sample: int = 1024) -> str:
+    """A cheap fingerprint of the frozen (base) weights of `model`: each frozen tensor's name (without
+    peft's `base_layer`), shape, dtype and `sample` evenly spaced values. Two base models (or a base
+    whose added-token rows differ) give different fingerprints; LoRA and trainable tokens are left out."""
+    import torch
+
+    h = hashlib.sha256()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.requires_grad:
+                continue
+            flat = p.detach().reshape(-1)
+            if flat.numel() > sample:
+                flat = flat[torch.linspace(0, flat.numel() - 1, sample).long()]
+            h.update(f"{name.replace('.base_layer', '')}|{tuple(p.shape)}|{p.dtype}|".encode())
+            h.update(flat.float().cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def _rng_json() -> dict:
+    """numpy's and python's global RNG states as plain JSON (lists and numbers)."""
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
+    return {"numpy": [name, keys.tolist(), int(pos), int(has_gauss), float(cached)],
+            "python": [version, list(internal), gauss_next]}
+
+
+def _set_rng_json(d: dict) -> None:
+    name, keys, pos, has_gauss, cached = d["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), int(pos), int(has_gauss), float(cached)))
+    version, internal, gauss_next = d["python"]
+    random.setstate((int(version), tuple(int(x) for x in internal), gauss_next))
+
+
 def _save(ckpt: Path, model, optimizer, step: int, meta: dict) -> None:
     import torch
 
-    tmp = ckpt.with_name(ckpt.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    torch.save(trainable_state(model), tmp / "trainable.pt")
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-    torch.save({"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
-               tmp / "rng.pt")
-    (tmp / "state.json").write_text(json.dumps({**meta, "step": step}, indent=2))
-    old = ckpt.with_name(ckpt.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if ckpt.exists():
-        os.replace(ckpt, old)
-    os.replace(tmp, ckpt)
-    shutil.rmtree(old, ignore_errors=True)
+    with atomic_dir(ckpt) as tmp:
+        torch.save(trainable_state(model), tmp / "trainable.pt")
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save(torch.get_rng_state(), tmp / "torch_rng.pt")  # a uint8 tensor
+        (tmp / "rng.json").write_text(json.dumps(_rng_json()))
+        (tmp / "state.json").write_text(json.dumps({**meta, "step": step}, indent=2))
 
 
 def _load(ckpt: Path, model, optimizer, meta: dict) -> tuple[int, dict]:
     """Restore the checkpoint in `ckpt` (if any): returns the step it reached and its state."""
     import torch
 
-    if not (ckpt / "state.json").exists():
-        old = ckpt.with_name(ckpt.name + ".old")  # killed between the two renames of `_save`
-        if (old / "state.json").exists():
-            os.replace(old, ckpt)
-        else:
-            return 0, {}
+    if not recover_dir(ckpt, "state.json"):
+        return 0, {}
     state = json.loads((ckpt / "state.json").read_text())
+    again = "remove it to start over, or train into another directory"
+    if state.get("base_weights") != meta.get("base_weights"):
+        raise ConfigError(f"the checkpoint in {ckpt} was made from another base model "
+                          f"({state.get('base_model') or '?'}, weights {state.get('base_weights')}) than this run's "
+                          f"({meta.get('base_model') or '?'}, weights {meta.get('base_weights')}): {again}")
     for k in ("settings", "examples", "n_examples", "trainable_tokens"):
         if state.get(k) != meta.get(k):
             raise ConfigError(f"the checkpoint in {ckpt} was made with other {k.replace('_', ' ')} "
-                              f"({state.get(k)} vs {meta.get(k)}): remove it to start over, or train into another directory")
+                              f"({state.get(k)} vs {meta.get(k)}): {again}")
     tensors = torch.load(ckpt / "trainable.pt", weights_only=True)
     params = dict(model.named_parameters())
     with torch.no_grad():
         for n, t in tensors.items():
             params[n].copy_(t)
     optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
-    rng = torch.load(ckpt / "rng.pt", weights_only=False)
-    torch.set_rng_state(rng["torch"])
-    np.random.set_state(rng["numpy"])
-    random.setstate(rng["python"])
+    torch.set_rng_state(torch.load(ckpt / "torch_rng.pt", weights_only=True))
+    _set_rng_json(json.loads((ckpt / "rng.json").read_text()))
     return int(state["step"]), state
 
 
@@ -220,8 +247,8 @@ def train(model, tok, data: list[Encoded], settings: LoraSettings, checkpoint_di
           meta: dict | None = None, on_step: Callable[[dict], None] | None = None) -> TrainResult:
     """Train the peft `model` on `data` (see the module docstring); returns this session's figures.
 
-    `meta` (examples fingerprint, trainable tokens) is stored with each checkpoint and must match to
-    resume. `on_step(info)` is called after every optimizer step with step, total, loss, tokens/s."""
+    `meta` (base model spec, examples fingerprint, trainable tokens) is stored with each checkpoint
+    and, with the settings and `base_fingerprint(model)`, must match to resume. `on_step(info)` is called after every optimizer step with step, total, loss, tokens/s."""
     import torch
 
     if not data:
@@ -229,7 +256,8 @@ def train(model, tok, data: list[Encoded], settings: LoraSettings, checkpoint_di
     n = len(data)
     per_epoch = math.ceil(n / settings.batch)
     total = settings.max_steps if settings.max_steps is not None else per_epoch * settings.epochs  # as HF Trainer
-    meta = {"settings": settings.resume_key(), "n_examples": n, **(meta or {})}
+    meta = {"settings": settings.resume_key(), "n_examples": n, "base_weights": base_fingerprint(model),
+            **(meta or {})}
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=settings.lr, weight_decay=settings.weight_decay)
     ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None

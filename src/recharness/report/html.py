@@ -423,8 +423,15 @@ def _target_and_hit(sample: dict, rec: dict | None) -> tuple[str, str | None]:
     titles = _titles(sample)
     if "target" in sample and sample["target"] is not None:
         tgt = str(sample["target"])
-        ranked = [str(x) for x in (parsed.get("items") or parsed.get("ranking") or [])]
-        rank = ranked.index(tgt) + 1 if tgt in ranked else None
+        if "rank" in parsed:  # a ranker's record (SASRec, SID/CBS, fine-tuned): the rank the scorer uses
+            r = parsed["rank"]
+            rank = int(r) if _number(r) and r >= 1 else None
+        else:
+            # as the scorer: recbench seqrec drops the shown history and repeats before ranking
+            drop = {str(h) for h in sample.get("history") or []} if sample.get("task") == "seqrec" else set()
+            ranked = list(dict.fromkeys(x for x in map(str, parsed.get("items") or parsed.get("ranking") or [])
+                                        if x not in drop))
+            rank = ranked.index(tgt) + 1 if tgt in ranked else None
         text = titles.get(tgt, tgt)
         return text, None if rec is None else ("hit" + (f" (rank {rank})" if rank else "") if rank else "miss")
     if sample.get("gt") is not None and "query" in sample:
@@ -589,16 +596,18 @@ def write_leaderboard(runs: list[Path], out: Path, *, title: str = "recharness l
     parts.append("<p>Runs: " + ", ".join(
         f"<a href='{e(_rel_link(d / 'report.html', out))}'>{e(display_path(d))}</a>" for d in runs) + "</p>")
     parts.append("<p class='note'><small>Rows from runs of different builds were scored on different samples: "
-                 "compare their intervals, not their bold marks (the marks are within one run).</small></p>")
+                 "compare their intervals; bold marks are kept only where all rows of a table come from one run.</small></p>")
     for (suite, dataset, task), ens in groups.items():
         builds = list(dict.fromkeys(en["build"] for en in ens))
+        # a run marks rows against its own best: the marks hold only when every row is from one run
+        same_run = len({str(en["run"]) for en in ens}) == 1
         rows = []
         for en in ens:
             r = en["row"]
             name = r.method if len(builds) == 1 else f"{r.method} [{en['run'].name}]"
             rows.append(ScoreRow(method=name, task=r.task, metrics=r.metrics, n=r.n, kind=r.kind, extra=r.extra,
-                                 ci=r.ci if len(builds) == 1 else {m: {k: v for k, v in c.items() if k != "top"}
-                                                                     for m, c in r.ci.items()}))
+                                 ci=r.ci if same_run else {m: {k: v for k, v in c.items() if k != "top"}
+                                                              for m, c in r.ci.items()}))
         parts += task_section(rows, suite, task, title=f"{suite} · {task} on {dataset}")
     atomic_write_text(out / "leaderboard.html", _page(title, parts))
     allcols = columns([en["row"] for en in entries])

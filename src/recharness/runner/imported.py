@@ -30,24 +30,55 @@ import math
 import time
 from pathlib import Path
 
-from recharness.errors import ConfigError
+from recharness.errors import ConfigError, InputError
 
 ANSWER_KEYS = ("probability", "items", "titles", "answer", "ordering", "ratings", "rating")
 
 
+def _decode(raw: bytes, first: bool) -> str:
+    return raw.decode("utf-8-sig" if first else "utf-8")
+
+
+def _not_utf8(ex: UnicodeDecodeError) -> str:
+    return f"not valid UTF-8 (byte 0x{ex.object[ex.start]:02x} at byte {ex.start + 1} of the line)"
+
+
 def _read_lines(path: Path):
-    """(line number, dict | error text) per data line of a JSONL or CSV file."""
+    """(line number, dict | error text) per data line of a JSONL or CSV file.
+
+    Bytes are decoded line by line, so a line that is not UTF-8 is named by its number: in JSONL it
+    is one more unusable line; in CSV (where quoting can span lines) it stops the import."""
     if path.suffix.lower() in (".csv", ".tsv"):
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
-            for row in reader:
-                if None in row:
-                    yield reader.line_num, f"{len(row[None])} more fields than the header has"
-                    continue
-                yield reader.line_num, {k.strip(): v for k, v in row.items() if k is not None and v not in (None, "")}
+        physical = 0
+
+        def text_lines(f):
+            nonlocal physical
+            for raw in f:
+                physical += 1
+                try:
+                    yield _decode(raw, physical == 1)
+                except UnicodeDecodeError as ex:
+                    raise InputError(path, _not_utf8(ex), line=physical) from None
+
+        with open(path, "rb") as f:
+            reader = csv.DictReader(text_lines(f), delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+            try:
+                for row in reader:
+                    if None in row:
+                        yield reader.line_num, f"{len(row[None])} more fields than the header has"
+                        continue
+                    yield reader.line_num, {k.strip(): v for k, v in row.items()
+                                            if k is not None and v not in (None, "")}
+            except csv.Error as ex:
+                raise InputError(path, f"not readable as CSV ({ex})", line=physical or None) from None
         return
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
+    with open(path, "rb") as f:
+        for i, raw in enumerate(f, 1):
+            try:
+                line = _decode(raw, i == 1)
+            except UnicodeDecodeError as ex:
+                yield i, _not_utf8(ex)
+                continue
             if not line.strip():
                 continue
             try:
@@ -145,8 +176,41 @@ def _record(sample: dict, name: str, source: str, where: str, fp: str, output, p
             "latency_s": None, "prompt_tokens": None, "completion_tokens": None, "cached": False, "imported_from": where}
 
 
-def import_predictions(out: Path, source: Path, name: str, *, native=None) -> dict:
+def _imported_from(path: Path) -> dict | None:
+    """The model identity of the first record of an existing predictions file (None: none readable)."""
+    try:
+        with open(path, "rb") as f:
+            for raw in f:
+                if raw.strip():
+                    rec = json.loads(raw)
+                    m = rec.get("model") if isinstance(rec, dict) else None
+                    return m if isinstance(m, dict) else None
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _same_import(model: dict | None, source: Path, shown: str) -> bool:
+    """Whether `model` (a record's identity) is an import of `source`: our reader stores the shown
+    path, the suite's own reader (a folder or .json) each file's path."""
+    if not model or model.get("backend") != "imported" or not model.get("file"):
+        return False
+    f = str(model["file"])
+    if f == shown:
+        return True
+    try:
+        fp, sp = Path(f).resolve(), source.resolve()
+    except (OSError, RuntimeError):
+        return False
+    return fp == sp or (source.is_dir() and fp.parent == sp)
+
+
+def import_predictions(out: Path, source: Path, name: str, *, native=None, force: bool = False) -> dict:
     """Write predictions/<name>.jsonl of the run `out` from `source`; returns the import report.
+
+    An existing predictions/<name>.jsonl is replaced only when an earlier import of the same
+    `source` wrote it, or with `force`: never a model's run (whose resumption would take the
+    imported answers for its own) nor another file's import.
 
     `native(out, source, name) -> (predictions path, problems)`: the suite's own reader for its
     published prediction files (PerRecBench's <mode>-<level>.json), used for a folder or a .json
@@ -164,6 +228,13 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None) -> di
     info, samples = load_build(out)
     fp = info["fingerprint"]
     shown = shown_path(source)
+    target = out / "predictions" / f"{name}.jsonl"
+    model = _imported_from(target) if target.exists() and not force else None
+    if target.exists() and not force and not _same_import(model, source, shown):
+        by = (f"an import of {model.get('file')}" if model and model.get("backend") == "imported"
+              else f"a run of {model.get('backend')}:{model.get('model')}" if model else "something else")
+        raise ConfigError(f"{shown_path(target)} already exists ({by}): give another --name, or --force to "
+                          f"replace it with the answers of {shown}")
     if native is not None and (source.is_dir() or source.suffix == ".json"):
         path, problems = native(out, source, name)
         recs = list(read_jsonl(path))
@@ -256,7 +327,7 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None) -> di
                           f"({len(problems)} problems; first: {problems[0]['where']}: {problems[0]['problem']})"
                           if problems else f"--predictions {source}: empty")
     order = {s["id"]: n for n, s in enumerate(samples)}
-    path = out / "predictions" / f"{name}.jsonl"
+    path = target
     path.parent.mkdir(parents=True, exist_ok=True)
     write_jsonl_atomic(path, sorted(records.values(), key=lambda r: order[r["id"]]))
     report = {"name": name, "source": shown, "lines": lines, "imported": len(records),
@@ -267,16 +338,26 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None) -> di
     return report
 
 
+def _whole(x) -> int | None:
+    """x as an int when it is a whole, finite number (1, 1.0, "2"); None otherwise (1.9, NaN, True)."""
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, int):
+        return x
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return int(v) if math.isfinite(v) and v.is_integer() else None
+
+
 def _perrecbench_line(s: dict, d: dict) -> tuple[dict | None, str | None]:
     n = len(s["truth"]["user_ids"])
     if "ordering" in d:
         o = _as_list(d["ordering"])
-        try:
-            o = [int(x) for x in o] if o is not None else None
-        except (TypeError, ValueError):
-            o = None
-        if o is None:
-            return None, "\"ordering\" is not a list of 1-based user indices"
+        o = [_whole(x) for x in o] if o is not None else None
+        if o is None or None in o:
+            return None, f"\"ordering\" is not a list of 1-based user indices (whole numbers): {str(d['ordering'])[:80]}"
         valid = sorted(o) == list(range(1, n + 1))
         return {"parsed": {"ordering": o}, "valid": valid,
                 "error": None if valid else f"ordering {o} is not a permutation of 1..{n}"}, None
@@ -285,9 +366,12 @@ def _perrecbench_line(s: dict, d: dict) -> tuple[dict | None, str | None]:
         if r is None or len(r) != n:
             return None, f"\"ratings\" must list {n} ratings (null for a user without one)"
         try:
-            vals = [None if x in (None, "", "null") else float(x) for x in r]
+            vals = [None if x is None or (isinstance(x, str) and x.strip() in ("", "null")) else float(x)
+                    for x in r]
         except (TypeError, ValueError):
-            return None, "\"ratings\" holds a value that is not a number"
+            vals = [math.nan]
+        if any(isinstance(x, bool) for x in r) or any(v is not None and not math.isfinite(v) for v in vals):
+            return None, f"\"ratings\" holds a value that is not a finite number: {str(d['ratings'])[:80]}"
         valid = all(v is not None for v in vals)
         return {"parsed": {"ratings": vals, "failed": sum(v is None for v in vals)}, "valid": valid,
                 "error": None if valid else "a user without a rating"}, None

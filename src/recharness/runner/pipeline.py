@@ -316,7 +316,13 @@ def _units(task, samples: list[dict], recs: dict[str, dict], metrics: dict[str, 
     from recharness.metrics.registry import wants_ci
 
     out = {}
-    for m, u in (task.units(samples, recs) or {}).items():
+    try:
+        units = task.units(samples, recs) or {}
+    except Exception as ex:  # a task's units must not sink the whole score: its rows only lose these intervals
+        logging.getLogger(__name__).warning("%s: units failed (%s: %s): no intervals from units", task.name,
+                                            type(ex).__name__, ex)
+        return out
+    for m, u in units.items():
         v = metrics.get(m)
         if not (wants_ci(m) and is_number(v)):
             continue

@@ -172,8 +172,9 @@ class Worker:
                                         **transport)
         else:
             self.backend = resolve_model(spec, **resolve)
-        self.tasks: dict = {}
-        self.max_retries = 1
+        #: the build's tasks, fetched once per object ref (every call names its ref, so a restarted actor,
+        #: whose `__init__` ran again, gets them with its first shard)
+        self._tasks: tuple[str, dict] | None = None
         self.slots = max(1, resolve.get("concurrency") or getattr(self.backend, "max_concurrency", 1) or 1)
         self._sem = None
         ctx = ray.get_runtime_context()
@@ -182,27 +183,32 @@ class Worker:
     async def info(self) -> dict:
         return {"identity": self.backend.identity(), "slots": self.slots, **self.where}
 
-    async def setup(self, tasks: dict, max_retries: int) -> bool:
-        self.tasks = tasks
-        self.max_retries = max_retries
-        return True
+    async def _tasks_of(self, tasks_ref: list) -> dict:
+        """The task table behind `[ref]` (wrapped in a list so Ray does not resolve it on every call)."""
+        ref = tasks_ref[0]
+        key = ref.hex()
+        if self._tasks is None or self._tasks[0] != key:
+            self._tasks = (key, await ref)
+        return self._tasks[1]
 
-    async def predict(self, shard: list[tuple[dict, dict]]) -> list[tuple]:
-        """[(outcome, sample id, payload, new cache entries)] for a shard of (sample, cache hits)."""
+    async def predict(self, shard: list[tuple[dict, dict]], tasks_ref: list, max_retries: int) -> list[tuple]:
+        """[(outcome, sample id, payload, new cache entries)] for a shard of (sample, cache hits); `tasks_ref`
+        is `[ray.put(tasks)]`, sent with every shard."""
         import asyncio
 
         from recharness.runner.run import CachedModel, _params_or_none, failure_record, predict_sample
 
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.slots)
+        tasks = await self._tasks_of(tasks_ref)
 
         async def one(sample: dict, hits: dict):
             cache = _ShardCache(hits)
-            task = self.tasks[sample["task"]]
+            task = tasks[sample["task"]]
             async with self._sem:
                 try:
                     rec = (await predict_sample(CachedModel(self.backend, cache), task, sample,
-                                                self.max_retries)).to_record()
+                                                max_retries)).to_record()
                     return ("ok", sample["id"], rec, cache.new)
                 except TransientError as e:
                     return ("undone", sample["id"], e.kind, cache.new)
@@ -245,11 +251,15 @@ class RayExecutor(ModelBackend):
         self.spec = spec
         self.shard_size = shard_size
         self.max_restarts = max_restarts
-        self._owns_ray = init_ray(address)
-        resolve = {"base_url": base_url, "api_key_env": api_key_env, "concurrency": concurrency, "n_ctx": n_ctx,
-                   "timeout_s": timeout_s, "max_attempts": max_attempts}
         kind, _, rest = spec.partition(":")
+        # the endpoints are resolved here, on the driver: a file of URLs is read (and OPENAI_BASE_URL taken) on
+        # this machine, and the actors get the URLs themselves, not values to re-read on their own nodes
         urls = base_urls(base_url) if kind == "openai" and "@" not in rest else []
+        if kind == "openai" and "@" not in rest and not urls:
+            urls = [_default_base_url()]
+        self._owns_ray = init_ray(address)
+        resolve = {"base_url": urls or None, "api_key_env": api_key_env, "concurrency": concurrency, "n_ctx": n_ctx,
+                   "timeout_s": timeout_s, "max_attempts": max_attempts}
         secret = _Secret(os.environ.get(api_key_env) if kind == "openai" else None)
         if num_cpus is None:  # an endpoint's client needs little CPU; a model in the actor needs its cores
             num_cpus = 0.25 if kind == "openai" else 1
@@ -322,6 +332,11 @@ class RayExecutor(ModelBackend):
             except Exception:  # noqa: BLE001 - a dead actor has nothing to close
                 pass
         self._shutdown()
+
+
+def _default_base_url() -> str:
+    """The endpoint of `openai:MODEL` given no URL, as `OpenAICompatibleBackend` picks it (on the driver)."""
+    return os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
 
 
 def _key(identity: dict) -> str:
@@ -405,21 +420,25 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
                 outgoing.append((s, hits))
         # 2. the rest in shards over the actors
         if outgoing:
-            tasks_ref = ray.put(tasks)
-            ray.get([a.setup.remote(tasks_ref, max_retries) for a in ex.actors])
+            # the task table goes with every shard (as one object ref, put once): an actor Ray restarted after
+            # a death has it with its first shard, no setup call to resend; wrapped in a list, Ray passes the
+            # ref itself and the actor fetches the table once
+            tasks_arg = [ray.put(tasks)]
             slots = min(i["slots"] for i in ex.infos)
             size = ex.shard_size or max(1, min(MAX_SHARD, slots))
             queue: deque = deque((outgoing[i:i + size], 0) for i in range(0, len(outgoing), size))
             inflight: dict = {}
             load = [0] * n
+            #: deaths counted per actor: the shards in flight when an actor dies all fail, one death
+            deaths = [0] * n
             alive = set(range(n))
             stop_msg: str | None = None
 
             def feed(i: int) -> None:
                 while i in alive and load[i] < DEPTH and queue and stop_msg is None:
                     shard, resent = queue.popleft()
-                    ref = ex.actors[i].predict.remote(shard)
-                    inflight[ref] = (i, shard, resent, time.perf_counter())
+                    ref = ex.actors[i].predict.remote(shard, tasks_arg, max_retries)
+                    inflight[ref] = (i, shard, resent, time.perf_counter(), deaths[i])
                     load[i] += 1
 
             for i in range(n):
@@ -427,12 +446,14 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
             while inflight:
                 ready, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
                 for ref in ready:
-                    i, shard, resent, sent = inflight.pop(ref)
+                    i, shard, resent, sent, epoch = inflight.pop(ref)
                     load[i] -= 1
                     try:
                         results = ray.get(ref)
                     except (RayActorError, RayTaskError) as e:
-                        per[i]["failures"] += 1
+                        if epoch == deaths[i]:  # a new death; a shard sent before the last one was lost with it
+                            deaths[i] += 1
+                            per[i]["failures"] += 1
                         if per[i]["failures"] > ex.max_restarts or isinstance(e, RayTaskError):
                             alive.discard(i)
                             per[i]["retired"] = f"{type(e).__name__}"

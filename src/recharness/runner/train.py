@@ -66,6 +66,9 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
             if progress is not None:
                 progress(f"training {name}…")
             model, seconds = fit(name, train_data, seed)
+            log = getattr(model, "log", None)
+            if isinstance(log, dict) and log.get("shared_fit") and log.get("seconds") is not None:
+                seconds = float(log["seconds"])  # reused another variant's training run: report that run's time
             save = getattr(model, "save", None)
             if callable(save):  # trained weights kept beside the run: `score`/`report` never retrain
                 save(out / "models" / name)
