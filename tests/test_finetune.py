@@ -170,6 +170,47 @@ def test_resume_after_a_kill_reaches_the_same_adapter(base, tmp_path):
     other = LoraSettings(rank=4, alpha=16, lr=5e-4, batch=2, micro_batch=1, max_steps=5, checkpoint_every=1)
     with pytest.raises(ConfigError, match="other settings"):
         train(attach_lora(copy.deepcopy(model), other), tok, data, other, tmp_path / "b")
+    # nothing in a checkpoint needs unpickling: every .pt loads with weights_only=True, the rest is JSON
+    for f in (tmp_path / "b").glob("*.pt"):
+        torch.load(f, weights_only=True)
+    json.loads((tmp_path / "b" / "rng.json").read_text())
+
+
+@pytest.mark.llm
+def test_a_checkpoint_is_never_resumed_on_another_base_model(base, tmp_path):
+    import torch
+
+    from recharness.finetune.lora import Encoded, LoraSettings, attach_lora, base_fingerprint, train
+
+    tok, model = base
+    ids = tok("The quick brown fox jumps over the lazy dog and then", add_special_tokens=False)["input_ids"]
+    data = [Encoded(ids[k:] + ids[:k], 8) for k in range(4)]
+    settings = LoraSettings(rank=4, alpha=16, lr=1e-3, batch=2, micro_batch=2, max_steps=3, dropout=0.0,
+                            checkpoint_every=1)
+
+    def kill_at_1(info):
+        if info["step"] == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(attach_lora(copy.deepcopy(model), settings), tok, data, settings, tmp_path / "c",
+              meta={"base_model": "smollm2-135m"}, on_step=kill_at_1)
+    state = json.loads((tmp_path / "c" / "state.json").read_text())
+    assert state["step"] == 1 and state["base_model"] == "smollm2-135m" and state["base_weights"]
+
+    other = copy.deepcopy(model)  # another base: the same architecture, one weight changed
+    with torch.no_grad():
+        other.model.norm.weight.mul_(1.5)
+    pm = attach_lora(other, settings)
+    assert base_fingerprint(pm) != state["base_weights"]
+    with pytest.raises(ConfigError, match="another base model"):
+        train(pm, tok, data, settings, tmp_path / "c", meta={"base_model": "other.gguf"})
+    assert json.loads((tmp_path / "c" / "state.json").read_text())["step"] == 1  # left as it was
+
+    # the same base under another spelling (a path to the same GGUF) still resumes
+    res = train(attach_lora(copy.deepcopy(model), settings), tok, data, settings, tmp_path / "c",
+                meta={"base_model": "/models/smollm2-135m.gguf"})
+    assert res.resumed_from == 1 and len(res.losses) == 2
 
 
 @pytest.mark.llm

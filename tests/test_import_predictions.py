@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from recharness.cli import app
+from recharness.errors import ConfigError, InputError
 from recharness.models.fake import FakeBackend
 from recharness.runner import pipeline
 from recharness.runner.imported import import_predictions
@@ -63,7 +64,7 @@ def test_llmrec_answers_and_item_ids_score_like_the_run(ml1m, tmp_path):
         items = r["parsed"]["ranking"] if r["task"] == "direct" else r["parsed"]["items"]
         lines.append({"user_id": samples[r["id"]]["user_id"], "task": r["task"], "items": items})
     _write_jsonl(tmp_path / "items.jsonl", lines)
-    rep = import_predictions(out, tmp_path / "items.jsonl", "other")
+    rep = import_predictions(out, tmp_path / "items.jsonl", "other", force=True)  # replaces answers.jsonl's
     assert rep["imported"] == len(recs)
     direct = [r for r in pipeline.score(out, resamples=200) if r.task == "direct"]
     _same(direct)
@@ -105,7 +106,7 @@ def test_perrecbench_orderings_and_original_files_score_like_the_run(ml1m, tmp_p
     assert files
     from recharness.cli import _perrecbench_files
 
-    rep = import_predictions(out, tmp_path / "released", "other", native=_perrecbench_files)
+    rep = import_predictions(out, tmp_path / "released", "other", native=_perrecbench_files, force=True)
     assert rep["imported"] == len(recs)
     _same(pipeline.score(out, resamples=200))
 
@@ -152,3 +153,78 @@ def test_predictions_need_a_name(ml1m, tmp_path):
     assert res.exit_code != 0
     with pytest.raises(Exception, match="empty"):
         import_predictions(out, tmp_path / "x.jsonl", "x")
+
+
+def test_an_import_never_overwrites_a_run_or_another_import_without_force(ml1m, tmp_path):
+    out = tmp_path / "run"
+    recs, _ = _fake_run(out, "llmrec", ["direct"], 3)
+    a = _write_jsonl(tmp_path / "a.jsonl", [{"id": r["id"], "answer": r["output"]} for r in recs])
+    b = _write_jsonl(tmp_path / "b.jsonl", [{"id": r["id"], "answer": "1, 2"} for r in recs])
+    run_file = out / "predictions" / "fake.jsonl"
+    before = run_file.read_bytes()
+    with pytest.raises(ConfigError, match=r"predictions/fake\.jsonl already exists \(a run of fake:fake\).*--force"):
+        import_predictions(out, a, "fake")
+    assert run_file.read_bytes() == before  # the model's own answers are untouched
+    import_predictions(out, a, "other")
+    import_predictions(out, a, "other")  # the same file again: a refresh, allowed
+    with pytest.raises(ConfigError, match=r"other\.jsonl already exists \(an import of .*a\.jsonl\)"):
+        import_predictions(out, b, "other")
+    assert all(r["output"] != "1, 2" for r in read_jsonl(out / "predictions" / "other.jsonl"))
+    import_predictions(out, b, "other", force=True)
+    assert all(r["output"] == "1, 2" for r in read_jsonl(out / "predictions" / "other.jsonl"))
+    import_predictions(out, a, "fake", force=True)
+    assert all(r["model"]["backend"] == "imported" for r in read_jsonl(run_file))
+    (out / "predictions" / "junk.jsonl").write_text("not json\n")
+    with pytest.raises(ConfigError, match="junk.jsonl already exists"):
+        import_predictions(out, a, "junk")
+
+
+def test_perrecbench_rejects_nan_ratings_and_fractional_orderings(ml1m, tmp_path):
+    out = tmp_path / "run"
+    pipeline.build("perrecbench", "ml-1m", out, tasks=["point", "list"], seed=0, limit=2, options={"profile": False})
+    samples = list(read_jsonl(out / "samples.jsonl"))
+    point = [s for s in samples if s["task"] == "point"]
+    lst = [s for s in samples if s["task"] == "list"]
+    assert len(point) >= 2 and len(lst) >= 2
+    n_p, n_l = len(point[0]["truth"]["user_ids"]), len(lst[0]["truth"]["user_ids"])
+    src = tmp_path / "p.jsonl"
+    src.write_text("\n".join([
+        json.dumps({"id": point[0]["id"], "ratings": [3.0] * n_p}),
+        json.dumps({"id": point[1]["id"], "ratings": ["nan"] + [3.0] * (n_p - 1)}),
+        '{"id": %s, "ratings": [%s]}' % (json.dumps(point[1]["id"]), ", ".join(["NaN"] + ["3"] * (n_p - 1))),
+        json.dumps({"id": lst[0]["id"], "ordering": [1.9] + list(range(2, n_l + 1))}),
+        json.dumps({"id": lst[0]["id"], "ordering": [float(i) for i in range(1, n_l + 1)]}),  # whole: fine
+        json.dumps({"id": lst[1]["id"], "ordering": "|".join(["1.5"] + [str(i) for i in range(2, n_l + 1)])}),
+        json.dumps({"id": point[1]["id"], "ratings": [float("inf")] + [3.0] * (n_p - 1)}),
+    ]) + "\n")
+    rep = import_predictions(out, src, "ext")
+    where = {p["where"].rsplit(":", 1)[1]: p["problem"] for p in rep["problems"]}
+    assert set(where) == {"2", "3", "4", "6", "7"}, rep["problems"]
+    assert all("finite number" in where[k] for k in ("2", "3", "7"))
+    assert all("whole numbers" in where[k] for k in ("4", "6"))
+    assert rep["imported"] == 2
+    got = {r["id"]: r for r in read_jsonl(out / "predictions" / "ext.jsonl")}
+    assert got[lst[0]["id"]]["parsed"]["ordering"] == list(range(1, n_l + 1))
+    assert got[lst[0]["id"]]["imported_from"].endswith(":5")
+
+
+def test_bytes_that_are_not_utf8_are_named_by_line(ml1m, tmp_path):
+    out = tmp_path / "run"
+    recs, samples = _fake_run(out, "llmrec", ["direct"], 3)
+    src = tmp_path / "b.jsonl"
+    src.write_bytes(b"".join([
+        json.dumps({"id": recs[0]["id"], "answer": recs[0]["output"]}).encode() + b"\n",
+        b'{"id": "x", "answer": "caf\xe9"}\n',  # latin-1
+        json.dumps({"id": recs[1]["id"], "answer": "caf\u00e9"}, ensure_ascii=False).encode() + b"\n",
+    ]))
+    rep = import_predictions(out, src, "ext")
+    assert rep["imported"] == 2 and len(rep["problems"]) == 1
+    assert rep["problems"][0]["where"].endswith("b.jsonl:2") and "not valid UTF-8" in rep["problems"][0]["problem"]
+    csv_src = tmp_path / "b.csv"
+    csv_src.write_bytes(b"id,answer\n" + f"{recs[0]['id']},1\n".encode() + f"{recs[1]['id']},caf".encode()
+                        + b"\xe9\n")
+    with pytest.raises(InputError, match=r"b\.csv, line 3: not valid UTF-8"):
+        import_predictions(out, csv_src, "ext2")
+    assert not (out / "predictions" / "ext2.jsonl").exists()
+    res = CliRunner().invoke(app, ["score", "llmrec", "-o", str(out), "--predictions", str(csv_src), "--name", "ext2"])
+    assert isinstance(res.exception, InputError) and "line 3" in str(res.exception)  # main() prints it cleanly

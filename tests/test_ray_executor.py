@@ -80,6 +80,7 @@ def test_fake_model_same_predictions_as_local(cluster, built, tmp_path):
     local, ls = pipeline.run(d, FakeBackend("fake"), "local", use_cache=False)
     seen = []
     ex = RayExecutor("fake", workers=2, shard_size=4)
+    handles = list(ex.actors)
     spread, rs = pipeline.run(d, ex, "spread", use_cache=False, on_progress=seen.append)
     assert ls.complete and rs.complete and rs.done == n and sum(seen) == n
     assert records(local, drop=()) == records(spread, drop=())  # every field, latency (0.0) included
@@ -88,7 +89,9 @@ def test_fake_model_same_predictions_as_local(cluster, built, tmp_path):
     assert sum(w["samples"] for w in rs.workers) == n and all(w["samples"] for w in rs.workers)
     lines = worker_lines(rs)
     assert lines[0] == "ray workers: 2" and "samples/s" in lines[1]
-    assert not ray.util.list_named_actors() if hasattr(ray.util, "list_named_actors") else True
+    for h in handles:  # the run closed the executor: its actors are killed, not left holding CPUs
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(h.info.remote(), timeout=30)
 
 
 def test_two_endpoints_one_actor_each_same_as_local_and_cache_by_driver(cluster, built, tmp_path, monkeypatch):
@@ -129,6 +132,31 @@ def test_a_worker_killed_mid_shard_loses_and_doubles_nothing(cluster, built, tmp
     assert counts(path) == Counter({i: 1 for i in records(path)}) and len(counts(path)) == n
     w = stats.workers
     assert w[0]["failures"] >= 1 and w[0]["retired"] and w[1]["samples"] > w[0]["samples"], w
+
+
+def test_a_restarted_worker_answers_the_rest(cluster, built, tmp_path, monkeypatch):
+    # one worker, max_restarts=1 (the default): after its death only the actor Ray restarted can finish the
+    # run, so it must get the task table again (sent with every shard). The endpoint comes from the driver's
+    # OPENAI_BASE_URL, unknown to the cluster's (already running) worker processes.
+    d = fresh(built, tmp_path)
+    n = len(list(read_jsonl(d / "samples.jsonl")))
+    with FakeServerProcess(delay_s=0.1, max_seconds=120) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        ex = RayExecutor("openai:fake", workers=1, concurrency=2, shard_size=2)
+        assert ex.identity() == resolve_model("openai:fake").identity()
+        victim = ex.infos[0]["pid"]
+        done = []
+
+        def progress(k):
+            done.append(k)
+            if len(done) == 3:
+                os.kill(victim, signal.SIGKILL)
+
+        path, stats = pipeline.run(d, ex, "restarted", use_cache=False, on_progress=progress)
+    assert stats.complete and stats.done == n, stats
+    assert counts(path) == Counter({i: 1 for i in records(path)}) and len(counts(path)) == n
+    (w,) = stats.workers
+    assert w["failures"] == 1 and not w["retired"] and w["samples"] == n, w
 
 
 DRIVER = textwrap.dedent("""

@@ -280,6 +280,7 @@ def score(
     ci_seed: Annotated[int, typer.Option("--ci-seed", help="Seed of the bootstrap resamples.")] = 0,
     predictions: Annotated[Path | None, typer.Option("--predictions", help="Import another tool's answers first (JSONL or CSV, schema in docs/predictions.md; PerRecBench: its original <mode>-<level>.json files or their folder), scored like a model of ours.")] = None,
     name: Annotated[str | None, typer.Option("--name", help="With --predictions: the row's name (predictions/NAME.jsonl).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="With --predictions: replace an existing predictions/NAME.jsonl.")] = False,
 ):
     """Score every predictions file of the run, plus reference methods, with one scorer; 95% bootstrap
     intervals on every metric, the rows not distinguishable from the best in bold."""
@@ -289,7 +290,7 @@ def score(
 
     d = _run_dir(suite, dataset, out)
     if predictions is not None:
-        _import(d, predictions, name)
+        _import(d, predictions, name, force)
     elif name is not None:
         raise RecharnessError("--name goes with --predictions (a run's own files are named by `run --name`)")
     with console.status("scoring…"):
@@ -330,7 +331,7 @@ def _perrecbench_files(out: Path, source: Path, name: str) -> tuple[Path, list[d
     return import_predictions(out, name, picked), problems
 
 
-def _import(d: Path, predictions: Path, name: str | None) -> dict:
+def _import(d: Path, predictions: Path, name: str | None, force: bool = False) -> dict:
     """`score --predictions`: the file becomes predictions/NAME.jsonl; its problems are printed with FILE:LINE."""
     from recharness.runner.imported import import_predictions
 
@@ -339,7 +340,7 @@ def _import(d: Path, predictions: Path, name: str | None) -> dict:
     bj = d / "build.json"
     native = _perrecbench_files if bj.exists() and json.loads(bj.read_text()).get("suite") == "perrecbench" else None
     with console.status(f"importing {predictions}…"):
-        rep = import_predictions(d, predictions, name, native=native)
+        rep = import_predictions(d, predictions, name, native=native, force=force)
     out_console.print(f"imported {rep['imported']} answers of {rep['lines']} lines from {rep['source']} as {name} "
                       f"({rep['invalid']} invalid after parsing, {rep['unanswered']} samples without an answer, "
                       f"{len(rep['problems'])} lines or items not used)", markup=False, highlight=False)

@@ -88,7 +88,8 @@ def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", 
              sid_method: str = "rqkmeans", on_step=None, on_status=None) -> FinetuneResult:
     """Fine-tune `model` with LoRA on the training split of the build in `run_dir`; write the merged model
     to `out` (default `<run>/finetuned/<model>-<task>-<items>`). Rank and alpha default to the paper's
-    for the task. A checkpoint in `<out>.checkpoint` from the same settings and examples is resumed."""
+    for the task. A checkpoint in `<out>.checkpoint` from the same base weights, settings and examples is
+    resumed (another base model: a ConfigError)."""
     from recharness.data.store import load_dataset
     from recharness.finetune.export import export_merged
     from recharness.finetune.items import make_vocab
@@ -128,7 +129,8 @@ def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", 
     ckpt = out.with_name(out.name + ".checkpoint")
     status(f"training on {len(encoded)} examples…")
     result = train(peft_model, tok, encoded, settings, ckpt,
-                   meta={"examples": fingerprint(exs), "trainable_tokens": len(new_ids)}, on_step=on_step)
+                   meta={"base_model": model, "examples": fingerprint(exs), "trainable_tokens": len(new_ids)},
+                   on_step=on_step)
     status("merging and saving…")
     meta = {
         "base": model, "suite": suite, "task": task, "dataset": info["dataset"], "items": items,

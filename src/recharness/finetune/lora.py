@@ -184,7 +184,7 @@ def base_fingerprint(model, sample: int = 1024) -> str:
                 continue
             flat = p.detach().reshape(-1)
             if flat.numel() > sample:
-                flat = flat[torch.linspace(0, flat.numel() - 1, sample).long()]
+                flat = flat[torch.arange(sample, dtype=torch.int64) * (flat.numel() - 1) // (sample - 1)]
             h.update(f"{name.replace('.base_layer', '')}|{tuple(p.shape)}|{p.dtype}|".encode())
             h.update(flat.float().cpu().numpy().tobytes())
     return h.hexdigest()[:16]
@@ -256,8 +256,8 @@ def train(model, tok, data: list[Encoded], settings: LoraSettings, checkpoint_di
     n = len(data)
     per_epoch = math.ceil(n / settings.batch)
     total = settings.max_steps if settings.max_steps is not None else per_epoch * settings.epochs  # as HF Trainer
-    meta = {"settings": settings.resume_key(), "n_examples": n, "base_weights": base_fingerprint(model),
-            **(meta or {})}
+    meta = {"settings": settings.resume_key(), "n_examples": n, **(meta or {}),
+            "base_weights": base_fingerprint(model)}
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=settings.lr, weight_decay=settings.weight_decay)
     ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None
