@@ -34,6 +34,25 @@ def latency_label(seconds: float | None) -> str:
     return f"{ms:.2f}ms" if ms >= 0.1 else f"{ms:.2g}ms"  # a count or lookup: keep its digits
 
 
+CI_NOTE = ("± = half-width of the 95% bootstrap interval over the test samples (bounds in the run's "
+           "scores.csv); Overall is the plain mean over datasets.")
+
+
+def _with_note(lines: list[str]) -> str:
+    """The table, with the ± explained under it when a cell carries an interval."""
+    text = "\n".join(lines) + "\n"
+    return text + f"\n{CI_NOTE}\n" if any(" ± " in line for line in lines[3:]) else text
+
+
+def _cell(r: ScoreRow, metric: str) -> str:
+    """The paper's 4-decimal value, with "± half-width" of its 95% bootstrap interval when scored with one."""
+    v = r.metrics.get(metric)
+    ci = (r.ci or {}).get(metric) or {}
+    if ci.get("lo") is None or ci.get("hi") is None:
+        return f"{v:.4f}"
+    return f"{v:.4f} ± {(ci['hi'] - ci['lo']) / 2:.3f}"
+
+
 def _table(title: str, methods: list[tuple[str, str]], by: dict[str, dict[tuple[str, str], ScoreRow]]) -> str:
     datasets = list(by)
     cols = [*datasets, "Overall", "Latency"]
@@ -44,7 +63,7 @@ def _table(title: str, methods: list[tuple[str, str]], by: dict[str, dict[tuple[
         for d in datasets:
             r = by[d].get((method, kind))
             v = r.metrics.get("AUC") if r is not None else None
-            cells.append("–" if v is None else f"{v:.4f}")
+            cells.append("–" if v is None else _cell(r, "AUC"))
             if v is not None:
                 aucs.append(v)
             if r is not None and r.metrics.get("latency_s") is not None:
@@ -52,7 +71,7 @@ def _table(title: str, methods: list[tuple[str, str]], by: dict[str, dict[tuple[
         overall = f"{statistics.fmean(aucs):.4f}" if len(aucs) == len(datasets) else "–"
         cells += [overall, latency_label(statistics.fmean(lat) if lat else None)]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return _with_note(lines)
 
 
 def across_datasets(runs: dict[str, list[ScoreRow]]) -> str | None:
@@ -124,7 +143,7 @@ def table5(runs: dict[str, list[ScoreRow]]) -> str | None:
             for d in datasets:
                 r = by[d].get(m)
                 v = r.metrics.get("NDCG@10") if r is not None else None
-                cells.append("–" if v is None else f"{v:.4f}")
+                cells.append("–" if v is None else _cell(r, "NDCG@10"))
                 if r is None:
                     continue
                 if v is not None:
@@ -140,7 +159,7 @@ def table5(runs: dict[str, list[ScoreRow]]) -> str | None:
             if show_invalid:
                 cells.append("; ".join(inv) or "–")
             lines.append(f"| {placed[m][1]} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return _with_note(lines)
 
 
 def paper_tables(rows: list[ScoreRow], dataset: str | None = None) -> str | None:
