@@ -370,7 +370,7 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
                           build: str | None = None, fsync: bool = True):
     """The driver loop: the same contract as `runner.run.run_samples`, the work done by `ex`'s actors."""
     from recharness.runner.jsonl import GroupCommitLog
-    from recharness.runner.run import RunStats, completed_ids
+    from recharness.runner.run import RunStats, commit_record, completed_ids
 
     ray = _ray()
     from ray.exceptions import RayActorError, RayTaskError
@@ -390,14 +390,7 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
         if sid in committed:  # a shard answered twice (never expected): the first answer stands
             return
         committed.add(sid)
-        rec = {"id": sid, "task": task_name, "model": identity, **stamp, **rec}
-        log.submit(rec)
-        stats.done += 1
-        stats.cached += bool(rec.get("cached"))
-        stats.invalid += not rec.get("valid", True)
-        stats.format_retried += (rec.get("attempts") or 1) > 1
-        if on_progress:
-            on_progress(1)
+        commit_record(log, stats, {"id": sid, "task": task_name, "model": identity, **stamp, **rec}, on_progress)
 
     try:
         done = completed_ids(out_path, build)

@@ -213,14 +213,8 @@ async def run_samples(
                 except Exception as e:  # noqa: BLE001 - one bad sample must not stop the run
                     rec = failure_record(e, _params_or_none(task, s))
                     stats.errors[rec["error_kind"]] += 1
-                rec = {"id": s["id"], "task": s["task"], "model": identity, **stamp, **rec}
-                log.submit(rec)
-                stats.done += 1
-                stats.cached += bool(rec.get("cached"))
-                stats.invalid += not rec.get("valid", True)
-                stats.format_retried += (rec.get("attempts") or 1) > 1
-                if on_progress:
-                    on_progress(1)
+                commit_record(log, stats, {"id": s["id"], "task": s["task"], "model": identity, **stamp, **rec},
+                              on_progress)
 
         await asyncio.gather(*(worker() for _ in range(min(limit, max(1, len(todo))))))
         stats.wall_s = time.perf_counter() - t0
@@ -229,6 +223,18 @@ async def run_samples(
     stats.commits = log.commits
     stats.transport_retries = Counter(getattr(model.backend, "retries", None) or {})
     return stats
+
+
+def commit_record(log, stats: RunStats, rec: dict, on_progress: Callable[[int], None] | None = None) -> None:
+    """Hand one finished record to the predictions log and count it: the one place a sample is done,
+    for the local runner and the Ray executor alike."""
+    log.submit(rec)
+    stats.done += 1
+    stats.cached += bool(rec.get("cached"))
+    stats.invalid += not rec.get("valid", True)
+    stats.format_retried += (rec.get("attempts") or 1) > 1
+    if on_progress:
+        on_progress(1)
 
 
 def _params_or_none(task, sample: dict) -> GenerationParams | None:
