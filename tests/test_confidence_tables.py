@@ -51,7 +51,9 @@ def test_every_metric_gets_an_interval(suite, task, ds, ml1m, amazon2023, tmp_pa
     assert len(rows) >= 2
     for r in rows:
         want = [m for m, v in r.metrics.items() if wants_ci(m) and isinstance(v, float) and math.isfinite(v)]
-        assert want and set(want) == set(r.ci), (r.method, sorted(set(want) ^ set(r.ci)))
+        single = set(r.extra.get("no_interval", {}))  # metrics carried by one unit: no interval, said so
+        assert want and set(want) == set(r.ci) | single and not single & set(r.ci), (r.method, want, r.ci, single)
+        assert all(v == "1 unit" or v == "0 unit" for v in r.extra.get("no_interval", {}).values())
         for m, c in r.ci.items():
             assert c["lo"] <= c["hi"] and c["resamples"] >= 100, (m, c)
             assert c["generic"] == generic, (m, c)  # a task without units is re-scored
@@ -272,3 +274,40 @@ def test_compare_generic_path_equals_the_units_path(ctr_run, monkeypatch):
         f, g = fast[m], slow[m]
         assert not f["generic"] and g["generic"] and g["resamples"] == f["resamples"] == 150
         assert (g["lo"], g["hi"], g["p_boot"], g["p_perm"]) == pytest.approx((f["lo"], f["hi"], f["p_boot"], f["p_perm"]))
+
+
+def test_one_unit_gets_no_zero_width_interval(ml1m, tmp_path):
+    """A metric defined on one unit only: every resample is that unit, so no interval, and the table says so."""
+    from recharness.metrics.bootstrap import mean_units
+
+    assert mean_units(["a", "b", "c"], [1.0, 0.0, 0.5], [True, False, False]).support() == 1
+    row = ScoreRow("m", "t", {"P": 0.25}, 3, extra={"no_interval": {"P": "1 unit"}})
+    assert "| m | 0.250 (no interval: 1 unit) |" in to_markdown([row])
+
+
+def test_recbench_plus_history_variants_get_intervals(ml1m, tmp_path):
+    """Tables 2/3 per history variant: each cell's interval is the bootstrap over that variant's queries."""
+    from recharness.metrics.bootstrap import percentile_ci, resample_counts
+    from recharness.tasks.recbench_plus.tables import paper_tables
+    from recharness.tasks.registry import get_task
+
+    run = tmp_path / "run"
+    pipeline.build("recbench-plus", "ml-1m", run, tasks=["explicit"], seed=0, limit=12)
+    pipeline.run(run, FakeBackend("fake"), "fake", use_cache=False)
+    rows = pipeline.score(run, resamples=300, ci_seed=3)
+    pop = next(r for r in rows if r.method == "popularity")
+    bci = pop.extra["breakdown_ci"]
+    assert {"history=with", "history=without"} <= set(bci)
+    # recompute one by hand: popularity's P over the with-history queries, same counts and seed
+    task = get_task("recbench-plus", "explicit")
+    samples = [s for s in read_jsonl(run / "samples.jsonl") if s["task"] == "explicit"]
+    idx = [i for i, s in enumerate(samples) if "history=with" in s.get("groups", [])]
+    recs = task.references(pipeline.load_dataset("ml-1m"), samples, seed=0)["popularity"]
+    u = task.units([samples[i] for i in idx], recs)["P"]
+    assert u.point() == pytest.approx(pop.extra["breakdown"]["history=with"]["P"])
+    r = np.concatenate([u.replicates(w) for w in resample_counts(u.n, 300, 3, u.strata)])
+    lo, hi = percentile_ci(r)
+    assert bci["history=with"]["P"] == pytest.approx({"lo": lo, "hi": hi})
+    text = paper_tables(rows)
+    assert "— with history" in text and " ± " in text.split("— with history")[1].split("####")[0]
+    assert "the averages over query types carry none" in text

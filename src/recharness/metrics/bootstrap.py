@@ -188,6 +188,10 @@ class Units:
     def point(self) -> float:
         return float(self.replicates(np.ones((1, self.n)))[0])
 
+    def support(self) -> int:
+        """How many units carry the metric: below 2 a bootstrap interval has zero width by construction."""
+        return self.n
+
     def replicates(self, counts: np.ndarray) -> np.ndarray:
         """The metric under each row of unit weights (rows, n) → (rows,)."""
         raise NotImplementedError
@@ -246,6 +250,9 @@ class RatioUnits(Units):
         if self._g is None:
             return w @ num, w @ den
         return w @ (num[:, None] * self._g), w @ (den[:, None] * self._g)
+
+    def support(self) -> int:
+        return int(np.count_nonzero(self.den > 0))
 
     def point(self) -> float:
         ns, ds = self._sums(np.ones((1, self.n)), self.num, self.den)

@@ -178,8 +178,24 @@ def _families(breakdown: dict) -> dict[str, list[str]]:
 CHART_FAMILIES = ("conditions", "history", "difficulty", "popularity")
 
 
+def _group_ci(r: ScoreRow, metric: str, key: str) -> dict | None:
+    """A group's 95% interval: the score stage's `breakdown_ci`, or for PerRecBench's levels `tau_<level>`."""
+    ci = ((r.extra.get("breakdown_ci") or {}).get(key) or {}).get(metric)
+    if ci is None and key in ("easy", "medium", "hard"):
+        ci = (r.ci or {}).get(f"{metric}_{key}")
+    return ci if ci and _number(ci.get("lo")) and _number(ci.get("hi")) else None
+
+
+def _group_err(r: ScoreRow, metric: str, keys: list[str], ys: list[float]) -> list[list[float]]:
+    """matplotlib's asymmetric error bars (below, above) per group; 0 where there is no interval."""
+    cis = [_group_ci(r, metric, k) for k in keys]
+    return [[max(0.0, y - c["lo"]) if c and _number(y) else 0.0 for c, y in zip(cis, ys)],
+            [max(0.0, c["hi"] - y) if c and _number(y) else 0.0 for c, y in zip(cis, ys)]]
+
+
 def _group_chart(rows: list[ScoreRow], metric: str, family: str, keys: list[str]) -> str | None:
-    """The metric per group value (x) for each method: a line for the number of conditions, bars otherwise."""
+    """The metric per group value (x) for each method, with its 95% interval as error bars: a line
+    for the number of conditions, bars otherwise."""
     series = []
     for r in rows:
         bd = r.extra.get("breakdown") or {}
@@ -193,17 +209,20 @@ def _group_chart(rows: list[ScoreRow], metric: str, family: str, keys: list[str]
     fig, ax = plt.subplots(figsize=(5.2, 3.4))
     if family == "conditions":
         for r, ys in series:
-            ax.plot(labels, ys, marker="o", linestyle="-" if r.kind == "model" else "--",
-                    label=r.method + (" (ref)" if r.kind == "reference" else ""))
+            ax.errorbar(labels, ys, yerr=_group_err(r, metric, keys, ys), marker="o", capsize=3,
+                        linestyle="-" if r.kind == "model" else "--",
+                        label=r.method + (" (ref)" if r.kind == "reference" else ""))
         ax.set_xlabel("number of conditions")
     else:
         w = 0.8 / len(series)
         for i, (r, ys) in enumerate(series):
             ax.bar([j + i * w - 0.4 + w / 2 for j in range(len(keys))], ys, width=w,
+                   yerr=_group_err(r, metric, keys, ys), capsize=2, ecolor="#333",
                    label=r.method + (" (ref)" if r.kind == "reference" else ""))
         ax.set_xticks(range(len(keys)), labels)
         ax.set_xlabel(family)
-    rng = _unit_range([y for _, ys in series for y in ys if _number(y)], metric)
+    bounds = [c[b] for r, _ in series for k in keys for c in [_group_ci(r, metric, k)] if c for b in ("lo", "hi")]
+    rng = _unit_range([y for _, ys in series for y in ys if _number(y)] + bounds, metric)
     if rng:
         ax.set_ylim(*rng)
     ax.set_ylabel(header(metric))
@@ -231,6 +250,12 @@ def _score_table(rows: list[ScoreRow], cols: list[str]) -> str:
     return "".join(out)
 
 
+def _group_cell(r: ScoreRow, group: str, metrics: dict, metric: str) -> str:
+    ci = _group_ci(r, metric, group)
+    text = fmt(metrics.get(metric))
+    return f"{text} ± {fmt((ci['hi'] - ci['lo']) / 2)}" if ci and _number(metrics.get(metric)) else text
+
+
 def _breakdown_tables(rows: list[ScoreRow]) -> str:
     parts = []
     for r in rows:
@@ -243,7 +268,8 @@ def _breakdown_tables(rows: list[ScoreRow]) -> str:
         parts.append(f"<h4>{e(r.method)} by group</h4><div class='scroll'><table><tr><th>group</th>"
                      + "".join(f"<th>{e(header(c))}</th>" for c in cols) + "</tr>")
         for g, m in bd.items():
-            parts.append(f"<tr><td>{e(str(g))}</td>" + "".join(f"<td>{e(fmt(m.get(c)))}</td>" for c in cols) + "</tr>")
+            parts.append(f"<tr><td>{e(str(g))}</td>" + "".join(f"<td>{e(_group_cell(r, g, m, c))}</td>" for c in cols)
+                         + "</tr>")
         parts.append("</table></div>")
     if not parts:
         return ""

@@ -54,7 +54,8 @@ def value_text(row: ScoreRow, metric: str) -> str:
     v = row.metrics.get(metric)
     ci = row.ci.get(metric) if row.ci else None
     if ci is None or not isinstance(v, (int, float)):
-        return fmt(v)
+        why = (row.extra.get("no_interval") or {}).get(metric) if row.extra else None
+        return f"{fmt(v)} (no interval: {why})" if why else fmt(v)
     return f"{fmt(v)} ± {fmt((ci['hi'] - ci['lo']) / 2)}"
 
 

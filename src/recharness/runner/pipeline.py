@@ -357,6 +357,9 @@ def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[Score
         units = _units(task, samples, recs, row.metrics)
         if units:
             for m, u in units.items():
+                if u.support() < 2:  # one unit: every resample is that unit, a zero-width "interval"
+                    row.extra.setdefault("no_interval", {})[m] = f"{u.support()} unit"
+                    continue
                 jobs[u.key()].append((i, m, u))
                 keys[(i, m)] = u.key()
                 info[(i, m)] = {"how": u.how, "generic": False}
@@ -387,9 +390,36 @@ def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[Score
             continue
         scored[i][0].ci[m] = {"lo": ci[0], "hi": ci[1], "resamples": int(np.isfinite(r).sum()), **info[(i, m)]}
     _mark_best([row for row, _ in scored], reps, keys)
+    _breakdown_intervals(task, samples, scored, resamples=resamples, seed=seed)
     for row, _ in scored:
         row.extra["ci_settings"] = {"resamples": resamples, "seed": seed, "level": 0.95,
                                     "best": f"paired bootstrap p >= {SIGNIFICANCE}"}
+
+
+def _breakdown_intervals(task, samples: list[dict], scored: list[tuple[ScoreRow, dict[str, dict]]], *,
+                         resamples: int, seed: int) -> None:
+    """95% intervals for the per-group tables (`row.extra["breakdown_ci"][group][metric]`): the task's
+    units over the group's samples (`task.breakdown_members`), each checked against the group's value."""
+    from recharness.metrics.bootstrap import percentile_ci, resample_counts
+
+    members = task.breakdown_members(samples)
+    if not members:
+        return
+    for row, recs in scored:
+        table = row.extra.get("breakdown") or {}
+        out: dict[str, dict] = {}
+        for label, idx in members.items():
+            if label not in table or not idx:
+                continue
+            for m, u in _units(task, [samples[j] for j in idx], recs, table[label]).items():
+                if u.support() < 2:
+                    continue
+                r = np.concatenate([u.replicates(w) for w in resample_counts(u.n, resamples, seed, u.strata)])
+                ci = percentile_ci(r)
+                if ci is not None:
+                    out.setdefault(label, {})[m] = {"lo": ci[0], "hi": ci[1]}
+        if out:
+            row.extra["breakdown_ci"] = out
 
 
 def _mark_best(rows: list[ScoreRow], reps: dict[tuple[int, str], np.ndarray], keys: dict[tuple[int, str], tuple]) -> None:

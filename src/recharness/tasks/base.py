@@ -141,6 +141,11 @@ class Task(ABC):
         """Per-group tables ({group: {metric: value}}); empty when the task has none."""
         return {}
 
+    def breakdown_members(self, samples: list[dict]) -> dict[str, list[int]]:
+        """{group: indices into `samples`} for the groups of `breakdown` that are plain subsets of the
+        samples, so their metrics get intervals from `units` over the subset; {} = no intervals."""
+        return {}
+
     @abstractmethod
     def build(self, dataset, config: BuildConfig) -> Iterator[dict]: ...
 

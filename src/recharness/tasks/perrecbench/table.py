@@ -24,7 +24,9 @@ def _cell(row: ScoreRow | None, level: str) -> tuple[str, float | None]:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–", None
     bad = (row.extra.get("breakdown") or {}).get(level, {}).get("invalid", 0) or 0
-    return (f"{v:.2f}" + (f" [{bad:g}]" if bad else "")), float(v)
+    ci = (row.ci or {}).get(f"tau_{level}") or {}
+    half = f" ± {(ci['hi'] - ci['lo']) / 2:.2f}" if ci.get("lo") is not None and ci.get("hi") is not None else ""
+    return (f"{v:.2f}{half}" + (f" [{bad:g}]" if bad else "")), float(v)
 
 
 def table1_rows(rows: list[ScoreRow]) -> list[list[str]]:
@@ -58,6 +60,9 @@ def table1_markdown(rows: list[ScoreRow]) -> str:
     note = ("Kendall tau per group, mean per level; [k] = k groups with no parseable answer, scored 0"
             if mode.get("tau") == mode.get("tau_rank") else
             "tau as the original PerRecBench code computes it (orderings; unparseable groups dropped: [k])")
+    if any(" ± " in line for line in lines[2:]):
+        note += ("; ± = half-width of the 95% bootstrap interval over the level's groups (bounds in scores.json), "
+                 "none on Avg. (a mean of the cells)")
     return "\n".join(lines) + f"\n\n{note}. MAE/RMSE: pointwise ratings clipped to 1..5.\n"
 
 

@@ -7,7 +7,7 @@ import numpy as np
 from recharness.models.base import GenerationParams
 from recharness.tasks.base import BuildConfig, Parsed, Task, reference_record
 from recharness.tasks.recbench_plus.context import Context, make_context
-from recharness.tasks.recbench_plus.evaluate import aggregate, group_metrics, query_metrics, resolve_answer
+from recharness.tasks.recbench_plus.evaluate import aggregate, group_members, group_metrics, query_metrics, resolve_answer
 from recharness.tasks.recbench_plus.official import find_file, read_records, write_records
 from recharness.tasks.recbench_plus.options import Options, parse_options
 
@@ -173,6 +173,9 @@ class RecBenchTask(Task):
 
     def breakdown(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, dict[str, float]]:
         return group_metrics(samples, self._rows(samples, predictions))
+
+    def breakdown_members(self, samples: list[dict]) -> dict[str, list[int]]:
+        return group_members(samples)
 
     def references(self, dataset, samples: list[dict], seed: int = 0) -> dict[str, dict[str, dict]]:
         """Popularity: the most-interacted catalog items not in the shown history."""

@@ -106,12 +106,18 @@ def aggregate(rows: list[dict | None]) -> dict[str, float]:
     return out
 
 
-def group_metrics(samples: list[dict], rows: list[dict | None]) -> dict[str, dict[str, float]]:
-    """Metrics per group label of the samples' `groups` lists (a sample may be in several)."""
+def group_members(samples: list[dict]) -> dict[str, list[int]]:
+    """{group label: indices of the samples whose `groups` list names it} (a sample may be in several)."""
     members: dict[str, list[int]] = defaultdict(list)
     for n, s in enumerate(samples):
         for g in s.get("groups", []):
             members[g].append(n)
+    return dict(members)
+
+
+def group_metrics(samples: list[dict], rows: list[dict | None]) -> dict[str, dict[str, float]]:
+    """Metrics per group label of the samples' `groups` lists (a sample may be in several)."""
+    members = group_members(samples)
     out = {}
     for g in sorted(members, key=_group_order):
         agg = aggregate([rows[n] for n in members[g]])

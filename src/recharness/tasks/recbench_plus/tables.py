@@ -13,14 +13,25 @@ CONDITION_TYPES = (("explicit", "Explicit"), ("implicit", "Implicit"), ("misinfo
 PROFILE_TYPES = (("interest", "Interest"), ("demographics", "Demographics"))
 
 
-def _fmt(v) -> str:
-    return "–" if v is None else f"{v:.3f}"
+def _fmt(v, ci: dict | None = None) -> str:
+    if v is None:
+        return "–"
+    if ci and ci.get("lo") is not None and ci.get("hi") is not None:
+        return f"{v:.3f} ± {(ci['hi'] - ci['lo']) / 2:.3f}"
+    return f"{v:.3f}"
 
 
 def _metrics(row, variant: str | None) -> dict | None:
     if variant is None:
         return row.metrics
     return (row.extra or {}).get("breakdown", {}).get(variant)
+
+
+def _intervals(row, variant: str | None) -> dict:
+    """{metric: {lo, hi}} of the row's 95% bootstrap intervals (overall, or of one history variant)."""
+    if variant is None:
+        return row.ci or {}
+    return (row.extra or {}).get("breakdown_ci", {}).get(variant, {})
 
 
 def _methods(rows, tasks) -> list[tuple[str, str]]:
@@ -51,9 +62,10 @@ def _table(rows, types, metrics, variant: str | None, title: str) -> str | None:
         for t, _ in types:
             r = by.get((method, t))
             mm = _metrics(r, variant) if r is not None else None
+            ci = _intervals(r, variant) if r is not None else {}
             for m in metrics:
                 v = mm.get(m) if mm else None
-                cells.append(_fmt(v))
+                cells.append(_fmt(v, ci.get(m)))
                 if v is not None and m in per_metric:
                     per_metric[m].append(v)
         for m in avg_metrics:
@@ -81,7 +93,11 @@ def paper_tables(rows) -> str:
     if out:
         out.append("FTR: share of queries with no recommended item (lower is better, except for misinformed "
                    "queries, where declining is right). CMR is averaged over queries that recommended something; "
-                   "unmatched titles count as not satisfying (see the `unmatched` column of each task's table).\n")
+                   "unmatched titles count as not satisfying (see the `unmatched` column of each task's table).")
+        if any(" ± " in t for t in out):
+            out[-1] += (" ± = half-width of the 95% bootstrap interval over the queries (bounds in scores.json); "
+                        "the averages over query types carry none.")
+        out[-1] += "\n"
     return "\n".join(out)
 
 
