@@ -310,4 +310,4 @@ def test_recbench_plus_history_variants_get_intervals(ml1m, tmp_path):
     assert bci["history=with"]["P"] == pytest.approx({"lo": lo, "hi": hi})
     text = paper_tables(rows)
     assert "— with history" in text and " ± " in text.split("— with history")[1].split("####")[0]
-    assert "the averages over query types carry none" in text
+    assert "the averages over query types carry none" in text and "single query (no interval)" in text

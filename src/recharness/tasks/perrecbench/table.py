@@ -62,7 +62,7 @@ def table1_markdown(rows: list[ScoreRow]) -> str:
             "tau as the original PerRecBench code computes it (orderings; unparseable groups dropped: [k])")
     if any(" ± " in line for line in lines[2:]):
         note += ("; ± = half-width of the 95% bootstrap interval over the level's groups (bounds in scores.json), "
-                 "none on Avg. (a mean of the cells)")
+                 "none on a level with one group or on Avg. (a mean of the cells)")
     return "\n".join(lines) + f"\n\n{note}. MAE/RMSE: pointwise ratings clipped to 1..5.\n"
 
 

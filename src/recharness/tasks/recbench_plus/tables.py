@@ -96,7 +96,7 @@ def paper_tables(rows) -> str:
                    "unmatched titles count as not satisfying (see the `unmatched` column of each task's table).")
         if any(" ± " in t for t in out):
             out[-1] += (" ± = half-width of the 95% bootstrap interval over the queries (bounds in scores.json); "
-                        "the averages over query types carry none.")
+                        "a value without one rests on a single query (no interval), and the averages over query types carry none.")
         out[-1] += "\n"
     return "\n".join(out)
 
