@@ -7,7 +7,9 @@
 Modules: `examples` (training examples from a build's training split, never its test samples),
 `lora` (peft LoRA training loop: answer-token loss, gradient accumulation, resumable checkpoints),
 `export` (merged `hf:DIR` model), `items` (ID / semantic-ID item tokens and CBS decoding),
-`api` (`finetune`, `predict_seqrec`), `cli` (`register(app)`: the typer command).
+`api` (`finetune`, `predict_seqrec`), `cli` (`register(app)`: the `finetune` and `merge` commands),
+`perrecbench_examples` (PerRecBench SFT examples from held-out user groups: pointwise, pairwise,
+listwise, joint), `merge` (linear / TIES merging of fine-tunes of one base into one `hf:DIR`).
 Needs the `train` extra (torch, transformers, peft).
 """
 

@@ -3,25 +3,42 @@
 Steps: training examples from the build in `run_dir` (`examples`), the starting weights (a built-in
 model's GGUF through transformers, no hub; or a local transformers directory / GGUF file), LoRA
 (`lora.train`, checkpoints in `<out>.checkpoint/`, resumed when present), then the merged model in
-`out` (`export.export_merged`), which `recharness run -m hf:OUT` accepts for text models. ID / SID
-seqrec models are answered by `predict_seqrec` (CBS over the trie of valid items).
+`out` (`export.export_merged`, with the adapter alone in `out/adapter/`), which `recharness run -m
+hf:OUT` accepts for text models. ID / SID seqrec models are answered by `predict_seqrec` (CBS over
+the trie of valid items).
+
+PerRecBench (arXiv 2501.13391 §6): tasks `pointwise`, `pairwise`, `listwise` (single-task training)
+and `joint` (multi-task: the three mixed), on held-out user groups disjoint from the build's
+(`perrecbench_examples`); the paper's settings are the defaults: LoRA rank 16, 2 epochs, batch 32,
+lr 1e-5 (alpha is not given in the paper: 32, twice the rank). The paper's third strategy, weight
+merging of the three single-task models, is `merge.merge` (`recharness merge`). Each result is an
+`hf:DIR` that `recharness run perrecbench -m hf:DIR --name NAME` answers like any model, so `score`
+puts it in the Table 1 layout beside the zero-shot rows of the same run.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from recharness.errors import ConfigError
 from recharness.finetune.examples import Example, ctr_examples, fingerprint, seqrec_examples
 from recharness.finetune.lora import LoraSettings, TrainResult, attach_lora, encode, train
 
-#: (suite, task) -> the paper's LoRA rank and alpha (RecBench §4.3: pair-wise 32/128, list-wise 128/128)
-PAPER_LORA = {("recbench", "ctr"): (32, 128), ("recbench", "seqrec"): (128, 128)}
+#: PerRecBench's fine-tuning tasks: one ranking format each, or the three mixed (multi-task)
+PERRECBENCH_TASKS = ("pointwise", "pairwise", "listwise", "joint")
+#: (suite, task) -> the paper's LoRA rank and alpha (RecBench §4.3: pair-wise 32/128, list-wise 128/128;
+#: PerRecBench §3: rank 16, alpha not stated: 32)
+PAPER_LORA = {("recbench", "ctr"): (32, 128), ("recbench", "seqrec"): (128, 128),
+              **{("perrecbench", t): (16, 32) for t in PERRECBENCH_TASKS}}
 #: (suite, task) -> item representations it trains
-ITEM_KINDS = {("recbench", "ctr"): ("text",), ("recbench", "seqrec"): ("id", "sid")}
+ITEM_KINDS = {("recbench", "ctr"): ("text",), ("recbench", "seqrec"): ("id", "sid"),
+              **{("perrecbench", t): ("text",) for t in PERRECBENCH_TASKS}}
+#: suite -> the paper's learning rate, epochs, batch and longest example (tokens) when not given
+PAPER_TRAIN = {"recbench": {"lr": 1e-4, "epochs": 1, "batch": 64, "max_len": 1024},
+               "perrecbench": {"lr": 1e-5, "epochs": 2, "batch": 32, "max_len": 2048}}
 
 
 @dataclass
@@ -35,6 +52,8 @@ class FinetuneResult:
     settings: LoraSettings
     train: TrainResult
     wall_s: float
+    #: what the user should know about the training data (e.g. PerRecBench profiles left out of prompts)
+    notes: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         t = self.train
@@ -67,29 +86,47 @@ def load_base(model: str):
 
 def default_out(run_dir: Path, model: str, task: str, items: str) -> Path:
     name = Path(model).stem if ("/" in model or model.endswith(".gguf")) else model
+    if task in PERRECBENCH_TASKS:
+        return Path(run_dir) / "finetuned" / f"{name}-{task}"
     return Path(run_dir) / "finetuned" / f"{name}-{task}-{items}"
 
 
+def task_name(suite: str, task: str) -> str:
+    """The canonical fine-tuning task (PerRecBench accepts the suite's point / pair / list and multitask too)."""
+    if suite == "perrecbench":
+        from recharness.finetune.perrecbench_examples import canonical
+
+        return canonical(task)
+    return task
+
+
 def build_examples(suite: str, task: str, run_dir: Path, dataset, items: str, *, limit: int | None, seed: int,
-                   vocab=None) -> list[Example]:
+                   vocab=None, groups: int | None = None) -> list[Example]:
     if (suite, task) not in ITEM_KINDS:
         raise ConfigError(f"finetune supports {', '.join(f'{s}/{t}' for s, t in ITEM_KINDS)}; not {suite}/{task}")
     if items not in ITEM_KINDS[(suite, task)]:
         raise ConfigError(f"{suite}/{task} fine-tunes with items as {' or '.join(ITEM_KINDS[(suite, task)])}, not {items!r}")
+    if suite == "perrecbench":
+        from recharness.finetune.perrecbench_examples import perrecbench_examples
+
+        return perrecbench_examples(run_dir, dataset, task, limit=limit, seed=seed, groups=groups)
     if task == "ctr":
         return ctr_examples(run_dir, dataset, limit=limit, seed=seed)
     return seqrec_examples(run_dir, vocab, limit=limit, seed=seed)
 
 
 def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", out: Path | None = None, *,
-             items: str | None = None, rank: int | None = None, alpha: int | None = None, lr: float = 1e-4,
-             epochs: int = 1, max_steps: int | None = None, batch: int = 64, micro_batch: int = 8,
+             items: str | None = None, rank: int | None = None, alpha: int | None = None, lr: float | None = None,
+             epochs: int | None = None, max_steps: int | None = None, batch: int | None = None, micro_batch: int = 8,
              examples: int | None = None, seed: int = 0, checkpoint_every: int = 25, dropout: float = 0.05,
-             sid_method: str = "rqkmeans", on_step=None, on_status=None) -> FinetuneResult:
+             sid_method: str = "rqkmeans", max_len: int | None = None, train_groups: int | None = None,
+             on_step=None, on_status=None) -> FinetuneResult:
     """Fine-tune `model` with LoRA on the training split of the build in `run_dir`; write the merged model
-    to `out` (default `<run>/finetuned/<model>-<task>-<items>`). Rank and alpha default to the paper's
-    for the task. A checkpoint in `<out>.checkpoint` from the same base weights, settings and examples is
-    resumed (another base model: a ConfigError)."""
+    to `out` (default `<run>/finetuned/<model>-<task>-<items>`, PerRecBench `<model>-<task>`) and the
+    adapter to `out/adapter/`. Rank, alpha, lr, epochs, batch and the longest example default to the
+    paper's for the suite and task (`PAPER_LORA`, `PAPER_TRAIN`). PerRecBench: `train_groups` training
+    groups per level (default 200). A checkpoint in `<out>.checkpoint` from the same base weights,
+    settings and examples is resumed (another base model: a ConfigError)."""
     from recharness.data.store import load_dataset
     from recharness.finetune.export import export_merged
     from recharness.finetune.items import make_vocab
@@ -101,17 +138,21 @@ def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", 
     info, _ = load_build(run_dir)
     if info["suite"] != suite:
         raise ConfigError(f"{run_dir} holds a {info['suite']} build, not {suite}")
-    if task not in info["tasks"]:
+    task = task_name(suite, task)
+    if suite != "perrecbench" and task not in info["tasks"]:  # PerRecBench's training groups need no test task
         raise ConfigError(f"{run_dir} has no {task} samples (its tasks: {', '.join(info['tasks'])}); build it first")
     items = items or ITEM_KINDS.get((suite, task), ("text",))[0]
     r0, a0 = PAPER_LORA.get((suite, task), (32, 128))
-    settings = LoraSettings(rank=rank or r0, alpha=alpha or a0, lr=lr, batch=batch, micro_batch=micro_batch,
-                            epochs=epochs, max_steps=max_steps, dropout=dropout, seed=seed,
-                            checkpoint_every=checkpoint_every)
+    paper = PAPER_TRAIN.get(suite, PAPER_TRAIN["recbench"])
+    settings = LoraSettings(rank=rank or r0, alpha=alpha or a0, lr=lr if lr is not None else paper["lr"],
+                            batch=batch or paper["batch"], micro_batch=micro_batch, epochs=epochs or paper["epochs"],
+                            max_steps=max_steps, dropout=dropout, seed=seed, checkpoint_every=checkpoint_every,
+                            max_len=max_len or paper["max_len"])
     dataset = load_dataset(info["dataset"])
     vocab = make_vocab(items, dataset, method=sid_method) if items in ("id", "sid") else None
     status("building training examples…")
-    exs = build_examples(suite, task, run_dir, dataset, items, limit=examples, seed=seed, vocab=vocab)
+    exs = build_examples(suite, task, run_dir, dataset, items, limit=examples, seed=seed, vocab=vocab,
+                         groups=train_groups)
     status(f"loading {model} through transformers…")
     tok, base = load_base(model)
     new_ids = vocab.add_to(tok, base, seed=seed) if vocab is not None else []
@@ -142,11 +183,23 @@ def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", 
         "final_loss": result.final_loss, "peak_rss_mb": round(result.peak_rss_mb), "resumed_from": result.resumed_from,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
+    notes = []
+    if suite == "perrecbench":
+        from recharness.finetune.perrecbench_examples import DEFAULT_TRAIN_GROUPS, FORMATS, profile_mode
+
+        if profile_mode(info) == "omitted":
+            notes.append("the build writes user profiles with the model at run time (profile=true); training "
+                         "prompts have no profile section. Build with profile=false (or profiles=FILE) for "
+                         "training prompts identical to the test prompts.")
+
+        meta.update(formats=list(FORMATS[task]), profile=profile_mode(info),
+                    train_groups_per_level=DEFAULT_TRAIN_GROUPS if train_groups is None else train_groups,
+                    train_groups=len({(e.key or ("", ""))[0] for e in exs}))
     export_merged(peft_model, tok, out, meta)
     if vocab is not None:
         vocab.save(out)
     return FinetuneResult(out=out, base=model, task=task, items=items, examples=len(encoded), skipped_long=skipped,
-                          settings=settings, train=result, wall_s=time.perf_counter() - t_wall)
+                          settings=settings, train=result, wall_s=time.perf_counter() - t_wall, notes=notes)
 
 
 def predict_seqrec(run_dir: Path, model_dir: Path, name: str, *, beams: int = 20, limit: int | None = None,

