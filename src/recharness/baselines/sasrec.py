@@ -36,9 +36,6 @@ training step holds `batch_size` × items logits (2,048 × 3,706 floats on ML-1M
 
 from __future__ import annotations
 
-import io
-import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -51,10 +48,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from recharness.baselines.base import Baseline, TrainData
+from recharness.baselines.checkpoint import read_model, save_model
 from recharness.baselines.torch_threads import threads
+from recharness.baselines.training import EarlyStopping, progress_bar
 from recharness.errors import ConfigError
 from recharness.metrics.full_ranking import rank_metrics, target_ranks
-from recharness.runner.jsonl import atomic_write_bytes, atomic_write_text
 from recharness.tasks.base import reference_record
 
 #: every variant's settings but the layer count (RecBole's SASRec defaults where the paper says nothing)
@@ -129,24 +127,19 @@ def right_padded(rows: list[list[int]], width: int) -> np.ndarray:
     return out
 
 
-def _progress(enabled: bool):
-    if not enabled:
-        return None
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("{task.fields[status]}"),
-                   console=Console(stderr=True), transient=True)
-    bar.start()
-    bar.add_task("", total=1, rate="", status="")
-    return bar
+def record_epoch(epochs: list[dict], bar, best: float, epoch: int, total: float, seen: int, score: float,
+                 epoch_s: float, valid_s: float | None = None) -> None:
+    """Append the epoch's `log["epochs"]` entry and show it on the bar (`best`: before this epoch), so
+    SASRec and SID-SASRec log alike; `valid_s`, the validation's seconds, only where it is timed."""
+    entry = {"epoch": epoch, "loss": round(total / max(seen, 1), 6), "valid_ndcg@10": round(score, 6),
+             "samples": seen, "train_s": round(epoch_s, 3)}
+    if valid_s is not None:
+        entry["valid_s"] = round(valid_s, 3)
+    entry["samples_per_s"] = round(seen / epoch_s, 1) if epoch_s > 0 else None
+    epochs.append(entry)
+    if bar is not None:
+        bar.update(bar.task_ids[0], status=f"loss {entry['loss']:.4f} valid NDCG@10 {score:.4f} "
+                                           f"(best {max(best, score):.4f})")
 
 
 class SASRec(Baseline):
@@ -228,10 +221,10 @@ class SASRec(Baseline):
         opt = torch.optim.Adam(net.parameters(), lr=p["lr"], weight_decay=p["weight_decay"])
         gen = torch.Generator().manual_seed(self.seed)
         can_validate = any(v_target)
-        best, best_state, stale = -np.inf, None, 0
+        stopper = EarlyStopping(p["patience"])
         epochs: list[dict] = []
         step_s, done, steps, stopped = 0.0, 0, 0, False
-        bar = _progress(self.progress and sys.stderr.isatty())
+        bar = progress_bar(self.progress, rate=True)
 
         def notify(epoch: int, samples: int, train_s: float, end: bool) -> float:
             """Call the hook; returns the seconds it took (and sets `stopped` when it says stop)."""
@@ -277,29 +270,16 @@ class SASRec(Baseline):
                 if self.callback is not None and not stopped:
                     notify(epoch, done, step_s, True)
                 score = self._valid_ndcg(v_hist, v_target) if can_validate else -total / max(seen, 1)
-                epochs.append({"epoch": epoch, "loss": round(total / max(seen, 1), 6), "valid_ndcg@10": round(score, 6),
-                               "samples": seen, "train_s": round(epoch_s, 3),
-                               "samples_per_s": round(seen / epoch_s, 1) if epoch_s > 0 else None})
-                if bar is not None:
-                    bar.update(bar.task_ids[0], status=f"loss {epochs[-1]['loss']:.4f} valid NDCG@10 {score:.4f} "
-                                                       f"(best {max(best, score):.4f})")
-                if score > best:
-                    best, stale, best_epoch = score, 0, epoch
-                    best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
-                else:
-                    stale += 1
-                    if stale >= p["patience"]:
-                        break
-                if stopped:
+                record_epoch(epochs, bar, stopper.best, epoch, total, seen, score, epoch_s)
+                if stopper.update(score, epoch, net) or stopped:
                     break
         finally:
             if bar is not None:
                 bar.stop()
-        if best_state is not None:
-            net.load_state_dict(best_state)
+        stopper.restore(net)
         net.eval()
-        self.log = {"epochs": epochs, "best_epoch": best_epoch if best_state is not None else None,
-                    "best_valid_ndcg@10": round(best, 6) if can_validate else None,
+        self.log = {"epochs": epochs, "best_epoch": stopper.best_epoch,
+                    "best_valid_ndcg@10": round(stopper.best, 6) if can_validate else None,
                     "train_samples": done, "train_step_s": round(step_s, 3),
                     "samples_per_s": round(done / step_s, 1) if step_s > 0 else None,
                     "threads": torch.get_num_threads(), "rows_per_step": rows_per_step}
@@ -353,31 +333,20 @@ class SASRec(Baseline):
         """Write `path`/model.pt (state dict) and `path`/config.json; returns `path`."""
         if self.net is None:
             raise ValueError(f"{self.name} saves only once fitted")
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        buf = io.BytesIO()  # both files written atomically: a killed `train` never leaves a torn model
-        torch.save(self.net.state_dict(), buf)
-        atomic_write_bytes(path / "model.pt", buf.getvalue())
-        config = {"baseline": self.name, "settings": self.settings(), "items": self.items, "log": self.log}
-        atomic_write_text(path / "config.json", json.dumps(config))
-        return path
+        return save_model(path, self.net.state_dict(),
+                          {"baseline": self.name, "settings": self.settings(), "items": self.items, "log": self.log})
 
     @classmethod
     def load(cls, path: Path) -> SASRec:
         """The fitted baseline `save` wrote (of the variant it was saved from)."""
-        path = Path(path)
-        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-        klass = VARIANTS.get(config["baseline"], cls)
-        settings = dict(config["settings"])
-        seed = settings.pop("seed", 0)
-        settings.pop("layers", None)
-        self = klass(seed=seed, **settings)
-        self.items = list(config["items"])
+        saved = read_model(path, VARIANTS, cls, drop=("layers",))
+        self = saved.cls(seed=saved.seed, **saved.settings)
+        self.items = list(saved.config["items"])
         self.code = {i: k for k, i in enumerate(self.items, 1)}
-        self.log = config.get("log", {})
+        self.log = saved.config.get("log", {})
         p = self.params
         self.net = SASRecNet(len(self.items), p["max_len"], layers=self.layers, **{k: p[k] for k in _NET})
-        self.net.load_state_dict(torch.load(path / "model.pt", map_location="cpu", weights_only=True))
+        self.net.load_state_dict(saved.state_dict)
         self.net.eval()
         return self
 

@@ -45,9 +45,7 @@ semantic-ID description, the fit log).
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any, Self
@@ -58,14 +56,15 @@ import torch
 import torch.nn.functional as F
 
 from recharness.baselines.base import Baseline, TrainData
+from recharness.baselines.checkpoint import read_model, save_model
 from recharness.baselines.sasrec import DEFAULTS as SASREC_DEFAULTS
-from recharness.baselines.sasrec import SASRecNet, _progress, right_padded
+from recharness.baselines.sasrec import SASRecNet, record_epoch, right_padded
 from recharness.baselines.torch_threads import threads
+from recharness.baselines.training import EarlyStopping, progress_bar
 from recharness.data.semantic_ids import SemanticIds, semantic_ids
 from recharness.errors import ConfigError
 from recharness.metrics.full_ranking import rank_metrics
 from recharness.models.cbs import Trie, beam_search, forbid_paths
-from recharness.runner.jsonl import atomic_write_bytes, atomic_write_text
 from recharness.tasks.base import reference_record
 
 DEFAULTS: dict[str, Any] = {
@@ -228,10 +227,10 @@ class SIDSASRec(Baseline):
         opt = torch.optim.Adam(net.parameters(), lr=p["lr"], weight_decay=p["weight_decay"])
         gen = torch.Generator().manual_seed(self.seed)
         v_rows = self._valid_rows(valid)
-        best, best_state, stale, best_epoch = -np.inf, None, 0, None
+        stopper = EarlyStopping(p["patience"])
         epochs: list[dict] = []
         step_s, done = 0.0, 0
-        bar = _progress(self.progress and sys.stderr.isatty())
+        bar = progress_bar(self.progress, rate=True)
         try:
             for epoch in range(1, p["max_epochs"] + 1):
                 net.train()
@@ -262,28 +261,17 @@ class SIDSASRec(Baseline):
                 step_s, done = step_s + epoch_s, done + seen
                 t_valid = time.perf_counter()
                 score = self._valid_ndcg(v_rows) if v_rows else -total / max(seen, 1)
-                epochs.append({"epoch": epoch, "loss": round(total / max(seen, 1), 6), "valid_ndcg@10": round(score, 6),
-                               "samples": seen, "train_s": round(epoch_s, 3),
-                               "valid_s": round(time.perf_counter() - t_valid, 3),
-                               "samples_per_s": round(seen / epoch_s, 1) if epoch_s > 0 else None})
-                if bar is not None:
-                    bar.update(bar.task_ids[0], status=f"loss {epochs[-1]['loss']:.4f} valid NDCG@10 {score:.4f} "
-                                                       f"(best {max(best, score):.4f})")
-                if score > best:
-                    best, stale, best_epoch = score, 0, epoch
-                    best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
-                else:
-                    stale += 1
-                    if stale >= p["patience"]:
-                        break
+                record_epoch(epochs, bar, stopper.best, epoch, total, seen, score, epoch_s,
+                             valid_s=time.perf_counter() - t_valid)
+                if stopper.update(score, epoch, net):
+                    break
         finally:
             if bar is not None:
                 bar.stop()
-        if best_state is not None:
-            net.load_state_dict(best_state)
+        stopper.restore(net)
         net.eval()
-        self.log = {"epochs": epochs, "best_epoch": best_epoch,
-                    "best_valid_ndcg@10": round(best, 6) if v_rows else None, "valid_rows": len(v_rows),
+        self.log = {"epochs": epochs, "best_epoch": stopper.best_epoch,
+                    "best_valid_ndcg@10": round(stopper.best, 6) if v_rows else None, "valid_rows": len(v_rows),
                     "train_samples": done, "train_step_s": round(step_s, 3),
                     "samples_per_s": round(done / step_s, 1) if step_s > 0 else None,
                     "threads": torch.get_num_threads(), "rows_per_step": rows_per_step}
@@ -361,32 +349,21 @@ class SIDSASRec(Baseline):
         """Write `path`/model.pt (state dict) and `path`/config.json; returns `path`."""
         if self.net is None:
             raise ValueError(f"{self.name} saves only once fitted")
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        buf = io.BytesIO()
-        torch.save(self.net.state_dict(), buf)
-        atomic_write_bytes(path / "model.pt", buf.getvalue())
-        config = {"baseline": self.name, "settings": self.settings(), "items": self.items,
-                  "codes": self.codes.tolist(), "codebook_size": self.codebook_size, "semantic_ids": self.sid_info,
-                  "log": self.log}
-        atomic_write_text(path / "config.json", json.dumps(config))
-        return path
+        return save_model(path, self.net.state_dict(),
+                          {"baseline": self.name, "settings": self.settings(), "items": self.items,
+                           "codes": self.codes.tolist(), "codebook_size": self.codebook_size,
+                           "semantic_ids": self.sid_info, "log": self.log})
 
     @classmethod
     def load(cls, path: Path) -> SIDSASRec:
         """The fitted baseline `save` wrote (of the variant it was saved from)."""
-        path = Path(path)
-        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-        klass = VARIANTS.get(config["baseline"], cls)
-        settings = dict(config["settings"])
-        seed = settings.pop("seed", 0)
-        for k in ("layers", "decoding"):
-            settings.pop(k, None)
-        self = klass(seed=seed, progress=False, **settings)
+        saved = read_model(path, VARIANTS, cls, drop=("layers", "decoding"))
+        config = saved.config
+        self = saved.cls(seed=saved.seed, progress=False, **saved.settings)
         self._set_codes(config["items"], np.asarray(config["codes"], dtype=np.int64), config["codebook_size"])
         self.sid_info, self.log = config.get("semantic_ids", {}), config.get("log", {})
         self.net = self._new_net()
-        self.net.load_state_dict(torch.load(path / "model.pt", map_location="cpu", weights_only=True))
+        self.net.load_state_dict(saved.state_dict)
         self.net.eval()
         return self
 

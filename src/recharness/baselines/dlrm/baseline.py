@@ -13,8 +13,6 @@ Saved as a directory: `model.pt` (the state dict, read back with `weights_only=T
 
 from __future__ import annotations
 
-import io
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Self
@@ -25,12 +23,12 @@ import polars as pl
 from recharness.baselines.base import Baseline, TrainData
 from recharness.baselines.dlrm.features import FeatureSpace, build_space
 from recharness.errors import ConfigError
-from recharness.runner.jsonl import atomic_write_bytes, atomic_write_text
 from recharness.tasks.base import reference_record
 
 try:
     import torch
 
+    from recharness.baselines.checkpoint import read_model, save_model
     from recharness.baselines.dlrm.models import MODELS, make_model
     from recharness.baselines.dlrm.trainer import (
         TrainConfig,
@@ -190,29 +188,17 @@ class DlrmBaseline(Baseline):
         """Write `path`/model.pt (state dict) and `path`/config.json; returns `path`."""
         if self.model is None or self.space is None:
             raise ValueError(f"{self.name} saves only once fitted")
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        buf = io.BytesIO()  # both files written atomically: a killed `train` never leaves a torn model
-        torch.save(self.model.state_dict(), buf)
-        atomic_write_bytes(path / "model.pt", buf.getvalue())
-        config = {"baseline": self.name, "settings": self.settings(), "space": self.space.config()}
-        atomic_write_text(path / "config.json", json.dumps(config))
-        return path
+        return save_model(path, self.model.state_dict(),
+                          {"baseline": self.name, "settings": self.settings(), "space": self.space.config()})
 
     @classmethod
     def load(cls, path: Path) -> DlrmBaseline:
         """The fitted baseline `save` wrote (of the class it was saved from)."""
-        path = Path(path)
-        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-        klass = VARIANTS.get(config["baseline"], cls)
-        settings = dict(config["settings"])
-        seed = settings.pop("seed", 0)
-        for k in ("model", "representation"):
-            settings.pop(k, None)
-        self = klass(seed=seed, progress=False, **settings)
-        self.space = FeatureSpace.from_config(config["space"])
+        saved = read_model(path, VARIANTS, cls, drop=("model", "representation"))
+        self = saved.cls(seed=saved.seed, progress=False, **saved.settings)
+        self.space = FeatureSpace.from_config(saved.config["space"])
         self.model = make_model(self.model_name, self.space, **self._model_params())
-        self.model.load_state_dict(torch.load(path / "model.pt", map_location="cpu", weights_only=True))
+        self.model.load_state_dict(saved.state_dict)
         self.model.eval()
         return self
 

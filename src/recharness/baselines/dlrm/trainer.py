@@ -8,7 +8,6 @@ and dropout come from `seed`, inside a forked RNG so the caller's torch random s
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field
 
@@ -17,6 +16,7 @@ import torch
 from torch import nn
 
 from recharness.baselines.torch_threads import threads
+from recharness.baselines.training import EarlyStopping, progress_bar
 from recharness.metrics.classification import auc
 
 
@@ -80,25 +80,6 @@ def _embedding_tables(model: nn.Module) -> list[nn.Parameter]:
     return out
 
 
-def _progress(enabled: bool, total: int):
-    if not enabled:
-        return None
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("{task.fields[status]}"), console=Console(stderr=True), transient=True)
-    bar.start()
-    bar.add_task("epoch", total=total, status="")
-    return bar
-
-
 def fit(model: nn.Module, train_x: dict[str, torch.Tensor], train_y: torch.Tensor,
         valid_x: dict[str, torch.Tensor], valid_y: np.ndarray, config: TrainConfig, name: str = "dlrm") -> FitLog:
     """Train `model` in place; it ends holding the weights of its best validation epoch."""
@@ -121,8 +102,8 @@ def _fit(model, train_x, train_y, valid_x, valid_y, config: TrainConfig, name: s
     gen = torch.Generator().manual_seed(config.seed)
     n = train_y.shape[0]
     can_score = len(valid_y) > 0 and 0 < valid_y.sum() < len(valid_y)
-    best_state, best, stale = None, -np.inf, 0
-    bar = _progress(config.progress and sys.stderr.isatty(), config.max_epochs)
+    stopper = EarlyStopping(config.patience)
+    bar = progress_bar(config.progress, config.max_epochs, "epoch")
     try:
         for epoch in range(1, config.max_epochs + 1):
             model.train()
@@ -144,18 +125,15 @@ def _fit(model, train_x, train_y, valid_x, valid_y, config: TrainConfig, name: s
             log.epochs.append({"epoch": epoch, "loss": total / max(batches, 1), "valid_auc": score})
             if bar is not None:
                 bar.update(bar.task_ids[0], advance=1,
-                           status=f"{name} loss {total / max(batches, 1):.4f} valid AUC {score:.4f} (best {max(best, score):.4f})")
-            if score > best:
-                best, stale, log.best_epoch = score, 0, epoch
-                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-            else:
-                stale += 1
-                if stale >= config.patience:
-                    break
+                           status=f"{name} loss {total / max(batches, 1):.4f} valid AUC {score:.4f} "
+                                  f"(best {max(stopper.best, score):.4f})")
+            if stopper.update(score, epoch, model):
+                break
     finally:
         if bar is not None:
             bar.stop()
-    if best_state is not None:
-        model.load_state_dict(best_state)
+    stopper.restore(model)
     model.eval()
-    log.best_auc = float(best) if can_score else float("nan")
+    if stopper.best_epoch is not None:
+        log.best_epoch = stopper.best_epoch
+    log.best_auc = float(stopper.best) if can_score else float("nan")
