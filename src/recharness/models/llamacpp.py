@@ -7,8 +7,10 @@ so calls are serialised behind a lock and run in a worker thread.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
+import struct
 import threading
 import time
 from pathlib import Path
@@ -50,10 +52,18 @@ class LlamaCppBackend(ModelBackend):
         self.reuse_prefix = reuse_prefix
         self._llm = None
         self._lock = threading.Lock()
+        self._finetune: dict | None | bool = False  # not read yet
 
     def identity(self) -> dict:
         # The file name, not its directory, so caches survive moving the data home.
-        return {"backend": self.backend, "model": self.model, "file": self.model_path.name, "n_ctx": self.n_ctx}
+        ident = {"backend": self.backend, "model": self.model, "file": self.model_path.name, "n_ctx": self.n_ctx}
+        if self._finetune is False:
+            self._finetune = finetune_identity(self.model_path)
+        if self._finetune:
+            # a GGUF written by `recharness export-gguf`: what the fine-tune is (its weights' hash, the
+            # quantisation), so two fine-tunes saved under one file name never share cached answers
+            ident["finetune"] = self._finetune
+        return ident
 
     def _load(self):
         if self._llm is None:
@@ -151,3 +161,70 @@ class LlamaCppBackend(ModelBackend):
 
     async def ascore_options(self, messages: Messages, options: list[str]) -> OptionScores:
         return await asyncio.to_thread(self._score_sync, messages, options)
+
+
+#: `general.description` of a GGUF written by `recharness export-gguf` starts with this, then JSON
+FINETUNE_MARKER = "recharness-finetune:"
+
+_GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+def gguf_general(path: str | Path) -> dict:
+    """The `general.*` key-values of a GGUF file (strings and numbers; arrays skipped), read from its
+    header without loading it. The writers put the general block first, so reading stops at the first
+    other key: cheap even for a large vocabulary. {} for a file that is not GGUF."""
+    out: dict = {}
+    with open(path, "rb") as f:
+        if f.read(4) != b"GGUF":
+            return out
+        version, = struct.unpack("<I", f.read(4))
+        if version < 2:
+            return out
+        _, n_kv = struct.unpack("<QQ", f.read(16))
+
+        def string() -> str:
+            n, = struct.unpack("<Q", f.read(8))
+            return f.read(n).decode("utf-8", "replace")
+
+        def skip(kind: int) -> None:
+            if kind == 8:
+                n, = struct.unpack("<Q", f.read(8))
+                f.seek(n, 1)
+            elif kind == 9:
+                inner, n = struct.unpack("<IQ", f.read(12))
+                if inner in _GGUF_SCALARS:
+                    f.seek(n * struct.calcsize(_GGUF_SCALARS[inner]), 1)
+                else:
+                    for _ in range(n):
+                        skip(inner)
+            else:
+                f.seek(struct.calcsize(_GGUF_SCALARS[kind]), 1)
+
+        for _ in range(n_kv):
+            key = string()
+            if not key.startswith("general."):
+                break
+            kind, = struct.unpack("<I", f.read(4))
+            if kind == 8:
+                out[key] = string()
+            elif kind in _GGUF_SCALARS:
+                out[key], = struct.unpack(_GGUF_SCALARS[kind], f.read(struct.calcsize(_GGUF_SCALARS[kind])))
+            else:
+                skip(kind)
+    return out
+
+
+def finetune_identity(path: str | Path) -> dict | None:
+    """What `recharness export-gguf` embedded in the file (None for any other GGUF, whose identity
+    stays as it always was)."""
+    try:
+        desc = gguf_general(path).get("general.description")
+    except (OSError, struct.error, KeyError):
+        return None
+    if not isinstance(desc, str) or not desc.startswith(FINETUNE_MARKER):
+        return None
+    try:
+        d = json.loads(desc[len(FINETUNE_MARKER):])
+    except ValueError:
+        return None
+    return d if isinstance(d, dict) else None
