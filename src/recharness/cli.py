@@ -610,8 +610,10 @@ def _options_tables(suite: str) -> list[Table]:
 
 
 from recharness.finetune.cli import register as _register_finetune  # noqa: E402 (imports no torch)
+from recharness.finetune.gguf_cli import register as _register_export_gguf  # noqa: E402 (imports no torch)
 
 _register_finetune(app)
+_register_export_gguf(app)
 
 
 def main():
