@@ -311,3 +311,19 @@ def test_recbench_plus_history_variants_get_intervals(ml1m, tmp_path):
     text = paper_tables(rows)
     assert "— with history" in text and " ± " in text.split("— with history")[1].split("####")[0]
     assert "the averages over query types carry none" in text and "single query (no interval)" in text
+
+
+def test_fine_tuned_rows_say_how_they_were_trained():
+    """Issue 12: every fine-tuned row names its base model, adapter settings, examples, steps and training time."""
+    ft = {"base": "smollm2-135m", "task": "ctr", "items": "text", "examples": 4096, "steps": 256, "train_s": 1800.0,
+          "settings": {"rank": 32, "alpha": 128, "lr": 0.001, "batch": 16}, "weights": "ab12"}
+    merged = {"base": "smollm2-135m", "task": "merged", "weights": "cd34",
+              "merge": {"method": "ties", "weights": None, "density": 0.5, "sources": ["pointwise", "pairwise", "listwise"]}}
+    rows = [ScoreRow("smollm2-ft", "ctr", {"AUC": 0.6}, 10, extra={"model": {"backend": "hf", "finetune": ft}}),
+            ScoreRow("merged", "ctr", {"AUC": 0.55}, 10, extra={"model": {"backend": "hf", "finetune": merged}}),
+            ScoreRow("smollm2", "ctr", {"AUC": 0.5}, 10, extra={"model": {"backend": "llamacpp"}})]
+    md = to_markdown(rows)
+    assert ("- smollm2-ft: base smollm2-135m; task ctr (text items); LoRA r=32 α=128, lr 0.001, batch 16; "
+            "4,096 training examples; 256 steps; 30.0 min training") in md
+    assert "- merged: ties merge (density 0.5) of 3 fine-tunes of smollm2-135m: pointwise, pairwise, listwise" in md
+    assert "- smollm2:" not in md

@@ -44,6 +44,11 @@ class HFBackend(ModelBackend):
                 d = {}
             keys = ("base", "task", "items", "settings", "examples", "steps", "train_s", "weights")
             ident["finetune"] = {k: d.get(k) for k in keys}
+            m = d.get("merge")
+            if isinstance(m, dict):  # `recharness merge`: how, and of which fine-tunes
+                ident["finetune"]["merge"] = {"method": m.get("method"), "weights": m.get("weights"),
+                                              "density": m.get("density"),
+                                              "sources": [x.get("task") for x in m.get("sources") or []]}
         return ident
 
     def _load(self):

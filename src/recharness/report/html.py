@@ -24,7 +24,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from recharness.report.tables import ci_note, cells, columns, fmt, header, value_text
+from recharness.report.tables import ci_note, cells, columns, finetune_label, fmt, header, value_text
 from recharness.runner.jsonl import atomic_write_text, read_jsonl
 from recharness.tasks.base import ScoreRow
 
@@ -346,7 +346,9 @@ def run_info(out: Path) -> list[str]:
         params = first.get("params")
         text = json.dumps(model, sort_keys=True) + (f"; parameters {json.dumps(params, sort_keys=True)}" if params else "")
         kind = "reference model " if pf.parent.name == "reference" else "model "
-        items.append((kind + pf.stem, f"<code>{e(text)}</code>"))
+        ft = model.get("finetune")
+        label = f"{e(finetune_label(ft))}<br>" if isinstance(ft, dict) else ""
+        items.append((kind + pf.stem, f"{label}<code>{e(text)}</code>"))
     items.append(("software", e(", ".join(f"{k} {v}" for k, v in _versions().items()))))
     return ["<h2>What was run</h2>", _meta_table(items)]
 

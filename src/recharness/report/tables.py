@@ -104,7 +104,46 @@ def to_markdown(rows: list[ScoreRow]) -> str:
             bd = r.extra.get("breakdown")
             if bd:
                 out.append(breakdown_markdown(f"{task}: {r.method} by group", bd))
+    ft = finetune_notes(rows)
+    if ft:
+        out.append(ft)
     return "\n".join(out)
+
+
+def finetune_label(ft: dict) -> str:
+    """One line on what a fine-tuned model is: base, adapter settings, examples, steps, training time (or the merge)."""
+    m = ft.get("merge")
+    if m:
+        how = f"{m.get('method')} merge" + (f" (density {m['density']})" if m.get("density") is not None else "")
+        w = m.get("weights")
+        return (f"{how} of {len(m.get('sources') or [])} fine-tunes of {ft.get('base')}: "
+                f"{', '.join(map(str, m.get('sources') or []))}" + (f", weights {w}" if w else ""))
+    st = ft.get("settings") or {}
+    parts = [f"base {ft.get('base')}", f"task {ft.get('task')}" + (f" ({ft['items']} items)" if ft.get("items") else "")]
+    if st:
+        parts.append(f"LoRA r={st.get('rank')} α={st.get('alpha')}, lr {st.get('lr')}, batch {st.get('batch')}")
+    if ft.get("examples") is not None:
+        parts.append(f"{ft['examples']:,} training examples")
+    if ft.get("steps") is not None:
+        parts.append(f"{ft['steps']:,} steps")
+    if ft.get("train_s") is not None:
+        parts.append(f"{ft['train_s'] / 60:.1f} min training")
+    if ft.get("quant"):
+        parts.append(f"GGUF {ft['quant']}")
+    return "; ".join(parts)
+
+
+def finetune_notes(rows: list[ScoreRow]) -> str | None:
+    """Every fine-tuned model among the rows, named with how it was trained (RecBench / PerRecBench rows
+    must say their base model, adapter settings, examples, steps and training time)."""
+    seen = {}
+    for r in rows:
+        ft = ((r.extra or {}).get("model") or {}).get("finetune")
+        if isinstance(ft, dict) and r.method not in seen:
+            seen[r.method] = finetune_label(ft)
+    if not seen:
+        return None
+    return "### Fine-tuned models\n\n" + "\n".join(f"- {escape(k)}: {v}" for k, v in seen.items()) + "\n"
 
 
 def breakdown_markdown(title: str, breakdown: dict[str, dict[str, float]]) -> str:
