@@ -358,7 +358,7 @@ def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[Score
         if units:
             for m, u in units.items():
                 if u.support() < 2:  # one unit: every resample is that unit, a zero-width "interval"
-                    row.extra.setdefault("no_interval", {})[m] = f"{u.support()} unit"
+                    row.extra.setdefault("no_interval", {})[m] = "1 unit" if u.support() == 1 else "no units"
                     continue
                 jobs[u.key()].append((i, m, u))
                 keys[(i, m)] = u.key()
