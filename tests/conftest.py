@@ -85,3 +85,26 @@ def amazon2023():
 @pytest.fixture(scope="session")
 def llmrank_games():
     return _prepared("llmrank-games", "data", "amazon_games")
+
+
+@pytest.fixture(scope="session")
+def random_lora():
+    """`make(model, rank, alpha)`: a copy of `model` with a LoRA whose B matrices are seeded random
+    (a non-zero "fine-tune" without training, for export and merge tests)."""
+
+    def make(model, rank: int, alpha: int, seed: int = 0):
+        import copy
+
+        import torch
+
+        from recharness.finetune.lora import LoraSettings, attach_lora
+
+        pm = attach_lora(copy.deepcopy(model), LoraSettings(rank=rank, alpha=alpha, dropout=0.0))
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for n, p in pm.named_parameters():
+                if "lora_B" in n:
+                    p.copy_(torch.randn(p.shape, generator=g) * 0.02)
+        return pm
+
+    return make

@@ -164,21 +164,13 @@ def base(smollm2_path):
 
 
 @pytest.fixture(scope="module")
-def exported(base, tmp_path_factory):
+def exported(base, tmp_path_factory, random_lora):
     """A 'fine-tune': LoRA with seeded random B matrices merged into SmolLM2, as hf:DIR, f16 and Q8_0."""
-    import torch
-
     from recharness.finetune.export import export_merged
     from recharness.finetune.gguf import export_gguf
-    from recharness.finetune.lora import LoraSettings, attach_lora
 
     tok, model = base
-    pm = attach_lora(copy.deepcopy(model), LoraSettings(rank=4, alpha=16, dropout=0.0))
-    g = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for n, p in pm.named_parameters():
-            if "lora_B" in n:
-                p.copy_(torch.randn(p.shape, generator=g) * 0.02)
+    pm = random_lora(model, rank=4, alpha=16)
     where = tmp_path_factory.mktemp("gguf")
     d = export_merged(pm, tok, where / "ft", {"base": "smollm2-135m", "task": "ctr", "items": "text", "steps": 1})
     (where / ".ft-f16.gguf.killedexport" / "converted.gguf").parent.mkdir()  # a killed export's leftovers

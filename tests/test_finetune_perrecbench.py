@@ -179,25 +179,17 @@ def base(smollm2_path):
 
 
 @pytest.fixture(scope="module")
-def two_finetunes(smollm2_path, base, ml1m, prb_run, tmp_path_factory):
+def two_finetunes(smollm2_path, base, ml1m, prb_run, tmp_path_factory, random_lora):
     """A real pairwise fine-tune (`finetune`, two steps on two examples) and a listwise-tagged adapter with
     random B (so its delta is large), both exported as finetune does."""
-    import torch
-
     from recharness.finetune.api import finetune
     from recharness.finetune.export import export_merged
-    from recharness.finetune.lora import LoraSettings, attach_lora
 
     d = tmp_path_factory.mktemp("ftm")
     res = finetune("perrecbench", "pair", prb_run, str(smollm2_path), d / "pair", lr=5e-3, max_steps=2, batch=1,
                    micro_batch=1, examples=2, train_groups=1, checkpoint_every=1)
     tok, model = base
-    pm = attach_lora(copy.deepcopy(model), LoraSettings(rank=16, alpha=32, dropout=0.0))
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for n, p in pm.named_parameters():
-            if "lora_B" in n:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
+    pm = random_lora(model, rank=16, alpha=32)
     export_merged(pm, copy.deepcopy(tok), d / "rand", {"base": str(smollm2_path), "suite": "perrecbench",
                                                         "task": "listwise", "items": "text"})
     return res, d / "pair", d / "rand"
