@@ -1,9 +1,12 @@
-"""LoRA fine-tuning of SmolLM2-135M for RecBench CTR on ML-1M (text items), beside zero-shot.
+"""LoRA fine-tuning of SmolLM2-135M for RecBench CTR on ML-1M (text, ID or semantic-ID items), beside zero-shot.
 
 Builds `recbench -t ctr -d ml-1m` (test users → 4 test pairs each; training pairs from the build's
 training split only), scores the zero-shot model (the built-in GGUF through transformers, the same
 numerics as training) and, for each --lr, fine-tunes with `recharness.finetune.finetune`, exports
-`hf:DIR` and scores it through the hf backend on the same test samples. Writes training tokens/s,
+`hf:DIR` and scores it through the hf backend on the same test samples. `--items id` / `--items sid`
+(repeatable) add RecBench's Groups D / F: the same training pairs with items as new identifier tokens,
+scored by `finetune.predict_ctr` (P(Yes) from the logits, as the text model); the md then shows the
+paper's Table 3/4 layout (zero-shot in Table 3, fine-tunes in Table 4's groups beside the references). Writes training tokens/s,
 peak memory (RSS), wall times, AUC / GAUC / logloss with 95% bootstrap intervals, and the paired
 bootstrap p-value of each fine-tune against zero-shot.
 
@@ -60,11 +63,15 @@ def main():
     ap.add_argument("--rank", type=int, default=32)
     ap.add_argument("--alpha", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--items", action="append", choices=["text", "id", "sid"],
+                    help="item representations to fine-tune (repeat; default text)")
     ap.add_argument("--md", type=Path, default=OUT)
     args = ap.parse_args()
     lrs = args.lr or [1e-3]
+    kinds = args.items or ["text"]
 
     from recharness.finetune import finetune
+    from recharness.finetune.api import predict_ctr
     from recharness.models.builtin import fetch_model
     from recharness.models.hf import HFBackend
 
@@ -84,19 +91,27 @@ def main():
     if not (args.run / "predictions" / "smollm2-zeroshot.jsonl").exists():
         score_with(HFBackend(str(gguf)), "smollm2-zeroshot")
     runs = []
-    for lr in lrs:
-        name = f"smollm2-ft-lr{lr:g}"
-        log(f"fine-tuning {name}…")
-        res = finetune("recbench", "ctr", args.run, "smollm2-135m", args.run / "finetuned" / name, lr=lr,
-                       epochs=args.epochs, batch=args.batch, micro_batch=args.micro_batch, examples=args.train,
-                       rank=args.rank, alpha=args.alpha, seed=args.seed, checkpoint_every=10,
-                       on_step=lambda i: log(f"  step {i['step']}/{i['total']} loss {i['loss']:.4f} "
-                                             f"{i['tokens_per_s']:.0f} tok/s"),
-                       on_status=log)
-        runs.append((name, lr, res))
-        if not (args.run / "predictions" / f"{name}.jsonl").exists():
-            score_with(HFBackend(str(res.out)), name)
-    rows = {r.method: r for r in pipeline.score(args.run, seed=args.seed) if r.task == "ctr"}
+    for kind in kinds:
+        for lr in lrs:
+            name = f"smollm2-ft-lr{lr:g}" if kind == "text" else f"smollm2-ft-{kind}-lr{lr:g}"
+            log(f"fine-tuning {name}…")
+            res = finetune("recbench", "ctr", args.run, "smollm2-135m", args.run / "finetuned" / name, items=kind,
+                           lr=lr, epochs=args.epochs, batch=args.batch, micro_batch=args.micro_batch,
+                           examples=args.train, rank=args.rank, alpha=args.alpha, seed=args.seed, checkpoint_every=10,
+                           on_step=lambda i: log(f"  step {i['step']}/{i['total']} loss {i['loss']:.4f} "
+                                                 f"{i['tokens_per_s']:.0f} tok/s"),
+                           on_status=log)
+            runs.append((name, lr, res))
+            if (args.run / "predictions" / f"{name}.jsonl").exists():
+                continue
+            if kind == "text":
+                score_with(HFBackend(str(res.out)), name)
+            else:
+                t = time.perf_counter()
+                predict_ctr(args.run, res.out, name)
+                timings.setdefault(name, {})["score_s"] = time.perf_counter() - t
+    scored = pipeline.score(args.run, seed=args.seed)
+    rows = {r.method: r for r in scored if r.task == "ctr"}
     cmp = {}
     for name, _, _ in runs:
         try:
@@ -123,12 +138,12 @@ def main():
         "",
         "## Training",
         "",
-        "| model | lr | examples | steps | train wall s | tokens/s | peak RSS MB | final loss | total wall s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| model | items | lr | examples | steps | train wall s | tokens/s | peak RSS MB | final loss | total wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, lr, res in runs:
         t = res.train
-        lines.append(f"| {name} | {lr:g} | {res.examples} | {t.steps} | {t.total_seconds:.0f} | "
+        lines.append(f"| {name} | {res.items} | {lr:g} | {res.examples} | {t.steps} | {t.total_seconds:.0f} | "
                      f"{(t.total_tokens / t.total_seconds if t.total_seconds else 0):.0f} | {t.peak_rss_mb:.0f} | "
                      f"{t.final_loss if t.final_loss is None else round(t.final_loss, 4)} | {res.wall_s:.0f} |")
     lines += ["", f"## AUC on the same {n_test} test pairs (95% bootstrap intervals)", "",
@@ -145,6 +160,10 @@ def main():
             lines.append(f"- {name} − {d['b']}, {d['metric']} on {d['n']} shared samples: {d['diff']:+.4f} "
                          f"[{d['lo']:+.4f}, {d['hi']:+.4f}], paired bootstrap p = {d['p_boot']:.3f}, "
                          f"permutation p = {d['p_perm']:.3f}")
+    from recharness.tasks.recbench.tables import paper_tables
+
+    lines += ["", "## The paper's layout (Tables 3 and 4; ± = half-width of the 95% bootstrap interval)", "",
+              paper_tables(scored, "ML-1M") or "(no rows)"]
     args.md.parent.mkdir(parents=True, exist_ok=True)
     args.md.write_text("\n".join(lines) + "\n")
     log(f"wrote {args.md}")

@@ -11,9 +11,13 @@ the defaults if missing: 5,000 test users, history <= 20, full-catalog ranking, 
    timed over 1,000 single-sample predictions as the other reference models;
 3. the zero-shot title LLM (`title-cbs`, SmolLM2-135M, beam search over a trie of the catalog's
    titles) on the first `--llm-samples` test samples, latency per sample measured per answer;
-4. SASRec 1/2/4 layers: the predictions `bench_recbench_seqrec.py` wrote into the same build when
+4. the fine-tuned LLMs of Groups I (item IDs) and J (semantic IDs), `--finetune`: SmolLM2-135M with
+   LoRA on `--ft-examples` of the build's training windows each (`recharness finetune recbench -t seqrec
+   --items id|sid`), answered by CBS over the trie of valid items on the title LLM's samples, every
+   returned beam checked against the catalog;
+5. SASRec 1/2/3/4 layers: the predictions `bench_recbench_seqrec.py` wrote into the same build when
    present (same samples), else their numbers read from benchmarks/results/recbench_seqrec.md;
-5. `recharness score`'s Table 5 layout (`tasks.recbench.tables.table5`), and every method on the
+6. `recharness score`'s Table 5 layout (`tasks.recbench.tables.table5`), and every method on the
    LLM's samples only (the like-for-like comparison for the capped row).
 
 Run by hand (about 25 min of CPU; the RQ-VAE's ~5 min only the first time):
@@ -24,7 +28,6 @@ Writes benchmarks/results/recbench_table5.md.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import platform
@@ -44,6 +47,8 @@ from recharness.baselines import sid_sasrec as sid_mod  # noqa: E402
 from recharness.baselines import title_cbs as title_mod  # noqa: E402
 from recharness.data.semantic_ids import semantic_ids  # noqa: E402
 from recharness.data.store import load_dataset  # noqa: E402
+from recharness.finetune.api import finetune, predict_seqrec  # noqa: E402
+from recharness.finetune.export import read_info  # noqa: E402
 from recharness.runner import pipeline  # noqa: E402
 from recharness.runner.jsonl import read_jsonl  # noqa: E402
 from recharness.runner.train import train  # noqa: E402
@@ -61,8 +66,7 @@ def _log(msg: str) -> None:
 
 
 def _score(out: Path) -> list[ScoreRow]:
-    kw = {"resamples": 0} if "resamples" in inspect.signature(pipeline.score).parameters else {}
-    return pipeline.score(out, **kw)
+    return pipeline.score(out)  # with the default 95% bootstrap intervals: Table 5's cells show ±
 
 
 def _sasrec_from_results_md() -> list[ScoreRow]:
@@ -78,6 +82,29 @@ def _sasrec_from_results_md() -> list[ScoreRow]:
             rows.append(ScoreRow(cells[0], "seqrec", {"NDCG@10": float(cells[2]), "latency_s": seconds}, 5000,
                                  "reference", {"source": SEQREC_MD.name}))
     return rows
+
+
+def _finetune_notes(ft_infos: dict, timings: dict) -> list[str]:
+    """Groups I/J: how each LLM was trained and how valid its CBS answers are (counted over every beam)."""
+    lines = []
+    for kind, (info, recs) in ft_infos.items():
+        s = info.get("settings") or {}
+        beams = sum(r["parsed"]["beams"] for r in recs)
+        invalid = sum(r["parsed"]["invalid"] for r in recs)
+        top1_bad = sum(bool(r["parsed"]["top1_invalid"]) for r in recs)
+        cbs = timings.get(f"cbs-{kind}", {})
+        lines.append(
+            f"- {kind}-smollm2 (Group {'I' if kind == 'id' else 'J'}): SmolLM2-135M (Q4_1 GGUF dequantised) + LoRA "
+            f"r={s.get('rank')} α={s.get('alpha')} on q/k/v/o, lr {s.get('lr')}, batch {s.get('batch')}, "
+            f"{info.get('examples')} training windows (a seeded sample of the build's training split), "
+            f"{info.get('steps')} steps, {info.get('train_s', 0) / 60:.1f} min training at {info.get('tokens_per_s')} "
+            f"tokens/s, peak RSS {info.get('peak_rss_mb')} MB, final loss {info.get('final_loss'):.3f}; "
+            f"{'one new token per item' if kind == 'id' else 'the semantic-ID tokens above'} added to the tokenizer "
+            f"(trained through peft's trainable_token_indices). Decoded by CBS on {len(recs)} samples: "
+            f"{invalid} invalid of {beams:,} returned beams, {top1_bad} answers without a valid top-1 "
+            f"({'100% valid items' if invalid == 0 and top1_bad == 0 else 'NOT all valid'}); "
+            + (f"{cbs['wall_s'] / max(len(recs), 1):.2f} s per answer wall." if cbs else "timed per answer."))
+    return lines
 
 
 def _sasrec_epochs(run: Path) -> str:
@@ -107,6 +134,11 @@ def main():
     ap.add_argument("--llm-samples", type=int, default=100)
     ap.add_argument("--skip-llm", action="store_true")
     ap.add_argument("--skip-sid", action="store_true", help="score the SID-SASRec predictions already in --out")
+    ap.add_argument("--finetune", action="store_true", help="fine-tune SmolLM2 with item IDs and semantic IDs "
+                    "(Groups I/J) and answer the title LLM's samples by CBS (resumes; skips what is done)")
+    ap.add_argument("--ft-examples", type=int, default=1024, help="training windows per fine-tune (seeded sample)")
+    ap.add_argument("--ft-lr", type=float, default=1e-3)
+    ap.add_argument("--ft-batch", type=int, default=16)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     started, load0 = time.perf_counter(), os.getloadavg()[0]
@@ -138,6 +170,24 @@ def main():
         t0, c0 = time.perf_counter(), time.process_time()
         train(args.out, suite="recbench", seed=args.seed, baselines=["title-cbs"], latency_runs=0, progress=_log)
         timings["llm"] = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
+    ft_infos = {}
+    for kind in ("id", "sid") if args.finetune else ():
+        ft_dir = args.out / "finetuned" / f"smollm2-seqrec-{kind}"
+        pred = args.out / "predictions" / f"{kind}-smollm2.jsonl"
+        if not (ft_dir / "finetune.json").exists():
+            _log(f"fine-tuning SmolLM2 with {kind} items on {args.ft_examples} training windows…")
+            t0, c0 = time.perf_counter(), time.process_time()
+            finetune("recbench", "seqrec", args.out, "smollm2-135m", ft_dir, items=kind, examples=args.ft_examples,
+                     lr=args.ft_lr, batch=args.ft_batch, seed=args.seed, checkpoint_every=10,
+                     on_step=lambda i: _log(f"  step {i['step']}/{i['total']} loss {i['loss']:.4f} "
+                                            f"{i['tokens_per_s']:.0f} tok/s") if i["step"] % 8 == 0 else None)
+            timings[f"ft-{kind}"] = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
+        if not pred.exists():
+            _log(f"{kind}-smollm2: CBS ({args.beams} beams) on {args.llm_samples} samples…")
+            t0, c0 = time.perf_counter(), time.process_time()
+            predict_seqrec(args.out, ft_dir, f"{kind}-smollm2", beams=args.beams, limit=args.llm_samples)
+            timings[f"cbs-{kind}"] = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
+        ft_infos[kind] = (read_info(ft_dir) or {}, list(read_jsonl(pred)))
     timings_path.write_text(json.dumps(timings))
     sid_s, llm_s = timings.get("sid", {}).get("wall_s", 0.0), timings.get("llm", {}).get("wall_s", 0.0)
     stage_cpu = sum(t.get("cpu_s", 0.0) for t in timings.values())
@@ -169,7 +219,7 @@ def main():
                      f"users, most often {', '.join(f'{t} ({c})' for t, c in top1.most_common(3))}.")
         sub = [s for s in samples if s["id"] in answered]
         task = SeqrecTask()
-        for f in sorted(ref_dir.glob("*.jsonl")):
+        for f in sorted(ref_dir.glob("*.jsonl")) + sorted((args.out / "predictions").glob("*.jsonl")):
             recs = {r["id"]: r for r in read_jsonl(f)}
             m = task.score(sub, recs)
             subset_lines.append(f"| {f.stem} | {m['NDCG@10']:.4f} | {m['HR@10']:.4f} | {m['MRR']:.4f} |")
@@ -231,6 +281,7 @@ def main():
          "prompt + search time per answer." + llm_stats),
         "- latency: mean seconds of one single-sample prediction (1,000 timed calls for the trained models, one call "
          "per answer for the LLM), as the paper's \"averaged inference time per sample\".",
+        *_finetune_notes(ft_infos, timings),
     ]
     if subset_lines:
         lines += ["", f"## Every method on the title LLM's {len(sub)} samples only", "",

@@ -79,6 +79,24 @@ def test_seqrec_examples_in_item_tokens_never_a_test_target(ml1m, seqrec_run):
     assert "<item_" in e.messages[1]["content"]
 
 
+def test_ctr_examples_with_item_ids_write_every_item_as_its_token(ml1m, ctr_run):
+    """Group D's examples: the same training pairs and labels as the text ones, items as <item_ID>."""
+    import polars as pl
+
+    from recharness.finetune.examples import ctr_examples
+    from recharness.finetune.items import UNKNOWN, id_vocab
+
+    vocab = id_vocab(ml1m.items["item_id"].to_list())
+    text, ids = ctr_examples(ctr_run, ml1m, limit=30, seed=2), ctr_examples(ctr_run, ml1m, limit=30, seed=2, vocab=vocab)
+    assert [(e.key, e.answer) for e in ids] == [(e.key, e.answer) for e in text]
+    pair = pl.read_parquet(ctr_run / "recbench" / "train.parquet").filter(
+        (pl.col("user_id") == ids[0].key[0]) & (pl.col("item_id") == ids[0].key[1])).row(0, named=True)
+    want = " ".join(f"<item_{i}>" for i in pair["history"])
+    assert ids[0].messages[1]["content"] == (f"User behavior sequence: {want}\nCandidate item: <item_{pair['item_id']}>"
+                                             "\nAnswer (Yes/No):")
+    assert vocab.ctr_messages([], "no-such-item")[1]["content"].endswith(f"Candidate item: {UNKNOWN}\nAnswer (Yes/No):")
+
+
 # --- with the model --------------------------------------------------------------------------------
 
 
@@ -235,3 +253,65 @@ def test_id_tokens_train_and_cbs_answers_only_catalog_items(base, tmp_path):
     assert res.losses[-1] < res.losses[0]
     items, invalid, _ = recommend(pm, tok, vocab, ["1", "2"], beams=5)
     assert invalid == 0 and 1 <= len(items) <= 5 and set(items) <= set(vocab.items)
+
+
+@pytest.mark.llm
+def test_an_id_ctr_model_is_scored_resumably_and_lands_in_table_4_group_d(base, ml1m, ctr_run, tmp_path):
+    """Group D end to end: train on identifier prompts, `predict_ctr` scores P(Yes) from the logits
+    (killed after two answers, it resumes without redoing or losing one), `score` reads it, and
+    Table 4 shows it under D, not among the zero-shot LLMs of Table 3."""
+    from recharness.finetune.api import predict_ctr
+    from recharness.finetune.examples import ctr_examples
+    from recharness.finetune.export import export_merged
+    from recharness.finetune.items import id_vocab
+    from recharness.finetune.lora import LoraSettings, attach_lora, encode, train
+    from recharness.models.hf import HFBackend
+    from recharness.tasks.recbench.tables import paper_tables
+
+    tok0, model = base
+    tok, m = copy.deepcopy(tok0), copy.deepcopy(model)
+    vocab = id_vocab(ml1m.items["item_id"].to_list())
+    new = vocab.add_to(tok, m)
+    exs = ctr_examples(ctr_run, ml1m, limit=4, seed=0, vocab=vocab)
+    settings = LoraSettings(rank=4, alpha=16, lr=1e-3, batch=4, micro_batch=4, max_steps=1, dropout=0.0)
+    pm = attach_lora(m, settings, new)
+    train(pm, tok, [encode(tok, e.messages, e.answer) for e in exs], settings, None)
+    d = export_merged(pm, tok, tmp_path / "id-ctr", {"base": "smollm2-135m", "task": "ctr", "items": "id", "steps": 1})
+    vocab.save(d)
+
+    class Killed(Exception):
+        pass
+
+    seen = []
+
+    def kill_after_2(n):
+        seen.append(n)
+        if len(seen) == 2:
+            raise Killed
+
+    with pytest.raises(Killed):
+        predict_ctr(ctr_run, d, "smollm2-ctr-id", limit=3, on_progress=kill_after_2)
+    partial = ctr_run / "predictions" / "smollm2-ctr-id.jsonl.partial"
+    first = [json.loads(x) for x in partial.read_text().splitlines()]
+    assert len(first) == 2
+    counted = []
+    path = predict_ctr(ctr_run, d, "smollm2-ctr-id", limit=3, on_progress=counted.append)
+    assert counted == [2, 1] and not partial.exists()  # two resumed, one answered
+    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    _, samples = pipeline.load_build(ctr_run)
+    assert [r["id"] for r in recs] == [s["id"] for s in samples[:3]]
+    assert recs[:2] == first
+    hf = HFBackend(str(d))
+    s = samples[2]
+    lp = hf._score_sync(vocab.ctr_messages(s["history"], s["item_id"]), ["Yes", "No"]).logprobs
+    assert recs[2]["parsed"]["p_yes"] == pytest.approx(math.exp(lp["Yes"]) / (math.exp(lp["Yes"]) + math.exp(lp["No"])))
+    assert recs[2]["model"]["finetune"]["items"] == "id" and recs[2]["valid"]
+
+    rows = [r for r in pipeline.score(ctr_run, resamples=0) if r.method in ("smollm2-ctr-id", "random")]
+    md = paper_tables(rows, "ml-1m")
+    assert "Table 3" not in md  # a fine-tune is not a zero-shot row
+    lines = md.splitlines()
+    d_head = lines.index("| **D: LLMs, item IDs (fine-tuned)** | | | |")
+    assert lines[d_head + 1].startswith("| smollm2-ctr-id | ")
+    assert lines.index("| **conventional models trained here** | | | |") < lines.index(
+        next(x for x in lines if x.startswith("| random |")))

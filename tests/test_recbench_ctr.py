@@ -309,6 +309,24 @@ def test_paper_tables_lay_out_auc_overall_and_latency():
     assert "| deepfm | 0.8000 | 0.7000 | – | – | 0.50ms |" in md  # no Overall without every dataset
     t3, t4 = md.index("Table 3"), md.index("Table 4")
     assert t3 < md.index("| qwen") < t4 < md.index("| deepfm")
+    assert "**" not in md  # no fine-tuned rows: no group headers
+
+    # fine-tuned LLM rows (their recorded finetune identity) go to Table 4 in the paper's groups D/E/F
+    def tuned(method, items, auc):
+        return ScoreRow(method=method, task="ctr", n=4, kind="model", metrics={"AUC": auc, "latency_s": 0.3},
+                        extra={"model": {"backend": "hf", "finetune": {"items": items, "steps": 9}}})
+
+    md = across_datasets({"ml-1m": [row("qwen", "model", 0.52, 0.5), tuned("ft-sid", "sid", 0.61),
+                                    tuned("ft-text", "text", 0.66), row("deepfm", "reference", 0.80, 0.0004),
+                                    tuned("ft-id", "id", 0.58)]})
+    lines = md.splitlines()
+    t3, t4 = lines.index(next(x for x in lines if "Table 3" in x)), lines.index(next(x for x in lines if "Table 4" in x))
+    assert [x.split(" |")[0] for x in lines[t3:t4] if x.startswith("| ") and "Recommender" not in x] == ["| qwen"]
+    order = [x.split(" |")[0] for x in lines[t4:] if x.startswith("| ") and "Recommender" not in x]
+    assert order == ["| **D: LLMs, item IDs (fine-tuned)**", "| ft-id", "| **E: LLMs, text (fine-tuned)**", "| ft-text",
+                     "| **F: LLMs, semantic IDs (fine-tuned)**", "| ft-sid", "| **conventional models trained here**",
+                     "| deepfm"]
+    assert "| ft-text | 0.6600 | 0.6600 | 300.00ms |" in md
 
 
 def test_report_draws_quality_against_latency(tmp_path):

@@ -18,6 +18,7 @@ puts it in the Table 1 layout beside the zero-shot rows of the same run.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -34,7 +35,7 @@ PERRECBENCH_TASKS = ("pointwise", "pairwise", "listwise", "joint")
 PAPER_LORA = {("recbench", "ctr"): (32, 128), ("recbench", "seqrec"): (128, 128),
               **{("perrecbench", t): (16, 32) for t in PERRECBENCH_TASKS}}
 #: (suite, task) -> item representations it trains
-ITEM_KINDS = {("recbench", "ctr"): ("text",), ("recbench", "seqrec"): ("id", "sid"),
+ITEM_KINDS = {("recbench", "ctr"): ("text", "id", "sid"), ("recbench", "seqrec"): ("id", "sid"),
               **{("perrecbench", t): ("text",) for t in PERRECBENCH_TASKS}}
 #: suite -> the paper's learning rate, epochs, batch and longest example (tokens) when not given
 PAPER_TRAIN = {"recbench": {"lr": 1e-4, "epochs": 1, "batch": 64, "max_len": 1024},
@@ -111,7 +112,7 @@ def build_examples(suite: str, task: str, run_dir: Path, dataset, items: str, *,
 
         return perrecbench_examples(run_dir, dataset, task, limit=limit, seed=seed, groups=groups)
     if task == "ctr":
-        return ctr_examples(run_dir, dataset, limit=limit, seed=seed)
+        return ctr_examples(run_dir, dataset, limit=limit, seed=seed, vocab=vocab)
     return seqrec_examples(run_dir, vocab, limit=limit, seed=seed)
 
 
@@ -156,7 +157,8 @@ def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", 
     status(f"loading {model} through transformers…")
     tok, base = load_base(model)
     new_ids = vocab.add_to(tok, base, seed=seed) if vocab is not None else []
-    suffix = [tok.convert_tokens_to_ids("<|im_end|>")] if vocab is not None else []
+    # an item answer ends at <|im_end|> (CBS stops there); a Yes/No answer is its first token alone
+    suffix = [tok.convert_tokens_to_ids("<|im_end|>")] if task == "seqrec" else []
     encoded, skipped = [], 0
     for e in exs:
         enc = encode(tok, e.messages, e.answer, suffix)
@@ -202,41 +204,85 @@ def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", 
                           settings=settings, train=result, wall_s=time.perf_counter() - t_wall, notes=notes)
 
 
+def _answer_samples(run_dir: Path, model_dir: Path, name: str, task: str, limit: int | None, answer,
+                    on_progress=None) -> Path:
+    """Answer the build's `task` samples with the ID/SID model in `model_dir`: `answer(backend, tok, model,
+    vocab, sample)` gives a sample's (`Parsed`, seconds). Each answer is appended as it is made to
+    `predictions/<name>.jsonl.partial`, so a killed run resumes where it stopped (answers of another model
+    or build are not reused); the finished file is written in sample order."""
+    from recharness.finetune.export import read_info
+    from recharness.finetune.items import ItemVocab
+    from recharness.models.hf import HFBackend
+    from recharness.runner.jsonl import JsonlAppender, read_jsonl, write_jsonl_atomic
+    from recharness.runner.pipeline import check_name, load_build
+
+    check_name(name)
+    info, samples = load_build(Path(run_dir))
+    samples = [s for s in samples if s["task"] == task][:limit]
+    if not samples:
+        raise ConfigError(f"{run_dir} has no {task} samples")
+    vocab = ItemVocab.load(model_dir)
+    backend = HFBackend(str(model_dir))
+    ident = json.loads(json.dumps(backend.identity()))  # as read back from the file
+    ft, build = read_info(model_dir), info.get("fingerprint")
+    path = Path(run_dir) / "predictions" / f"{name}.jsonl"
+    partial = path.with_name(path.name + ".partial")
+    done: dict[str, dict] = {}
+    if partial.exists():
+        done = {r["id"]: r for r in read_jsonl(partial, tolerate_torn_tail=True)
+                if r.get("model") == ident and r.get("build") == build}
+    if on_progress and done:
+        on_progress(sum(s["id"] in done for s in samples))
+    tok, model = backend._load()
+    with JsonlAppender(partial, fsync=False) as log:
+        for s in samples:
+            if s["id"] in done:
+                continue
+            parsed, sec = answer(backend, tok, model, vocab, s)
+            rec = {"id": s["id"], "task": task, "parsed": parsed.value, "valid": parsed.valid, "error": parsed.error,
+                   "latency_s": sec, "model": ident, "build": build, "finetune": ft}
+            log.write(rec)
+            done[s["id"]] = rec
+            if on_progress:
+                on_progress(1)
+    write_jsonl_atomic(path, [done[s["id"]] for s in samples])
+    partial.unlink(missing_ok=True)
+    return path
+
+
 def predict_seqrec(run_dir: Path, model_dir: Path, name: str, *, beams: int = 20, limit: int | None = None,
                    on_progress=None) -> Path:
     """Answer the build's seqrec samples with an ID/SID fine-tuned model by CBS and write
     `predictions/<name>.jsonl` (each sample's target rank among the beams, `beams`, `invalid` = 0)."""
-    from recharness.finetune.export import read_info
-    from recharness.finetune.items import ItemVocab, recommend
+    from recharness.finetune.items import recommend
     from recharness.models.cbs import Trie
-    from recharness.models.hf import HFBackend
-    from recharness.runner.jsonl import write_jsonl_atomic
-    from recharness.runner.pipeline import check_name, load_build
+    from recharness.tasks.base import Parsed
     from recharness.tasks.recbench.seqrec import list_rank
 
-    check_name(name)
-    info, samples = load_build(Path(run_dir))
-    samples = [s for s in samples if s["task"] == "seqrec"][:limit]
-    if not samples:
-        raise ConfigError(f"{run_dir} has no seqrec samples")
-    vocab = ItemVocab.load(model_dir)
-    backend = HFBackend(str(model_dir))
-    tok, model = backend._load()
-    to_item = vocab.paths(tok)
-    trie = Trie(to_item)
-    ident = backend.identity()
-    recs = []
-    for s in samples:
-        ranked, invalid, sec = recommend(model, tok, vocab, s["history"], beams=beams, trie=trie, to_item=to_item)
-        r = list_rank(ranked, s["target"], set(s["history"]))
-        parsed = {"rank": None if math.isinf(r) else int(r), "top": ranked[:10], "beams": beams,
-                  "invalid": invalid, "top1_invalid": not ranked, "latency_s": round(sec, 4)}
-        recs.append({"id": s["id"], "task": "seqrec", "parsed": parsed, "valid": True, "latency_s": sec,
-                     "model": ident, "build": info.get("fingerprint"), "finetune": read_info(model_dir)})
-        if on_progress:
-            on_progress(1)
-    path = Path(run_dir) / "predictions" / f"{name}.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_jsonl_atomic(path, recs)
-    return path
+    state: dict = {}
 
+    def answer(backend, tok, model, vocab, s):
+        if not state:
+            state["to_item"] = vocab.paths(tok)
+            state["trie"] = Trie(state["to_item"])
+        ranked, invalid, sec = recommend(model, tok, vocab, s["history"], beams=beams, trie=state["trie"],
+                                         to_item=state["to_item"])
+        r = list_rank(ranked, s["target"], set(s["history"]))
+        return Parsed({"rank": None if math.isinf(r) else int(r), "top": ranked[:10], "beams": beams,
+                       "invalid": invalid, "top1_invalid": not ranked, "latency_s": round(sec, 4)}), sec
+
+    return _answer_samples(run_dir, model_dir, name, "seqrec", limit, answer, on_progress)
+
+
+def predict_ctr(run_dir: Path, model_dir: Path, name: str, *, limit: int | None = None, on_progress=None) -> Path:
+    """Score the build's ctr samples with an ID/SID fine-tuned model (Groups D/F): P(Yes) from the logits of
+    "Yes" and "No" after the identifier prompt, as the text models are scored; `predictions/<name>.jsonl`."""
+    from recharness.tasks.recbench.ctr import CtrTask
+
+    task = CtrTask()
+
+    def answer(backend, tok, model, vocab, s):
+        sc = backend._score_sync(vocab.ctr_messages(s["history"], s["item_id"]), task.answer_options(s))
+        return task.parse_options(s, sc), sc.latency_s
+
+    return _answer_samples(run_dir, model_dir, name, "ctr", limit, answer, on_progress)

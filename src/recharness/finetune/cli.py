@@ -27,7 +27,7 @@ def finetune_command(
     model: Annotated[str, typer.Option("--model", "-m", help="Starting weights: a built-in model (smollm2-135m, qwen2.5-0.5b) loaded from its GGUF, or a local GGUF / transformers directory.")] = "smollm2-135m",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Run directory holding the build (default: <data home>/runs/SUITE/DATASET).")] = None,
     save: Annotated[Path | None, typer.Option("--save", help="Where the merged model goes (default: <run>/finetuned/<model>-<task>-<items>).")] = None,
-    items: Annotated[str | None, typer.Option("--items", help="Item representation: text (ctr), id or sid (seqrec; default id).")] = None,
+    items: Annotated[str | None, typer.Option("--items", help="Item representation: ctr text (default; RecBench Group E), id or sid (Groups D/F); seqrec id (default; Group I) or sid (Group J).")] = None,
     rank: Annotated[int | None, typer.Option("--rank", min=1, help="LoRA rank (default: the paper's, 32 for ctr, 128 for seqrec, 16 for perrecbench).")] = None,
     alpha: Annotated[int | None, typer.Option("--alpha", min=1, help="LoRA alpha (default: recbench 128, the paper's; perrecbench 32, twice the rank, the paper gives none).")] = None,
     lr: Annotated[float | None, typer.Option("--lr", min=0.0, help="Learning rate (default: the paper's, recbench 1e-4, perrecbench 1e-5; on 135M parameters 1e-3 learns faster, see benchmarks/results/finetune.md).")] = None,
@@ -40,15 +40,16 @@ def finetune_command(
     max_len: Annotated[int | None, typer.Option("--max-len", min=16, help="Longest example in tokens; longer ones are skipped (default: recbench 1024, perrecbench 2048).")] = None,
     checkpoint_every: Annotated[int, typer.Option("--checkpoint-every", min=1, help="Steps between checkpoints (a killed run resumes from the last).")] = 25,
     seed: Annotated[int, typer.Option("--seed", help="Fixes the example sample, data order, LoRA init and dropout.")] = 0,
-    evaluate: Annotated[bool, typer.Option("--evaluate/--no-evaluate", help="seqrec: answer the test samples by CBS afterwards (predictions/<name>.jsonl).")] = True,
+    evaluate: Annotated[bool, typer.Option("--evaluate/--no-evaluate", help="id/sid models: answer the build's test samples afterwards (seqrec by CBS, ctr by P(Yes)) into predictions/<name>.jsonl; text models are run with `recharness run -m hf:DIR`.")] = True,
     beams: Annotated[int, typer.Option("--beams", min=1, help="seqrec: beams of the conditional beam search.")] = 20,
+    eval_limit: Annotated[int | None, typer.Option("--eval-limit", min=1, help="id/sid models: answer only the build's first N test samples (CBS takes seconds per sample on a CPU).")] = None,
 ):
     """Fine-tune a local model with LoRA on the build's training split (never its test samples); resumable."""
     from rich.console import Console
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from recharness.finetune.api import finetune, predict_seqrec
+    from recharness.finetune.api import finetune, predict_ctr, predict_seqrec
     from recharness.runner.pipeline import default_run_dir
 
     console = Console(stderr=True, soft_wrap=True)
@@ -73,13 +74,17 @@ def finetune_command(
     for note in res.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
     name = res.out.name
-    if task == "seqrec" and evaluate:
+    if res.items in ("id", "sid") and evaluate:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console) as prog:
-            b = prog.add_task(f"CBS ({beams} beams)", total=None)
-            path = predict_seqrec(run_dir, res.out, name, beams=beams, on_progress=lambda n: prog.advance(b, n))
+                      TimeRemainingColumn(), console=console) as prog:
+            b = prog.add_task(f"CBS ({beams} beams)" if task == "seqrec" else "P(Yes)", total=None)
+            if task == "seqrec":
+                path = predict_seqrec(run_dir, res.out, name, beams=beams, limit=eval_limit,
+                                      on_progress=lambda n: prog.advance(b, n))
+            else:
+                path = predict_ctr(run_dir, res.out, name, limit=eval_limit, on_progress=lambda n: prog.advance(b, n))
         print(f"predictions → {path}; score with: recharness score {suite} -d {dataset} -o {run_dir}")
-    elif task == "ctr" or suite == "perrecbench":
+    elif res.items == "text":
         print(f"next: recharness run {suite} -d {dataset} -o {run_dir} -m hf:{res.out} --name {name}")
     if suite == "perrecbench":
         print(f"then: recharness score {suite} -d {dataset} -o {run_dir}   (Table 1 layout: one row per --name, "

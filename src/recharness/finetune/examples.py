@@ -4,7 +4,8 @@ A RecBench build writes its training part beside its samples (`recbench.data`, `
 
 * ctr: `<run>/recbench/train.parquet`, labelled pairs strictly before each test user's test window;
   an example is the same prompt as a test sample (`ctr_messages`, the build's prompt options) with
-  the answer "Yes" (label 1) or "No" (label 0).
+  the answer "Yes" (label 1) or "No" (label 0); with an item vocabulary (Groups D/F) the items are
+  written as identifiers instead (`items.ItemVocab.ctr_messages`).
 * seqrec: `<run>/recbench/seqrec_train.parquet`, windows of each user's positives before their
   validation and test targets; an example is the history in item tokens (`items.ItemVocab`) and
   the answer the target's tokens.
@@ -77,8 +78,9 @@ def _sample(df: pl.DataFrame, limit: int | None, seed: int) -> pl.DataFrame:
     return df[take]
 
 
-def ctr_examples(run_dir: Path, dataset, *, limit: int | None = None, seed: int = 0) -> list[Example]:
-    """Yes/No examples from the build's training pairs, prompted exactly like its test samples."""
+def ctr_examples(run_dir: Path, dataset, *, limit: int | None = None, seed: int = 0, vocab=None) -> list[Example]:
+    """Yes/No examples from the build's training pairs, prompted exactly like its test samples (text
+    items), or with `vocab`'s item identifiers."""
     from recharness.tasks.options import check
     from recharness.tasks.recbench.ctr import ctr_messages
     from recharness.tasks.recbench.options import CtrOptions
@@ -92,8 +94,13 @@ def ctr_examples(run_dir: Path, dataset, *, limit: int | None = None, seed: int 
               "format_indicator": opts.format_indicator}
     titles = {i: t or i for i, t in zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list())}
     pairs = _sample(pl.read_parquet(path), limit, seed)
-    out = [Example(id=f"train-ctr-{u}-{i}", messages=ctr_messages([titles.get(x, x) for x in h], titles.get(i, i), **prompt),
-                   answer="Yes" if y == 1 else "No", label=int(y), key=(u, i))
+    def messages(h: list[str], i: str) -> list[dict]:
+        if vocab is not None:
+            return vocab.ctr_messages(h, i)
+        return ctr_messages([titles.get(x, x) for x in h], titles.get(i, i), **prompt)
+
+    out = [Example(id=f"train-ctr-{u}-{i}", messages=messages(h, i), answer="Yes" if y == 1 else "No", label=int(y),
+                   key=(u, i))
            for u, i, y, h in pairs.select("user_id", "item_id", "label", "history").iter_rows()]
     check_disjoint(out, _test_samples(run_dir, "ctr"), lambda s: (s["user_id"], s["item_id"]))
     return out

@@ -1,5 +1,8 @@
 """Item vocabularies for ID / semantic-ID fine-tuning (RecBench §4.3, Groups D/F/I/J), and CBS decoding.
 
+Groups D/F (ctr) write the pair-wise prompt with identifiers (`ctr_messages`) and answer Yes/No;
+Groups I/J (seqrec) answer the next item's identifier (`messages`, decoded by `recommend`).
+
 * ``id``: one new token per catalog item, ``<item_ID>`` (P5's unique identifiers).
 * ``sid``: one new token per (level, code), ``<sid_L_C>``: `levels` x 256 for the residual levels
   plus the disambiguation level's codes (`data.semantic_ids`); an item is its code tuple.
@@ -27,6 +30,11 @@ KINDS = ("id", "sid")
 SYSTEM = ("You are a recommender. I will provide a user behavior sequence: the items the user interacted with, "
           "oldest first, each written as its item identifier. Answer with the identifier of the item this user "
           "will interact with next, and nothing else.")
+#: ctr (Groups D/F): the text prompt's instruction, items written as identifiers; the answer is Yes or No
+CTR_SYSTEM = ("You are a recommender. I will provide a user behavior sequence and a candidate item, each item "
+              "written as its item identifier. Please response \"Yes\" or \"No\" to represent whether this user "
+              "is interested in the candidate item.")
+UNKNOWN = "(unknown item)"
 
 
 @dataclass
@@ -45,6 +53,13 @@ class ItemVocab:
         seq = " ".join(self.text(i) for i in history if i in self.items) or "(none)"
         user = f"User behavior sequence: {seq}\nNext item:"
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+    def ctr_messages(self, history: list[str], candidate: str) -> list[dict]:
+        """RecBench's pair-wise prompt with every item as its identifier tokens (P5 / semantic IDs)."""
+        seq = " ".join(self.text(i) for i in history if i in self.items) or "(none)"
+        cand = self.text(candidate) if candidate in self.items else UNKNOWN
+        user = f"User behavior sequence: {seq}\nCandidate item: {cand}\nAnswer (Yes/No):"
+        return [{"role": "system", "content": CTR_SYSTEM}, {"role": "user", "content": user}]
 
     def add_to(self, tok, model, seed: int = 0) -> list[int]:
         """Add the tokens (those not already there) and resize the embedding; returns all item token ids."""

@@ -9,7 +9,9 @@ Table 5 groups its rows as the paper: G (SASRec by layers), I (LLMs with item ID
 with and without conditional beam search), J (LLMs with semantic IDs); then the zero-shot title
 LLM rows and other references (popularity), which the paper has not. A reference row's group and
 label come from its baseline's `table5` registration (`recharness.baselines`); a model row (an LLM
-run) is a zero-shot title row, or I / J when its name starts with "id-"/"p5-" / "sid-". Columns:
+run) is a zero-shot title row, or I / J when it is an ID / SID fine-tune (its recorded `finetune` identity;
+else by name: "id-"/"p5-" / "sid-"). Table 4 puts fine-tuned ctr LLMs in the paper's groups D (IDs),
+E (text) and F (semantic IDs) above the conventional models; Table 3 keeps the zero-shot ones. Columns:
 NDCG@10 per dataset, Overall (mean over datasets, only for a row with every dataset), Latency (the
 method's own per-answer time where it measures one, `answer_latency_s`, else `latency_s`), n (the
 samples a row is judged on: a sample-capped row says so), and, when any row decodes beams, the
@@ -53,11 +55,16 @@ def _cell(r: ScoreRow, metric: str) -> str:
     return f"{v:.4f} ± {(ci['hi'] - ci['lo']) / 2:.3f}"
 
 
-def _table(title: str, methods: list[tuple[str, str]], by: dict[str, dict[tuple[str, str], ScoreRow]]) -> str:
+def _table(title: str, methods: list, by: dict[str, dict[tuple[str, str], ScoreRow]]) -> str:
+    """`methods`: (method, kind) rows; a plain string among them is a group header row."""
     datasets = list(by)
     cols = [*datasets, "Overall", "Latency"]
     lines = [f"#### {title}\n", "| Recommender | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
-    for method, kind in methods:
+    for entry in methods:
+        if isinstance(entry, str):
+            lines.append(f"| **{entry}** |" + " |" * len(cols))
+            continue
+        method, kind = entry
         aucs, lat = [], []
         cells = []
         for d in datasets:
@@ -74,17 +81,40 @@ def _table(title: str, methods: list[tuple[str, str]], by: dict[str, dict[tuple[
     return _with_note(lines)
 
 
+def finetuned_items(row: ScoreRow) -> str | None:
+    """The item representation a fine-tuned model row was trained with (text / id / sid), None for zero-shot:
+    read from the model identity the hf backend records for a `recharness finetune` model."""
+    ft = ((row.extra or {}).get("model") or {}).get("finetune") if row.kind == "model" else None
+    return (ft.get("items") or "text") if isinstance(ft, dict) else None
+
+
+#: Table 4's LLM groups (RecBench §4.1): fine-tuned LLMs by item representation
+TABLE4_GROUPS = {"id": "D: LLMs, item IDs (fine-tuned)", "text": "E: LLMs, text (fine-tuned)",
+                 "sid": "F: LLMs, semantic IDs (fine-tuned)"}
+
+
 def across_datasets(runs: dict[str, list[ScoreRow]]) -> str | None:
-    """Tables 3 (model rows) and 4 (reference rows) over {dataset: that run's ctr score rows}.
+    """Tables 3 (zero-shot LLM rows) and 4 (fine-tuned LLMs in groups D/E/F, when any, and the conventional
+    models trained here: DLRMs, item-mean, popularity, random) over {dataset: that run's ctr score rows}.
     Overall is the mean AUC over the datasets, given only for a method with an AUC on every one."""
     by = {d: {(r.method, r.kind): r for r in rows if r.task == "ctr"} for d, rows in runs.items()}
     methods = list(dict.fromkeys(k for rows in by.values() for k in rows))
+    any_row = {m: next(by[d][m] for d in by if m in by[d]) for m in methods}
+    tuned = {m: finetuned_items(any_row[m]) for m in methods}
     parts = []
-    llms = [m for m in methods if m[1] == "model"]
+    llms = [m for m in methods if m[1] == "model" and tuned[m] is None]
     refs = [m for m in methods if m[1] == "reference"]
+    ft_rows: list = []
+    for items, title in TABLE4_GROUPS.items():
+        members = [m for m in methods if tuned[m] == items]
+        if members:
+            ft_rows += [title, *members]
     if llms:
         parts.append(_table("Table 3: LLMs (zero-shot), pair-wise (AUC; latency per sample)", llms, by))
-    if refs:
+    if ft_rows:
+        parts.append(_table("Table 4: fine-tuned LLMs and conventional models trained here, pair-wise (AUC; latency "
+                            "per sample)", ft_rows + (["conventional models trained here", *refs] if refs else []), by))
+    elif refs:
         parts.append(_table("Table 4: conventional models trained here, pair-wise (AUC; latency per sample)", refs, by))
     return "\n".join(parts) or None
 
@@ -109,9 +139,10 @@ def table5_row(row: ScoreRow) -> tuple[str, str, float]:
         if meta:
             return meta["group"], meta.get("label", row.method), float(meta.get("order", 0))
         return "R", row.method, 0.0
-    if re.match(r"^(id|p5)-", row.method):
+    items = finetuned_items(row)
+    if items == "id" or (items is None and re.match(r"^(id|p5)-", row.method)):
         return "I", row.method, 0.0
-    if row.method.startswith("sid-"):
+    if items == "sid" or (items is None and row.method.startswith("sid-")):
         return "J", row.method, 0.0
     return "Z", f"{row.method} (free text)", 1.0
 
