@@ -279,3 +279,29 @@ def test_a_merged_model_answers_a_perrecbench_sample_through_the_hf_backend(base
     recs = [json.loads(x) for x in path.read_text().splitlines()]
     assert len(recs) == 1 and recs[0]["task"] == "list" and isinstance(recs[0]["output"], str)
     assert recs[0]["model"]["finetune"]["weights"] == json.loads((out / "finetune.json").read_text())["weights"]
+
+
+def test_run_task_answers_one_format_and_table_1_shows_the_others_as_missing(prb_run, tmp_path):
+    """`recharness run -t point`: a single-format fine-tune is scored on its own format only; the other
+    formats' cells are '–' (not a 0 for unanswered groups), and an unknown task is a clear error."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from recharness.cli import app
+    from recharness.tasks.perrecbench.table import table1_rows
+
+    run = tmp_path / "run"
+    shutil.copytree(prb_run, run, ignore=shutil.ignore_patterns("predictions", "cache"))
+    res = CliRunner().invoke(app, ["run", "perrecbench", "-o", str(run), "-m", "fake", "--name", "only-point",
+                                   "-t", "point", "--no-cache"])
+    assert res.exit_code == 0, res.output
+    recs = [json.loads(x) for x in (run / "predictions" / "only-point.jsonl").read_text().splitlines()]
+    _, samples = pipeline.load_build(run)
+    assert sorted(r["id"] for r in recs) == sorted(s["id"] for s in samples if s["task"] == "point")
+    row = next(r for r in table1_rows(pipeline.score(run, resamples=0)) if r[0] == "only-point")
+    cells = dict(zip([f"{lv} {t}" for lv in ("easy", "medium", "hard") for t in ("point", "pair", "list")], row[1:10]))
+    assert all(v == "–" for k, v in cells.items() if not k.endswith("point")), cells
+    assert all(v != "–" for k, v in cells.items() if k.endswith("point")), cells
+    bad = CliRunner().invoke(app, ["run", "perrecbench", "-o", str(run), "-m", "fake", "-t", "nope", "--no-cache"])
+    assert isinstance(bad.exception, ConfigError) and "this build's tasks are point, pair, list" in str(bad.exception)

@@ -168,6 +168,7 @@ def run(
     concurrency: Annotated[int | None, typer.Option("--concurrency", "-c", help="Requests in flight (remote backends).")] = None,
     out: OutOpt = None,
     limit: LimitOpt = None,
+    task: Annotated[list[str] | None, typer.Option("--task", "-t", help="Only the samples of this task (repeat for several; default: every task of the build). Tasks not run show '–' in `score`.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the response cache.")] = False,
     max_retries: Annotated[int, typer.Option("--max-retries", min=0, help="Retries with a format reminder after an unparseable answer.")] = 1,
     timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds per request to a server before it counts as failed (then retried).")] = 300.0,
@@ -197,7 +198,7 @@ def run(
             raise ConfigError(f"--executor must be local or ray, not {executor!r}")
     with _progress() as prog:
         bar = prog.add_task(escape(public_spec(model)), total=None)
-        path, stats = do_run(d, backend, name, limit=limit, use_cache=not no_cache,
+        path, stats = do_run(d, backend, name, limit=limit, use_cache=not no_cache, tasks=task,
                              max_retries=max_retries, concurrency=concurrency,
                              on_progress=lambda n: prog.advance(bar, n), on_total=lambda n: prog.update(bar, total=n))
     _print_run_summary(stats, path)
@@ -209,7 +210,7 @@ def run(
     from recharness.paths import shown_path
 
     _log_command(d, "run", suite, dataset=dataset, model=public_spec(model), out=shown_path(d), limit=limit,
-                 no_cache=no_cache, max_retries=max_retries if max_retries != 1 else None, name=name,
+                 task=task, no_cache=no_cache, max_retries=max_retries if max_retries != 1 else None, name=name,
                  concurrency=concurrency, executor=executor if executor != "local" else None, address=address)
     if stats.stopped:
         console.print(f"[red]stopped:[/] {escape(stats.stopped)}; {stats.total - stats.skipped - stats.done} samples "

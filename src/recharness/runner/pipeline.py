@@ -140,13 +140,22 @@ def load_build(out: Path) -> tuple[dict, list[dict]]:
 
 
 def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None = None, use_cache: bool = True,
-        max_retries: int = 1, concurrency: int | None = None, on_progress=None, on_total=None) -> tuple[Path, RunStats]:
+        max_retries: int = 1, concurrency: int | None = None, on_progress=None, on_total=None,
+        tasks: list[str] | None = None) -> tuple[Path, RunStats]:
+    """Answer the build's samples (only those of `tasks` when given; then the first `limit`) into
+    predictions/<model_slug>.jsonl. A task left out has no rows for this model in `score` (shown "–"),
+    so e.g. a single-format fine-tune can be run on its own format alone."""
     check_name(model_slug)
     if max_retries < 0:
         raise ConfigError(f"--max-retries must be 0 or more, got {max_retries}")
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be at least 1, got {limit}")
     info, samples = load_build(out)
+    if tasks:
+        unknown = [t for t in tasks if t not in info["tasks"]]
+        if unknown:
+            raise ConfigError(f"--task {', '.join(unknown)}: this build's tasks are {', '.join(info['tasks'])}")
+        samples = [s for s in samples if s["task"] in tasks]
     if limit is not None:
         samples = samples[:limit]
     ds = load_dataset(info["dataset"])
