@@ -34,7 +34,7 @@ def finetune_command(
     epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Passes over the training examples (default: recbench 1, perrecbench 2, the papers').")] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", min=1, help="Optimizer steps to take; overrides --epochs.")] = None,
     batch: Annotated[int | None, typer.Option("--batch", min=1, help="Examples per optimizer step (gradient accumulation; default: the paper's, recbench 64, perrecbench 32).")] = None,
-    micro_batch: Annotated[int, typer.Option("--micro-batch", min=1, help="Examples per forward pass (memory).")] = 8,
+    micro_batch: Annotated[int | None, typer.Option("--micro-batch", min=1, help="Examples per forward pass: memory grows with it (default: recbench 8, perrecbench 1, whose prompts are long).")] = None,
     examples: Annotated[int | None, typer.Option("--examples", min=1, help="Use a seeded sample of N training examples (default: all of the build's training split).")] = None,
     train_groups: Annotated[int | None, typer.Option("--train-groups", min=1, help="perrecbench: training groups per level, disjoint (users and query items) from the build's groups (default 200).")] = None,
     max_len: Annotated[int | None, typer.Option("--max-len", min=16, help="Longest example in tokens; longer ones are skipped (default: recbench 1024, perrecbench 2048).")] = None,
