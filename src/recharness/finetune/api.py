@@ -217,10 +217,10 @@ def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", 
                           settings=settings, train=result, wall_s=time.perf_counter() - t_wall, notes=notes)
 
 
-def _answer_samples(run_dir: Path, model_dir: Path, name: str, task: str, limit: int | None, answer,
+def _answer_samples(run_dir: Path, model_dir: Path, name: str, task: str, limit: int | None, make_answer,
                     on_progress=None) -> Path:
-    """Answer the build's `task` samples with the ID/SID model in `model_dir`: `answer(backend, tok, model,
-    vocab, sample)` gives a sample's (`Parsed`, seconds). Each answer is appended as it is made to
+    """Answer the build's `task` samples with the ID/SID model in `model_dir`: `make_answer(backend, tok, model,
+    vocab)` (called once the model is loaded) returns `answer(sample)` -> (`Parsed`, seconds). Each answer is appended as it is made to
     `predictions/<name>.jsonl.partial`, so a killed run resumes where it stopped (answers of another model
     or build are not reused); the finished file is written in sample order."""
     from recharness.finetune.export import read_info
@@ -247,11 +247,12 @@ def _answer_samples(run_dir: Path, model_dir: Path, name: str, task: str, limit:
     if on_progress and done:
         on_progress(sum(s["id"] in done for s in samples))
     tok, model = backend._load()
+    answer = make_answer(backend, tok, model, vocab)
     with JsonlAppender(partial, fsync=False) as log:
         for s in samples:
             if s["id"] in done:
                 continue
-            parsed, sec = answer(backend, tok, model, vocab, s)
+            parsed, sec = answer(s)
             rec = {"id": s["id"], "task": task, "parsed": parsed.value, "valid": parsed.valid, "error": parsed.error,
                    "latency_s": sec, "model": ident, "build": build, "finetune": ft}
             log.write(rec)
@@ -274,22 +275,22 @@ def predict_seqrec(run_dir: Path, model_dir: Path, name: str, *, beams: int = 20
     from recharness.tasks.base import Parsed
     from recharness.tasks.recbench.seqrec import list_rank
 
-    state: dict = {}
+    def make_answer(backend, tok, model, vocab):
+        to_item = vocab.paths(tok)
+        trie = Trie(to_item)  # once: every sample's beam search walks the same trie
 
-    def answer(backend, tok, model, vocab, s):
-        if not state:
-            state["to_item"] = vocab.paths(tok)
-            state["trie"] = Trie(state["to_item"])
-        ranked, invalid, sec = recommend(model, tok, vocab, s["history"], beams=beams, trie=state["trie"],
-                                         to_item=state["to_item"])
-        r = list_rank(ranked, s["target"], set(s["history"]))
-        parsed = {"rank": None if math.isinf(r) else int(r), "top": ranked[:10], "beams": beams,
-                  "invalid": invalid, "top1_invalid": not ranked, "latency_s": round(sec, 4)}
-        if limit is not None:  # answers the first `limit` on purpose: judged on those (`n_scored` in Table 5)
-            parsed["sample_cap"] = limit
-        return Parsed(parsed), sec
+        def answer(s):
+            ranked, invalid, sec = recommend(model, tok, vocab, s["history"], beams=beams, trie=trie, to_item=to_item)
+            r = list_rank(ranked, s["target"], set(s["history"]))
+            parsed = {"rank": None if math.isinf(r) else int(r), "top": ranked[:10], "beams": beams,
+                      "invalid": invalid, "top1_invalid": not ranked, "latency_s": round(sec, 4)}
+            if limit is not None:  # answers the first `limit` on purpose: judged on those (`n_scored` in Table 5)
+                parsed["sample_cap"] = limit
+            return Parsed(parsed), sec
 
-    return _answer_samples(run_dir, model_dir, name, "seqrec", limit, answer, on_progress)
+        return answer
+
+    return _answer_samples(run_dir, model_dir, name, "seqrec", limit, make_answer, on_progress)
 
 
 def predict_ctr(run_dir: Path, model_dir: Path, name: str, *, limit: int | None = None, on_progress=None) -> Path:
@@ -299,8 +300,11 @@ def predict_ctr(run_dir: Path, model_dir: Path, name: str, *, limit: int | None 
 
     task = CtrTask()
 
-    def answer(backend, tok, model, vocab, s):
-        sc = backend._score_sync(vocab.ctr_messages(s["history"], s["item_id"]), task.answer_options(s))
-        return task.parse_options(s, sc), sc.latency_s
+    def make_answer(backend, tok, model, vocab):
+        def answer(s):
+            sc = backend._score_sync(vocab.ctr_messages(s["history"], s["item_id"]), task.answer_options(s))
+            return task.parse_options(s, sc), sc.latency_s
 
-    return _answer_samples(run_dir, model_dir, name, "ctr", limit, answer, on_progress)
+        return answer
+
+    return _answer_samples(run_dir, model_dir, name, "ctr", limit, make_answer, on_progress)

@@ -49,16 +49,18 @@ class ItemVocab:
     def text(self, item_id: str) -> str:
         return "".join(self.items[item_id])
 
+    def sequence(self, history: list[str]) -> str:
+        """The history as identifiers (items outside the vocabulary left out), "(none)" when empty."""
+        return " ".join(self.text(i) for i in history if i in self.items) or "(none)"
+
     def messages(self, history: list[str]) -> list[dict]:
-        seq = " ".join(self.text(i) for i in history if i in self.items) or "(none)"
-        user = f"User behavior sequence: {seq}\nNext item:"
+        user = f"User behavior sequence: {self.sequence(history)}\nNext item:"
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
     def ctr_messages(self, history: list[str], candidate: str) -> list[dict]:
         """RecBench's pair-wise prompt with every item as its identifier tokens (P5 / semantic IDs)."""
-        seq = " ".join(self.text(i) for i in history if i in self.items) or "(none)"
         cand = self.text(candidate) if candidate in self.items else UNKNOWN
-        user = f"User behavior sequence: {seq}\nCandidate item: {cand}\nAnswer (Yes/No):"
+        user = f"User behavior sequence: {self.sequence(history)}\nCandidate item: {cand}\nAnswer (Yes/No):"
         return [{"role": "system", "content": CTR_SYSTEM}, {"role": "user", "content": user}]
 
     def add_to(self, tok, model, seed: int = 0) -> list[int]:
