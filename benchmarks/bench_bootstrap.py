@@ -24,9 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-from machine import cpu_model  # benchmarks/machine.py
-
 import numpy as np
+from machine import cpu_model  # benchmarks/machine.py
 
 ROOT = Path(__file__).resolve().parents[1]
 try:
@@ -38,7 +37,12 @@ import scipy
 from sklearn.metrics import roc_auc_score
 
 from recharness.metrics.bootstrap import (
-    AUCUnits, mean_units, paired_bootstrap, paired_permutation, percentile_ci, resample_counts,
+    AUCUnits,
+    mean_units,
+    paired_bootstrap,
+    paired_permutation,
+    percentile_ci,
+    resample_counts,
 )
 from recharness.metrics.classification import gauc, gauc_units
 from recharness.metrics.ranking import target_metrics
@@ -132,8 +136,8 @@ def main() -> None:
                  "", f"p = {res['p']:.3g}"))
 
     # a whole RecBench CTR score table: 14 rows (LLMs, DLRMs, references) on the same 20,000 samples
-    from recharness.runner.pipeline import add_confidence_intervals
-    from recharness.tasks.base import ScoreRow
+    from recharness.core.types import ScoreRow
+    from recharness.runner.intervals import add_confidence_intervals
     from recharness.tasks.recbench.ctr import CtrTask
 
     task = CtrTask()

@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from machine import cpu_model  # noqa: E402
 
-from recharness.runner import pipeline  # noqa: E402
+from recharness.runner import compare, pipeline  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "finetune.md"
 
@@ -115,7 +115,7 @@ def main():
     cmp = {}
     for name, _, _ in runs:
         try:
-            res = pipeline.compare(args.run, [name, "smollm2-zeroshot"], task="ctr", seed=args.seed)
+            res = compare.compare(args.run, [name, "smollm2-zeroshot"], task="ctr", seed=args.seed)
             cmp[name] = [d for d in res if "AUC" in d.values()] or res
         except Exception as e:  # noqa: BLE001 - the table still gets written
             cmp[name] = {"error": str(e)}

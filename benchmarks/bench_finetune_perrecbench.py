@@ -237,7 +237,7 @@ def _finetune_worker(kw: dict, log_path: str) -> None:
 def _records(pf: Path) -> list[dict]:
     if not pf.exists():
         return []
-    from recharness.runner.jsonl import read_jsonl
+    from recharness.core.io import read_jsonl
 
     return list(read_jsonl(pf, tolerate_torn_tail=True))
 
@@ -311,7 +311,7 @@ def main():
     args = ap.parse_args()
 
     from recharness.models.builtin import fetch_model
-    from recharness.runner import pipeline
+    from recharness.runner import compare, pipeline
 
     load0 = os.getloadavg()[0]
     t_all = time.perf_counter()
@@ -343,7 +343,7 @@ def main():
     cmp_lines = []
     for name in list(names)[1:]:
         try:
-            res = pipeline.compare(args.run, [name, ZS], seed=args.seed)
+            res = compare.compare(args.run, [name, ZS], seed=args.seed)
         except Exception as e:  # noqa: BLE001 - the results file still gets written
             cmp_lines.append(f"- {name}: {e}")
             continue

@@ -26,9 +26,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from machine import cpu_model  # benchmarks/machine.py
-
 import numpy as np
+from machine import cpu_model  # benchmarks/machine.py
 
 ROOT = Path(__file__).resolve().parents[1]
 try:
@@ -36,9 +35,9 @@ try:
 except ImportError:
     sys.path.insert(0, str(ROOT / "src"))
 
+from recharness.core.errors import RecharnessError
 from recharness.data import item_embeddings as ie
 from recharness.data.store import load_dataset
-from recharness.errors import RecharnessError
 
 RESULTS = ROOT / "benchmarks" / "results" / "item_embeddings.md"
 ENCODERS = ("minilm", "minilm-int8")

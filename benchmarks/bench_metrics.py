@@ -22,9 +22,8 @@ import time
 import warnings
 from pathlib import Path
 
-from machine import cpu_model  # benchmarks/machine.py
-
 import numpy as np
+from machine import cpu_model  # benchmarks/machine.py
 
 ROOT = Path(__file__).resolve().parents[1]
 try:

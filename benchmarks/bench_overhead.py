@@ -31,12 +31,14 @@ import openai
 sys.path.insert(0, str(Path(__file__).parent))
 from machine import cpu_model  # noqa: E402
 
+from recharness.core.types import (
+    BuildConfig,  # noqa: E402
+    GenerationParams,  # noqa: E402
+)
 from recharness.data.store import load_dataset  # noqa: E402
-from recharness.models.base import GenerationParams  # noqa: E402
+from recharness.execution.cache import ResponseCache  # noqa: E402
+from recharness.execution.executor import CachedModel, run_samples  # noqa: E402
 from recharness.models.registry import resolve_model  # noqa: E402
-from recharness.runner.cache import ResponseCache  # noqa: E402
-from recharness.runner.run import CachedModel, run_samples  # noqa: E402
-from recharness.tasks.base import BuildConfig  # noqa: E402
 from recharness.tasks.llmrec.sequential import SequentialTask  # noqa: E402
 from recharness.testing.fake_server import FakeServerProcess  # noqa: E402
 

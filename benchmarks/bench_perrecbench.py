@@ -37,9 +37,9 @@ except ImportError:
 
 os.environ.setdefault("RECHARNESS_HOME", str(ROOT / ".pytest-home"))
 
+from recharness.core.types import BuildConfig  # noqa: E402
 from recharness.data.store import load_dataset  # noqa: E402
 from recharness.runner.pipeline import build  # noqa: E402
-from recharness.tasks.base import BuildConfig  # noqa: E402
 from recharness.tasks.perrecbench import build as pb  # noqa: E402
 from recharness.tasks.perrecbench import groups as pg  # noqa: E402
 from recharness.tasks.perrecbench.history import HistoryIndex  # noqa: E402

@@ -36,11 +36,11 @@ from bench_endpoints import make_samples  # noqa: E402
 from bench_prepare_stream import write_md_section  # noqa: E402
 from machine import cpu_model  # noqa: E402
 
+from recharness.core.io import read_jsonl  # noqa: E402
+from recharness.execution.cache import ResponseCache  # noqa: E402
+from recharness.execution.executor import CachedModel, run_samples  # noqa: E402
 from recharness.models.endpoint_pool import EndpointPool  # noqa: E402
 from recharness.models.openai_compat import OpenAICompatibleBackend  # noqa: E402
-from recharness.runner.cache import ResponseCache  # noqa: E402
-from recharness.runner.jsonl import read_jsonl  # noqa: E402
-from recharness.runner.run import CachedModel, run_samples  # noqa: E402
 from recharness.testing.fake_server import FakeServerProcess  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "scale.md"
@@ -67,7 +67,7 @@ def one(backend, task, samples, conc, tmp: Path, tag: str):
 
 
 def table(title, servers_kw, task, samples, conc, tmp) -> list[str]:
-    from recharness.runner.ray_executor import RayExecutor
+    from recharness.execution.ray_executor import RayExecutor
 
     rows = [f"### {title}", "", "| endpoints | executor | samples/s | vs local, same endpoints | actor start-up s | "
             "answers per worker |", "|---:|---|---:|---:|---:|---|"]
@@ -183,7 +183,7 @@ def main() -> None:
     a = ap.parse_args()
     import ray
 
-    from recharness.runner.ray_executor import init_ray
+    from recharness.execution.ray_executor import init_ray
 
     t_all = time.perf_counter()
     load0 = os.getloadavg()[0]

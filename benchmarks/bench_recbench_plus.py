@@ -37,7 +37,7 @@ except ImportError:
 
 os.environ.setdefault("RECHARNESS_HOME", str(ROOT / ".pytest-home"))
 
-from recharness.runner.jsonl import read_jsonl  # noqa: E402
+from recharness.core.io import read_jsonl  # noqa: E402
 from recharness.runner.pipeline import build  # noqa: E402
 from recharness.tasks.recbench_plus.conditions import TABLE1, condition_class  # noqa: E402
 

@@ -45,14 +45,14 @@ from machine import cpu_model  # noqa: E402
 
 from recharness.baselines import sid_sasrec as sid_mod  # noqa: E402
 from recharness.baselines import title_cbs as title_mod  # noqa: E402
+from recharness.core.io import read_jsonl  # noqa: E402
+from recharness.core.types import ScoreRow  # noqa: E402
 from recharness.data.semantic_ids import semantic_ids  # noqa: E402
 from recharness.data.store import load_dataset  # noqa: E402
 from recharness.finetune.api import finetune, predict_seqrec  # noqa: E402
 from recharness.finetune.export import read_info  # noqa: E402
 from recharness.runner import pipeline  # noqa: E402
-from recharness.runner.jsonl import read_jsonl  # noqa: E402
 from recharness.runner.train import train  # noqa: E402
-from recharness.tasks.base import ScoreRow  # noqa: E402
 from recharness.tasks.recbench.seqrec import SeqrecTask  # noqa: E402
 from recharness.tasks.recbench.tables import latency_label, table5  # noqa: E402
 

@@ -30,8 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from machine import cpu_model  # noqa: E402
 
+from recharness.core.io import read_jsonl  # noqa: E402
 from recharness.models.server import free_port  # noqa: E402
-from recharness.runner.jsonl import read_jsonl  # noqa: E402
 from recharness.testing.fake_server import FakeServerProcess  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "reliability.md"

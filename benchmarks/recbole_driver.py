@@ -70,13 +70,12 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(spec["threads"])
+    import recbole
     from recbole.config import Config
     from recbole.data import create_dataset, data_preparation
     from recbole.model.sequential_recommender import SASRec
     from recbole.trainer import Trainer
     from recbole.utils import init_seed
-
-    import recbole
 
     config_dict = {
         "data_path": spec["data_path"], "checkpoint_dir": str(Path(spec["work"]) / "saved"),

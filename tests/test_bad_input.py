@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from recharness.core.errors import ConfigError, InputError
 from recharness.data.llmrank import load_llmrank
 from recharness.data.movielens import load_ml100k_files, load_movielens_dat
 from recharness.data.recbole import load_recbole
-from recharness.errors import ConfigError, InputError
 from recharness.tasks.options import known_options, option_keys, suite_models, validate_options
 
 FIX = Path(__file__).parent / "fixtures"

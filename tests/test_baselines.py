@@ -2,7 +2,16 @@
 
 import polars as pl
 
-from recharness.baselines import BASELINES, Baseline, PopularityRanker, RandomRanker, TrainData, fit, serving, training_rows
+from recharness.baselines import (
+    BASELINES,
+    Baseline,
+    PopularityRanker,
+    RandomRanker,
+    TrainData,
+    fit,
+    serving,
+    training_rows,
+)
 
 
 def test_popularity_ignores_each_users_held_out_item():

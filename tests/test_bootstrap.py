@@ -17,8 +17,18 @@ from scipy import stats
 from sklearn.metrics import roc_auc_score
 
 from recharness.metrics.bootstrap import (
-    AUCUnits, RatioUnits, bleu_from_stats, bleu_units, bootstrap_p, mean_units, paired_bootstrap, paired_permutation,
-    percentile_ci, resample_counts, swap_masks, weighted_auc,
+    AUCUnits,
+    RatioUnits,
+    bleu_from_stats,
+    bleu_units,
+    bootstrap_p,
+    mean_units,
+    paired_bootstrap,
+    paired_permutation,
+    percentile_ci,
+    resample_counts,
+    swap_masks,
+    weighted_auc,
 )
 from recharness.metrics.classification import GAUC_WEIGHTINGS, gauc, gauc_units
 

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from recharness.cli import app
-from recharness.runner.jsonl import read_jsonl
+from recharness.core.io import read_jsonl
 
 runner = CliRunner()
 
@@ -77,8 +77,8 @@ def test_pipeline_in_process_and_server_agree(ml1m, llama_server, tmp_path, monk
 
 
 def test_report_escapes_untrusted_text(tmp_path):
+    from recharness.core.types import ScoreRow
     from recharness.report.html import write_report
-    from recharness.tasks.base import ScoreRow
 
     (tmp_path / "predictions").mkdir()
     (tmp_path / "predictions" / "m.jsonl").write_text(json.dumps({"id": "<b>x</b>", "output": "<script>alert(1)</script>"}) + "\n")

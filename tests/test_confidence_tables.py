@@ -21,12 +21,13 @@ from scipy import stats
 from typer.testing import CliRunner
 
 from recharness.cli import app
+from recharness.core.io import read_jsonl, write_jsonl_atomic
+from recharness.core.types import ScoreRow
 from recharness.metrics.registry import wants_ci
 from recharness.models.fake import FakeBackend
 from recharness.report.tables import to_markdown, write_scores
-from recharness.runner import pipeline
-from recharness.runner.jsonl import read_jsonl, write_jsonl_atomic
-from recharness.tasks.base import ScoreRow, Task
+from recharness.runner import compare, intervals, pipeline
+from recharness.tasks.base import Task
 
 CASES = [("llmrec", "sequential", "ml-1m"), ("llmrec", "direct", "ml-1m"), ("llmrec", "rating", "ml-1m"),
          ("llmrec", "explanation", "amazon2023"), ("llmrec", "summarization", "amazon2023"),
@@ -122,7 +123,7 @@ def test_generic_path_resamples_as_the_units_do():
     for with_units in (True, False):
         task = _MeanTask(with_units)
         scored = [(ScoreRow(m, "toy", task.score(samples, p), 40), p) for m, p in zip("ab", preds)]
-        pipeline.add_confidence_intervals(task, samples, scored, resamples=300, seed=1)
+        intervals.add_confidence_intervals(task, samples, scored, resamples=300, seed=1)
         out[with_units] = [r.ci["HR@10"] for r, _ in scored]
     for u, g in zip(out[True], out[False]):
         assert not u["generic"] and g["generic"]
@@ -138,7 +139,7 @@ def ctr_run(ml1m, tmp_path):
 
 
 def test_compare_agrees_with_scipy_on_the_runs_numbers(ctr_run):
-    res = pipeline.compare(ctr_run, ["fake", "item_mean"], resamples=2000, permutations=2000)
+    res = compare.compare(ctr_run, ["fake", "item_mean"], resamples=2000, permutations=2000)
     by = {r["metric"]: r for r in res}
     assert {"AUC", "GAUC", "GAUC_pos", "GAUC_unweighted", "logloss", "invalid_rate"} <= set(by)
     samples = [s for s in read_jsonl(ctr_run / "samples.jsonl")]
@@ -186,7 +187,7 @@ def test_compare_on_the_intersection_and_the_cli(ctr_run, tmp_path):
     recs = list(read_jsonl(pf))
     write_jsonl_atomic(pf, recs[5:])  # fake left 5 samples unanswered
     write_jsonl_atomic(ctr_run / "predictions" / "same.jsonl", recs)
-    res = pipeline.compare(ctr_run, ["fake", "same"], resamples=300, permutations=300)
+    res = compare.compare(ctr_run, ["fake", "same"], resamples=300, permutations=300)
     auc = next(r for r in res if r["metric"] == "AUC")
     assert (auc["n"], auc["only_a"], auc["only_b"]) == (55, 0, 5)
     assert auc["diff"] == 0.0 and auc["p_boot"] == 1.0 and auc["p_perm"] == 1.0  # the same answers
@@ -241,9 +242,8 @@ def test_perrecbench_compat_averages_over_all_groups_of_a_file(tmp_path):
     m_rank, _ = score_files(labels, preds, "group")
     assert m_rank["tau"] == pytest.approx(0.0) and m_rank["tau_compat"] == pytest.approx(7 / 9)
     # one file per level (the official layout, and our own builds): file means = level means, as before
-    from recharness.tasks.perrecbench.scoring import summarize, tau_units
-
     from recharness.tasks.perrecbench.original import read_labels, read_predictions, sample_id, truth_of
+    from recharness.tasks.perrecbench.scoring import summarize, tau_units
 
     groups = read_labels(labels)
     recs = read_predictions(preds, "group", groups)
@@ -266,9 +266,9 @@ def test_compare_generic_path_equals_the_units_path(ctr_run, monkeypatch):
     masks it must give the same intervals and p-values as the vectorised units."""
     from recharness.tasks.recbench.ctr import CtrTask
 
-    fast = {r["metric"]: r for r in pipeline.compare(ctr_run, ["fake", "item_mean"], resamples=150, permutations=150)}
+    fast = {r["metric"]: r for r in compare.compare(ctr_run, ["fake", "item_mean"], resamples=150, permutations=150)}
     monkeypatch.setattr(CtrTask, "units", lambda self, samples, predictions: {})
-    slow = {r["metric"]: r for r in pipeline.compare(ctr_run, ["fake", "item_mean"], resamples=150, permutations=150)}
+    slow = {r["metric"]: r for r in compare.compare(ctr_run, ["fake", "item_mean"], resamples=150, permutations=150)}
     assert set(fast) == set(slow)
     for m in ("AUC", "logloss", "invalid_rate"):  # sample units (GAUC's are users: not the generic path's)
         f, g = fast[m], slow[m]

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from recharness.core.errors import ConfigError, InputError
 from recharness.data.amazon2023 import load_amazon2023
 from recharness.data.llmrank import load_llmrank
 from recharness.data.movielens import load_ml100k_files, load_movielens_dat
 from recharness.data.prepare import prepare_dataset
 from recharness.data.recbole import load_recbole
-from recharness.errors import ConfigError, InputError
 
 FIX = Path(__file__).parent / "fixtures" / "data"
 

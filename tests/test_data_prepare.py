@@ -12,11 +12,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from recharness.core.errors import ConfigError, RecharnessError
 from recharness.data import wheels
 from recharness.data.movielens import ML1M_ITEM_SCHEMA
 from recharness.data.prepare import PREPARERS, prepare_dataset
 from recharness.data.store import load_dataset
-from recharness.errors import ConfigError, RecharnessError
 
 FIX = Path(__file__).parent / "fixtures" / "data"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"

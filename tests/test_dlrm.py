@@ -43,8 +43,8 @@ from recharness.baselines.dlrm.models import (
     MaskNet,
     make_model,
 )
+from recharness.core.registry import Registry
 from recharness.metrics.classification import auc
-from recharness.registry import Registry
 
 N_ITEMS, N_USERS, HIST = 40, 300, 8
 #: fast settings for the tiny problem (the paper's batch of 5,000 would be one step per epoch)
@@ -357,6 +357,6 @@ def test_registered_lazily_without_importing_torch():
     assert all(registry.meta(n)["tasks"] == ("recbench:ctr",) and registry.meta(n)["trainable"]
                and registry.meta(n)["heavy"] for n in registry)
     assert registry.get("dnn_text") is VARIANTS["dnn_text"]
-    code = ("import sys; from recharness.registry import Registry; from recharness.baselines.dlrm import register_dlrms; "
+    code = ("import sys; from recharness.core.registry import Registry; from recharness.baselines.dlrm import register_dlrms; "
             "register_dlrms(Registry('b')); assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -17,16 +17,16 @@ from collections import Counter
 
 import pytest
 
-from recharness.errors import ConfigError, TransientError
-from recharness.models.base import GenerationParams
+from recharness.core.errors import ConfigError, TransientError
+from recharness.core.io import read_jsonl
+from recharness.core.types import GenerationParams, Parsed
+from recharness.execution.cache import ResponseCache
+from recharness.execution.executor import CachedModel, run_samples
 from recharness.models.endpoint_pool import EndpointPool, endpoint_lines, endpoint_totals
 from recharness.models.openai_compat import OpenAICompatibleBackend
 from recharness.models.registry import base_urls, resolve_model
 from recharness.models.server import free_port
-from recharness.runner.cache import ResponseCache
-from recharness.runner.jsonl import read_jsonl
-from recharness.runner.run import CachedModel, run_samples
-from recharness.tasks.base import Parsed, Task
+from recharness.tasks.base import Task
 from recharness.testing.fake_server import FakeServerProcess
 
 FAST = {"backoff_s": 0.05, "timeout_s": 2.0, "max_attempts": 4}

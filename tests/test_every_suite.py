@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from recharness.errors import ConfigError
+from recharness.core.errors import ConfigError
+from recharness.core.io import read_jsonl
 from recharness.models.fake import FakeBackend
 from recharness.runner import pipeline
-from recharness.runner.jsonl import read_jsonl
 from recharness.tasks.registry import suites
 
 TEST_DATASETS = ("ml-1m", "amazon2023", "llmrank-games")

@@ -13,10 +13,10 @@ import math
 import numpy as np
 import pytest
 
-from recharness.errors import SampleError
+from recharness.core.errors import SampleError
+from recharness.core.types import BuildConfig
+from recharness.execution.executor import failure_record
 from recharness.runner.pipeline import _latency_summary
-from recharness.runner.run import failure_record
-from recharness.tasks.base import BuildConfig
 from recharness.tasks.llmrec.explanation import text_scores
 from recharness.tasks.perrecbench.scoring import order_from_values, score_groups
 from recharness.tasks.registry import get_task, suites
@@ -257,7 +257,7 @@ def test_recbench_ctr(ml1m):
     """A failed pair is scored 0.5 (a tie) and counted; a correct answer is P(Yes) = the label."""
     from sklearn.metrics import log_loss, roc_auc_score
 
-    from recharness.models.base import OptionScores
+    from recharness.core.types import OptionScores
 
     task, samples = build("recbench", "ctr", ml1m, limit=6)
 

@@ -14,17 +14,17 @@ from collections import Counter
 
 import pytest
 
-from recharness.errors import ServerUnreachable
-from recharness.models.base import GenerationParams
+from recharness.core.errors import ServerUnreachable
+from recharness.core.io import FileLocked, GroupCommitLog, read_jsonl
+from recharness.core.types import GenerationParams, Parsed
+from recharness.execution.cache import ResponseCache
+from recharness.execution.executor import CachedModel, run_samples
 from recharness.models.openai_compat import (
     OpenAICompatibleBackend,
     redact_url,
     retry_after_s,
 )
-from recharness.runner.cache import ResponseCache
-from recharness.runner.jsonl import FileLocked, GroupCommitLog, read_jsonl
-from recharness.runner.run import CachedModel, run_samples
-from recharness.tasks.base import Parsed, Task
+from recharness.tasks.base import Task
 from recharness.testing.fake_server import FakeServerProcess
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from recharness.core.io import read_jsonl
 from recharness.models.server import free_port
-from recharness.runner.jsonl import read_jsonl
 from recharness.testing.fake_server import FakeServerProcess
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ import math
 
 import pytest
 
-from recharness.errors import ConfigError
+from recharness.core.errors import ConfigError
 from recharness.runner import pipeline
 
 

@@ -16,7 +16,7 @@ import struct
 
 import pytest
 
-from recharness.errors import ConfigError
+from recharness.core.errors import ConfigError
 from recharness.runner import pipeline
 
 #: measured (20 prompts, SmolLM2-135M; benchmarks/results/finetune.md): f16 max |dP(Yes)| <= 0.0023,
@@ -181,7 +181,7 @@ def exported(base, tmp_path_factory, random_lora):
 @pytest.mark.llm
 @pytest.mark.slow
 def test_the_gguf_scores_like_the_hf_directory(exported, ctr_run):
-    from recharness.models.base import GenerationParams
+    from recharness.core.types import GenerationParams
     from recharness.models.hf import HFBackend
     from recharness.models.llamacpp import LlamaCppBackend
 

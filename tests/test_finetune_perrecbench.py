@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from recharness.errors import ConfigError
+from recharness.core.errors import ConfigError
 from recharness.runner import pipeline
 
 
@@ -106,9 +106,9 @@ def test_an_example_from_a_test_group_is_refused(ml1m, prb_run):
 def test_answers_parse_with_the_suites_parsers_to_the_true_order(ml1m, prb_run):
     from recharness.finetune.perrecbench_examples import perrecbench_examples
     from recharness.tasks.perrecbench import prompts
+    from recharness.tasks.perrecbench.original import truth_of
     from recharness.tasks.perrecbench.parsing import parse_pair, parse_ranking, parse_rating
     from recharness.tasks.perrecbench.scoring import prediction_scores
-    from recharness.tasks.perrecbench.original import truth_of
 
     groups = _groups(prb_run, ml1m, 2)
     seen = set()

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from recharness.models.base import GenerationParams
+from recharness.core.io import read_jsonl
+from recharness.core.types import GenerationParams
 from recharness.runner import pipeline
-from recharness.runner.jsonl import read_jsonl
 
 pytestmark = pytest.mark.llm
 pytest.importorskip("transformers", reason="the hf extra is not installed")

@@ -15,11 +15,11 @@ import pytest
 from typer.testing import CliRunner
 
 from recharness.cli import app
-from recharness.errors import ConfigError, InputError
+from recharness.core.errors import ConfigError, InputError
+from recharness.core.io import read_jsonl
 from recharness.models.fake import FakeBackend
 from recharness.runner import pipeline
 from recharness.runner.imported import import_predictions
-from recharness.runner.jsonl import read_jsonl
 
 SKIP = ("latency", "completion_tokens", "prompt_tokens", "calls_per_group", "retries")  # bookkeeping of a run
 

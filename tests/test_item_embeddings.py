@@ -17,8 +17,8 @@ import numpy as np
 import polars as pl
 import pytest
 
+from recharness.core.errors import ConfigError
 from recharness.data import item_embeddings as ie
-from recharness.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 

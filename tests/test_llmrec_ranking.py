@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from recharness.tasks.base import BuildConfig
+from recharness.core.types import BuildConfig
 from recharness.tasks.llmrec.direct import DirectTask
 from recharness.tasks.llmrec.sequential import SequentialTask
 

@@ -6,9 +6,9 @@ import numpy as np
 import polars as pl
 import pytest
 
+from recharness.core.errors import ConfigError
+from recharness.core.types import BuildConfig
 from recharness.data.store import Dataset
-from recharness.errors import ConfigError
-from recharness.tasks.base import BuildConfig
 from recharness.tasks.llmrec.rating import RatingTask, fit_biases, review_splits, training_part
 
 

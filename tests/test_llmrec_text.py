@@ -11,12 +11,12 @@ import pytest
 from rouge_score import rouge_scorer
 from sacrebleu.metrics import BLEU
 
+from recharness.core.errors import ConfigError
+from recharness.core.io import write_jsonl_atomic
+from recharness.core.types import BuildConfig, Completion
 from recharness.data.store import Dataset
-from recharness.errors import ConfigError
-from recharness.models.base import Completion, ModelBackend
-from recharness.runner.jsonl import write_jsonl_atomic
-from recharness.runner.run import CachedModel, predict_sample
-from recharness.tasks.base import BuildConfig
+from recharness.execution.executor import CachedModel, predict_sample
+from recharness.models.base import ModelBackend
 from recharness.tasks.llmrec.explanation import ExplanationTask, text_scores
 from recharness.tasks.llmrec.judge import candidate_sha, judge_metrics, judge_predictions
 from recharness.tasks.llmrec.rating import RatingTask
@@ -211,8 +211,8 @@ def test_judge_retries_after_prose_and_repairs_trailing_comma():
 
 @pytest.fixture(scope="module")
 def amazon(shared):
+    from recharness.core.errors import RecharnessError
     from recharness.data.store import load_dataset
-    from recharness.errors import RecharnessError
 
     try:
         return load_dataset("amazon2023")

@@ -14,12 +14,12 @@ from typer.testing import CliRunner
 
 from recharness.baselines import pairs_path
 from recharness.cli import app
+from recharness.core.errors import InputError
+from recharness.core.io import read_jsonl
 from recharness.data.mind import load_mind
 from recharness.data.prepare import prepare_dataset
-from recharness.errors import InputError
 from recharness.models.fake import FakeBackend
 from recharness.runner import pipeline
-from recharness.runner.jsonl import read_jsonl
 
 FIXTURE = Path(__file__).parent / "fixtures" / "data" / "mind"
 

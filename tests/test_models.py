@@ -9,13 +9,13 @@ import math
 
 import pytest
 
-from recharness.errors import ConfigError
-from recharness.models.base import GenerationParams, OptionScores
+from recharness.core.errors import ConfigError
+from recharness.core.types import GenerationParams, OptionScores
+from recharness.execution.cache import ResponseCache
+from recharness.execution.executor import CachedModel
 from recharness.models.builtin import BUILTIN_MODELS
 from recharness.models.openai_compat import OpenAICompatibleBackend, option_logprobs
 from recharness.models.registry import resolve_model, slug
-from recharness.runner.cache import ResponseCache
-from recharness.runner.run import CachedModel
 
 PROMPTS = [
     [{"role": "user", "content": "Name three famous movies from the 1990s as a numbered list."}],

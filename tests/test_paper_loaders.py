@@ -16,14 +16,14 @@ from typer.testing import CliRunner
 
 from recharness.baselines import pairs_path
 from recharness.cli import app
+from recharness.core.errors import ConfigError, InputError
+from recharness.core.io import read_jsonl
 from recharness.data.goodreads import load_goodreads
 from recharness.data.hm import load_hm
 from recharness.data.microlens import load_microlens
 from recharness.data.prepare import DATASETS, domain_for, prepare_dataset
-from recharness.errors import ConfigError, InputError
 from recharness.models.fake import FakeBackend
 from recharness.runner import pipeline
-from recharness.runner.jsonl import read_jsonl
 
 FIX = Path(__file__).parent / "fixtures" / "data"
 

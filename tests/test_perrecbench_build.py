@@ -12,10 +12,10 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from recharness.errors import ConfigError
-from recharness.runner.jsonl import read_jsonl
+from recharness.core.errors import ConfigError
+from recharness.core.io import read_jsonl
+from recharness.core.types import BuildConfig
 from recharness.runner.pipeline import build
-from recharness.tasks.base import BuildConfig
 from recharness.tasks.perrecbench.build import build_samples
 from recharness.tasks.perrecbench.history import HistoryIndex, rating_stats
 

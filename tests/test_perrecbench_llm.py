@@ -12,8 +12,8 @@ import math
 
 import pytest
 
+from recharness.core.io import read_jsonl
 from recharness.models.registry import resolve_model
-from recharness.runner.jsonl import read_jsonl
 from recharness.runner.pipeline import build, run, score
 from recharness.tasks.perrecbench.heapsort import max_comparisons
 from recharness.tasks.perrecbench.table import table1_markdown

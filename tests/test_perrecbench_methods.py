@@ -13,12 +13,11 @@ import re
 
 import pytest
 
-from recharness.models.base import Completion
+from recharness.core.types import Completion
 from recharness.tasks.perrecbench import prompts
 from recharness.tasks.perrecbench.heapsort import heapsort, max_comparisons
 from recharness.tasks.perrecbench.methods import predict_list, predict_pair, predict_point
 from recharness.tasks.perrecbench.parsing import majority, parse_pair, parse_ranking, parse_rating
-
 
 # ---- parsing -------------------------------------------------------------------------------------
 

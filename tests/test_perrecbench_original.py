@@ -18,10 +18,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from recharness.errors import InputError
-from recharness.runner.jsonl import read_jsonl
+from recharness.core.errors import InputError
+from recharness.core.io import read_jsonl
+from recharness.core.types import BuildConfig
 from recharness.runner.pipeline import build, score
-from recharness.tasks.base import BuildConfig
 from recharness.tasks.perrecbench.build import build_samples
 from recharness.tasks.perrecbench.original import import_predictions
 from recharness.tasks.perrecbench.table import table1_markdown

@@ -16,9 +16,14 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from recharness.errors import InputError
+from recharness.core.errors import InputError
 from recharness.tasks.perrecbench.original import (
-    read_labels, read_predictions, sample_id, score_files, truth_of, write_predictions,
+    read_labels,
+    read_predictions,
+    sample_id,
+    score_files,
+    truth_of,
+    write_predictions,
 )
 from recharness.tasks.perrecbench.scoring import order_from_values, score_groups, summarize
 

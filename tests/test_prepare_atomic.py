@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from recharness.core.errors import ConfigError
+from recharness.core.paths import datasets_dir
 from recharness.data import store
 from recharness.data.prepare import prepare_dataset
 from recharness.data.store import load_dataset, recover_leftovers
-from recharness.errors import ConfigError
-from recharness.paths import datasets_dir
 
 FIX = Path(__file__).parent / "fixtures" / "data" / "movielens_dat"
 NAME = "movielens-dat"

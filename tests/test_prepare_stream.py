@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 import recharness.data.amazon2023 as amazon
-from recharness.errors import InputError
+from recharness.core.errors import InputError
 
 
 @pytest.fixture

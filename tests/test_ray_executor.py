@@ -27,11 +27,11 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 ray = pytest.importorskip("ray", reason="ray not installed (pip install 'recharness[ray]')")
 
+from recharness.core.io import read_jsonl  # noqa: E402
+from recharness.execution.ray_executor import RayExecutor, worker_lines  # noqa: E402
 from recharness.models.fake import FakeBackend  # noqa: E402
 from recharness.models.registry import resolve_model  # noqa: E402
 from recharness.runner import pipeline  # noqa: E402
-from recharness.runner.jsonl import read_jsonl  # noqa: E402
-from recharness.runner.ray_executor import RayExecutor, worker_lines  # noqa: E402
 from recharness.testing.fake_server import FakeServerProcess  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -163,7 +163,7 @@ DRIVER = textwrap.dedent("""
     import os, sys
     import ray
     from recharness.runner import pipeline
-    from recharness.runner.ray_executor import RayExecutor
+    from recharness.execution.ray_executor import RayExecutor
     ray.init(address=sys.argv[1], logging_level="WARNING", configure_logging=False)
     pipeline.run(__import__("pathlib").Path(sys.argv[2]), RayExecutor(sys.argv[3], workers=2, concurrency=2,
                  shard_size=2), "driver", use_cache=False)

@@ -15,13 +15,12 @@ from typer.testing import CliRunner
 
 from recharness.baselines import TrainData, fit, pairs_path, serving
 from recharness.cli import app
+from recharness.core.errors import ConfigError
+from recharness.core.io import read_jsonl
+from recharness.core.types import BuildConfig, OptionScores
 from recharness.data.store import Dataset
-from recharness.errors import ConfigError
-from recharness.models.base import OptionScores
 from recharness.runner import pipeline
-from recharness.runner.jsonl import read_jsonl
 from recharness.runner.train import train
-from recharness.tasks.base import BuildConfig
 from recharness.tasks.recbench.ctr import NO_OPTION, CtrTask
 from recharness.tasks.recbench.data import labelled_events
 
@@ -289,7 +288,7 @@ def test_options_are_checked(ml1m, tmp_path):
 
 
 def test_paper_tables_lay_out_auc_overall_and_latency():
-    from recharness.tasks.base import ScoreRow
+    from recharness.core.types import ScoreRow
     from recharness.tasks.recbench.tables import across_datasets, latency_label
 
     assert (latency_label(0.00043), latency_label(0.54373), latency_label(6.8), latency_label(None)) == \
@@ -330,8 +329,8 @@ def test_paper_tables_lay_out_auc_overall_and_latency():
 
 
 def test_report_draws_quality_against_latency(tmp_path):
+    from recharness.core.types import ScoreRow
     from recharness.report.html import _latency_chart, write_report
-    from recharness.tasks.base import ScoreRow
 
     rows = [ScoreRow(method="qwen", task="ctr", n=4, kind="model", metrics={"AUC": 0.52, "latency_s": 0.5}),
             ScoreRow(method="deepfm", task="ctr", n=4, kind="reference", metrics={"AUC": 0.8, "latency_s": 0.0004}),

@@ -1,6 +1,6 @@
 """RecBench's paper-layout tables carry each cell's 95% interval when the row was scored with one."""
 
-from recharness.tasks.base import ScoreRow
+from recharness.core.types import ScoreRow
 from recharness.tasks.recbench.tables import CI_NOTE, paper_tables
 
 

@@ -7,11 +7,10 @@ the knowledge graph or the builder cannot hide behind itself.
 
 from __future__ import annotations
 
-
 import pytest
 
+from recharness.core.io import read_jsonl
 from recharness.kg.schema import LANGUAGE_NAMES
-from recharness.runner.jsonl import read_jsonl
 from recharness.runner.pipeline import build
 from recharness.tasks.recbench_plus.official import FILES, read_records
 
@@ -193,7 +192,7 @@ def test_official_layout_round_trip(built, ml1m):
 
 
 def _task_build(ds, task, **kw):
-    from recharness.tasks.base import BuildConfig
+    from recharness.core.types import BuildConfig
     from recharness.tasks.registry import get_task
 
     opts = kw.pop("options", {})
@@ -215,7 +214,7 @@ def test_options_select_variants(ml1m):
     assert "Please output 5 recommended movies directly" in s[0]["messages"][0]["content"]
     assert s[0]["query"].startswith("Can you recommend")
     assert len(_task_build(ml1m, "explicit", limit=3, options={"behaviour": False})) == 3  # --no-history
-    from recharness.errors import ConfigError
+    from recharness.core.errors import ConfigError
     from recharness.tasks.recbench_plus.options import parse_options
 
     for bad, msg in (({"history": "sometimes"}, "history"), ({"k": "five"}, "k="), ({"mix": "1,2"}, "mix"),

@@ -7,8 +7,8 @@ import math
 import polars as pl
 import pytest
 
+from recharness.core.types import ScoreRow
 from recharness.data.store import Dataset
-from recharness.tasks.base import ScoreRow
 from recharness.tasks.recbench_plus.condition_tasks import ExplicitTask
 from recharness.tasks.recbench_plus.phrasing import (
     ConditionText,

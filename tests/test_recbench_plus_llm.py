@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from recharness.runner.jsonl import read_jsonl
+from recharness.core.io import read_jsonl
 from recharness.runner.pipeline import build, run, score
 
 pytestmark = pytest.mark.llm

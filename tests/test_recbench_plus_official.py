@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from recharness.errors import InputError
-from recharness.tasks.base import BuildConfig
+from recharness.core.errors import InputError
+from recharness.core.types import BuildConfig
 from recharness.tasks.recbench_plus.official import read_records
 from recharness.tasks.recbench_plus.profile_tasks import DemographicsTask
 

@@ -15,11 +15,11 @@ import pytest
 from recharness.baselines import BASELINES, TrainData, fit, pairs_path, serving
 from recharness.baselines import sasrec as sasrec_mod
 from recharness.baselines.base import SEQUENCE_PARTS
-from recharness.errors import ConfigError
+from recharness.core.errors import ConfigError
+from recharness.core.io import read_jsonl
 from recharness.metrics.full_ranking import rank_metrics, target_ranks
 from recharness.models.fake import FakeBackend
 from recharness.runner import pipeline
-from recharness.runner.jsonl import read_jsonl
 from recharness.runner.train import train
 from recharness.tasks.recbench.seqrec import SeqrecTask, list_rank
 from recharness.tasks.recbench.seqrec_data import windows

@@ -13,9 +13,9 @@ torch = pytest.importorskip("torch")
 
 from recharness.baselines import BASELINES, TrainData, serving  # noqa: E402
 from recharness.baselines import sid_sasrec as sid_mod  # noqa: E402
+from recharness.core.errors import ConfigError  # noqa: E402
+from recharness.core.types import ScoreRow  # noqa: E402
 from recharness.data.semantic_ids import SemanticIds, disambiguate  # noqa: E402
-from recharness.errors import ConfigError  # noqa: E402
-from recharness.tasks.base import ScoreRow  # noqa: E402
 from recharness.tasks.recbench.seqrec import SeqrecTask, seqrec_messages  # noqa: E402
 from recharness.tasks.recbench.seqrec_data import windows  # noqa: E402
 from recharness.tasks.recbench.tables import paper_tables, table5  # noqa: E402

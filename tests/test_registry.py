@@ -13,13 +13,13 @@ from typer.testing import CliRunner
 
 from recharness.baselines import BASELINES, PopularityRanker, RandomRanker
 from recharness.cli import app
+from recharness.core.errors import ConfigError
+from recharness.core.registry import Registry
+from recharness.core.types import ScoreRow
 from recharness.data.prepare import DATASETS, PREPARERS, domain_for
-from recharness.errors import ConfigError
 from recharness.metrics.registry import METRICS, header, lead_order, metric_info
 from recharness.models.registry import BACKENDS, resolve_model
-from recharness.registry import Registry
 from recharness.report.tables import columns, to_markdown, write_scores
-from recharness.tasks.base import ScoreRow
 from recharness.tasks.registry import SUITES, Suite, get_suite, get_task, suites
 
 # ---------------------------------------------------------------- the generic registry

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from recharness.errors import InputError
-from recharness.models.base import GenerationParams
-from recharness.runner.cache import ResponseCache, cache_key
-from recharness.runner.jsonl import JsonlAppender, read_jsonl, repair_torn_tail, write_jsonl_atomic
+from recharness.core.errors import InputError
+from recharness.core.io import JsonlAppender, read_jsonl, repair_torn_tail, write_jsonl_atomic
+from recharness.core.types import GenerationParams
+from recharness.execution.cache import ResponseCache, cache_key
 
 REPO = Path(__file__).resolve().parents[1]
 

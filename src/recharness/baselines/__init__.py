@@ -20,7 +20,7 @@ from recharness.baselines.dlrm import register_dlrms
 from recharness.baselines.item_mean import ItemMeanCtr
 from recharness.baselines.popularity import PopularityRanker
 from recharness.baselines.random_ranker import RandomRanker
-from recharness.registry import Registry
+from recharness.core.registry import Registry
 
 BASELINES: Registry[type[Baseline]] = Registry("baseline")
 _RANKING = ("llmrec:sequential", "llmrec:direct")

@@ -15,8 +15,8 @@ from typing import Self
 
 import polars as pl
 
-from recharness.errors import ConfigError
-from recharness.tasks.base import reference_record
+from recharness.core.errors import ConfigError
+from recharness.core.types import reference_record
 
 
 def training_rows(interactions: pl.DataFrame) -> pl.DataFrame:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from recharness.runner.jsonl import atomic_write_bytes, atomic_write_text
+from recharness.core.io import atomic_write_bytes, atomic_write_text
 
 
 def save_model(path: Path, state_dict: dict[str, torch.Tensor], config: dict[str, Any]) -> Path:

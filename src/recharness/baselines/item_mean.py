@@ -7,7 +7,7 @@ from typing import Self
 import polars as pl
 
 from recharness.baselines.base import Baseline, TrainData
-from recharness.tasks.base import reference_record
+from recharness.core.types import reference_record
 
 
 class ItemMeanCtr(Baseline):

@@ -7,8 +7,8 @@ from typing import Self
 import polars as pl
 
 from recharness.baselines.base import Ranker, TrainData
+from recharness.core.errors import ConfigError
 from recharness.data.leave_last_out import item_popularity
-from recharness.errors import ConfigError
 
 
 class PopularityRanker(Ranker):

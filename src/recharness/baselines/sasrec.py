@@ -51,9 +51,9 @@ from recharness.baselines.base import Baseline, TrainData
 from recharness.baselines.checkpoint import read_model, save_model
 from recharness.baselines.torch_threads import threads
 from recharness.baselines.training import EarlyStopping, progress_bar
-from recharness.errors import ConfigError
+from recharness.core.errors import ConfigError
+from recharness.core.types import reference_record
 from recharness.metrics.full_ranking import rank_metrics, target_ranks
-from recharness.tasks.base import reference_record
 
 #: every variant's settings but the layer count (RecBole's SASRec defaults where the paper says nothing)
 DEFAULTS: dict[str, Any] = {

@@ -61,11 +61,11 @@ from recharness.baselines.sasrec import DEFAULTS as SASREC_DEFAULTS
 from recharness.baselines.sasrec import SASRecNet, record_epoch, right_padded
 from recharness.baselines.torch_threads import threads
 from recharness.baselines.training import EarlyStopping, progress_bar
+from recharness.core.errors import ConfigError
+from recharness.core.types import reference_record
 from recharness.data.semantic_ids import SemanticIds, semantic_ids
-from recharness.errors import ConfigError
 from recharness.metrics.full_ranking import rank_metrics
 from recharness.models.cbs import Trie, beam_search, forbid_paths
-from recharness.tasks.base import reference_record
 
 DEFAULTS: dict[str, Any] = {
     **SASREC_DEFAULTS,  # hidden 64, 2 heads, FFN 256, dropout 0.2, Adam 1e-3, batch 2,048 next-item predictions

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any, Self
 
 from recharness.baselines.base import Baseline, TrainData
-from recharness.errors import ConfigError
-from recharness.tasks.base import reference_record
+from recharness.core.errors import ConfigError
+from recharness.core.types import reference_record
 
 #: n_ctx: KV cells of the beam search (prompt + the beams' title tokens); 4,096 x SmolLM2-135M: ~95 MB
 DEFAULTS: dict[str, Any] = {"model": "smollm2-135m", "beams": 20, "max_samples": 100, "n_ctx": 4096, "threads": 1}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
-from recharness.errors import InputError
+from recharness.core.errors import InputError
 
 LINE = "__line"  # 1-based line number of each parsed row, dropped by the loaders
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import polars as pl
 
+from recharness.core.errors import ConfigError, InputError
 from recharness.data._parse import INTERACTION_COLUMNS, finish_interactions
 from recharness.data.store import Dataset
-from recharness.errors import ConfigError, InputError
 
 
 def _category(path: Path) -> str:

@@ -39,10 +39,10 @@ from pathlib import Path
 
 import polars as pl
 
+from recharness.core.errors import ConfigError, InputError
 from recharness.data._parse import LINE, finish_interactions
 from recharness.data.hm import first_bad
 from recharness.data.store import Dataset
-from recharness.errors import ConfigError, InputError
 
 DATE_FORMAT = "%a %b %d %H:%M:%S %z %Y"
 DATE_EXAMPLE = "Tue Oct 17 16:53:21 -0700 2017"

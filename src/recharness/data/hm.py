@@ -42,9 +42,9 @@ from pathlib import Path
 
 import polars as pl
 
+from recharness.core.errors import InputError
 from recharness.data._parse import LINE, finish_interactions
 from recharness.data.store import Dataset
-from recharness.errors import InputError
 
 ARTICLES_HEADER = [
     "article_id", "product_code", "prod_name", "product_type_no", "product_type_name", "product_group_name",

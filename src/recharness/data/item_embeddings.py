@@ -52,8 +52,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from recharness.errors import ConfigError
-from recharness.paths import datasets_dir
+from recharness.core.errors import ConfigError
+from recharness.core.paths import datasets_dir
 
 #: Encoder names accepted by `item_embeddings`; the first is the default.
 ENCODERS = ("minilm", "minilm-int8")
@@ -252,11 +252,6 @@ def _loaded(key: tuple, load: Callable[[], object]):
     return _MODELS[key]
 
 
-def unload_models() -> None:
-    """Free the models this process loaded (they are reloaded on the next encode)."""
-    _MODELS.clear()
-
-
 def _load_minilm():
     st = _import("minilm", "sentence_transformers")
     model_dir = _fp32_dir()
@@ -437,7 +432,7 @@ def _load_cached(path: Path, n: int) -> tuple[np.ndarray | None, str | None]:
 
 
 def _write_cache(path: Path, vectors: np.ndarray, info: dict) -> None:
-    from recharness.runner.jsonl import atomic_write_bytes, atomic_write_text
+    from recharness.core.io import atomic_write_bytes, atomic_write_text
 
     buf = io.BytesIO()
     np.save(buf, np.ascontiguousarray(vectors, dtype=np.float32), allow_pickle=False)

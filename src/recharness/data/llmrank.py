@@ -21,10 +21,10 @@ from pathlib import Path
 
 import polars as pl
 
+from recharness.core.errors import ConfigError, InputError
 from recharness.data._parse import LINE, decode, finish_interactions, read_bytes, split_list, split_table
 from recharness.data.recbole import expand_sequences, read_atomic
 from recharness.data.store import Dataset
-from recharness.errors import ConfigError, InputError
 
 NOT_RETRIEVERS = {"item", "inter", "user", "kg", "link", "index", "npy", "yaml", "md", "txt", "json", "py"}
 

@@ -35,10 +35,10 @@ from pathlib import Path
 
 import polars as pl
 
+from recharness.core.errors import InputError
 from recharness.data._parse import LINE, finish_interactions
 from recharness.data.hm import first_bad, parse_int, read_plain_csv
 from recharness.data.store import Dataset
-from recharness.errors import InputError
 
 PAIRS_HEADER = ["user", "item", "timestamp"]
 README_HEADER = ["userID", "videoID", "timestamp"]

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import polars as pl
 
+from recharness.core.errors import InputError
 from recharness.data._parse import (
     LINE,
     decode,
@@ -33,7 +34,6 @@ from recharness.data._parse import (
     split_table,
 )
 from recharness.data.store import Dataset
-from recharness.errors import InputError
 
 NEWS_COLUMNS = ["news_id", "category", "subcategory", "title", "abstract", "url", "title_entities",
                 "abstract_entities"]

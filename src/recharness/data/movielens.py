@@ -15,6 +15,7 @@ from pathlib import Path
 
 import polars as pl
 
+from recharness.core.errors import ConfigError, InputError
 from recharness.data._parse import (
     LINE,
     decode,
@@ -27,7 +28,6 @@ from recharness.data._parse import (
 )
 from recharness.data.recbole import read_atomic
 from recharness.data.store import Dataset
-from recharness.errors import ConfigError, InputError
 
 # From the ML-1M README ("Occupation is chosen from the following choices").
 ML1M_OCCUPATIONS = {

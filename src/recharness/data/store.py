@@ -28,8 +28,8 @@ from pathlib import Path
 
 import polars as pl
 
-from recharness.errors import ConfigError
-from recharness.paths import dataset_dir, datasets_dir
+from recharness.core.errors import ConfigError
+from recharness.core.paths import dataset_dir, datasets_dir
 
 TABLES = ("interactions", "items", "users")
 

@@ -13,8 +13,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-from recharness.errors import RecharnessError
-from recharness.paths import downloads_dir
+from recharness.core.errors import RecharnessError
+from recharness.core.paths import downloads_dir
 
 
 def _wheel_glob(spec: str) -> str:

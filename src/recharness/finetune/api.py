@@ -24,7 +24,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from recharness.errors import ConfigError
+from recharness.core.errors import ConfigError
+from recharness.core.rundir import RunDir
 from recharness.finetune.examples import Example, ctr_examples, fingerprint, seqrec_examples
 from recharness.finetune.lora import LoraSettings, TrainResult, attach_lora, encode, train
 
@@ -223,11 +224,12 @@ def _answer_samples(run_dir: Path, model_dir: Path, name: str, task: str, limit:
     vocab)` (called once the model is loaded) returns `answer(sample)` -> (`Parsed`, seconds). Each answer is appended as it is made to
     `predictions/<name>.jsonl.partial`, so a killed run resumes where it stopped (answers of another model
     or build are not reused); the finished file is written in sample order."""
+    from recharness.core.io import JsonlAppender, read_jsonl, write_jsonl_atomic
+    from recharness.core.rundir import check_name
     from recharness.finetune.export import read_info
     from recharness.finetune.items import ItemVocab
     from recharness.models.hf import HFBackend
-    from recharness.runner.jsonl import JsonlAppender, read_jsonl, write_jsonl_atomic
-    from recharness.runner.pipeline import check_name, load_build
+    from recharness.runner.pipeline import load_build
 
     check_name(name)
     info, samples = load_build(Path(run_dir))
@@ -238,7 +240,7 @@ def _answer_samples(run_dir: Path, model_dir: Path, name: str, task: str, limit:
     backend = HFBackend(str(model_dir))
     ident = json.loads(json.dumps(backend.identity()))  # as read back from the file
     ft, build = read_info(model_dir), info.get("fingerprint")
-    path = Path(run_dir) / "predictions" / f"{name}.jsonl"
+    path = RunDir(run_dir).predictions(name)
     partial = path.with_name(path.name + ".partial")
     done: dict[str, dict] = {}
     if partial.exists():
@@ -270,9 +272,9 @@ def predict_seqrec(run_dir: Path, model_dir: Path, name: str, *, beams: int = 20
     `predictions/<name>.jsonl` (each sample's target rank among the beams, `beams`, `invalid` = 0).
     With `limit`, the first `limit` samples only, declared as a `sample_cap` (as `title-cbs`): `score`
     judges the model on the samples it answered and Table 5 shows that n."""
+    from recharness.core.types import Parsed
     from recharness.finetune.items import recommend
     from recharness.models.cbs import Trie
-    from recharness.tasks.base import Parsed
     from recharness.tasks.recbench.seqrec import list_rank
 
     def make_answer(backend, tok, model, vocab):

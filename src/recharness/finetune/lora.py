@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from recharness.errors import ConfigError
+from recharness.core.errors import ConfigError
 from recharness.finetune._fs import atomic_dir, recover_dir
 
 #: attention projections, as the issue measured (q/k/v/o)

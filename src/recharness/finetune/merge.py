@@ -32,7 +32,7 @@ import time
 import warnings
 from pathlib import Path
 
-from recharness.errors import ConfigError
+from recharness.core.errors import ConfigError
 
 METHODS = ("linear", "ties")
 

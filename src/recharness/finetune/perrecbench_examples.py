@@ -39,7 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-from recharness.errors import ConfigError
+from recharness.core.errors import ConfigError
+from recharness.core.rundir import RunDir
 from recharness.finetune.examples import Example, _build_info
 from recharness.tasks.perrecbench.groups import LEVELS, Group, Member, _eligible, _find_group
 
@@ -80,13 +81,13 @@ def profile_mode(info: dict) -> str:
 def build_groups(run_dir: Path) -> tuple[set[str], set[str]]:
     """(users, query items) of every group the build in `run_dir` uses: its test samples, their
     few-shot examples and the held-out label files."""
-    from recharness.runner.jsonl import read_jsonl
+    from recharness.core.io import read_jsonl
     from recharness.tasks.perrecbench.build import SIDE_DIR
     from recharness.tasks.perrecbench.original import read_labels
 
     users: set[str] = set()
     items: set[str] = set()
-    path = Path(run_dir) / "samples.jsonl"
+    path = RunDir(run_dir).samples_jsonl
     for s in (read_jsonl(path) if path.exists() else []):
         if s.get("task") not in ("point", "pair", "list"):
             continue

@@ -154,7 +154,7 @@ def bootstrap_p(diff_reps: np.ndarray) -> float:
     return float(min(1.0, 2.0 * min(np.mean(d <= 0), np.mean(d >= 0))))
 
 
-def _perm_p(null: np.ndarray, observed: float, exact: bool) -> float:
+def permutation_p(null: np.ndarray, observed: float, exact: bool) -> float:
     """scipy.stats.permutation_test's two-sided p-value (its tolerance for float ties, its +1 when random)."""
     null = null[np.isfinite(null)]
     if null.size == 0 or not np.isfinite(observed):
@@ -454,7 +454,7 @@ def paired_permutation(a: Units, b: Units, permutations: int = DEFAULT_RESAMPLES
     observed = a.point() - b.point()
     chunks, exact, count = swap_masks(a.n, permutations, seed)
     null = np.concatenate([a.swapped(b, s) for s in chunks]) if count else np.zeros(0)
-    return {"diff": observed, "p": _perm_p(null, observed, exact), "permutations": count, "exact": exact}
+    return {"diff": observed, "p": permutation_p(null, observed, exact), "permutations": count, "exact": exact}
 
 
 # ------------------------------------------------------------------ the generic (slow) path

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from recharness.registry import Registry
+from recharness.core.registry import Registry
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
 # sacrebleu and rouge-score (which pulls in nltk) are imported where used: every CLI
 # start discovers all suites, and most commands never compute a text metric.
 

@@ -17,8 +17,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from recharness.errors import RecharnessError
-from recharness.paths import downloads_dir, models_dir
+from recharness.core.errors import RecharnessError
+from recharness.core.paths import downloads_dir, models_dir
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from recharness.errors import ConfigError, SampleError, ServerUnreachable, TransientError
-from recharness.models.base import Completion, GenerationParams, Messages, ModelBackend, OptionScores
+from recharness.core.errors import ConfigError, SampleError, ServerUnreachable, TransientError
+from recharness.core.types import Completion, GenerationParams, Messages, OptionScores
+from recharness.models.base import ModelBackend
 from recharness.models.openai_compat import MAX_WAIT_S, OpenAICompatibleBackend, is_loopback, redact_url
 
 T = TypeVar("T")

@@ -15,7 +15,8 @@ from __future__ import annotations
 import hashlib
 import math
 
-from recharness.models.base import Completion, GenerationParams, Messages, ModelBackend, OptionScores
+from recharness.core.types import Completion, GenerationParams, Messages, OptionScores
+from recharness.models.base import ModelBackend
 
 ANSWERS = (
     "1. Toy Story (1995)\n2. Heat (1995)\n3. Fargo (1996)\n4. Casablanca (1942)\n5. Alien (1979)",

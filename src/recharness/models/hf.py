@@ -11,8 +11,9 @@ import math
 import threading
 import time
 
-from recharness.errors import ConfigError
-from recharness.models.base import Completion, GenerationParams, Messages, ModelBackend, OptionScores
+from recharness.core.errors import ConfigError
+from recharness.core.types import Completion, GenerationParams, Messages, OptionScores
+from recharness.models.base import ModelBackend
 
 
 class HFBackend(ModelBackend):

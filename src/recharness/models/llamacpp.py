@@ -15,14 +15,9 @@ import threading
 import time
 from pathlib import Path
 
-from recharness.errors import ConfigError, RecharnessError, SampleError
-from recharness.models.base import (
-    Completion,
-    GenerationParams,
-    Messages,
-    ModelBackend,
-    OptionScores,
-)
+from recharness.core.errors import ConfigError, RecharnessError, SampleError
+from recharness.core.types import Completion, GenerationParams, Messages, OptionScores
+from recharness.models.base import ModelBackend
 
 
 def _import_llama():

@@ -26,20 +26,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx2 as httpx  # the maintained successor (pydantic/httpx2): its pool stays fast at 32+ connections
 
-from recharness.errors import (
-    ConfigError,
-    SampleError,
-    ServerUnreachable,
-    TransientError,
-    one_line,
-)
-from recharness.models.base import (
-    Completion,
-    GenerationParams,
-    Messages,
-    ModelBackend,
-    OptionScores,
-)
+from recharness.core.errors import ConfigError, SampleError, ServerUnreachable, TransientError, one_line
+from recharness.core.types import Completion, GenerationParams, Messages, OptionScores
+from recharness.models.base import ModelBackend
 
 #: HTTP statuses worth retrying: rate limits, request timeouts, server-side failures
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}

@@ -15,10 +15,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from recharness.errors import ConfigError
+from recharness.core.errors import ConfigError
+from recharness.core.registry import Registry, did_you_mean
 from recharness.models.base import ModelBackend
 from recharness.models.builtin import BUILTIN_MODELS, fetch_model
-from recharness.registry import Registry, did_you_mean
 
 DEFAULT_MODEL = "qwen2.5-0.5b"
 TEST_MODEL = "smollm2-135m"

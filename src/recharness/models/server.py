@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from recharness.errors import ConfigError, RecharnessError
+from recharness.core.errors import ConfigError, RecharnessError
 from recharness.models.builtin import BUILTIN_MODELS, fetch_model
 
 

@@ -24,9 +24,10 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from recharness.report.tables import ci_note, cells, columns, finetune_label, fmt, header, value_text
-from recharness.runner.jsonl import atomic_write_text, read_jsonl
-from recharness.tasks.base import ScoreRow
+from recharness.core.io import atomic_write_text, read_jsonl
+from recharness.core.rundir import RunDir
+from recharness.core.types import ScoreRow
+from recharness.report.tables import cells, ci_note, columns, finetune_label, fmt, header, value_text
 
 e = html.escape
 
@@ -64,7 +65,7 @@ small,.note{color:#555}
 
 def display_path(p: Path | str | None) -> str:
     """See recharness.paths.shown_path: relative to the data home, never a machine's absolute path."""
-    from recharness.paths import shown_path
+    from recharness.core.paths import shown_path
 
     return shown_path(p)
 
@@ -327,7 +328,8 @@ def _meta_table(items: list[tuple[str, str]]) -> str:
 def run_info(out: Path) -> list[str]:
     """Commands, build settings, model identities and software versions of a run directory."""
     items: list[tuple[str, str]] = [("run directory", f"<code>{e(display_path(out))}</code>")]
-    build = out / "build.json"
+    rd = RunDir(out)
+    build = rd.build_json
     info = json.loads(build.read_text(encoding="utf-8")) if build.exists() else {}
     if info:
         items += [("suite / dataset", e(f"{info.get('suite')} / {info.get('dataset')}")),
@@ -335,7 +337,7 @@ def run_info(out: Path) -> list[str]:
                   ("seed / limit", e(f"{info.get('seed')} / {info.get('limit')}")),
                   ("options", f"<code>{e(json.dumps(info.get('options') or {}, sort_keys=True))}</code>"),
                   ("build", e(f"{info.get('fingerprint', '?')} (built {info.get('created', '?')})"))]
-    cmds = out / "commands.jsonl"
+    cmds = rd.commands_log
     if cmds.exists():
         lines = [c for c in read_jsonl(cmds, tolerate_torn_tail=True)][-12:]
         items.append(("commands", "<pre>" + e("\n".join(f"{c.get('command')}    # {c.get('time', '')}" for c in lines))
@@ -354,10 +356,8 @@ def run_info(out: Path) -> list[str]:
 
 
 def _prediction_files(out: Path) -> list[Path]:
-    pred = out / "predictions"
-    if not pred.exists():
-        return []
-    return sorted(pred.glob("*.jsonl")) + sorted((pred / "reference").glob("*.jsonl"))
+    rd = RunDir(out)
+    return rd.prediction_files() + rd.reference_files()
 
 
 # ------------------------------------------------------------------ answers: invalid ones, examples
@@ -377,7 +377,7 @@ def invalid_section(out: Path, samples: list[dict]) -> list[str]:
     for s in samples:
         by_task.setdefault(s["task"], set()).add(s["id"])
     rows = []
-    for pf in sorted((out / "predictions").glob("*.jsonl")) if (out / "predictions").exists() else []:
+    for pf in RunDir(out).prediction_files():
         per: dict[str, list[dict]] = {}
         for r in read_jsonl(pf, tolerate_torn_tail=True):
             per.setdefault(r.get("task"), []).append(r)
@@ -387,7 +387,7 @@ def invalid_section(out: Path, samples: list[dict]) -> list[str]:
             reasons = Counter(_reason(r) for r in bad).most_common(4)
             rows.append((pf.stem, t, len(ids), len(recs), len(bad), len(ids) - len({r["id"] for r in recs}),
                          "; ".join(f"{n} × {why}" for why, n in reasons)))
-    imports = sorted((out / "imports").glob("*.json")) if (out / "imports").exists() else []
+    imports = RunDir(out).import_reports()
     if not rows and not imports:
         return []
     parts = ["<h2>Invalid answers</h2><div class='scroll'><table><tr><th>model</th><th>task</th><th>samples</th>"
@@ -498,7 +498,7 @@ def _prompt_text(sample: dict) -> str:
 def examples_section(out: Path, samples: list[dict], n_examples: int) -> list[str]:
     by_id = {s["id"]: s for s in samples}
     parts = []
-    for pf in sorted((out / "predictions").glob("*.jsonl")) if (out / "predictions").exists() else []:
+    for pf in RunDir(out).prediction_files():
         parts.append(f"<h2>Example answers: {e(pf.stem)}</h2>")
         shown: Counter = Counter()
         for r in read_jsonl(pf, tolerate_torn_tail=True):
@@ -540,10 +540,11 @@ def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5, sections:
     suite's paper-layout tables)."""
     out = Path(out)
     info = {}
-    if (out / "build.json").exists():
-        info = json.loads((out / "build.json").read_text(encoding="utf-8"))
+    rd = RunDir(out)
+    if rd.build_json.exists():
+        info = json.loads(rd.build_json.read_text(encoding="utf-8"))
     suite = info.get("suite")
-    samples = list(read_jsonl(out / "samples.jsonl")) if (out / "samples.jsonl").exists() else []
+    samples = list(read_jsonl(rd.samples_jsonl)) if rd.samples_jsonl.exists() else []
     title = f"recharness report: {suite} on {info.get('dataset')}" if suite else "recharness report"
     parts = [f"<h1>{e(title)}</h1><p><code>{e(display_path(out))}</code></p>"]
     for task in dict.fromkeys(r.task for r in rows):
@@ -553,7 +554,7 @@ def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5, sections:
     parts += invalid_section(out, samples)
     parts += examples_section(out, samples, n_examples)
     parts += run_info(out)
-    path = out / "report.html"
+    path = rd.report_html
     atomic_write_text(path, _page(title, parts))
     return path
 
@@ -581,7 +582,7 @@ def find_runs(specs: list[str | Path]) -> list[Path]:
             seen.add(key)
             out.append(p)
     if not out:
-        from recharness.errors import ConfigError
+        from recharness.core.errors import ConfigError
 
         raise ConfigError(f"--runs {' '.join(map(str, specs))}: no run directory with scores.json "
                           "(run `recharness score` first)")

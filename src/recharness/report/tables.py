@@ -24,8 +24,10 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from recharness.core.rundir import RunDir
+from recharness.core.types import ScoreRow
 from recharness.metrics.registry import header, is_hidden, lead_order
-from recharness.tasks.base import ScoreRow
+
 
 def columns(rows: list[ScoreRow]) -> list[str]:
     """The metric columns of `rows`: the registry's leading metrics in its order, then the rest as first
@@ -181,9 +183,9 @@ def to_rich(rows: list[ScoreRow]) -> list:
 
 def write_scores(rows: list[ScoreRow], out: Path, extra_md: str | None = None) -> dict[str, Path]:
     """scores.json/.md/.csv, each replaced atomically (a crash leaves the old file or the new)."""
-    from recharness.runner.jsonl import atomic_write_text
+    from recharness.core.io import atomic_write_text
 
-    paths = {"json": out / "scores.json", "md": out / "scores.md", "csv": out / "scores.csv"}
+    paths = {fmt: RunDir(out).scores(fmt) for fmt in ("json", "md", "csv")}
     atomic_write_text(paths["json"], json.dumps([asdict(r) for r in rows], indent=2))
     md = to_markdown(rows)
     if extra_md:
@@ -208,9 +210,9 @@ def write_scores(rows: list[ScoreRow], out: Path, extra_md: str | None = None) -
 
 
 def load_scores(out: Path) -> list[ScoreRow]:
-    p = out / "scores.json"
+    p = RunDir(out).scores("json")
     if not p.exists():
-        from recharness.errors import ConfigError
+        from recharness.core.errors import ConfigError
 
         raise ConfigError(f"no scores in {out}: run `recharness score` first")
     return [ScoreRow(**d) for d in json.loads(p.read_text())]

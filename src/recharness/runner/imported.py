@@ -30,7 +30,7 @@ import math
 import time
 from pathlib import Path
 
-from recharness.errors import ConfigError, InputError
+from recharness.core.errors import ConfigError, InputError
 
 ANSWER_KEYS = ("probability", "items", "titles", "answer", "ordering", "ratings", "rating")
 
@@ -215,10 +215,11 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
     `native(out, source, name) -> (predictions path, problems)`: the suite's own reader for its
     published prediction files (PerRecBench's <mode>-<level>.json), used for a folder or a .json
     file; the runner imports no suite itself."""
+    from recharness.core.io import atomic_write_text, read_jsonl, write_jsonl_atomic
+    from recharness.core.paths import shown_path
+    from recharness.core.rundir import RunDir, check_name
     from recharness.data.store import load_dataset
-    from recharness.paths import shown_path
-    from recharness.runner.jsonl import atomic_write_text, read_jsonl, write_jsonl_atomic
-    from recharness.runner.pipeline import check_name, load_build, suite_context
+    from recharness.runner.pipeline import load_build, suite_context
     from recharness.tasks.registry import get_task
 
     check_name(name)
@@ -228,7 +229,8 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
     info, samples = load_build(out)
     fp = info["fingerprint"]
     shown = shown_path(source)
-    target = out / "predictions" / f"{name}.jsonl"
+    rd = RunDir(out)
+    target = rd.predictions(name)
     model = _imported_from(target) if target.exists() and not force else None
     if target.exists() and not force and not _same_import(model, source, shown):
         by = (f"an import of {model.get('file')}" if model and model.get("backend") == "imported"
@@ -242,7 +244,7 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
                   "invalid": sum(not r.get("valid", True) for r in recs), "unanswered": len(samples) - len(recs),
                   "problems": problems, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
                   "predictions": f"predictions/{name}.jsonl"}
-        atomic_write_text(out / "imports" / f"{name}.json", json.dumps(report, indent=2))
+        atomic_write_text(rd.import_report(name), json.dumps(report, indent=2))
         return report
     if source.is_dir():
         raise ConfigError(f"--predictions {source}: a directory (only a suite's own published files come as a folder)")
@@ -334,7 +336,7 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
               "invalid": sum(not r["valid"] for r in records.values()),
               "unanswered": len(samples) - len(records), "problems": problems,
               "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "predictions": f"predictions/{name}.jsonl"}
-    atomic_write_text(out / "imports" / f"{name}.json", json.dumps(report, indent=2))
+    atomic_write_text(rd.import_report(name), json.dumps(report, indent=2))
     return report
 
 

@@ -12,11 +12,12 @@ from collections import defaultdict
 from pathlib import Path
 
 from recharness.baselines import BASELINES, TrainData, fit, serving
+from recharness.core.errors import ConfigError
+from recharness.core.io import atomic_write_bytes, write_jsonl_atomic
+from recharness.core.rundir import RunDir
 from recharness.data.store import load_dataset
-from recharness.errors import ConfigError
-from recharness.runner.jsonl import atomic_write_bytes, write_jsonl_atomic
 from recharness.runner.latency import LATENCY_RUNS, timed_predict  # noqa: F401 (re-exported)
-from recharness.runner.pipeline import load_build, reference_dir
+from recharness.runner.pipeline import load_build
 
 
 def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = None, seed: int = 0,
@@ -48,7 +49,7 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
     written = []
     remote = None
     if executor == "ray":  # one Ray task per model, in parallel; the files are still written here
-        from recharness.runner.ray_executor import train_ray
+        from recharness.execution.ray_executor import train_ray
 
         if progress is not None:
             progress(f"training {len(names)} models as Ray tasks…")
@@ -60,7 +61,7 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
         if remote is not None:
             r = remote[name]
             for rel, data in r["files"].items():
-                atomic_write_bytes(out / "models" / name / rel, data)
+                atomic_write_bytes(RunDir(out).model_dir(name) / rel, data)
             identity, seconds, predicted = r["identity"], r["train_s"], r["predictions"]
         else:
             if progress is not None:
@@ -71,7 +72,7 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
                 seconds = float(log["seconds"])  # reused another variant's training run: report that run's time
             save = getattr(model, "save", None)
             if callable(save):  # trained weights kept beside the run: `score`/`report` never retrain
-                save(out / "models" / name)
+                save(RunDir(out).model_dir(name))
             identity, predicted = model.identity(), []
             for t, task_samples in by_task.items():
                 if name not in served[t]:
@@ -85,7 +86,7 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
         records = []
         for t, recs, timing in predicted:
             records += [{"id": r["id"], "task": t, **r, **stamp, **timing} for r in recs.values()]
-        path = reference_dir(out) / f"{name}.jsonl"
+        path = RunDir(out).reference(name)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_jsonl_atomic(path, records)
         written.append(path)

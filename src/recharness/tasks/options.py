@@ -13,8 +13,8 @@ from typing import Any, ClassVar, get_args
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from recharness.errors import ConfigError
-from recharness.registry import did_you_mean
+from recharness.core.errors import ConfigError
+from recharness.core.registry import did_you_mean
 from recharness.tasks.registry import get_suite, unknown_task
 
 PROMPT_PARTS = ("behaviour", "task_description", "format_indicator")

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from recharness.errors import ConfigError
-from recharness.registry import Registry, did_you_mean, load_target
+from recharness.core.errors import ConfigError
+from recharness.core.registry import Registry, did_you_mean, load_target
 
 
 @dataclass(frozen=True, eq=False)

@@ -73,7 +73,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from recharness.tasks.base import Parsed
+from recharness.core.types import Parsed
 
 MAX_SCAN = 20_000  # characters of an answer that are looked at; the rest is ignored
 

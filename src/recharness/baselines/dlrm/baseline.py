@@ -22,8 +22,8 @@ import polars as pl
 
 from recharness.baselines.base import Baseline, TrainData
 from recharness.baselines.dlrm.features import FeatureSpace, build_space
-from recharness.errors import ConfigError
-from recharness.tasks.base import reference_record
+from recharness.core.errors import ConfigError
+from recharness.core.types import reference_record
 
 try:
     import torch

@@ -32,11 +32,11 @@ import re
 
 import numpy as np
 
+from recharness.core.errors import ConfigError
+from recharness.core.types import BuildConfig, GenerationParams, Parsed
 from recharness.data.leave_last_out import leave_last_out
-from recharness.errors import ConfigError
 from recharness.matching.parse import strip_reasoning
-from recharness.models.base import GenerationParams
-from recharness.tasks.base import BuildConfig, Parsed, Task
+from recharness.tasks.base import Task
 from recharness.tasks.llmrec.common import parts_from_options, ranking_scores, ranking_units, reference_predictions
 from recharness.tasks.llmrec.prompts import direct_prompt, domain_of
 

@@ -36,10 +36,10 @@ from pathlib import Path
 
 import numpy as np
 
-from recharness.errors import ConfigError
+from recharness.core.errors import ConfigError
+from recharness.core.types import BuildConfig, GenerationParams, Parsed, reference_record
 from recharness.metrics.text import bleu, rouge
-from recharness.models.base import GenerationParams
-from recharness.tasks.base import BuildConfig, Parsed, Task, reference_record
+from recharness.tasks.base import Task
 from recharness.tasks.llmrec.common import parts_from_options
 from recharness.tasks.llmrec.prompts import domain_of
 from recharness.tasks.llmrec.rating import item_info, review_splits

@@ -44,10 +44,10 @@ import hashlib
 import statistics
 from pathlib import Path
 
-from recharness.models.base import GenerationParams
-from recharness.runner.ask import ask
-from recharness.runner.jsonl import read_jsonl, write_jsonl_atomic
-from recharness.tasks.llmrec.text_prompts import MAX_REVIEW_CHARS, JUDGE_SCHEMA_TEXT, hypothesis, judge_prompt, short
+from recharness.core.io import read_jsonl, write_jsonl_atomic
+from recharness.core.types import GenerationParams
+from recharness.execution.ask import ask
+from recharness.tasks.llmrec.text_prompts import JUDGE_SCHEMA_TEXT, MAX_REVIEW_CHARS, hypothesis, judge_prompt, short
 from recharness.tasks.validation import JsonField, JsonObject
 
 JUDGED_TASKS = ("explanation", "summarization")
@@ -69,7 +69,7 @@ def candidate_sha(text: str) -> str:
 
 
 async def judge_one(model, sample: dict, candidate: str, *, max_retries: int = 1) -> dict:
-    """One judgment; `model` is a runner.run.CachedModel."""
+    """One judgment; `model` is a execution.executor.CachedModel."""
     messages = judge_prompt(sample["task"], candidate, short(sample["reference"], MAX_REVIEW_CHARS), sample.get("judge_context", ""))
     asked = await ask(model, messages, JUDGE_PARAMS, JUDGE_FORMAT.check, reminder=JUDGE_REMINDER, max_retries=max_retries)
     parsed = asked.parsed
@@ -113,31 +113,27 @@ async def judge_predictions(samples: list[dict], predictions: dict[str, dict], j
     return {r["id"]: r for r in results}
 
 
-def judge_predictions_sync(samples, predictions, judge_model, **kw) -> dict[str, dict]:
-    return asyncio.run(judge_predictions(samples, predictions, judge_model, **kw))
-
-
 def judge_run(out: Path, backend, judge_slug: str, *, pred_stems: list[str] | None = None, references: bool = True,
               use_cache: bool = True, max_retries: int = 1, seed: int = 0) -> list[Path]:
     """Judge every predictions file of a run (or `pred_stems`) and, optionally, the reference rows;
     write <out>/judgments/<pred-stem>__<judge-slug>.jsonl. Returns the files written."""
+    from recharness.core.rundir import RunDir
     from recharness.data.store import load_dataset
-    from recharness.runner.pipeline import load_build
-    from recharness.runner.run import with_model
+    from recharness.execution.executor import with_model
     from recharness.tasks.registry import get_task
 
     out = Path(out)
-    info, all_samples = load_build(out)
+    rd = RunDir(out)
+    info, all_samples = rd.load_build()
     samples = [s for s in all_samples if s["task"] in JUDGED_TASKS]
     if not samples:
-        from recharness.errors import ConfigError
+        from recharness.core.errors import ConfigError
 
         raise ConfigError(f"{out}: no explanation or summarization samples to judge (tasks built: {', '.join(info['tasks'])})")
     sets: dict[str, dict[str, dict]] = {}
-    pred_dir = out / "predictions"
-    stems = pred_stems if pred_stems is not None else sorted(p.stem for p in pred_dir.glob("*.jsonl")) if pred_dir.exists() else []
+    stems = pred_stems if pred_stems is not None else [p.stem for p in rd.prediction_files()]
     for stem in stems:
-        recs = {r["id"]: r for r in read_jsonl(pred_dir / f"{stem}.jsonl") if r.get("task") in JUDGED_TASKS}
+        recs = {r["id"]: r for r in read_jsonl(rd.predictions(stem)) if r.get("task") in JUDGED_TASKS}
         if recs:
             sets[stem] = recs
     if references:
@@ -153,7 +149,7 @@ def judge_run(out: Path, backend, judge_slug: str, *, pred_stems: list[str] | No
         for stem, recs in sets.items():
             judged = await judge_predictions(samples, recs, model, max_retries=max_retries)
             rows = [{**j, "judge": identity, "judge_slug": judge_slug, "prediction_file": stem} for j in judged.values()]
-            path = out / "judgments" / f"{stem}__{judge_slug}.jsonl"
+            path = rd.judgments(stem, judge_slug)
             path.parent.mkdir(parents=True, exist_ok=True)
             write_jsonl_atomic(path, rows)
             written.append(path)
@@ -165,7 +161,9 @@ def judge_run(out: Path, backend, judge_slug: str, *, pred_stems: list[str] | No
 def load_judgments(run_dir: Path, tasks: set[str]) -> dict[str, dict[tuple[str, str], dict]]:
     """{judge slug: {(sample id, candidate_sha): judgment}} from <run_dir>/judgments/*.jsonl."""
     index: dict[str, dict[tuple[str, str], dict]] = {}
-    jdir = Path(run_dir) / "judgments"
+    from recharness.core.rundir import RunDir
+
+    jdir = RunDir(run_dir).judgments_dir
     if not jdir.is_dir():
         return index
     for f in sorted(jdir.glob("*.jsonl")):

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from recharness.errors import ConfigError
+from recharness.core.errors import ConfigError
+from recharness.core.types import BuildConfig, GenerationParams, Parsed, reference_record
 from recharness.metrics.rating import mae, rmse
-from recharness.models.base import GenerationParams
-from recharness.tasks.base import BuildConfig, Parsed, Task, reference_record
+from recharness.tasks.base import Task
 from recharness.tasks.llmrec.common import parts_from_options
 from recharness.tasks.llmrec.prompts import domain_of
 from recharness.tasks.llmrec.text_prompts import rating_prompt

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from recharness.core.types import BuildConfig, GenerationParams, Parsed
 from recharness.data.leave_last_out import leave_last_out
-from recharness.models.base import GenerationParams
-from recharness.tasks.base import BuildConfig, Parsed, Task
+from recharness.tasks.base import Task
 from recharness.tasks.llmrec.common import (
-    CatalogContext, parts_from_options, ranking_scores, ranking_units, reference_predictions,
+    CatalogContext,
+    parts_from_options,
+    ranking_scores,
+    ranking_units,
+    reference_predictions,
 )
 from recharness.tasks.llmrec.prompts import domain_of, sequential_prompt
 

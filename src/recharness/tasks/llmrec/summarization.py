@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from recharness.models.base import GenerationParams
-from recharness.tasks.base import BuildConfig, reference_record
+from recharness.core.types import BuildConfig, GenerationParams, reference_record
 from recharness.tasks.llmrec.common import parts_from_options
 from recharness.tasks.llmrec.explanation import MAX_REVIEW_CHARS, ReviewTextTask, require_reviews
 from recharness.tasks.llmrec.prompts import domain_of

@@ -9,12 +9,12 @@ Public helpers beyond the task interface:
   original.score_files(labels, predictions, mode, compat=...)   score released files
   original.import_predictions(run_dir, name, {(task, level): path})
   original.write_predictions(samples, predictions, out_dir)       export in the original layout
-  table.table1_markdown(score_rows) / table.write_table1(run_dir)
+  table.table1_markdown(score_rows)
 """
 
-from recharness.tasks.perrecbench.tasks import TASKS, ListTask, PairTask, PointTask
-from recharness.tasks.perrecbench.table import table1_markdown
 from recharness.tasks.perrecbench.build import make_context
+from recharness.tasks.perrecbench.table import table1_markdown
+from recharness.tasks.perrecbench.tasks import TASKS, ListTask, PairTask, PointTask
 from recharness.tasks.registry import register_suite
 
 register_suite(

@@ -29,15 +29,23 @@ from pathlib import Path
 
 import numpy as np
 
-from recharness.errors import ConfigError, InputError
-from recharness.tasks.base import BuildConfig
+from recharness.core.errors import ConfigError, InputError
+from recharness.core.rundir import RunDir
+from recharness.core.types import BuildConfig
 from recharness.tasks.options import check
 from recharness.tasks.perrecbench.groups import LEVELS, Group, GroupConfig, select_groups
 from recharness.tasks.perrecbench.history import HistoryIndex, rating_stats
 from recharness.tasks.perrecbench.methods import shot_answer
 from recharness.tasks.perrecbench.options import PerRecBenchOptions
 from recharness.tasks.perrecbench.original import (
-    HELDOUT_FILE, LABEL_FILE, MODES, read_labels, read_predictions, sample_id, truth_of, write_labels,
+    HELDOUT_FILE,
+    LABEL_FILE,
+    MODES,
+    read_labels,
+    read_predictions,
+    sample_id,
+    truth_of,
+    write_labels,
 )
 
 SIDE_DIR = "perrecbench"
@@ -316,13 +324,13 @@ def build_samples(task: str, dataset, config) -> list[dict]:
 
 def _import_task_predictions(out: Path, opts: SuiteOptions, task: str, samples: list[dict], ctx: Context) -> None:
     """Released <mode>-<level>.json files become this task's records in predictions/<name>.jsonl."""
-    from recharness.runner.jsonl import read_jsonl, write_jsonl_atomic
+    from recharness.core.io import read_jsonl, write_jsonl_atomic
 
     d = Path(opts.predictions)
     if not d.is_dir():
         raise ConfigError(f"--option predictions={d}: not a directory")
     keep = []
-    path = out / "predictions" / f"{opts.predictions_name}.jsonl"
+    path = RunDir(out).predictions(opts.predictions_name)
     if path.exists():
         keep = [r for r in read_jsonl(path) if r.get("task") != task]
     by_item = {(s["level"], s["item_id"]): s for s in samples}

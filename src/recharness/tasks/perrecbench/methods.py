@@ -14,8 +14,8 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 
-from recharness.runner.ask import ask as runner_ask
-from recharness.tasks.base import Prediction
+from recharness.core.types import Prediction
+from recharness.execution.ask import ask as runner_ask
 from recharness.tasks.perrecbench import prompts
 from recharness.tasks.perrecbench.heapsort import heapsort
 from recharness.tasks.perrecbench.parsing import majority, parse_pair, parse_ranking, parse_rating

@@ -25,8 +25,9 @@ import json
 import math
 from pathlib import Path
 
+from recharness.core.errors import InputError
+from recharness.core.rundir import RunDir
 from recharness.data._parse import json_line, read_json
-from recharness.errors import InputError
 from recharness.tasks.perrecbench.groups import LEVELS, Group, Member
 
 LABEL_FILE = "item2group_avg_diff_sample-{level}.json"
@@ -226,11 +227,11 @@ def import_predictions(run_dir: Path, name: str, files: dict[tuple[str, str], Pa
     The run must have been built from the matching label files (``--option
     labels=DIR``), so sample ids line up; items the files lack stay missing.
     """
-    from recharness.runner.jsonl import read_jsonl, write_jsonl_atomic
+    from recharness.core.io import read_jsonl, write_jsonl_atomic
 
-    run_dir = Path(run_dir)
-    samples = list(read_jsonl(run_dir / "samples.jsonl"))
-    build = run_dir / "build.json"  # `score` checks every record answers this build
+    rd = RunDir(run_dir)
+    samples = list(read_jsonl(rd.samples_jsonl))
+    build = rd.build_json  # `score` checks every record answers this build
     stamp = {"build": fp} if build.exists() and (fp := json.loads(build.read_text()).get("fingerprint")) else {}
     by_key = {(s["task"], s["level"], s["item_id"]): s for s in samples}
     records = []
@@ -244,7 +245,7 @@ def import_predictions(run_dir: Path, name: str, files: dict[tuple[str, str], Pa
             records.append({"id": s["id"], "task": task, "model": {"backend": "imported", "model": name,
                                                                    "file": str(path)},
                             "output": None, **rec, **stamp})
-    out = run_dir / "predictions" / f"{name}.jsonl"
+    out = rd.predictions(name)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_jsonl_atomic(out, records)
     return out

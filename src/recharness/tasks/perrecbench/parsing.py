@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 
-from recharness.tasks.base import Parsed
+from recharness.core.types import Parsed
 from recharness.tasks.validation import finite_number, flat_json_objects, scan
 
 _RATING_KV = re.compile(r"predicted[_ ]rating\"?\s*[:=]\s*\"?(-?\d+(?:\.\d+)?)", re.I)

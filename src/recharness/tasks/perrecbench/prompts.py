@@ -9,7 +9,7 @@ wording is the domain noun ("movie recommender system" on MovieLens).
 
 from __future__ import annotations
 
-from recharness.models.base import GenerationParams
+from recharness.core.types import GenerationParams
 
 Messages = list[dict[str, str]]
 

@@ -9,9 +9,8 @@ beside the average.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
-from recharness.tasks.base import ScoreRow
+from recharness.core.types import ScoreRow
 from recharness.tasks.perrecbench.groups import LEVELS
 
 TASKS = ("point", "pair", "list")
@@ -64,13 +63,3 @@ def table1_markdown(rows: list[ScoreRow]) -> str:
         note += ("; ± = half-width of the 95% bootstrap interval over the level's groups (bounds in scores.json), "
                  "none on a level with one group or on Avg. (a mean of the cells)")
     return "\n".join(lines) + f"\n\n{note}. MAE/RMSE: pointwise ratings clipped to 1..5.\n"
-
-
-def write_table1(run_dir: Path) -> Path:
-    """Read a run's scores.json and write perrecbench_table1.md beside it."""
-    from recharness.report.tables import load_scores
-
-    run_dir = Path(run_dir)
-    path = run_dir / "perrecbench_table1.md"
-    path.write_text(table1_markdown(load_scores(run_dir)))
-    return path

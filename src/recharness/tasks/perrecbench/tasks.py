@@ -15,8 +15,8 @@ import zlib
 import numpy as np
 import polars as pl
 
-from recharness.models.base import GenerationParams
-from recharness.tasks.base import BuildConfig, Parsed, Prediction, Task, reference_record
+from recharness.core.types import BuildConfig, GenerationParams, Parsed, Prediction, reference_record
+from recharness.tasks.base import Task
 from recharness.tasks.perrecbench.build import build_samples
 from recharness.tasks.perrecbench.methods import PREDICT
 from recharness.tasks.perrecbench.parsing import parse_pair, parse_ranking, parse_rating

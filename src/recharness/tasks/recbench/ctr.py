@@ -22,11 +22,11 @@ import re
 import numpy as np
 
 from recharness.baselines import TrainData, pairs_path, reference_records
-from recharness.errors import ConfigError
+from recharness.core.errors import ConfigError
+from recharness.core.io import atomic_write_parquet, atomic_write_text
+from recharness.core.types import BuildConfig, GenerationParams, Parsed
 from recharness.metrics.classification import auc, gauc, gauc_units, logloss
-from recharness.models.base import GenerationParams
-from recharness.runner.jsonl import atomic_write_parquet, atomic_write_text
-from recharness.tasks.base import BuildConfig, Parsed, Task
+from recharness.tasks.base import Task
 from recharness.tasks.options import check
 from recharness.tasks.recbench.data import labelled_events, split
 from recharness.tasks.recbench.options import CtrOptions

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from recharness.errors import ConfigError
+from recharness.core.errors import ConfigError
 
 #: the pair columns every stage reads (samples, train.parquet, valid.parquet)
 PAIR_COLUMNS = ("user_id", "item_id", "label", "timestamp", "history")

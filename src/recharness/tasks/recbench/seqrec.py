@@ -36,11 +36,11 @@ import numpy as np
 
 from recharness.baselines import TrainData, pairs_path, reference_records
 from recharness.baselines.base import SEQUENCE_PARTS
-from recharness.errors import ConfigError
+from recharness.core.errors import ConfigError
+from recharness.core.io import atomic_write_parquet, atomic_write_text
+from recharness.core.types import BuildConfig, GenerationParams, Parsed
 from recharness.metrics.full_ranking import rank_metrics
-from recharness.models.base import GenerationParams
-from recharness.runner.jsonl import atomic_write_parquet, atomic_write_text
-from recharness.tasks.base import BuildConfig, Parsed, Task
+from recharness.tasks.base import Task
 from recharness.tasks.llmrec.common import CatalogContext
 from recharness.tasks.llmrec.prompts import DOMAIN_NOUNS, domain_of
 from recharness.tasks.options import check

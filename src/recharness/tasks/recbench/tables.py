@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import statistics
 
-from recharness.tasks.base import ScoreRow
+from recharness.core.types import ScoreRow
 
 
 def latency_label(seconds: float | None) -> str:

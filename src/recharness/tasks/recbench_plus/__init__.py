@@ -7,9 +7,9 @@ scored by Precision, Recall, Condition Match Rate and Fail-to-Recommend.
 """
 
 from recharness.tasks.recbench_plus.condition_tasks import ExplicitTask, ImplicitTask, MisinformedTask
-from recharness.tasks.recbench_plus.profile_tasks import DemographicsTask, InterestTask
-from recharness.tasks.recbench_plus.tables import paper_tables, write_paper_tables
 from recharness.tasks.recbench_plus.context import make_context
+from recharness.tasks.recbench_plus.profile_tasks import DemographicsTask, InterestTask
+from recharness.tasks.recbench_plus.tables import paper_tables
 from recharness.tasks.registry import register_suite
 
 TASKS = {
@@ -30,4 +30,4 @@ register_suite(
     context=make_context,  # catalog matcher and knowledge graph, built once per build/run
 )
 
-__all__ = ["TASKS", "paper_tables", "write_paper_tables"]
+__all__ = ["TASKS", "paper_tables"]

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from recharness.models.base import GenerationParams
-from recharness.tasks.base import BuildConfig, Parsed, Task, reference_record
+from recharness.core.types import BuildConfig, GenerationParams, Parsed, reference_record
+from recharness.tasks.base import Task
 from recharness.tasks.recbench_plus.context import Context, make_context
-from recharness.tasks.recbench_plus.evaluate import aggregate, group_members, group_metrics, query_metrics, resolve_answer
+from recharness.tasks.recbench_plus.evaluate import (
+    aggregate,
+    group_members,
+    group_metrics,
+    query_metrics,
+    resolve_answer,
+)
 from recharness.tasks.recbench_plus.official import find_file, read_records, write_records
 from recharness.tasks.recbench_plus.options import Options, parse_options
 

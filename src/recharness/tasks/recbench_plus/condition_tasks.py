@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from recharness.core.types import BuildConfig
 from recharness.matching.normalize import split_year
-from recharness.tasks.base import BuildConfig
 from recharness.tasks.recbench_plus.base import GT_UNMATCHED, RecBenchTask, recommended
 from recharness.tasks.recbench_plus.conditions import CLASSES, ConditionSampler, condition_class, paper_mix
 from recharness.tasks.recbench_plus.official import official_id

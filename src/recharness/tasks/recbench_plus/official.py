@@ -19,8 +19,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from recharness.core.errors import InputError
 from recharness.data._parse import read_json
-from recharness.errors import InputError
 
 FILES = {
     "explicit": "ExplicitQuery.json",

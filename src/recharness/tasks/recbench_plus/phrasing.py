@@ -336,9 +336,9 @@ def run_prompts(model_spec: str, prompts: list[list[dict]], max_tokens: int = 20
     Returns (texts, phrasing label). Failed calls give None, never an exception
     for the whole batch: a query then keeps its template text.
     """
-    from recharness.models.base import GenerationParams
+    from recharness.core.types import GenerationParams
+    from recharness.execution.executor import with_model
     from recharness.models.registry import resolve_model
-    from recharness.runner.run import with_model
 
     backend = resolve_model(model_spec)
     label = f"llm:{backend.name}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recharness.tasks.base import BuildConfig
+from recharness.core.types import BuildConfig
 from recharness.tasks.recbench_plus.base import GT_UNMATCHED, RecBenchTask
 from recharness.tasks.recbench_plus.context import DOMAINS
 from recharness.tasks.recbench_plus.official import official_id

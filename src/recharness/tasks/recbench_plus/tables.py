@@ -7,8 +7,6 @@ is given overall and, where the run had both, with and without history.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 CONDITION_TYPES = (("explicit", "Explicit"), ("implicit", "Implicit"), ("misinformed", "Misinformed"))
 PROFILE_TYPES = (("interest", "Interest"), ("demographics", "Demographics"))
 
@@ -99,13 +97,3 @@ def paper_tables(rows) -> str:
                         "a value without one rests on a single query (no interval), and the averages over query types carry none.")
         out[-1] += "\n"
     return "\n".join(out)
-
-
-def write_paper_tables(run_dir: str | Path) -> Path:
-    """Read <run_dir>/scores.json and write <run_dir>/paper_tables.md."""
-    from recharness.report.tables import load_scores
-
-    run_dir = Path(run_dir)
-    path = run_dir / "paper_tables.md"
-    path.write_text(paper_tables(load_scores(run_dir)))
-    return path

@@ -13,8 +13,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from recharness.paths import cache_path
-from recharness.runner.jsonl import dumps_safe
+from recharness.core.io import dumps_safe
+from recharness.core.paths import cache_path
 
 
 def cache_key(kind: str, identity: dict, params: dict | None, messages: list, extra: dict | None = None) -> str:

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from recharness.errors import InputError, RecharnessError
+from recharness.core.errors import InputError, RecharnessError
 
 
 def dumps_safe(record) -> str:

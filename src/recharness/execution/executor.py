@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from recharness.errors import BuildMismatch, ServerUnreachable, TransientError, one_line
-from recharness.models.base import Completion, GenerationParams, Messages, ModelBackend
-from recharness.runner.cache import ResponseCache, cache_key
-from recharness.runner.ask import ask
-from recharness.runner.jsonl import GroupCommitLog, read_jsonl
-from recharness.tasks.base import Prediction, Task
+from recharness.core.errors import BuildMismatch, ServerUnreachable, TransientError, one_line
+from recharness.core.io import GroupCommitLog, read_jsonl
+from recharness.core.types import Completion, GenerationParams, Messages, Prediction
+from recharness.execution.ask import ask
+from recharness.execution.cache import ResponseCache, cache_key
+from recharness.models.base import ModelBackend
+from recharness.tasks.base import Task
 
 T = TypeVar("T")
 
@@ -91,7 +92,7 @@ class CachedModel:
         return c
 
     async def score_options(self, messages: Messages, options: list[str]):
-        from recharness.models.base import OptionScores
+        from recharness.core.types import OptionScores
 
         key = None
         if self.cache is not None:

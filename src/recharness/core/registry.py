@@ -18,7 +18,7 @@ import importlib
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-from recharness.errors import ConfigError
+from recharness.core.errors import ConfigError
 
 T = TypeVar("T")
 

@@ -32,8 +32,9 @@ import time
 from collections import Counter, deque
 from pathlib import Path
 
-from recharness.errors import ConfigError, ServerUnreachable, TransientError
-from recharness.models.base import Completion, GenerationParams, Messages, ModelBackend, OptionScores
+from recharness.core.errors import ConfigError, ServerUnreachable, TransientError
+from recharness.core.types import Completion, GenerationParams, Messages, OptionScores
+from recharness.models.base import ModelBackend
 
 #: shards in flight per actor (one being answered, one waiting), so an actor never idles between two
 DEPTH = 2
@@ -43,14 +44,6 @@ MAX_SHARD = 32
 START_TIMEOUT_S = 600.0
 #: times one shard may be sent again after its actor died, before its samples are left undone
 MAX_RESENDS = 3
-
-
-def ray_available() -> bool:
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def _ray():
@@ -196,7 +189,7 @@ class Worker:
         is `[ray.put(tasks)]`, sent with every shard."""
         import asyncio
 
-        from recharness.runner.run import CachedModel, _params_or_none, failure_record, predict_sample
+        from recharness.execution.executor import CachedModel, _params_or_none, failure_record, predict_sample
 
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.slots)
@@ -353,7 +346,7 @@ def _redact(url: str) -> str:
 
 async def _replay(model, identity: dict, task, sample: dict, max_retries: int):
     """(record, None) when the cache answers the whole sample, else (None, the hits found before the miss)."""
-    from recharness.runner.run import CachedModel, predict_sample
+    from recharness.execution.executor import CachedModel, predict_sample
 
     rec_cache = _Recording(model.cache)
     try:
@@ -368,9 +361,9 @@ async def _replay(model, identity: dict, task, sample: dict, max_retries: int):
 async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, model, out_path: Path, *,
                           max_retries: int = 1, concurrency: int | None = None, on_progress=None,
                           build: str | None = None, fsync: bool = True):
-    """The driver loop: the same contract as `runner.run.run_samples`, the work done by `ex`'s actors."""
-    from recharness.runner.jsonl import GroupCommitLog
-    from recharness.runner.run import RunStats, commit_record, completed_ids
+    """The driver loop: the same contract as `execution.executor.run_samples`, the work done by `ex`'s actors."""
+    from recharness.core.io import GroupCommitLog
+    from recharness.execution.executor import RunStats, commit_record, completed_ids
 
     ray = _ray()
     from ray.exceptions import RayActorError, RayTaskError

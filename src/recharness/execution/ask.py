@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from recharness.models.base import Completion, GenerationParams, Messages
-from recharness.tasks.base import Parsed, Prediction
+from recharness.core.types import Completion, GenerationParams, Messages, Parsed, Prediction
 
 
 @dataclass
@@ -58,7 +57,7 @@ class Asked:
 
 async def ask(model, messages: Messages, params: GenerationParams, parse: Callable[[str], Parsed], *,
               reminder: str | None, max_retries: int) -> Asked:
-    """Ask `model` (a runner.run.CachedModel); re-ask with `reminder` after an unparseable answer, at most
+    """Ask `model` (a execution.executor.CachedModel); re-ask with `reminder` after an unparseable answer, at most
     `max_retries` times (never when `reminder` is None). The reminder turn follows the model's own answer."""
     msgs = list(messages)
     asked = Asked(parsed=Parsed(None, False, "not asked"))

@@ -1,0 +1,164 @@
+"""RunDir: the one owner of a run directory's layout; no other module composes its paths.
+
+Layout (default `<data home>/runs/<suite>/<dataset>`):
+  build.json                              what was built, with which seed and options, and its fingerprint
+  samples.jsonl                           one task sample per line
+  predictions/<method>.jsonl              one prediction per sample, appended as they finish
+  predictions/reference/<baseline>.jsonl  reference models' predictions, written whole by `train`
+  models/<baseline>/                      trained reference models (`train`)
+  judgments/<stem>__<judge>.jsonl         LLM-judge verdicts (suites with a judge)
+  scores.json / .md / .csv                metrics per method and task, written as one set
+  report.html                             tables and plots
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from recharness.core.errors import ConfigError, InputError
+from recharness.core.io import read_jsonl
+from recharness.core.paths import runs_dir
+
+#: trained reference models' predictions live in predictions/reference/<baseline>.jsonl: a model's
+#: name cannot hold '/', so its file can never be taken for a reference's (nor the other way round)
+REFERENCE_DIR = "reference"
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_name(name: str) -> str:
+    """A method name stays a plain file inside the run directory."""
+    if not _NAME.fullmatch(name) or ".." in name:
+        raise ConfigError(f"--name {name!r}: use letters, digits, '.', '_' and '-' only (no '/', no leading '.')")
+    return name
+
+
+def fingerprint(samples_path: Path, settings: dict | None = None) -> str:
+    """Identifies one build, stamped on every prediction: the hash of its samples file and of the
+    settings that made it (seed, options: they also shape side files such as training pairs)."""
+    h = hashlib.sha256()
+    with open(samples_path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    if settings:
+        h.update(json.dumps(settings, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+class RunDir:
+    """A run directory: every path of a run, and reading its build."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+
+    @classmethod
+    def default(cls, suite: str, dataset: str) -> RunDir:
+        return cls(runs_dir() / suite / dataset)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    # ---- the build
+    @property
+    def build_json(self) -> Path:
+        return self.path / "build.json"
+
+    @property
+    def samples_jsonl(self) -> Path:
+        return self.path / "samples.jsonl"
+
+    def side_file(self, *parts: str) -> Path:
+        """A file a suite's build writes beside its samples (training pairs, a published layout)."""
+        return self.path.joinpath(*parts)
+
+    # ---- predictions
+    @property
+    def predictions_dir(self) -> Path:
+        return self.path / "predictions"
+
+    def predictions(self, method: str) -> Path:
+        return self.predictions_dir / f"{check_name(method)}.jsonl"
+
+    def prediction_files(self) -> list[Path]:
+        d = self.predictions_dir
+        return sorted(d.glob("*.jsonl")) if d.exists() else []
+
+    @property
+    def reference_dir(self) -> Path:
+        return self.predictions_dir / REFERENCE_DIR
+
+    def reference(self, baseline: str) -> Path:
+        return self.reference_dir / f"{baseline}.jsonl"
+
+    def reference_files(self) -> list[Path]:
+        d = self.reference_dir
+        return sorted(d.glob("*.jsonl")) if d.exists() else []
+
+    # ---- trained models, judgments, results
+    def model_dir(self, name: str) -> Path:
+        return self.path / "models" / name
+
+    @property
+    def judgments_dir(self) -> Path:
+        return self.path / "judgments"
+
+    def judgments(self, stem: str, judge: str) -> Path:
+        return self.judgments_dir / f"{stem}__{judge}.jsonl"
+
+    def import_reports(self) -> list[Path]:
+        d = self.path / "imports"
+        return sorted(d.glob("*.json")) if d.exists() else []
+
+    def import_report(self, method: str) -> Path:
+        """What `score --predictions` imported as `method`, and what it could not use."""
+        return self.path / "imports" / f"{method}.json"
+
+    def scores(self, fmt: str = "json") -> Path:
+        return self.path / f"scores.{fmt}"
+
+    @property
+    def commands_log(self) -> Path:
+        """The recharness commands run on this directory, one JSON line each (shown in the report)."""
+        return self.path / "commands.jsonl"
+
+    @property
+    def report_html(self) -> Path:
+        return self.path / "report.html"
+
+    # ---- reading
+    def has_build(self) -> bool:
+        return self.build_json.exists()
+
+    def build_info(self) -> dict:
+        """build.json, checked to be JSON with the keys every stage reads."""
+        info_path = self.build_json
+        if not info_path.exists():
+            raise ConfigError(f"no build in {self.path}: run `recharness build` first (or pass the right --out)")
+        try:
+            info = json.loads(info_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise InputError(info_path, f"not valid JSON ({e})") from None
+        if not isinstance(info, dict):
+            raise InputError(info_path, "expected a JSON object")
+        for key in ("suite", "dataset", "tasks"):
+            if key not in info:
+                raise InputError(info_path, "missing key", field=key)
+        return info
+
+    def load_build(self) -> tuple[dict, list[dict]]:
+        """(build.json, samples): every sample has an `id` and a `task`."""
+        info = self.build_info()
+        samples = list(read_jsonl(self.samples_jsonl))
+        # builds made before fingerprints existed get theirs from the file itself
+        info.setdefault("fingerprint", fingerprint(self.samples_jsonl))
+        for i, smp in enumerate(samples, 1):
+            for key in ("id", "task"):
+                if key not in smp:
+                    raise InputError(self.samples_jsonl, "missing key", line=i, field=key)
+        return info, samples

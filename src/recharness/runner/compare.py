@@ -1,0 +1,143 @@
+"""Paired comparison of two methods on the samples both answered: bootstrap CI and permutation test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from recharness.core.errors import ConfigError
+from recharness.core.rundir import RunDir
+from recharness.metrics.bootstrap import DEFAULT_RESAMPLES
+from recharness.runner.intervals import GENERIC_BUDGET_S, checked_units, resampled_score
+from recharness.runner.pipeline import methods_by_task
+
+
+def compare(out: Path, models: list[str] | None = None, task: str | None = None, *, seed: int = 0,
+            resamples: int = DEFAULT_RESAMPLES, permutations: int = DEFAULT_RESAMPLES, ci_seed: int = 0,
+            generic_budget_s: float = GENERIC_BUDGET_S) -> list[dict]:
+    """Paired comparison of two methods on the samples both answered, per task and metric.
+
+    `models`: two method names (predictions files, `train`'s reference files or on-the-fly
+    references); default: every pair of the run's predictions files, or with only one, that one
+    against each reference. Each result: the two values (the task's own scorer on the common
+    samples, so invalid answers count as in the tables), the difference A - B with its paired
+    bootstrap 95% CI and p-value, a permutation-test p-value, and how many samples only one
+    method answered (left out).
+    """
+    from recharness.metrics.bootstrap import (
+        bootstrap_p,
+        generic_replicates,
+        is_number,
+        paired_bootstrap,
+        paired_permutation,
+        percentile_ci,
+    )
+    from recharness.metrics.registry import wants_ci
+
+    if models is not None and len(models) != 2:
+        raise ConfigError(f"--models takes two method names, got {len(models)}")
+    info = RunDir(out).build_info()
+    if task is not None and task not in info["tasks"]:
+        raise ConfigError(f"--task {task!r}: this run has {', '.join(info['tasks'])}")
+    results: list[dict] = []
+    absent: dict[str, list[str]] = {}
+    for t, task_obj, samples, methods in methods_by_task(out, seed=seed, only=set(models) if models else None):
+        if task is not None and t != task:
+            continue
+        by_name = {name: (kind, recs) for name, kind, recs, _ in methods}
+        if models is not None:
+            missing = [m for m in models if m not in by_name]
+            if missing:  # a method of some tasks only (e.g. a reference of the condition tasks): skip this task
+                absent[t] = missing
+                continue
+            pairs = [tuple(models)]
+        else:
+            mods = [n for n, (k, _) in by_name.items() if k == "model"]
+            refs = [n for n, (k, _) in by_name.items() if k == "reference"]
+            pairs = [(a, b) for i, a in enumerate(mods) for b in mods[i + 1:]] or [(m, r) for m in mods for r in refs]
+        for a, b in pairs:
+            ra, rb = by_name[a][1], by_name[b][1]
+            common = [s for s in samples if s["id"] in ra and s["id"] in rb]
+            base = {"task": t, "a": a, "b": b, "n": len(common), "n_task": len(samples),
+                    "only_a": sum(s["id"] in ra and s["id"] not in rb for s in samples),
+                    "only_b": sum(s["id"] in rb and s["id"] not in ra for s in samples)}
+            if not common:
+                results.append({**base, "metric": None, "note": "no sample answered by both"})
+                continue
+            ra = {s["id"]: ra[s["id"]] for s in common}  # scorers that read every record see only these
+            rb = {s["id"]: rb[s["id"]] for s in common}
+            ma, mb = task_obj.score(common, ra), task_obj.score(common, rb)
+            wanted = [m for m in ma if wants_ci(m) and is_number(ma[m]) and is_number(mb.get(m))]
+            ua, ub = checked_units(task_obj, common, ra, ma), checked_units(task_obj, common, rb, mb)
+            slow: list[dict] = []
+            for m in wanted:
+                row = {**base, "metric": m, "value_a": ma[m], "value_b": mb[m], "diff": ma[m] - mb[m]}
+                results.append(row)
+                if m in ua and m in ub:
+                    boot = paired_bootstrap(ua[m], ub[m], resamples, ci_seed)
+                    perm = paired_permutation(ua[m], ub[m], permutations, ci_seed)
+                    row.update(lo=boot["lo"], hi=boot["hi"], p_boot=boot["p"], p_perm=perm["p"],
+                               resamples=boot["resamples"], permutations=perm["permutations"], exact=perm["exact"],
+                               how=ua[m].how, generic=False)
+                elif not ua and not ub:  # the task has no units: re-score resampled / swapped samples
+                    slow.append(row)
+                else:
+                    row["note"] = "no units for one of the two methods: no interval"
+            if slow:
+                ms = [r["metric"] for r in slow]
+                n, quarter = len(common), generic_budget_s / 4
+                ga = generic_replicates(resampled_score(task_obj, common, ra), n, ms, resamples, ci_seed, budget_s=quarter)
+                gb = generic_replicates(resampled_score(task_obj, common, rb), n, ms, resamples, ci_seed, budget_s=quarter)
+                perm = _generic_permutation(task_obj, common, ra, rb, ms, permutations, ci_seed, budget_s=2 * quarter)
+                for r in slow:
+                    m = r["metric"]
+                    k = min(ga[m].size, gb[m].size)  # the same counts: a common prefix is paired
+                    d = ga[m][:k] - gb[m][:k]
+                    ci = percentile_ci(d)
+                    r.update(lo=ci[0] if ci else float("nan"), hi=ci[1] if ci else float("nan"), p_boot=bootstrap_p(d),
+                             resamples=int(np.isfinite(d).sum()), how="re-scored resampled samples", generic=True,
+                             **perm[m])
+    if not results and models is None:
+        raise ConfigError(f"nothing to compare in {out}: that needs two predictions files, or one and a reference "
+                          "(or name two methods with --models)")
+    if absent and not results:
+        t, missing = next(iter(absent.items()))
+        raise ConfigError(f"no task of {out} has predictions of both {' and '.join(models or [])} "
+                          f"({t}: none of {', '.join(missing)})")
+    return results
+
+
+def _generic_permutation(task, samples, ra, rb, metrics, permutations, seed, *, budget_s: float) -> dict[str, dict]:
+    """Permutation test by re-scoring: each sample's two answers swapped at random, both methods scored."""
+    import time
+
+    from recharness.metrics.bootstrap import is_number, permutation_p, swap_masks
+
+    def values(pred: dict) -> dict[str, float]:
+        got = task.score(samples, pred)
+        return {m: float(got[m]) if is_number(got.get(m)) else float("nan") for m in metrics}
+
+    va, vb = values(ra), values(rb)
+    observed = {m: va[m] - vb[m] for m in metrics}
+    chunks, exact, count = swap_masks(len(samples), permutations, seed)
+    null: dict[str, list[float]] = {m: [] for m in metrics}
+    t0, done = time.perf_counter(), 0
+    limit = count
+    for chunk in chunks:
+        for sw in chunk:
+            if done >= limit:
+                break
+            a2 = {s["id"]: (rb if x else ra)[s["id"]] for s, x in zip(samples, sw)}
+            b2 = {s["id"]: (ra if x else rb)[s["id"]] for s, x in zip(samples, sw)}
+            va, vb = values(a2), values(b2)
+            for m in metrics:
+                null[m].append(va[m] - vb[m])
+            done += 1
+            if done == 5 and not exact:
+                per = (time.perf_counter() - t0) / done
+                limit = min(count, max(200, int(budget_s / per) if per > 0 else count))
+        if done >= limit:
+            break
+    return {m: {"p_perm": permutation_p(np.asarray(null[m]), observed[m], exact and done == count), "permutations": done,
+                "exact": exact and done == count} for m in metrics}

@@ -1,0 +1,177 @@
+"""95% intervals for a task's score rows, and which rows are not distinguishable from the best.
+
+Each metric is resampled over the task's own units (`Task.units`), the same counts for every row
+(paired); a task without units is re-scored on resampled samples within a time budget.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from recharness.core.types import ScoreRow
+from recharness.metrics.bootstrap import DEFAULT_RESAMPLES
+
+#: seconds the generic path (re-scoring resampled samples, for a task without `units`) may take per task
+GENERIC_BUDGET_S = 60.0
+#: p-values at or above this: a row is not distinguishable from the best
+SIGNIFICANCE = 0.05
+
+
+def resampled_score(task, samples: list[dict], recs: dict[str, dict]):
+    """score(indices) for the generic path: the samples at `indices` (with repeats, renamed apart)."""
+    def fn(idx: np.ndarray) -> dict[str, float]:
+        ss, rr = [], {}
+        for k, j in enumerate(idx.tolist()):
+            s = samples[j]
+            sid = f"{s['id']}\x1f{k}"
+            ss.append({**s, "id": sid})
+            if s["id"] in recs:
+                rr[sid] = recs[s["id"]]
+        return task.score(ss, rr)
+    return fn
+
+
+def checked_units(task, samples: list[dict], recs: dict[str, dict], metrics: dict[str, float]) -> dict:
+    """The task's units for the metrics that get an interval, each checked against the scored value."""
+    import logging
+
+    from recharness.metrics.bootstrap import is_number
+    from recharness.metrics.registry import wants_ci
+
+    out = {}
+    try:
+        units = task.units(samples, recs) or {}
+    except Exception as ex:  # a task's units must not sink the whole score: its rows only lose these intervals
+        logging.getLogger(__name__).warning("%s: units failed (%s: %s): no intervals from units", task.name,
+                                            type(ex).__name__, ex)
+        return out
+    for m, u in units.items():
+        v = metrics.get(m)
+        if not (wants_ci(m) and is_number(v)):
+            continue
+        pt = u.point()
+        if not abs(pt - v) <= 1e-9 * max(1.0, abs(v)):
+            logging.getLogger(__name__).warning("%s: units of %s give %r, the score %r: no interval", task.name, m, pt, v)
+            continue
+        out[m] = u
+    return out
+
+
+def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[ScoreRow, dict[str, dict]]], *,
+                             resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
+                             generic_budget_s: float = GENERIC_BUDGET_S) -> None:
+    """Fill `row.ci` for the rows of one task (all scored on the same `samples`).
+
+    Metrics with units (`task.units`) are resampled as counts over their units, the same counts
+    for every row (paired); the rest of the metrics that get an interval (registry `ci`), when the
+    task has no units at all, by re-scoring resampled samples (`generic`; within
+    `generic_budget_s` per task, at least 200 resamples). Then, per metric with a better side, the
+    best row and the rows whose paired bootstrap p-value against it is >= 0.05 are `top`.
+    """
+    from recharness.metrics.bootstrap import generic_replicates, is_number, percentile_ci, resample_counts
+    from recharness.metrics.registry import wants_ci
+
+    reps: dict[tuple[int, str], np.ndarray] = {}
+    keys: dict[tuple[int, str], tuple] = {}
+    info: dict[tuple[int, str], dict] = {}
+    jobs: dict[tuple, list[tuple[int, str, object]]] = defaultdict(list)
+    generic: list[tuple[int, list[str]]] = []
+    for i, (row, recs) in enumerate(scored):
+        units = checked_units(task, samples, recs, row.metrics)
+        if units:
+            for m, u in units.items():
+                if u.support() < 2:  # one unit: every resample is that unit, a zero-width "interval"
+                    row.extra.setdefault("no_interval", {})[m] = "1 unit" if u.support() == 1 else "no units"
+                    continue
+                jobs[u.key()].append((i, m, u))
+                keys[(i, m)] = u.key()
+                info[(i, m)] = {"how": u.how, "generic": False}
+        else:
+            wanted = [m for m, v in row.metrics.items() if wants_ci(m) and is_number(v)]
+            if wanted:
+                generic.append((i, wanted))
+    for key, items in jobs.items():
+        u0 = items[0][2]
+        parts: dict[tuple[int, str], list[np.ndarray]] = defaultdict(list)
+        for w in resample_counts(u0.n, resamples, seed, u0.strata):
+            for i, m, u in items:
+                parts[(i, m)].append(u.replicates(w))
+        for k, v in parts.items():
+            reps[k] = np.concatenate(v)
+    if generic:
+        ids_key = ("generic", len(samples), hash(tuple(s["id"] for s in samples)))
+        per_row = generic_budget_s / len(generic)
+        for i, wanted in generic:
+            got = generic_replicates(resampled_score(task, samples, scored[i][1]), len(samples), wanted, resamples,
+                                     seed, budget_s=per_row)
+            for m, r in got.items():
+                reps[(i, m)], keys[(i, m)] = r, ids_key
+                info[(i, m)] = {"how": "re-scored resampled samples", "generic": True}
+    for (i, m), r in reps.items():
+        ci = percentile_ci(r)
+        if ci is None:
+            continue
+        scored[i][0].ci[m] = {"lo": ci[0], "hi": ci[1], "resamples": int(np.isfinite(r).sum()), **info[(i, m)]}
+    _mark_best([row for row, _ in scored], reps, keys)
+    _breakdown_intervals(task, samples, scored, resamples=resamples, seed=seed)
+    for row, _ in scored:
+        row.extra["ci_settings"] = {"resamples": resamples, "seed": seed, "level": 0.95,
+                                    "best": f"paired bootstrap p >= {SIGNIFICANCE}"}
+
+
+def _breakdown_intervals(task, samples: list[dict], scored: list[tuple[ScoreRow, dict[str, dict]]], *,
+                         resamples: int, seed: int) -> None:
+    """95% intervals for the per-group tables (`row.extra["breakdown_ci"][group][metric]`): the task's
+    units over the group's samples (`task.breakdown_members`), each checked against the group's value."""
+    from recharness.metrics.bootstrap import percentile_ci, resample_counts
+
+    members = task.breakdown_members(samples)
+    if not members:
+        return
+    for row, recs in scored:
+        table = row.extra.get("breakdown") or {}
+        out: dict[str, dict] = {}
+        for label, idx in members.items():
+            if label not in table or not idx:
+                continue
+            for m, u in checked_units(task, [samples[j] for j in idx], recs, table[label]).items():
+                if u.support() < 2:
+                    continue
+                r = np.concatenate([u.replicates(w) for w in resample_counts(u.n, resamples, seed, u.strata)])
+                ci = percentile_ci(r)
+                if ci is not None:
+                    out.setdefault(label, {})[m] = {"lo": ci[0], "hi": ci[1]}
+        if out:
+            row.extra["breakdown_ci"] = out
+
+
+def _mark_best(rows: list[ScoreRow], reps: dict[tuple[int, str], np.ndarray], keys: dict[tuple[int, str], tuple]) -> None:
+    """Per metric with a better side: p_vs_best (paired bootstrap) and `top` on each row's interval."""
+    from recharness.metrics.bootstrap import bootstrap_p
+    from recharness.metrics.registry import metric_info
+
+    metrics = dict.fromkeys(m for r in rows for m in r.ci)
+    for m in metrics:
+        info = metric_info(m)
+        if info is None or info.higher_is_better is None:
+            continue
+        have = [i for i, r in enumerate(rows) if m in r.ci]
+        if not have:
+            continue
+        sign = 1.0 if info.higher_is_better else -1.0
+        best = max(have, key=lambda i: sign * rows[i].metrics[m])
+        for i in have:
+            c = rows[i].ci[m]
+            if i == best:
+                c.update(p_vs_best=None, top=True)
+                continue
+            a, b = reps[(i, m)], reps[(best, m)]
+            if keys[(i, m)] == keys[(best, m)]:
+                k = min(a.size, b.size)  # the generic path may have done fewer: a common prefix is paired
+                p = bootstrap_p(a[:k] - b[:k])
+                c.update(p_vs_best=p, top=bool(p >= SIGNIFICANCE) or rows[i].metrics[m] == rows[best].metrics[m])
+            else:  # not resampled alike: fall back to overlapping intervals
+                bc = rows[best].ci[m]
+                c.update(p_vs_best=None, top=bool(c["hi"] >= bc["lo"] and c["lo"] <= bc["hi"]), overlap=True)
