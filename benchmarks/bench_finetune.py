@@ -5,7 +5,7 @@ training split only), scores the zero-shot model (the built-in GGUF through tran
 numerics as training) and, for each --lr, fine-tunes with `recharness.finetune.finetune`, exports
 `hf:DIR` and scores it through the hf backend on the same test samples. `--items id` / `--items sid`
 (repeatable) add RecBench's Groups D / F: the same training pairs with items as new identifier tokens,
-scored by `finetune.predict_ctr` (P(Yes) from the logits, as the text model); the md then shows the
+scored by `finetune.api.answer_build` (`run -m ft:DIR`) (P(Yes) from the logits, as the text model); the md then shows the
 paper's Table 3/4 layout (zero-shot in Table 3, fine-tunes in Table 4's groups beside the references). Writes training tokens/s,
 peak memory (RSS), wall times, AUC / GAUC / logloss with 95% bootstrap intervals, and the paired
 bootstrap p-value of each fine-tune against zero-shot.
@@ -71,7 +71,7 @@ def main():
     kinds = args.items or ["text"]
 
     from recharness.finetune import finetune
-    from recharness.finetune.api import predict_ctr
+    from recharness.finetune.api import answer_build
     from recharness.models.builtin import fetch_model
     from recharness.models.hf import HFBackend
 
@@ -108,7 +108,7 @@ def main():
                 score_with(HFBackend(str(res.out)), name)
             else:
                 t = time.perf_counter()
-                predict_ctr(args.run, res.out, name)
+                answer_build(args.run, res.out, name)
                 timings.setdefault(name, {})["score_s"] = time.perf_counter() - t
     scored = pipeline.score(args.run, seed=args.seed)
     rows = {r.method: r for r in scored if r.task == "ctr"}

@@ -60,7 +60,7 @@ def token_work(backend: LlamaCppBackend, prompts: list[list[dict]]) -> tuple[int
     total = evaluated = 0
     prev: list[int] = []
     for p in prompts:
-        toks = llm.tokenize(backend._format_prompt(llm, p).encode("utf-8"), add_bos=False, special=True)
+        toks = llm.tokenize(backend.chat_prompt(llm, p).encode("utf-8"), add_bos=False, special=True)
         k = 0
         while k < min(len(prev), len(toks) - 1) and prev[k] == toks[k]:
             k += 1

@@ -49,7 +49,10 @@ from recharness.core.io import read_jsonl  # noqa: E402
 from recharness.core.types import ScoreRow  # noqa: E402
 from recharness.data.semantic_ids import semantic_ids  # noqa: E402
 from recharness.data.store import load_dataset  # noqa: E402
-from recharness.finetune.api import finetune, predict_seqrec  # noqa: E402
+from recharness.finetune.api import (
+    answer_build,  # noqa: E402
+    finetune,  # noqa: E402
+)
 from recharness.finetune.export import read_info  # noqa: E402
 from recharness.runner import pipeline  # noqa: E402
 from recharness.runner.train import train  # noqa: E402
@@ -185,7 +188,7 @@ def main():
         if not pred.exists():
             _log(f"{kind}-smollm2: CBS ({args.beams} beams) on {args.llm_samples} samples…")
             t0, c0 = time.perf_counter(), time.process_time()
-            predict_seqrec(args.out, ft_dir, f"{kind}-smollm2", beams=args.beams, limit=args.llm_samples)
+            answer_build(args.out, ft_dir, f"{kind}-smollm2", beams=args.beams, limit=args.llm_samples)
             timings[f"cbs-{kind}"] = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
         ft_infos[kind] = (read_info(ft_dir) or {}, list(read_jsonl(pred)))
     timings_path.write_text(json.dumps(timings))

@@ -123,6 +123,9 @@ JUDGE_ANSWER = '{"faithfulness": 4, "personalization": 3}'
 
 DOCUMENTED_FIELDS = [
     ("created", "build.json timestamp"),
+    ("time", "timestamps of commands.jsonl lines and import reports; ISO timestamps in report.html"),
+    ("samples_sha256, samples_count", "build.json's record of its samples file (samples.jsonl is compared itself)"),
+    ("latency charts", "report.html's '<metric> against latency' images (they plot measured seconds)"),
     ("fingerprint", "build.json hash of samples.jsonl (samples.jsonl is compared instead)"),
     ("build", "top-level key of predictions/judgments records (that fingerprint)"),
     ("*latency* keys/columns", "latency_s, latency_uncached_s in JSON anywhere and in CSV/Markdown/HTML table columns"),
@@ -135,7 +138,10 @@ DOCUMENTED_FIELDS = [
 ]
 
 VOLATILE_NAME = re.compile(r"latency|elapsed|duration", re.IGNORECASE)
-DROP_ANYWHERE = {"created", "fingerprint"}
+DROP_ANYWHERE = {"created", "fingerprint", "time", "samples_sha256", "samples_count"}
+ISO_TIME_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+BUILD_ROW_RE = re.compile(r"(<td>build</td><td>)[0-9a-f]{16}")
+LATENCY_IMG_RE = re.compile(r"(data:image/png;sha256,)[0-9a-f]{16}('><figcaption>[^<]* against latency)")
 DROP_TOP_OF_RECORD = {"build"}  # predictions/ and judgments/ records
 PORT_RE = re.compile(r"127\.0\.0\.1:\d+")
 IMG_RE = re.compile(r"data:image/png;base64,([A-Za-z0-9+/=]+)")
@@ -453,6 +459,8 @@ _CELL_RE = re.compile(r"<(td|th)>(.*?)</\1>", re.DOTALL)
 def mask_html(text: str) -> str:
     text = IMG_RE.sub(lambda m: "data:image/png;sha256," + hashlib.sha256(base64.b64decode(m.group(1))).hexdigest()[:16],
                       text)
+    text = LATENCY_IMG_RE.sub(r"\1<latency chart>\2", text)
+    text = BUILD_ROW_RE.sub(r"\1<FINGERPRINT>", ISO_TIME_RE.sub("<TIME>", text))
 
     def table(m: re.Match) -> str:
         rows = m.group(0).split("</tr>")

@@ -9,9 +9,12 @@ from recharness.baselines import (
     RandomRanker,
     TrainData,
     fit,
-    serving,
     training_rows,
 )
+from recharness.tasks.llmrec.direct import DirectTask
+from recharness.tasks.llmrec.sequential import SequentialTask
+from recharness.tasks.references import serving
+from recharness.tasks.registry import get_task
 
 
 def test_popularity_ignores_each_users_held_out_item():
@@ -48,28 +51,29 @@ def test_training_rows_drop_each_users_last_interaction():
     assert _train().interactions.rows() == [("u1", "a"), ("u1", "b"), ("u2", "a")]
 
 
-def test_every_registered_baseline_fits_and_predicts_records_its_tasks_score():
+def test_every_baseline_of_the_ranking_tasks_fits_and_predicts_records_its_tasks_score():
     seq = {"id": "s1", "task": "sequential", "n_recs": 2, "seen": ["a"]}
     direct = {"id": "d1", "task": "direct", "candidates": ["e", "b", "a"]}
-    for name, cls in BASELINES.items():
-        meta = BASELINES.meta(name)
-        if not set(meta["tasks"]) & {"llmrec:sequential", "llmrec:direct"}:
-            continue  # CTR-only baselines (item_mean): tests/test_recbench_ctr.py
-        assert issubclass(cls, Baseline) and isinstance(meta["trainable"], bool) and meta["tasks"]
+    assert SequentialTask.baselines == DirectTask.baselines == ("popularity", "random")
+    for name in SequentialTask.baselines:
+        cls, meta = BASELINES.get(name), BASELINES.meta(name)
+        assert issubclass(cls, Baseline) and isinstance(meta["trainable"], bool) and "ranking" in meta["answers"]
         model, seconds = fit(name, _train(), seed=0)
         assert seconds >= 0 and model.identity()["baseline"] == name
-        out = model.predict([seq, direct])
+        out = {**model.predict([seq], SequentialTask()), **model.predict([direct], DirectTask())}
         assert set(out) == {"s1", "d1"} and all(r["valid"] for r in out.values())
         items = out["s1"]["parsed"]["items"]  # popularity knows only items with training rows
         assert 1 <= len(items) <= 2 and set(items) <= {"b", "c", "d", "e"} and out["s1"]["parsed"]["strings"] == items
         assert sorted(out["d1"]["parsed"]["ranking"]) == ["a", "b", "e"]
-        assert model.predict([seq, direct]) == out  # the same samples give the same records
-    assert serving("llmrec", "sequential") == serving("llmrec", "direct") == ["popularity", "random"]
-    assert serving("llmrec", "rating") == [] and serving("perrecbench", "point") == []
+        again = {**model.predict([seq], SequentialTask()), **model.predict([direct], DirectTask())}
+        assert again == out  # the same samples give the same records
+    assert serving(get_task("llmrec", "sequential")) == serving(get_task("llmrec", "direct")) == ["popularity", "random"]
+    assert serving(get_task("llmrec", "rating")) == [] and serving(get_task("perrecbench", "point")) == []
 
 
 def test_fit_learns_from_the_training_part_only():
     pop = fit("popularity", _train())[0]
     assert pop.counts == {"a": 2, "b": 1}  # c and d were held out
-    assert pop.predict([{"id": "s", "task": "sequential", "n_recs": 3, "seen": []}])["s"]["parsed"]["items"] == ["a", "b"]
+    s = {"id": "s", "task": "sequential", "n_recs": 3, "seen": []}
+    assert pop.predict([s], SequentialTask())["s"]["parsed"]["items"] == ["a", "b"]
     assert fit("random", _train(), seed=4)[0].identity() == {"baseline": "random", "settings": {"seed": 4}}

@@ -354,7 +354,7 @@ def test_registered_lazily_without_importing_torch():
     registry = Registry("baseline")
     register_dlrms(registry)
     assert registry.names() == list(DLRMS) == list(VARIANTS)
-    assert all(registry.meta(n)["tasks"] == ("recbench:ctr",) and registry.meta(n)["trainable"]
+    assert all(registry.meta(n)["answers"] == ("click",) and registry.meta(n)["trainable"]
                and registry.meta(n)["heavy"] for n in registry)
     assert registry.get("dnn_text") is VARIANTS["dnn_text"]
     code = ("import sys; from recharness.core.registry import Registry; from recharness.baselines.dlrm import register_dlrms; "

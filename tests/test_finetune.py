@@ -35,7 +35,7 @@ def seqrec_run(ml1m, tmp_path_factory):
 def test_ctr_examples_come_from_the_training_pairs_never_a_test_sample(ml1m, ctr_run):
     import polars as pl
 
-    from recharness.finetune.examples import ctr_examples
+    from recharness.tasks.recbench.finetune import ctr_examples
 
     _, samples = pipeline.load_build(ctr_run)
     exs = ctr_examples(ctr_run, ml1m)
@@ -66,8 +66,8 @@ def test_an_example_that_is_a_test_sample_is_refused(ml1m, ctr_run):
 
 
 def test_seqrec_examples_in_item_tokens_never_a_test_target(ml1m, seqrec_run):
-    from recharness.finetune.examples import seqrec_examples
     from recharness.finetune.items import id_vocab
+    from recharness.tasks.recbench.finetune import seqrec_examples
 
     _, samples = pipeline.load_build(seqrec_run)
     vocab = id_vocab(ml1m.items["item_id"].to_list())
@@ -83,8 +83,8 @@ def test_ctr_examples_with_item_ids_write_every_item_as_its_token(ml1m, ctr_run)
     """Group D's examples: the same training pairs and labels as the text ones, items as <item_ID>."""
     import polars as pl
 
-    from recharness.finetune.examples import ctr_examples
     from recharness.finetune.items import UNKNOWN, id_vocab
+    from recharness.tasks.recbench.finetune import ctr_examples
 
     vocab = id_vocab(ml1m.items["item_id"].to_list())
     text, ids = ctr_examples(ctr_run, ml1m, limit=30, seed=2), ctr_examples(ctr_run, ml1m, limit=30, seed=2, vocab=vocab)
@@ -117,10 +117,10 @@ def _encoded(tok, exs):
 
 @pytest.mark.llm
 def test_a_few_steps_raise_the_probability_of_the_right_answers(base, ml1m, ctr_run, tmp_path):
-    from recharness.finetune.examples import ctr_examples
     from recharness.finetune.export import export_merged
     from recharness.finetune.lora import LoraSettings, answer_logprobs, attach_lora, train
     from recharness.models.hf import HFBackend
+    from recharness.tasks.recbench.finetune import ctr_examples
 
     tok, model = base
     exs = ctr_examples(ctr_run, ml1m, limit=6, seed=3)
@@ -141,7 +141,7 @@ def test_a_few_steps_raise_the_probability_of_the_right_answers(base, ml1m, ctr_
     hf = HFBackend(str(out))
     assert hf.identity()["finetune"]["weights"]
     for e, p in zip(exs[:2], p_peft):
-        probs = hf._score_sync(e.messages, ["Yes", "No"])
+        probs = hf.score_options_sync(e.messages, ["Yes", "No"])
         got = math.exp(probs.logprobs[e.answer])
         assert abs(got - p) < 1e-3, (got, p)  # the first token of "Yes" / " Yes" vs "Yes" alone: ~equal
     path, _ = pipeline.run(ctr_run, hf, "ft-smollm2", limit=2, use_cache=False)
@@ -257,15 +257,15 @@ def test_id_tokens_train_and_cbs_answers_only_catalog_items(base, tmp_path):
 
 @pytest.mark.llm
 def test_an_id_ctr_model_is_scored_resumably_and_lands_in_table_4_group_d(base, ml1m, ctr_run, tmp_path):
-    """Group D end to end: train on identifier prompts, `predict_ctr` scores P(Yes) from the logits
+    """Group D end to end: train on identifier prompts, `answer_build` (= `run -m ft:DIR`) scores P(Yes) from the logits
     (killed after two answers, it resumes without redoing or losing one), `score` reads it, and
     Table 4 shows it under D, not among the zero-shot LLMs of Table 3."""
-    from recharness.finetune.api import predict_ctr
-    from recharness.finetune.examples import ctr_examples
+    from recharness.finetune.api import answer_build
     from recharness.finetune.export import export_merged
     from recharness.finetune.items import id_vocab
     from recharness.finetune.lora import LoraSettings, attach_lora, encode, train
     from recharness.models.hf import HFBackend
+    from recharness.tasks.recbench.finetune import ctr_examples
     from recharness.tasks.recbench.tables import paper_tables
 
     tok0, model = base
@@ -276,7 +276,8 @@ def test_an_id_ctr_model_is_scored_resumably_and_lands_in_table_4_group_d(base, 
     settings = LoraSettings(rank=4, alpha=16, lr=1e-3, batch=4, micro_batch=4, max_steps=1, dropout=0.0)
     pm = attach_lora(m, settings, new)
     train(pm, tok, [encode(tok, e.messages, e.answer) for e in exs], settings, None)
-    d = export_merged(pm, tok, tmp_path / "id-ctr", {"base": "smollm2-135m", "task": "ctr", "items": "id", "steps": 1})
+    d = export_merged(pm, tok, tmp_path / "id-ctr", {"base": "smollm2-135m", "suite": "recbench", "task": "ctr",
+                                                        "items": "id", "steps": 1})
     vocab.save(d)
 
     class Killed(Exception):
@@ -290,20 +291,20 @@ def test_an_id_ctr_model_is_scored_resumably_and_lands_in_table_4_group_d(base, 
             raise Killed
 
     with pytest.raises(Killed):
-        predict_ctr(ctr_run, d, "smollm2-ctr-id", limit=3, on_progress=kill_after_2)
-    partial = ctr_run / "predictions" / "smollm2-ctr-id.jsonl.partial"
-    first = [json.loads(x) for x in partial.read_text().splitlines()]
+        answer_build(ctr_run, d, "smollm2-ctr-id", limit=3, on_progress=kill_after_2)
+    pred = ctr_run / "predictions" / "smollm2-ctr-id.jsonl"
+    first = [json.loads(x) for x in pred.read_text().splitlines()]
     assert len(first) == 2
     counted = []
-    path = predict_ctr(ctr_run, d, "smollm2-ctr-id", limit=3, on_progress=counted.append)
-    assert counted == [2, 1] and not partial.exists()  # two resumed, one answered
+    path = answer_build(ctr_run, d, "smollm2-ctr-id", limit=3, on_progress=counted.append)
+    assert counted == [2, 1] and path == pred  # two resumed, one answered
     recs = [json.loads(x) for x in path.read_text().splitlines()]
     _, samples = pipeline.load_build(ctr_run)
     assert [r["id"] for r in recs] == [s["id"] for s in samples[:3]]
     assert recs[:2] == first
     hf = HFBackend(str(d))
     s = samples[2]
-    lp = hf._score_sync(vocab.ctr_messages(s["history"], s["item_id"]), ["Yes", "No"]).logprobs
+    lp = hf.score_options_sync(vocab.ctr_messages(s["history"], s["item_id"]), ["Yes", "No"]).logprobs
     assert recs[2]["parsed"]["p_yes"] == pytest.approx(math.exp(lp["Yes"]) / (math.exp(lp["Yes"]) + math.exp(lp["No"])))
     assert recs[2]["model"]["finetune"]["items"] == "id" and recs[2]["valid"]
 
@@ -317,15 +318,12 @@ def test_an_id_ctr_model_is_scored_resumably_and_lands_in_table_4_group_d(base, 
         next(x for x in lines if x.startswith("| random |")))
 
 
-@pytest.mark.llm
-def test_an_sid_seqrec_model_answers_a_capped_sample_and_lands_in_table_5_group_j(base, ml1m, seqrec_run, tmp_path):
-    """Group J end to end: `predict_seqrec` with a limit declares the cap, `score` judges the model on
-    the samples it answered (n_scored), every beam is a catalog item, and Table 5 places it under J."""
-    from recharness.finetune.api import predict_seqrec
+@pytest.fixture(scope="module")
+def sid_dir(base, ml1m, tmp_path_factory):
+    """An SID seqrec fine-tune (untrained LoRA over made-up 2-level codes) written as `recharness finetune` does."""
     from recharness.finetune.export import export_merged
     from recharness.finetune.items import ItemVocab
     from recharness.finetune.lora import LoraSettings, attach_lora
-    from recharness.tasks.recbench.tables import table5
 
     tok0, model = base
     tok, m = copy.deepcopy(tok0), copy.deepcopy(model)
@@ -334,9 +332,21 @@ def test_an_sid_seqrec_model_answers_a_capped_sample_and_lands_in_table_5_group_
     codes = {i: (f"<sid_0_{k % 64}>", f"<sid_1_{k // 64}>") for k, i in enumerate(items)}
     vocab = ItemVocab("sid", codes, sorted({t for c in codes.values() for t in c}), {"n_items": len(items)})
     pm = attach_lora(m, LoraSettings(rank=4, alpha=16, dropout=0.0), vocab.add_to(tok, m))
-    d = export_merged(pm, tok, tmp_path / "sid", {"base": "smollm2-135m", "task": "seqrec", "items": "sid"})
+    d = export_merged(pm, tok, tmp_path_factory.mktemp("ft") / "sid",
+                      {"base": "smollm2-135m", "suite": "recbench", "task": "seqrec", "items": "sid"})
     vocab.save(d)
-    path = predict_seqrec(seqrec_run, d, "smollm2-seqrec-sid", beams=3, limit=2)
+    return d
+
+
+@pytest.mark.llm
+def test_an_sid_seqrec_model_answers_a_capped_sample_and_lands_in_table_5_group_j(ml1m, seqrec_run, sid_dir):
+    """Group J end to end: `answer_build` (= `run -m ft:DIR --limit 2`) declares the cap, `score` judges the model on
+    the samples it answered (n_scored), every beam is a catalog item, and Table 5 places it under J."""
+    from recharness.finetune.api import answer_build
+    from recharness.tasks.recbench.tables import table5
+
+    items = ml1m.items["item_id"].to_list()
+    path = answer_build(seqrec_run, sid_dir, "smollm2-seqrec-sid", beams=3, limit=2)
     recs = [json.loads(x) for x in path.read_text().splitlines()]
     assert len(recs) == 2 and all(r["parsed"]["sample_cap"] == 2 and r["parsed"]["invalid"] == 0 for r in recs)
     assert all(set(r["parsed"]["top"]) <= set(items) and r["parsed"]["top"] for r in recs)
@@ -345,6 +355,42 @@ def test_an_sid_seqrec_model_answers_a_capped_sample_and_lands_in_table_5_group_
     lines = table5({"ML-1M": [row]}).splitlines()
     j = lines.index(next(x for x in lines if x.startswith("| **J: LLMs, semantic IDs")))
     assert lines[j + 1].startswith("| smollm2-seqrec-sid | ") and " | 2 | 0.0% / 0.0% |" in lines[j + 1]
+
+
+@pytest.mark.llm
+def test_an_sid_model_is_an_ordinary_run_row_that_survives_kill9(seqrec_run, sid_dir):
+    """`recharness run -m ft:DIR`: killed with SIGKILL after its first answer, the rerun answers the rest;
+    every sample exactly once, the first answers kept as they were."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from collections import Counter
+
+    from recharness.core.io import read_jsonl
+
+    args = [sys.executable, "-m", "recharness", "run", "recbench", "-o", str(seqrec_run), "-m", f"ft:{sid_dir}",
+            "--name", "sid-k9", "--limit", "3", "--no-cache"]
+    pred = seqrec_run / "predictions" / "sid-k9.jsonl"
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not (pred.exists() and pred.read_text().count("\n") >= 1):
+        assert p.poll() is None, p.stderr.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    first = {r["id"]: r for r in read_jsonl(pred, tolerate_torn_tail=True)}
+    assert 1 <= len(first) < 3
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    recs = list(read_jsonl(pred))
+    _, samples = pipeline.load_build(seqrec_run)
+    want = [s["id"] for s in samples if s["task"] == "seqrec"][:3]
+    assert Counter(r["id"] for r in recs) == Counter(want)  # 0 lost, 0 duplicated
+    assert all(recs[k] == first[recs[k]["id"]] for k in range(len(first)))
+    assert all(r["parsed"]["sample_cap"] == 3 and r["parsed"]["invalid"] == 0 and r["model"]["finetune"]["items"] == "sid"
+               for r in recs)
 
 
 def test_epochs_seen_counts_a_short_last_batch_once():

@@ -202,7 +202,7 @@ def test_the_gguf_scores_like_the_hf_directory(exported, ctr_run):
         assert worst < tol, (path.name, worst)
         llm = lb._load()
         for m in msgs[:5]:  # the chat template and tokenizer came across: the same prompt tokens
-            ids = llm.tokenize(lb._format_prompt(llm, m).encode(), add_bos=False, special=True)
+            ids = llm.tokenize(lb.chat_prompt(llm, m).encode(), add_bos=False, special=True)
             assert ids == hf._prompt_ids(tok, m)[0].tolist()
         if path == f16:  # greedy answers: the same text at f16
             gp = GenerationParams(max_tokens=8)

@@ -37,7 +37,7 @@ def _test_users_items(run_dir):
 
 def _groups(run_dir, ml1m, per_level):
     """The training groups `perrecbench_examples` uses, by query item."""
-    from recharness.finetune.perrecbench_examples import _opts, build_groups, training_groups
+    from recharness.tasks.perrecbench.finetune import _opts, build_groups, training_groups
 
     info = json.loads((run_dir / "build.json").read_text())
     users, items = build_groups(run_dir)
@@ -47,7 +47,7 @@ def _groups(run_dir, ml1m, per_level):
 
 
 def test_training_groups_share_no_user_and_no_item_with_the_build(ml1m, prb_run):
-    from recharness.finetune.perrecbench_examples import build_groups, perrecbench_examples
+    from recharness.tasks.perrecbench.finetune import build_groups, perrecbench_examples
 
     test_users, test_items = _test_users_items(prb_run)
     users, items = build_groups(prb_run)  # test groups, their shots and every held-out group
@@ -88,7 +88,7 @@ def test_training_groups_share_no_user_and_no_item_with_the_build(ml1m, prb_run)
 
 def test_an_example_from_a_test_group_is_refused(ml1m, prb_run):
     from recharness.finetune.examples import Example
-    from recharness.finetune.perrecbench_examples import check_groups_disjoint, perrecbench_examples
+    from recharness.tasks.perrecbench.finetune import check_groups_disjoint, perrecbench_examples
 
     users, items = _test_users_items(prb_run)
     e = perrecbench_examples(prb_run, ml1m, "listwise", groups=1)[0]
@@ -104,8 +104,8 @@ def test_an_example_from_a_test_group_is_refused(ml1m, prb_run):
 
 
 def test_answers_parse_with_the_suites_parsers_to_the_true_order(ml1m, prb_run):
-    from recharness.finetune.perrecbench_examples import perrecbench_examples
     from recharness.tasks.perrecbench import prompts
+    from recharness.tasks.perrecbench.finetune import perrecbench_examples
     from recharness.tasks.perrecbench.original import truth_of
     from recharness.tasks.perrecbench.parsing import parse_pair, parse_ranking, parse_rating
     from recharness.tasks.perrecbench.scoring import prediction_scores
@@ -203,7 +203,7 @@ def _weights(directory):
 
 @pytest.mark.llm
 def test_finetune_perrecbench_writes_an_hf_dir_with_its_adapter_and_the_papers_defaults(two_finetunes):
-    from recharness.finetune.api import PAPER_LORA, PAPER_TRAIN
+    from recharness.finetune.api import recipe
 
     res, pair, _ = two_finetunes
     assert res.out == pair and res.task == "pairwise" and res.train.steps == 2 and res.examples == 2
@@ -213,8 +213,9 @@ def test_finetune_perrecbench_writes_an_hf_dir_with_its_adapter_and_the_papers_d
     s = info["settings"]
     assert (s["rank"], s["alpha"], s["lr"], s["max_len"]) == (16, 32, 5e-3, 2048)
     # the paper's settings are the defaults when not overridden
-    assert PAPER_LORA[("perrecbench", "pointwise")] == (16, 32)
-    assert PAPER_TRAIN["perrecbench"] == {"lr": 1e-5, "epochs": 2, "batch": 32, "max_len": 2048}
+    assert recipe("perrecbench", "pointwise").lora == recipe("perrecbench", "point").lora == (16, 32)
+    assert recipe("perrecbench", "pairwise").train == {"lr": 1e-5, "epochs": 2, "batch": 32, "max_len": 2048}
+    assert recipe("perrecbench", None).task == "joint" and recipe("perrecbench", "multitask").task == "joint"
     cfg = json.loads((pair / "adapter" / "adapter_config.json").read_text())
     assert cfg["r"] == 16 and cfg["lora_alpha"] == 32
     # safetensors and JSON only: nothing that would need unpickling in the model directory

@@ -28,7 +28,7 @@ def backends(smollm2_path):
     from recharness.models.llamacpp import LlamaCppBackend
 
     hf = HFBackend(str(smollm2_path))
-    hf._load()
+    hf.load()
     return hf, LlamaCppBackend(smollm2_path, name="smollm2-135m", n_ctx=2048)
 
 
@@ -51,8 +51,8 @@ def test_yes_no_scores_match_llama_cpp(backends, ctr_run):
     hf, llama = backends
     _, samples = pipeline.load_build(ctr_run)
     for s in samples:
-        p_hf = hf._score_sync(s["messages"], ["Yes", "No"]).probabilities()["Yes"]
-        p_ll = llama._score_sync(s["messages"], ["Yes", "No"]).probabilities()["Yes"]
+        p_hf = hf.score_options_sync(s["messages"], ["Yes", "No"]).probabilities()["Yes"]
+        p_ll = llama.score_options_sync(s["messages"], ["Yes", "No"]).probabilities()["Yes"]
         assert abs(p_hf - p_ll) < 0.05, (s["id"], p_hf, p_ll)
 
 

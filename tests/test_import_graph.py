@@ -1,14 +1,21 @@
-"""The import graph of src/recharness: no cycles, and the runner depends on no particular suite.
+"""The import graph of src/recharness: no cycles between modules or packages, and suites are plug-ins.
 
 Every `import` / `from ... import` in a module counts, at any depth (an import inside a
 function is still a dependency; deferring it only hides a cycle). `from pkg import name`
 depends on `pkg.name` when that is a module of ours, else on `pkg`. A package's
 `__init__` is not implied by importing one of its modules (as in import-linter / pydeps).
+
+Packages are the first level under recharness (core, models, data, baselines, execution, runner,
+report, ...), with each suite (`recharness.tasks.<suite>`) a package of its own beside
+`recharness.tasks` (the task contract and registry). Nothing outside tasks/ imports a suite, nor
+names one as a value (a string that is a suite name, e.g. `== "perrecbench"`): only prose (help
+text, messages, docstrings) may mention them.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -18,8 +25,8 @@ PACKAGE = "recharness"
 # Empty this when the llmrec judge no longer imports the explanation task.
 ALLOWED_CYCLES: list[frozenset[str]] = []
 
-RUNNER = "recharness.runner"
-SUITES = ("recharness.tasks.llmrec", "recharness.tasks.perrecbench", "recharness.tasks.recbench_plus")
+TASKS = "recharness.tasks"
+CORE = "recharness.core"
 
 
 def module_files(src: Path = SRC, package: str = PACKAGE) -> dict[str, Path]:
@@ -127,9 +134,113 @@ def test_no_import_cycles():
     assert not unexpected, f"import cycles in src/{PACKAGE}: {unexpected}"
 
 
-def test_runner_imports_no_suite():
-    g = import_graph()
-    bad = {m: sorted(d for d in deps if d.startswith(SUITES))
-           for m, deps in g.items() if m == RUNNER or m.startswith(RUNNER + ".")}
+def suite_packages(src: Path = SRC, package: str = PACKAGE) -> list[str]:
+    """Every sub-package of recharness.tasks (found on disk, none omitted)."""
+    return sorted(f"{package}.tasks.{d.name}" for d in (src / package / "tasks").iterdir()
+                  if (d / "__init__.py").exists())
+
+
+def package_of(mod: str, suites: list[str]) -> str:
+    for s in suites:
+        if mod == s or mod.startswith(s + "."):
+            return s
+    parts = mod.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else mod
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    suites = suite_packages()
+    out: dict[str, set[str]] = {}
+    for m, deps in graph.items():
+        a = package_of(m, suites)
+        out.setdefault(a, set())
+        for d in deps:
+            b = package_of(d, suites)
+            if a != b:
+                out[a].add(b)
+    return out
+
+
+def test_every_suite_is_found():
+    assert {"recharness.tasks.llmrec", "recharness.tasks.perrecbench", "recharness.tasks.recbench",
+            "recharness.tasks.recbench_plus"} <= set(suite_packages())
+
+
+def test_package_cycle_finder_sees_a_package_loop():
+    g = {"recharness.a.x": {"recharness.b.y"}, "recharness.b.y": set(), "recharness.b.z": {"recharness.a.w"},
+         "recharness.a.w": set()}
+    assert cycles(package_graph(g)) == [frozenset({"recharness.a", "recharness.b"})]
+
+
+def test_no_package_cycles():
+    found = cycles(package_graph(import_graph()))
+    assert not found, f"import cycles between packages of src/{PACKAGE}: {[sorted(c) for c in found]}"
+
+
+def test_core_imports_nothing_else_of_the_package():
+    bad = {m: sorted(d for d in deps if not d.startswith(CORE)) for m, deps in import_graph().items()
+           if m.startswith(CORE + ".") or m == CORE}
+    assert not {m: d for m, d in bad.items() if d}, bad
+
+
+def test_no_module_outside_tasks_imports_a_suite():
+    suites = tuple(suite_packages())
+    bad = {m: sorted(d for d in deps if d.startswith(suites)) for m, deps in import_graph().items()
+           if not m.startswith(TASKS + ".") and m != TASKS}
     bad = {m: d for m, d in bad.items() if d}
-    assert not bad, f"the runner imports specific suites: {bad}"
+    assert not bad, f"modules outside tasks/ import a suite: {bad}"
+
+
+SUITE_NAME = re.compile(r"^(llmrec|perrecbench|recbench|recbench[-_]plus)([:/.][\w./-]*)?$")
+
+
+def suite_names_as_values(path: Path) -> list[tuple[int, str]]:
+    """String constants (not docstrings) that are a suite name, e.g. `info["suite"] == "perrecbench"`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+            and SUITE_NAME.match(n.value)]
+
+
+def test_the_suite_name_scan_finds_a_planted_name(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text('"""About perrecbench."""\nif suite == "perrecbench" or t == "recbench:ctr":\n    print("see llmrec docs")\n')
+    assert suite_names_as_values(f) == [(2, "perrecbench"), (2, "recbench:ctr")]
+
+
+def test_no_suite_named_outside_tasks():
+    root = SRC / PACKAGE
+    files = [f for f in sorted(root.rglob("*.py")) if "tasks" not in f.relative_to(root).parts]
+    found = {str(f.relative_to(root)): hits for f in files if (hits := suite_names_as_values(f))}
+    assert not found, f"suite names used as values outside tasks/: {found}"
+
+
+def test_executors_have_no_stubs():
+    for f in sorted((SRC / PACKAGE / "execution").rglob("*.py")):
+        assert "NotImplementedError" not in f.read_text(encoding="utf-8"), f"{f.name} has a stub"
+
+
+def test_no_private_method_of_another_class_called_across_modules():
+    """`X._name(` / `obj._name(` where the callee is defined in another module of ours: a private API
+    crossed (self._x and cls._x are the class's own)."""
+    root = SRC / PACKAGE
+    defined: dict[str, set[str]] = {}
+    trees = {}
+    for f in sorted(root.rglob("*.py")):
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        trees[f] = tree
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("_") \
+                    and not n.name.startswith("__"):
+                defined.setdefault(n.name, set()).add(str(f))
+    bad = []
+    for f, tree in trees.items():
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in defined \
+                    and not (isinstance(n.func.value, ast.Name) and n.func.value.id in ("self", "cls")) \
+                    and str(f) not in defined[n.func.attr]:
+                bad.append(f"{f.relative_to(root)}:{n.lineno} {n.func.attr}")
+    assert not bad, bad

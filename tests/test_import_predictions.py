@@ -104,9 +104,9 @@ def test_perrecbench_orderings_and_original_files_score_like_the_run(ml1m, tmp_p
     # the original layout: <mode>-<level>.json, as the authors released them
     files = write_predictions(list(samples.values()), {r["id"]: r for r in recs}, tmp_path / "released")
     assert files
-    from recharness.cli import _perrecbench_files
+    from recharness.tasks.perrecbench.imports import import_files
 
-    rep = import_predictions(out, tmp_path / "released", "other", native=_perrecbench_files, force=True)
+    rep = import_predictions(out, tmp_path / "released", "other", native=import_files, force=True)
     assert rep["imported"] == len(recs)
     _same(pipeline.score(out, resamples=200))
 

@@ -32,7 +32,7 @@ def test_prefix_reuse_gives_the_same_probabilities(smollm2_path):
 
     a, b = asyncio.run(scores(with_reuse)), asyncio.run(scores(without))
     assert max(abs(x - y) for x, y in zip(a, b)) <= 1e-4, (a, b)
-    llm = with_reuse._load()
+    llm = with_reuse.load()
     # the last prompt shares only the system turn with the one before: the cache was cut back, not reset
     assert 0 < LlamaCppBackend._reusable_prefix(llm, llm.tokenize(
-        LlamaCppBackend._format_prompt(llm, prompts[0]).encode(), add_bos=False, special=True)) < llm.n_tokens
+        LlamaCppBackend.chat_prompt(llm, prompts[0]).encode(), add_bos=False, special=True)) < llm.n_tokens

@@ -13,7 +13,7 @@ import pytest
 from sklearn.metrics import log_loss, roc_auc_score
 from typer.testing import CliRunner
 
-from recharness.baselines import TrainData, fit, pairs_path, serving
+from recharness.baselines import TrainData, fit, pairs_path
 from recharness.cli import app
 from recharness.core.errors import ConfigError
 from recharness.core.io import read_jsonl
@@ -23,6 +23,8 @@ from recharness.runner import pipeline
 from recharness.runner.train import train
 from recharness.tasks.recbench.ctr import NO_OPTION, CtrTask
 from recharness.tasks.recbench.data import labelled_events
+from recharness.tasks.references import serving
+from recharness.tasks.registry import get_task
 
 N_USERS = 150
 OPTS = {"train_pairs": 20_000}
@@ -208,9 +210,9 @@ def test_a_generated_answer_parses_too():
 def test_references_fit_on_training_pairs_and_popularity_beats_random(built, ml1m):
     out, _, _, _, _ = built
     dlrms = ["dnn", "pnn", "deepfm", "dcn", "dcnv2", "masknet", "finalmlp", "autoint", "gdcn", "dnn_text", "dnn_semantic"]
-    assert serving("recbench", "ctr") == ["popularity", "random", "item_mean", *dlrms]
+    assert serving(get_task("recbench", "ctr")) == ["popularity", "random", "item_mean", *dlrms]
     # the trained models come only from `recharness train`: score fits the cheap ones, never a DLRM
-    assert serving("recbench", "ctr", on_the_fly=True) == ["popularity", "random", "item_mean"]
+    assert serving(get_task("recbench", "ctr"), on_the_fly=True) == ["popularity", "random", "item_mean"]
     rows = {r.method: r for r in pipeline.score(out, seed=0) if r.kind == "reference"}
     assert set(rows) == {"popularity", "random", "item_mean"}
     assert rows["popularity"].metrics["AUC"] > rows["random"].metrics["AUC"] + 0.1
@@ -226,7 +228,7 @@ def test_references_fit_on_training_pairs_and_popularity_beats_random(built, ml1
 def test_ctr_references_refuse_training_data_without_pairs(ml1m):
     sample = {"id": "x", "task": "ctr", "user_id": "1", "item_id": "1"}
     with pytest.raises(ConfigError, match="training pairs"):
-        fit("popularity", TrainData.leave_last_out(ml1m))[0].predict([sample])
+        fit("popularity", TrainData.leave_last_out(ml1m))[0].predict([sample], CtrTask())
     with pytest.raises(ConfigError, match="training pairs"):
         fit("item_mean", TrainData.leave_last_out(ml1m))
     task = CtrTask()

@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from recharness.baselines import BASELINES, TrainData, fit, pairs_path, serving
+from recharness.baselines import BASELINES, TrainData, fit, pairs_path
 from recharness.baselines import sasrec as sasrec_mod
 from recharness.baselines.base import SEQUENCE_PARTS
 from recharness.core.errors import ConfigError
@@ -23,6 +23,8 @@ from recharness.runner import pipeline
 from recharness.runner.train import train
 from recharness.tasks.recbench.seqrec import SeqrecTask, list_rank
 from recharness.tasks.recbench.seqrec_data import windows
+from recharness.tasks.references import serving
+from recharness.tasks.registry import get_task
 
 N_USERS = 120
 
@@ -222,7 +224,7 @@ def test_sasrec_learns_a_sequential_pattern_popularity_cannot(cyclic, fitted):
     data, samples = cyclic
     task = SeqrecTask()
     ours = task.score(samples, fitted.predict(samples))
-    pop = task.score(samples, fit("popularity", data)[0].predict(samples))
+    pop = task.score(samples, fit("popularity", data)[0].predict(samples, task))
     assert ours["NDCG@10"] > 0.8 and pop["NDCG@10"] < 0.35, (ours, pop)
     assert fitted.log["best_valid_ndcg@10"] > 0.8 and fitted.log["samples_per_s"] > 0
     assert all(r["parsed"]["rank"] >= 1 for r in fitted.predict(samples).values())
@@ -253,11 +255,11 @@ def torch_equal(a, b) -> bool:
 
 
 def test_registered_names_and_popularity_ranks_from_training_sequences_only(built, ml1m):
-    assert serving("recbench", "seqrec") == ["popularity", "sasrec", "sasrec-1l", "sasrec-3l", "sasrec-4l",
+    assert serving(get_task("recbench", "seqrec")) == ["popularity", "sasrec", "sasrec-1l", "sasrec-3l", "sasrec-4l",
                                              "sid-sasrec", "sid-sasrec-free", "title-cbs"]
-    assert serving("recbench", "seqrec", on_the_fly=True) == ["popularity"]
-    assert all(BASELINES.meta(n)["heavy"] for n in serving("recbench", "seqrec")[1:])
-    assert all(BASELINES.meta(n)["trainable"] for n in serving("recbench", "seqrec")[1:-1])  # title-cbs learns nothing
+    assert serving(get_task("recbench", "seqrec"), on_the_fly=True) == ["popularity"]
+    assert all(BASELINES.meta(n)["heavy"] for n in serving(get_task("recbench", "seqrec"))[1:])
+    assert all(BASELINES.meta(n)["trainable"] for n in serving(get_task("recbench", "seqrec"))[1:-1])  # title-cbs learns nothing
     out, _, samples, train_df, _ = built
     data = TrainData.of_build(ml1m, out, "recbench")
     assert data.pairs is None and data.sequences.height == train_df.height + len(samples)
@@ -270,7 +272,7 @@ def test_registered_names_and_popularity_ranks_from_training_sequences_only(buil
     s = samples[0]
     order = [i for i in sorted(users, key=lambda i: (-len(users[i]), i)) if i not in set(s["history"])]
     want = order.index(s["target"]) + 1 if s["target"] in order else None
-    assert pop.predict([s])[s["id"]]["parsed"] == {"rank": want}
+    assert pop.predict([s], SeqrecTask())[s["id"]]["parsed"] == {"rank": want}
 
 
 # ---------------------------------------------------------------- (e) end to end

@@ -11,14 +11,16 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from recharness.baselines import BASELINES, TrainData, serving  # noqa: E402
+from recharness.baselines import BASELINES, TrainData  # noqa: E402
 from recharness.baselines import sid_sasrec as sid_mod  # noqa: E402
 from recharness.core.errors import ConfigError  # noqa: E402
 from recharness.core.types import ScoreRow  # noqa: E402
 from recharness.data.semantic_ids import SemanticIds, disambiguate  # noqa: E402
 from recharness.tasks.recbench.seqrec import SeqrecTask, seqrec_messages  # noqa: E402
 from recharness.tasks.recbench.seqrec_data import windows  # noqa: E402
-from recharness.tasks.recbench.tables import paper_tables, table5  # noqa: E402
+from recharness.tasks.recbench.tables import TABLE5_REFERENCES, paper_tables, table5  # noqa: E402
+from recharness.tasks.references import serving  # noqa: E402
+from recharness.tasks.registry import get_task  # noqa: E402
 
 N_ITEMS = 40
 SMALL = {"hidden": 32, "inner": 64, "batch_size": 512, "max_epochs": 10, "patience": 2, "dropout": 0.1, "lr": 1e-2,
@@ -138,10 +140,10 @@ def test_sid_sasrec_saves_loads_and_says_what_it_needs(cyclic, fitted, tmp_path)
 
 
 def test_registered_heavy_and_in_table5_groups():
-    names = serving("recbench", "seqrec")
+    names = serving(get_task("recbench", "seqrec"))
     assert {"sid-sasrec", "sid-sasrec-free", "title-cbs"} <= set(names)
-    assert not {"sid-sasrec", "sid-sasrec-free", "title-cbs"} & set(serving("recbench", "seqrec", on_the_fly=True))
-    assert BASELINES.meta("sid-sasrec")["table5"]["group"] == "H" and BASELINES.meta("title-cbs")["table5"]["group"] == "Z"
+    assert not {"sid-sasrec", "sid-sasrec-free", "title-cbs"} & set(serving(get_task("recbench", "seqrec"), on_the_fly=True))
+    assert TABLE5_REFERENCES["sid-sasrec"]["group"] == "H" and TABLE5_REFERENCES["title-cbs"]["group"] == "Z"
     assert BASELINES.meta("title-cbs")["trainable"] is False  # zero-shot: nothing learned
 
 
@@ -217,7 +219,7 @@ def test_train_score_and_table5_through_the_pipeline(ml1m, tmp_path, monkeypatch
 
 @pytest.mark.llm
 def test_title_cbs_answers_catalog_items_on_a_capped_sample(smollm2_path, ml1m):
-    from recharness.baselines.title_cbs import TitleCBS
+    from recharness.tasks.recbench.title_cbs import TitleCBS
 
     model = TitleCBS(max_samples=2, beams=4, n_ctx=1024).fit(TrainData.leave_last_out(ml1m))
     titles = dict(zip(ml1m.items["item_id"].to_list(), ml1m.items["title"].to_list()))

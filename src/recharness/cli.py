@@ -163,7 +163,7 @@ def build(
 def run(
     suite: Annotated[str, typer.Argument(help="Suite name.")],
     dataset: DatasetOpt = "ml-1m",
-    model: Annotated[str, typer.Option("--model", "-m", help="smollm2-135m | qwen2.5-0.5b | qwen2.5-1.5b | llamacpp:PATH | openai:MODEL[@URL] | hf:MODEL")] = "qwen2.5-0.5b",
+    model: Annotated[str, typer.Option("--model", "-m", help="smollm2-135m | qwen2.5-0.5b | qwen2.5-1.5b | llamacpp:PATH | openai:MODEL[@URL] | hf:MODEL | ft:DIR (a `recharness finetune` model) | baseline:NAME (a reference recommender of this run, e.g. baseline:sasrec after `train`)")] = "qwen2.5-0.5b",
     base_url: Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL). Repeat it, or give a file of URLs (one a line, # comments), to spread requests over several servers of the same model: least-loaded, failover.")] = None,
     api_key_env: Annotated[str, typer.Option("--api-key-env", help="Environment variable holding the API key (never logged).")] = "OPENAI_API_KEY",
     concurrency: Annotated[int | None, typer.Option("--concurrency", "-c", help="Requests in flight (remote backends).")] = None,
@@ -175,17 +175,19 @@ def run(
     timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds per request to a server before it counts as failed (then retried).")] = 300.0,
     max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, help="Tries per request on transient failures (429, 5xx, timeouts, resets).")] = 5,
     name: Annotated[str | None, typer.Option("--name", help="Name of this model's row and predictions file.")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the answers already in this --name's predictions file (another model's answers are never mixed in: without it, resuming with another model is refused).")] = False,
     executor: Annotated[str, typer.Option("--executor", help="local (this process) or ray: samples sharded over Ray actors, one backend each; the driver alone writes predictions and cache.")] = "local",
     address: Annotated[str | None, typer.Option("--address", help="With --executor ray: the cluster to join (auto, ray://HOST:PORT, HOST:PORT); default: start Ray on this machine.")] = None,
     workers: Annotated[int | None, typer.Option("--workers", min=1, help="With --executor ray: actors for a local model or one endpoint (default: one per node; several --base-url: one per endpoint).")] = None,
 ):
     """Run a model over the built samples; resumable (re-run after a crash continues)."""
     from recharness.core.rundir import check_name
-    from recharness.models.registry import public_spec, resolve_model, slug
+    from recharness.models.registry import public_spec
     from recharness.runner.pipeline import run as do_run
+    from recharness.specs import default_name, resolve_spec
 
     d = _run_dir(suite, dataset, out)
-    name = check_name(name or slug(model))
+    name = check_name(name or default_name(model))
     with console.status(f"loading {escape(public_spec(model))}…"):
         if executor == "ray":
             from recharness.execution.ray_executor import RayExecutor
@@ -193,13 +195,13 @@ def run(
             backend = RayExecutor(model, address=address, workers=workers, base_url=base_url, api_key_env=api_key_env,
                                   concurrency=concurrency, timeout_s=timeout, max_attempts=max_attempts)
         elif executor == "local":
-            backend = resolve_model(model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
-                                    timeout_s=timeout, max_attempts=max_attempts)
+            backend = resolve_spec(model, d, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
+                                   timeout_s=timeout, max_attempts=max_attempts, sample_cap=limit)
         else:
             raise ConfigError(f"--executor must be local or ray, not {executor!r}")
     with _progress() as prog:
         bar = prog.add_task(escape(public_spec(model)), total=None)
-        path, stats = do_run(d, backend, name, limit=limit, use_cache=not no_cache, tasks=task,
+        path, stats = do_run(d, backend, name, limit=limit, use_cache=not no_cache, tasks=task, overwrite=overwrite,
                              max_retries=max_retries, concurrency=concurrency,
                              on_progress=lambda n: prog.advance(bar, n), on_total=lambda n: prog.update(bar, total=n))
     _print_run_summary(stats, path)
@@ -268,7 +270,8 @@ def train(
         paths = do_train(d, suite=suite, baselines=baseline, seed=seed, latency_runs=latency_runs,
                          progress=status.update, executor=executor, address=address)
     for p in paths:
-        out_console.print(f"reference predictions → {p}", markup=False, highlight=False)
+        out_console.print(f"reference predictions → {p}   (as a model row: recharness run {suite} -o {d} "
+                          f"-m baseline:{p.stem})", markup=False, highlight=False)
 
 
 @app.command()
@@ -310,29 +313,6 @@ def score(
     out_console.print(f"scores → {paths['md']}, {paths['csv']}, {paths['json']}", markup=False, highlight=False)
 
 
-def _perrecbench_files(out: Path, source: Path, name: str) -> tuple[Path, list[dict]]:
-    """PerRecBench's released <mode>-<level>.json files (a folder, or one file) through the suite's own reader."""
-    from recharness.runner.pipeline import load_build
-    from recharness.tasks.perrecbench.original import TASK_OF_MODE, import_predictions, level_of
-
-    info, _ = load_build(out)
-    files = sorted(source.glob("*.json")) if source.is_dir() else [source]
-    picked: dict[tuple[str, str], Path] = {}
-    problems = []
-    for f in files:
-        task, level = TASK_OF_MODE.get(f.stem.split("-", 1)[0]), level_of(f)
-        if task is None or level is None:
-            problems.append({"where": f.name, "problem": "not a <mode>-<level>.json file (mode point/pair/group, "
-                                                         "level easy/medium/hard): not read"})
-        elif task not in info["tasks"]:
-            problems.append({"where": f.name, "problem": f"task {task} is not in this build: not read"})
-        else:
-            picked[(task, level)] = f
-    if not picked:
-        raise RecharnessError(f"--predictions {source}: no <mode>-<level>.json file for this build's tasks")
-    return import_predictions(out, name, picked), problems
-
-
 def _import(d: Path, predictions: Path, name: str | None, force: bool = False) -> dict:
     """`score --predictions`: the file becomes predictions/NAME.jsonl; its problems are printed with FILE:LINE."""
     from recharness.runner.imported import import_predictions
@@ -340,7 +320,11 @@ def _import(d: Path, predictions: Path, name: str | None, force: bool = False) -
     if not name:
         raise RecharnessError("--predictions needs --name NAME (the row's name in the tables)")
     bj = RunDir(d).build_json
-    native = _perrecbench_files if bj.exists() and json.loads(bj.read_text()).get("suite") == "perrecbench" else None
+    native = None
+    if bj.exists():  # the suite's released layout (a folder or .json files), where it has one
+        from recharness.tasks.registry import get_suite
+
+        native = get_suite(json.loads(bj.read_text()).get("suite")).import_files
     with console.status(f"importing {predictions}…"):
         rep = import_predictions(d, predictions, name, native=native, force=force)
     out_console.print(f"imported {rep['imported']} answers of {rep['lines']} lines from {rep['source']} as {name} "
@@ -518,14 +502,12 @@ def serve(
     raise typer.Exit(subprocess.call(cmd))
 
 
-#: `recharness demo`: every suite on a tiny sample (run directory name, suite, tasks, limit, options)
-DEMO_PLAN = (
-    ("llmrec", "llmrec", ["sequential", "direct"], 4, []),
-    ("recbench-plus", "recbench-plus", ["explicit", "implicit", "misinformed", "interest", "demographics"], 1, []),
-    ("perrecbench", "perrecbench", ["list"], 1, ["profile=false", "k=2"]),
-    ("recbench-ctr", "recbench", ["ctr"], 4, ["test_pairs_per_user=2", "train_pairs=2000"]),
-    ("recbench-seqrec", "recbench", ["seqrec"], 4, []),
-)
+def demo_plan() -> list[tuple[str, str, list[str], int, list[str]]]:
+    """`recharness demo`: every suite's declared demo runs (run directory name, suite, tasks, limit, options)."""
+    from recharness.tasks.registry import suites as all_suites
+
+    runs = [(d, name) for name, s in all_suites().items() for d in s.demo]
+    return [(d.label, name, list(d.tasks), d.limit, list(d.options)) for d, name in sorted(runs, key=lambda r: r[0].order)]
 
 
 @app.command()
@@ -535,7 +517,7 @@ def demo(
     users: Annotated[int | None, typer.Option("--users", "-n", help="Users (or queries/groups) per suite; default: the tiny demo sizes.")] = None,
     seed: SeedOpt = 0,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder of the demo's runs (default: <data home>/runs/demo).")] = None,
-    suite: Annotated[list[str] | None, typer.Option("--suite", "-s", help="Only these demo runs (llmrec, recbench-plus, perrecbench, recbench-ctr, recbench-seqrec).")] = None,
+    suite: Annotated[list[str] | None, typer.Option("--suite", "-s", help="Only these demo runs (a suite, or a demo run's name; `recharness suites` lists them).")] = None,
 ):
     """Every suite on a tiny sample of ML-1M: prepare → build → run → score → report per suite, then one
     leaderboard page for all and a summary: per suite, the model beside the reference rows."""
@@ -551,9 +533,10 @@ def demo(
     except RecharnessError:
         prepare(dataset)
     base = out if out is not None else runs_dir() / "demo"
-    plan = [p for p in DEMO_PLAN if not suite or p[0] in suite or p[1] in suite]
+    every = demo_plan()
+    plan = [p for p in every if not suite or p[0] in suite or p[1] in suite]
     if not plan:
-        raise RecharnessError(f"--suite {' '.join(suite or [])}: one of {', '.join(p[0] for p in DEMO_PLAN)}")
+        raise RecharnessError(f"--suite {' '.join(suite or [])}: one of {', '.join(p[0] for p in every)}")
     dirs = []
     for label, s, tasks, n, opts in plan:
         d = base / label

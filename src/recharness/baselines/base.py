@@ -124,15 +124,16 @@ class Baseline(ABC):
     def fit(self, train: TrainData) -> Self: ...
 
     @abstractmethod
-    def predict(self, samples: list[dict]) -> dict[str, dict]:
-        """{sample id: prediction record} for samples of one task; the same samples give the same records."""
+    def predict(self, samples: list[dict], task=None) -> dict[str, dict]:
+        """{sample id: prediction record} for samples of one `task` (a Task: rankers ask it how to answer
+        them, `Task.reference_answer`); the same samples give the same records."""
 
 
 class Ranker(Baseline):
-    """A baseline that ranks items: answers llmrec sequential (top k unseen items) and direct
-    (the candidates in its order) in the record shape those tasks' `score` reads, RecBench
-    ctr (a click score per user-item pair, `p_click`) where it implements one, and RecBench
-    seqrec (the target's rank in its whole order, history removed; None: an item it never ranks)."""
+    """A baseline that ranks items. Its request kinds: `rank` (given candidates in its order),
+    `top_k` (the k best items not excluded), `target_rank` (a target's rank in its whole order,
+    history removed; None: an item it never ranks) and, where it has one, `p_click` (a click score
+    per user-item pair). Each task turns these into its own records (`Task.reference_answer`)."""
 
     @abstractmethod
     def top_k(self, k: int, exclude: set[str] = frozenset()) -> list[str]: ...
@@ -144,21 +145,12 @@ class Ranker(Baseline):
         """A score in [0, 1] for a ctr sample's (user, item): higher means more likely a click."""
         raise ValueError(f"{self.name} does not answer ctr samples")
 
-    def parsed(self, sample: dict) -> dict:
-        if sample["task"] == "direct":
-            return {"ranking": self.rank(sample["candidates"])}
-        if sample["task"] == "sequential":
-            items = self.top_k(sample["n_recs"], exclude=set(sample["seen"]))
-            return {"items": items, "strings": items}
-        if sample["task"] == "ctr":
-            return {"p_yes": self.p_click(sample)}
-        if sample["task"] == "seqrec":
-            fast = getattr(self, "target_rank", None)
-            if fast is not None:  # O(history) instead of listing the whole catalog per sample
-                return {"rank": fast(sample["target"], sample["history"])}
-            ranked = self.top_k(sys.maxsize, exclude=set(sample["history"]))
-            return {"rank": ranked.index(sample["target"]) + 1 if sample["target"] in ranked else None}
-        raise ValueError(f"{self.name} does not answer {sample['task']!r} samples")
+    def target_rank(self, target: str, history: list[str]) -> int | None:
+        """The target's 1-based rank among all items not in `history` (None: never ranked)."""
+        ranked = self.top_k(sys.maxsize, exclude=set(history))
+        return ranked.index(target) + 1 if target in ranked else None
 
-    def predict(self, samples: list[dict]) -> dict[str, dict]:
-        return {s["id"]: reference_record(s["id"], self.parsed(s)) for s in samples}
+    def predict(self, samples: list[dict], task=None) -> dict[str, dict]:
+        if task is None:
+            raise ValueError(f"{self.name} answers samples through their task (Task.reference_answer): pass it")
+        return {s["id"]: reference_record(s["id"], task.reference_answer(self, s)) for s in samples}

@@ -32,6 +32,6 @@ class ItemMeanCtr(Baseline):
         self.rate = dict(per_item.select("item_id", rate.alias("p")).iter_rows())
         return self
 
-    def predict(self, samples: list[dict]) -> dict[str, dict]:
+    def predict(self, samples: list[dict], task=None) -> dict[str, dict]:
         return {s["id"]: reference_record(s["id"], {"p_yes": float(self.rate.get(s["item_id"], self.prior))})
                 for s in samples}

@@ -32,10 +32,10 @@ class RandomRanker(Ranker):
         self.distinct = frozenset(self.items.tolist())
         self.rng = np.random.default_rng(self.seed)
 
-    def predict(self, samples: list[dict]) -> dict[str, dict]:
+    def predict(self, samples: list[dict], task=None) -> dict[str, dict]:
         """Draws restart from the seed, so one task's answers never depend on what was asked before."""
         self.rng = np.random.default_rng(self.seed)
-        return super().predict(samples)
+        return super().predict(samples, task)
 
     def top_k(self, k: int, exclude: set[str] = frozenset()) -> list[str]:
         """Up to k distinct items not in `exclude`; fewer when fewer are left (drawing for more would never end)."""

@@ -314,7 +314,7 @@ class SASRec(Baseline):
             net.train()
         return ranks
 
-    def predict(self, samples: list[dict]) -> dict[str, dict]:
+    def predict(self, samples: list[dict], task=None) -> dict[str, dict]:
         if self.net is None:
             raise ValueError(f"{self.name} predicts only once fitted (or loaded)")
         bad = next((s for s in samples if s.get("task") != "seqrec"), None)

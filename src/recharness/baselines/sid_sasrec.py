@@ -331,7 +331,7 @@ class SIDSASRec(Baseline):
         rank = items.index(target) + 1 if target in items else None
         return {"rank": rank, "items": items, "beams": len(found), "invalid": invalid, "top1_invalid": top1_invalid}
 
-    def predict(self, samples: list[dict]) -> dict[str, dict]:
+    def predict(self, samples: list[dict], task=None) -> dict[str, dict]:
         if self.net is None:
             raise ValueError(f"{self.name} predicts only once fitted (or loaded)")
         bad = next((s for s in samples if s.get("task") != "seqrec"), None)

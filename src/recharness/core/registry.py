@@ -50,6 +50,11 @@ class Registry(Generic[T]):
         self._entries[name] = obj
         self._meta[name] = meta
 
+    def remove(self, name: str) -> None:
+        """Forget `name` (a plug-in registered for a while, e.g. a test's toy suite)."""
+        self._entries.pop(name, None)
+        self._meta.pop(name, None)
+
     def register(self, name: str, **meta) -> Callable[[T], T]:
         """Decorator form of `add`."""
         def deco(obj: T) -> T:

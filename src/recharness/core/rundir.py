@@ -152,13 +152,51 @@ class RunDir:
         return info
 
     def load_build(self) -> tuple[dict, list[dict]]:
-        """(build.json, samples): every sample has an `id` and a `task`."""
+        """(build.json, samples): the samples file as `build` wrote it (its hash and count, where build.json
+        records them: a truncated, emptied or edited file is refused), each sample with an `id` and a
+        `task`, no id twice."""
         info = self.build_info()
+        if not self.samples_jsonl.exists():
+            raise InputError(self.samples_jsonl, "missing: run `recharness build` again")
+        check_samples_file(self.samples_jsonl, info, self.build_json)
         samples = list(read_jsonl(self.samples_jsonl))
         # builds made before fingerprints existed get theirs from the file itself
         info.setdefault("fingerprint", fingerprint(self.samples_jsonl))
+        seen: dict[str, int] = {}
         for i, smp in enumerate(samples, 1):
             for key in ("id", "task"):
                 if key not in smp:
                     raise InputError(self.samples_jsonl, "missing key", line=i, field=key)
+            if smp["id"] in seen:
+                raise InputError(self.samples_jsonl, f"sample id {smp['id']!r} again (first on line {seen[smp['id']]})",
+                                 line=i, field="id")
+            seen[smp["id"]] = i
         return info, samples
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def samples_record(path: Path, n: int) -> dict:
+    """What build.json records of the samples file it wrote, so later stages can tell it is unchanged."""
+    return {"samples_sha256": file_sha256(path), "samples_count": n}
+
+
+def check_samples_file(path: Path, info: dict, build_json: Path) -> None:
+    """InputError when the samples file no longer is the one its build recorded (builds that recorded
+    nothing are taken as they are)."""
+    want = info.get("samples_sha256")
+    if not want:
+        return
+    got = file_sha256(path)
+    if got != want:
+        with open(path, "rb") as f:
+            lines = sum(1 for _ in f)
+        raise InputError(path, f"changed since `build` wrote it ({lines} lines now, {info.get('samples_count', '?')} "
+                               f"built; sha256 {got[:12]}… is not {want[:12]}… as {build_json.name} records): "
+                               "run `recharness build` again")

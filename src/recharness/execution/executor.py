@@ -148,7 +148,11 @@ def failure_record(e: BaseException, params: GenerationParams | None = None) -> 
 
 
 async def predict_sample(model: CachedModel, task: Task, sample: dict, max_retries: int) -> Prediction:
-    """One sample's prediction, by the task's declared request kind."""
+    """One sample's prediction: by a backend that answers whole samples itself (a trained reference, an
+    ID/SID fine-tune: `aanswer_sample(task, sample)`), else by the task's declared request kind."""
+    answer = getattr(model.backend, "aanswer_sample", None)
+    if answer is not None:
+        return await answer(task, sample)
     if task.request == "custom":
         return await task.predict(model, sample, max_retries=max_retries)
     params = task.generation_params(sample)
@@ -212,7 +216,7 @@ async def run_samples(
                     stop.set()
                     return
                 except Exception as e:  # noqa: BLE001 - one bad sample must not stop the run
-                    rec = failure_record(e, _params_or_none(task, s))
+                    rec = failure_record(e, params_or_none(task, s))
                     stats.errors[rec["error_kind"]] += 1
                 commit_record(log, stats, {"id": s["id"], "task": s["task"], "model": identity, **stamp, **rec},
                               on_progress)
@@ -238,7 +242,7 @@ def commit_record(log, stats: RunStats, rec: dict, on_progress: Callable[[int], 
         on_progress(1)
 
 
-def _params_or_none(task, sample: dict) -> GenerationParams | None:
+def params_or_none(task, sample: dict) -> GenerationParams | None:
     try:
         return task.generation_params(sample)
     except Exception:  # noqa: BLE001 - only decorates a failure record

@@ -20,9 +20,6 @@ restarted by Ray up to `max_restarts` times, then dropped). An actor whose endpo
 connections is retired and its sample redone elsewhere; when no actor is left the run stops as
 the local one does (exit code 4). Per-actor totals (node, samples, shards, throughput, failures)
 go into `RunStats.workers`; `worker_lines(stats)` formats them for the run summary.
-
-`train_ray(...)`: the suite's reference models fitted in parallel as Ray tasks (one model per
-task), each timing its own fit; the driver writes every file (see `runner.train`).
 """
 
 from __future__ import annotations
@@ -46,7 +43,7 @@ START_TIMEOUT_S = 600.0
 MAX_RESENDS = 3
 
 
-def _ray():
+def ray_module():
     try:
         import ray
     except ImportError:
@@ -58,7 +55,7 @@ def init_ray(address: str | None = None) -> bool:
     """Connect to a Ray cluster (`auto`, `ray://HOST:PORT`, a GCS address) or start a local one
     (no address: this machine, 127.0.0.1 only, no dashboard, no usage stats). True when this call
     did it, so the caller shuts Ray down again; False when Ray was already initialised."""
-    ray = _ray()
+    ray = ray_module()
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -176,6 +173,13 @@ class Worker:
     async def info(self) -> dict:
         return {"identity": self.backend.identity(), "slots": self.slots, **self.where}
 
+    async def generate(self, messages: Messages, params: GenerationParams) -> Completion:
+        """One chat call on this actor's backend (a single request, e.g. a judge's, outside a run's shards)."""
+        return await self.backend.agenerate(messages, params)
+
+    async def score_options(self, messages: Messages, options: list[str]) -> OptionScores:
+        return await self.backend.ascore_options(messages, options)
+
     async def _tasks_of(self, tasks_ref: list) -> dict:
         """The task table behind `[ref]` (wrapped in a list so Ray does not resolve it on every call)."""
         ref = tasks_ref[0]
@@ -189,7 +193,7 @@ class Worker:
         is `[ray.put(tasks)]`, sent with every shard."""
         import asyncio
 
-        from recharness.execution.executor import CachedModel, _params_or_none, failure_record, predict_sample
+        from recharness.execution.executor import CachedModel, failure_record, params_or_none, predict_sample
 
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.slots)
@@ -208,7 +212,7 @@ class Worker:
                 except ServerUnreachable as e:
                     return ("unreachable", sample["id"], str(e), cache.new)
                 except Exception as e:  # noqa: BLE001 - one bad sample must not stop the run
-                    return ("failed", sample["id"], failure_record(e, _params_or_none(task, sample)), cache.new)
+                    return ("failed", sample["id"], failure_record(e, params_or_none(task, sample)), cache.new)
 
         return list(await asyncio.gather(*(one(s, h) for s, h in shard)))
 
@@ -240,7 +244,7 @@ class RayExecutor(ModelBackend):
 
         if workers is not None and workers < 1:
             raise ConfigError(f"--workers must be at least 1, got {workers}")
-        ray = _ray()
+        ray = ray_module()
         self.spec = spec
         self.shard_size = shard_size
         self.max_restarts = max_restarts
@@ -298,14 +302,23 @@ class RayExecutor(ModelBackend):
     def identity(self) -> dict:
         return self._identity
 
+    def _next_actor(self):
+        """Single requests go round the actors in turn."""
+        self._turn = (getattr(self, "_turn", -1) + 1) % len(self.actors)
+        return self.actors[self._turn]
+
     async def agenerate(self, messages: Messages, params: GenerationParams) -> Completion:
-        raise NotImplementedError("the Ray executor answers whole runs (run_samples), not single calls")
+        """One request answered by an actor (whole runs go through `run_samples`, shard by shard)."""
+        return await self._next_actor().generate.remote(messages, params)
+
+    async def ascore_options(self, messages: Messages, options: list[str]) -> OptionScores:
+        return await self._next_actor().score_options.remote(messages, options)
 
     async def run_samples(self, samples, tasks, model, out_path, **kw):
         return await run_samples_ray(self, samples, tasks, model, out_path, **kw)
 
     def _shutdown(self) -> None:
-        ray = _ray()
+        ray = ray_module()
         if not ray.is_initialized():
             return
         for a in getattr(self, "actors", []):
@@ -318,7 +331,7 @@ class RayExecutor(ModelBackend):
             ray.shutdown()
 
     async def aclose(self) -> None:
-        ray = _ray()
+        ray = ray_module()
         if ray.is_initialized() and self.actors:
             try:
                 ray.get([a.close.remote() for a in self.actors], timeout=30)
@@ -365,7 +378,7 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
     from recharness.core.io import GroupCommitLog
     from recharness.execution.executor import RunStats, commit_record, completed_ids
 
-    ray = _ray()
+    ray = ray_module()
     from ray.exceptions import RayActorError, RayTaskError
 
     stats = RunStats(total=len(samples))
@@ -525,58 +538,3 @@ def worker_lines(stats) -> list[str]:
         out.append(f"  {r['worker']} on {r['ip']} (node {r['node']}): {r['samples']} samples in {r['shards']} shards, "
                    f"{rate}{extra}")
     return out
-
-
-# ---- training: one reference model per Ray task -------------------------------------------------
-
-def _fit_remote(name: str, train_data, seed: int, by_task: dict, served: dict, latency_runs: int) -> dict:
-    """In a Ray task: fit one baseline, predict and time it; the model's saved files come back as bytes."""
-    import tempfile
-
-    from recharness.baselines import BASELINES, fit
-    from recharness.runner.latency import timed_predict
-
-    model, seconds = fit(name, train_data, seed)
-    files: dict[str, bytes] = {}
-    save = getattr(model, "save", None)
-    if callable(save):
-        with tempfile.TemporaryDirectory(prefix=f"recharness-{name}-") as tmp:
-            save(Path(tmp) / name)
-            for f in sorted((Path(tmp) / name).rglob("*")):
-                if f.is_file():
-                    files[str(f.relative_to(Path(tmp) / name))] = f.read_bytes()
-    out = []
-    for t, task_samples in by_task.items():
-        if name not in served[t]:
-            continue
-        runs = 0 if BASELINES.meta(name).get("own_latency") else latency_runs  # as the local path
-        recs, timing = timed_predict(model, task_samples, runs)
-        out.append((t, recs, timing))
-    import ray
-
-    return {"name": name, "identity": model.identity(), "train_s": seconds, "predictions": out, "files": files,
-            "node": ray.get_runtime_context().get_node_id()[:8]}
-
-
-def train_ray(names: list[str], train_data, seed: int, by_task: dict, served: dict, latency_runs: int, *,
-              address: str | None = None, num_cpus: float = 1, progress=None) -> list[dict]:
-    """Fit `names` in parallel, one Ray task each; results in the order of `names`."""
-    ray = _ray()
-    owns = init_ray(address)
-    try:
-        data_ref = ray.put(train_data)
-        fit_task = ray.remote(_fit_remote).options(num_cpus=num_cpus, max_retries=1)
-        refs = {fit_task.remote(n, data_ref, seed, by_task, served, latency_runs): n for n in names}
-        results: dict[str, dict] = {}
-        pending = list(refs)
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            r = ray.get(ready[0])
-            results[r["name"]] = r
-            if progress is not None:
-                progress(f"{r['name']} trained in {r['train_s']:.1f} s on node {r['node']}; "
-                         f"{len(pending)} still training…")
-        return [results[n] for n in names]
-    finally:
-        if owns:
-            ray.shutdown()

@@ -1,49 +1,26 @@
 """`finetune(suite, task, run_dir, model, out, **opts)`: what `recharness finetune` calls.
 
-Steps: training examples from the build in `run_dir` (`examples`), the starting weights (a built-in
-model's GGUF through transformers, no hub; or a local transformers directory / GGUF file), LoRA
-(`lora.train`, checkpoints in `<out>.checkpoint/`, resumed when present), then the merged model in
-`out` (`export.export_merged`, with the adapter alone in `out/adapter/`), which `recharness run -m
-hf:OUT` accepts for text models. ID / SID seqrec models are answered by `predict_seqrec` (CBS over
-the trie of valid items).
-
-PerRecBench (arXiv 2501.13391 §6): tasks `pointwise`, `pairwise`, `listwise` (single-task training)
-and `joint` (multi-task: the three mixed), on held-out user groups disjoint from the build's
-(`perrecbench_examples`); the paper's settings are the defaults: LoRA rank 16, 2 epochs, batch 32,
-lr 1e-5 (alpha is not given in the paper: 32, twice the rank). The paper's third strategy, weight
-merging of the three single-task models, is `merge.merge` (`recharness merge`). Each result is an
-`hf:DIR` that `recharness run perrecbench -m hf:DIR --name NAME` answers like any model, so `score`
-puts it in the Table 1 layout beside the zero-shot rows of the same run.
+Steps: the suite's recipe for the task (`recipe.Recipe`, declared by the suite: the paper's LoRA and
+training defaults, the item representations, the training examples from the build in `run_dir`),
+the starting weights (a built-in model's GGUF through transformers, no hub; or a local transformers
+directory / GGUF file), LoRA (`lora.train`, checkpoints in `<out>.checkpoint/`, resumed when
+present), then the merged model in `out` (`export.export_merged`, with the adapter alone in
+`out/adapter/`), which `recharness run -m hf:OUT` accepts for text models. ID / SID models answer
+the build's samples through the recipe's `evaluate` (resumable, `answer_samples`). Weight merging of
+single-task models is `merge.merge` (`recharness merge`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from recharness.core.errors import ConfigError
-from recharness.core.rundir import RunDir
-from recharness.finetune.examples import Example, ctr_examples, fingerprint, seqrec_examples
+from recharness.finetune.examples import fingerprint
 from recharness.finetune.lora import LoraSettings, TrainResult, attach_lora, encode, train
-
-#: PerRecBench's fine-tuning tasks: one ranking format each, or the three mixed (multi-task)
-PERRECBENCH_TASKS = ("pointwise", "pairwise", "listwise", "joint")
-#: (suite, task) -> the paper's LoRA rank and alpha (RecBench §4.3: pair-wise 32/128, list-wise 128/128;
-#: PerRecBench §3: rank 16, alpha not stated: 32)
-PAPER_LORA = {("recbench", "ctr"): (32, 128), ("recbench", "seqrec"): (128, 128),
-              **{("perrecbench", t): (16, 32) for t in PERRECBENCH_TASKS}}
-#: (suite, task) -> item representations it trains
-ITEM_KINDS = {("recbench", "ctr"): ("text", "id", "sid"), ("recbench", "seqrec"): ("id", "sid"),
-              **{("perrecbench", t): ("text",) for t in PERRECBENCH_TASKS}}
-#: suite -> the paper's learning rate, epochs, batch and longest example (tokens) when not given
-PAPER_TRAIN = {"recbench": {"lr": 1e-4, "epochs": 1, "batch": 64, "max_len": 1024},
-               "perrecbench": {"lr": 1e-5, "epochs": 2, "batch": 32, "max_len": 2048}}
-#: suite -> examples per forward pass when not given: activations grow with it (no gradient checkpointing),
-#: and PerRecBench's ~400-1,000-token prompts at 4 per pass already peaked at 12 GB (listwise)
-DEFAULT_MICRO_BATCH = {"recbench": 8, "perrecbench": 1}
+from recharness.finetune.recipe import Recipe, recipe_for
 
 
 def epochs_seen(steps: int, batch: int, n: int) -> float:
@@ -94,39 +71,25 @@ def load_base(model: str):
     """(tokenizer, model) in float32 through the hf backend's loader (so training and `run` see the same numerics)."""
     from recharness.models.hf import HFBackend
 
-    tok, m = HFBackend(base_model_path(model))._load()
+    tok, m = HFBackend(base_model_path(model)).load()
     return tok, m
 
 
-def default_out(run_dir: Path, model: str, task: str, items: str) -> Path:
+def recipe(suite: str, task: str | None) -> Recipe:
+    """The suite's fine-tuning recipe for `task` (None: its default), as the suite declares it."""
+    from recharness.tasks.registry import get_suite
+
+    s = get_suite(suite)
+    if not s.supports("finetune"):
+        raise ConfigError(f"suite {suite!r} declares no fine-tuning recipes")
+    return recipe_for(s.hook("finetune"), suite, task)
+
+
+def default_out(run_dir: Path, model: str, r: Recipe, items: str) -> Path:
     name = Path(model).stem if ("/" in model or model.endswith(".gguf")) else model
-    if task in PERRECBENCH_TASKS:
-        return Path(run_dir) / "finetuned" / f"{name}-{task}"
-    return Path(run_dir) / "finetuned" / f"{name}-{task}-{items}"
-
-
-def task_name(suite: str, task: str) -> str:
-    """The canonical fine-tuning task (PerRecBench accepts the suite's point / pair / list and multitask too)."""
-    if suite == "perrecbench":
-        from recharness.finetune.perrecbench_examples import canonical
-
-        return canonical(task)
-    return task
-
-
-def build_examples(suite: str, task: str, run_dir: Path, dataset, items: str, *, limit: int | None, seed: int,
-                   vocab=None, groups: int | None = None) -> list[Example]:
-    if (suite, task) not in ITEM_KINDS:
-        raise ConfigError(f"finetune supports {', '.join(f'{s}/{t}' for s, t in ITEM_KINDS)}; not {suite}/{task}")
-    if items not in ITEM_KINDS[(suite, task)]:
-        raise ConfigError(f"{suite}/{task} fine-tunes with items as {' or '.join(ITEM_KINDS[(suite, task)])}, not {items!r}")
-    if suite == "perrecbench":
-        from recharness.finetune.perrecbench_examples import perrecbench_examples
-
-        return perrecbench_examples(run_dir, dataset, task, limit=limit, seed=seed, groups=groups)
-    if task == "ctr":
-        return ctr_examples(run_dir, dataset, limit=limit, seed=seed, vocab=vocab)
-    return seqrec_examples(run_dir, vocab, limit=limit, seed=seed)
+    if len(r.items) == 1:
+        return Path(run_dir) / "finetuned" / f"{name}-{r.task}"
+    return Path(run_dir) / "finetuned" / f"{name}-{r.task}-{items}"
 
 
 def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", out: Path | None = None, *,
@@ -152,27 +115,29 @@ def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", 
     info, _ = load_build(run_dir)
     if info["suite"] != suite:
         raise ConfigError(f"{run_dir} holds a {info['suite']} build, not {suite}")
-    task = task_name(suite, task)
-    if suite != "perrecbench" and task not in info["tasks"]:  # PerRecBench's training groups need no test task
+    r = recipe(suite, task)
+    task = r.task
+    if r.needs_test_task and task not in info["tasks"]:
         raise ConfigError(f"{run_dir} has no {task} samples (its tasks: {', '.join(info['tasks'])}); build it first")
-    items = items or ITEM_KINDS.get((suite, task), ("text",))[0]
-    r0, a0 = PAPER_LORA.get((suite, task), (32, 128))
-    paper = PAPER_TRAIN.get(suite, PAPER_TRAIN["recbench"])
+    items = items or r.items[0]
+    if items not in r.items:
+        raise ConfigError(f"{suite}/{task} fine-tunes with items as {' or '.join(r.items)}, not {items!r}")
+    r0, a0 = r.lora
+    paper = r.train
     settings = LoraSettings(rank=rank or r0, alpha=alpha or a0, lr=lr if lr is not None else paper["lr"],
-                            batch=batch or paper["batch"], micro_batch=micro_batch or DEFAULT_MICRO_BATCH.get(suite, 8),
+                            batch=batch or paper["batch"], micro_batch=micro_batch or r.micro_batch,
                             epochs=epochs or paper["epochs"],
                             max_steps=max_steps, dropout=dropout, seed=seed, checkpoint_every=checkpoint_every,
                             max_len=max_len or paper["max_len"])
     dataset = load_dataset(info["dataset"])
     vocab = make_vocab(items, dataset, method=sid_method) if items in ("id", "sid") else None
     status("building training examples…")
-    exs = build_examples(suite, task, run_dir, dataset, items, limit=examples, seed=seed, vocab=vocab,
-                         groups=train_groups)
+    exs = r.examples(run_dir, dataset, items=items, limit=examples, seed=seed, vocab=vocab, groups=train_groups)
     status(f"loading {model} through transformers…")
     tok, base = load_base(model)
     new_ids = vocab.add_to(tok, base, seed=seed) if vocab is not None else []
     # an item answer ends at <|im_end|> (CBS stops there); a Yes/No answer is its first token alone
-    suffix = [tok.convert_tokens_to_ids("<|im_end|>")] if task == "seqrec" else []
+    suffix = [tok.convert_tokens_to_ids("<|im_end|>")] if r.answer_ends_turn else []
     encoded, skipped = [], 0
     for e in exs:
         enc = encode(tok, e.messages, e.answer, suffix)
@@ -181,7 +146,7 @@ def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", 
             continue
         encoded.append(enc)
     peft_model = attach_lora(base, settings, new_ids)
-    out = Path(out) if out is not None else default_out(run_dir, model, task, items)
+    out = Path(out) if out is not None else default_out(run_dir, model, r, items)
     out.parent.mkdir(parents=True, exist_ok=True)
     ckpt = out.with_name(out.name + ".checkpoint")
     status(f"training on {len(encoded)} examples…")
@@ -199,18 +164,10 @@ def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", 
         "final_loss": result.final_loss, "peak_rss_mb": round(result.peak_rss_mb), "resumed_from": result.resumed_from,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
-    notes = []
-    if suite == "perrecbench":
-        from recharness.finetune.perrecbench_examples import DEFAULT_TRAIN_GROUPS, FORMATS, profile_mode
-
-        if profile_mode(info) == "omitted":
-            notes.append("the build writes user profiles with the model at run time (profile=true); training "
-                         "prompts have no profile section. Build with profile=false (or profiles=FILE) for "
-                         "training prompts identical to the test prompts.")
-
-        meta.update(formats=list(FORMATS[task]), profile=profile_mode(info),
-                    train_groups_per_level=DEFAULT_TRAIN_GROUPS if train_groups is None else train_groups,
-                    train_groups=len({(e.key or ("", ""))[0] for e in exs}))
+    notes: list[str] = []
+    if r.describe is not None:
+        more, notes = r.describe(info, exs, train_groups)
+        meta.update(more)
     export_merged(peft_model, tok, out, meta)
     if vocab is not None:
         vocab.save(out)
@@ -218,95 +175,17 @@ def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", 
                           settings=settings, train=result, wall_s=time.perf_counter() - t_wall, notes=notes)
 
 
-def _answer_samples(run_dir: Path, model_dir: Path, name: str, task: str, limit: int | None, make_answer,
-                    on_progress=None) -> Path:
-    """Answer the build's `task` samples with the ID/SID model in `model_dir`: `make_answer(backend, tok, model,
-    vocab)` (called once the model is loaded) returns `answer(sample)` -> (`Parsed`, seconds). Each answer is appended as it is made to
-    `predictions/<name>.jsonl.partial`, so a killed run resumes where it stopped (answers of another model
-    or build are not reused); the finished file is written in sample order."""
-    from recharness.core.io import JsonlAppender, read_jsonl, write_jsonl_atomic
-    from recharness.core.rundir import check_name
-    from recharness.finetune.export import read_info
-    from recharness.finetune.items import ItemVocab
-    from recharness.models.hf import HFBackend
-    from recharness.runner.pipeline import load_build
+def answer_build(run_dir: Path, model_dir: Path, name: str, *, beams: int = 20, limit: int | None = None,
+                 on_progress=None) -> Path:
+    """An id / sid fine-tune answers its task's samples of the build into `predictions/<name>.jsonl`,
+    as `recharness run -m ft:DIR` does (the executor: resumable after a kill, exactly once). With
+    `limit`, the first `limit` samples, declared in each answer as a sample cap (judged on those)."""
+    from recharness.finetune.backend import finetuned_backend
+    from recharness.runner.pipeline import run
 
-    check_name(name)
-    info, samples = load_build(Path(run_dir))
-    samples = [s for s in samples if s["task"] == task][:limit]
-    if not samples:
-        raise ConfigError(f"{run_dir} has no {task} samples")
-    vocab = ItemVocab.load(model_dir)
-    backend = HFBackend(str(model_dir))
-    ident = json.loads(json.dumps(backend.identity()))  # as read back from the file
-    ft, build = read_info(model_dir), info.get("fingerprint")
-    path = RunDir(run_dir).predictions(name)
-    partial = path.with_name(path.name + ".partial")
-    done: dict[str, dict] = {}
-    if partial.exists():
-        done = {r["id"]: r for r in read_jsonl(partial, tolerate_torn_tail=True)
-                if r.get("model") == ident and r.get("build") == build}
-    if on_progress and done:
-        on_progress(sum(s["id"] in done for s in samples))
-    tok, model = backend._load()
-    answer = make_answer(backend, tok, model, vocab)
-    with JsonlAppender(partial, fsync=False) as log:
-        for s in samples:
-            if s["id"] in done:
-                continue
-            parsed, sec = answer(s)
-            rec = {"id": s["id"], "task": task, "parsed": parsed.value, "valid": parsed.valid, "error": parsed.error,
-                   "latency_s": sec, "model": ident, "build": build, "finetune": ft}
-            log.write(rec)
-            done[s["id"]] = rec
-            if on_progress:
-                on_progress(1)
-    write_jsonl_atomic(path, [done[s["id"]] for s in samples])
-    partial.unlink(missing_ok=True)
+    backend = finetuned_backend(model_dir, beams=beams, sample_cap=limit)
+    task = getattr(backend, "task_name", None)
+    if task is None:
+        raise ConfigError(f"{model_dir} is a text-item fine-tune: run it with `recharness run -m hf:{model_dir}`")
+    path, _ = run(Path(run_dir), backend, name, limit=limit, use_cache=False, tasks=[task], on_progress=on_progress)
     return path
-
-
-def predict_seqrec(run_dir: Path, model_dir: Path, name: str, *, beams: int = 20, limit: int | None = None,
-                   on_progress=None) -> Path:
-    """Answer the build's seqrec samples with an ID/SID fine-tuned model by CBS and write
-    `predictions/<name>.jsonl` (each sample's target rank among the beams, `beams`, `invalid` = 0).
-    With `limit`, the first `limit` samples only, declared as a `sample_cap` (as `title-cbs`): `score`
-    judges the model on the samples it answered and Table 5 shows that n."""
-    from recharness.core.types import Parsed
-    from recharness.finetune.items import recommend
-    from recharness.models.cbs import Trie
-    from recharness.tasks.recbench.seqrec import list_rank
-
-    def make_answer(backend, tok, model, vocab):
-        to_item = vocab.paths(tok)
-        trie = Trie(to_item)  # once: every sample's beam search walks the same trie
-
-        def answer(s):
-            ranked, invalid, sec = recommend(model, tok, vocab, s["history"], beams=beams, trie=trie, to_item=to_item)
-            r = list_rank(ranked, s["target"], set(s["history"]))
-            parsed = {"rank": None if math.isinf(r) else int(r), "top": ranked[:10], "beams": beams,
-                      "invalid": invalid, "top1_invalid": not ranked, "latency_s": round(sec, 4)}
-            if limit is not None:  # answers the first `limit` on purpose: judged on those (`n_scored` in Table 5)
-                parsed["sample_cap"] = limit
-            return Parsed(parsed), sec
-
-        return answer
-
-    return _answer_samples(run_dir, model_dir, name, "seqrec", limit, make_answer, on_progress)
-
-
-def predict_ctr(run_dir: Path, model_dir: Path, name: str, *, limit: int | None = None, on_progress=None) -> Path:
-    """Score the build's ctr samples with an ID/SID fine-tuned model (Groups D/F): P(Yes) from the logits of
-    "Yes" and "No" after the identifier prompt, as the text models are scored; `predictions/<name>.jsonl`."""
-    from recharness.tasks.recbench.ctr import CtrTask
-
-    task = CtrTask()
-
-    def make_answer(backend, tok, model, vocab):
-        def answer(s):
-            sc = backend._score_sync(vocab.ctr_messages(s["history"], s["item_id"]), task.answer_options(s))
-            return task.parse_options(s, sc), sc.latency_s
-
-        return answer
-
-    return _answer_samples(run_dir, model_dir, name, "ctr", limit, make_answer, on_progress)

@@ -56,13 +56,13 @@ def finetune_command(
         TimeRemainingColumn,
     )
 
-    from recharness.finetune.api import finetune, predict_ctr, predict_seqrec
+    from recharness.finetune.api import finetune, recipe
     from recharness.runner.pipeline import default_run_dir
 
     console = Console(stderr=True, soft_wrap=True)
     run_dir = out if out is not None else default_run_dir(suite, dataset)
-    if task is None:
-        task = "joint" if suite == "perrecbench" else "ctr"
+    r = recipe(suite, task)
+    task = r.task
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"),
                         TimeElapsedColumn(), TimeRemainingColumn(), console=console)
@@ -81,21 +81,20 @@ def finetune_command(
     for note in res.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
     name = res.out.name
-    if res.items in ("id", "sid") and evaluate:
+    if res.items in ("id", "sid") and evaluate and r.answerer is not None:
+        from recharness.finetune.api import answer_build
+
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       TimeRemainingColumn(), console=console) as prog:
-            b = prog.add_task(f"CBS ({beams} beams)" if task == "seqrec" else "P(Yes)", total=None)
-            if task == "seqrec":
-                path = predict_seqrec(run_dir, res.out, name, beams=beams, limit=eval_limit,
-                                      on_progress=lambda n: prog.advance(b, n))
-            else:
-                path = predict_ctr(run_dir, res.out, name, limit=eval_limit, on_progress=lambda n: prog.advance(b, n))
-        print(f"predictions → {path}; score with: recharness score {suite} -d {dataset} -o {run_dir}")
+            b = prog.add_task(f"answering the {task} samples", total=None)
+            path = answer_build(run_dir, res.out, name, beams=beams, limit=eval_limit,
+                                on_progress=lambda n: prog.advance(b, n))
+        print(f"predictions → {path} (the same as `recharness run {suite} -o {run_dir} -m ft:{res.out} --name {name}`); "
+              f"score with: recharness score {suite} -d {dataset} -o {run_dir}")
     elif res.items == "text":
-        print(f"next: recharness run {suite} -d {dataset} -o {run_dir} -m hf:{res.out} --name {name}")
-    if suite == "perrecbench":
-        print(f"then: recharness score {suite} -d {dataset} -o {run_dir}   (Table 1 layout: one row per --name, "
-              "beside the zero-shot runs of the same build)")
+        print(f"next: recharness run {suite} -d {dataset} -o {run_dir} -m ft:{res.out} --name {name}")
+        print(f"then: recharness score {suite} -d {dataset} -o {run_dir}   (one row per --name, beside the "
+              "zero-shot runs of the same build)")
 
 
 def merge_command(

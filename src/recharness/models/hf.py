@@ -52,7 +52,8 @@ class HFBackend(ModelBackend):
                                               "sources": [x.get("task") for x in m.get("sources") or []]}
         return ident
 
-    def _load(self):
+    def load(self):
+        """The tokenizer and weights, loaded once (training and scoring share this one copy)."""
         if self._model is None:
             from pathlib import Path
 
@@ -81,7 +82,7 @@ class HFBackend(ModelBackend):
         import torch
 
         with self._lock:
-            tok, model = self._load()
+            tok, model = self.load()
             t0 = time.perf_counter()
             ids = self._prompt_ids(tok, messages)
             torch.manual_seed(params.seed)
@@ -100,11 +101,11 @@ class HFBackend(ModelBackend):
     async def agenerate(self, messages: Messages, params: GenerationParams) -> Completion:
         return await asyncio.to_thread(self._generate_sync, messages, params)
 
-    def _score_sync(self, messages: Messages, options: list[str]) -> OptionScores:
+    def score_options_sync(self, messages: Messages, options: list[str]) -> OptionScores:
         import torch
 
         with self._lock:
-            tok, model = self._load()
+            tok, model = self.load()
             t0 = time.perf_counter()
             ids = self._prompt_ids(tok, messages)
             with torch.no_grad():
@@ -117,4 +118,4 @@ class HFBackend(ModelBackend):
             return OptionScores(logprobs=res, latency_s=time.perf_counter() - t0)
 
     async def ascore_options(self, messages: Messages, options: list[str]) -> OptionScores:
-        return await asyncio.to_thread(self._score_sync, messages, options)
+        return await asyncio.to_thread(self.score_options_sync, messages, options)

@@ -60,7 +60,8 @@ class LlamaCppBackend(ModelBackend):
             ident["finetune"] = self._finetune
         return ident
 
-    def _load(self):
+    def load(self):
+        """The llama.cpp model, loaded once per backend."""
         if self._llm is None:
             llama_cpp = _import_llama()
             self._llm = llama_cpp.Llama(
@@ -71,7 +72,7 @@ class LlamaCppBackend(ModelBackend):
 
     def _generate_sync(self, messages: Messages, params: GenerationParams) -> Completion:
         with self._lock:
-            llm = self._load()
+            llm = self.load()
             t0 = time.perf_counter()
             try:
                 out = llm.create_chat_completion(
@@ -95,14 +96,14 @@ class LlamaCppBackend(ModelBackend):
     async def agenerate(self, messages: Messages, params: GenerationParams) -> Completion:
         return await asyncio.to_thread(self._generate_sync, messages, params)
 
-    def _score_sync(self, messages: Messages, options: list[str]) -> OptionScores:
+    def score_options_sync(self, messages: Messages, options: list[str]) -> OptionScores:
         """Next-token log-probs after the chat prompt; both spellings ("Yes", " Yes") summed."""
         import numpy as np
 
         with self._lock:
-            llm = self._load()
+            llm = self.load()
             t0 = time.perf_counter()
-            prompt = self._format_prompt(llm, messages)
+            prompt = self.chat_prompt(llm, messages)
             tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
             if len(tokens) >= self.n_ctx:
                 raise SampleError("context_overflow", f"{self.name}: prompt of {len(tokens)} tokens exceeds the "
@@ -143,7 +144,8 @@ class LlamaCppBackend(ModelBackend):
         return k
 
     @staticmethod
-    def _format_prompt(llm, messages: Messages) -> str:
+    def chat_prompt(llm, messages: Messages) -> str:
+        """The chat template of the GGUF applied to `messages`: the exact text the model is scored on."""
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         template = llm.metadata.get("tokenizer.chat_template")
@@ -155,7 +157,7 @@ class LlamaCppBackend(ModelBackend):
         return fmt(messages=messages).prompt
 
     async def ascore_options(self, messages: Messages, options: list[str]) -> OptionScores:
-        return await asyncio.to_thread(self._score_sync, messages, options)
+        return await asyncio.to_thread(self.score_options_sync, messages, options)
 
 
 #: `general.description` of a GGUF written by `recharness export-gguf` starts with this, then JSON

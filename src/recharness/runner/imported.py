@@ -12,8 +12,8 @@ the score stage then scores it beside every other method, with the same interval
                    ranking tasks:  "items" (item ids, best first) or "titles" (best first) or "answer"
                    (sequential, direct, seqrec, RecBench+)
                    any generate task: "answer" (the raw text, parsed as a model's answer)
-                   perrecbench:    the original <mode>-<level>.json files (a folder or files), or
-                                   JSONL "ordering" (1-based user indices, best first) / "ratings"
+                   a task's own keys (`Task.import_answer`, e.g. a ranking of users), or a suite's
+                   released files (`Suite.import_files`, a folder or files)
 
 In CSV, list columns hold a JSON list or "|"-separated values. Every line that cannot be used
 (malformed, unknown id, an answer for a sample already answered, an item id the catalog lacks) is
@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from recharness.core.errors import ConfigError, InputError
+from recharness.tasks.validation import as_list
 
 ANSWER_KEYS = ("probability", "items", "titles", "answer", "ordering", "ratings", "rating")
 
@@ -89,21 +90,6 @@ def _read_lines(path: Path):
             yield i, obj if isinstance(obj, dict) else "not a JSON object"
 
 
-def _as_list(v) -> list | None:
-    if isinstance(v, list):
-        return v
-    if isinstance(v, str):
-        s = v.strip()
-        if s.startswith("["):
-            try:
-                got = json.loads(s)
-            except json.JSONDecodeError:
-                return None
-            return got if isinstance(got, list) else None
-        return [x.strip() for x in s.split("|") if x.strip()]
-    return None
-
-
 class _Resolver:
     """Sample lookup by id, by (task, user), by (user, item)."""
 
@@ -147,7 +133,7 @@ def _answer_text(task, sample: dict, d: dict, titles) -> tuple[str | None, list[
     if "answer" in d and d["answer"] is not None:
         return str(d["answer"]), notes, None
     if "items" in d:
-        ids = _as_list(d["items"])
+        ids = as_list(d["items"])
         if ids is None:
             return None, notes, "\"items\" is not a list of item ids"
         ids = [str(x) for x in ids]
@@ -160,7 +146,7 @@ def _answer_text(task, sample: dict, d: dict, titles) -> tuple[str | None, list[
         notes += [f"item {i!r} is not in the dataset's catalog (left out)" for i in ids if i not in cat]
         return "\n".join(f"{n}. {cat[i]}" for n, i in enumerate([i for i in ids if i in cat], 1)), notes, None
     if "titles" in d:
-        ts = _as_list(d["titles"])
+        ts = as_list(d["titles"])
         if ts is None:
             return None, notes, "\"titles\" is not a list"
         return "\n".join(f"{n}. {t}" for n, t in enumerate(ts, 1)), notes, None
@@ -297,8 +283,9 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
                                                         f"{records[s['id']]['imported_from']}): ignored"})
             continue
         task = task_of(s["task"])
-        if info["suite"] == "perrecbench":
-            rec, err = _perrecbench_line(s, d)
+        own = task.import_answer(s, d)  # a task whose answers are no item list or text reads its own keys
+        if own is not None:
+            rec, err = own
             if err:
                 problems.append({"where": where, "problem": err})
                 continue
@@ -338,43 +325,3 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
               "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "predictions": f"predictions/{name}.jsonl"}
     atomic_write_text(rd.import_report(name), json.dumps(report, indent=2))
     return report
-
-
-def _whole(x) -> int | None:
-    """x as an int when it is a whole, finite number (1, 1.0, "2"); None otherwise (1.9, NaN, True)."""
-    if isinstance(x, bool):
-        return None
-    if isinstance(x, int):
-        return x
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return int(v) if math.isfinite(v) and v.is_integer() else None
-
-
-def _perrecbench_line(s: dict, d: dict) -> tuple[dict | None, str | None]:
-    n = len(s["truth"]["user_ids"])
-    if "ordering" in d:
-        o = _as_list(d["ordering"])
-        o = [_whole(x) for x in o] if o is not None else None
-        if o is None or None in o:
-            return None, f"\"ordering\" is not a list of 1-based user indices (whole numbers): {str(d['ordering'])[:80]}"
-        valid = sorted(o) == list(range(1, n + 1))
-        return {"parsed": {"ordering": o}, "valid": valid,
-                "error": None if valid else f"ordering {o} is not a permutation of 1..{n}"}, None
-    if "ratings" in d and s["task"] == "point":
-        r = _as_list(d["ratings"])
-        if r is None or len(r) != n:
-            return None, f"\"ratings\" must list {n} ratings (null for a user without one)"
-        try:
-            vals = [None if x is None or (isinstance(x, str) and x.strip() in ("", "null")) else float(x)
-                    for x in r]
-        except (TypeError, ValueError):
-            vals = [math.nan]
-        if any(isinstance(x, bool) for x in r) or any(v is not None and not math.isfinite(v) for v in vals):
-            return None, f"\"ratings\" holds a value that is not a finite number: {str(d['ratings'])[:80]}"
-        valid = all(v is not None for v in vals)
-        return {"parsed": {"ratings": vals, "failed": sum(v is None for v in vals)}, "valid": valid,
-                "error": None if valid else "a user without a rating"}, None
-    return None, "no \"ordering\" (pair, list) or \"ratings\" (point)"

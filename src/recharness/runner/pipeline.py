@@ -13,7 +13,8 @@ from pathlib import Path
 
 from recharness.core.errors import BuildMismatch, ConfigError, InputError
 from recharness.core.io import atomic_write_text, read_jsonl, write_jsonl_atomic
-from recharness.core.rundir import RunDir, check_name, fingerprint
+from recharness.core.paths import shown_path
+from recharness.core.rundir import RunDir, check_name, fingerprint, samples_record
 from recharness.core.types import BuildConfig, ScoreRow
 from recharness.data.store import load_dataset
 from recharness.execution.executor import RunStats, run_samples, with_model
@@ -74,6 +75,13 @@ def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None =
     ids = [x["id"] for x in samples]
     if len(ids) != len(set(ids)):
         raise RuntimeError("builder produced duplicate sample ids")
+    empty = [t for t, n in counts.items() if n == 0]
+    if empty:
+        shown = ", ".join(f"{k}={v}" for k, v in sorted((options or {}).items())) or "the defaults"
+        raise ConfigError(f"build {suite} on {dataset_name}: {', '.join(empty)} yielded 0 samples (seed {seed}, "
+                          f"limit {limit}, options {shown}): the task's filters (history length, ratings, "
+                          f"candidates, group sizes) keep no user of this dataset; see `recharness suites "
+                          f"--options {suite}` and loosen them, or use another dataset")
     out.mkdir(parents=True, exist_ok=True)
     rd = RunDir(out)
     write_jsonl_atomic(rd.samples_jsonl, samples)
@@ -81,6 +89,7 @@ def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None =
                                               "options": options})
     _stamp_imported_predictions(out, fp, before)
     info = {"suite": suite, "dataset": dataset_name, "tasks": tasks, "seed": seed, "limit": limit,
+            **samples_record(rd.samples_jsonl, len(samples)),
             "options": {k: v for k, v in config.options.items() if isinstance(v, (str, int, float, bool, type(None)))},
             "counts": counts, "fingerprint": fp, "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
     atomic_write_text(rd.build_json, json.dumps(info, indent=2))
@@ -100,16 +109,19 @@ def _stamp_imported_predictions(out: Path, fp: str, before: dict[Path, int]) -> 
 
 def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None = None, use_cache: bool = True,
         max_retries: int = 1, concurrency: int | None = None, on_progress=None, on_total=None,
-        tasks: list[str] | None = None) -> tuple[Path, RunStats]:
+        tasks: list[str] | None = None, overwrite: bool = False) -> tuple[Path, RunStats]:
     """Answer the build's samples (only those of `tasks` when given; then the first `limit`) into
     predictions/<model_slug>.jsonl. A task left out has no rows for this model in `score` (shown "–"),
-    so e.g. a single-format fine-tune can be run on its own format alone."""
+    so e.g. a single-format fine-tune can be run on its own format alone. The file is one model's:
+    resuming it with another model is refused (`overwrite`: start it afresh)."""
     check_name(model_slug)
     if max_retries < 0:
         raise ConfigError(f"--max-retries must be 0 or more, got {max_retries}")
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be at least 1, got {limit}")
     info, samples = load_build(out)
+    if not tasks and getattr(backend, "task_name", None):  # a model of one task (an id/sid fine-tune) answers that one
+        tasks = [backend.task_name]
     if tasks:
         unknown = [t for t in tasks if t not in info["tasks"]]
         if unknown:
@@ -125,12 +137,41 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
         task.setup(ds, context)
         tasks[t] = task
     pred_path = RunDir(out).predictions(model_slug)
+    if overwrite and pred_path.exists():
+        pred_path.unlink()
+    check_same_model(pred_path, backend.identity())
     if on_total:
         on_total(len(samples))
     stats = with_model(backend, lambda model: run_samples(
         samples, tasks, model, pred_path, max_retries=max_retries, concurrency=concurrency, on_progress=on_progress,
         build=info["fingerprint"]), use_cache=use_cache, buffered=True)
     return pred_path, stats
+
+
+#: identity keys that say where a model is served, not what it is (a server may move between resumed runs)
+_WHERE = ("base_url",)
+
+
+def _what(identity: dict | None) -> dict:
+    return {k: v for k, v in (identity or {}).items() if k not in _WHERE}
+
+
+def check_same_model(pred_path: Path, identity: dict) -> None:
+    """A predictions file holds one model's answers: resuming it with another model (another backend,
+    model, file, fine-tune or settings in its identity) is refused, both named."""
+    if not pred_path.exists():
+        return
+    first = next(iter(read_jsonl(pred_path, tolerate_torn_tail=True)), None)
+    if first is None:
+        return
+    had, now = _what(first.get("model")), _what(json.loads(json.dumps(identity, default=str)))
+    if had != now:
+        def show(ident: dict) -> str:
+            return json.dumps(ident, sort_keys=True)[:300]
+
+        raise ConfigError(f"{shown_path(pred_path)} holds the answers of another model ({show(had)}), not of "
+                          f"{show(now)}: a method is one model. Give this run another --name to keep both, or "
+                          "--overwrite to replace those answers")
 
 
 def _latency_summary(records: list[dict]) -> dict[str, float]:
@@ -158,9 +199,15 @@ def _checked_records(pf: Path, fp: str, redo: str = "re-run the model (`recharne
 
 
 def _records_by_task(pf: Path, fp: str, **kw) -> dict[str, dict[str, dict]]:
-    """A predictions file read once: {task: {sample id: record}} (the last line for an id wins; there is one)."""
+    """A predictions file read once: {task: {sample id: record}}; an id answered twice is refused (the
+    file was edited or concatenated: which answer counts would be a guess)."""
     out: dict[str, dict[str, dict]] = defaultdict(dict)
-    for r in _checked_records(pf, fp, **kw):
+    line_of: dict[str, int] = {}
+    for k, r in enumerate(_checked_records(pf, fp, **kw), 1):
+        if r["id"] in line_of:
+            raise InputError(pf, f"sample {r['id']!r} is answered twice (first on line {line_of[r['id']]}): remove "
+                                 "one, or run the model again into a new --name", line=k, field="id")
+        line_of[r["id"]] = k
         out[r.get("task")][r["id"]] = r
     return out
 
@@ -200,7 +247,7 @@ def methods_by_task(out: Path, *, seed: int = 0, references: bool = True, only: 
     """(task name, task, its samples, [(method, kind, {id: record}, extra)]) per task of the build:
     predictions files first, then reference rows (`train`'s files, else computed by the task).
     `only`: just these methods (references are then computed only if one of them is asked for)."""
-    from recharness.baselines import serving
+    from recharness.tasks.references import serving
 
     info, samples = load_build(out)
     fp = info["fingerprint"]
@@ -227,8 +274,8 @@ def methods_by_task(out: Path, *, seed: int = 0, references: bool = True, only: 
                 methods.append((pf.stem, "model", recs, {"model": model, "answered": len(recs)}))
         if references:
             trained = {pf.stem: refs[pf][t] for pf in ref_files if refs[pf].get(t)}
-            served = serving(info["suite"], t)
-            cheap = serving(info["suite"], t, on_the_fly=True)
+            served = serving(task)
+            cheap = serving(task, on_the_fly=True)
             computed: dict[str, dict[str, dict]] = {}
             wanted = only is None or bool(only - {pf.stem for pf in pred_files} - set(trained))
             if wanted and (not served or not set(cheap) <= set(trained)):  # something `train` did not write

@@ -11,13 +11,15 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from recharness.baselines import BASELINES, TrainData, fit, serving
+from recharness.baselines import BASELINES, TrainData, fit
 from recharness.core.errors import ConfigError
 from recharness.core.io import atomic_write_bytes, write_jsonl_atomic
 from recharness.core.rundir import RunDir
 from recharness.data.store import load_dataset
 from recharness.runner.latency import LATENCY_RUNS, timed_predict  # noqa: F401 (re-exported)
 from recharness.runner.pipeline import load_build
+from recharness.tasks.references import serving
+from recharness.tasks.registry import get_task
 
 
 def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = None, seed: int = 0,
@@ -33,7 +35,7 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
     by_task: dict[str, list[dict]] = defaultdict(list)
     for s in samples:
         by_task[s["task"]].append(s)
-    served = {t: serving(info["suite"], t) for t in by_task}
+    served = {t: serving(get_task(info["suite"], t)) for t in by_task}
     available = list(dict.fromkeys(n for names in served.values() for n in names))
     for name in baselines or []:
         BASELINES.meta(name)  # an unknown name: one error line with the known ones
@@ -49,12 +51,12 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
     written = []
     remote = None
     if executor == "ray":  # one Ray task per model, in parallel; the files are still written here
-        from recharness.execution.ray_executor import train_ray
+        from recharness.runner.train_ray import train_ray
 
         if progress is not None:
             progress(f"training {len(names)} models as Ray tasks…")
         remote = {r["name"]: r for r in train_ray(names, train_data, seed, dict(by_task), served, latency_runs,
-                                                  address=address, progress=progress)}
+                                                  info["suite"], address=address, progress=progress)}
     elif executor != "local":
         raise ConfigError(f"unknown executor {executor!r}: local or ray")
     for name in names:
@@ -81,7 +83,7 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
                     progress(f"{name}: predicting {len(task_samples)} {t} samples, timing {latency_runs} "
                              "single-sample calls…")
                 runs = 0 if BASELINES.meta(name).get("own_latency") else latency_runs
-                predicted.append((t, *timed_predict(model, task_samples, runs)))
+                predicted.append((t, *timed_predict(model, task_samples, runs, task=get_task(info["suite"], t))))
         stamp = {"build": info["fingerprint"], "kind": "reference", "model": identity, "train_s": round(seconds, 6)}
         records = []
         for t, recs, timing in predicted:

@@ -31,6 +31,8 @@ class Task(ABC):
     params: GenerationParams = GenerationParams()
     #: the run directory, set by the pipeline before scoring (tasks that read side files use it)
     run_dir: Path | None = None
+    #: the reference recommenders (`recharness.baselines` names) that answer this task, in row order
+    baselines: tuple[str, ...] = ()
 
     def setup(self, dataset, context: Any = None) -> None:
         """Once before running, parsing or scoring (e.g. build a catalog matcher); `context` as in BuildConfig."""
@@ -71,6 +73,17 @@ class Task(ABC):
     @abstractmethod
     def score(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, float]:
         """Metrics for one method; `predictions` maps sample id → prediction record."""
+
+    def reference_answer(self, ranker, sample: dict) -> Any:
+        """A baseline's parsed answer to `sample` through its request kinds (`rank`, `top_k`,
+        `target_rank`, `p_click` of a baselines.Ranker): what makes a ranker answer this task."""
+        raise ValueError(f"task {self.name!r} takes no ranker's answers (it declares no baselines)")
+
+    def import_answer(self, sample: dict, line: dict) -> tuple[dict | None, str | None] | None:
+        """`score --predictions`: an imported line's answer in this task's own keys, as
+        ({"parsed", "valid", "error"}, None) or (None, why the line is unusable); None (the default):
+        the generic keys (items, titles, answer, probability) go through `parse`."""
+        return None
 
     def references(self, dataset, samples: list[dict], seed: int = 0) -> dict[str, dict[str, dict]]:
         """Reference methods' predictions, scored by the same `score`: {method: {id: record}}."""

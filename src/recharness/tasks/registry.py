@@ -16,6 +16,18 @@ from recharness.core.errors import ConfigError
 from recharness.core.registry import Registry, did_you_mean, load_target
 
 
+@dataclass(frozen=True)
+class DemoRun:
+    """One run of `recharness demo`: a run directory `label` of this suite's `tasks` on `limit` users
+    (queries, groups) per task, built with `options` (--option KEY=VALUE); `order` places it among all."""
+
+    label: str
+    tasks: tuple[str, ...]
+    limit: int
+    options: tuple[str, ...] = ()
+    order: int = 0
+
+
 @dataclass(frozen=True, eq=False)
 class Suite:
     name: str
@@ -30,11 +42,19 @@ class Suite:
     judge: Callable | str | None = field(default=None, repr=False)
     #: {task: pydantic options model}, or its lazy "module:OPTIONS" (None: only the common prompt switches)
     options: dict | str | None = field(default=None, repr=False)
+    #: the runs `recharness demo` makes of this suite
+    demo: tuple[DemoRun, ...] = ()
+    #: `import_files(run_dir, source, name) -> (predictions path, problems)`: `score --predictions` of the
+    #: suite's released layout (a folder, or .json files), or its lazy "module:function" (None: JSONL/CSV only)
+    import_files: Callable | str | None = field(default=None, repr=False)
+    #: {task: lazy "module:function"} building fine-tuning examples (`recharness finetune`), see finetune.recipes
+    finetune: dict | str | None = field(default=None, repr=False)
 
     @property
     def capabilities(self) -> frozenset[str]:
         """The optional hooks this suite provides, e.g. {"judge", "paper_tables"}."""
-        return frozenset(k for k in ("paper_tables", "context", "judge", "options") if getattr(self, k) is not None)
+        return frozenset(k for k in ("paper_tables", "context", "judge", "options", "import_files", "finetune")
+                         if getattr(self, k))
 
     def supports(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -62,9 +82,12 @@ def _suite_packages() -> list[str]:
 
 def register_suite(name: str, tasks: dict, description: str, default_tasks: list[str] | None = None,
                    paper_tables: Callable | None = None, context: Callable | None = None,
-                   judge: Callable | str | None = None, options: dict | str | None = None) -> Suite:
+                   judge: Callable | str | None = None, options: dict | str | None = None,
+                   demo: tuple[DemoRun, ...] | list[DemoRun] = (), import_files: Callable | str | None = None,
+                   finetune: dict | str | None = None) -> Suite:
     """Register a suite (see `Suite` for the optional hooks); returns its record."""
-    suite = Suite(name, description, dict(tasks), list(default_tasks or tasks), paper_tables, context, judge, options)
+    suite = Suite(name, description, dict(tasks), list(default_tasks or tasks), paper_tables, context, judge, options,
+                  tuple(demo), import_files, finetune)
     SUITES.add(name, suite)
     return suite
 

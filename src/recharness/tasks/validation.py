@@ -479,3 +479,35 @@ class FreeText(OutputFormat):
         if n > self.max_words or (truncated and not self.single_line):
             return Parsed(value, valid=False, error=f"too long: {n} words > {self.max_words}" + (" (cut at MAX_SCAN)" if truncated else ""))
         return Parsed(value)
+
+
+# ---------------------------------------------------------------- imported answers: list and number fields
+
+
+def as_list(v) -> list | None:
+    """An imported list field: a list, a JSON list in a string, or "|"-separated values (None: not a list)."""
+    if isinstance(v, list):
+        return v
+    if isinstance(v, str):
+        s = v.strip()
+        if s.startswith("["):
+            try:
+                got = json.loads(s)
+            except json.JSONDecodeError:
+                return None
+            return got if isinstance(got, list) else None
+        return [x.strip() for x in s.split("|") if x.strip()]
+    return None
+
+
+def whole_number(x) -> int | None:
+    """x as an int when it is a whole, finite number (1, 1.0, "2"); None otherwise (1.9, NaN, True)."""
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, int):
+        return x
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return int(v) if math.isfinite(v) and v.is_integer() else None

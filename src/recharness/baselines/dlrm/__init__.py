@@ -1,4 +1,4 @@
-"""RecBench's conventional CTR models (DLRMs, §4 Groups A-C) as trainable baselines of recbench ctr.
+"""RecBench's conventional CTR models (DLRMs, §4 Groups A-C) as trainable click-through baselines.
 
 Nine models with the item as an id (DNN, PNN, DeepFM, DCN, DCNv2, MaskNet, FinalMLP, AutoInt,
 GDCN), and DNN with the item as its title's tokens (text) or as a frozen pretrained vector
@@ -12,7 +12,6 @@ inputs: a user-id field beside the history (`use_user=False` gives the paper's G
 
 from __future__ import annotations
 
-_CTR = ("recbench:ctr",)
 _MODULE = "recharness.baselines.dlrm.baseline"
 
 #: registered name -> (class in `baseline`, description)
@@ -35,7 +34,7 @@ def register_dlrms(registry) -> None:
     """Add the DLRMs to a baseline registry, lazily (torch is imported on first use). They are
     `heavy`: fitted by the `train` stage (seconds to a minute each), never on the fly inside `score`."""
     for name, (cls, description) in DLRMS.items():
-        registry.add(name, f"{_MODULE}:{cls}", tasks=_CTR, trainable=True, heavy=True,
+        registry.add(name, f"{_MODULE}:{cls}", answers=("click",), trainable=True, heavy=True,
                      description=f"{description} (RecBench §4; needs torch and torch-rechub)")
 
 

@@ -175,7 +175,7 @@ class DlrmBaseline(Baseline):
             return np.zeros(0)
         return predict_proba(self.model, to_tensors(self.space.encode_samples(samples)))
 
-    def predict(self, samples: list[dict]) -> dict[str, dict]:
+    def predict(self, samples: list[dict], task=None) -> dict[str, dict]:
         bad = next((s for s in samples if s.get("task", "ctr") != "ctr"), None)
         if bad is not None:
             raise ValueError(f"{self.name} does not answer {bad['task']!r} samples")

@@ -10,7 +10,7 @@ from recharness.tasks.llmrec.explanation import ExplanationTask
 from recharness.tasks.llmrec.rating import RatingTask
 from recharness.tasks.llmrec.sequential import SequentialTask
 from recharness.tasks.llmrec.summarization import SummarizationTask
-from recharness.tasks.registry import register_suite
+from recharness.tasks.registry import DemoRun, register_suite
 
 TASKS = {
     "sequential": SequentialTask,
@@ -28,4 +28,5 @@ register_suite(
     default_tasks=["sequential", "direct"],
     judge="recharness.tasks.llmrec.judge:judge_run",  # `recharness judge`: explanation and summarization
     options="recharness.tasks.llmrec.options:OPTIONS",
+    demo=[DemoRun("llmrec", ("sequential", "direct"), 4, order=0)],
 )

@@ -61,12 +61,12 @@ def ranking_scores(ranked: list[list[str]], targets: list[str], hr_ks=(1, 5, 10)
     return out
 
 
-def reference_predictions(task: str, dataset, samples: list[dict], seed: int) -> dict[str, dict[str, dict]]:
+def reference_predictions(task, dataset, samples: list[dict], seed: int) -> dict[str, dict[str, dict]]:
     """Popularity and random reference rows as prediction records, so one scorer scores all:
-    the baselines registered for this task (`recharness.baselines`), fitted on the training part."""
-    from recharness.baselines import reference_records
+    the task's baselines (`Task.baselines`), fitted on the leave-last-out training part."""
+    from recharness.tasks.references import reference_records
 
-    return reference_records("llmrec", task, dataset, samples, seed)
+    return reference_records(task, dataset, samples, seed)
 
 
 def ranking_units(ids: list[str], ranked: list[list[str]], targets: list[str], hr_ks=(1, 5, 10),

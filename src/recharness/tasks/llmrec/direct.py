@@ -58,6 +58,7 @@ MAX_LINES = 1_000
 class DirectTask(Task):
     headline = "NDCG@10"
     name = "direct"
+    baselines = ("popularity", "random")
     format_reminder = "Please answer only with the candidate numbers in ranked order, separated by commas."
     params = GenerationParams(max_tokens=120)
     ks = (1, 5, 10)
@@ -191,8 +192,11 @@ class DirectTask(Task):
         out["partial_rate"] = mean_units(ids, partial, how="mean over samples")
         return out
 
+    def reference_answer(self, ranker, sample: dict) -> dict:
+        return {"ranking": ranker.rank(sample["candidates"])}
+
     def references(self, dataset, samples, seed: int = 0):
-        return reference_predictions(self.name, dataset, samples, seed)
+        return reference_predictions(self, dataset, samples, seed)
 
 
 class _Titles:

@@ -9,8 +9,8 @@ and answers in a fixed JSON schema:
 
 validated by `JUDGE_FORMAT` (validation.JsonObject: whole numbers 1..5, the
 trailing-comma tolerance documented there), with one retry carrying a format
-reminder. Every judge call goes through `CachedModel`, so it is cached like
-any other model call (re-judging costs nothing; a new judge or a changed
+reminder. Every judge call goes through the executor (`run_samples`, via
+`execution.requests`), so it is cached, bounded and resumable like any other model call (re-judging costs nothing; a new judge or a changed
 prompt is a new key).
 
 Files: `judge_run` writes <run>/judgments/<pred-stem>__<judge-slug>.jsonl,
@@ -39,14 +39,12 @@ The run directory is `task.run_dir` if the pipeline sets it, else the
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import statistics
 from pathlib import Path
 
 from recharness.core.io import read_jsonl, write_jsonl_atomic
 from recharness.core.types import GenerationParams
-from recharness.execution.ask import ask
 from recharness.tasks.llmrec.text_prompts import JUDGE_SCHEMA_TEXT, MAX_REVIEW_CHARS, hypothesis, judge_prompt, short
 from recharness.tasks.validation import JsonField, JsonObject
 
@@ -68,12 +66,13 @@ def candidate_sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-async def judge_one(model, sample: dict, candidate: str, *, max_retries: int = 1) -> dict:
-    """One judgment; `model` is a execution.executor.CachedModel."""
-    messages = judge_prompt(sample["task"], candidate, short(sample["reference"], MAX_REVIEW_CHARS), sample.get("judge_context", ""))
-    asked = await ask(model, messages, JUDGE_PARAMS, JUDGE_FORMAT.check, reminder=JUDGE_REMINDER, max_retries=max_retries)
-    parsed = asked.parsed
-    v = parsed.value if parsed.valid else {}
+def _question_id(sample_id: str, sha: str) -> str:
+    return f"{sample_id}#{sha}"
+
+
+def _judgment(sample: dict, candidate: str, rec: dict) -> dict:
+    """A judgment row from the executor's answer record (parsed, valid, outputs, attempts...)."""
+    v = rec.get("parsed") if rec.get("valid") and isinstance(rec.get("parsed"), dict) else {}
     return {
         "id": sample["id"],
         "task": sample["task"],
@@ -82,35 +81,36 @@ async def judge_one(model, sample: dict, candidate: str, *, max_retries: int = 1
         "faithfulness": v.get("faithfulness"),
         "personalization": v.get("personalization"),
         "rationale": v.get("rationale"),
-        "valid": parsed.valid,
-        "error": parsed.error,
-        "output": asked.outputs[-1],
-        "attempts": asked.attempts,
-        "cached": asked.cached,
-        "latency_s": round(asked.latency_s, 6),
+        "valid": bool(rec.get("valid")),
+        "error": rec.get("error"),
+        "output": rec.get("output"),
+        "attempts": rec.get("attempts"),
+        "cached": rec.get("cached"),
+        "latency_s": rec.get("latency_s"),
     }
 
 
 async def judge_predictions(samples: list[dict], predictions: dict[str, dict], judge_model, *, max_retries: int = 1,
-                            concurrency: int | None = None) -> dict[str, dict]:
-    """{sample id: judgment} for every explanation/summarization sample with a valid prediction.
+                            log: Path | None = None) -> dict[str, dict]:
+    """{sample id: judgment} for every explanation/summarization sample with a valid prediction, asked
+    through the executor (`execution.requests`): bounded concurrency, cached, one retry with the format
+    reminder; `log` keeps the judge's answers so a killed judging resumes. Invalid or missing
+    predictions are not sent to the judge (score floors them at 1); a judgment whose retries ran out
+    on the transport is absent."""
+    from recharness.execution.requests import TextRequest, answer_messages
 
-    Invalid or missing predictions are not sent to the judge (score floors them at 1)."""
-    todo = []
+    todo: dict[str, tuple[dict, str]] = {}
     for s in samples:
         if s.get("task") not in JUDGED_TASKS:
             continue
         h = hypothesis(predictions.get(s["id"]))
         if h is not None:
-            todo.append((s, h))
-    sem = asyncio.Semaphore(max(1, concurrency or getattr(judge_model.backend, "max_concurrency", 1)))
-
-    async def one(s, h):
-        async with sem:
-            return await judge_one(judge_model, s, h, max_retries=max_retries)
-
-    results = await asyncio.gather(*(one(s, h) for s, h in todo))
-    return {r["id"]: r for r in results}
+            todo[_question_id(s["id"], candidate_sha(h))] = (s, h)
+    questions = {q: judge_prompt(s["task"], h, short(s["reference"], MAX_REVIEW_CHARS), s.get("judge_context", ""))
+                 for q, (s, h) in todo.items()}
+    request = TextRequest(JUDGE_PARAMS, JUDGE_FORMAT.check, JUDGE_REMINDER)
+    answers, _ = await answer_messages(judge_model, questions, request, log, max_retries=max_retries)
+    return {todo[q][0]["id"]: _judgment(*todo[q], rec) for q, rec in answers.items()}
 
 
 def judge_run(out: Path, backend, judge_slug: str, *, pred_stems: list[str] | None = None, references: bool = True,
@@ -147,11 +147,12 @@ def judge_run(out: Path, backend, judge_slug: str, *, pred_stems: list[str] | No
 
     async def go(model):
         for stem, recs in sets.items():
-            judged = await judge_predictions(samples, recs, model, max_retries=max_retries)
-            rows = [{**j, "judge": identity, "judge_slug": judge_slug, "prediction_file": stem} for j in judged.values()]
             path = rd.judgments(stem, judge_slug)
-            path.parent.mkdir(parents=True, exist_ok=True)
+            log = path.with_name(path.name + ".answers")  # the judge's answers as they come: a kill resumes here
+            judged = await judge_predictions(samples, recs, model, max_retries=max_retries, log=log)
+            rows = [{**j, "judge": identity, "judge_slug": judge_slug, "prediction_file": stem} for j in judged.values()]
             write_jsonl_atomic(path, rows)
+            log.unlink(missing_ok=True)
             written.append(path)
 
     with_model(backend, go, use_cache=use_cache)

@@ -26,6 +26,7 @@ from recharness.tasks.llmrec.prompts import domain_of, sequential_prompt
 class SequentialTask(Task):
     headline = "NDCG@10"
     name = "sequential"
+    baselines = ("popularity", "random")
     format_reminder = "Please answer only with a numbered list of titles, one per line."
     params = GenerationParams(max_tokens=200)
     ks = (1, 5, 10)
@@ -106,5 +107,9 @@ class SequentialTask(Task):
             out["matched_share"] = RatioUnits(ids, matched, named, how="matched / named titles, pooled over samples")
         return out
 
+    def reference_answer(self, ranker, sample: dict) -> dict:
+        items = ranker.top_k(sample["n_recs"], exclude=set(sample["seen"]))
+        return {"items": items, "strings": items}
+
     def references(self, dataset, samples, seed: int = 0):
-        return reference_predictions(self.name, dataset, samples, seed)
+        return reference_predictions(self, dataset, samples, seed)

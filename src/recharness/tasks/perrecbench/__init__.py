@@ -8,6 +8,7 @@ groups of 2 / 3 / 4).  Options: see recharness.tasks.perrecbench.build.
 Public helpers beyond the task interface:
   original.score_files(labels, predictions, mode, compat=...)   score released files
   original.import_predictions(run_dir, name, {(task, level): path})
+  imports.import_files(run_dir, source, name)                     `score --predictions` of released files
   original.write_predictions(samples, predictions, out_dir)       export in the original layout
   table.table1_markdown(score_rows)
 """
@@ -15,7 +16,7 @@ Public helpers beyond the task interface:
 from recharness.tasks.perrecbench.build import make_context
 from recharness.tasks.perrecbench.table import table1_markdown
 from recharness.tasks.perrecbench.tasks import TASKS, ListTask, PairTask, PointTask
-from recharness.tasks.registry import register_suite
+from recharness.tasks.registry import DemoRun, register_suite
 
 register_suite(
     "perrecbench",
@@ -25,6 +26,9 @@ register_suite(
     paper_tables=table1_markdown,
     options="recharness.tasks.perrecbench.options:OPTIONS",
     context=make_context,  # history indexes and group selections, built once per build/run
+    demo=[DemoRun("perrecbench", ("list",), 1, ("profile=false", "k=2"), order=2)],
+    import_files="recharness.tasks.perrecbench.imports:import_files",  # the released <mode>-<level>.json files
+    finetune="recharness.tasks.perrecbench.finetune:RECIPES",
 )
 
 __all__ = ["TASKS", "PointTask", "PairTask", "ListTask"]

@@ -42,6 +42,11 @@ class _GroupTask(Task):
         sample = {**sample, "method": {**sample["method"], "max_retries": int(max_retries)}}
         return await PREDICT[self.name](model, sample)
 
+    def import_answer(self, sample: dict, line: dict):
+        from recharness.tasks.perrecbench.imports import import_answer
+
+        return import_answer(sample, line)
+
     def _summary(self, samples, predictions):
         return summarize(samples, predictions, with_ratings=self.name == "point", **_scoring(samples))
 

@@ -10,12 +10,23 @@ beside SASRec (Group G) and popularity fitted on the build's training sequences
 (`<run>/recbench/seqrec_train.parquet`, `seqrec_valid.parquet`). Split: `recbench.seqrec_data`.
 """
 
+from recharness.baselines import BASELINES
 from recharness.tasks.recbench.ctr import CtrTask
 from recharness.tasks.recbench.seqrec import SeqrecTask
 from recharness.tasks.recbench.tables import paper_tables
-from recharness.tasks.registry import register_suite
+from recharness.tasks.registry import DemoRun, register_suite
 
 TASKS = {"ctr": CtrTask, "seqrec": SeqrecTask}
+
+# the zero-shot text row of Table 5: an LLM's first list entry decoded over a trie of catalog titles (slow: a
+# sample cap). opt_in: trained only when named (`train -b title-cbs`); own_latency: its records carry the
+# measured per-answer seconds, which the train stage keeps (re-timing would hit its remembered answers)
+if "title-cbs" not in BASELINES:
+    BASELINES.add("title-cbs", "recharness.tasks.recbench.title_cbs:TitleCBS", answers=("ranking",), trainable=False,
+                  heavy=True, opt_in=True, own_latency=True,
+                  description="zero-shot llama.cpp model (SmolLM2-135M) on the seqrec prompt, its answer decoded by "
+                              "beam search over a trie of catalog titles; answers the first 100 samples (scored on "
+                              "those); trained only when named: train -b title-cbs (needs llama-cpp-python)")
 
 register_suite(
     "recbench",
@@ -25,6 +36,9 @@ register_suite(
     default_tasks=["ctr"],
     paper_tables=paper_tables,  # Tables 3/4: AUC, Overall, latency per sample
     options="recharness.tasks.recbench.options:OPTIONS",
+    demo=[DemoRun("recbench-ctr", ("ctr",), 4, ("test_pairs_per_user=2", "train_pairs=2000"), order=3),
+          DemoRun("recbench-seqrec", ("seqrec",), 4, order=4)],
+    finetune="recharness.tasks.recbench.finetune:RECIPES",
 )
 
 __all__ = ["TASKS", "CtrTask", "SeqrecTask"]

@@ -21,7 +21,8 @@ import re
 
 import numpy as np
 
-from recharness.baselines import TrainData, pairs_path, reference_records
+from recharness.baselines import TrainData, pairs_path
+from recharness.baselines.dlrm import DLRMS
 from recharness.core.errors import ConfigError
 from recharness.core.io import atomic_write_parquet, atomic_write_text
 from recharness.core.types import BuildConfig, GenerationParams, Parsed
@@ -30,6 +31,7 @@ from recharness.tasks.base import Task
 from recharness.tasks.options import check
 from recharness.tasks.recbench.data import labelled_events, split
 from recharness.tasks.recbench.options import CtrOptions
+from recharness.tasks.references import reference_records
 
 SUITE = "recbench"
 NO_OPTION = "no Yes/No in the top log-probabilities"
@@ -60,6 +62,8 @@ def ctr_messages(history_titles: list[str], candidate_title: str, *, task_descri
 class CtrTask(Task):
     headline = "AUC"
     name = "ctr"
+    #: the nine DLRMs of §4 Groups A-C and the text / semantic DNNs after the simple references
+    baselines = ("popularity", "random", "item_mean", *DLRMS)
     request = "options"
     params = GenerationParams(max_tokens=2)
 
@@ -166,4 +170,7 @@ class CtrTask(Task):
             raise ConfigError(f"no training pairs for the reference rows in {self.run_dir}: rebuild the run "
                               f"(`recharness build {SUITE}` writes {SUITE}/train.parquet)")
         train = TrainData.of_build(dataset, self.run_dir, SUITE)
-        return reference_records(SUITE, self.name, dataset, samples, seed, train=train)
+        return reference_records(self, dataset, samples, seed, train=train)
+
+    def reference_answer(self, ranker, sample: dict) -> dict:
+        return {"p_yes": ranker.p_click(sample)}

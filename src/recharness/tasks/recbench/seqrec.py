@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from recharness.baselines import TrainData, pairs_path, reference_records
+from recharness.baselines import TrainData, pairs_path
 from recharness.baselines.base import SEQUENCE_PARTS
 from recharness.core.errors import ConfigError
 from recharness.core.io import atomic_write_parquet, atomic_write_text
@@ -46,6 +46,7 @@ from recharness.tasks.llmrec.prompts import DOMAIN_NOUNS, domain_of
 from recharness.tasks.options import check
 from recharness.tasks.recbench.options import SeqrecOptions
 from recharness.tasks.recbench.seqrec_data import positive_sequences, split
+from recharness.tasks.references import reference_records
 
 SUITE = "recbench"
 RECALL_KS = (5, 10, 20)
@@ -118,6 +119,9 @@ def distinct_items(df) -> int:
 
 class SeqrecTask(Task):
     name = "seqrec"
+    #: §3.2 Group G (SASRec), Group H (SID-SASRec with / without CBS), the zero-shot title-trie LLM row
+    baselines = ("popularity", "sasrec", "sasrec-1l", "sasrec-3l", "sasrec-4l", "sid-sasrec", "sid-sasrec-free",
+                 "title-cbs")
     headline = "NDCG@10"
     format_reminder = "Please answer only with a numbered list of titles, one per line."
     params = GenerationParams(max_tokens=300)
@@ -227,5 +231,8 @@ class SeqrecTask(Task):
             raise ConfigError(f"no training sequences for the reference rows in {self.run_dir}: rebuild the run "
                               f"(`recharness build {SUITE} -t {self.name}` writes {SUITE}/{SEQUENCE_PARTS['train']}.parquet)")
         train = TrainData.of_build(dataset, self.run_dir, SUITE)
-        return reference_records(SUITE, self.name, dataset, samples, seed, train=train)
+        return reference_records(self, dataset, samples, seed, train=train)
+
+    def reference_answer(self, ranker, sample: dict) -> dict:
+        return {"rank": ranker.target_rank(sample["target"], sample["history"])}
 

@@ -130,12 +130,20 @@ TABLE5_GROUPS = {
 }
 
 
+#: a reference row's place in the Table 5 layout: baseline name -> group, label, order within the group
+TABLE5_REFERENCES: dict[str, dict] = {
+    **{name: {"group": "G", "label": f"SASRec {layers}L", "order": layers}
+       for name, layers in (("sasrec", 2), ("sasrec-1l", 1), ("sasrec-3l", 3), ("sasrec-4l", 4))},
+    "sid-sasrec": {"group": "H", "label": "SID-SASRec 2L-CBS", "order": 2},
+    "sid-sasrec-free": {"group": "H", "label": "SID-SASRec 2L", "order": 1},
+    "title-cbs": {"group": "Z", "label": "SmolLM2-135M titles-CBS (zero-shot)", "order": 0},
+}
+
+
 def table5_row(row: ScoreRow) -> tuple[str, str, float]:
     """(group, label, order within the group) of a seqrec score row (see the module docstring)."""
     if row.kind == "reference":
-        from recharness.baselines import BASELINES
-
-        meta = BASELINES.meta(row.method).get("table5") if row.method in BASELINES else None
+        meta = TABLE5_REFERENCES.get(row.method)
         if meta:
             return meta["group"], meta.get("label", row.method), float(meta.get("order", 0))
         return "R", row.method, 0.0

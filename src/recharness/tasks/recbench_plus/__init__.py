@@ -10,7 +10,7 @@ from recharness.tasks.recbench_plus.condition_tasks import ExplicitTask, Implici
 from recharness.tasks.recbench_plus.context import make_context
 from recharness.tasks.recbench_plus.profile_tasks import DemographicsTask, InterestTask
 from recharness.tasks.recbench_plus.tables import paper_tables
-from recharness.tasks.registry import register_suite
+from recharness.tasks.registry import DemoRun, register_suite
 
 TASKS = {
     "explicit": ExplicitTask,
@@ -28,6 +28,7 @@ register_suite(
     paper_tables=paper_tables,  # Table 2 / Table 3 layouts, appended to scores.md by `recharness score`
     options="recharness.tasks.recbench_plus.options:OPTIONS",
     context=make_context,  # catalog matcher and knowledge graph, built once per build/run
+    demo=[DemoRun("recbench-plus", ("explicit", "implicit", "misinformed", "interest", "demographics"), 1, order=1)],
 )
 
 __all__ = ["TASKS", "paper_tables"]

@@ -11,10 +11,10 @@ text after it here (the input block and the output instruction) is ours.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from recharness.tasks.recbench_plus.context import DOMAINS
 
@@ -330,31 +330,25 @@ def parse_subset_queries(text: str | None, one: str = "movie") -> list[dict]:
     return out
 
 
-def run_prompts(model_spec: str, prompts: list[list[dict]], max_tokens: int = 200) -> tuple[list[str | None], str]:
-    """Generate one answer per prompt through the model backends and the response cache.
+def run_prompts(model_spec: str, prompts: list[list[dict]], max_tokens: int = 200,
+                log: Path | None = None) -> tuple[list[str | None], str]:
+    """Generate one answer per prompt through the executor (`execution.requests`: bounded, cached,
+    retried; `log` keeps the answers so a killed build resumes).
 
-    Returns (texts, phrasing label). Failed calls give None, never an exception
-    for the whole batch: a query then keeps its template text.
+    Returns (texts, phrasing label). A failed call gives None, never an exception for the whole
+    batch: a query then keeps its template text.
     """
     from recharness.core.types import GenerationParams
     from recharness.execution.executor import with_model
+    from recharness.execution.requests import TextRequest, answer_messages
     from recharness.models.registry import resolve_model
 
     backend = resolve_model(model_spec)
     label = f"llm:{backend.name}"
-    params = GenerationParams(max_tokens=max_tokens)
+    questions = {f"q{k}": msgs for k, msgs in enumerate(prompts)}
 
     async def go(model):
-        sem = asyncio.Semaphore(max(1, backend.max_concurrency))
+        answers, _ = await answer_messages(model, questions, TextRequest(GenerationParams(max_tokens=max_tokens)), log)
+        return [answers[q]["output"] if q in answers and answers[q].get("valid") else None for q in questions]
 
-        async def one(msgs):
-            async with sem:
-                try:
-                    return (await model.generate(msgs, params)).text
-                except Exception:  # a failed call keeps the template text; counted by the caller
-                    return None
-
-        return await asyncio.gather(*(one(p) for p in prompts))
-
-    texts = with_model(backend, go)
-    return list(texts), label
+    return with_model(backend, go), label

@@ -116,7 +116,7 @@ class TitleCBS(Baseline):
 
         messages = sample.get("messages") or seqrec_messages([self.titles.get(i, i) for i in sample["history"]],
                                                              int(sample.get("n_recs", 10)))
-        text = LlamaCppBackend._format_prompt(self.llm, messages) + ANSWER_START
+        text = LlamaCppBackend.chat_prompt(self.llm, messages) + ANSWER_START
         tokens = self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
         # KV cells: the prompt, the live beams' title tokens and those of the beams that died a step ago
         need = len(tokens) + 2 * int(self.params["beams"]) * self.trie.max_len
@@ -141,7 +141,7 @@ class TitleCBS(Baseline):
                 "top_titles": [self.titles[i] for i in items[:3]], "beams": len(found),
                 "latency_s": round(time.perf_counter() - t0, 6), "sample_cap": int(self.params["max_samples"])}
 
-    def predict(self, samples: list[dict]) -> dict[str, dict]:
+    def predict(self, samples: list[dict], task=None) -> dict[str, dict]:
         if self.llm is None:
             raise ValueError(f"{self.name} predicts only once fitted")
         bad = next((s for s in samples if s.get("task") != "seqrec"), None)

@@ -41,7 +41,8 @@ import numpy as np
 
 from recharness.core.errors import ConfigError
 from recharness.core.rundir import RunDir
-from recharness.finetune.examples import Example, _build_info
+from recharness.finetune.examples import Example, build_info
+from recharness.finetune.recipe import Recipe
 from recharness.tasks.perrecbench.groups import LEVELS, Group, Member, _eligible, _find_group
 
 SUITE = "perrecbench"
@@ -190,7 +191,7 @@ def perrecbench_examples(run_dir: Path, dataset, task: str, *, limit: int | None
 
     canonical(task)  # a ConfigError for an unknown format
     fmts = FORMATS[task]
-    info = _build_info(run_dir)
+    info = build_info(run_dir)
     if info.get("suite") != SUITE:
         raise ConfigError(f"{run_dir} holds a {info.get('suite')} build, not {SUITE}")
     opts = _opts(info)
@@ -228,3 +229,37 @@ def check_groups_disjoint(examples: list[Example], users: set[str], items: set[s
             what = f"query item {e.key[0]}" if e.key and e.key[0] in items else f"user {sorted(shared)[0]}"
             raise ConfigError(f"training example {e.id} shares its {what} with the build's groups; "
                               "training groups must be disjoint from the test groups")
+
+
+def _examples(task: str):
+    def make(run_dir_: Path, dataset_, *, items: str, limit: int | None, seed: int, vocab=None,
+             groups: int | None = None) -> list[Example]:
+        return perrecbench_examples(run_dir_, dataset_, task, limit=limit, seed=seed, groups=groups)
+    return make
+
+
+def _describe(task: str):
+    def describe(info: dict, exs: list[Example], groups: int | None) -> tuple[dict, list[str]]:
+        notes = []
+        if profile_mode(info) == "omitted":
+            notes.append("the build writes user profiles with the model at run time (profile=true); training "
+                         "prompts have no profile section. Build with profile=false (or profiles=FILE) for "
+                         "training prompts identical to the test prompts.")
+        meta = {"formats": list(FORMATS[task]), "profile": profile_mode(info),
+                "train_groups_per_level": DEFAULT_TRAIN_GROUPS if groups is None else groups,
+                "train_groups": len({(e.key or ("", ""))[0] for e in exs})}
+        return meta, notes
+    return describe
+
+
+def _recipe(name: str) -> Recipe:
+    task = CANONICAL.get(name, name)
+    # §3: LoRA rank 16 (alpha not stated: 32), 2 epochs, batch 32, lr 1e-5; prompts of ~400-1,000 tokens at 4 per
+    # pass already peaked at 12 GB (listwise), so one example per forward pass unless told
+    return Recipe(task=task, examples=_examples(task), lora=(16, 32),
+                  train={"lr": 1e-5, "epochs": 2, "batch": 32, "max_len": 2048}, micro_batch=1,
+                  needs_test_task=False, default=task == "joint", describe=_describe(task))
+
+
+#: `recharness finetune perrecbench -t TASK`: every spelling (pointwise / point, ..., joint / multitask)
+RECIPES: dict[str, Recipe] = {name: _recipe(name) for name in FORMATS}

@@ -1,0 +1,63 @@
+"""The train stage's Ray path (`train --executor ray`): one reference model per Ray task, fitted,
+predicted and timed where it runs; its predictions and saved files come back to the driver, which
+writes every file (see runner.train)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from recharness.execution.ray_executor import init_ray, ray_module
+
+
+def _fit_remote(name: str, train_data, seed: int, by_task: dict, served: dict, latency_runs: int, suite: str) -> dict:
+    """In a Ray task: fit one baseline, predict and time it; the model's saved files come back as bytes."""
+    import tempfile
+
+    from recharness.baselines import BASELINES, fit
+    from recharness.runner.latency import timed_predict
+    from recharness.tasks.registry import get_task
+
+    model, seconds = fit(name, train_data, seed)
+    files: dict[str, bytes] = {}
+    save = getattr(model, "save", None)
+    if callable(save):
+        with tempfile.TemporaryDirectory(prefix=f"recharness-{name}-") as tmp:
+            save(Path(tmp) / name)
+            for f in sorted((Path(tmp) / name).rglob("*")):
+                if f.is_file():
+                    files[str(f.relative_to(Path(tmp) / name))] = f.read_bytes()
+    out = []
+    for t, task_samples in by_task.items():
+        if name not in served[t]:
+            continue
+        runs = 0 if BASELINES.meta(name).get("own_latency") else latency_runs  # as the local path
+        recs, timing = timed_predict(model, task_samples, runs, task=get_task(suite, t))
+        out.append((t, recs, timing))
+    import ray
+
+    return {"name": name, "identity": model.identity(), "train_s": seconds, "predictions": out, "files": files,
+            "node": ray.get_runtime_context().get_node_id()[:8]}
+
+
+def train_ray(names: list[str], train_data, seed: int, by_task: dict, served: dict, latency_runs: int, suite: str, *,
+              address: str | None = None, num_cpus: float = 1, progress=None) -> list[dict]:
+    """Fit `names` in parallel, one Ray task each; results in the order of `names`."""
+    ray = ray_module()
+    owns = init_ray(address)
+    try:
+        data_ref = ray.put(train_data)
+        fit_task = ray.remote(_fit_remote).options(num_cpus=num_cpus, max_retries=1)
+        refs = {fit_task.remote(n, data_ref, seed, by_task, served, latency_runs, suite): n for n in names}
+        results: dict[str, dict] = {}
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            r = ray.get(ready[0])
+            results[r["name"]] = r
+            if progress is not None:
+                progress(f"{r['name']} trained in {r['train_s']:.1f} s on node {r['node']}; "
+                         f"{len(pending)} still training…")
+        return [results[n] for n in names]
+    finally:
+        if owns:
+            ray.shutdown()

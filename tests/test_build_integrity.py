@@ -1,0 +1,97 @@
+"""A build's samples file is checked before every stage reads it; a predictions file answers each sample
+once; a build that keeps no sample says so. Through the CLI as a user runs it: one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from recharness.core.errors import InputError
+from recharness.core.rundir import RunDir, file_sha256
+from recharness.runner import pipeline
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "recharness", *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture
+def built(ml1m, tmp_path):
+    d = tmp_path / "run"
+    pipeline.build("llmrec", "ml-1m", d, tasks=["sequential"], seed=0, limit=6)
+    return d
+
+
+def test_build_records_the_samples_files_hash_and_count(built):
+    info = json.loads((built / "build.json").read_text())
+    assert info["samples_count"] == 6 and info["samples_sha256"] == file_sha256(built / "samples.jsonl")
+
+
+@pytest.mark.parametrize("damage", ["truncate", "empty", "duplicate"])
+def test_a_changed_samples_file_is_refused_by_run_and_score(built, damage):
+    path = built / "samples.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text({"truncate": "".join(lines[:-1]), "empty": "",
+                     "duplicate": "".join(lines + lines[-1:])}[damage])
+    with pytest.raises(InputError, match="changed since `build` wrote it") as e:
+        RunDir(built).load_build()
+    assert f"{len(lines)} built" in str(e.value)
+    for stage in (["run", "llmrec", "-o", str(built), "-m", "fake"], ["score", "llmrec", "-o", str(built)]):
+        p = cli(*stage)
+        assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+        assert "samples.jsonl: changed since `build` wrote it" in " ".join(p.stderr.split())
+    assert not (built / "predictions" / "fake.jsonl").exists()  # nothing was answered
+
+
+def test_a_duplicated_sample_id_is_refused_with_its_lines(built):
+    info = json.loads((built / "build.json").read_text())
+    for k in ("samples_sha256", "samples_count"):  # a build from before the hash was recorded
+        info.pop(k)
+    (built / "build.json").write_text(json.dumps(info))
+    path = built / "samples.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines + lines[1:2]))
+    with pytest.raises(InputError, match=r"line 7, field 'id': sample id .* again \(first on line 2\)"):
+        RunDir(built).load_build()
+
+
+def test_an_answer_twice_in_a_predictions_file_is_refused_by_score(built):
+    from recharness.models.fake import FakeBackend
+
+    path, _ = pipeline.run(built, FakeBackend("fake"), "fake", use_cache=False)
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines + lines[:1]))
+    p = cli("score", "llmrec", "-o", str(built))
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    msg = " ".join(p.stderr.split())
+    assert "fake.jsonl, line 7, field 'id': sample" in msg and "is answered twice (first on line 1)" in msg
+
+
+def test_a_build_that_keeps_no_sample_exits_2_naming_the_task(ml1m, tmp_path):
+    p = cli("build", "llmrec", "-d", "ml-1m", "-t", "sequential", "-o", str(tmp_path / "run"), "-n", "5",
+            "--option", "min_history=100000")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    msg = " ".join(p.stderr.split())
+    assert "sequential yielded 0 samples" in msg and "min_history=100000" in msg
+    assert not (tmp_path / "run" / "samples.jsonl").exists()
+
+
+def test_resuming_a_method_with_another_model_is_refused_and_overwrite_starts_afresh(built):
+    pred = built / "predictions" / "m.jsonl"
+    first = cli("run", "llmrec", "-o", str(built), "-m", "fake", "--name", "m", "-n", "3")
+    assert first.returncode == 0, first.stderr
+    before = pred.read_text()
+    p = cli("run", "llmrec", "-o", str(built), "-m", "fake:other", "--name", "m")
+    msg = " ".join(p.stderr.split())
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert "holds the answers of another model" in msg and '"model": "fake"' in msg and '"model": "other"' in msg
+    assert "--overwrite" in msg and pred.read_text() == before  # nothing mixed in
+    again = cli("run", "llmrec", "-o", str(built), "-m", "fake", "--name", "m")  # the same model resumes
+    assert again.returncode == 0, again.stderr
+    p = cli("run", "llmrec", "-o", str(built), "-m", "fake:other", "--name", "m", "--overwrite")
+    assert p.returncode == 0, p.stderr
+    recs = [json.loads(x) for x in pred.read_text().splitlines()]
+    assert len(recs) == 6 and {r["model"]["model"] for r in recs} == {"other"}

@@ -1,0 +1,109 @@
+"""Everything that answers is a model spec: `-m baseline:NAME` is an ordinary row of `recharness run`,
+resumable after kill -9 with every sample exactly once, and answers exactly as the baseline does."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+
+import pytest
+from typer.testing import CliRunner
+
+from recharness.baselines import TrainData, fit
+from recharness.cli import app
+from recharness.core.io import read_jsonl
+from recharness.core.rundir import RunDir
+from recharness.runner import pipeline
+from recharness.tasks.llmrec.sequential import SequentialTask
+from recharness.tasks.recbench.seqrec import SeqrecTask
+
+pytestmark = pytest.mark.slow
+runner = CliRunner()
+SMALL = {"hidden": 16, "inner": 32, "batch_size": 512, "max_epochs": 2, "patience": 1, "dropout": 0.1, "lr": 5e-3}
+
+
+def invoke(*args: str) -> str:
+    res = runner.invoke(app, list(args), catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def test_popularity_as_a_model_row_answers_as_the_reference_does(ml1m, tmp_path):
+    d = tmp_path / "run"
+    invoke("build", "llmrec", "-d", "ml-1m", "-t", "sequential", "-n", "12", "-o", str(d))
+    invoke("run", "llmrec", "-d", "ml-1m", "-o", str(d), "-m", "baseline:popularity")
+    recs = {r["id"]: r for r in read_jsonl(d / "predictions" / "baseline_popularity.jsonl")}
+    _, samples = pipeline.load_build(d)
+    want = fit("popularity", TrainData.leave_last_out(ml1m))[0].predict(samples, SequentialTask())
+    assert {i: r["parsed"] for i, r in recs.items()} == {i: r["parsed"] for i, r in want.items()}
+    assert all(r["model"]["backend"] == "baseline" and r["model"]["baseline"] == "popularity" for r in recs.values())
+    rows = {r.method: r for r in pipeline.score(d, resamples=0)}
+    # the row scores exactly as the on-the-fly reference row of the same baseline
+    assert rows["baseline_popularity"].metrics["NDCG@10"] == pytest.approx(rows["popularity"].metrics["NDCG@10"])
+    assert rows["baseline_popularity"].kind == "model" and rows["popularity"].kind == "reference"
+
+
+def test_a_heavy_baseline_without_a_trained_model_is_one_clear_line(ml1m, tmp_path):
+    d = tmp_path / "run"
+    invoke("build", "recbench", "-d", "ml-1m", "-t", "seqrec", "-n", "4", "-o", str(d))
+    res = subprocess.run([sys.executable, "-m", "recharness", "run", "recbench", "-d", "ml-1m", "-o", str(d),
+                          "-m", "baseline:sasrec"], capture_output=True, text=True, timeout=300)
+    err = " ".join(res.stderr.split())
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert "baseline:sasrec: no trained model" in err and "recharness train recbench" in err and "-b sasrec" in err
+
+
+SLOW_RUN = textwrap.dedent("""
+    import sys, time
+    from recharness.baselines import sasrec
+    predict = sasrec.SASRec.predict
+    def slow(self, samples, task=None):
+        time.sleep(0.02)  # so that a kill lands mid-run
+        return predict(self, samples, task)
+    sasrec.SASRec.predict = slow
+    from recharness.cli import main
+    sys.argv = ["recharness", *sys.argv[1:]]
+    main()
+""")
+
+
+def test_a_trained_sasrec_as_a_model_row_survives_kill9_exactly_once(ml1m, tmp_path):
+    from recharness.baselines.sasrec import SASRec1L
+
+    d = tmp_path / "run"
+    pipeline.build("recbench", "ml-1m", d, tasks=["seqrec"], seed=0, limit=120, options={"train_sequences": 400})
+    model = SASRec1L(seed=0, threads=1, progress=False, **SMALL).fit(TrainData.of_build(ml1m, d, "recbench"))
+    model.save(RunDir(d).model_dir("sasrec-1l"))
+    script = tmp_path / "slow_run.py"
+    script.write_text(SLOW_RUN)
+    args = [sys.executable, str(script), "run", "recbench", "-d", "ml-1m", "-o", str(d), "-m", "baseline:sasrec-1l"]
+    pred = d / "predictions" / "baseline_sasrec-1l.jsonl"
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (pred.exists() and pred.read_text().count("\n") >= 10):
+        assert p.poll() is None, p.stderr.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    first = Counter(r["id"] for r in read_jsonl(pred, tolerate_torn_tail=True))
+    _, samples = pipeline.load_build(d)
+    assert 10 <= sum(first.values()) < len(samples) and max(first.values()) == 1  # killed mid-run
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    recs = list(read_jsonl(pred))
+    assert Counter(r["id"] for r in recs) == Counter({s["id"]: 1 for s in samples})  # 0 lost, 0 duplicated
+    want = SASRec1L.load(RunDir(d).model_dir("sasrec-1l")).predict(samples, SeqrecTask())
+    assert {r["id"]: r["parsed"] for r in recs} == {i: r["parsed"] for i, r in want.items()}
+    row = next(r for r in pipeline.score(d, resamples=0) if r.method == "baseline_sasrec-1l")
+    assert row.n == len(samples) and 0.0 <= row.metrics["NDCG@10"] <= 1.0
+
+
+def test_model_specs_reach_the_run_help():
+    out = runner.invoke(app, ["run", "--help"]).output
+    assert "baseline:NAME" in out and "ft:DIR" in out
+
