@@ -95,3 +95,27 @@ def test_resuming_a_method_with_another_model_is_refused_and_overwrite_starts_af
     assert p.returncode == 0, p.stderr
     recs = [json.loads(x) for x in pred.read_text().splitlines()]
     assert len(recs) == 6 and {r["model"]["model"] for r in recs} == {"other"}
+
+
+def test_a_limited_run_is_scored_on_its_samples_and_a_cut_one_only_with_partial(built):
+    from recharness.models.fake import FakeBackend
+    from recharness.tasks.llmrec.sequential import SequentialTask
+
+    _, samples = pipeline.load_build(built)
+    pipeline.run(built, FakeBackend("fake"), "lim", limit=3, use_cache=False)
+    row = next(r for r in pipeline.score(built, resamples=0) if r.method == "lim")
+    recs = {r["id"]: r for r in map(json.loads, (built / "predictions" / "lim.jsonl").read_text().splitlines())}
+    assert row.n == 3 and row.coverage == {"answered": 3, "of": 6, "why": "limit"}
+    assert row.metrics["NDCG@10"] == pytest.approx(SequentialTask().score(samples[:3], recs)["NDCG@10"])
+    # a full run cut short (killed, file truncated): refused, then scored on what it has with --partial
+    path, _ = pipeline.run(built, FakeBackend("fake"), "cut", use_cache=False)
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:2]))
+    p = cli("score", "llmrec", "-o", str(built))
+    msg = " ".join(p.stderr.split())
+    assert p.returncode == 2 and "cut: 2 of 6 sequential samples answered" in msg and "--partial" in msg, p.stderr
+    p = cli("score", "llmrec", "-o", str(built), "--partial")
+    assert p.returncode == 0, p.stderr
+    rows = {r["method"]: r for r in json.loads((built / "scores.json").read_text())}
+    assert rows["cut"]["n"] == 2 and rows["cut"]["coverage"] == {"answered": 2, "of": 6, "why": "partial"}
+    assert rows["lim"]["coverage"]["why"] == "limit" and rows["popularity"]["coverage"] is None
+    assert rows["popularity"]["n"] == 6

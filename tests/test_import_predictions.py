@@ -137,7 +137,9 @@ def test_bad_lines_are_counted_with_file_and_line(ml1m, tmp_path):
     assert str(tmp_path) not in json.dumps(rep)  # paths shown relative, never the machine's
     scores = json.loads((out / "scores.json").read_text())
     ext = next(r for r in scores if r["method"] == "ext")
-    assert ext["metrics"]["missing"] == len(recs) - 2  # unanswered samples count, as for a model of ours
+    # scored on the samples it answers, and says so: never the unanswered ones counted as wrong answers
+    assert ext["n"] == 2 and ext["coverage"] == {"answered": 2, "of": len(recs), "why": "imported"}
+    assert ext["metrics"]["missing"] == 0
     from recharness.report.html import write_report
     from recharness.report.tables import load_scores
 

@@ -107,3 +107,10 @@ def test_model_specs_reach_the_run_help():
     out = runner.invoke(app, ["run", "--help"]).output
     assert "baseline:NAME" in out and "ft:DIR" in out
 
+
+
+def test_baselines_lists_each_reference_with_what_it_answers_and_who_uses_it():
+    out = " ".join(runner.invoke(app, ["baselines"], env={"COLUMNS": "250"}).output.split())
+    for name in ("popularity", "sasrec", "deepfm", "title-cbs", "item_mean"):
+        assert f"│ {name} " in out
+    assert "llmrec/sequential, llmrec/direct, recbench/ctr, recbench/seqrec" in out  # popularity serves four tasks

@@ -80,3 +80,12 @@ def test_the_toy_suite_is_gone_after_the_test(ml1m):
     from recharness.tasks.registry import suites
 
     assert "toy" not in suites()
+
+
+def test_compare_takes_the_two_methods_as_the_readme_writes_them(toy, tmp_path):
+    d = tmp_path / "run"
+    invoke("build", "toy", "-d", "ml-1m", "-o", str(d), "--limit", "4")
+    invoke("run", "toy", "-d", "ml-1m", "-o", str(d), "-m", "fake")
+    for args in (["--models", "fake", "popularity"], ["--models", "fake,popularity"], ["fake", "popularity"]):
+        out = invoke("compare", str(d), *args)
+        assert "fake" in out and "popularity" in out and "accuracy" in out

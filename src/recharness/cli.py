@@ -286,6 +286,7 @@ def score(
     predictions: Annotated[Path | None, typer.Option("--predictions", help="Import another tool's answers first (JSONL or CSV, schema in docs/predictions.md; PerRecBench: its original <mode>-<level>.json files or their folder), scored like a model of ours.")] = None,
     name: Annotated[str | None, typer.Option("--name", help="With --predictions: the row's name (predictions/NAME.jsonl).")] = None,
     force: Annotated[bool, typer.Option("--force", help="With --predictions: replace an existing predictions/NAME.jsonl.")] = False,
+    partial: Annotated[bool, typer.Option("--partial", help="Score a method that answered only some samples (a run that stopped early) on the answered ones; its rows say `partial n/M`. Without it such a method is refused. A run limited on purpose (--limit) and imported answers are scored on what they cover without it.")] = False,
 ):
     """Score every predictions file of the run, plus reference methods, with one scorer; 95% bootstrap
     intervals on every metric, the rows not distinguishable from the best in bold."""
@@ -299,7 +300,8 @@ def score(
     elif name is not None:
         raise RecharnessError("--name goes with --predictions (a run's own files are named by `run --name`)")
     with console.status("scoring…"):
-        rows = do_score(d, seed=seed, references=not no_references, resamples=resamples, ci_seed=ci_seed)
+        rows = do_score(d, seed=seed, references=not no_references, resamples=resamples, ci_seed=ci_seed,
+                        partial=partial)
         md = _paper_tables(suite, rows, d)
         paths = write_scores(rows, d, extra_md=md)
     _log_command(d, "score", suite, dataset=dataset, out=shown_path(d), seed=seed, no_references=no_references,
@@ -341,7 +343,8 @@ def _import(d: Path, predictions: Path, name: str | None, force: bool = False) -
 @app.command()
 def compare(
     run_dir: Annotated[Path, typer.Argument(help="A run directory (with build.json and predictions/).")],
-    models: Annotated[list[str] | None, typer.Option("--models", "-m", help="Two method names (give --models twice, or A,B); default: every pair of the run's models, or its one model against each reference.")] = None,
+    methods: Annotated[list[str] | None, typer.Argument(help="The two methods to compare (also: --models A B).", show_default=False)] = None,
+    models: Annotated[list[str] | None, typer.Option("--models", "-m", help="Two method names: --models A B, --models A --models B, or A,B; default: every pair of the run's models, or its one model against each reference.")] = None,
     task: Annotated[str | None, typer.Option("--task", "-t", help="Only this task.")] = None,
     resamples: Annotated[int, typer.Option("--resamples", min=1, help="Paired bootstrap resamples.")] = 1000,
     permutations: Annotated[int, typer.Option("--permutations", min=1, help="Permutation-test permutations (exact when 2^n is fewer).")] = 1000,
@@ -353,7 +356,7 @@ def compare(
     with its 95% paired-bootstrap interval and p-value, and a permutation test's p-value."""
     from recharness.runner.compare import compare as do_compare
 
-    names = [x for m in models or [] for x in m.split(",") if x] or None
+    names = [x for m in [*(models or []), *(methods or [])] for x in m.split(",") if x] or None
     with console.status("comparing…"):
         results = do_compare(run_dir, names, task, seed=seed, resamples=resamples, permutations=permutations,
                              ci_seed=ci_seed)
@@ -502,60 +505,78 @@ def serve(
     raise typer.Exit(subprocess.call(cmd))
 
 
-def demo_plan() -> list[tuple[str, str, list[str], int, list[str]]]:
-    """`recharness demo`: every suite's declared demo runs (run directory name, suite, tasks, limit, options)."""
-    from recharness.tasks.registry import suites as all_suites
+def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, out: Path | None, seed: int,
+          no_cache: bool, train_references: bool, title: str) -> None:
+    """What `eval` and `demo` run: one line per step on the console, the details in <out>/eval.log."""
+    import time
 
-    runs = [(d, name) for name, s in all_suites().items() for d in s.demo]
-    return [(d.label, name, list(d.tasks), d.limit, list(d.options)) for d, name in sorted(runs, key=lambda r: r[0].order)]
+    from rich.console import Console
+
+    from recharness.core.paths import runs_dir, shown_path
+    from recharness.evaluate import evaluate, plan, summary
+    from recharness.report.html import find_runs, write_leaderboard
+
+    t0 = time.perf_counter()
+    base = out if out is not None else runs_dir() / "eval" / dataset
+    runs = plan(suites, base, limit)
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / "eval.log", "a", encoding="utf-8") as f:
+        log_console = Console(file=f, width=160, soft_wrap=True)
+
+        def log(msg: str) -> None:
+            log_console.print(f"{time.strftime('%H:%M:%S')} {msg}", markup=False, highlight=False)
+
+        log(f"recharness eval -m {' -m '.join(models)} --suites {suites} -d {dataset} --limit {limit} --seed {seed}")
+        with console.status("evaluating…") as status:
+            evaluate(models, runs, dataset=dataset, seed=seed, use_cache=not no_cache,
+                     train_references=train_references, say=lambda m: console.print(m, markup=False, highlight=False),
+                     log=lambda m: (log(m), status.update(escape(m[:100]))))
+    dirs = find_runs([base])  # every run under the folder: a run of another suite stays on the page
+    paths = write_leaderboard(dirs, base, title=title,
+                              intro="Headline metrics with 95% intervals; small samples give wide intervals.")
+    header, rows = summary(runs, models)
+    t = Table(*header, title="Summary: headline metric, value ± half-width of the 95% interval", title_justify="left")
+    for row in rows:
+        t.add_row(*map(escape, row))
+    out_console.print(t)
+    out_console.print(f"report: {shown_path(paths['html'])} (all suites and models; CSV beside it); per run: "
+                      f"{shown_path(base)}/<run>/report.html; details: {shown_path(base / 'eval.log')}; "
+                      f"{time.perf_counter() - t0:.0f} s", markup=False, highlight=False)
+
+
+@app.command("eval")
+def eval_command(
+    model: Annotated[list[str], typer.Option("--model", "-m", help="Model spec (see `run --help`); repeat it to compare models.")] = ["qwen2.5-0.5b"],  # noqa: B006
+    suites: Annotated[str, typer.Option("--suites", help="all, or suites / run names separated by commas (`recharness suites` lists them).")] = "all",
+    dataset: DatasetOpt = "ml-1m",
+    limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Users (queries, groups) built per task; every built sample is answered and scored. Default: each suite's small demo size.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder of the runs and the report (default: <data home>/runs/eval/<dataset>).")] = None,
+    seed: SeedOpt = 0,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the response cache.")] = False,
+    train_references: Annotated[bool, typer.Option("--train-references", help="Also fit the heavy reference models (DLRMs, SASRec: minutes) with `train`, kept in each run.")] = False,
+):
+    """Evaluate models on every suite in one command: prepare, build (seeded), answer with each model,
+    score, report. Re-running it asks no model again; a new -m adds a column."""
+    _eval(model, suites=suites, dataset=dataset, limit=limit, out=out, seed=seed, no_cache=no_cache,
+          train_references=train_references, title=f"recharness eval: {', '.join(model)} on {dataset}")
 
 
 @app.command()
 def demo(
     model: Annotated[str, typer.Option("--model", "-m", help="Model spec (see `run --help`).")] = "qwen2.5-0.5b",
     dataset: DatasetOpt = "ml-1m",
-    users: Annotated[int | None, typer.Option("--users", "-n", help="Users (or queries/groups) per suite; default: the tiny demo sizes.")] = None,
+    users: Annotated[int | None, typer.Option("--users", "-n", help="Users (or queries/groups) per task; default: the tiny demo sizes.")] = None,
     seed: SeedOpt = 0,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder of the demo's runs (default: <data home>/runs/demo).")] = None,
-    suite: Annotated[list[str] | None, typer.Option("--suite", "-s", help="Only these demo runs (a suite, or a demo run's name; `recharness suites` lists them).")] = None,
+    suite: Annotated[list[str] | None, typer.Option("--suite", "-s", help="Only these demo runs (a suite, or a demo run's name; `recharness suites` lists them); the report keeps the others already run.")] = None,
 ):
-    """Every suite on a tiny sample of ML-1M: prepare → build → run → score → report per suite, then one
-    leaderboard page for all and a summary: per suite, the model beside the reference rows."""
-    import time
-
+    """`recharness eval` on the built-in defaults: every suite on a tiny sample of ML-1M with one model,
+    one report for all, and a summary: per suite, the model beside the reference rows."""
     from recharness.core.paths import runs_dir
-    from recharness.data.store import load_dataset
-    from recharness.report.html import leaderboard, summary_rows, write_leaderboard
 
-    t0 = time.perf_counter()
-    try:
-        load_dataset(dataset)
-    except RecharnessError:
-        prepare(dataset)
-    base = out if out is not None else runs_dir() / "demo"
-    every = demo_plan()
-    plan = [p for p in every if not suite or p[0] in suite or p[1] in suite]
-    if not plan:
-        raise RecharnessError(f"--suite {' '.join(suite or [])}: one of {', '.join(p[0] for p in every)}")
-    dirs = []
-    for label, s, tasks, n, opts in plan:
-        d = base / label
-        console.print(f"[bold]— {label}[/] ({', '.join(tasks)}; {users or n} per task)")
-        build(s, dataset=dataset, task=tasks, out=d, seed=seed, limit=users or n, option=opts)
-        run(s, dataset=dataset, model=model, out=d)
-        score(s, dataset=dataset, out=d, seed=seed)
-        report(s, dataset=dataset, out=d)
-        dirs.append(d)
-    paths = write_leaderboard(dirs, base, title=f"recharness demo: {model} on {dataset}",
-                              intro="Every suite on a tiny sample: intervals are wide, differences mostly noise.")
-    t = Table("suite", "task", "metric", escape(model), "references", title="Summary (value ± half-width of the 95% interval)",
-              title_justify="left")
-    for row in summary_rows(leaderboard(dirs)):
-        t.add_row(*map(escape, row))
-    out_console.print(t)
-    out_console.print(f"one report for all suites: {paths['html']}  (CSV: {paths['csv']}); "
-                      f"per suite: {base}/<suite>/report.html; {time.perf_counter() - t0:.0f} s",
-                      markup=False, highlight=False)
+    _eval([model], suites=",".join(suite) if suite else "all", dataset=dataset, limit=users,
+          out=out if out is not None else runs_dir() / "demo", seed=seed, no_cache=False, train_references=False,
+          title=f"recharness demo: {model} on {dataset}")
 
 
 @app.command()
@@ -573,6 +594,26 @@ def suites(
     t = Table("suite", "tasks", "description")
     for name, s in all_suites().items():
         t.add_row(name, ", ".join(s.tasks), s.description)
+    out_console.print(t)
+
+
+@app.command()
+def baselines():
+    """List the reference recommenders: what each answers, which tasks use it, whether `train` fits it."""
+    from recharness.baselines import BASELINES
+    from recharness.tasks.registry import suites as all_suites
+
+    used: dict[str, list[str]] = {}
+    for name, s in all_suites().items():  # suites register their own baselines on import (e.g. title-cbs)
+        for tname, cls in s.tasks.items():
+            for b in getattr(cls, "baselines", ()):
+                used.setdefault(b, []).append(f"{name}/{tname}")
+    t = Table("baseline", "answers", "fitted by", "used by", "what it is")
+    for name in BASELINES:
+        meta = BASELINES.meta(name)
+        how = "train" if meta.get("heavy") else "score (on the fly)" if meta.get("trainable") else "nothing (no fit)"
+        t.add_row(escape(name), ", ".join(meta.get("answers", ())), how, escape(", ".join(used.get(name, [])) or "–"),
+                  escape(meta.get("description", "")))
     out_console.print(t)
 
 

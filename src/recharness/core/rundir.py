@@ -89,6 +89,10 @@ class RunDir:
         d = self.predictions_dir
         return sorted(d.glob("*.jsonl")) if d.exists() else []
 
+    def run_record(self, method: str) -> Path:
+        """What the last `run` (or import) of `method` covered: its limit and tasks (see runner.coverage)."""
+        return self.predictions_dir / f"{check_name(method)}.run.json"
+
     @property
     def reference_dir(self) -> Path:
         return self.predictions_dir / REFERENCE_DIR

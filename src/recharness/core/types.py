@@ -139,6 +139,10 @@ class ScoreRow:
     #:                 (None for the best row itself; absent for metrics without a better side)
     #:   top           the best row, or not distinguishable from it (p_vs_best >= 0.05)
     ci: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: None when the row covers every sample of the task; else what it covers and why, e.g.
+    #: {"answered": 40, "of": 400, "why": "limit"} ("limit": a run limited on purpose, "imported": another
+    #: tool's answers, "partial": `score --partial` of an unfinished run). Tables show it as `partial n/M`.
+    coverage: dict[str, Any] | None = None
 
 
 def reference_record(sample_id: str, parsed: Any, *, output: str | None = None, valid: bool = True) -> dict:

@@ -571,10 +571,11 @@ def find_runs(specs: list[str | Path]) -> list[Path]:
         matches = sorted(glob.glob(str(spec))) or [str(spec)]
         for m in matches:
             p = Path(m)
-            if (p / "scores.json").exists():
+            scores = RunDir(p).scores("json")
+            if scores.exists():
                 found.append(p)
             elif p.is_dir():
-                found += sorted(q.parent for q in p.rglob("scores.json"))
+                found += sorted(q.parent for q in p.rglob(scores.name))
     seen, out = set(), []
     for p in found:
         key = p.resolve()
@@ -597,7 +598,8 @@ def leaderboard(runs: list[Path]) -> list[dict]:
     entries = []
     seen = set()
     for d in runs:
-        info = json.loads((d / "build.json").read_text(encoding="utf-8")) if (d / "build.json").exists() else {}
+        bj = RunDir(d).build_json
+        info = json.loads(bj.read_text(encoding="utf-8")) if bj.exists() else {}
         for r in load_scores(d):
             key = (info.get("fingerprint"), r.task, r.method, r.kind)
             if info.get("fingerprint") and key in seen:

@@ -205,6 +205,7 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
     from recharness.core.paths import shown_path
     from recharness.core.rundir import RunDir, check_name
     from recharness.data.store import load_dataset
+    from recharness.runner.coverage import record_run
     from recharness.runner.pipeline import load_build, suite_context
     from recharness.tasks.registry import get_task
 
@@ -231,6 +232,7 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
                   "problems": problems, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
                   "predictions": f"predictions/{name}.jsonl"}
         atomic_write_text(rd.import_report(name), json.dumps(report, indent=2))
+        record_run(rd, name, limit=None, tasks=None, imported=True)  # scored on what it answers
         return report
     if source.is_dir():
         raise ConfigError(f"--predictions {source}: a directory (only a suite's own published files come as a folder)")
@@ -324,4 +326,5 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
               "unanswered": len(samples) - len(records), "problems": problems,
               "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "predictions": f"predictions/{name}.jsonl"}
     atomic_write_text(rd.import_report(name), json.dumps(report, indent=2))
+    record_run(rd, name, limit=None, tasks=None, imported=True)  # scored on what it answers
     return report

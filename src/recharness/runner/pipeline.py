@@ -20,6 +20,7 @@ from recharness.data.store import load_dataset
 from recharness.execution.executor import RunStats, run_samples, with_model
 from recharness.metrics.bootstrap import DEFAULT_RESAMPLES
 from recharness.models.base import ModelBackend
+from recharness.runner.coverage import record_run
 from recharness.runner.intervals import add_confidence_intervals
 from recharness.tasks.options import validate_options
 from recharness.tasks.registry import get_suite, get_task
@@ -122,6 +123,7 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
     info, samples = load_build(out)
     if not tasks and getattr(backend, "task_name", None):  # a model of one task (an id/sid fine-tune) answers that one
         tasks = [backend.task_name]
+    asked = list(tasks) if tasks else None
     if tasks:
         unknown = [t for t in tasks if t not in info["tasks"]]
         if unknown:
@@ -140,6 +142,7 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
     if overwrite and pred_path.exists():
         pred_path.unlink()
     check_same_model(pred_path, backend.identity())
+    record_run(RunDir(out), model_slug, limit=limit, tasks=asked)
     if on_total:
         on_total(len(samples))
     stats = with_model(backend, lambda model: run_samples(
@@ -226,20 +229,34 @@ def _score_row(task, t: str, samples: list[dict], recs: dict[str, dict], method:
 
 
 def score(out: Path, *, seed: int = 0, references: bool = True, resamples: int = DEFAULT_RESAMPLES,
-          ci_seed: int = 0) -> list[ScoreRow]:
+          ci_seed: int = 0, partial: bool = False) -> list[ScoreRow]:
     """Every predictions file, then the reference rows: from the `train` stage's files where they
-    exist, else computed on the fly by the task (as before `train` existed). Each task's rows then
-    get 95% bootstrap intervals (`resamples` of them, seeded by `ci_seed`; 0: none) and the marks
-    of which rows are not distinguishable from the best (`add_confidence_intervals`)."""
+    exist, else computed on the fly by the task (as before `train` existed). A model's row covers
+    every sample of the task, or the subset its run was limited to (or its import answered), marked
+    so; any other gap is refused unless `partial` (runner.coverage). Each task's rows then get 95%
+    bootstrap intervals (`resamples` of them, seeded by `ci_seed`; 0: none) and, among rows scored
+    on the same samples, the marks of which are not distinguishable from the best."""
+    from recharness.runner.coverage import covered
+
     if resamples < 0:
         raise ConfigError(f"--resamples must be 0 or more, got {resamples}")
+    rd = RunDir(out)
+    _, build_samples = load_build(out)
     rows: list[ScoreRow] = []
     for t, task, task_samples, methods in methods_by_task(out, seed=seed, references=references):
-        scored = [(_score_row(task, t, task_samples, recs, name, kind, extra), recs)
-                  for name, kind, recs, extra in methods]
-        if resamples:
-            add_confidence_intervals(task, task_samples, scored, resamples=resamples, seed=ci_seed)
-        rows.extend(r for r, _ in scored)
+        groups: dict[tuple, tuple[list[dict], list]] = {}
+        for name, kind, recs, extra in methods:
+            samples, cov = (task_samples, None) if kind != "model" else covered(
+                rd, name, t, task_samples, build_samples, recs, partial=partial)
+            row = _score_row(task, t, samples, recs, name, kind, extra)
+            row.coverage = cov
+            key = tuple(s["id"] for s in samples)
+            groups.setdefault(key, (samples, []))[1].append((row, recs))
+        for samples, scored in groups.values():  # rows on the same samples are compared with each other
+            if resamples:
+                add_confidence_intervals(task, samples, scored, resamples=resamples, seed=ci_seed)
+        order = {name: k for k, (name, *_rest) in enumerate(methods)}
+        rows.extend(sorted((r for _, scored in groups.values() for r, _ in scored), key=lambda r: order[r.method]))
     return rows
 
 

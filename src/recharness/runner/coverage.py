@@ -1,0 +1,64 @@
+"""Which samples a method's row is scored on: all of the task's, or a subset that says so.
+
+A run limited on purpose (`run --limit N`: the first N samples of the tasks it ran) and another tool's
+imported answers are scored on exactly the samples they cover, and their rows say `limit n/M` /
+`imported n/M`. Any other gap (a run that stopped early, a file cut short) is refused: "N of M
+answered"; `score --partial` scores the answered ones and marks the row `partial n/M`. A missing
+answer is never counted as a wrong one behind the user's back.
+"""
+
+from __future__ import annotations
+
+import json
+
+from recharness.core.errors import ConfigError
+from recharness.core.io import atomic_write_text
+from recharness.core.rundir import RunDir
+
+
+def record_run(rd: RunDir, method: str, *, limit: int | None, tasks: list[str] | None, imported: bool = False) -> None:
+    """Remember what the runs (or the import) of `method` set out to answer: the widest ask so far (a
+    resumed run with a smaller --limit does not shrink what an earlier one covered)."""
+    prev = read_run(rd, method) if rd.predictions(method).exists() and not imported else {}
+    if prev and not prev.get("imported"):
+        limit = None if limit is None or prev.get("limit") is None else max(int(limit), int(prev["limit"]))
+        tasks = None if not tasks or not prev.get("tasks") else sorted(set(tasks) | set(prev["tasks"]))
+    rd.predictions_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(rd.run_record(method), json.dumps({"limit": limit, "tasks": tasks, "imported": imported}))
+
+
+def read_run(rd: RunDir, method: str) -> dict:
+    path = rd.run_record(method)
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def covered(rd: RunDir, method: str, task: str, task_samples: list[dict], build_samples: list[dict],
+            recs: dict[str, dict], *, partial: bool) -> tuple[list[dict], dict | None]:
+    """(the samples `method`'s row of `task` is scored on, its coverage mark or None for all)."""
+    answered = [s for s in task_samples if s["id"] in recs]
+    n, m = len(answered), len(task_samples)
+    if n == m:
+        return task_samples, None
+    run = read_run(rd, method)
+    if run.get("imported"):
+        return answered, {"answered": n, "of": m, "why": "imported"}
+    if run.get("limit") is not None:
+        ran = [s for s in build_samples if not run.get("tasks") or s["task"] in run["tasks"]][: int(run["limit"])]
+        meant = [s for s in task_samples if s["id"] in {x["id"] for x in ran}]
+        if [s["id"] for s in meant] == [s["id"] for s in answered]:
+            return answered, {"answered": n, "of": m, "why": "limit"}
+    if partial:
+        return answered, {"answered": n, "of": m, "why": "partial"}
+    raise ConfigError(f"{method}: {n} of {m} {task} samples answered; `recharness score --partial` scores the "
+                      f"answered ones (rows marked partial {n}/{m}), or finish the run (`recharness run ... "
+                      f"--name {method}`)")
+
+
+def label(coverage: dict | None) -> str:
+    """`limit 40/400`, `imported 170/200`, `partial 12/20`, or "" for a row over every sample."""
+    if not coverage:
+        return ""
+    return f"{coverage['why']} {coverage['answered']}/{coverage['of']}"
