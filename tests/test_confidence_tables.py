@@ -77,8 +77,8 @@ def test_tables_show_intervals_and_mark_the_best(tmp_path):
     assert "95% bootstrap interval (1,000 resamples" in md and "p ≥ 0.05" in md
     paths = write_scores(rows, tmp_path)
     lines = paths["csv"].read_text().splitlines()
-    assert lines[0] == "task,method,kind,n,HR@10,HR@10_lo,HR@10_hi,RMSE,RMSE_lo,RMSE_hi,words"
-    assert lines[1] == "t,a,model,10,0.5,0.4,0.6,1.0,0.9,1.1,3.0"
+    assert lines[0] == "task,method,kind,n,coverage,HR@10,HR@10_lo,HR@10_hi,RMSE,RMSE_lo,RMSE_hi,words"
+    assert lines[1] == "t,a,model,10,,0.5,0.4,0.6,1.0,0.9,1.1,3.0"
     back = json.loads(paths["json"].read_text())
     assert back[1]["ci"]["HR@10"] == {"lo": 0.35, "hi": 0.55, "resamples": 1000, "generic": False, "top": True,
                                       "p_vs_best": 0.3}

@@ -173,7 +173,7 @@ def test_markdown_headers_are_marked_and_csv_is_not(tmp_path):
     md = to_markdown(rows)
     assert "| method | HR@1 ↑ | RMSE ↓ | words |" in md and "| m | 0.500 | 1.250 | 3.000 |" in md
     paths = write_scores(rows, tmp_path)
-    assert next(csv.reader(io.StringIO(paths["csv"].read_text()))) == ["task", "method", "kind", "n", "HR@1", "RMSE", "words"]
+    assert next(csv.reader(io.StringIO(paths["csv"].read_text()))) == ["task", "method", "kind", "n", "coverage", "HR@1", "RMSE", "words"]
     assert "↑" not in paths["json"].read_text()
 
 

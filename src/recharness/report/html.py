@@ -27,7 +27,7 @@ from pathlib import Path
 from recharness.core.io import atomic_write_text, read_jsonl
 from recharness.core.rundir import RunDir
 from recharness.core.types import ScoreRow
-from recharness.report.tables import cells, ci_note, columns, finetune_label, fmt, header, value_text
+from recharness.report.tables import cells, ci_note, columns, display_name, finetune_label, fmt, header, value_text
 
 e = html.escape
 
@@ -132,7 +132,7 @@ def _bar_chart(rows: list[ScoreRow], metric: str) -> str | None:
     err = [[max(0.0, v - r.ci[metric]["lo"]) if metric in r.ci else 0.0 for r, v in zip(pts, vals)],
            [max(0.0, r.ci[metric]["hi"] - v) if metric in r.ci else 0.0 for r, v in zip(pts, vals)]]
     colors = ["#c44e52" if r.kind == "model" else "#4878a8" for r in pts]
-    labels = [r.method + (" (ref)" if r.kind == "reference" else "") for r in pts]
+    labels = [display_name(r) for r in pts]
     ax.barh(labels, vals, xerr=err, color=colors, capsize=3, ecolor="#333")
     rng = _unit_range(vals + [r.ci[metric]["hi"] for r in pts if metric in r.ci], metric)
     if rng:
@@ -212,14 +212,14 @@ def _group_chart(rows: list[ScoreRow], metric: str, family: str, keys: list[str]
         for r, ys in series:
             ax.errorbar(labels, ys, yerr=_group_err(r, metric, keys, ys), marker="o", capsize=3,
                         linestyle="-" if r.kind == "model" else "--",
-                        label=r.method + (" (ref)" if r.kind == "reference" else ""))
+                        label=display_name(r))
         ax.set_xlabel("number of conditions")
     else:
         w = 0.8 / len(series)
         for i, (r, ys) in enumerate(series):
             ax.bar([j + i * w - 0.4 + w / 2 for j in range(len(keys))], ys, width=w,
                    yerr=_group_err(r, metric, keys, ys), capsize=2, ecolor="#333",
-                   label=r.method + (" (ref)" if r.kind == "reference" else ""))
+                   label=display_name(r))
         ax.set_xticks(range(len(keys)), labels)
         ax.set_xlabel(family)
     bounds = [c[b] for r, _ in series for k in keys for c in [_group_ci(r, metric, k)] if c for b in ("lo", "hi")]
@@ -243,7 +243,7 @@ def _figure(img: str | None, alt: str, caption: str) -> str:
 def _score_table(rows: list[ScoreRow], cols: list[str]) -> str:
     out = ["<div class='scroll'><table><tr><th>method</th>" + "".join(f"<th>{e(header(c))}</th>" for c in cols) + "</tr>"]
     for r, cs in zip(rows, cells(rows, cols)):
-        name = r.method + (" (ref)" if r.kind == "reference" else "")
+        name = display_name(r)
         cls = " class='ref'" if r.kind == "reference" else ""
         out.append(f"<tr{cls}><td>{e(name)}</td>"
                    + "".join(f"<td><b>{e(t)}</b></td>" if top else f"<td>{e(t)}</td>" for t, top in cs) + "</tr>")

@@ -51,6 +51,15 @@ def fmt(v) -> str:
     return str(v)
 
 
+def display_name(row: ScoreRow) -> str:
+    """A row's name in every table and chart: a reference says so, a row over part of the task's samples
+    says which part (`limit 40/400`, `imported 170/200`, `partial 12/20`)."""
+    from recharness.runner.coverage import label
+
+    cov = label(getattr(row, "coverage", None))
+    return row.method + (" (ref)" if row.kind == "reference" else "") + (f" [{cov}]" if cov else "")
+
+
 def value_text(row: ScoreRow, metric: str) -> str:
     """A cell: the value, with "± half-width" of its 95% interval when it has one."""
     v = row.metrics.get(metric)
@@ -92,11 +101,12 @@ def to_markdown(rows: list[ScoreRow]) -> str:
     for task in dict.fromkeys(r.task for r in rows):
         trs = [r for r in rows if r.task == task]
         cols = columns(trs)
-        out.append(f"### {task} (n = {trs[0].n})\n")
+        n = max((r.coverage or {}).get("of", r.n) for r in trs)  # the task's samples; a row over part of them says so
+        out.append(f"### {task} (n = {n})\n")
         out.append("| method | " + " | ".join(map(header, cols)) + " |")
         out.append("|---|" + "---:|" * len(cols))
         for r, cs in zip(trs, cells(trs, cols)):
-            name = escape(r.method + (" (ref)" if r.kind == "reference" else ""))
+            name = display_name(r).replace("|", "\\|")  # Markdown: only a pipe would break the row
             out.append(f"| {name} | " + " | ".join(f"**{t}**" if top else t for t, top in cs) + " |")
         out.append("")
         note = ci_note(trs)
@@ -172,7 +182,7 @@ def to_rich(rows: list[ScoreRow]) -> list:
         for c in cols:
             t.add_column(escape(header(c)), justify="right")
         for r, cs in zip(trs, cells(trs, cols)):
-            name = escape(r.method + (" (ref)" if r.kind == "reference" else ""))
+            name = escape(display_name(r))
             t.add_row(name, *(f"[bold]{text}[/]" if top else text for text, top in cs))
         note = ci_note(trs)
         if note:
@@ -184,6 +194,7 @@ def to_rich(rows: list[ScoreRow]) -> list:
 def write_scores(rows: list[ScoreRow], out: Path, extra_md: str | None = None) -> dict[str, Path]:
     """scores.json/.md/.csv, each replaced atomically (a crash leaves the old file or the new)."""
     from recharness.core.io import atomic_write_text
+    from recharness.runner.coverage import label
 
     paths = {fmt: RunDir(out).scores(fmt) for fmt in ("json", "md", "csv")}
     atomic_write_text(paths["json"], json.dumps([asdict(r) for r in rows], indent=2))
@@ -196,7 +207,7 @@ def write_scores(rows: list[ScoreRow], out: Path, extra_md: str | None = None) -
     head = [x for c in allcols for x in ((c, f"{c}_lo", f"{c}_hi") if c in with_ci else (c,))]
     buf = io.StringIO(newline="")
     w = csv.writer(buf)
-    w.writerow(["task", "method", "kind", "n", *head])
+    w.writerow(["task", "method", "kind", "n", "coverage", *head])
     for r in rows:
         vals = []
         for c in allcols:
@@ -204,7 +215,7 @@ def write_scores(rows: list[ScoreRow], out: Path, extra_md: str | None = None) -
             if c in with_ci:
                 ci = r.ci.get(c) or {}
                 vals += [ci.get("lo", ""), ci.get("hi", "")]
-        w.writerow([r.task, r.method, r.kind, r.n, *vals])
+        w.writerow([r.task, r.method, r.kind, r.n, label(r.coverage), *vals])
     atomic_write_text(paths["csv"], buf.getvalue())
     return paths
 
