@@ -25,7 +25,7 @@ from recharness.runner import pipeline
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--host-resolver-rules=MAP * ~NOTFOUND", "--hide-scrollbars", "--window-size=1280,900"]
+         "--host-resolver-rules=MAP * ~NOTFOUND", "--hide-scrollbars"]
 
 PROBE = """<script>
 addEventListener('load', () => {
@@ -40,6 +40,10 @@ addEventListener('load', () => {
     tablesVisible: [...document.querySelectorAll('table')].filter(vis).length,
     charts: imgs.length, chartsLoaded: imgs.filter(i => i.complete && i.naturalWidth > 0 && vis(i)).length,
     wide: wide.slice(0, 5),
+    boxesOverflowing: [...document.querySelectorAll('.scroll')].filter(el => vis(el) && el.scrollWidth > el.clientWidth + 1)
+        .map(el => (el.querySelector('th, td') || el).textContent.slice(0, 40)),
+    figures: [...document.querySelectorAll('figure')].map(f => ({alt: f.querySelector('img').alt,
+        nonzero: +f.dataset.nonzero, colours: JSON.parse(f.dataset.colours || '{}')})),
     resources: performance.getEntriesByType('resource').map(r => r.name).filter(n => !n.startsWith('data:')),
     scripts: document.scripts.length - 1,
   };
@@ -94,23 +98,50 @@ def _chromium(*args, timeout=120):
     return subprocess.run([CHROMIUM, *FLAGS, *args], capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("which", ["llmrec", "recbench-plus", "perrecbench", "ctr", "leaderboard"])
-def test_rendered_in_chromium_at_1280px(pages, which, tmp_path):
-    _, runs, board = pages
-    page = board["html"] if which == "leaderboard" else runs[which]
-    probe = tmp_path / "probe.html"  # a test-only copy: the real page has no script
+def _probe(page, tmp_path, width: int) -> dict:
+    probe = tmp_path / f"probe-{width}.html"  # a test-only copy: the real page has no script
     probe.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
-    res = _chromium(f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
-                    probe.as_uri())
+    res = _chromium(f"--user-data-dir={tmp_path / f'profile-{width}'}", f"--window-size={width},900",
+                    "--virtual-time-budget=5000", "--dump-dom", probe.as_uri())
     m = re.search(r"<pre id=\"probe\">(.*?)</pre>", res.stdout, re.S)
     assert m, res.stderr[-2000:]
-    got = json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    return json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<")
+                      .replace("&gt;", ">"))
+
+
+def _grey(colour: str) -> bool:
+    r, g, b = (int(colour[k:k + 2], 16) for k in (1, 3, 5))
+    return r == g == b
+
+
+@pytest.mark.parametrize("which", ["llmrec", "recbench-plus", "perrecbench", "ctr", "leaderboard"])
+def test_rendered_in_chromium_at_1280_and_800px(pages, which, tmp_path):
+    _, runs, board = pages
+    page = board["html"] if which == "leaderboard" else runs[which]
+    got = _probe(page, tmp_path, 1280)
     assert got["width"] == 1280
     assert got["scrollWidth"] <= got["width"], got  # nothing overflows the viewport
     assert not got["wide"], got
+    assert not got["boxesOverflowing"], got  # at 1280 px every table fits: none scrolls inside its box
     assert got["tables"] >= 2 and got["tablesVisible"] >= got["tables"] - _hidden_tables(page), got
     assert got["charts"] >= 1 and got["chartsLoaded"] == got["charts"], got
     assert got["resources"] == [] and got["scripts"] == 0, got
+    # every chart draws something; one colour per method on the whole page: references grey, models not
+    assert all(f["nonzero"] >= 1 for f in got["figures"]), got["figures"]
+    seen: dict[str, set[str]] = {}
+    for f in got["figures"]:
+        for method, colour in f["colours"].items():
+            seen.setdefault(method, set()).add(colour)
+    assert seen and all(len(c) == 1 for c in seen.values()), seen
+    for method, (colour,) in seen.items():
+        assert _grey(colour) == (method in REFERENCES), (method, colour)
+    narrow = _probe(page, tmp_path, 800)
+    assert narrow["width"] == 800 and narrow["scrollWidth"] <= 800, narrow  # a wide table scrolls in its box
+    assert not narrow["wide"], narrow
+
+
+#: the reference methods of the pages above (drawn in greys)
+REFERENCES = {"popularity", "random", "item_mean", "kg-conditions", "lead_words", "previous_review"}
 
 
 def _hidden_tables(page) -> int:
@@ -124,7 +155,8 @@ def test_screenshot_shows_the_page(pages, tmp_path):
 
     _, runs, _ = pages
     shot = tmp_path / "shot.png"
-    res = _chromium(f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", runs["llmrec"].as_uri())
+    res = _chromium(f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,900", f"--screenshot={shot}",
+                    runs["llmrec"].as_uri())
     assert shot.exists(), res.stderr[-2000:]
     img = Image.open(shot).convert("L")
     assert img.size == (1280, 900)

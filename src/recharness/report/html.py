@@ -41,8 +41,13 @@ body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;max-width:
 h1{font-size:1.6em;margin:.3em 0}h2{border-bottom:2px solid #4878a8;padding-bottom:2px;margin-top:1.6em}
 h3{margin:1.1em 0 .4em}
 .scroll{overflow-x:auto;max-width:100%}
-table{border-collapse:collapse;margin:.4em 0;font-size:.92em}
-td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;white-space:nowrap}
+table{border-collapse:collapse;margin:.4em 0;font-size:.86em}
+td,th{border:1px solid #ccc;padding:2px 6px;text-align:right;white-space:nowrap;vertical-align:top}
+td small.ci{display:block;color:#666;font-size:.76em;font-weight:normal}
+td small.id{display:block;color:#777;font-size:.78em;white-space:normal;max-width:260px;overflow-wrap:anywhere}
+td.method{white-space:normal;min-width:8em;max-width:16em}
+th{font-size:.85em;white-space:normal;vertical-align:bottom;max-width:7em}
+th:first-child{max-width:none}
 td:first-child,th:first-child{text-align:left}
 th{background:#eef2f7}
 tr.ref td:first-child{color:#4878a8}
@@ -52,6 +57,8 @@ pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f6f6;padding:6px;m
 code{background:#f3f3f3;padding:0 3px}
 .charts{display:flex;flex-wrap:wrap;gap:12px}
 .charts figure{margin:0;max-width:100%}
+.nochart{color:#666;font-size:.9em}
+table.paper td{white-space:normal}
 .charts img{max-width:100%;height:auto;border:1px solid #e3e3e3}
 figcaption{font-size:.85em;color:#555}
 .ex{border:1px solid #ddd;border-radius:4px;padding:6px 10px;margin:8px 0}
@@ -120,10 +127,37 @@ def _unit_range(values: list[float], metric: str) -> tuple[float, float] | None:
     return None
 
 
-def _bar_chart(rows: list[ScoreRow], metric: str) -> str | None:
-    """Metric by method, horizontal bars with the 95% interval as error bars (LLMs red, references blue)."""
+class Palette:
+    """One colour per method across every chart of a page: models in distinct colours, references in
+    distinct greys (a reader follows a method from chart to chart by its colour)."""
+
+    MODELS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+
+    def __init__(self, rows: list[ScoreRow]):
+        models = list(dict.fromkeys(r.method for r in rows if r.kind != "reference"))
+        refs = list(dict.fromkeys(r.method for r in rows if r.kind == "reference"))
+        self.colours = {m: self.MODELS[i % len(self.MODELS)] for i, m in enumerate(models)}
+        for j, m in enumerate(refs):  # evenly spaced greys, dark to light
+            g = int(60 + (150 * j / max(1, len(refs) - 1) if len(refs) > 1 else 60))
+            self.colours[m] = f"#{g:02x}{g:02x}{g:02x}"
+
+    def __call__(self, row: ScoreRow) -> str:
+        return self.colours.get(row.method, "#999999")
+
+
+#: what a chart function returns: the PNG and, for the page's checks, how many marks are not zero and the
+#: colour of each method it draws
+Chart = tuple[str, int, dict[str, str]]
+
+
+def _all_zero(values: list[float]) -> bool:
+    return all(v == 0 for v in values)
+
+
+def _bar_chart(rows: list[ScoreRow], metric: str, palette: Palette) -> Chart | None:
+    """Metric by method, horizontal bars with the 95% interval as error bars, in the page's colours."""
     pts = [r for r in rows if _number(r.metrics.get(metric))]
-    if not pts:
+    if not pts or _all_zero([r.metrics[metric] for r in pts] + [r.ci[metric]["hi"] for r in pts if metric in r.ci]):
         return None
     plt = _plt()
     pts = pts[::-1]
@@ -131,7 +165,7 @@ def _bar_chart(rows: list[ScoreRow], metric: str) -> str | None:
     vals = [r.metrics[metric] for r in pts]
     err = [[max(0.0, v - r.ci[metric]["lo"]) if metric in r.ci else 0.0 for r, v in zip(pts, vals)],
            [max(0.0, r.ci[metric]["hi"] - v) if metric in r.ci else 0.0 for r, v in zip(pts, vals)]]
-    colors = ["#c44e52" if r.kind == "model" else "#4878a8" for r in pts]
+    colors = [palette(r) for r in pts]
     labels = [display_name(r) for r in pts]
     ax.barh(labels, vals, xerr=err, color=colors, capsize=3, ecolor="#333")
     rng = _unit_range(vals + [r.ci[metric]["hi"] for r in pts if metric in r.ci], metric)
@@ -140,30 +174,28 @@ def _bar_chart(rows: list[ScoreRow], metric: str) -> str | None:
     ax.set_xlabel(header(metric) + ("  (bars: 95% interval)" if any(metric in r.ci for r in pts) else ""))
     ax.grid(axis="x", alpha=.3)
     fig.tight_layout()
-    return _png(fig)
+    return _png(fig), sum(v != 0 for v in vals), {r.method: palette(r) for r in pts}
 
 
-def _latency_chart(rows: list[ScoreRow], metric: str) -> str | None:
+def _latency_chart(rows: list[ScoreRow], metric: str, palette: Palette) -> Chart | None:
     """Quality against latency per sample (log scale): RecBench's cost/benefit view, for any task
-    whose rows record latency (LLMs from their requests, trained models from the `train` stage)."""
-    pts = [(r.method, r.kind, r.metrics[metric], r.metrics["latency_s"]) for r in rows
-           if _number(r.metrics.get(metric)) and (r.metrics.get("latency_s") or 0) > 0]
-    if len(pts) < 2:
+    whose rows record latency (LLMs from their requests, trained models from the `train` stage).
+    Points are named by a legend (models: circles, references: squares), never by labels that overlap."""
+    pts = [r for r in rows if _number(r.metrics.get(metric)) and (r.metrics.get("latency_s") or 0) > 0]
+    if len(pts) < 2 or _all_zero([r.metrics[metric] for r in pts]):
         return None
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    for kind, color, label in (("model", "#c44e52", "LLM"), ("reference", "#4878a8", "trained / reference")):
-        sel = [p for p in pts if p[1] == kind]
-        if sel:
-            ax.scatter([p[3] * 1000 for p in sel], [p[2] for p in sel], color=color, label=label)
-            for name, _, y, x in sel:
-                ax.annotate(name, (x * 1000, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    for r in pts:
+        ax.scatter([r.metrics["latency_s"] * 1000], [r.metrics[metric]], color=palette(r), s=36,
+                   marker="o" if r.kind != "reference" else "s", label=display_name(r), edgecolors="#222", linewidths=.4)
     ax.set_xscale("log")
     ax.set_xlabel("latency per sample (ms, log scale)")
     ax.set_ylabel(header(metric))
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
+    ax.grid(alpha=.3)
     fig.tight_layout()
-    return _png(fig)
+    return _png(fig), sum(r.metrics[metric] != 0 for r in pts), {r.method: palette(r) for r in pts}
 
 
 def _families(breakdown: dict) -> dict[str, list[str]]:
@@ -194,7 +226,7 @@ def _group_err(r: ScoreRow, metric: str, keys: list[str], ys: list[float]) -> li
             [max(0.0, c["hi"] - y) if c and _number(y) else 0.0 for c, y in zip(cis, ys)]]
 
 
-def _group_chart(rows: list[ScoreRow], metric: str, family: str, keys: list[str]) -> str | None:
+def _group_chart(rows: list[ScoreRow], metric: str, family: str, keys: list[str], palette: Palette) -> Chart | None:
     """The metric per group value (x) for each method, with its 95% interval as error bars: a line
     for the number of conditions, bars otherwise."""
     series = []
@@ -203,7 +235,7 @@ def _group_chart(rows: list[ScoreRow], metric: str, family: str, keys: list[str]
         ys = [bd.get(k, {}).get(metric) for k in keys]
         if any(_number(y) for y in ys):
             series.append((r, [y if _number(y) else float("nan") for y in ys]))
-    if not series:
+    if not series or _all_zero([y for _, ys in series for y in ys if _number(y)]):
         return None
     plt = _plt()
     labels = [k.split("=", 1)[-1] for k in keys]
@@ -211,14 +243,14 @@ def _group_chart(rows: list[ScoreRow], metric: str, family: str, keys: list[str]
     if family == "conditions":
         for r, ys in series:
             ax.errorbar(labels, ys, yerr=_group_err(r, metric, keys, ys), marker="o", capsize=3,
-                        linestyle="-" if r.kind == "model" else "--",
+                        linestyle="-" if r.kind == "model" else "--", color=palette(r),
                         label=display_name(r))
         ax.set_xlabel("number of conditions")
     else:
         w = 0.8 / len(series)
         for i, (r, ys) in enumerate(series):
             ax.bar([j + i * w - 0.4 + w / 2 for j in range(len(keys))], ys, width=w,
-                   yerr=_group_err(r, metric, keys, ys), capsize=2, ecolor="#333",
+                   yerr=_group_err(r, metric, keys, ys), capsize=2, ecolor="#333", color=palette(r),
                    label=display_name(r))
         ax.set_xticks(range(len(keys)), labels)
         ax.set_xlabel(family)
@@ -230,23 +262,59 @@ def _group_chart(rows: list[ScoreRow], metric: str, family: str, keys: list[str]
     ax.legend(fontsize=7)
     ax.grid(axis="y", alpha=.3)
     fig.tight_layout()
-    return _png(fig)
+    nonzero = sum(_number(y) and y != 0 for _, ys in series for y in ys)
+    return _png(fig), nonzero, {r.method: palette(r) for r, _ in series}
 
 
-def _figure(img: str | None, alt: str, caption: str) -> str:
-    if not img:
+def _figure(chart: Chart | None, alt: str, caption: str) -> str:
+    """A chart with what the page's checks read: its non-zero marks and each method's colour."""
+    if not chart:
         return ""
-    return (f"<figure><img alt='{e(alt)}' src='data:image/png;base64,{img}'>"
-            f"<figcaption>{e(caption)}</figcaption></figure>")
+    img, nonzero, colours = chart
+    return (f"<figure data-nonzero='{nonzero}' data-colours='{e(json.dumps(colours, sort_keys=True))}'>"
+            f"<img alt='{e(alt)}' src='data:image/png;base64,{img}'><figcaption>{e(caption)}</figcaption></figure>")
+
+
+def _ci_text(row: ScoreRow, metric: str) -> str:
+    """The interval as [lo, hi] (intervals are often asymmetric), or why there is none."""
+    ci = row.ci.get(metric) if row.ci else None
+    if ci and _number(ci.get("lo")) and _number(ci.get("hi")):
+        return f"[{fmt(ci['lo'])}, {fmt(ci['hi'])}]"
+    why = (row.extra.get("no_interval") or {}).get(metric) if row.extra else None
+    return f"no interval ({why})" if why else ""
+
+
+def identity_text(model: dict | None) -> str:
+    """What a model row is, in one short line: backend and model, its file, quantisation, hash prefix."""
+    if not isinstance(model, dict) or not model:
+        return ""
+    parts = [f"{model.get('backend', '?')}:{model.get('model', '?')}"]
+    for k in ("general_name", "file", "quantization", "sha256"):
+        v = model.get(k)
+        if v and str(v) not in parts[0]:
+            parts.append(str(v)[:12] if k == "sha256" else str(v))
+    ft = model.get("finetune")
+    if isinstance(ft, dict):
+        parts.append(f"fine-tune of {ft.get('base')} ({ft.get('items') or 'text'} items)")
+    return " · ".join(parts)
 
 
 def _score_table(rows: list[ScoreRow], cols: list[str]) -> str:
-    out = ["<div class='scroll'><table><tr><th>method</th>" + "".join(f"<th>{e(header(c))}</th>" for c in cols) + "</tr>"]
+    """Methods by metric: each cell the value over its [lo, hi] interval; a model's identity under its name."""
+    def th(c: str) -> str:  # a long metric name may break after its underscores
+        return "<th>" + e(header(c)).replace("_", "_<wbr>") + "</th>"
+
+    out = ["<div class='scroll'><table><tr><th>method</th>" + "".join(th(c) for c in cols) + "</tr>"]
     for r, cs in zip(rows, cells(rows, cols)):
-        name = display_name(r)
         cls = " class='ref'" if r.kind == "reference" else ""
-        out.append(f"<tr{cls}><td>{e(name)}</td>"
-                   + "".join(f"<td><b>{e(t)}</b></td>" if top else f"<td>{e(t)}</td>" for t, top in cs) + "</tr>")
+        ident = identity_text(r.extra.get("model")) if r.kind != "reference" else ""
+        tds = []
+        for c, (_, top) in zip(cols, cs):
+            v, ci = fmt(r.metrics.get(c)), _ci_text(r, c)
+            body = (f"<b>{e(v)}</b>" if top else e(v)) + (f"<small class='ci'>{e(ci)}</small>" if ci else "")
+            tds.append(f"<td>{body}</td>")
+        out.append(f"<tr{cls}><td class='method'>{e(display_name(r))}"
+                   + (f"<small class='id'>{e(ident)}</small>" if ident else "") + "</td>" + "".join(tds) + "</tr>")
     out.append("</table></div>")
     return "".join(out)
 
@@ -254,7 +322,7 @@ def _score_table(rows: list[ScoreRow], cols: list[str]) -> str:
 def _group_cell(r: ScoreRow, group: str, metrics: dict, metric: str) -> str:
     ci = _group_ci(r, metric, group)
     text = fmt(metrics.get(metric))
-    return f"{text} ± {fmt((ci['hi'] - ci['lo']) / 2)}" if ci and _number(metrics.get(metric)) else text
+    return f"{text} [{fmt(ci['lo'])}, {fmt(ci['hi'])}]" if ci and _number(metrics.get(metric)) else text
 
 
 def _breakdown_tables(rows: list[ScoreRow]) -> str:
@@ -278,31 +346,91 @@ def _breakdown_tables(rows: list[ScoreRow]) -> str:
 
 
 def task_section(rows: list[ScoreRow], suite: str | None, task: str, *, title: str | None = None,
-                 link_runs: bool = False) -> list[str]:
-    """A task's table with intervals, its note, and its charts."""
+                 link_runs: bool = False, palette: Palette | None = None) -> list[str]:
+    """A task's table (headline metric first) with intervals, its note, and its charts."""
+    palette = palette or Palette(rows)
     cols = columns(rows)
-    parts = [f"<h2>{e(title or task)} <small>(n = {rows[0].n})</small></h2>", _score_table(rows, cols)]
+    key = headline_metric(suite, task, cols)
+    if key in cols:
+        cols = [key] + [c for c in cols if c != key]
+    n = max((r.coverage or {}).get("of", r.n) for r in rows)
+    from recharness.metrics.registry import wants_ci
+
+    # the quality metrics (with intervals) first; counts, costs and timings in a narrow table of their own
+    quality = [c for c in cols if wants_ci(c)] or cols
+    counts = [c for c in cols if c not in quality]
+    parts = [f"<h2>{e(title or task)} <small>(n = {n})</small></h2>", _score_table(rows, quality)]
     note = ci_note(rows)
     if note:
-        parts.append(f"<p class='note'><small>{e(note)}</small></p>")
-    key = headline_metric(suite, task, cols)
+        note = re.sub(r"± = half-width of the 95% bootstrap interval", "[lo, hi] = the 95% bootstrap interval", note)
+        parts.append(f"<p class='note'><small>{e(note)} Cells: the value, its 95% interval [lo, hi] below it."
+                     "</small></p>")
+    if counts:
+        parts.append("<p class='note'><small>Counts, costs and timings:</small></p>" + _score_table(rows, counts))
     figs = []
+    nochart = []
     if key:
-        figs.append(_figure(_bar_chart(rows, key), key, f"{header(key)} by method (the task's headline metric)"))
+        bar = _bar_chart(rows, key, palette)
+        if bar is None:
+            nochart.append(f"No chart of {header(key)}: it is 0 (or missing) for every method.")
+        figs.append(_figure(bar, key, f"{header(key)} by method (the task's headline metric)"))
         bd_rows = [r for r in rows if r.extra.get("breakdown")]
         if bd_rows:
             fams = _families(bd_rows[0].extra["breakdown"])
             bmetric = key if any(key in m for r in bd_rows for m in r.extra["breakdown"].values()) else None
             for fam in CHART_FAMILIES:
                 if bmetric and fam in fams and 2 <= len(fams[fam]) <= 8:
-                    figs.append(_figure(_group_chart(bd_rows, bmetric, fam, fams[fam]), f"{key} by {fam}",
+                    figs.append(_figure(_group_chart(bd_rows, bmetric, fam, fams[fam], palette), f"{key} by {fam}",
                                         f"{header(bmetric)} by {fam}"))
-        figs.append(_figure(_latency_chart(rows, key), f"{key} vs latency", f"{header(key)} against latency per sample"))
+        figs.append(_figure(_latency_chart(rows, key, palette), f"{key} vs latency",
+                            f"{header(key)} against latency per sample"))
     figs = [f for f in figs if f]
     if figs:
         parts.append("<div class='charts'>" + "".join(figs) + "</div>")
+    for line in nochart:
+        parts.append(f"<p class='nochart'>{e(line)}</p>")
     parts.append(_breakdown_tables(rows))
     return parts
+
+
+_MD_ROW = re.compile(r"^\s*\|(.*)\|\s*$")
+_MD_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_MD_BOLD = re.compile(r"\*\*(.+?)\*\*")
+
+
+def _md_inline(text: str) -> str:
+    """Escaped text with **bold** kept (the paper layouts bold group headings and best values)."""
+    return _MD_BOLD.sub(r"<b>\1</b>", e(text.replace("\\|", "|")))
+
+
+def markdown_html(text: str) -> str:
+    """A suite's paper-layout Markdown as HTML: pipe tables as real tables, headings, paragraphs;
+    everything escaped (no markup of the text's own gets through)."""
+    out: list[str] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if _MD_ROW.match(line) and i + 1 < len(lines) and _MD_RULE.match(lines[i + 1]):
+            def cells(row: str) -> list[str]:
+                return [c.strip() for c in re.split(r"(?<!\\)\|", _MD_ROW.match(row).group(1))]
+            head = cells(line)
+            body = []
+            i += 2
+            while i < len(lines) and _MD_ROW.match(lines[i]):
+                body.append(cells(lines[i]))
+                i += 1
+            out.append("<div class='scroll'><table class='paper'><tr>" + "".join(f"<th>{_md_inline(c)}</th>" for c in head)
+                       + "</tr>" + "".join("<tr>" + "".join(f"<td>{_md_inline(c)}</td>" for c in r) + "</tr>" for r in body)
+                       + "</table></div>")
+            continue
+        if line.startswith("#"):
+            level = min(6, len(line) - len(line.lstrip("#")) + 1)
+            out.append(f"<h{level}>{_md_inline(line.lstrip('#').strip())}</h{level}>")
+        elif line.strip():
+            out.append(f"<p class='note'><small>{_md_inline(line.strip())}</small></p>")
+        i += 1
+    return "".join(out)
 
 
 # ------------------------------------------------------------------ what was run
@@ -421,7 +549,9 @@ def _titles(sample: dict) -> dict[str, str]:
     return out
 
 
-def _facts(sample: dict) -> list[tuple[str, str]]:
+def _facts(sample: dict, titles: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """The prompt's key facts, items by title where the catalog knows them."""
+    titles = titles or {}
     facts = []
     if sample.get("user_id") is not None:
         facts.append(("user", str(sample["user_id"])))
@@ -434,10 +564,12 @@ def _facts(sample: dict) -> list[tuple[str, str]]:
     if sample.get("level"):
         facts.append(("level", f"{sample['level']} (group of {len(sample.get('users', []))} users)"))
     if sample.get("item_id") is not None and not sample.get("query_card"):
-        facts.append(("item", str(sample["item_id"])))
+        iid = str(sample["item_id"])
+        facts.append(("item", f"{titles[iid]} (id {iid})" if iid in titles else iid))
     hist = sample.get("history") or sample.get("seen")
     if hist:
-        facts.append(("history", f"{len(hist)} items"))
+        shown = [titles.get(str(h), str(h)) for h in hist[-3:]]
+        facts.append(("history", f"{len(hist)} items, the last: " + "; ".join(shown)))
     if sample.get("candidates"):
         facts.append(("candidates", f"{len(sample['candidates'])} items"))
     return facts
@@ -495,7 +627,23 @@ def _prompt_text(sample: dict) -> str:
     return str(user[-1]) if user else ""
 
 
-def examples_section(out: Path, samples: list[dict], n_examples: int) -> list[str]:
+def _catalog_titles(dataset: str | None) -> dict[str, str]:
+    """item id → title of the run's dataset, so examples show titles where a sample holds ids only."""
+    if not dataset:
+        return {}
+    try:
+        from recharness.data.store import load_dataset
+
+        items = load_dataset(dataset).items
+    except Exception:  # noqa: BLE001 - a report of a moved run without its dataset still renders
+        return {}
+    if "title" not in items.columns:
+        return {}
+    return {str(i): str(t) for i, t in zip(items["item_id"].to_list(), items["title"].to_list()) if t}
+
+
+def examples_section(out: Path, samples: list[dict], n_examples: int, titles: dict[str, str] | None = None) -> list[str]:
+    titles = titles or {}
     by_id = {s["id"]: s for s in samples}
     parts = []
     for pf in RunDir(out).prediction_files():
@@ -510,7 +658,8 @@ def examples_section(out: Path, samples: list[dict], n_examples: int) -> list[st
             target, hit = _target_and_hit(s, r)
             verdict = "na" if hit is None else ("hit" if hit.startswith("hit") else "miss")
             status = "valid" if r.get("valid", True) else f"invalid: {r.get('error') or ''}"
-            facts = "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in _facts(s))
+            facts = "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in _facts(s, titles))
+            target = titles.get(target, target)
             prompt = _prompt_text(s)
             out_text = r.get("output")
             if out_text is None:
@@ -547,12 +696,13 @@ def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5, sections:
     samples = list(read_jsonl(rd.samples_jsonl)) if rd.samples_jsonl.exists() else []
     title = f"recharness report: {suite} on {info.get('dataset')}" if suite else "recharness report"
     parts = [f"<h1>{e(title)}</h1><p><code>{e(display_path(out))}</code></p>"]
+    palette = Palette(rows)
     for task in dict.fromkeys(r.task for r in rows):
-        parts += task_section([r for r in rows if r.task == task], suite, task)
+        parts += task_section([r for r in rows if r.task == task], suite, task, palette=palette)
     for name, text in (sections or {}).items():
-        parts.append(f"<h2>{e(name)}</h2><pre>{e(text)}</pre>")
+        parts.append(f"<h2>{e(name)}</h2>" + markdown_html(text))
     parts += invalid_section(out, samples)
-    parts += examples_section(out, samples, n_examples)
+    parts += examples_section(out, samples, n_examples, titles=_catalog_titles(info.get("dataset")))
     parts += run_info(out)
     path = rd.report_html
     atomic_write_text(path, _page(title, parts))
@@ -628,6 +778,7 @@ def write_leaderboard(runs: list[Path], out: Path, *, title: str = "recharness l
         f"<a href='{e(_rel_link(d / 'report.html', out))}'>{e(display_path(d))}</a>" for d in runs) + "</p>")
     parts.append("<p class='note'><small>Rows from runs of different builds were scored on different samples: "
                  "compare their intervals; bold marks are kept only where all rows of a table come from one run.</small></p>")
+    palette = Palette([en["row"] for en in entries])
     for (suite, dataset, task), ens in groups.items():
         builds = list(dict.fromkeys(en["build"] for en in ens))
         # a run marks rows against its own best: the marks hold only when every row is from one run
@@ -638,8 +789,9 @@ def write_leaderboard(runs: list[Path], out: Path, *, title: str = "recharness l
             name = r.method if len(builds) == 1 else f"{r.method} [{en['run'].name}]"
             rows.append(ScoreRow(method=name, task=r.task, metrics=r.metrics, n=r.n, kind=r.kind, extra=r.extra,
                                  ci=r.ci if same_run else {m: {k: v for k, v in c.items() if k != "top"}
-                                                              for m, c in r.ci.items()}))
-        parts += task_section(rows, suite, task, title=f"{suite} · {task} on {dataset}")
+                                                              for m, c in r.ci.items()}, coverage=r.coverage))
+            palette.colours.setdefault(name, palette.colours.get(r.method, "#999999"))
+        parts += task_section(rows, suite, task, title=f"{suite} · {task} on {dataset}", palette=palette)
     atomic_write_text(out / "leaderboard.html", _page(title, parts))
     allcols = columns([en["row"] for en in entries])
     buf = io.StringIO(newline="")
