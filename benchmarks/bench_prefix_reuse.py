@@ -56,7 +56,7 @@ def score_all(backend: LlamaCppBackend, prompts: list[list[dict]]) -> tuple[list
 
 def token_work(backend: LlamaCppBackend, prompts: list[list[dict]]) -> tuple[int, int]:
     """Tokens evaluated without reuse vs with it (each prompt minus its common prefix with the one before)."""
-    llm = backend._load()
+    llm = backend.load()
     total = evaluated = 0
     prev: list[int] = []
     for p in prompts:

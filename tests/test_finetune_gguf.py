@@ -189,10 +189,10 @@ def test_the_gguf_scores_like_the_hf_directory(exported, ctr_run):
     _, samples = pipeline.load_build(ctr_run)
     msgs = [s["messages"] for s in samples[:10]]  # 20 in benchmarks/results/finetune.md
     hf = HFBackend(str(d))
-    tok, _ = hf._load()
+    tok, _ = hf.load()
 
     def p_yes(backend):
-        return [backend._score_sync(m, ["Yes", "No"]).probabilities()["Yes"] for m in msgs]
+        return [backend.score_options_sync(m, ["Yes", "No"]).probabilities()["Yes"] for m in msgs]
 
     ref = p_yes(hf)
     for path, tol in ((f16, TOL_F16), (q8, TOL_Q8_0)):
@@ -200,7 +200,7 @@ def test_the_gguf_scores_like_the_hf_directory(exported, ctr_run):
         got = p_yes(lb)
         worst = max(abs(a - b) for a, b in zip(ref, got))
         assert worst < tol, (path.name, worst)
-        llm = lb._load()
+        llm = lb.load()
         for m in msgs[:5]:  # the chat template and tokenizer came across: the same prompt tokens
             ids = llm.tokenize(lb.chat_prompt(llm, m).encode(), add_bos=False, special=True)
             assert ids == hf._prompt_ids(tok, m)[0].tolist()

@@ -269,7 +269,13 @@ def train(
     with console.status("training reference models…") as status:
         paths = do_train(d, suite=suite, baselines=baseline, seed=seed, latency_runs=latency_runs,
                          progress=status.update, executor=executor, address=address)
+    from recharness.runner import train_log
+
     for p in paths:
+        info_path = RunDir(d).model_dir(p.stem) / "train.json"
+        if info_path.exists():
+            out_console.print(train_log.summary_line(p.stem, json.loads(info_path.read_text())), markup=False,
+                              highlight=False)
         out_console.print(f"reference predictions → {p}   (as a model row: recharness run {suite} -o {d} "
                           f"-m baseline:{p.stem})", markup=False, highlight=False)
 

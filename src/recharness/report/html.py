@@ -433,6 +433,59 @@ def markdown_html(text: str) -> str:
     return "".join(out)
 
 
+def training_section(out: Path, palette: Palette) -> list[str]:
+    """Learning curves of the run's trained reference models (`models/<name>/train_log.jsonl`): the
+    validation metric per epoch, one line each in its page colour, and how each run ended."""
+    from recharness.runner import train_log
+
+    rd = RunDir(out)
+    models_root = rd.model_dir("_").parent
+    if not models_root.is_dir():
+        return []
+    logs = {d.name: train_log.read(d) for d in sorted(models_root.iterdir()) if d.is_dir()}
+    logs = {k: v for k, v in logs.items() if v}
+    if not logs:
+        return []
+    infos = {k: json.loads((models_root / k / "train.json").read_text(encoding="utf-8"))
+             for k in logs if (models_root / k / "train.json").exists()}
+    parts = ["<h2>Training of the reference models</h2>"]
+    figs = []
+    for metric in dict.fromkeys(e["metric"] for v in logs.values() for e in v if e.get("metric")):
+        series = {k: v for k, v in logs.items() if v and v[0].get("metric") == metric}
+        plt = _plt()
+        fig, ax = plt.subplots(figsize=(6.4, 3.6))
+        colours: dict[str, str] = {}
+        nonzero = 0
+        for name, eps in series.items():
+            xs = [x["epoch"] for x in eps if _number(x.get("valid"))]
+            ys = [x["valid"] for x in eps if _number(x.get("valid"))]
+            colour = palette.colours.get(name, "#777777")
+            colours[name] = colour
+            nonzero += sum(y != 0 for y in ys)
+            ax.plot(xs, ys, marker="o", markersize=3, color=colour, label=name)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(f"validation {metric}")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
+        ax.grid(alpha=.3)
+        fig.tight_layout()
+        if nonzero:
+            figs.append(_figure((_png(fig), nonzero, colours), f"learning curves {metric}",
+                                f"validation {metric} by epoch (the best epoch's weights are kept)"))
+        else:
+            plt.close(fig)
+    if figs:
+        parts.append("<div class='charts'>" + "".join(figs) + "</div>")
+    rows = "".join(f"<tr><td>{e(k)}</td><td>{i.get('epochs')}</td><td>{e(str(i.get('best_epoch')))}</td>"
+                   f"<td>{e(fmt(i.get('best')))}</td><td style='text-align:left;white-space:normal'>{e(i.get('stopped', ''))}"
+                   f"</td><td>{e(fmt(i.get('train_s')))}</td></tr>" for k, i in infos.items())
+    if rows:
+        parts.append("<div class='scroll'><table><tr><th>model</th><th>epochs</th><th>best epoch</th><th>best valid</th>"
+                     "<th>stopped because</th><th>seconds</th></tr>" + rows + "</table></div>"
+                     "<p class='note'><small>Every epoch's loss and validation score: models/&lt;name&gt;/train_log.jsonl; "
+                     "the full configuration (settings, seed, training data): models/&lt;name&gt;/train.json.</small></p>")
+    return parts
+
+
 # ------------------------------------------------------------------ what was run
 
 
@@ -701,6 +754,7 @@ def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5, sections:
         parts += task_section([r for r in rows if r.task == task], suite, task, palette=palette)
     for name, text in (sections or {}).items():
         parts.append(f"<h2>{e(name)}</h2>" + markdown_html(text))
+    parts += training_section(out, palette)
     parts += invalid_section(out, samples)
     parts += examples_section(out, samples, n_examples, titles=_catalog_titles(info.get("dataset")))
     parts += run_info(out)

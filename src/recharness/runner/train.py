@@ -16,6 +16,7 @@ from recharness.core.errors import ConfigError
 from recharness.core.io import atomic_write_bytes, write_jsonl_atomic
 from recharness.core.rundir import RunDir
 from recharness.data.store import load_dataset
+from recharness.runner import train_log
 from recharness.runner.latency import LATENCY_RUNS, timed_predict  # noqa: F401 (re-exported)
 from recharness.runner.pipeline import load_build
 from recharness.tasks.references import serving
@@ -48,6 +49,11 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
         raise ConfigError(f"no reference model serves the tasks of this {info['suite']} build ({', '.join(by_task)}); "
                           "`score` computes their references on the fly")
     train_data = TrainData.of_build(load_dataset(info["dataset"]), out, info["suite"])
+    #: what the models learn from, recorded with each (train.json): the build and its training data's size
+    data_id = {"build": info["fingerprint"], "dataset": info["dataset"], "suite": info["suite"],
+               "train_interactions": train_data.interactions.height,
+               "train_pairs": train_data.pairs.height if train_data.pairs is not None else None,
+               "train_sequences": train_data.sequences.height if train_data.sequences is not None else None}
     written = []
     remote = None
     if executor == "ray":  # one Ray task per model, in parallel; the files are still written here
@@ -56,7 +62,7 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
         if progress is not None:
             progress(f"training {len(names)} models as Ray tasks…")
         remote = {r["name"]: r for r in train_ray(names, train_data, seed, dict(by_task), served, latency_runs,
-                                                  info["suite"], address=address, progress=progress)}
+                                                  info["suite"], data_id, address=address, progress=progress)}
     elif executor != "local":
         raise ConfigError(f"unknown executor {executor!r}: local or ray")
     for name in names:
@@ -75,6 +81,9 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
             save = getattr(model, "save", None)
             if callable(save):  # trained weights kept beside the run: `score`/`report` never retrain
                 save(RunDir(out).model_dir(name))
+            logged = train_log.write(RunDir(out).model_dir(name), model, seed=seed, data=data_id, seconds=seconds)
+            if progress is not None:
+                progress(train_log.summary_line(name, logged))
             identity, predicted = model.identity(), []
             for t, task_samples in by_task.items():
                 if name not in served[t]:

@@ -9,20 +9,24 @@ from pathlib import Path
 from recharness.execution.ray_executor import init_ray, ray_module
 
 
-def _fit_remote(name: str, train_data, seed: int, by_task: dict, served: dict, latency_runs: int, suite: str) -> dict:
+def _fit_remote(name: str, train_data, seed: int, by_task: dict, served: dict, latency_runs: int, suite: str,
+                data_id: dict) -> dict:
     """In a Ray task: fit one baseline, predict and time it; the model's saved files come back as bytes."""
     import tempfile
 
     from recharness.baselines import BASELINES, fit
+    from recharness.runner import train_log
     from recharness.runner.latency import timed_predict
     from recharness.tasks.registry import get_task
 
     model, seconds = fit(name, train_data, seed)
     files: dict[str, bytes] = {}
     save = getattr(model, "save", None)
-    if callable(save):
-        with tempfile.TemporaryDirectory(prefix=f"recharness-{name}-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"recharness-{name}-") as tmp:
+        if callable(save):
             save(Path(tmp) / name)
+        train_log.write(Path(tmp) / name, model, seed=seed, data=data_id, seconds=seconds)
+        if (Path(tmp) / name).exists():
             for f in sorted((Path(tmp) / name).rglob("*")):
                 if f.is_file():
                     files[str(f.relative_to(Path(tmp) / name))] = f.read_bytes()
@@ -39,7 +43,8 @@ def _fit_remote(name: str, train_data, seed: int, by_task: dict, served: dict, l
             "node": ray.get_runtime_context().get_node_id()[:8]}
 
 
-def train_ray(names: list[str], train_data, seed: int, by_task: dict, served: dict, latency_runs: int, suite: str, *,
+def train_ray(names: list[str], train_data, seed: int, by_task: dict, served: dict, latency_runs: int, suite: str,
+              data_id: dict, *,
               address: str | None = None, num_cpus: float = 1, progress=None) -> list[dict]:
     """Fit `names` in parallel, one Ray task each; results in the order of `names`."""
     ray = ray_module()
@@ -47,7 +52,7 @@ def train_ray(names: list[str], train_data, seed: int, by_task: dict, served: di
     try:
         data_ref = ray.put(train_data)
         fit_task = ray.remote(_fit_remote).options(num_cpus=num_cpus, max_retries=1)
-        refs = {fit_task.remote(n, data_ref, seed, by_task, served, latency_runs, suite): n for n in names}
+        refs = {fit_task.remote(n, data_ref, seed, by_task, served, latency_runs, suite, data_id): n for n in names}
         results: dict[str, dict] = {}
         pending = list(refs)
         while pending:

@@ -1,0 +1,84 @@
+"""What a trained reference model's training looked like, kept beside it and shown to the user.
+
+`models/<name>/train_log.jsonl`: one line per epoch (epoch, loss, the validation metric and its
+value, the best so far, seconds); `models/<name>/train.json`: the whole configuration (every
+setting, the seed, the training data's fingerprint), the best epoch, how many epochs ran and why
+training stopped. `summary_line` is what `recharness train` prints per model; the report draws the
+learning curves from these files.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from recharness.core.io import atomic_write_text, read_jsonl, write_jsonl_atomic
+
+#: the validation metric each family logs under, as its epochs name it
+_VALID_KEYS = ("valid_ndcg@10", "valid_auc")
+
+
+def epochs_of(log) -> list[dict]:
+    """The per-epoch entries of a fitted model's log (SASRec-like dicts, or a DLRM FitLog)."""
+    if log is None:
+        return []
+    eps = log.get("epochs") if isinstance(log, dict) else getattr(log, "epochs", None)
+    return list(eps or [])
+
+
+def normalise(epochs: list[dict]) -> list[dict]:
+    """Epoch rows in one shape: epoch, loss, metric (its name), valid (its value), best, seconds."""
+    out, best = [], float("-inf")
+    for e in epochs:
+        key = next((k for k in _VALID_KEYS if k in e), None)
+        v = e.get(key) if key else None
+        if isinstance(v, (int, float)):
+            best = max(best, float(v))
+        out.append({"epoch": e.get("epoch"), "loss": e.get("loss"), "metric": key.removeprefix("valid_") if key else None,
+                    "valid": v, "best": best if best > float("-inf") else None,
+                    "seconds": e.get("train_s", e.get("seconds"))})
+    return out
+
+
+def stop_reason(epochs: list[dict], settings: dict) -> str:
+    """Why the epochs ended: the patience rule, the epoch cap, or not known (a model that logs none)."""
+    if not epochs:
+        return "no epochs logged"
+    cap, patience = settings.get("max_epochs"), settings.get("patience")
+    if cap is not None and len(epochs) >= int(cap):
+        return f"reached max_epochs={cap}"
+    if patience is not None:
+        return f"no better validation score in {patience} epoch{'s' if int(patience) != 1 else ''} (patience)"
+    return "stopped early"
+
+
+def write(model_dir: Path, model, *, seed: int, data: dict, seconds: float) -> dict | None:
+    """train_log.jsonl and train.json for a fitted `model` (None when it logs no epochs)."""
+    epochs = normalise(epochs_of(getattr(model, "log", None)))
+    if not epochs:
+        return None
+    settings = dict(getattr(model, "settings", dict)() or {})
+    log = getattr(model, "log", None)
+    best_epoch = log.get("best_epoch") if isinstance(log, dict) else getattr(log, "best_epoch", None)
+    info = {"baseline": getattr(model, "name", model_dir.name), "settings": settings, "seed": seed, "data": data,
+            "epochs": len(epochs), "best_epoch": best_epoch,
+            "best": max((e["valid"] for e in epochs if isinstance(e["valid"], (int, float))), default=None),
+            "metric": epochs[0]["metric"], "stopped": stop_reason(epochs, settings), "train_s": round(seconds, 3)}
+    model_dir.mkdir(parents=True, exist_ok=True)
+    write_jsonl_atomic(model_dir / "train_log.jsonl", epochs)
+    atomic_write_text(model_dir / "train.json", json.dumps(info, indent=2, default=str))
+    return info
+
+
+def summary_line(name: str, info: dict | None) -> str:
+    if not info:
+        return f"{name}: fitted (no epochs: nothing to log)"
+    best = info.get("best")
+    return (f"{name}: {info['epochs']} epochs, best valid {info.get('metric')} "
+            f"{best:.4f} at epoch {info.get('best_epoch')}; stopped: {info['stopped']}; {info['train_s']:.1f} s"
+            if isinstance(best, (int, float)) else f"{name}: {info['epochs']} epochs; stopped: {info['stopped']}")
+
+
+def read(model_dir: Path) -> list[dict]:
+    path = Path(model_dir) / "train_log.jsonl"
+    return list(read_jsonl(path)) if path.exists() else []
