@@ -101,7 +101,7 @@ def count_tokens(limit: int = 40) -> dict[str, dict]:
     from recharness.models.builtin import fetch_model
     from recharness.runner import pipeline
 
-    llm = llama_cpp.Llama(model_path=str(fetch_model("qwen2.5-0.5b")), vocab_only=True, verbose=False)
+    llm = llama_cpp.Llama(model_path=str(fetch_model("qwen2.5-coder-0.5b-instruct")), vocab_only=True, verbose=False)
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for suite, ds in (("recbench", "ml-1m"), ("llmrec", "ml-1m"), ("perrecbench", "amazon2023"),

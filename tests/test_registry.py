@@ -110,8 +110,8 @@ def test_backends_are_registered_lazily_by_prefix():
     assert BACKENDS.meta("fake")["usage"].startswith("fake")  # the module is not imported to read this
     with pytest.raises(ConfigError, match="unknown model backend 'opneai' \\(did you mean 'openai'\\?\\)"):
         resolve_model("opneai:gpt-x")
-    with pytest.raises(ConfigError, match="did you mean 'qwen2.5-0.5b'"):
-        resolve_model("qwen2.5-0.6b")
+    with pytest.raises(ConfigError, match="did you mean 'qwen2.5-coder-0.5b-instruct'"):
+        resolve_model("qwen2.5-coder-0.6b-instruct")
     with pytest.raises(ConfigError, match="unknown model 'openai:'"):
         resolve_model("openai:")
 
@@ -195,3 +195,23 @@ def test_random_top_k_returns_what_is_left_when_fewer_than_k_remain():
     assert sorted(result[0]) == ["d", "e"]
     assert RandomRanker(list("abc")).top_k(2, exclude={"a", "b", "c", "zz"}) == []
     assert sorted(RandomRanker(["x", "x", "y"]).top_k(5)) == ["x", "y"]  # duplicates in the catalog count once
+
+
+def test_built_in_models_are_named_for_what_they_are_and_old_names_still_work_with_a_note():
+    from recharness.models.builtin import ALIASES, BUILTIN_MODELS, builtin_name
+
+    assert "qwen2.5-coder-0.5b-instruct" in BUILTIN_MODELS and "qwen2.5-0.5b" not in BUILTIN_MODELS
+    said = []
+    assert builtin_name("qwen2.5-0.5b", warn=said.append) == "qwen2.5-coder-0.5b-instruct"
+    assert builtin_name("qwen2.5-0.5b", warn=said.append) == "qwen2.5-coder-0.5b-instruct"
+    assert len(said) == 1 and "deprecated" in said[0] and "Qwen2.5-Coder-0.5B-Instruct" in said[0]
+    assert set(ALIASES.values()) <= set(BUILTIN_MODELS) and builtin_name("nosuch") is None
+
+
+def test_a_gguf_header_names_the_model_and_its_quantisation(smollm2_path):
+    from recharness.models.gguf_header import read_header
+    from recharness.models.registry import resolve_model
+
+    assert read_header(smollm2_path) == {"general_name": "Smollm2 135M 8k Lc100K Mix1 Ep2", "quantization": "Q4_1"}
+    ident = resolve_model("smollm2-135m").identity()
+    assert ident["quantization"] == "Q4_1" and ident["sha256"] == "b179c9523d0e6a0f"

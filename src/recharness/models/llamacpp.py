@@ -34,7 +34,7 @@ class LlamaCppBackend(ModelBackend):
     backend = "llamacpp"
 
     def __init__(self, model_path: str | Path, name: str | None = None, n_ctx: int = 4096, n_threads: int | None = None, seed: int = 0,
-                 reuse_prefix: bool = True):
+                 reuse_prefix: bool = True, sha256: str | None = None):
         path = Path(model_path)
         if not path.exists():
             raise ConfigError(f"GGUF file not found: {path}")
@@ -48,10 +48,21 @@ class LlamaCppBackend(ModelBackend):
         self._llm = None
         self._lock = threading.Lock()
         self._finetune: dict | None | bool = False  # not read yet
+        #: what the file says it is (general.name, quantisation), read from its header once
+        self._header: dict | None = None
+        #: the file's sha256 where it is known without reading the file (a built-in model's published hash)
+        self.sha256 = sha256
 
     def identity(self) -> dict:
         # The file name, not its directory, so caches survive moving the data home.
         ident = {"backend": self.backend, "model": self.model, "file": self.model_path.name, "n_ctx": self.n_ctx}
+        if self._header is None:
+            from recharness.models.gguf_header import read_header
+
+            self._header = read_header(self.model_path)
+        ident.update(self._header)
+        if self.sha256:
+            ident["sha256"] = self.sha256[:16]
         if self._finetune is False:
             self._finetune = finetune_identity(self.model_path)
         if self._finetune:

@@ -1,6 +1,6 @@
 """Model specs on the command line → backends.
 
-  smollm2-135m | qwen2.5-0.5b | qwen2.5-1.5b   built-in GGUF, in process
+  smollm2-135m | qwen2.5-coder-0.5b-instruct | qwen2.5-coder-1.5b-instruct   built-in GGUF, in process
   llamacpp:/path/model.gguf                    any GGUF, in process
   openai:MODEL[@BASE_URL]                      any OpenAI-compatible server (several: base_url=[...])
   hf:MODEL_ID_OR_PATH                          transformers (optional extra)
@@ -18,9 +18,9 @@ from pathlib import Path
 from recharness.core.errors import ConfigError
 from recharness.core.registry import Registry, did_you_mean
 from recharness.models.base import ModelBackend
-from recharness.models.builtin import BUILTIN_MODELS, fetch_model
+from recharness.models.builtin import BUILTIN_MODELS, builtin_name, fetch_model
 
-DEFAULT_MODEL = "qwen2.5-0.5b"
+DEFAULT_MODEL = "qwen2.5-coder-0.5b-instruct"
 TEST_MODEL = "smollm2-135m"
 
 
@@ -120,11 +120,12 @@ def resolve_model(
 ) -> ModelBackend:
     """`timeout_s` and `max_attempts` apply to remote (OpenAI-compatible) backends. `base_url` may be a list
     of URLs and/or files of URLs (see `base_urls`): more than one gives an `EndpointPool` over them."""
-    if spec in BUILTIN_MODELS:
+    name = builtin_name(spec)
+    if name is not None:
         from recharness.models.llamacpp import LlamaCppBackend
 
-        m = BUILTIN_MODELS[spec]
-        return LlamaCppBackend(fetch_model(spec), name=spec, n_ctx=n_ctx or m.n_ctx)
+        m = BUILTIN_MODELS[name]
+        return LlamaCppBackend(fetch_model(name), name=name, n_ctx=n_ctx or m.n_ctx, sha256=m.sha256)
     kind, colon, rest = spec.partition(":")
     if kind in BACKENDS and (rest or not BACKENDS.meta(kind).get("needs_rest", True)):
         return BACKENDS.meta(kind)["factory"](

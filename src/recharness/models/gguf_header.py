@@ -1,0 +1,55 @@
+"""What a GGUF file says it is, read from its header alone (no weights loaded, no dependency): the
+model's `general.name` and its quantisation, for the model's identity and the report."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+#: llama.cpp's `general.file_type` (LLAMA_FTYPE_MOSTLY_*) → the quantisation's usual name
+FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
+              12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K",
+              19: "IQ2_XXS", 20: "IQ2_XS", 24: "IQ1_S", 25: "IQ4_NL", 30: "IQ4_XS", 32: "BF16"}
+_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_WANTED = ("general.name", "general.file_type")
+
+
+def read_header(path: Path | str, *, max_kv: int = 4096) -> dict[str, object]:
+    """{"general_name": ..., "quantization": ...} where the header has them; {} for a file that is not
+    GGUF (or is cut short): the identity then simply lacks them."""
+    out: dict[str, object] = {}
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) != b"GGUF":
+                return {}
+            _version, _tensors, n_kv = struct.unpack("<IQQ", f.read(20))
+
+            def text() -> str:
+                (n,) = struct.unpack("<Q", f.read(8))
+                return f.read(n).decode("utf-8", "replace")
+
+            def skip(t: int) -> object:
+                if t == 8:
+                    return text()
+                if t == 9:
+                    (at,) = struct.unpack("<I", f.read(4))
+                    (n,) = struct.unpack("<Q", f.read(8))
+                    for _ in range(n):
+                        skip(at)
+                    return None
+                fmt = _SCALAR[t]
+                return struct.unpack(fmt, f.read(struct.calcsize(fmt)))[0]
+
+            for _ in range(min(n_kv, max_kv)):
+                key = text()
+                (t,) = struct.unpack("<I", f.read(4))
+                value = skip(t)
+                if key == "general.name":
+                    out["general_name"] = value
+                elif key == "general.file_type" and isinstance(value, int):
+                    out["quantization"] = FILE_TYPES.get(value, f"file_type {value}")
+                if len(out) == len(_WANTED):
+                    break
+    except (OSError, struct.error, KeyError, UnicodeDecodeError):
+        return out
+    return out
