@@ -128,27 +128,51 @@ def test_content_faults_become_invalid_records_not_crashes(tmp_path):
     samples = samples_for(faults)
     path = tmp_path / "p.jsonl"
     cache = ResponseCache(tmp_path / "c.sqlite", buffered=True)
-    with FakeServerProcess() as srv:
+    with FakeServerProcess() as srv:  # a cut body, bad UTF-8 or no choices once: retried, then answered
         stats = run(samples, srv.base_url, path, cache=cache)
     cache.close()
     recs = {r["id"]: r for r in read_jsonl(path)}
     assert ids_in(path) == Counter({s["id"]: 1 for s in samples})
     kinds = {i: r.get("error_kind") for i, r in recs.items()}
-    assert kinds["truncated-json-0"] == "bad_response" and kinds["non-utf8-2"] == "bad_response"
-    assert kinds["empty-choices-1"] == "empty_choices" and kinds["400-3"] == "http_400"
-    assert stats.errors == Counter({"bad_response": 2, "empty_choices": 1, "http_400": 1})
-    for i in ("truncated-json-0", "empty-choices-1", "non-utf8-2", "400-3"):
-        assert recs[i]["valid"] is False and recs[i]["error"].startswith(kinds[i] + ":")
+    for i in ("truncated-json-0", "empty-choices-1", "non-utf8-2"):  # the transport failed, not the model
+        assert recs[i]["valid"] and kinds[i] is None and recs[i]["output"].startswith("1. Fargo")
+    assert stats.transport_retries == Counter({"bad_response": 2, "empty_choices": 1})
+    assert kinds["400-3"] == "http_400" and stats.errors == Counter({"http_400": 1})
+    assert recs["400-3"]["valid"] is False and recs["400-3"]["error"].startswith("http_400:")
     # a lone surrogate is stored escaped, read back as the same text, and cached
     assert recs["surrogate-4"]["output"].startswith("1. Fargo \ud800") and recs["surrogate-4"]["valid"]
     assert b"\\ud800" in path.read_bytes()
     assert len(recs["long-answer-5"]["output"]) == 100_000 and not recs["long-answer-5"]["valid"]
     assert recs["html-answer-6"]["valid"] is False
-    assert len(ResponseCache(tmp_path / "c.sqlite")) == 3 + 3  # ok answers + surrogate/long/html
+    assert len(ResponseCache(tmp_path / "c.sqlite")) == 3 + 6  # ok answers + the 3 retried + surrogate/long/html
     # a second run answers from the cache and writes nothing new
     with FakeServerProcess() as srv:
         stats = run(samples, srv.base_url, path)
     assert stats.done == 0 and stats.skipped == len(samples)
+
+
+def test_a_body_that_stays_unreadable_is_never_an_answer(tmp_path):
+    samples = samples_for(["truncated-json", "empty-choices", "non-utf8"], n_ok=2)
+    path = tmp_path / "p.jsonl"
+    with FakeServerProcess(transient=9) as srv:  # more bad bodies than the client tries
+        stats = run(samples, srv.base_url, path, max_attempts=3)
+    assert stats.undone == Counter({"bad_response": 2, "empty_choices": 1}) and not stats.errors
+    assert set(ids_in(path)) == {"ok-0", "ok-1"}  # nothing committed for them: the next run asks again
+    with FakeServerProcess(transient=0) as srv:
+        stats = run(samples, srv.base_url, path)
+    assert stats.done == 3 and ids_in(path) == Counter({s["id"]: 1 for s in samples})
+
+
+@pytest.mark.parametrize("status", [401, 403, 404, 405, 501])
+def test_a_refusal_of_the_configuration_stops_the_run_with_nothing_committed(tmp_path, status):
+    from recharness.core.errors import EndpointRefused
+
+    path = tmp_path / "p.jsonl"
+    with FakeServerProcess(refuse=status) as srv:
+        with pytest.raises(EndpointRefused, match=rf"127\.0\.0\.1:\d+/v1 refuses the request for model 'fake': "
+                                                  rf"HTTP {status}: "):
+            run(samples_for([], n_ok=12), srv.base_url, path)
+    assert not ids_in(path)
 
 
 def test_server_down_from_the_start_stops_quickly(tmp_path):

@@ -115,7 +115,7 @@ def test_server_down_and_exhausted_retries_have_their_own_exit_codes(built):
     assert f"connection refused by {url}" in down.stderr and "rerun to finish" in down.stderr
     with FakeServerProcess(faults={"503": 0.5}, transient=100) as srv:
         part = cli(*run_args(run, srv.base_url, "--max-attempts", "1"))
-    assert part.returncode == 3 and "samples not done" in part.stderr and "http_503" in part.stderr
+    assert part.returncode == 3 and "samples remain unanswered" in part.stderr and "http_503" in part.stderr
     with FakeServerProcess() as srv:
         cli(*run_args(run, srv.base_url), check=True)
     assert pred_ids(run / "predictions" / "openai-fake.jsonl") == Counter({i: 1 for i in sample_ids(run)})
@@ -154,3 +154,70 @@ def test_markup_in_errors_is_printed_literally(tmp_path):
     r = cli("run", "llmrec", "-d", "no-such-[hf]-data", "-o", str(tmp_path / "x"), "-m", "hf:[x]")
     assert r.returncode == 2
     assert "[hf]" in r.stderr or "[x]" in r.stderr
+
+
+@pytest.mark.parametrize("status", [401, 404, 501])
+def test_a_refusing_server_exits_2_with_nothing_committed_then_a_healthy_one_answers_all(built, status):
+    run = built(12)
+    pred = run / "predictions" / "openai-fake.jsonl"
+    with FakeServerProcess(refuse=status) as srv:
+        p = cli(*run_args(run, srv.base_url))
+    err = [x for x in p.stderr.splitlines() if x.startswith("error")]
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert len(err) == 1 and "refuses the request for model 'fake'" in err[0] and f"HTTP {status}:" in err[0], err
+    assert srv.base_url.split("//")[1] in err[0]  # the endpoint is named
+    assert pred_ids(pred) == Counter()  # nothing committed: no "invalid answers" to keep
+    with FakeServerProcess() as srv:
+        cli(*run_args(run, srv.base_url), check=True)
+    assert pred_ids(pred) == Counter({i: 1 for i in sample_ids(run)})
+
+
+def test_transient_failures_that_outlive_their_retries_exit_3_and_the_rerun_answers_them(built):
+    run = built(6)
+    pred = run / "predictions" / "openai-fake.jsonl"
+    with FakeServerProcess(faults={"429": 0.5}, transient=99) as srv:
+        p = cli(*run_args(run, srv.base_url, "--max-attempts", "2"))
+    assert p.returncode == 3 and "samples remain unanswered" in p.stderr and "http_429" in p.stderr, p.stderr
+    left = len(sample_ids(run)) - sum(pred_ids(pred).values())
+    assert 0 < left < 6 and f"{left} samples remain unanswered" in " ".join(p.stderr.split())
+    with FakeServerProcess() as srv:
+        cli(*run_args(run, srv.base_url), check=True)
+    assert pred_ids(pred) == Counter({i: 1 for i in sample_ids(run)})
+
+
+def test_redo_invalid_asks_again_only_the_invalid_answers(built):
+    run = built(6)
+    pred = run / "predictions" / "openai-fake.jsonl"
+    with FakeServerProcess(answer="I am sorry, I cannot recommend anything.") as srv:  # a refusal: invalid
+        cli(*run_args(run, srv.base_url), check=True)
+    assert all(not r["valid"] for r in read_jsonl(pred))
+    with FakeServerProcess() as srv:
+        cli(*run_args(run, srv.base_url, "--redo-invalid"), check=True)
+    recs = list(read_jsonl(pred))
+    assert Counter(r["id"] for r in recs) == Counter({i: 1 for i in sample_ids(run)})
+    assert all(r["output"].startswith("1. Fargo") for r in recs)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--base-url", "ftp://127.0.0.1/v1"], "over http:// or https://"),
+    (["--base-url", ""], "--base-url is empty"),
+])
+def test_a_bad_endpoint_is_one_line_exit_2(built, args, says):
+    run = built(3)
+    p = cli("run", "llmrec", "-o", str(run), "-m", "openai:fake", "--no-cache", *args)
+    assert p.returncode == 2 and says in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_a_base_url_that_contradicts_the_spec_is_refused(built):
+    run = built(3)
+    p = cli("run", "llmrec", "-o", str(run), "-m", "openai:fake@http://127.0.0.1:9/v1", "--base-url",
+            "http://127.0.0.1:8/v1")
+    assert p.returncode == 2 and "names its server, and --base-url" in " ".join(p.stderr.split()), p.stderr
+
+
+def test_credentials_in_the_url_are_the_bearer_key_and_stay_out_of_the_request_url():
+    from recharness.models.openai_compat import OpenAICompatibleBackend
+
+    b = OpenAICompatibleBackend("m", base_url="http://user:sekret@127.0.0.1:9/v1", api_key_env="NO_SUCH_KEY_VAR")
+    assert b._headers["authorization"] == "Bearer sekret" and "sekret" not in b._url and b._url.startswith("http://127")
+    assert "sekret" not in str(b.identity())

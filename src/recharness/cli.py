@@ -175,6 +175,7 @@ def run(
     timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds per request to a server before it counts as failed (then retried).")] = 300.0,
     max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, help="Tries per request on transient failures (429, 5xx, timeouts, resets).")] = 5,
     name: Annotated[str | None, typer.Option("--name", help="Name of this model's row and predictions file.")] = None,
+    redo_invalid: Annotated[bool, typer.Option("--redo-invalid", help="Ask again the samples whose committed answers are invalid (the valid ones are kept).")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the answers already in this --name's predictions file (another model's answers are never mixed in: without it, resuming with another model is refused).")] = False,
     executor: Annotated[str, typer.Option("--executor", help="local (this process) or ray: samples sharded over Ray actors, one backend each; the driver alone writes predictions and cache.")] = "local",
     address: Annotated[str | None, typer.Option("--address", help="With --executor ray: the cluster to join (auto, ray://HOST:PORT, HOST:PORT); default: start Ray on this machine.")] = None,
@@ -202,6 +203,7 @@ def run(
     with _progress() as prog:
         bar = prog.add_task(escape(public_spec(model)), total=None)
         path, stats = do_run(d, backend, name, limit=limit, use_cache=not no_cache, tasks=task, overwrite=overwrite,
+                             redo_invalid=redo_invalid,
                              max_retries=max_retries, concurrency=concurrency,
                              on_progress=lambda n: prog.advance(bar, n), on_total=lambda n: prog.update(bar, total=n))
     _print_run_summary(stats, path)
@@ -220,8 +222,9 @@ def run(
                       "not done — rerun to finish")
         raise typer.Exit(EXIT_STOPPED)
     if stats.undone:
-        console.print(f"[yellow]{sum(stats.undone.values())} samples not done[/]: transient errors "
-                      f"({_counts(stats.undone)}); rerun to finish")
+        console.print(f"[yellow]{sum(stats.undone.values())} samples remain unanswered[/]: transient errors "
+                      f"({_counts(stats.undone)}) outlived their retries; nothing was recorded for them — rerun "
+                      "to finish")
         raise typer.Exit(EXIT_UNDONE)
 
 

@@ -51,6 +51,16 @@ class TransientError(RecharnessError):
         super().__init__(message)
 
 
+class EndpointRefused(RecharnessError):
+    """The endpoint refuses the request as configured (HTTP 401, 403, 404, 405, 501: a bad key, a wrong
+    model name, an endpoint that is not there): every request would fail alike, so the run stops at
+    once, commits nothing for it, and the CLI exits 2 naming the endpoint, the status and its message."""
+
+    def __init__(self, message: str, status: int | None = None):
+        self.status = status
+        super().__init__(message)
+
+
 class ServerUnreachable(RecharnessError):
     """The endpoint refused several connections in a row: stop the run instead of failing every sample."""
 

@@ -6,10 +6,14 @@ a killed run restarts where it stopped, skipping committed samples and
 redoing the rest; records carry the build fingerprint so answers to an
 older build are never mixed with a new one.
 
-One bad sample never stops a run: a permanent failure (unreadable response,
-prompt too long, HTTP 4xx, a crash in parsing) becomes an invalid record with
-its error kind; a transient one that outlives its retries leaves the sample
-undone for the next run; only an unreachable server stops the run early.
+Every outcome is classified once: a refusal of the configuration (HTTP 401,
+403, 404, 405, 501: bad key, wrong model) stops the run at once with nothing
+committed for it (EndpointRefused, exit 2); a transient failure (429, 5xx,
+timeouts, resets, an unreadable or empty body, no choices) is retried and, if
+it outlives its retries, leaves the sample undone for the next run (exit 3);
+an unreachable server stops the run early (exit 4); an answer is committed,
+valid or not. One bad sample never stops a run: a per-sample failure (a prompt
+too long, HTTP 400, a crash in parsing) is an invalid record with its kind.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from recharness.core.errors import BuildMismatch, ServerUnreachable, TransientError, one_line
+from recharness.core.errors import BuildMismatch, EndpointRefused, ServerUnreachable, TransientError, one_line
 from recharness.core.io import GroupCommitLog, read_jsonl
 from recharness.core.types import Completion, GenerationParams, Messages, Prediction
 from recharness.execution.ask import ask
@@ -199,6 +203,7 @@ async def run_samples(
         t0 = time.perf_counter()
         pending = iter(todo)
         stop = asyncio.Event()
+        refused: list[EndpointRefused] = []
 
         async def worker():
             for s in pending:
@@ -215,6 +220,10 @@ async def run_samples(
                     stats.stopped = str(e)
                     stop.set()
                     return
+                except EndpointRefused as e:  # the configuration, not this sample: no answer, stop the run
+                    refused.append(e)
+                    stop.set()
+                    return
                 except Exception as e:  # noqa: BLE001 - one bad sample must not stop the run
                     rec = failure_record(e, params_or_none(task, s))
                     stats.errors[rec["error_kind"]] += 1
@@ -223,6 +232,8 @@ async def run_samples(
 
         await asyncio.gather(*(worker() for _ in range(min(limit, max(1, len(todo))))))
         stats.wall_s = time.perf_counter() - t0
+        if refused:
+            raise refused[0]
     finally:
         log.close()
     stats.commits = log.commits

@@ -29,7 +29,7 @@ import time
 from collections import Counter, deque
 from pathlib import Path
 
-from recharness.core.errors import ConfigError, ServerUnreachable, TransientError
+from recharness.core.errors import ConfigError, EndpointRefused, ServerUnreachable, TransientError
 from recharness.core.types import Completion, GenerationParams, Messages, OptionScores
 from recharness.models.base import ModelBackend
 
@@ -211,6 +211,8 @@ class Worker:
                     return ("undone", sample["id"], e.kind, cache.new)
                 except ServerUnreachable as e:
                     return ("unreachable", sample["id"], str(e), cache.new)
+                except EndpointRefused as e:
+                    return ("refused", sample["id"], str(e), cache.new)
                 except Exception as e:  # noqa: BLE001 - one bad sample must not stop the run
                     return ("failed", sample["id"], failure_record(e, params_or_none(task, sample)), cache.new)
 
@@ -432,6 +434,7 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
             deaths = [0] * n
             alive = set(range(n))
             stop_msg: str | None = None
+            refused: str | None = None
 
             def feed(i: int) -> None:
                 while i in alive and load[i] < DEPTH and queue and stop_msg is None:
@@ -485,6 +488,9 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
                             commit(sid, s["task"], payload)
                         elif outcome == "undone":
                             stats.undone[payload] += 1
+                        elif outcome == "refused":  # the configuration: no answer, nothing more is sent
+                            refused = refused or payload
+                            queue.clear()
                         else:  # unreachable: this worker's server is gone; another may still answer
                             alive.discard(i)
                             p["retired"] = "server_unreachable"
@@ -503,6 +509,8 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
                     stop_msg = "every Ray worker is gone"
             stats.stopped = stop_msg
         stats.wall_s = time.perf_counter() - t0
+        if refused:
+            raise EndpointRefused(refused)
         # 3. per-worker totals
         for i, a in enumerate(ex.actors):
             try:

@@ -26,12 +26,22 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx2 as httpx  # the maintained successor (pydantic/httpx2): its pool stays fast at 32+ connections
 
-from recharness.core.errors import ConfigError, SampleError, ServerUnreachable, TransientError, one_line
+from recharness.core.errors import (
+    ConfigError,
+    EndpointRefused,
+    SampleError,
+    ServerUnreachable,
+    TransientError,
+    one_line,
+)
 from recharness.core.types import Completion, GenerationParams, Messages, OptionScores
 from recharness.models.base import ModelBackend
 
 #: HTTP statuses worth retrying: rate limits, request timeouts, server-side failures
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+#: HTTP statuses that say the request is wrong as configured, for every sample alike: a bad key (401, 403),
+#: a wrong model or path (404), a method or feature the server lacks (405, 501). The run stops: no answer.
+CONFIG_STATUS = {401, 403, 404, 405, 501}
 #: seconds; the longest single wait, even when a server's Retry-After asks for more
 MAX_WAIT_S = 120.0
 _SECRET_KEY = re.compile(r"key|token|secret|password|sig", re.IGNORECASE)
@@ -95,8 +105,19 @@ class OpenAICompatibleBackend(ModelBackend):
             raise ConfigError(f"--max-attempts must be at least 1, got {max_attempts}")
         if timeout_s <= 0:
             raise ConfigError(f"--timeout must be positive, got {timeout_s}")
+        if base_url is not None and not base_url.strip():
+            raise ConfigError("--base-url is empty: give the server's URL, e.g. http://127.0.0.1:8000/v1")
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         self.public_url = redact_url(self.base_url)
+        parts = urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"--base-url {self.public_url}: an OpenAI-compatible server is reached over http:// or "
+                              "https:// (e.g. http://127.0.0.1:8000/v1)")
+        # credentials in the URL (http://user:KEY@host/v1) stay out of the request URL, where httpx would turn
+        # them into Basic auth and drop the Bearer header servers expect: the KEY is the Bearer token instead
+        url_key = parts.password or parts.username
+        self.base_url = urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path, parts.query,
+                                    parts.fragment))
         self.api_key_env = api_key_env
         self.max_concurrency = max_concurrency
         self.max_attempts = max_attempts
@@ -111,7 +132,7 @@ class OpenAICompatibleBackend(ModelBackend):
         #: transport retries by kind (429, 5xx, timeout, reset, bad_response), for the run summary
         self.retries: Counter[str] = Counter()
         self._connect_failures = 0
-        key = os.environ.get(api_key_env)
+        key = os.environ.get(api_key_env) or url_key
         if not key:
             if self.local:
                 key = "sk-local"  # local servers accept any key
@@ -168,17 +189,29 @@ class OpenAICompatibleBackend(ModelBackend):
                         data = json.loads(r.content)
                         if not isinstance(data, dict):
                             raise ValueError("not a JSON object")
-                    except ValueError as e:  # bad JSON, bad UTF-8: once may be a glitch, twice is the answer
+                    except ValueError as e:  # bad JSON, bad UTF-8, a cut or empty body: the transport, not an answer
                         bad_bodies += 1
-                        if bad_bodies > 1 or attempt == self.max_attempts:
-                            raise SampleError("bad_response", f"{self._where()}: unreadable response body: "
-                                              f"{one_line(e)}") from None
-                        self.retries["bad_response"] += 1
+                        kind = "bad_response"
+                        wait = None
+                        if attempt == self.max_attempts:
+                            raise TransientError(kind, f"{self._where()}: gave up after {attempt} tries: unreadable "
+                                                 f"response body ({one_line(e)})") from None
+                        self.retries[kind] += 1
                         continue
-                    if not data.get("choices"):
-                        raise SampleError("empty_choices", f"{self._where()} answered with no choices")
+                    if not data.get("choices"):  # no answer in it: retried like any transport failure
+                        kind = "empty_choices"
+                        if attempt == self.max_attempts:
+                            raise TransientError(kind, f"{self._where()}: gave up after {attempt} tries: "
+                                                 "answers with no choices")
+                        self.retries[kind] += 1
+                        await asyncio.sleep(min(MAX_WAIT_S, delay * (0.5 + random.random())))
+                        delay = min(delay * 2, 30.0)
+                        continue
                     return data
                 kind = f"http_{r.status_code}"
+                if r.status_code in CONFIG_STATUS:
+                    raise EndpointRefused(f"{self.public_url} refuses the request for model {self.model!r}: HTTP "
+                                          f"{r.status_code}: {one_line(_error_message(r))}", r.status_code)
                 if r.status_code not in RETRY_STATUS:
                     raise SampleError(kind, f"{self._where()}: HTTP {r.status_code}: {one_line(_error_message(r))}")
                 wait = retry_after_s(r.headers)

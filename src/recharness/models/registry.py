@@ -50,7 +50,7 @@ def base_urls(base_url: str | list[str] | tuple[str, ...] | None) -> list[str]:
     for v in values:
         v = v.strip()
         if not v:
-            continue
+            raise ConfigError("--base-url is empty: give the server's URL (http://HOST:PORT/v1) or a file of URLs")
         if "://" in v:
             urls.append(v)
             continue
@@ -75,6 +75,12 @@ def _openai(cls, rest: str, *, base_url: str | list[str] | None = None, api_key_
             concurrency: int | None = None, timeout_s: float | None = None, max_attempts: int | None = None,
             **_) -> ModelBackend:
     model, _, url = rest.partition("@")
+    if url and base_url:
+        from recharness.models.openai_compat import redact_url
+
+        given = [base_url] if isinstance(base_url, str) else list(base_url)
+        raise ConfigError(f"openai:{model}@{redact_url(url)} names its server, and --base-url "
+                          f"{', '.join(redact_url(u) for u in given)} names another: give one of them")
     transport = {k: v for k, v in (("timeout_s", timeout_s), ("max_attempts", max_attempts)) if v is not None}
     urls = [url] if url else base_urls(base_url)
     if len(urls) > 1:  # several endpoints serving one model: least-loaded with failover

@@ -110,11 +110,12 @@ def _stamp_imported_predictions(out: Path, fp: str, before: dict[Path, int]) -> 
 
 def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None = None, use_cache: bool = True,
         max_retries: int = 1, concurrency: int | None = None, on_progress=None, on_total=None,
-        tasks: list[str] | None = None, overwrite: bool = False) -> tuple[Path, RunStats]:
+        tasks: list[str] | None = None, overwrite: bool = False, redo_invalid: bool = False) -> tuple[Path, RunStats]:
     """Answer the build's samples (only those of `tasks` when given; then the first `limit`) into
     predictions/<model_slug>.jsonl. A task left out has no rows for this model in `score` (shown "–"),
     so e.g. a single-format fine-tune can be run on its own format alone. The file is one model's:
-    resuming it with another model is refused (`overwrite`: start it afresh)."""
+    resuming it with another model is refused (`overwrite`: start it afresh). `redo_invalid`: the
+    committed answers that failed parsing or validation are asked again (the others are kept)."""
     check_name(model_slug)
     if max_retries < 0:
         raise ConfigError(f"--max-retries must be 0 or more, got {max_retries}")
@@ -142,6 +143,9 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
     if overwrite and pred_path.exists():
         pred_path.unlink()
     check_same_model(pred_path, backend.identity())
+    if redo_invalid and pred_path.exists():
+        kept = [r for r in read_jsonl(pred_path, tolerate_torn_tail=True) if r.get("valid", True)]
+        write_jsonl_atomic(pred_path, kept)
     record_run(RunDir(out), model_slug, limit=limit, tasks=asked)
     if on_total:
         on_total(len(samples))

@@ -4,8 +4,11 @@ It answers `/v1/chat/completions` instantly (zero latency) and can misbehave on
 purpose, chosen per prompt so a test knows which sample met which fault:
 a prompt whose text contains `FAULT:<name>` gets that fault; `--fault NAME=RATE`
 gives it to a seeded share of the other prompts. Transport faults (429, 5xx,
-hang, reset) hit only the first `--transient` tries of a prompt, so a client
-that retries succeeds; content faults (bad JSON, empty choices, ...) always hit.
+hang, reset, a cut or unreadable body, no choices) hit only the first
+`--transient` tries of a prompt, so a client that retries succeeds; content
+faults (a 400, odd answers) always hit. `--refuse STATUS` answers every chat
+request with that status and an OpenAI-style error (401 bad key, 404 unknown
+model, 501 ...), as a misconfigured run meets it.
 
 A whole server can also fall ill, for endpoint-pool tests: after `--sick-after K` chat
 requests every request (`/models` too) meets `--sick-mode` (500, 503, hang, reset) for
@@ -32,9 +35,13 @@ from pathlib import Path
 
 HOST = "127.0.0.1"
 
-TRANSPORT_FAULTS = ("429", "429-retry-after", "500", "503", "hang", "reset")
+TRANSPORT_FAULTS = ("429", "429-retry-after", "500", "503", "hang", "reset", "truncated-json", "empty-choices",
+                    "non-utf8")
 SICK_MODES = ("500", "503", "hang", "reset")
-CONTENT_FAULTS = ("truncated-json", "empty-choices", "non-utf8", "surrogate", "long-answer", "html-answer", "400")
+CONTENT_FAULTS = ("surrogate", "long-answer", "html-answer", "400")
+#: `--refuse STATUS`: what a server says when the run is misconfigured
+REFUSALS = {401: "Incorrect API key provided", 403: "You are not allowed to use this model",
+            404: "The model `fake-x` does not exist", 405: "Method not allowed", 501: "Not implemented"}
 FAULTS = TRANSPORT_FAULTS + CONTENT_FAULTS
 _MARK = re.compile(r"FAULT:([a-z0-9-]+)")
 
@@ -44,7 +51,10 @@ class FakeServer:
                  answer: str = "1. Fargo\n2. Heat\n3. Casablanca", hang_s: float = 30.0, die_after: int | None = None,
                  max_requests: int = 100_000, max_seconds: float = 300.0, retry_after_s: float = 1.0,
                  delay_s: float = 0.0, sick_after: int | None = None, sick_mode: str = "500",
-                 sick_for_s: float | None = None, slots: int | None = None):
+                 sick_for_s: float | None = None, slots: int | None = None, refuse: int | None = None):
+        if refuse is not None and refuse not in REFUSALS:
+            raise ValueError(f"--refuse {refuse}: one of {', '.join(map(str, REFUSALS))}")
+        self.refuse = refuse
         if sick_mode not in SICK_MODES:
             raise ValueError(f"unknown sick mode {sick_mode!r}; known: {', '.join(SICK_MODES)}")
         unknown = set(faults or {}) - set(FAULTS)
@@ -134,6 +144,9 @@ class FakeServer:
             return self._send(writer, 200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
         if not path.rstrip("/").endswith("/chat/completions") or method != "POST":
             return self._send(writer, 404, {"error": {"message": f"no route {method} {path}"}})
+        if self.refuse is not None:
+            self.served[f"refused-{self.refuse}"] += 1
+            return self._send(writer, self.refuse, {"error": {"message": REFUSALS[self.refuse], "type": "invalid_request"}})
         req = json.loads(body)
         prompt = "\n".join(str(m.get("content", "")) for m in req.get("messages", []))
         fault = self.fault_for(prompt)
@@ -232,6 +245,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sick-mode", default="500", choices=SICK_MODES)
     ap.add_argument("--sick-for", type=float, help="seconds the illness lasts (default: for good)")
     ap.add_argument("--slots", type=int, help="answers served at once; the rest queue (with --delay-s)")
+    ap.add_argument("--refuse", type=int, choices=sorted(REFUSALS), help="answer every chat request with this status")
     ap.add_argument("--max-requests", type=int, default=100_000)
     ap.add_argument("--max-seconds", type=float, default=300.0)
     args = ap.parse_args(argv)
@@ -242,7 +256,7 @@ def main(argv: list[str] | None = None) -> None:
     srv = FakeServer(faults=faults, seed=args.seed, transient=args.transient, answer=args.answer, hang_s=args.hang_s,
                      die_after=args.die_after, max_requests=args.max_requests, max_seconds=args.max_seconds,
                      delay_s=args.delay_s, sick_after=args.sick_after, sick_mode=args.sick_mode,
-                     sick_for_s=args.sick_for, slots=args.slots)
+                     sick_for_s=args.sick_for, slots=args.slots, refuse=args.refuse)
     asyncio.run(srv.serve(args.port, args.port_file))
 
 
@@ -257,7 +271,7 @@ class FakeServerProcess:
                  hang_s: float = 30.0, die_after: int | None = None, max_seconds: float = 300.0,
                  answer: str | None = None, delay_s: float = 0.0, max_requests: int = 100_000,
                  sick_after: int | None = None, sick_mode: str = "500", sick_for_s: float | None = None,
-                 slots: int | None = None):
+                 slots: int | None = None, refuse: int | None = None):
         import subprocess
         import sys
         import tempfile
@@ -279,6 +293,8 @@ class FakeServerProcess:
                 cmd += ["--sick-for", str(sick_for_s)]
         if slots is not None:
             cmd += ["--slots", str(slots)]
+        if refuse is not None:
+            cmd += ["--refuse", str(refuse)]
         self.cmd = cmd
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
