@@ -93,8 +93,10 @@ def test_base_url_list_or_file_resolves_to_a_pool(tmp_path):
     assert isinstance(both, EndpointPool) and [e.url for e in both.endpoints] == base_urls(str(f))
     assert both.max_concurrency == 4 and both.max_attempts == 2
     assert resolve_model("openai:m", base_url=["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"]).max_concurrency == 16
-    spec_url = resolve_model("openai:m@http://127.0.0.1:9/v1", base_url=[str(f)])  # the spec's own URL wins
+    spec_url = resolve_model("openai:m@http://127.0.0.1:9/v1")  # the spec's own URL
     assert type(spec_url) is OpenAICompatibleBackend and spec_url.base_url == "http://127.0.0.1:9/v1"
+    with pytest.raises(ConfigError, match="names its server, and --base-url"):  # two servers named: which one?
+        resolve_model("openai:m@http://127.0.0.1:9/v1", base_url=[str(f)])
 
     with pytest.raises(ConfigError, match="neither a URL"):
         base_urls(["http://a:1/v1", str(tmp_path / "missing.txt")])

@@ -33,7 +33,7 @@ out_console = Console(width=None if sys.stdout.isatty() else 200)
 
 DatasetOpt = Annotated[str, typer.Option("--dataset", "-d", help="A prepared dataset name (see `recharness prepare`).")]
 OutOpt = Annotated[Path | None, typer.Option("--out", "-o", help="Run directory (default: <data home>/runs/SUITE/DATASET).")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Fixes every random choice.")]
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Fixes every random choice (0 or more).")]
 LimitOpt = Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Take only N users/samples.")]
 
 #: exit codes beyond 0/1/2 (2 = a usage or input error, printed as one line)
@@ -166,7 +166,7 @@ def run(
     model: Annotated[str, typer.Option("--model", "-m", help="smollm2-135m | qwen2.5-coder-0.5b-instruct | qwen2.5-coder-1.5b-instruct | llamacpp:PATH | openai:MODEL[@URL] | hf:MODEL | ft:DIR (a `recharness finetune` model) | baseline:NAME (a reference recommender of this run, e.g. baseline:sasrec after `train`)")] = "qwen2.5-coder-0.5b-instruct",
     base_url: Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL). Repeat it, or give a file of URLs (one a line, # comments), to spread requests over several servers of the same model: least-loaded, failover.")] = None,
     api_key_env: Annotated[str, typer.Option("--api-key-env", help="Environment variable holding the API key (never logged).")] = "OPENAI_API_KEY",
-    concurrency: Annotated[int | None, typer.Option("--concurrency", "-c", help="Requests in flight (remote backends).")] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", "-c", min=1, help="Requests in flight (remote backends); at least 1.")] = None,
     out: OutOpt = None,
     limit: LimitOpt = None,
     task: Annotated[list[str] | None, typer.Option("--task", "-t", help="Only the samples of this task (repeat for several; default: every task of the build). Tasks not run show '–' in `score`.")] = None,
@@ -449,7 +449,7 @@ def judge(
 
 @app.command()
 def report(
-    suite: Annotated[str | None, typer.Argument(help="Suite name (not needed with --runs).")] = None,
+    targets: Annotated[list[str] | None, typer.Argument(help="The suite (or, with --runs, more run directories).", show_default=False, metavar="[SUITE | RUN...]")] = None,
     dataset: DatasetOpt = "ml-1m",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Run directory; with --runs: where leaderboard.html/.csv go (default: <data home>/runs/leaderboard).")] = None,
     runs: Annotated[list[str] | None, typer.Option("--runs", help="Merge these run directories (or globs, or folders holding runs) into one leaderboard page and CSV; repeat it.")] = None,
@@ -463,13 +463,16 @@ def report(
     if runs:
         from recharness.core.paths import runs_dir
 
-        dirs = find_runs([x for r in runs for x in r.split()])
+        dirs = find_runs([*runs, *(targets or [])])  # `--runs A B C`: every path, whitespace in names kept
         paths = write_leaderboard(dirs, out or runs_dir() / "leaderboard")
         out_console.print(f"leaderboard of {len(dirs)} runs → {paths['html']}, {paths['csv']}", markup=False,
                           highlight=False)
         return
-    if suite is None:
+    if not targets:
         raise RecharnessError("report needs a SUITE (or --runs DIR...)")
+    if len(targets) > 1:
+        raise RecharnessError(f"report takes one SUITE, got {' '.join(targets)} (several run directories go after --runs)")
+    suite = targets[0]
     d = _run_dir(suite, dataset, out)
     rows = load_scores(d)
     md = _paper_tables(suite, rows, d)
@@ -671,6 +674,13 @@ def main():
     except RecharnessError as e:
         # literal text: a message may contain [brackets] (e.g. "[hf]", "[relation, value]")
         console.print(f"[red]error:[/] {escape(str(e))}")
+        sys.exit(2)
+    except OSError as e:  # a read-only or full disk, a file where a folder should be: one line, not a traceback
+        from recharness.core.paths import shown_path
+
+        where = f"{shown_path(e.filename)}: " if getattr(e, "filename", None) else ""
+        console.print(f"error: {where}{e.strerror or e} (check the path's permissions, free space, and that the "
+                      "run directory is a folder you can write)", markup=False, highlight=False)
         sys.exit(2)
     sys.exit(rc if isinstance(rc, int) else 0)
 

@@ -13,6 +13,11 @@ def data_home() -> Path:
     """`RECHARNESS_HOME`, else `~/.cache/recharness`."""
     env = os.environ.get("RECHARNESS_HOME")
     home = Path(env).expanduser() if env else Path.home() / ".cache" / "recharness"
+    if home.exists() and not home.is_dir():
+        from recharness.core.errors import ConfigError
+
+        raise ConfigError(f"RECHARNESS_HOME={home} is a file, not a directory: point it at a folder for datasets, "
+                          "models and runs")
     home.mkdir(parents=True, exist_ok=True)
     return home
 

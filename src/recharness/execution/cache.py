@@ -13,8 +13,9 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from recharness.core.errors import ConfigError
 from recharness.core.io import dumps_safe
-from recharness.core.paths import cache_path
+from recharness.core.paths import cache_path, shown_path
 
 
 def cache_key(kind: str, identity: dict, params: dict | None, messages: list, extra: dict | None = None) -> str:
@@ -42,13 +43,18 @@ class ResponseCache:
         self.buffered = buffered
         self._pending: dict[str, str] = {}
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
-            "created REAL DEFAULT (unixepoch('subsec')))"
-        )
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
+                "created REAL DEFAULT (unixepoch('subsec')))"
+            )
+        except sqlite3.DatabaseError as e:
+            raise ConfigError(f"{shown_path(self.path)}: the response cache is not a readable SQLite file ({e}): "
+                              "move it away to start a new one (or set RECHARNESS_CACHE elsewhere), or run with "
+                              "--no-cache") from None
 
     def get(self, key: str) -> dict | None:
         with self._lock:

@@ -408,6 +408,7 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
             on_progress(stats.skipped)
         t0 = time.perf_counter()
         by_id = {s["id"]: s for s in todo}
+        refused: str | None = None  # an actor's endpoint refused the configuration: the run stops, exit 2
         # 1. the cache first, in the driver: what it answers whole is committed now
         outgoing: list[tuple[dict, dict]] = []
         for s in todo:
@@ -434,7 +435,6 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
             deaths = [0] * n
             alive = set(range(n))
             stop_msg: str | None = None
-            refused: str | None = None
 
             def feed(i: int) -> None:
                 while i in alive and load[i] < DEPTH and queue and stop_msg is None:

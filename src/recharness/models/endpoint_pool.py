@@ -204,13 +204,7 @@ class EndpointPool(ModelBackend):
 
     async def _probe(self, ep: Endpoint) -> str | None:
         """None when the server answers below 500, else the failure kind."""
-        c = ep.client
-        try:
-            r = await c._client.get(c.base_url.rstrip("/") + "/models", headers=c._headers,
-                                    timeout=self.probe_timeout_s)
-        except Exception as e:  # noqa: BLE001 - any failure keeps the endpoint out
-            return c._classify(e) or type(e).__name__
-        return f"http_{r.status_code}" if r.status_code >= 500 else None
+        return await ep.client.probe(self.probe_timeout_s)
 
     # -- one request, with failover -------------------------------------------------------------
     async def _call(self, op: Callable[[OpenAICompatibleBackend], Awaitable[T]]) -> T:

@@ -163,6 +163,15 @@ class OpenAICompatibleBackend(ModelBackend):
             return "reset"
         return None
 
+    async def probe(self, timeout_s: float) -> str | None:
+        """Is the server up? None when `/models` answers below 500, else the failure's kind (a pool
+        takes an endpoint back in when its probe passes)."""
+        try:
+            r = await self._client.get(self.base_url.rstrip("/") + "/models", headers=self._headers, timeout=timeout_s)
+        except Exception as e:  # noqa: BLE001 - any failure keeps the endpoint out
+            return self._classify(e) or type(e).__name__
+        return f"http_{r.status_code}" if r.status_code >= 500 else None
+
     async def _post(self, body: dict) -> dict:
         """One answer as a JSON object, after retries; raises SampleError / TransientError / ServerUnreachable."""
         payload = json.dumps({"model": self.model, **body, **self.extra_body}).encode()  # ASCII: surrogates escaped

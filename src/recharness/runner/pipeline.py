@@ -61,6 +61,8 @@ def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None =
     tasks = tasks or s.default_tasks
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be at least 1, got {limit}")
+    if seed < 0:
+        raise ConfigError(f"--seed must be 0 or more, got {seed}")
     options = validate_options(suite, tasks, options)
     ds = load_dataset(dataset_name)
     out.mkdir(parents=True, exist_ok=True)
@@ -119,6 +121,8 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
     check_name(model_slug)
     if max_retries < 0:
         raise ConfigError(f"--max-retries must be 0 or more, got {max_retries}")
+    if concurrency is not None and concurrency < 1:
+        raise ConfigError(f"--concurrency must be at least 1, got {concurrency}")
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be at least 1, got {limit}")
     info, samples = load_build(out)

@@ -159,6 +159,10 @@ class RatingTask(Task):
         return None
 
     def build(self, dataset, config: BuildConfig):
+        rated = dataset.interactions["rating"].drop_nulls() if "rating" in dataset.interactions.columns else None
+        if rated is None or rated.len() == 0:
+            raise ConfigError(f"{dataset.name} has no ratings (implicit feedback only): rating prediction needs a "
+                              "dataset with explicit ratings, e.g. ml-1m or amazon2023")
         opts = config.options
         hist_len = int(opts.get("history_len", 10))
         parts = parts_from_options(opts)

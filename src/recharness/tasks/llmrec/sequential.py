@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from recharness.core.errors import ConfigError
 from recharness.core.types import BuildConfig, GenerationParams, Parsed
 from recharness.data.leave_last_out import leave_last_out
 from recharness.tasks.base import Task
@@ -41,6 +42,10 @@ class SequentialTask(Task):
         opts = config.options
         hist_len = int(opts.get("history_len", 10))
         n_recs = int(opts.get("n_recs", 10))
+        catalog = dataset.items.height
+        if n_recs >= catalog:
+            raise ConfigError(f"--option n_recs={n_recs}: the {dataset.name} catalog has {catalog} items; ask for "
+                              "fewer than that (a list of every item recommends nothing)")
         parts = parts_from_options(opts)
         domain = domain_of(dataset.name, dataset.meta)
         titles = dict(zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list()))
