@@ -26,6 +26,7 @@ from recharness.metrics.bootstrap import (
     paired_bootstrap,
     paired_permutation,
     percentile_ci,
+    pooled_strata,
     resample_counts,
     swap_masks,
     weighted_auc,
@@ -77,17 +78,65 @@ def test_counts_are_multinomial_seeded_and_prefix_stable():
 
 
 def test_stratified_counts_keep_each_stratum_size():
-    strata = np.array(["easy"] * 5 + ["hard"] * 3 + ["easy"] * 2)
-    w = np.concatenate(list(resample_counts(10, 200, seed=0, strata=strata)))
-    assert (w[:, strata == "easy"].sum(axis=1) == 7).all() and (w[:, strata == "hard"].sum(axis=1) == 3).all()
+    strata = np.array(["easy"] * 5 + ["hard"] * 6 + ["easy"] * 2)
+    w = np.concatenate(list(resample_counts(13, 200, seed=0, strata=strata)))
+    assert (w[:, strata == "easy"].sum(axis=1) == 7).all() and (w[:, strata == "hard"].sum(axis=1) == 6).all()
+
+
+def test_a_stratum_under_five_units_is_pooled_never_resampled_alone():
+    # hard has 3 units: resampled alone its mean would barely move; pooled with easy (the only large one)
+    strata = np.array(["easy"] * 7 + ["hard"] * 3)
+    w = np.concatenate(list(resample_counts(10, 400, seed=0, strata=strata)))
+    assert (w.sum(axis=1) == 10).all() and len(set(w[:, strata == "hard"].sum(axis=1))) > 1
+    assert list(pooled_strata(np.array(["a"] * 2 + ["b"] * 2 + ["c"] * 6))) == ["c"] * 10  # a+b pooled = 4 < 5: into c
+    assert list(pooled_strata(np.array(["a"] * 3 + ["b"] * 3 + ["c"] * 6))).count("\x00pooled") == 6
+
+
+def test_cluster_counts_move_a_users_samples_together():
+    users = np.array(["u1", "u1", "u1", "u2", "u3", "u3"])
+    w = np.concatenate(list(resample_counts(6, 300, seed=2, clusters=users)))
+    assert (w[:, 0] == w[:, 1]).all() and (w[:, 1] == w[:, 2]).all() and (w[:, 4] == w[:, 5]).all()
+    # each row draws 3 clusters: the weights of the first units of u1, u2, u3 sum to 3
+    assert (w[:, 0] + w[:, 3] + w[:, 4] == 3).all()
+
+
+def test_cluster_bootstrap_by_hand():
+    """Two users: u1 with values (1, 1), u2 with (0). Clusters drawn: {u1,u1} → 1, {u2,u2} → 0, {u1,u2} →
+    2/3 (three samples, two of them 1). Uniform over the 4 ordered draws: P(1) = P(0) = 1/4, P(2/3) = 1/2."""
+    u = mean_units(["a", "b", "c"], [1.0, 1.0, 0.0], clusters=["u1", "u1", "u2"])
+    reps = np.concatenate([u.replicates(w) for w in u.counts(4000, seed=1)])
+    vals, cnt = np.unique(np.round(reps, 6), return_counts=True)
+    assert list(vals) == [0.0, round(2 / 3, 6), 1.0]
+    assert abs(cnt[0] / 4000 - 0.25) < 0.03 and abs(cnt[1] / 4000 - 0.5) < 0.03 and abs(cnt[2] / 4000 - 0.25) < 0.03
+    assert u.independent == 2 and u.independent_support() == 2
 
 
 def test_swap_masks_exact_when_few():
     chunks, exact, count = swap_masks(4, 100)
     m = np.concatenate(list(chunks))
     assert exact and count == 16 and len({tuple(r) for r in m}) == 16
-    chunks, exact, count = swap_masks(20, 100, seed=1)
-    assert not exact and count == 100 and np.concatenate(list(chunks)).shape == (100, 20)
+    chunks, exact, count = swap_masks(20, 100, seed=1)  # up to 20 units: exact whatever the budget
+    assert exact and count == 2**20
+    chunks, exact, count = swap_masks(21, 100, seed=1)
+    assert not exact and count == 100 and np.concatenate(list(chunks)).shape == (100, 21)
+
+
+@pytest.mark.parametrize("n", [3, 8, 20])
+def test_the_exact_sign_flip_test_equals_scipy(n):
+    """With at most 20 units, every one of the 2**n sign flips: scipy's permutation_test (paired,
+    n_resamples=inf) gives the same p-value to 1e-9, on the same data."""
+    from scipy.stats import permutation_test
+
+    rng = np.random.default_rng(n)
+    a, b = rng.random(n), rng.random(n) * 0.8
+    ids = [f"s{i}" for i in range(n)]
+    ours = paired_permutation(mean_units(ids, a), mean_units(ids, b), permutations=1000)
+    ref = permutation_test((a, b), lambda x, y: np.mean(x) - np.mean(y), permutation_type="samples",
+                           n_resamples=np.inf, alternative="two-sided")
+    assert ours["exact"] and ours["permutations"] == 2**n
+    assert abs(ours["p"] - ref.pvalue) < 1e-9, (ours["p"], ref.pvalue)
+    if n == 3:
+        assert ours["p"] >= 0.25  # with 3 units no smaller p exists
 
 
 # ---------------------------------------------------------------- point values

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -54,12 +55,12 @@ def test_every_metric_gets_an_interval(suite, task, ds, ml1m, amazon2023, tmp_pa
         want = [m for m, v in r.metrics.items() if wants_ci(m) and isinstance(v, float) and math.isfinite(v)]
         single = set(r.extra.get("no_interval", {}))  # metrics carried by one unit: no interval, said so
         assert want and set(want) == set(r.ci) | single and not single & set(r.ci), (r.method, want, r.ci, single)
-        assert all(v in ("1 unit", "no units") for v in r.extra.get("no_interval", {}).values())
+        assert all(v.startswith("n too small: ") for v in r.extra.get("no_interval", {}).values())
         for m, c in r.ci.items():
             assert c["lo"] <= c["hi"] and c["resamples"] >= 100, (m, c)
             assert c["generic"] == generic, (m, c)  # a task without units is re-scored
         assert r.extra["ci_settings"]["resamples"] == 200
-    assert "±" in to_markdown(rows)
+    assert re.search(r"\d \[-?\d\.\d{3}, -?\d\.\d{3}\]", to_markdown(rows))
     assert not pipeline.score(run, resamples=0)[0].ci  # 0 disables
 
 
@@ -72,8 +73,8 @@ def test_tables_show_intervals_and_mark_the_best(tmp_path):
             ScoreRow("b", "t", {"HR@10": 0.45, "RMSE": 0.8, "words": 2.0}, 10, kind="reference",
                      ci={"HR@10": ci(0.35, 0.55, True, 0.3), "RMSE": ci(0.7, 0.9, True)})]
     md = to_markdown(rows)
-    assert "| a | **0.500 ± 0.100** | 1.000 ± 0.100 | 3.000 |" in md
-    assert "| b (ref) | **0.450 ± 0.100** | **0.800 ± 0.100** | 2.000 |" in md
+    assert "| a | **0.500 [0.400, 0.600]** | 1.000 [0.900, 1.100] | 3.000 |" in md
+    assert "| b (ref) | **0.450 [0.350, 0.550]** | **0.800 [0.700, 0.900]** | 2.000 |" in md
     assert "95% bootstrap interval (1,000 resamples" in md and "p ≥ 0.05" in md
     paths = write_scores(rows, tmp_path)
     lines = paths["csv"].read_text().splitlines()
@@ -86,7 +87,8 @@ def test_tables_show_intervals_and_mark_the_best(tmp_path):
     from recharness.report.tables import load_scores
 
     html = write_report(load_scores(tmp_path), tmp_path).read_text()
-    assert "<td><b>0.800 ± 0.100</b></td>" in html and "<td>1.000 ± 0.100</td>" in html and "p ≥ 0.05" in html
+    assert "<td><b>0.800</b><small class='ci'>[0.700, 0.900]</small></td>" in html and "p ≥ 0.05" in html
+    assert "<td>1.000<small class='ci'>[0.900, 1.100]</small></td>" in html
 
 
 class _MeanTask(Task):
@@ -170,16 +172,22 @@ def test_compare_agrees_with_scipy_on_the_runs_numbers(ctr_run):
     from sklearn.metrics import roc_auc_score
 
     assert auc_of(pa, y) == pytest.approx(roc_auc_score(y, pa), abs=1e-12) == auc["value_a"]
-    p_ref = stats.permutation_test((pa, pb), lambda a, b, axis=-1: auc_of(a, y, axis) - auc_of(b, y, axis),
-                                   permutation_type="samples", n_resamples=2000, vectorized=True,
-                                   random_state=0).pvalue
-    assert abs(auc["p_perm"] - p_ref) <= 4 * math.sqrt(max(p_ref * (1 - p_ref), 1e-3) / 2000) * math.sqrt(2) + 0.002
-    boot = stats.bootstrap((pa, pb, y), lambda a, b, t, axis=-1: auc_of(a, t, axis) - auc_of(b, t, axis),
-                           paired=True, vectorized=True, n_resamples=2000, method="percentile", random_state=0)
-    width = boot.confidence_interval.high - boot.confidence_interval.low
-    assert abs(auc["lo"] - boot.confidence_interval.low) < 0.1 * width
-    assert abs(auc["hi"] - boot.confidence_interval.high) < 0.1 * width
-    assert (auc["p_boot"] < 0.05) == (auc["lo"] > 0 or auc["hi"] < 0)
+    # 15 users (<= 20): the exact sign-flip test over users, a user's pairs swapped together. scipy's exact
+    # paired permutation test on the same data: each user an index, the statistic the AUC of the swapped scores
+    users = sorted({s["user_id"] for s in samples}, key=[s["user_id"] for s in samples].index)
+    of = np.array([users.index(s["user_id"]) for s in samples])
+    nu = len(users)
+    assert nu == 15 and auc["exact"] and auc["permutations"] == 2**15 and auc["units"] == 15
+
+    def stat(xa, xb):  # xa[i] >= nu: user i's answers came from B
+        from_b = np.asarray(xa)[of] >= nu
+        return auc_of(np.where(from_b, pb, pa), y) - auc_of(np.where(from_b, pa, pb), y)
+
+    ref = stats.permutation_test((np.arange(nu), np.arange(nu) + nu), stat, permutation_type="samples",
+                                 n_resamples=np.inf)
+    assert abs(auc["p_perm"] - ref.pvalue) < 1e-9, (auc["p_perm"], ref.pvalue)
+    assert auc["p_boot"] is None  # with so few users no bootstrap p-value is reported
+    assert auc["lo"] <= auc["diff"] <= auc["hi"]
 
 
 def test_compare_on_the_intersection_and_the_cli(ctr_run, tmp_path):
@@ -190,7 +198,7 @@ def test_compare_on_the_intersection_and_the_cli(ctr_run, tmp_path):
     res = compare.compare(ctr_run, ["fake", "same"], resamples=300, permutations=300)
     auc = next(r for r in res if r["metric"] == "AUC")
     assert (auc["n"], auc["only_a"], auc["only_b"]) == (55, 0, 5)
-    assert auc["diff"] == 0.0 and auc["p_boot"] == 1.0 and auc["p_perm"] == 1.0  # the same answers
+    assert auc["diff"] == 0.0 and auc["p_boot"] is None and auc["p_perm"] == 1.0  # the same answers (15 users: exact)
     out = tmp_path / "cmp.json"
     res = CliRunner().invoke(app, ["compare", str(ctr_run), "--models", "fake", "--models", "same", "--task", "ctr",
                                    "--resamples", "200", "--json", str(out)], catch_exceptions=False)
@@ -204,10 +212,10 @@ def test_compare_on_the_intersection_and_the_cli(ctr_run, tmp_path):
 
 def test_score_cli_resamples_option(ctr_run):
     res = CliRunner().invoke(app, ["score", "recbench", "-o", str(ctr_run), "--resamples", "0"], catch_exceptions=False)
-    assert res.exit_code == 0 and "±" not in (ctr_run / "scores.md").read_text()
+    assert res.exit_code == 0 and not re.search(r"\d \[\d", (ctr_run / "scores.md").read_text())
     res = CliRunner().invoke(app, ["score", "recbench", "-o", str(ctr_run), "--resamples", "100", "--ci-seed", "3"],
                              catch_exceptions=False)
-    assert res.exit_code == 0 and "±" in res.output
+    assert res.exit_code == 0 and re.search(r"\d \[-?\d\.\d+, ", res.output)
     rows = json.loads((ctr_run / "scores.json").read_text())
     assert rows[0]["extra"]["ci_settings"] == {"resamples": 100, "seed": 3, "level": 0.95,
                                                "best": "paired bootstrap p >= 0.05"}
@@ -270,10 +278,13 @@ def test_compare_generic_path_equals_the_units_path(ctr_run, monkeypatch):
     monkeypatch.setattr(CtrTask, "units", lambda self, samples, predictions: {})
     slow = {r["metric"]: r for r in compare.compare(ctr_run, ["fake", "item_mean"], resamples=150, permutations=150)}
     assert set(fast) == set(slow)
-    for m in ("AUC", "logloss", "invalid_rate"):  # sample units (GAUC's are users: not the generic path's)
+    for m in ("AUC", "logloss", "invalid_rate"):
         f, g = fast[m], slow[m]
         assert not f["generic"] and g["generic"] and g["resamples"] == f["resamples"] == 150
-        assert (g["lo"], g["hi"], g["p_boot"], g["p_perm"]) == pytest.approx((f["lo"], f["hi"], f["p_boot"], f["p_perm"]))
+        assert f["value_a"] == g["value_a"] and f["diff"] == g["diff"]
+        # the units resample users (a user's pairs together), the generic path samples: different designs,
+        # so only the point values agree; the units path is the honest one for correlated pairs
+        assert f["units"] == 15 and f["exact"]
 
 
 def test_one_unit_gets_no_zero_width_interval(ml1m, tmp_path):
@@ -281,8 +292,8 @@ def test_one_unit_gets_no_zero_width_interval(ml1m, tmp_path):
     from recharness.metrics.bootstrap import mean_units
 
     assert mean_units(["a", "b", "c"], [1.0, 0.0, 0.5], [True, False, False]).support() == 1
-    row = ScoreRow("m", "t", {"P": 0.25}, 3, extra={"no_interval": {"P": "1 unit"}})
-    assert "| m | 0.250 (no interval: 1 unit) |" in to_markdown([row])
+    row = ScoreRow("m", "t", {"P": 0.25}, 3, extra={"no_interval": {"P": "n too small: 1 unit"}})
+    assert "| m | 0.250 (no interval: n too small: 1 unit) |" in to_markdown([row])
 
 
 def test_recbench_plus_history_variants_get_intervals(ml1m, tmp_path):
@@ -305,12 +316,29 @@ def test_recbench_plus_history_variants_get_intervals(ml1m, tmp_path):
     recs = task.references(pipeline.load_dataset("ml-1m"), samples, seed=0)["popularity"]
     u = task.units([samples[i] for i in idx], recs)["P"]
     assert u.point() == pytest.approx(pop.extra["breakdown"]["history=with"]["P"])
-    r = np.concatenate([u.replicates(w) for w in resample_counts(u.n, 300, 3, u.strata)])
+    r = np.concatenate([u.replicates(w) for w in resample_counts(u.n, 300, 3, u.strata, u.clusters)])
     lo, hi = percentile_ci(r)
     assert bci["history=with"]["P"] == pytest.approx({"lo": lo, "hi": hi})
     text = paper_tables(rows)
-    assert "— with history" in text and " ± " in text.split("— with history")[1].split("####")[0]
-    assert "the averages over query types carry none" in text and "single query (no interval)" in text
+    assert "— with history" in text and re.search(r"\d \[\d\.\d{3}, ", text.split("— with history")[1].split("####")[0])
+    assert "the averages over query types carry none" in text and "fewer than 5 queries (no interval)" in text
+
+
+def test_a_querys_two_history_answers_are_one_unit(ml1m, tmp_path):
+    """RecBench+ asks each query with and without the user's history: two answers, one independent unit."""
+    from recharness.tasks.registry import get_task
+
+    run = tmp_path / "run"
+    pipeline.build("recbench-plus", "ml-1m", run, tasks=["explicit"], seed=0, limit=12)
+    samples = [s for s in read_jsonl(run / "samples.jsonl") if s["task"] == "explicit"]
+    task = get_task("recbench-plus", "explicit")
+    recs = task.references(pipeline.load_dataset("ml-1m"), samples, seed=0)["popularity"]
+    u = task.units(samples, recs)["P"]
+    assert u.n == len(samples) and u.independent == len({s["id"][:-2] for s in samples}) < u.n
+    w = next(u.counts(50, seed=0))
+    for q in {s["id"][:-2] for s in samples}:
+        both = [i for i, s in enumerate(samples) if s["id"][:-2] == q]
+        assert len(both) == 2 and (w[:, both[0]] == w[:, both[1]]).all()
 
 
 def test_fine_tuned_rows_say_how_they_were_trained():
@@ -327,3 +355,19 @@ def test_fine_tuned_rows_say_how_they_were_trained():
             "4,096 training examples; 256 steps; 30.0 min training") in md
     assert "- merged: ties merge (density 0.5) of 3 fine-tunes of smollm2-135m: pointwise, pairwise, listwise" in md
     assert "- smollm2:" not in md
+
+
+def test_one_group_per_level_gets_no_interval_and_no_winner(ml1m, tmp_path):
+    """PerRecBench with one group per difficulty level: 3 independent units in all. No zero-width
+    interval, no bold winner, and compare's exact test over the 8 sign flips cannot go below 0.25."""
+    run = _fake_run("perrecbench", "list", "ml-1m", tmp_path / "run", limit=1)
+    rows = pipeline.score(run, resamples=300)
+    assert {r.method for r in rows} >= {"fake", "random"}
+    for r in rows:
+        assert not r.ci, r.ci  # no interval at all: never "0.444 ± 0.000"
+        assert r.extra["no_interval"]["tau"] == "n too small: 3 units"
+    md = to_markdown(rows)
+    assert "**" not in md.split("### list")[1].split("###")[0]  # no bold winner
+    res = {r["metric"]: r for r in compare.compare(run, ["fake", "random"], resamples=300, permutations=300)}
+    tau = res["tau"]
+    assert tau["exact"] and tau["permutations"] == 8 and tau["p_boot"] is None and tau["p_perm"] >= 0.25

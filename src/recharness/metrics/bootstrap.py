@@ -24,11 +24,20 @@ A metric's units say how it aggregates:
                  matches/totals), so resampling sentences resamples those sums exactly.
 
 Conventions: seeded numpy ``default_rng``; the counts depend only on (seed, number of units,
-strata), so two methods scored on the same units get the same resamples and their replicates
-are *paired*; 95% percentile intervals (``numpy.percentile``, as ``scipy.stats.bootstrap(...,
-method="percentile")``); resamples where a metric is undefined (e.g. no positive drawn) are
-left out of its interval and counted. With ``strata`` the units are resampled within each
-stratum (PerRecBench: within each difficulty level, whose size the design fixes).
+strata, clusters), so two methods scored on the same units get the same resamples and their
+replicates are *paired*; 95% percentile intervals (``numpy.percentile``, as
+``scipy.stats.bootstrap(..., method="percentile")``); resamples where a metric is undefined
+(e.g. no positive drawn) are left out of its interval and counted.
+
+The independent unit is resampled, never a part of one: with ``clusters`` (per unit, e.g. the
+user of each CTR pair, the query of RecBench+'s with/without-history pair) whole clusters are
+drawn and every unit of a drawn cluster carries its count (a cluster bootstrap), so correlated
+samples of one user move together. With ``strata`` the independent units are resampled within
+each stratum (PerRecBench: within each difficulty level, whose size the design fixes); a stratum
+of fewer than ``MIN_UNITS`` independent units is pooled with the other small ones (and, if still
+too small, with the smallest large one) rather than resampled alone, and a metric resting on
+fewer than ``MIN_UNITS`` independent units in all gets no interval ("n too small"): a bootstrap
+of 1 to 4 units claims a certainty the data does not have.
 
 Paired comparisons of two methods A and B on the same units:
 
@@ -53,13 +62,18 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "AUCUnits", "BLEUUnits", "DEFAULT_RESAMPLES", "RatioUnits", "Units", "bleu_from_stats", "bleu_units",
+    "AUCUnits", "BLEUUnits", "DEFAULT_RESAMPLES", "EXACT_MAX_UNITS", "MIN_UNITS", "RatioUnits", "Units",
+    "bleu_from_stats", "bleu_units", "cluster_codes", "pooled_strata",
     "bootstrap_p", "generic_replicates", "mean_units", "paired_bootstrap", "paired_permutation",
     "percentile_ci", "resample_counts", "swap_masks", "weighted_auc",
 ]
 
 DEFAULT_RESAMPLES = 1000
 ALPHA = 0.05
+#: fewest independent units (overall, and per stratum before small strata are pooled) a bootstrap rests on
+MIN_UNITS = 5
+#: up to this many independent units the paired permutation test is exact (all 2**n sign flips)
+EXACT_MAX_UNITS = 20
 #: entries of one chunk of the (resamples x units) count matrix
 _CHUNK_ENTRIES = 2_000_000
 
@@ -72,12 +86,52 @@ def _chunk_rows(n: int) -> int:
     return max(1, _CHUNK_ENTRIES // max(n, 1))
 
 
-def resample_counts(n: int, resamples: int, seed: int = 0, strata: np.ndarray | None = None) -> Iterator[np.ndarray]:
+def cluster_codes(clusters) -> tuple[np.ndarray, int]:
+    """(each unit's cluster as 0..C-1 in order of first appearance, C)."""
+    c = np.asarray(clusters)
+    _, first, inv = np.unique(c, return_index=True, return_inverse=True)
+    order = np.argsort(np.argsort(first))  # codes by first appearance: stable whatever the labels are
+    codes = order[inv.reshape(-1)]
+    return codes, int(codes.max()) + 1 if codes.size else 0
+
+
+def pooled_strata(strata: np.ndarray, min_size: int = MIN_UNITS) -> np.ndarray:
+    """Strata with fewer than `min_size` members pooled: the small ones together, and that pool, if
+    still small, with the smallest large stratum; a single unit is never a stratum of its own."""
+    s = np.asarray(strata).astype(str)
+    labels, counts = np.unique(s, return_counts=True)
+    small = {lab for lab, c in zip(labels, counts) if c < min_size}
+    if not small:
+        return s
+    out = np.where(np.isin(s, list(small)), "\x00pooled", s)
+    pooled = int(np.sum(out == "\x00pooled"))
+    big = [(c, lab) for lab, c in zip(labels, counts) if lab not in small]
+    if pooled < min_size and big:
+        out = np.where(out == "\x00pooled", min(big)[1], out)
+    return out
+
+
+def resample_counts(n: int, resamples: int, seed: int = 0, strata: np.ndarray | None = None,
+                    clusters: np.ndarray | None = None) -> Iterator[np.ndarray]:
     """Multinomial counts of `n` units in `resamples` resamples, as (rows, n) float64 chunks.
 
     Each row sums to n (to each stratum's size within it, with `strata`). The first k rows are
-    the same whatever `resamples` is, so a shorter run is a prefix of a longer one.
+    the same whatever `resamples` is, so a shorter run is a prefix of a longer one. With
+    `clusters` the clusters are drawn (within strata, a cluster taking its first unit's
+    stratum) and each unit gets its cluster's count. Strata smaller than MIN_UNITS are pooled.
     """
+    if clusters is not None:
+        codes, c = cluster_codes(clusters)
+        cstrata = None
+        if strata is not None:
+            first = np.zeros(c, dtype=np.int64)
+            first[codes[::-1]] = np.arange(codes.size)[::-1]
+            cstrata = np.asarray(strata)[first]
+        for w in resample_counts(c, resamples, seed, cstrata):
+            yield w[:, codes]
+        return
+    if strata is not None:
+        strata = pooled_strata(strata)
     rng = np.random.default_rng(seed)
     step = _chunk_rows(n)
     members = None
@@ -104,10 +158,11 @@ def resample_counts(n: int, resamples: int, seed: int = 0, strata: np.ndarray | 
 def swap_masks(n: int, permutations: int, seed: int = 0) -> tuple[Iterator[np.ndarray], bool, int]:
     """Which units swap their two answers, as (rows, n) bool chunks; (chunks, exact, count).
 
-    Exact (every one of the 2**n subsets, identity included) when 2**n <= permutations, as scipy
-    does; else `permutations` random subsets, each unit swapped with probability 1/2.
+    Exact (every one of the 2**n subsets, identity included) when n <= EXACT_MAX_UNITS or 2**n <=
+    permutations, as scipy does with n_resamples=inf; else `permutations` random subsets, each unit
+    swapped with probability 1/2.
     """
-    if n < 63 and 2**n <= permutations:
+    if n < 63 and (n <= EXACT_MAX_UNITS or 2**n <= permutations):
         total = 2**n
         bits = np.arange(n, dtype=np.int64)
 
@@ -178,12 +233,33 @@ class Units:
 
     ids: Sequence[Any]
     strata: np.ndarray | None = None
+    #: the independent unit of each unit (a user, a query), resampled whole; None: every unit is one
+    clusters: np.ndarray | None = None
     #: how the metric aggregates, shown in notes ("mean", "AUC", "corpus BLEU", ...)
     how: str = ""
 
     @property
     def n(self) -> int:
         return len(self.ids)
+
+    @property
+    def independent(self) -> int:
+        """How many independent units there are (clusters, or units)."""
+        return cluster_codes(self.clusters)[1] if self.clusters is not None else self.n
+
+    def independent_support(self) -> int:
+        """How many independent units carry the metric (below MIN_UNITS: no interval)."""
+        if self.clusters is None:
+            return self.support()
+        carrying = self._carrying()
+        return int(np.unique(np.asarray(self.clusters)[carrying]).size) if carrying.any() else 0
+
+    def _carrying(self) -> np.ndarray:
+        return np.ones(self.n, dtype=bool)
+
+    def counts(self, resamples: int, seed: int = 0) -> Iterator[np.ndarray]:
+        """This metric's resampling weights (its strata and clusters)."""
+        return resample_counts(self.n, resamples, seed, self.strata, self.clusters)
 
     def point(self) -> float:
         return float(self.replicates(np.ones((1, self.n)))[0])
@@ -203,8 +279,9 @@ class Units:
     def key(self) -> tuple:
         """Units with the same key are resampled identically (same ids, same strata)."""
         ids = hash(tuple(map(str, self.ids)))
-        st = None if self.strata is None else hash(np.asarray(self.strata).tobytes())
-        return (self.n, ids, st)
+        st = None if self.strata is None else hash(np.asarray(self.strata).astype(str).tobytes())
+        cl = None if self.clusters is None else hash(np.asarray(self.clusters).astype(str).tobytes())
+        return (self.n, ids, st, cl)
 
 
 @dataclass(eq=False)
@@ -219,6 +296,7 @@ class RatioUnits(Units):
     transform: str | None = None  # None or "sqrt"
     strata: np.ndarray | None = None
     how: str = "mean"
+    clusters: np.ndarray | None = None
     _g: np.ndarray | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self):
@@ -254,6 +332,9 @@ class RatioUnits(Units):
     def support(self) -> int:
         return int(np.count_nonzero(self.den > 0))
 
+    def _carrying(self) -> np.ndarray:
+        return self.den > 0
+
     def point(self) -> float:
         ns, ds = self._sums(np.ones((1, self.n)), self.num, self.den)
         return float(self._stat(ns, ds)[0])
@@ -271,13 +352,15 @@ class RatioUnits(Units):
         return self._stat(a_n + dn, a_d + dd) - self._stat(b_n - dn, b_d - dd)
 
 
-def mean_units(ids: Sequence[Any], values, defined=None, *, groups=None, strata=None, how: str = "mean") -> RatioUnits:
+def mean_units(ids: Sequence[Any], values, defined=None, *, groups=None, strata=None, clusters=None,
+               how: str = "mean") -> RatioUnits:
     """The mean of per-unit `values` over the units where `defined` (default: all)."""
     v = np.asarray(values, dtype=np.float64).reshape(-1)
     if defined is None:
-        return RatioUnits(ids, v, None, groups=groups, strata=strata, how=how)
+        return RatioUnits(ids, v, None, groups=groups, strata=strata, how=how, clusters=clusters)
     d = np.asarray(defined, dtype=bool).reshape(-1)
-    return RatioUnits(ids, np.where(d, v, 0.0), d.astype(np.float64), groups=groups, strata=strata, how=how)
+    return RatioUnits(ids, np.where(d, v, 0.0), d.astype(np.float64), groups=groups, strata=strata, how=how,
+                      clusters=clusters)
 
 
 def _auc_blocks(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, int]:
@@ -341,6 +424,7 @@ class AUCUnits(Units):
     labels: np.ndarray
     strata: np.ndarray | None = None
     how: str = "AUC"
+    clusters: np.ndarray | None = None
     _blocks: Any = field(default=None, init=False, repr=False)
     _pooled: Any = field(default=None, init=False, repr=False)
 
@@ -401,6 +485,7 @@ class BLEUUnits(Units):
     max_order: int = 4
     strata: np.ndarray | None = None
     how: str = "corpus BLEU (sentence statistics resampled)"
+    clusters: np.ndarray | None = None
 
     def __post_init__(self):
         self.stats = np.asarray(self.stats, dtype=np.float64).reshape(len(self.ids), 2 + 2 * self.max_order)
@@ -427,6 +512,9 @@ def bleu_units(ids: Sequence[Any], hypotheses: Sequence[str], references: Sequen
 
 
 def _same(a: Units, b: Units):
+    if (a.clusters is None) != (b.clusters is None) or (
+            a.clusters is not None and list(map(str, a.clusters)) != list(map(str, b.clusters))):
+        raise ValueError("the two methods' units are clustered differently: pair them on the same design")
     if type(a) is not type(b) or a.n != b.n:
         raise ValueError(f"cannot pair {type(a).__name__} of {a.n} units with {type(b).__name__} of {b.n}")
     if list(map(str, a.ids)) != list(map(str, b.ids)):
@@ -442,19 +530,26 @@ def paired_bootstrap(a: Units, b: Units, resamples: int = DEFAULT_RESAMPLES, see
     """A's metric minus B's on the same units: the difference, its percentile CI and bootstrap p-value."""
     _same(a, b)
     diffs = np.concatenate([a.replicates(w) - b.replicates(w)
-                            for w in resample_counts(a.n, resamples, seed, a.strata)]) if resamples else np.zeros(0)
+                            for w in a.counts(resamples, seed)]) if resamples else np.zeros(0)
     ci = percentile_ci(diffs, alpha) if resamples else None
     return {"diff": a.point() - b.point(), "lo": ci[0] if ci else float("nan"), "hi": ci[1] if ci else float("nan"),
             "p": bootstrap_p(diffs) if resamples else float("nan"), "resamples": int(np.isfinite(diffs).sum())}
 
 
 def paired_permutation(a: Units, b: Units, permutations: int = DEFAULT_RESAMPLES, seed: int = 0) -> dict[str, float]:
-    """Permutation test of A's metric minus B's: each unit's two answers swapped at random (or every way)."""
+    """Permutation test of A's metric minus B's: each independent unit's two answers (a cluster's
+    all together) swapped at random, or every way (exact) up to EXACT_MAX_UNITS units."""
     _same(a, b)
     observed = a.point() - b.point()
-    chunks, exact, count = swap_masks(a.n, permutations, seed)
+    if a.clusters is not None:
+        codes, c = cluster_codes(a.clusters)
+        chunks, exact, count = swap_masks(c, permutations, seed)
+        chunks = (s[:, codes] for s in chunks)
+    else:
+        chunks, exact, count = swap_masks(a.n, permutations, seed)
     null = np.concatenate([a.swapped(b, s) for s in chunks]) if count else np.zeros(0)
-    return {"diff": observed, "p": permutation_p(null, observed, exact), "permutations": count, "exact": exact}
+    return {"diff": observed, "p": permutation_p(null, observed, exact), "permutations": count, "exact": exact,
+            "units": a.independent}
 
 
 # ------------------------------------------------------------------ the generic (slow) path

@@ -281,7 +281,7 @@ def _ci_text(row: ScoreRow, metric: str) -> str:
     if ci and _number(ci.get("lo")) and _number(ci.get("hi")):
         return f"[{fmt(ci['lo'])}, {fmt(ci['hi'])}]"
     why = (row.extra.get("no_interval") or {}).get(metric) if row.extra else None
-    return f"no interval ({why})" if why else ""
+    return f"({why})" if why else ""
 
 
 def identity_text(model: dict | None) -> str:
@@ -362,7 +362,6 @@ def task_section(rows: list[ScoreRow], suite: str | None, task: str, *, title: s
     parts = [f"<h2>{e(title or task)} <small>(n = {n})</small></h2>", _score_table(rows, quality)]
     note = ci_note(rows)
     if note:
-        note = re.sub(r"± = half-width of the 95% bootstrap interval", "[lo, hi] = the 95% bootstrap interval", note)
         parts.append(f"<p class='note'><small>{e(note)} Cells: the value, its 95% interval [lo, hi] below it."
                      "</small></p>")
     if counts:

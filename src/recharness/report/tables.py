@@ -7,7 +7,7 @@ registry (recharness.metrics.registry). Headers of the tables people read
 programs reading them see the same keys as before.
 
 Confidence intervals (`ScoreRow.ci`, filled by the score stage): the tables
-people read show "value ± half-width" of the 95% interval, in bold the best
+people read show "value [lo, hi]" (the 95% interval, often asymmetric), in bold the best
 row of a column and every row not distinguishable from it (paired bootstrap
 p >= 0.05), with a note under each table saying so; scores.csv has the bounds
 in `<metric>_lo` / `<metric>_hi` columns beside each metric that has them,
@@ -61,13 +61,14 @@ def display_name(row: ScoreRow) -> str:
 
 
 def value_text(row: ScoreRow, metric: str) -> str:
-    """A cell: the value, with "± half-width" of its 95% interval when it has one."""
+    """A cell: the value and its 95% interval as [lo, hi] (intervals are often asymmetric), or why
+    it has none ("n too small: 3 units")."""
     v = row.metrics.get(metric)
     ci = row.ci.get(metric) if row.ci else None
     if ci is None or not isinstance(v, (int, float)):
         why = (row.extra.get("no_interval") or {}).get(metric) if row.extra else None
         return f"{fmt(v)} (no interval: {why})" if why else fmt(v)
-    return f"{fmt(v)} ± {fmt((ci['hi'] - ci['lo']) / 2)}"
+    return f"{fmt(v)} [{fmt(ci['lo'])}, {fmt(ci['hi'])}]"
 
 
 def cells(rows: list[ScoreRow], cols: list[str]) -> list[list[tuple[str, bool]]]:
@@ -78,13 +79,13 @@ def cells(rows: list[ScoreRow], cols: list[str]) -> list[list[tuple[str, bool]]]
 
 
 def ci_note(rows: list[ScoreRow]) -> str | None:
-    """What the ± and the bold mean, for the rows of one table (None when no row has an interval)."""
+    """What the [lo, hi] and the bold mean, for the rows of one table (None when no row has an interval)."""
     if not any(r.ci for r in rows):
         return None
     st = next((r.extra.get("ci_settings") for r in rows if r.extra.get("ci_settings")), {}) or {}
     b, seed = st.get("resamples"), st.get("seed")
     how = f"{b:,} resamples" if b else "bootstrap resamples"
-    note = (f"± = half-width of the 95% bootstrap interval ({how} of the evaluation units, seed {seed}); "
+    note = (f"[lo, hi] = the 95% bootstrap interval ({how} of the independent units, seed {seed}); "
             "bold = the best row of a column and every row not distinguishable from it "
             "(paired bootstrap on the same resamples, p ≥ 0.05).")
     fewer = sorted({c.get("resamples") for r in rows for c in r.ci.values() if c.get("generic")} - {None})

@@ -26,6 +26,7 @@ def compare(out: Path, models: list[str] | None = None, task: str | None = None,
     method answered (left out).
     """
     from recharness.metrics.bootstrap import (
+        EXACT_MAX_UNITS,
         bootstrap_p,
         generic_replicates,
         is_number,
@@ -77,9 +78,13 @@ def compare(out: Path, models: list[str] | None = None, task: str | None = None,
                 if m in ua and m in ub:
                     boot = paired_bootstrap(ua[m], ub[m], resamples, ci_seed)
                     perm = paired_permutation(ua[m], ub[m], permutations, ci_seed)
-                    row.update(lo=boot["lo"], hi=boot["hi"], p_boot=boot["p"], p_perm=perm["p"],
+                    few = ua[m].independent <= EXACT_MAX_UNITS  # the exact test decides; a bootstrap p is no p here
+                    row.update(lo=boot["lo"], hi=boot["hi"], p_boot=None if few else boot["p"], p_perm=perm["p"],
                                resamples=boot["resamples"], permutations=perm["permutations"], exact=perm["exact"],
-                               how=ua[m].how, generic=False)
+                               units=ua[m].independent, how=ua[m].how, generic=False)
+                    if few:
+                        row["note"] = (f"{ua[m].independent} independent units: exact sign-flip test over all "
+                                       f"{perm['permutations']:,} flips; no bootstrap p-value")
                 elif not ua and not ub:  # the task has no units: re-score resampled / swapped samples
                     slow.append(row)
                 else:

@@ -70,7 +70,7 @@ def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[Score
     `generic_budget_s` per task, at least 200 resamples). Then, per metric with a better side, the
     best row and the rows whose paired bootstrap p-value against it is >= 0.05 are `top`.
     """
-    from recharness.metrics.bootstrap import generic_replicates, is_number, percentile_ci, resample_counts
+    from recharness.metrics.bootstrap import MIN_UNITS, generic_replicates, is_number, percentile_ci
     from recharness.metrics.registry import wants_ci
 
     reps: dict[tuple[int, str], np.ndarray] = {}
@@ -82,8 +82,9 @@ def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[Score
         units = checked_units(task, samples, recs, row.metrics)
         if units:
             for m, u in units.items():
-                if u.support() < 2:  # one unit: every resample is that unit, a zero-width "interval"
-                    row.extra.setdefault("no_interval", {})[m] = "1 unit" if u.support() == 1 else "no units"
+                k = u.independent_support()
+                if k < MIN_UNITS:  # a bootstrap of so few independent units claims more than they show
+                    row.extra.setdefault("no_interval", {})[m] = f"n too small: {k} unit{'s' if k != 1 else ''}"
                     continue
                 jobs[u.key()].append((i, m, u))
                 keys[(i, m)] = u.key()
@@ -95,7 +96,7 @@ def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[Score
     for key, items in jobs.items():
         u0 = items[0][2]
         parts: dict[tuple[int, str], list[np.ndarray]] = defaultdict(list)
-        for w in resample_counts(u0.n, resamples, seed, u0.strata):
+        for w in u0.counts(resamples, seed):
             for i, m, u in items:
                 parts[(i, m)].append(u.replicates(w))
         for k, v in parts.items():
@@ -125,7 +126,7 @@ def _breakdown_intervals(task, samples: list[dict], scored: list[tuple[ScoreRow,
                          resamples: int, seed: int) -> None:
     """95% intervals for the per-group tables (`row.extra["breakdown_ci"][group][metric]`): the task's
     units over the group's samples (`task.breakdown_members`), each checked against the group's value."""
-    from recharness.metrics.bootstrap import percentile_ci, resample_counts
+    from recharness.metrics.bootstrap import MIN_UNITS, percentile_ci
 
     members = task.breakdown_members(samples)
     if not members:
@@ -137,9 +138,9 @@ def _breakdown_intervals(task, samples: list[dict], scored: list[tuple[ScoreRow,
             if label not in table or not idx:
                 continue
             for m, u in checked_units(task, [samples[j] for j in idx], recs, table[label]).items():
-                if u.support() < 2:
+                if u.independent_support() < MIN_UNITS:
                     continue
-                r = np.concatenate([u.replicates(w) for w in resample_counts(u.n, resamples, seed, u.strata)])
+                r = np.concatenate([u.replicates(w) for w in u.counts(resamples, seed)])
                 ci = percentile_ci(r)
                 if ci is not None:
                     out.setdefault(label, {})[m] = {"lo": ci[0], "hi": ci[1]}

@@ -24,8 +24,8 @@ def _cell(row: ScoreRow | None, level: str) -> tuple[str, float | None]:
         return "–", None
     bad = (row.extra.get("breakdown") or {}).get(level, {}).get("invalid", 0) or 0
     ci = (row.ci or {}).get(f"tau_{level}") or {}
-    half = f" ± {(ci['hi'] - ci['lo']) / 2:.2f}" if ci.get("lo") is not None and ci.get("hi") is not None else ""
-    return (f"{v:.2f}{half}" + (f" [{bad:g}]" if bad else "")), float(v)
+    interval = f" [{ci['lo']:.2f}, {ci['hi']:.2f}]" if ci.get("lo") is not None and ci.get("hi") is not None else ""
+    return (f"{v:.2f}{interval}" + (f" ({bad:g} unparsed)" if bad else "")), float(v)
 
 
 def table1_rows(rows: list[ScoreRow]) -> list[list[str]]:
@@ -56,10 +56,10 @@ def table1_markdown(rows: list[ScoreRow]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     lines += ["| " + " | ".join(r) + " |" for r in table1_rows(rows)]
     mode = next((r.metrics for r in rows if r.task in TASKS), {})
-    note = ("Kendall tau per group, mean per level; [k] = k groups with no parseable answer, scored 0"
+    note = ("Kendall tau per group, mean per level; (k unparsed) = k groups with no parseable answer, scored 0"
             if mode.get("tau") == mode.get("tau_rank") else
-            "tau as the original PerRecBench code computes it (orderings; unparseable groups dropped: [k])")
-    if any(" ± " in line for line in lines[2:]):
-        note += ("; ± = half-width of the 95% bootstrap interval over the level's groups (bounds in scores.json), "
-                 "none on a level with one group or on Avg. (a mean of the cells)")
+            "tau as the original PerRecBench code computes it (orderings; unparseable groups dropped: (k unparsed))")
+    if any(", " in line and " [" in line for line in lines[2:]):
+        note += ("; [lo, hi] = the 95% bootstrap interval over the level's groups, none on a level with fewer than "
+                 "5 groups (n too small) or on Avg. (a mean of the cells)")
     return "\n".join(lines) + f"\n\n{note}. MAE/RMSE: pointwise ratings clipped to 1..5.\n"

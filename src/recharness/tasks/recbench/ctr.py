@@ -144,8 +144,9 @@ class CtrTask(Task):
         }
 
     def units(self, samples: list[dict], predictions: dict[str, dict]) -> dict:
-        """AUC over samples (scores and labels), log loss and invalid_rate as per-sample means, the
-        three GAUCs as ratios over users (per-user AUC times the weight, over the weights)."""
+        """AUC over samples (scores and labels), log loss and invalid_rate as per-sample means, each
+        resampled by user (a user's pairs move together: they are not independent); the three GAUCs
+        as ratios over users (per-user AUC times the weight, over the weights)."""
         from recharness.metrics.bootstrap import AUCUnits, mean_units
 
         if not samples:
@@ -156,12 +157,12 @@ class CtrTask(Task):
         e = np.finfo(np.float64).eps
         loss = -np.log(np.clip(np.where(y == 1, p, 1.0 - p), e, 1.0 - e))
         return {
-            "AUC": AUCUnits(ids, p, y, how="AUC over samples"),
+            "AUC": AUCUnits(ids, p, y, how="AUC over samples, users resampled", clusters=users),
             "GAUC": gauc_units(y, p, users, "impressions"),
             "GAUC_unweighted": gauc_units(y, p, users, "uniform"),
             "GAUC_pos": gauc_units(y, p, users, "positives"),
-            "logloss": mean_units(ids, loss, how="mean over samples"),
-            "invalid_rate": mean_units(ids, ~usable, how="mean over samples"),
+            "logloss": mean_units(ids, loss, how="mean over samples, users resampled", clusters=users),
+            "invalid_rate": mean_units(ids, ~usable, how="mean over samples, users resampled", clusters=users),
         }
 
     def references(self, dataset, samples: list[dict], seed: int = 0) -> dict[str, dict[str, dict]]:

@@ -193,7 +193,7 @@ class SeqrecTask(Task):
         return out
 
     def units(self, samples: list[dict], predictions: dict[str, dict]) -> dict:
-        """`score`'s metrics as units over samples (for confidence intervals): the rank metrics and
+        """`score`'s metrics as units over samples, users resampled (for confidence intervals): the rank metrics and
         valid_rate are means of per-sample values; matched_share and invalid_share pool counts over the
         answers (ratios of sums); invalid_top1_share is a mean over the answers that report beams."""
         from recharness.metrics.bootstrap import RatioUnits, mean_units
@@ -204,25 +204,27 @@ class SeqrecTask(Task):
         if not samples:
             return {}
         ids = [s["id"] for s in samples]
+        users = [s.get("user_id", s["id"]) for s in samples]  # a user's samples move together
         recs = [predictions.get(i) for i in ids]
         per = rank_metrics(np.array([sample_rank(s, r) for s, r in zip(samples, recs)]), ks=RECALL_KS, per_sample=True)
         how = "mean over samples"
-        out = {"NDCG@10": mean_units(ids, per["ndcg@10"], how=how), "HR@10": mean_units(ids, per["hr@10"], how=how),
-               "MRR": mean_units(ids, per["mrr"], how=how)}
-        out.update({f"Recall@{k}": mean_units(ids, per[f"recall@{k}"], how=how) for k in RECALL_KS})
-        out["valid_rate"] = mean_units(ids, [bool(r and r.get("valid", True)) for r in recs], how=how)
+        out = {"NDCG@10": mean_units(ids, per["ndcg@10"], how=how, clusters=users),
+               "HR@10": mean_units(ids, per["hr@10"], how=how, clusters=users),
+               "MRR": mean_units(ids, per["mrr"], how=how, clusters=users)}
+        out.update({f"Recall@{k}": mean_units(ids, per[f"recall@{k}"], how=how, clusters=users) for k in RECALL_KS})
+        out["valid_rate"] = mean_units(ids, [bool(r and r.get("valid", True)) for r in recs], how=how, clusters=users)
         parsed = [r["parsed"] if r and isinstance(r.get("parsed"), dict) else {} for r in recs]
         named = [len(p["strings"]) if "strings" in p else 0 for p in parsed]
         if sum(named):
             out["matched_share"] = RatioUnits(ids, [len(p["items"]) if "strings" in p else 0 for p in parsed], named,
-                                              how="matched / named titles, pooled over answers")
+                                              how="matched / named titles, pooled over answers", clusters=users)
         beams = ["invalid" in p and bool(p.get("beams")) for p in parsed]
         if any(beams):
             out["invalid_share"] = RatioUnits(ids, [p["invalid"] if b else 0 for p, b in zip(parsed, beams)],
                                               [p["beams"] if b else 0 for p, b in zip(parsed, beams)],
-                                              how="invalid / all beams, pooled over answers")
+                                              how="invalid / all beams, pooled over answers", clusters=users)
             out["invalid_top1_share"] = mean_units(ids, [bool(p.get("top1_invalid")) for p in parsed], beams,
-                                                   how="mean over answers with beams")
+                                                   how="mean over answers with beams", clusters=users)
         return out
 
     def references(self, dataset, samples: list[dict], seed: int = 0) -> dict[str, dict[str, dict]]:

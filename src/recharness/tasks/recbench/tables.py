@@ -36,23 +36,23 @@ def latency_label(seconds: float | None) -> str:
     return f"{ms:.2f}ms" if ms >= 0.1 else f"{ms:.2g}ms"  # a count or lookup: keep its digits
 
 
-CI_NOTE = ("± = half-width of the 95% bootstrap interval over the test samples (bounds in the run's "
+CI_NOTE = ("[lo, hi] = the 95% bootstrap interval over the independent units (users; bounds also in the run's "
            "scores.csv); Overall is the plain mean over datasets.")
 
 
 def _with_note(lines: list[str]) -> str:
-    """The table, with the ± explained under it when a cell carries an interval."""
+    """The table, with the [lo, hi] explained under it when a cell carries an interval."""
     text = "\n".join(lines) + "\n"
-    return text + f"\n{CI_NOTE}\n" if any(" ± " in line for line in lines[3:]) else text
+    return text + f"\n{CI_NOTE}\n" if any(" [" in line for line in lines[3:]) else text
 
 
 def _cell(r: ScoreRow, metric: str) -> str:
-    """The paper's 4-decimal value, with "± half-width" of its 95% bootstrap interval when scored with one."""
+    """The paper's 4-decimal value, with its 95% bootstrap interval [lo, hi] when scored with one."""
     v = r.metrics.get(metric)
     ci = (r.ci or {}).get(metric) or {}
     if ci.get("lo") is None or ci.get("hi") is None:
         return f"{v:.4f}"
-    return f"{v:.4f} ± {(ci['hi'] - ci['lo']) / 2:.3f}"
+    return f"{v:.4f} [{ci['lo']:.3f}, {ci['hi']:.3f}]"
 
 
 def _table(title: str, methods: list, by: dict[str, dict[tuple[str, str], ScoreRow]]) -> str:

@@ -36,6 +36,12 @@ def recommended(sid: str, ids: list[str], ctx) -> dict:
     return reference_record(sid, {"strings": titles, "item_ids": list(ids), "ftr": not ids}, output="\n".join(titles))
 
 
+def query_of(sample: dict) -> str:
+    """The query a sample asks: its id without the with/without-history suffix (`-h` / `-n`)."""
+    sid = str(sample["id"])
+    return sid[:-2] if "with_history" in sample and sid[-2:] in ("-h", "-n") else sid
+
+
 class RecBenchTask(Task):
     """Base of the RecBench+ tasks. Subclasses implement `make_records` and `samples_from_records`."""
 
@@ -159,22 +165,25 @@ class RecBenchTask(Task):
 
     def units(self, samples: list[dict], predictions: dict[str, dict]) -> dict:
         """P, R, FTR: means over the queries with a prediction; CMR and unmatched over those that
-        recommended something; valid_rate over answered queries (units: samples)."""
+        recommended something; valid_rate over answered queries. The unit resampled is the query: its
+        with- and without-history answers move together (one query, two correlated answers)."""
         from recharness.metrics.bootstrap import mean_units
 
         rows = self._rows(samples, predictions)
         ids = [s["id"] for s in samples]
+        queries = [query_of(s) for s in samples]
         out = {}
         for key in ("P", "R", "CMR", "FTR", "unmatched"):
             has = [r is not None and key in r for r in rows]
             if any(has):
                 vals = [r[key] if h else 0.0 for r, h in zip(rows, has)]
                 subset = "queries with a prediction" if key in ("P", "R", "FTR") else "queries that recommended something"
-                out[key] = mean_units(ids, vals, has, how=f"mean over {subset}")
+                out[key] = mean_units(ids, vals, has, how=f"mean over {subset}", clusters=queries)
         got = [predictions.get(i) for i in ids]
         if any(p is not None for p in got):
             out["valid_rate"] = mean_units(ids, [bool(p is not None and p.get("valid", True)) for p in got],
-                                           [p is not None for p in got], how="mean over answered queries")
+                                           [p is not None for p in got], how="mean over answered queries",
+                                           clusters=queries)
         return out
 
     def breakdown(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, dict[str, float]]:

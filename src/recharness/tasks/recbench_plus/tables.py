@@ -15,7 +15,7 @@ def _fmt(v, ci: dict | None = None) -> str:
     if v is None:
         return "–"
     if ci and ci.get("lo") is not None and ci.get("hi") is not None:
-        return f"{v:.3f} ± {(ci['hi'] - ci['lo']) / 2:.3f}"
+        return f"{v:.3f} [{ci['lo']:.3f}, {ci['hi']:.3f}]"
     return f"{v:.3f}"
 
 
@@ -92,8 +92,9 @@ def paper_tables(rows) -> str:
         out.append("FTR: share of queries with no recommended item (lower is better, except for misinformed "
                    "queries, where declining is right). CMR is averaged over queries that recommended something; "
                    "unmatched titles count as not satisfying (see the `unmatched` column of each task's table).")
-        if any(" ± " in t for t in out):
-            out[-1] += (" ± = half-width of the 95% bootstrap interval over the queries (bounds in scores.json); "
-                        "a value without one rests on a single query (no interval), and the averages over query types carry none.")
+        if any(" [" in t for t in out):
+            out[-1] += (" [lo, hi] = the 95% bootstrap interval over the queries (a query's with- and without-history "
+                        "answers resampled together); a value without one rests on fewer than 5 queries (no "
+                        "interval), and the averages over query types carry none.")
         out[-1] += "\n"
     return "\n".join(out)
