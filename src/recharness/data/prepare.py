@@ -206,15 +206,49 @@ def domain_for(name: str) -> str | None:
     return DATASETS.meta(name).get("domain") if name in DATASETS else None
 
 
+def normalize(ds, timestamp_unit: str | None = None) -> list[str]:
+    """Every loader's output taken alike (data.normalize): titles cleaned, timestamps in seconds,
+    duplicate titles counted; returns the lines the prepare summary shows."""
+    import polars as pl
+
+    from recharness.data.normalize import clean_titles, duplicate_titles, timestamp_note, to_seconds
+
+    notes = []
+    if isinstance(ds.items, pl.DataFrame):
+        ds.items, changed = clean_titles(ds.items)
+        if changed:
+            notes.append(f"titles: {changed:,} cleaned (surrounding spaces, HTML entities such as &#39;)")
+        n, some = duplicate_titles(ds.items)
+        ds.meta["duplicate_titles"] = n
+        if n:
+            notes.append(f"titles: {n:,} carried by more than one item id, e.g. "
+                         + "; ".join(f"{t!r}: {', '.join(ids)}" for t, ids in some)
+                         + " (a title in an answer matches every id it names)")
+    positions = "sequence_timestamps" in ds.meta  # positions in a sequence, not times: nothing to convert
+    if isinstance(ds.interactions, pl.DataFrame) and not positions and "timestamp_unit" not in ds.meta:
+        ds.interactions, info = to_seconds(ds.interactions, timestamp_unit)
+        if info:
+            ds.meta["timestamp_unit"] = timestamp_note(info).removeprefix("timestamps: ")
+            ds.meta["timestamps_out_of_range"] = info["out_of_range"]
+            notes.append(timestamp_note(info))
+    elif timestamp_unit is not None:
+        raise ConfigError(f"--timestamp-unit: {ds.name}'s loader sets the unit itself "
+                          f"({ds.meta.get('timestamp_unit') or 'positions in a sequence'})")
+    return notes
+
+
 def prepare_dataset(
-    name: str, paths: list[Path] | None = None, *, out: Path | None = None, progress: bool = True
+    name: str, paths: list[Path] | None = None, *, out: Path | None = None, progress: bool = True,
+    timestamp_unit: str | None = None,
 ) -> Path:
-    """Build dataset `name` and save it (to `out`, else the data home); returns its folder."""
+    """Build dataset `name` and save it (to `out`, else the data home); returns its folder.
+    `timestamp_unit` (s, ms, us) overrides the unit detected from the timestamps' magnitude."""
     build = DATASETS.get(name)  # an unknown name: ConfigError listing the known ones
     recover_leftovers(Path(out).parent if out is not None else datasets_dir())
     t0 = time.perf_counter()
     with _status(progress, f"Preparing {name}…") as status:
         ds = build(list(paths) if paths else None, status)
+        notes = normalize(ds, timestamp_unit)
         try:
             ds.meta.setdefault("domain", domain_for(name))
             ds.meta.update(preparer=name, prepared_in_s=round(time.perf_counter() - t0, 2))
@@ -233,4 +267,6 @@ def prepare_dataset(
             f"{ds.users.height:,} users → {target} ({time.perf_counter() - t0:.1f}s)",
             soft_wrap=True,
         )
+        for note in notes:
+            Console(stderr=True).print(f"  {note}", markup=False, highlight=False, soft_wrap=True)
     return target

@@ -26,6 +26,9 @@ DEFAULT_MAPPING = {
     "timestamp": "timestamp",
     "title": "title",
     "movie_title": "title",
+    "book_title": "title",
+    "app_name": "title",
+    "name": "title",
     "genre": "genres",
     "genres": "genres",
     "class": "genres",
@@ -35,7 +38,8 @@ DEFAULT_MAPPING = {
     "zip_code": "zip",
 }
 # token_seq fields that are prose, not tag lists: kept as one string.
-TEXT_FIELDS = ("title", "movie_title", "name", "text", "description", "plot", "review_title", "review_text")
+TEXT_FIELDS = ("title", "movie_title", "book_title", "app_name", "name", "text", "description", "plot", "review_title",
+               "review_text")
 INT_COLUMNS = ("year", "age")  # made Int64 when every value is a whole number
 
 
