@@ -341,7 +341,8 @@ def _import(d: Path, predictions: Path, name: str | None, force: bool = False) -
     with console.status(f"importing {predictions}…"):
         rep = import_predictions(d, predictions, name, native=native, force=force)
     out_console.print(f"imported {rep['imported']} answers of {rep['lines']} lines from {rep['source']} as {name} "
-                      f"({rep['invalid']} invalid after parsing, {rep['unanswered']} samples without an answer, "
+                      f"({rep['invalid']} invalid after parsing, {rep.get('unrecognised', 0)} answered but naming no "
+                      f"catalog item, {rep['unanswered']} samples without an answer, "
                       f"{len(rep['problems'])} lines or items not used)", markup=False, highlight=False)
     for pr in rep["problems"][:10]:
         out_console.print(f"  {pr['where']}: {pr['problem']}", markup=False, highlight=False)

@@ -105,6 +105,11 @@ class CatalogMatcher:
         prio = priority or {}
         self._priority = [-float(prio.get(i, 0.0)) for i in self.item_ids]
         self._n_aliases: list[int] = []
+        # items that share one exact title (ML-100k: "Chasing Amy (1997)" is 246 and 268): a title names them all
+        same: dict[str, list[str]] = {}
+        for i, title in pairs:
+            same.setdefault(" ".join(str(title).split()).casefold(), []).append(i)
+        self._twins = {i: tuple(ids) for ids in same.values() if len(ids) > 1 for i in ids}
         index: dict[str, list[tuple[int, int]]] = {}
         mains: list[str] = []
         alt_keys: set[str] = set()
@@ -163,6 +168,11 @@ class CatalogMatcher:
 
     def __len__(self) -> int:
         return len(self.item_ids)
+
+    def twins(self, item_id: str) -> tuple[str, ...]:
+        """Every item id carrying the same title as `item_id` (itself included); () when it is unique:
+        a title that names several items is a hit on any of them, once."""
+        return self._twins.get(item_id, ())
 
     # -------------------------------------------------------------- helpers
 
@@ -378,13 +388,27 @@ class CatalogMatcher:
         its prose (`titles_in_prose`): "You should watch Fargo." recommends.
         """
         whole = strip_reasoning(text or "").strip().strip("`*_\"'“”").strip()
+        whole_match = None
         if whole and "\n" not in whole and len(whole) <= 1000:
-            m = self._exact(normalize_title(whole), whole)  # one title with commas in it
-            if m is not None:
-                return [m]
+            whole_match = self._exact(normalize_title(whole), whole)  # one title with commas in it
         cands = parse_candidates(text)
+        if whole_match is not None:
+            literal = " ".join(whole.split()) == " ".join((whole_match.title or "").split())
+            if literal or len(cands) < 2:
+                return [whole_match]
+            split = self._match_candidates(cands)
+            # two or more titles each found exactly ("Star Trek: Generations (1994), Star Trek: First Contact
+            # (1996)") are a list, not one title matched by a shared subtitle side
+            if sum(m.kind == "exact" for m in split) < 2:
+                return [whole_match]
+            return split
         if not cands:
             return titles_in_prose(text, lambda span: self._exact(normalize_title(span), span))
+        return self._match_candidates(cands)
+
+    def _match_candidates(self, cands) -> list[Match]:
+        """Each parsed candidate matched (its raw text exactly first), neighbours whose comma-join is a
+        catalog title joined back."""
         matches: list[Match | None] = [None] * len(cands)
         for i, c in enumerate(cands):
             if c.raw != c.title:

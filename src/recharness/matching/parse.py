@@ -164,6 +164,8 @@ def _parse_candidates(text: str) -> tuple[Candidate, ...]:
     text = _FENCE_RE.sub("\n", text)
     if "|" in text:
         text = _untable(text)
+    if "[" in text:
+        text = _unbracket(text)
     items = _from_json(text)
     if items is None:
         items = _from_lines(text)
@@ -176,6 +178,28 @@ def _item(raw: str) -> Candidate | None:
         return None
     plain = _unquote(" ".join(_strip_md(raw).split()).strip(" \t-–—•*·:;,")).rstrip(" .,;:")
     return Candidate(title, plain or title)
+
+
+# ---------------------------------------------------------------- bracketed entries
+
+#: a line that is only bracketed entries: "[1. Titanic (1997)], [2. Jackie Brown (1997)]"
+_BRACKETED_LINE_RE = re.compile(r"^\s*(?:\[[^\[\]\n]+\]\s*[,;]?\s*){2,}$")
+_BRACKET_RE = re.compile(r"\[\s*([^\[\]\n]+?)\s*\]")
+_BRACKET_INNER_YEAR_RE = re.compile(r"^\s*" + _YEAR + r"\s*$")
+
+
+def _unbracket(text: str) -> str:
+    """A line made only of bracketed entries becomes one list entry per bracket (a year in brackets,
+    "[1995]", stays with its title): brackets around whole titles are no part of them."""
+    out = []
+    for line in text.splitlines():
+        if _BRACKETED_LINE_RE.match(line):
+            inner = _BRACKET_RE.findall(line)
+            if not all(_BRACKET_INNER_YEAR_RE.match(x) for x in inner):
+                out += [x if re.match(r"\d{1,3}[.)]\s", x) else f"- {x}" for x in inner]  # "1. Titanic" is numbered
+                continue
+        out.append(line)
+    return "\n".join(out)
 
 
 # ---------------------------------------------------------------- markdown tables

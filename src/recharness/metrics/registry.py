@@ -113,6 +113,7 @@ metric("invalid_rate", False, "share of samples without a usable answer", lead=T
 metric("valid_rate", True, "share of samples with a usable answer", lead=True)
 metric("partial_rate", False, "share of rankings that name only some of the candidates", lead=True)
 metric("matched_share", True, "share of named titles matched to catalog items", lead=True)
+metric("unrecognised_rate", False, "share of answers in the right shape that name no catalog item (apart from invalid ones)")
 metric("latency_s", False, "mean seconds per answer (cached answers included)", lead=True, ci=False)
 metric("completion_tokens", None, "mean generated tokens per answer", lead=True, ci=False)
 metric("throughput_per_s", True, "samples per second predicted in one batch (trained reference models)", ci=False)

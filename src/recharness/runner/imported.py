@@ -323,6 +323,9 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
     write_jsonl_atomic(path, sorted(records.values(), key=lambda r: order[r["id"]]))
     report = {"name": name, "source": shown, "lines": lines, "imported": len(records),
               "invalid": sum(not r["valid"] for r in records.values()),
+              # answered in shape, but not one named title is a catalog item: apart from invalid answers
+              "unrecognised": sum(bool(r["valid"] and isinstance(r.get("parsed"), dict) and r["parsed"].get("strings")
+                                       and not r["parsed"].get("items")) for r in records.values()),
               "unanswered": len(samples) - len(records), "problems": problems,
               "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "predictions": f"predictions/{name}.jsonl"}
     atomic_write_text(rd.import_report(name), json.dumps(report, indent=2))

@@ -39,13 +39,17 @@ class CatalogContext:
             elif m.item_id not in items:
                 items.append(m.item_id)
                 kinds.append(m.kind)
-        return {
+        out = {
             "strings": [m.query for m in matches],
             "items": items,
             "match_kinds": kinds,
             "unmatched": unmatched,
             "refusal": bool(is_refusal(text, matched=len(items))) and not items,
         }
+        twins = {i: list(self.matcher.twins(i)) for i in items if self.matcher.twins(i)}
+        if twins:  # a title carried by several ids names each of them: a hit on any counts once
+            out["twins"] = twins
+        return out
 
 
 def ranking_scores(ranked: list[list[str]], targets: list[str], hr_ks=(1, 5, 10), ndcg_ks=(5, 10)) -> dict[str, float]:

@@ -79,8 +79,11 @@ class SequentialTask(Task):
         if not pred or not pred.get("parsed"):
             return []
         seen = set(sample["seen"])
+        twins = pred["parsed"].get("twins") or {}
         out = []
         for i in pred["parsed"]["items"]:
+            if sample.get("target") in twins.get(i, ()):  # the title names the target too: it is the target
+                i = sample["target"]
             if i not in seen and i not in out:
                 out.append(i)
         return out[: sample["n_recs"]]
@@ -94,6 +97,10 @@ class SequentialTask(Task):
         matched = [len(p["parsed"]["items"]) for p in preds if p and p.get("parsed")]
         named = [len(p["parsed"]["strings"]) for p in preds if p and p.get("parsed")]
         m["matched_share"] = float(sum(matched) / sum(named)) if sum(named) else 0.0
+        # answered in the right shape, but not one named title is a catalog item: counted apart from format
+        # failures (invalid) and from answers that found their items
+        got = [p for p in preds if p is not None]
+        m["unrecognised_rate"] = float(np.mean([_unrecognised(p) for p in got])) if got else 0.0
         return m
 
     def units(self, samples, predictions):
@@ -106,6 +113,9 @@ class SequentialTask(Task):
         preds = [predictions.get(i) for i in ids]
         if preds:
             out["valid_rate"] = mean_units(ids, [bool(p and p.get("valid", True)) for p in preds], how="mean over samples")
+        answered = [p is not None for p in preds]
+        out["unrecognised_rate"] = mean_units(ids, [bool(p is not None and _unrecognised(p)) for p in preds], answered,
+                                              how="mean over answered samples")
         matched = [len(p["parsed"]["items"]) if p and p.get("parsed") else 0 for p in preds]
         named = [len(p["parsed"]["strings"]) if p and p.get("parsed") else 0 for p in preds]
         if sum(named):
@@ -118,3 +128,9 @@ class SequentialTask(Task):
 
     def references(self, dataset, samples, seed: int = 0):
         return reference_predictions(self, dataset, samples, seed)
+
+
+def _unrecognised(pred: dict) -> bool:
+    """A valid answer (a list of titles) none of which the catalog knows."""
+    parsed = pred.get("parsed") if isinstance(pred.get("parsed"), dict) else {}
+    return bool(pred.get("valid", True) and parsed.get("strings") and not parsed.get("items"))

@@ -1,0 +1,59 @@
+"""Free-text answers in the shapes real outputs take, matched to the exact ranked item list (issue:
+score what others published). On the built-in ML-1M catalog."""
+
+from __future__ import annotations
+
+import pytest
+
+from recharness.matching import CatalogMatcher
+
+
+@pytest.fixture(scope="module")
+def ml1m_matcher(ml1m):
+    return CatalogMatcher(list(zip(ml1m.items["item_id"].to_list(), ml1m.items["title"].to_list())))
+
+
+@pytest.mark.parametrize("answer, ids", [
+    ("[1. Titanic (1997)], [2. Jackie Brown (1997)]", ["1721", "1729"]),  # bracketed, in one line
+    ("[Titanic (1997)] [Heat (1995)]", ["1721", "6"]),
+    ("Heat (1995) - Ronin (1998)", ["6", "2278"]),  # two titles in one "A - B" line
+    ("Heat (1995) – Ronin (1998)", ["6", "2278"]),
+    ("Star Trek: Generations (1994), Star Trek: First Contact (1996)", ["329", "1356"]),  # colons in a comma list
+    ("1. Crow, The (1994)\n2. Heat", ["353", "6"]),  # an article moved, a missing year
+    ("- Toy Story (1995)\n- Fargo (1996)\n- Casablanca (1942)", ["1", "608", "912"]),  # bulleted
+    ("Toy Story; Fargo; Casablanca", ["1", "608", "912"]),  # semicolons, no years
+    ("- Schindler&#39;s List (1993)\n- Fargo", ["527", "608"]),  # an HTML entity
+    ("Lock, Stock and Two Smoking Barrels (1998)", ["2542"]),  # commas inside one title: not split
+    ("Star Trek: Generations (1994)", ["329"]),
+])
+def test_answer_shapes_give_the_exact_ranked_items(ml1m_matcher, answer, ids):
+    assert [m.item_id for m in ml1m_matcher.match_answer(answer)] == ids
+
+
+def test_a_title_with_two_ids_is_a_hit_on_either_once():
+    from recharness.tasks.llmrec.common import CatalogContext
+    from recharness.tasks.llmrec.sequential import SequentialTask
+
+    ctx = CatalogContext(CatalogMatcher([("246", "Chasing Amy (1997)"), ("268", "Chasing Amy (1997)"), ("6", "Heat (1995)")]))
+    parsed = ctx.resolve("1. Heat (1995)\n2. Chasing Amy (1997)")
+    assert parsed["items"] == ["6", "246"] and parsed["twins"] == {"246": ["246", "268"]}
+    task = SequentialTask()
+    sample = {"id": "s", "task": "sequential", "seen": [], "n_recs": 10, "target": "268"}
+    assert task.ranked(sample, {"parsed": parsed}) == ["6", "268"]  # the target is hit at rank 2, once
+    assert task.score([sample], {"s": {"parsed": parsed, "valid": True}})["HR@5"] == 1.0
+
+
+def test_an_answer_naming_no_catalog_item_is_counted_apart():
+    from recharness.tasks.llmrec.common import CatalogContext
+    from recharness.tasks.llmrec.sequential import SequentialTask
+
+    ctx = CatalogContext(CatalogMatcher([("6", "Heat (1995)"), ("1", "Toy Story (1995)")]))
+    task = SequentialTask()
+    task.ctx = ctx
+    samples = [{"id": f"s{k}", "task": "sequential", "seen": [], "n_recs": 10, "target": "6"} for k in range(4)]
+    texts = ["1. Heat (1995)", "1. Zorblax Returns\n2. Quux (2031)", "I'm sorry, I can't help with that.", "1. Toy Story"]
+    preds = {s["id"]: {**task.parse(s, x).__dict__, "parsed": task.parse(s, x).value} for s, x in zip(samples, texts)}
+    m = task.score(samples, preds)
+    assert [p["valid"] for p in preds.values()] == [True, True, False, True]
+    assert m["unrecognised_rate"] == pytest.approx(1 / 4)  # s1: named two titles, the catalog knows neither
+    assert task.units(samples, preds)["unrecognised_rate"].point() == pytest.approx(1 / 4)
