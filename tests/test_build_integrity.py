@@ -122,3 +122,28 @@ def test_a_limited_run_is_scored_on_its_samples_and_a_cut_one_only_with_partial(
     md, csv = (built / "scores.md").read_text(), (built / "scores.csv").read_text()
     assert "cut [partial 2/6]" in md and "lim [limit 3/6]" in md  # every table says what a row covers
     assert "sequential,cut,model,2,partial 2/6," in csv and "sequential,lim,model,3,limit 3/6," in csv
+
+
+def test_scores_are_written_as_one_set_and_a_killed_writers_temp_files_go(built):
+    from recharness.core.io import write_set
+    from recharness.report.tables import write_scores
+
+    stale = built / ".scores.json.99999.tmp"  # what a writer killed mid-way leaves
+    stale.write_text("{")
+    paths = write_scores(pipeline.score(built, resamples=0), built)
+    assert not stale.exists() and not list(built.glob(".scores.*.tmp"))
+    assert json.loads(paths["json"].read_text()) and paths["md"].read_text().startswith("###")
+    with pytest.raises(IsADirectoryError):  # one file cannot be staged: none is replaced
+        (built / "b.txt").mkdir()
+        write_set({built / "a.txt": "new", built / "b.txt": "new"})
+    assert not (built / "a.txt").exists() and not list(built.glob(".a.txt.*.tmp"))
+
+
+def test_a_reference_whose_training_did_not_finish_is_named(ml1m, tmp_path):
+    d = tmp_path / "ctr"
+    pipeline.build("recbench", "ml-1m", d, tasks=["ctr"], seed=0, limit=4, options={"train_pairs": 2000})
+    (d / "models" / "dnn").mkdir(parents=True)  # `train -b dnn` was killed before it wrote predictions
+    rows = pipeline.score(d, resamples=0)
+    assert rows[0].extra["unfinished_references"] == ["dnn"]
+    p = cli("score", "recbench", "-o", str(d), "--resamples", "0")
+    assert p.returncode == 0 and "reference dnn has a model folder but no predictions" in " ".join(p.stderr.split())

@@ -320,6 +320,11 @@ def score(
                  else None, name=name)
     for t in to_rich(rows):
         out_console.print(t)
+    for r in rows:
+        for name in r.extra.get("unfinished_references", []):
+            console.print(f"[yellow]note:[/] {escape(r.task)}: reference {escape(name)} has a model folder but no "
+                          f"predictions: its training did not finish — run `recharness train {suite} -o {d} -b "
+                          f"{escape(name)}` again")
     if md:
         out_console.print("\n[bold]In the paper's layout[/]\n")
         out_console.print(md, markup=False, highlight=False)

@@ -111,6 +111,36 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
+def write_set(files: dict[Path, str]) -> None:
+    """Several text files written as one set: each staged (temp file, fsync) before any is renamed, so a
+    kill while staging leaves the old set whole; the renames follow one another at once. Temp files a
+    killed writer left behind (`.NAME.PID.tmp`) are removed first."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, text in files.items():
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            for old in path.parent.glob(f".{path.name}.*.tmp"):
+                old.unlink(missing_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            with open(tmp, "wb") as f:
+                f.write(text.encode("utf-8", "backslashreplace"))
+                f.flush()
+                os.fsync(f.fileno())
+            staged.append((tmp, path))
+        blocked = [path for _, path in staged if path.is_dir()]
+        if blocked:  # found before any rename: the old set stays whole
+            raise IsADirectoryError(21, "a folder where a file of the set goes", str(blocked[0]))
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    finally:
+        for tmp, _ in staged:
+            if tmp.exists():
+                tmp.unlink()
+    if staged:
+        _fsync_dir(staged[0][1].parent)
+
+
 def atomic_write_parquet(path: Path, df) -> None:
     """A polars frame as one Parquet file, written atomically (a build's side files)."""
     buf = io.BytesIO()

@@ -193,16 +193,16 @@ def to_rich(rows: list[ScoreRow]) -> list:
 
 
 def write_scores(rows: list[ScoreRow], out: Path, extra_md: str | None = None) -> dict[str, Path]:
-    """scores.json/.md/.csv, each replaced atomically (a crash leaves the old file or the new)."""
-    from recharness.core.io import atomic_write_text
+    """scores.json/.md/.csv written as one set (`core.io.write_set`: a crash leaves the old set or the new)."""
+    from recharness.core.io import write_set
     from recharness.runner.coverage import label
 
     paths = {fmt: RunDir(out).scores(fmt) for fmt in ("json", "md", "csv")}
-    atomic_write_text(paths["json"], json.dumps([asdict(r) for r in rows], indent=2))
+    texts = {paths["json"]: json.dumps([asdict(r) for r in rows], indent=2)}
     md = to_markdown(rows)
     if extra_md:
         md += "\n## In the paper's layout\n\n" + extra_md + "\n"
-    atomic_write_text(paths["md"], md)
+    texts[paths["md"]] = md
     allcols = columns(rows)
     with_ci = {c for c in allcols if any(c in r.ci for r in rows)}
     head = [x for c in allcols for x in ((c, f"{c}_lo", f"{c}_hi") if c in with_ci else (c,))]
@@ -217,7 +217,8 @@ def write_scores(rows: list[ScoreRow], out: Path, extra_md: str | None = None) -
                 ci = r.ci.get(c) or {}
                 vals += [ci.get("lo", ""), ci.get("hi", "")]
         w.writerow([r.task, r.method, r.kind, r.n, label(r.coverage), *vals])
-    atomic_write_text(paths["csv"], buf.getvalue())
+    texts[paths["csv"]] = buf.getvalue()
+    write_set(texts)
     return paths
 
 

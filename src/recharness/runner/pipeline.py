@@ -313,4 +313,8 @@ def methods_by_task(out: Path, *, seed: int = 0, references: bool = True, only: 
                 recs = trained[name] if name in trained else computed.get(name)
                 if recs is not None:
                     methods.append((name, "reference", recs, {}))
+            # a model `train` began (its folder exists) but whose predictions it never wrote: named, not dropped
+            unfinished = [n for n in served if n not in trained and n not in computed and rd.model_dir(n).exists()]
+            if unfinished and methods:
+                methods[0][3].setdefault("unfinished_references", unfinished)
         yield t, task, task_samples, methods
