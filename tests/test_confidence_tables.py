@@ -281,7 +281,7 @@ def test_compare_generic_path_equals_the_units_path(ctr_run, monkeypatch):
     for m in ("AUC", "logloss", "invalid_rate"):
         f, g = fast[m], slow[m]
         assert not f["generic"] and g["generic"] and g["resamples"] == f["resamples"] == 150
-        assert f["value_a"] == g["value_a"] and f["diff"] == g["diff"]
+        assert f["value_a"] == pytest.approx(g["value_a"], abs=1e-12) and f["diff"] == pytest.approx(g["diff"], abs=1e-12)
         # the units resample users (a user's pairs together), the generic path samples: different designs,
         # so only the point values agree; the units path is the honest one for correlated pairs
         assert f["units"] == 15 and f["exact"]
@@ -371,3 +371,22 @@ def test_one_group_per_level_gets_no_interval_and_no_winner(ml1m, tmp_path):
     res = {r["metric"]: r for r in compare.compare(run, ["fake", "random"], resamples=300, permutations=300)}
     tau = res["tau"]
     assert tau["exact"] and tau["permutations"] == 8 and tau["p_boot"] is None and tau["p_perm"] >= 0.25
+
+
+def test_each_metric_is_computed_once_the_table_reads_the_units(caplog):
+    """A task whose `score` says 0.9 while its units say the mean of x: the row reports the units' value
+    (the table, its interval and compare read one computation), and the mismatch is logged as a task bug."""
+    from recharness.runner.intervals import add_confidence_intervals, checked_units
+
+    class Inconsistent(_MeanTask):
+        def score(self, samples, predictions):
+            return {"HR@10": 0.9}
+
+    task = Inconsistent(with_units=True)
+    samples = [{"id": f"s{i}"} for i in range(20)]
+    preds = {s["id"]: {"x": float(i % 2)} for i, s in enumerate(samples)}
+    row = ScoreRow("m", "toy", task.score(samples, preds), 20)
+    units = checked_units(task, samples, preds, row.metrics)
+    assert row.metrics["HR@10"] == 0.5 and "a bug in the task" in caplog.text
+    add_confidence_intervals(task, samples, [(row, preds)], resamples=300, units=[units])
+    assert row.ci["HR@10"]["lo"] < 0.5 < row.ci["HR@10"]["hi"]

@@ -69,8 +69,8 @@ def compare(out: Path, models: list[str] | None = None, task: str | None = None,
             ra = {s["id"]: ra[s["id"]] for s in common}  # scorers that read every record see only these
             rb = {s["id"]: rb[s["id"]] for s in common}
             ma, mb = task_obj.score(common, ra), task_obj.score(common, rb)
+            ua, ub = checked_units(task_obj, common, ra, ma), checked_units(task_obj, common, rb, mb)  # values: the units'
             wanted = [m for m in ma if wants_ci(m) and is_number(ma[m]) and is_number(mb.get(m))]
-            ua, ub = checked_units(task_obj, common, ra, ma), checked_units(task_obj, common, rb, mb)
             slow: list[dict] = []
             for m in wanted:
                 row = {**base, "metric": m, "value_a": ma[m], "value_b": mb[m], "diff": ma[m] - mb[m]}

@@ -34,7 +34,10 @@ def resampled_score(task, samples: list[dict], recs: dict[str, dict]):
 
 
 def checked_units(task, samples: list[dict], recs: dict[str, dict], metrics: dict[str, float]) -> dict:
-    """The task's units for the metrics that get an interval, each checked against the scored value."""
+    """The task's units for the metrics that get an interval: one computation of each. The reported
+    value becomes the units' own point value (`metrics` is updated), so the table, the interval and
+    `compare` read the same numbers and cannot disagree; a task whose `score` computed another value
+    is a bug in the task, logged."""
     import logging
 
     from recharness.metrics.bootstrap import is_number
@@ -52,16 +55,19 @@ def checked_units(task, samples: list[dict], recs: dict[str, dict], metrics: dic
         if not (wants_ci(m) and is_number(v)):
             continue
         pt = u.point()
-        if not abs(pt - v) <= 1e-9 * max(1.0, abs(v)):
-            logging.getLogger(__name__).warning("%s: units of %s give %r, the score %r: no interval", task.name, m, pt, v)
+        if not is_number(pt):
             continue
+        if not abs(pt - v) <= 1e-9 * max(1.0, abs(v)):
+            logging.getLogger(__name__).warning("%s: %s from its units is %r, its score %r: the units' value is "
+                                                "reported (a bug in the task's score or units)", task.name, m, pt, v)
+        metrics[m] = pt
         out[m] = u
     return out
 
 
 def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[ScoreRow, dict[str, dict]]], *,
                              resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-                             generic_budget_s: float = GENERIC_BUDGET_S) -> None:
+                             generic_budget_s: float = GENERIC_BUDGET_S, units: list[dict] | None = None) -> None:
     """Fill `row.ci` for the rows of one task (all scored on the same `samples`).
 
     Metrics with units (`task.units`) are resampled as counts over their units, the same counts
@@ -79,9 +85,9 @@ def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[Score
     jobs: dict[tuple, list[tuple[int, str, object]]] = defaultdict(list)
     generic: list[tuple[int, list[str]]] = []
     for i, (row, recs) in enumerate(scored):
-        units = checked_units(task, samples, recs, row.metrics)
-        if units:
-            for m, u in units.items():
+        row_units = units[i] if units is not None else checked_units(task, samples, recs, row.metrics)
+        if row_units:
+            for m, u in row_units.items():
                 k = u.independent_support()
                 if k < MIN_UNITS:  # a bootstrap of so few independent units claims more than they show
                     row.extra.setdefault("no_interval", {})[m] = f"n too small: {k} unit{'s' if k != 1 else ''}"

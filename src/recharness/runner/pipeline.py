@@ -21,7 +21,7 @@ from recharness.execution.executor import RunStats, run_samples, with_model
 from recharness.metrics.bootstrap import DEFAULT_RESAMPLES
 from recharness.models.base import ModelBackend
 from recharness.runner.coverage import record_run
-from recharness.runner.intervals import add_confidence_intervals
+from recharness.runner.intervals import add_confidence_intervals, checked_units
 from recharness.tasks.options import validate_options
 from recharness.tasks.registry import get_suite, get_task
 
@@ -258,13 +258,16 @@ def score(out: Path, *, seed: int = 0, references: bool = True, resamples: int =
                 rd, name, t, task_samples, build_samples, recs, partial=partial)
             row = _score_row(task, t, samples, recs, name, kind, extra)
             row.coverage = cov
+            units = checked_units(task, samples, recs, row.metrics)  # once: the table's values are the units'
             key = tuple(s["id"] for s in samples)
-            groups.setdefault(key, (samples, []))[1].append((row, recs))
-        for samples, scored in groups.values():  # rows on the same samples are compared with each other
+            groups.setdefault(key, (samples, [], []))
+            groups[key][1].append((row, recs))
+            groups[key][2].append(units)
+        for samples, scored, units in groups.values():  # rows on the same samples are compared with each other
             if resamples:
-                add_confidence_intervals(task, samples, scored, resamples=resamples, seed=ci_seed)
+                add_confidence_intervals(task, samples, scored, resamples=resamples, seed=ci_seed, units=units)
         order = {name: k for k, (name, *_rest) in enumerate(methods)}
-        rows.extend(sorted((r for _, scored in groups.values() for r, _ in scored), key=lambda r: order[r.method]))
+        rows.extend(sorted((r for _, scored, _ in groups.values() for r, _ in scored), key=lambda r: order[r.method]))
     return rows
 
 
