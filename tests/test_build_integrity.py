@@ -147,3 +147,33 @@ def test_a_reference_whose_training_did_not_finish_is_named(ml1m, tmp_path):
     assert rows[0].extra["unfinished_references"] == ["dnn"]
     p = cli("score", "recbench", "-o", str(d), "--resamples", "0")
     assert p.returncode == 0 and "reference dnn has a model folder but no predictions" in " ".join(p.stderr.split())
+
+
+def test_generation_settings_and_a_system_prompt_are_part_of_the_run(built, tmp_path):
+    from recharness.core.types import Completion
+    from recharness.models.base import ModelBackend
+
+    class Recording(ModelBackend):
+        backend = "rec"
+        seen: list = []
+
+        async def agenerate(self, messages, params):
+            Recording.seen.append((messages, params))
+            return Completion(text="1. Toy Story (1995)")
+
+    path, _ = pipeline.run(built, Recording("r"), "r", use_cache=False, generation={"temperature": 0.7, "max_tokens": 20},
+                           system_prompt="You are a film critic.")
+    messages, params = Recording.seen[0]
+    assert messages[0] == {"role": "system", "content": "You are a film critic."} and messages[1]["role"] == "user"
+    assert (params.temperature, params.max_tokens) == (0.7, 20)
+    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    assert all(r["params"]["temperature"] == 0.7 and r["params"]["max_tokens"] == 20 for r in recs)
+    (tmp_path / "sys.txt").write_text("You are a film critic.")
+    p = cli("run", "llmrec", "-o", str(built), "-m", "fake", "--name", "r2", "--temperature", "0.7", "-n", "2")
+    assert p.returncode == 0, p.stderr
+    p = cli("run", "llmrec", "-o", str(built), "-m", "fake", "--name", "r2", "--temperature", "0.2")
+    msg = " ".join(p.stderr.split())
+    assert p.returncode == 2 and "answers were made with" in msg and '"temperature": 0.7' in msg, p.stderr
+    p = cli("run", "llmrec", "-o", str(built), "-m", "fake", "--name", "r3", "--system-prompt", str(tmp_path / "sys.txt"),
+            "--top-p", "0.9")
+    assert p.returncode == 0, p.stderr

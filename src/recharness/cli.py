@@ -177,6 +177,11 @@ def run(
     timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds per request to a server before it counts as failed (then retried).")] = 300.0,
     max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, help="Tries per request on transient failures (429, 5xx, timeouts, resets).")] = 5,
     name: Annotated[str | None, typer.Option("--name", help="Name of this model's row and predictions file.")] = None,
+    temperature: Annotated[float | None, typer.Option("--temperature", min=0.0, help="Sampling temperature for every answer (default: each task's own, 0 for most).")] = None,
+    top_p: Annotated[float | None, typer.Option("--top-p", min=0.0, max=1.0, help="Nucleus sampling for every answer (default: each task's own, 1).")] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1, help="Longest answer in tokens for every sample (default: each task's own).")] = None,
+    gen_seed: Annotated[int | None, typer.Option("--seed", min=0, help="Sampling seed sent with every request (default: each task's own, 0).")] = None,
+    system_prompt: Annotated[Path | None, typer.Option("--system-prompt", help="A text file whose content goes first in every prompt, as the system message.")] = None,
     redo_invalid: Annotated[bool, typer.Option("--redo-invalid", help="Ask again the samples whose committed answers are invalid (the valid ones are kept).")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the answers already in this --name's predictions file (another model's answers are never mixed in: without it, resuming with another model is refused).")] = False,
     executor: Annotated[str, typer.Option("--executor", help="local (this process) or ray: samples sharded over Ray actors, one backend each; the driver alone writes predictions and cache.")] = "local",
@@ -204,8 +209,10 @@ def run(
             raise ConfigError(f"--executor must be local or ray, not {executor!r}")
     with _progress() as prog:
         bar = prog.add_task(escape(public_spec(model)), total=None)
+        generation = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": gen_seed}
+        sys_text = _read_text(system_prompt, "--system-prompt") if system_prompt is not None else None
         path, stats = do_run(d, backend, name, limit=limit, use_cache=not no_cache, tasks=task, overwrite=overwrite,
-                             redo_invalid=redo_invalid,
+                             redo_invalid=redo_invalid, generation=generation, system_prompt=sys_text,
                              max_retries=max_retries, concurrency=concurrency,
                              on_progress=lambda n: prog.advance(bar, n), on_total=lambda n: prog.update(bar, total=n))
     _print_run_summary(stats, path)
@@ -228,6 +235,16 @@ def run(
                       f"({_counts(stats.undone)}) outlived their retries; nothing was recorded for them — rerun "
                       "to finish")
         raise typer.Exit(EXIT_UNDONE)
+
+
+def _read_text(path: Path, option: str) -> str:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RecharnessError(f"{option} {path}: cannot read it as UTF-8 text ({e})") from None
+    if not text.strip():
+        raise RecharnessError(f"{option} {path}: the file is empty")
+    return text.strip()
 
 
 def _counts(c) -> str:
@@ -526,7 +543,8 @@ def serve(
 
 
 def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, out: Path | None, seed: int,
-          no_cache: bool, train_references: bool, title: str) -> None:
+          no_cache: bool, train_references: bool, title: str, generation: dict | None = None,
+          system_prompt: str | None = None) -> None:
     """What `eval` and `demo` run: one line per step on the console, the details in <out>/eval.log."""
     import time
 
@@ -549,7 +567,7 @@ def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, ou
         log(f"recharness eval -m {' -m '.join(models)} --suites {suites} -d {dataset} --limit {limit} --seed {seed}")
         with console.status("evaluating…") as status:
             evaluate(models, runs, dataset=dataset, seed=seed, use_cache=not no_cache,
-                     train_references=train_references, say=lambda m: console.print(m, markup=False, highlight=False),
+                     train_references=train_references, generation=generation, system_prompt=system_prompt, say=lambda m: console.print(m, markup=False, highlight=False),
                      log=lambda m: (log(m), status.update(escape(m[:100]))))
     dirs = find_runs([base])  # every run under the folder: a run of another suite stays on the page
     paths = write_leaderboard(dirs, base, title=title,
@@ -574,11 +592,17 @@ def eval_command(
     seed: SeedOpt = 0,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the response cache.")] = False,
     train_references: Annotated[bool, typer.Option("--train-references", help="Also fit the heavy reference models (DLRMs, SASRec: minutes) with `train`, kept in each run.")] = False,
+    temperature: Annotated[float | None, typer.Option("--temperature", min=0.0, help="Sampling temperature for every answer (default: each task's own).")] = None,
+    top_p: Annotated[float | None, typer.Option("--top-p", min=0.0, max=1.0, help="Nucleus sampling for every answer.")] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1, help="Longest answer in tokens.")] = None,
+    system_prompt: Annotated[Path | None, typer.Option("--system-prompt", help="A text file whose content goes first in every prompt.")] = None,
 ):
     """Evaluate models on every suite in one command: prepare, build (seeded), answer with each model,
     score, report. Re-running it asks no model again; a new -m adds a column."""
+    generation = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
     _eval(model, suites=suites, dataset=dataset, limit=limit, out=out, seed=seed, no_cache=no_cache,
-          train_references=train_references, title=f"recharness eval: {', '.join(model)} on {dataset}")
+          train_references=train_references, title=f"recharness eval: {', '.join(model)} on {dataset}",
+          generation=generation, system_prompt=_read_text(system_prompt, "--system-prompt") if system_prompt else None)
 
 
 @app.command()

@@ -71,7 +71,8 @@ def plan(suites: str, out: Path, limit: int | None) -> list[EvalRun]:
 
 
 def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int = 0, use_cache: bool = True,
-             train_references: bool = False, say=print, log=None) -> list[EvalRun]:
+             train_references: bool = False, say=print, log=None, generation: dict | None = None,
+             system_prompt: str | None = None) -> list[EvalRun]:
     """Build, answer, (train), score and report every run; `say` gets one line per step, `log` the details."""
     from recharness.core.errors import RecharnessError
     from recharness.data.store import load_dataset
@@ -101,7 +102,8 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
             name = default_name(spec)
             backend = resolve_spec(spec, r.path)
             t1 = time.perf_counter()
-            path, stats = pipeline.run(r.path, backend, name, use_cache=use_cache)
+            path, stats = pipeline.run(r.path, backend, name, use_cache=use_cache, generation=generation,
+                                       system_prompt=system_prompt)
             r.answered[name] = (stats.done, stats.skipped)
             log(f"{r.label}: {name}: {stats.done} answered ({stats.cached} from the cache, {stats.invalid} invalid), "
                 f"{stats.skipped} already done, {time.perf_counter() - t1:.1f} s → {path}")

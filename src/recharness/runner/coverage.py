@@ -16,7 +16,8 @@ from recharness.core.io import atomic_write_text
 from recharness.core.rundir import RunDir
 
 
-def record_run(rd: RunDir, method: str, *, limit: int | None, tasks: list[str] | None, imported: bool = False) -> None:
+def record_run(rd: RunDir, method: str, *, limit: int | None, tasks: list[str] | None, imported: bool = False,
+               settings: dict | None = None) -> None:
     """Remember what the runs (or the import) of `method` set out to answer: the widest ask so far (a
     resumed run with a smaller --limit does not shrink what an earlier one covered)."""
     prev = read_run(rd, method) if rd.predictions(method).exists() and not imported else {}
@@ -24,7 +25,8 @@ def record_run(rd: RunDir, method: str, *, limit: int | None, tasks: list[str] |
         limit = None if limit is None or prev.get("limit") is None else max(int(limit), int(prev["limit"]))
         tasks = None if not tasks or not prev.get("tasks") else sorted(set(tasks) | set(prev["tasks"]))
     rd.predictions_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(rd.run_record(method), json.dumps({"limit": limit, "tasks": tasks, "imported": imported}))
+    atomic_write_text(rd.run_record(method), json.dumps({"limit": limit, "tasks": tasks, "imported": imported,
+                                                         "settings": settings}))
 
 
 def read_run(rd: RunDir, method: str) -> dict:

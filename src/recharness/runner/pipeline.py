@@ -5,6 +5,7 @@ build → run → score here; intervals in runner.intervals, paired comparison i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import statistics
 import time
@@ -15,7 +16,7 @@ from recharness.core.errors import BuildMismatch, ConfigError, InputError
 from recharness.core.io import atomic_write_text, read_jsonl, write_jsonl_atomic
 from recharness.core.paths import shown_path
 from recharness.core.rundir import RunDir, check_name, fingerprint, samples_record
-from recharness.core.types import BuildConfig, ScoreRow
+from recharness.core.types import BuildConfig, GenerationParams, ScoreRow
 from recharness.data.store import load_dataset
 from recharness.execution.executor import RunStats, run_samples, with_model
 from recharness.metrics.bootstrap import DEFAULT_RESAMPLES
@@ -112,12 +113,16 @@ def _stamp_imported_predictions(out: Path, fp: str, before: dict[Path, int]) -> 
 
 def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None = None, use_cache: bool = True,
         max_retries: int = 1, concurrency: int | None = None, on_progress=None, on_total=None,
-        tasks: list[str] | None = None, overwrite: bool = False, redo_invalid: bool = False) -> tuple[Path, RunStats]:
+        tasks: list[str] | None = None, overwrite: bool = False, redo_invalid: bool = False,
+        generation: dict | None = None, system_prompt: str | None = None) -> tuple[Path, RunStats]:
     """Answer the build's samples (only those of `tasks` when given; then the first `limit`) into
     predictions/<model_slug>.jsonl. A task left out has no rows for this model in `score` (shown "–"),
     so e.g. a single-format fine-tune can be run on its own format alone. The file is one model's:
     resuming it with another model is refused (`overwrite`: start it afresh). `redo_invalid`: the
-    committed answers that failed parsing or validation are asked again (the others are kept)."""
+    committed answers that failed parsing or validation are asked again (the others are kept).
+    `generation` (temperature, top_p, max_tokens, seed) overrides every task's decoding settings and
+    `system_prompt` goes first in every prompt; both are part of the run's settings: resuming the
+    method with other ones is refused."""
     check_name(model_slug)
     if max_retries < 0:
         raise ConfigError(f"--max-retries must be 0 or more, got {max_retries}")
@@ -136,21 +141,39 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
         samples = [s for s in samples if s["task"] in tasks]
     if limit is not None:
         samples = samples[:limit]
+    generation = {k: v for k, v in (generation or {}).items() if v is not None}
+    if generation:
+        try:
+            GenerationParams(**generation)
+        except ValueError as e:
+            raise ConfigError(f"generation settings {generation}: {' '.join(str(e).split())[:300]}") from None
+    if system_prompt is not None:
+        samples = [{**s, "messages": [{"role": "system", "content": system_prompt}, *s["messages"]]}
+                   if s.get("messages") else s for s in samples]
     ds = load_dataset(info["dataset"])
     context = suite_context(info["suite"], ds, info.get("options"), seed=info.get("seed", 0), limit=info.get("limit"))
     tasks = {}
     for t in info["tasks"]:
         task = get_task(info["suite"], t)
         task.setup(ds, context)
+        if generation or system_prompt is not None:
+            if task.request == "custom" and any(s["task"] == t for s in samples):
+                raise ConfigError(f"task {t} drives the model itself (several calls per sample, each with its own "
+                                  "decoding settings and prompts): --temperature, --top-p, --max-tokens, --seed and "
+                                  "--system-prompt do not apply to it")
+            task.overrides = generation
         tasks[t] = task
     pred_path = RunDir(out).predictions(model_slug)
     if overwrite and pred_path.exists():
         pred_path.unlink()
     check_same_model(pred_path, backend.identity())
+    settings = {"generation": generation,
+                "system_prompt_sha256": hashlib.sha256(system_prompt.encode()).hexdigest()[:16] if system_prompt else None}
+    check_same_settings(RunDir(out), model_slug, settings)
     if redo_invalid and pred_path.exists():
         kept = [r for r in read_jsonl(pred_path, tolerate_torn_tail=True) if r.get("valid", True)]
         write_jsonl_atomic(pred_path, kept)
-    record_run(RunDir(out), model_slug, limit=limit, tasks=asked)
+    record_run(RunDir(out), model_slug, limit=limit, tasks=asked, settings=settings)
     if on_total:
         on_total(len(samples))
     stats = with_model(backend, lambda model: run_samples(
@@ -182,6 +205,20 @@ def check_same_model(pred_path: Path, identity: dict) -> None:
 
         raise ConfigError(f"{shown_path(pred_path)} holds the answers of another model ({show(had)}), not of "
                           f"{show(now)}: a method is one model. Give this run another --name to keep both, or "
+                          "--overwrite to replace those answers")
+
+
+def check_same_settings(rd: RunDir, method: str, settings: dict) -> None:
+    """The decoding settings and system prompt are part of what a method is: resuming it with others is
+    refused, as resuming it with another model is."""
+    from recharness.runner.coverage import read_run
+
+    if not rd.predictions(method).exists():
+        return
+    prev = read_run(rd, method).get("settings")
+    if prev is not None and prev != json.loads(json.dumps(settings)):
+        raise ConfigError(f"{method}'s answers were made with {json.dumps(prev, sort_keys=True)}, not "
+                          f"{json.dumps(settings, sort_keys=True)}: give this run another --name to keep both, or "
                           "--overwrite to replace those answers")
 
 

@@ -33,6 +33,9 @@ class Task(ABC):
     run_dir: Path | None = None
     #: the reference recommenders (`recharness.baselines` names) that answer this task, in row order
     baselines: tuple[str, ...] = ()
+    #: decoding settings a run gives on the command line (--temperature, --top-p, --max-tokens, --seed): they
+    #: override the task's own, last
+    overrides: dict[str, Any] = {}
 
     def setup(self, dataset, context: Any = None) -> None:
         """Once before running, parsing or scoring (e.g. build a catalog matcher); `context` as in BuildConfig."""
@@ -62,10 +65,12 @@ class Task(ABC):
     def build(self, dataset, config: BuildConfig) -> Iterator[dict]: ...
 
     def generation_params(self, sample: dict) -> GenerationParams:
-        """The task's defaults; a sample built with `--option max_tokens=N` overrides the length."""
+        """The task's defaults; a sample built with `--option max_tokens=N` overrides the length, the run's
+        `overrides` everything they name."""
+        params = self.params
         if sample.get("max_tokens"):
-            return self.params.model_copy(update={"max_tokens": int(sample["max_tokens"])})
-        return self.params
+            params = params.model_copy(update={"max_tokens": int(sample["max_tokens"])})
+        return params.model_copy(update=self.overrides) if self.overrides else params
 
     @abstractmethod
     def parse(self, sample: dict, text: str) -> Parsed: ...

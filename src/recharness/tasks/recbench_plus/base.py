@@ -71,7 +71,8 @@ class RecBenchTask(Task):
         return self.ctx
 
     def generation_params(self, sample: dict) -> GenerationParams:
-        return GenerationParams(max_tokens=int(sample.get("max_tokens", self.params.max_tokens)))
+        params = GenerationParams(max_tokens=int(sample.get("max_tokens", self.params.max_tokens)))
+        return params.model_copy(update=self.overrides) if self.overrides else params
 
     # ------------------------------------------------------------ build
 
