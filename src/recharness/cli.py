@@ -573,6 +573,9 @@ def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, ou
     paths = write_leaderboard(dirs, base, title=title,
                               intro="Headline metrics with 95% intervals; small samples give wide intervals.")
     header, rows = summary(runs, models)
+    from rich.table import Column
+
+    header = [Column(h, overflow="fold") for h in header]  # names wrap, never cut
     t = Table(*header, title="Summary: headline metric, value [95% interval]", title_justify="left")
     for row in rows:
         t.add_row(*map(escape, row))

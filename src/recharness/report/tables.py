@@ -178,8 +178,9 @@ def to_rich(rows: list[ScoreRow]) -> list:
     for task in dict.fromkeys(r.task for r in rows):
         trs = [r for r in rows if r.task == task]
         cols = columns(trs)
-        t = Table(title=f"{task} (n = {trs[0].n})", title_justify="left")
-        t.add_column("method")
+        n = max((r.coverage or {}).get("of", r.n) for r in trs)
+        t = Table(title=f"{task} (n = {n})", title_justify="left")
+        t.add_column("method", overflow="fold", min_width=12)  # a method's name is never cut: it wraps
         for c in cols:
             t.add_column(escape(header(c)), justify="right")
         for r, cs in zip(trs, cells(trs, cols)):
