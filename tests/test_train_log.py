@@ -42,3 +42,32 @@ def test_train_logs_every_epoch_and_the_report_draws_the_curves(ml1m, tmp_path):
     write_scores(pipeline.score(d, resamples=0), d)
     html = write_report(load_scores(d), d).read_text()
     assert "Training of the reference models" in html and "alt='learning curves auc'" in html
+
+
+def test_a_killed_train_resumes_with_the_models_it_had_not_finished(ml1m, tmp_path, monkeypatch):
+    from recharness.runner import train as train_mod
+
+    d = tmp_path / "run"
+    pipeline.build("recbench", "ml-1m", d, tasks=["ctr"], seed=0, limit=12, options={"train_pairs": 2000})
+    fitted = []
+    real_fit = train_mod.fit
+
+    def fit(name, data, seed=0):
+        fitted.append(name)
+        if name == "pnn":  # the process dies while training the second model
+            raise KeyboardInterrupt
+        return real_fit(name, data, seed)
+
+    monkeypatch.setattr(train_mod, "fit", fit)
+    with pytest.raises(KeyboardInterrupt):
+        train_mod.train(d, baselines=["dnn", "pnn"], latency_runs=2)
+    assert (d / "predictions" / "reference" / "dnn.jsonl").exists()
+    fitted.clear()
+    monkeypatch.setattr(train_mod, "fit", real_fit)
+    calls = []
+    monkeypatch.setattr(train_mod, "fit", lambda *a, **k: (calls.append(a[0]), real_fit(*a, **k))[1])
+    paths = train_mod.train(d, baselines=["dnn", "pnn"], latency_runs=2)
+    assert calls == ["pnn"] and {p.stem for p in paths} == {"dnn", "pnn"}  # dnn kept, pnn trained
+    calls.clear()
+    train_mod.train(d, baselines=["dnn"], latency_runs=2, seed=1)  # another seed: trained again
+    assert calls == ["dnn"]

@@ -283,6 +283,7 @@ def train(
     latency_runs: Annotated[int, typer.Option("--latency-runs", min=0, help="Single-sample predictions timed per model (RecBench: 1000).")] = 1000,
     executor: Annotated[str, typer.Option("--executor", help="local, or ray: one Ray task per reference model, in parallel.")] = "local",
     address: Annotated[str | None, typer.Option("--address", help="With --executor ray: the cluster to join (auto, ray://HOST:PORT).")] = None,
+    retrain: Annotated[bool, typer.Option("--retrain", help="Fit again the models already trained on this build (by default they are kept: a killed train resumes).")] = False,
 ):
     """Fit the suite's reference models on the build's training data; `score` then reads their predictions."""
     from recharness.runner.train import train as do_train
@@ -290,7 +291,7 @@ def train(
     d = _run_dir(suite, dataset, out)
     with console.status("training reference models…") as status:
         paths = do_train(d, suite=suite, baselines=baseline, seed=seed, latency_runs=latency_runs,
-                         progress=status.update, executor=executor, address=address)
+                         progress=status.update, executor=executor, address=address, retrain=retrain)
     from recharness.runner import train_log
 
     for p in paths:

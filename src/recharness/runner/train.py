@@ -23,11 +23,24 @@ from recharness.tasks.references import serving
 from recharness.tasks.registry import get_task
 
 
+def _trained(rd: RunDir, name: str, fp: str, seed: int) -> bool:
+    """Whether `name` was already trained on this build with this seed (its predictions file whole)."""
+    from recharness.core.io import read_jsonl
+
+    path = rd.reference(name)
+    if not path.exists():
+        return False
+    first = next(iter(read_jsonl(path, tolerate_torn_tail=True)), None)
+    return bool(first) and first.get("build") == fp and first.get("train_seed") == seed
+
+
 def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = None, seed: int = 0,
           latency_runs: int = LATENCY_RUNS, progress=None, executor: str = "local",
-          address: str | None = None) -> list[Path]:
+          address: str | None = None, retrain: bool = False) -> list[Path]:
     """Fit each baseline serving the build's tasks (or only `baselines`) and write its predictions
-    for every sample of those tasks as one whole file. Returns the files written.
+    for every sample of those tasks as one whole file. Returns the files written. A model already
+    trained on this build with this seed is kept (a killed `train` resumes with the next model);
+    `retrain` fits every one again.
     `executor="ray"`: the models train in parallel, one Ray task each (`address` as for `run`), each
     timing its own fit; their predictions and saved weights come back to be written here."""
     info, samples = load_build(out)
@@ -48,6 +61,12 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
     if not names:
         raise ConfigError(f"no reference model serves the tasks of this {info['suite']} build ({', '.join(by_task)}); "
                           "`score` computes their references on the fly")
+    kept = [] if retrain else [n for n in names if _trained(RunDir(out), n, info["fingerprint"], seed)]
+    if kept and progress is not None:
+        progress(f"already trained on this build (seed {seed}), kept: {', '.join(kept)} (--retrain fits them again)")
+    names = [n for n in names if n not in kept]
+    if not names:
+        return [RunDir(out).reference(n) for n in kept]
     train_data = TrainData.of_build(load_dataset(info["dataset"]), out, info["suite"])
     #: what the models learn from, recorded with each (train.json): the build and its training data's size
     data_id = {"build": info["fingerprint"], "dataset": info["dataset"], "suite": info["suite"],
@@ -93,7 +112,8 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
                              "single-sample calls…")
                 runs = 0 if BASELINES.meta(name).get("own_latency") else latency_runs
                 predicted.append((t, *timed_predict(model, task_samples, runs, task=get_task(info["suite"], t))))
-        stamp = {"build": info["fingerprint"], "kind": "reference", "model": identity, "train_s": round(seconds, 6)}
+        stamp = {"build": info["fingerprint"], "kind": "reference", "model": identity, "train_s": round(seconds, 6),
+                 "train_seed": seed}
         records = []
         for t, recs, timing in predicted:
             records += [{"id": r["id"], "task": t, **r, **stamp, **timing} for r in recs.values()]
@@ -101,4 +121,4 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
         path.parent.mkdir(parents=True, exist_ok=True)
         write_jsonl_atomic(path, records)
         written.append(path)
-    return written
+    return [RunDir(out).reference(n) for n in kept] + written
