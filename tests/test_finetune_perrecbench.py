@@ -220,7 +220,7 @@ def test_finetune_perrecbench_writes_an_hf_dir_with_its_adapter_and_the_papers_d
     assert cfg["r"] == 16 and cfg["lora_alpha"] == 32
     # safetensors and JSON only: nothing that would need unpickling in the model directory
     files = {p.suffix for p in pair.rglob("*") if p.is_file()}
-    assert files <= {".json", ".safetensors", ".jinja", ".txt", ".model", ".md"}, files
+    assert files <= {".json", ".jsonl", ".safetensors", ".jinja", ".txt", ".model", ".md"}, files
 
 
 @pytest.mark.llm

@@ -169,6 +169,11 @@ def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", 
         more, notes = r.describe(info, exs, train_groups)
         meta.update(more)
     export_merged(peft_model, tok, out, meta)
+    from recharness.core.io import write_jsonl_atomic
+
+    first = (result.resumed_from or 0) + 1  # a resumed run logs the steps it ran itself
+    write_jsonl_atomic(out / "train_log.jsonl", [{"step": first + k, "loss": round(float(v), 6)}
+                                                 for k, v in enumerate(result.losses)])
     if vocab is not None:
         vocab.save(out)
     return FinetuneResult(out=out, base=model, task=task, items=items, examples=len(encoded), skipped_long=skipped,
