@@ -75,9 +75,10 @@ def test_two_finetunes_under_one_file_name_have_different_identities(tmp_path):
     _gguf(plain / "model.gguf", [("general.name", "m"), ("general.description", "a model")])
     ia, ib = LlamaCppBackend(a / "model.gguf").identity(), LlamaCppBackend(b / "model.gguf").identity()
     assert ia != ib and ia["finetune"]["weights"] == "aaaa" and ib["finetune"]["weights"] == "bbbb"
-    # any other GGUF keeps exactly the identity it had before (its cached answers stay valid)
+    # any other GGUF: its file and what its header says it is (general.name; quantisation where the header has
+    # general.file_type), no fine-tune
     assert LlamaCppBackend(plain / "model.gguf").identity() == \
-        {"backend": "llamacpp", "model": "model", "file": "model.gguf", "n_ctx": 4096}
+        {"backend": "llamacpp", "model": "model", "file": "model.gguf", "n_ctx": 4096, "general_name": "m"}
 
 
 @pytest.fixture

@@ -332,13 +332,15 @@ def test_paper_tables_lay_out_auc_overall_and_latency():
 
 def test_report_draws_quality_against_latency(tmp_path):
     from recharness.core.types import ScoreRow
-    from recharness.report.html import _latency_chart, write_report
+    from recharness.report.html import Palette, _latency_chart, write_report
 
     rows = [ScoreRow(method="qwen", task="ctr", n=4, kind="model", metrics={"AUC": 0.52, "latency_s": 0.5}),
             ScoreRow(method="deepfm", task="ctr", n=4, kind="reference", metrics={"AUC": 0.8, "latency_s": 0.0004}),
             ScoreRow(method="random", task="ctr", n=4, kind="reference", metrics={"AUC": 0.5})]
-    assert _latency_chart(rows, "AUC") is not None
-    assert _latency_chart(rows[2:], "AUC") is None  # nothing timed: no chart
+    chart = _latency_chart(rows, "AUC", Palette(rows))
+    assert chart is not None and chart[1] == 2  # two timed points, both non-zero
+    assert chart[2]["qwen"] != chart[2]["deepfm"] and chart[2]["deepfm"] == "#3c3c3c"  # references in grey
+    assert _latency_chart(rows[2:], "AUC", Palette(rows)) is None  # nothing timed: no chart
     html = write_report(rows, tmp_path).read_text()
     assert "alt='AUC vs latency'" in html and "alt='AUC'" in html
 
