@@ -293,7 +293,7 @@ def test_one_unit_gets_no_zero_width_interval(ml1m, tmp_path):
 
     assert mean_units(["a", "b", "c"], [1.0, 0.0, 0.5], [True, False, False]).support() == 1
     row = ScoreRow("m", "t", {"P": 0.25}, 3, extra={"no_interval": {"P": "n too small: 1 unit"}})
-    assert "| m | 0.250 (no interval: n too small: 1 unit) |" in to_markdown([row])
+    assert "| m | 0.250 (no CI: 1 unit) |" in to_markdown([row])
 
 
 def test_recbench_plus_history_variants_get_intervals(ml1m, tmp_path):

@@ -45,7 +45,7 @@ table{border-collapse:collapse;margin:.4em 0;font-size:.86em}
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:right;white-space:nowrap;vertical-align:top}
 td small.ci{display:block;color:#666;font-size:.76em;font-weight:normal}
 td small.id{display:block;color:#777;font-size:.78em;white-space:normal;max-width:260px;overflow-wrap:anywhere}
-td.method{white-space:normal;min-width:8em;max-width:16em}
+td.method{white-space:normal;min-width:11em;max-width:18em}
 th{font-size:.85em;white-space:normal;vertical-align:bottom;max-width:7em}
 th:first-child{max-width:none}
 td:first-child,th:first-child{text-align:left}
@@ -276,12 +276,20 @@ def _figure(chart: Chart | None, alt: str, caption: str) -> str:
 
 
 def _ci_text(row: ScoreRow, metric: str) -> str:
-    """The interval as [lo, hi] (intervals are often asymmetric), or why there is none."""
+    """The interval as [lo, hi] (intervals are often asymmetric); "" without one (the table's note says why)."""
     ci = row.ci.get(metric) if row.ci else None
     if ci and _number(ci.get("lo")) and _number(ci.get("hi")):
         return f"[{fmt(ci['lo'])}, {fmt(ci['hi'])}]"
-    why = (row.extra.get("no_interval") or {}).get(metric) if row.extra else None
-    return f"({why})" if why else ""
+    return ""
+
+
+def _no_interval_note(rows: list[ScoreRow]) -> str:
+    """Why cells have no interval, once per table (not in every cell)."""
+    whys = sorted({w for r in rows for w in ((r.extra or {}).get("no_interval") or {}).values()})
+    if not whys:
+        return ""
+    return ("No interval where a metric rests on fewer than 5 independent units (a bootstrap of so few claims "
+            f"more than they show): {'; '.join(whys)}.")
 
 
 def identity_text(model: dict | None) -> str:
@@ -299,7 +307,7 @@ def identity_text(model: dict | None) -> str:
     return " · ".join(parts)
 
 
-def _score_table(rows: list[ScoreRow], cols: list[str]) -> str:
+def _score_table(rows: list[ScoreRow], cols: list[str], *, identities: bool = True) -> str:
     """Methods by metric: each cell the value over its [lo, hi] interval; a model's identity under its name."""
     def th(c: str) -> str:  # a long metric name may break after its underscores
         return "<th>" + e(header(c)).replace("_", "_<wbr>") + "</th>"
@@ -307,7 +315,7 @@ def _score_table(rows: list[ScoreRow], cols: list[str]) -> str:
     out = ["<div class='scroll'><table><tr><th>method</th>" + "".join(th(c) for c in cols) + "</tr>"]
     for r, cs in zip(rows, cells(rows, cols)):
         cls = " class='ref'" if r.kind == "reference" else ""
-        ident = identity_text(r.extra.get("model")) if r.kind != "reference" else ""
+        ident = identity_text(r.extra.get("model")) if r.kind != "reference" and identities else ""
         tds = []
         for c, (_, top) in zip(cols, cs):
             v, ci = fmt(r.metrics.get(c)), _ci_text(r, c)
@@ -364,8 +372,12 @@ def task_section(rows: list[ScoreRow], suite: str | None, task: str, *, title: s
     if note:
         parts.append(f"<p class='note'><small>{e(note)} Cells: the value, its 95% interval [lo, hi] below it."
                      "</small></p>")
+    why = _no_interval_note(rows)
+    if why:
+        parts.append(f"<p class='note'><small>{e(why)}</small></p>")
     if counts:
-        parts.append("<p class='note'><small>Counts, costs and timings:</small></p>" + _score_table(rows, counts))
+        parts.append("<p class='note'><small>Counts, costs and timings:</small></p>"
+                     + _score_table(rows, counts, identities=False))
     figs = []
     nochart = []
     if key:

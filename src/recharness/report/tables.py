@@ -67,6 +67,8 @@ def value_text(row: ScoreRow, metric: str) -> str:
     ci = row.ci.get(metric) if row.ci else None
     if ci is None or not isinstance(v, (int, float)):
         why = (row.extra.get("no_interval") or {}).get(metric) if row.extra else None
+        if why and why.startswith("n too small: "):  # "n too small: 4 units" → "(no CI: 4 units)"
+            return f"{fmt(v)} (no CI: {why.removeprefix('n too small: ')})"
         return f"{fmt(v)} (no interval: {why})" if why else fmt(v)
     return f"{fmt(v)} [{fmt(ci['lo'])}, {fmt(ci['hi'])}]"
 
