@@ -230,3 +230,25 @@ def test_bytes_that_are_not_utf8_are_named_by_line(ml1m, tmp_path):
     assert not (out / "predictions" / "ext2.jsonl").exists()
     res = CliRunner().invoke(app, ["score", "llmrec", "-o", str(out), "--predictions", str(csv_src), "--name", "ext2"])
     assert isinstance(res.exception, InputError) and "line 3" in str(res.exception)  # main() prints it cleanly
+
+
+def test_score_cli_reads_perrecbench_released_files(ml1m, tmp_path):
+    """`score perrecbench --predictions DIR` through the command line: the suite's released-file reader
+    (a lazy hook) is loaded, not called as a string."""
+    from recharness.tasks.perrecbench.original import write_predictions
+
+    out = tmp_path / "run"
+    recs, samples = _fake_run(out, "perrecbench", ["list"], 2, {"profile": False})
+    files = write_predictions(list(samples.values()), {r["id"]: r for r in recs}, tmp_path / "released")
+    assert files
+    for src in (tmp_path / "released", files[0]):  # the folder, and one .json file
+        res = CliRunner().invoke(app, ["score", "perrecbench", "-o", str(out), "--predictions", str(src),
+                                       "--name", "released", "--resamples", "20", "--force"],
+                                 catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        rep = json.loads((out / "imports" / "released.json").read_text())
+        level = None if src.is_dir() else src.stem.split("-")[1]
+        want = {r["id"]: r["parsed"] for r in recs if level is None or samples[r["id"]]["level"] == level}
+        assert rep["imported"] == len(want) >= 2 and rep["problems"] == []
+        got = {r["id"]: r["parsed"] for r in read_jsonl(out / "predictions" / "released.jsonl")}
+        assert got == want

@@ -360,7 +360,8 @@ def _import(d: Path, predictions: Path, name: str | None, force: bool = False) -
     if bj.exists():  # the suite's released layout (a folder or .json files), where it has one
         from recharness.tasks.registry import get_suite
 
-        native = get_suite(json.loads(bj.read_text()).get("suite")).import_files
+        st = get_suite(json.loads(bj.read_text()).get("suite"))
+        native = st.hook("import_files") if st.supports("import_files") else None  # the function, not its lazy name
     with console.status(f"importing {predictions}…"):
         rep = import_predictions(d, predictions, name, native=native, force=force)
     out_console.print(f"imported {rep['imported']} answers of {rep['lines']} lines from {rep['source']} as {name} "
