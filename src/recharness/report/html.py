@@ -594,7 +594,9 @@ def invalid_section(out: Path, samples: list[dict]) -> list[str]:
         rep = json.loads(p.read_text(encoding="utf-8"))
         probs = rep.get("problems", [])
         parts.append(f"<p>Imported <b>{e(rep.get('name', p.stem))}</b> from <code>{e(rep.get('source', ''))}</code>: "
-                     f"{rep.get('lines', 0)} lines, {rep.get('imported', 0)} imported, {len(probs)} not used.</p>")
+                     f"{rep.get('lines', 0)} lines, {rep.get('imported', 0)} imported ({rep.get('invalid', 0)} invalid "
+                     f"after parsing, {rep.get('unrecognised', 0)} answered but naming no catalog item), "
+                     f"{len(probs)} not used.</p>")
         if probs:
             parts.append("<pre>" + e("\n".join(f"{x['where']}: {x['problem']}" for x in probs[:20])
                                      + (f"\n… {len(probs) - 20} more" if len(probs) > 20 else "")) + "</pre>")

@@ -155,6 +155,16 @@ def _answer_text(task, sample: dict, d: dict, titles) -> tuple[str | None, list[
     return None, notes, f"no answer field (one of {', '.join(ANSWER_KEYS)})"
 
 
+def _unrecognised(rec: dict) -> bool:
+    """A valid answer that names titles, none of them a catalog item. The matched ids are `items` (llmrec,
+    recbench seqrec) or `item_ids` with None for an unmatched title (RecBench+)."""
+    p = rec.get("parsed")
+    if not (rec.get("valid", True) and isinstance(p, dict) and p.get("strings")):
+        return False
+    ids = p.get("items") if "items" in p else p.get("item_ids")
+    return not any(i is not None for i in ids or [])
+
+
 def _record(sample: dict, name: str, source: str, where: str, fp: str, output, parsed, valid: bool, error) -> dict:
     return {"id": sample["id"], "task": sample["task"],
             "model": {"backend": "imported", "model": name, "file": source},
@@ -324,8 +334,7 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
     report = {"name": name, "source": shown, "lines": lines, "imported": len(records),
               "invalid": sum(not r["valid"] for r in records.values()),
               # answered in shape, but not one named title is a catalog item: apart from invalid answers
-              "unrecognised": sum(bool(r["valid"] and isinstance(r.get("parsed"), dict) and r["parsed"].get("strings")
-                                       and not r["parsed"].get("items")) for r in records.values()),
+              "unrecognised": sum(_unrecognised(r) for r in records.values()),
               "unanswered": len(samples) - len(records), "problems": problems,
               "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "predictions": f"predictions/{name}.jsonl"}
     atomic_write_text(rd.import_report(name), json.dumps(report, indent=2))

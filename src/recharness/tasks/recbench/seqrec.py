@@ -98,6 +98,12 @@ def sample_rank(sample: dict, rec: dict | None) -> float:
     return list_rank(parsed.get("items") or [], sample["target"], set(sample["history"]))
 
 
+def unrecognised(rec: dict) -> bool:
+    """A valid answer (a list of titles) none of which the catalog knows."""
+    parsed = rec.get("parsed") if isinstance(rec.get("parsed"), dict) else {}
+    return bool(rec.get("valid", True) and parsed.get("strings") and not parsed.get("items"))
+
+
 def decoder_stats(parsed: list[dict]) -> dict[str, float]:
     """Invalid beams (share of all beams, share of top-1 answers) and the mean per-answer latency,
     from the parsed answers that report them (beam decoders: SID-SASRec, title-cbs)."""
@@ -187,6 +193,8 @@ class SeqrecTask(Task):
         named = sum(len(p["strings"]) for p in parsed)
         if parsed:  # an LLM's answers: how much of what it named is in the catalog
             out["matched_share"] = float(sum(len(p["items"]) for p in parsed) / named) if named else 0.0
+            # answered in shape, but not one named title is a catalog item: apart from invalid answers
+            out["unrecognised_rate"] = float(np.mean([unrecognised(r) for r in recs if r is not None]))
         out.update(decoder_stats([r["parsed"] for r in recs if r and isinstance(r.get("parsed"), dict)]))
         if capped:
             out["n_scored"] = float(len(samples))
@@ -218,6 +226,10 @@ class SeqrecTask(Task):
         if sum(named):
             out["matched_share"] = RatioUnits(ids, [len(p["items"]) if "strings" in p else 0 for p in parsed], named,
                                               how="matched / named titles, pooled over answers", clusters=users)
+        if any("strings" in p for p in parsed):  # as `score`: an LLM's answers, over the answered samples
+            out["unrecognised_rate"] = mean_units(ids, [bool(r is not None and unrecognised(r)) for r in recs],
+                                                  [r is not None for r in recs], how="mean over answered samples",
+                                                  clusters=users)
         beams = ["invalid" in p and bool(p.get("beams")) for p in parsed]
         if any(beams):
             out["invalid_share"] = RatioUnits(ids, [p["invalid"] if b else 0 for p, b in zip(parsed, beams)],

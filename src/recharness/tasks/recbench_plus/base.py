@@ -13,6 +13,7 @@ from recharness.tasks.recbench_plus.evaluate import (
     group_metrics,
     query_metrics,
     resolve_answer,
+    unrecognised,
 )
 from recharness.tasks.recbench_plus.official import find_file, read_records, write_records
 from recharness.tasks.recbench_plus.options import Options, parse_options
@@ -151,6 +152,8 @@ class RecBenchTask(Task):
         preds = [predictions.get(s["id"]) for s in samples]
         got = [p for p in preds if p is not None]
         m["valid_rate"] = float(np.mean([bool(p.get("valid", True)) for p in got])) if got else 0.0
+        if got:  # answered in shape, but not one named title is a catalog item (apart from invalid answers)
+            m["unrecognised_rate"] = float(np.mean([unrecognised(p) for p in got]))
         errors = sum(bool((p.get("parsed") or {}).get("parse_error")) for p in got if isinstance(p.get("parsed"), dict))
         if errors:
             m["parse_errors"] = float(errors)
@@ -185,6 +188,9 @@ class RecBenchTask(Task):
             out["valid_rate"] = mean_units(ids, [bool(p is not None and p.get("valid", True)) for p in got],
                                            [p is not None for p in got], how="mean over answered queries",
                                            clusters=queries)
+            out["unrecognised_rate"] = mean_units(ids, [bool(p is not None and unrecognised(p)) for p in got],
+                                                  [p is not None for p in got], how="mean over answered queries",
+                                                  clusters=queries)
         return out
 
     def breakdown(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, dict[str, float]]:

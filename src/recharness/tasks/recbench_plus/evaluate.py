@@ -52,6 +52,13 @@ def resolve_answer(text: str | None, matcher) -> dict:
     return {"strings": out_s, "item_ids": out_i, "ftr": ftr}
 
 
+def unrecognised(pred: dict) -> bool:
+    """A valid answer that names titles, none of which the catalog knows (apart from format failures)."""
+    parsed = pred.get("parsed") if isinstance(pred.get("parsed"), dict) else {}
+    return bool(pred.get("valid", True) and parsed.get("strings")
+                and not any(i is not None for i in parsed.get("item_ids") or []))
+
+
 def recommended(parsed: dict | None, k: int | None) -> list[str]:
     """The list L: catalog ids, with a unique placeholder for each unmatched title."""
     if not parsed or parsed.get("ftr"):
