@@ -25,6 +25,33 @@ def ml1m_matcher(ml1m):
     ("- Schindler&#39;s List (1993)\n- Fargo", ["527", "608"]),  # an HTML entity
     ("Lock, Stock and Two Smoking Barrels (1998)", ["2542"]),  # commas inside one title: not split
     ("Star Trek: Generations (1994)", ["329"]),
+    # bracketed: after a label, with a closing ".", one bracket a line
+    ("Recommendations: [1. Titanic (1997)], [2. Jackie Brown (1997)]", ["1721", "1729"]),
+    ("[1. Titanic (1997)], [2. Jackie Brown (1997)].", ["1721", "1729"]),
+    ("[1. Titanic (1997)],\n[2. Jackie Brown (1997)]", ["1721", "1729"]),
+    ("[Titanic (1997)]\n[Jackie Brown (1997)]\n[Heat (1995)]", ["1721", "1729", "6"]),
+    # a numbered list on one line
+    ("1. Toy Story (1995) 2. Fargo (1996) 3. Casablanca (1942)", ["1", "608", "912"]),
+    ("1) Toy Story, 2) Fargo, 3) Casablanca", ["1", "608", "912"]),
+    ("Here are my recommendations: 1. Heat (1995) 2. Ronin (1998) 3. Fargo (1996)", ["6", "2278", "608"]),
+    ("1. Apollo 13 (1995) 2. Toy Story 2 (1999) 3. Fargo (1996)", ["150", "3114", "608"]),  # numbers in titles
+    # "A - B" without years; a dash before an explanation is no second title
+    ("Heat - Ronin", ["6", "2278"]),
+    ("1. Heat - a heist thriller by Michael Mann\n2. Ronin - car chases", ["6", "2278"]),
+    ("Heat (1995) - Ronin (1998) - Fargo (1996)", ["6", "2278", "608"]),
+    # numbered and bulleted, colons and dashes inside titles
+    ("1. Star Wars: Episode IV - A New Hope (1977)\n2. Star Trek: First Contact (1996)\n3. Heat (1995)",
+     ["260", "1356", "6"]),
+    ("* Toy Story\n* Fargo\n* Casablanca", ["1", "608", "912"]),
+    ("Star Wars: Episode IV - A New Hope, Star Trek: First Contact, Heat", ["260", "1356", "6"]),
+    # articles moved, inside a comma list; commas inside titles in a comma list
+    ("Toy Story, Crow, The, Fargo", ["1", "353", "608"]),
+    ("Lock, Stock and Two Smoking Barrels (1998), Heat (1995), Crow, The (1994)", ["2542", "6", "353"]),
+    ("Sex, Lies, and Videotape (1989)", ["1186"]),
+    # semicolons with years; HTML entities
+    ("Heat (1995); Fargo (1996); Casablanca (1942)", ["6", "608", "912"]),
+    ("1. Beauty and the Beast (1991)\n2. Schindler&#8217;s List (1993)\n3. Lock, Stock &amp; Two Smoking Barrels",
+     ["595", "527", "2542"]),
 ])
 def test_answer_shapes_give_the_exact_ranked_items(ml1m_matcher, answer, ids):
     assert [m.item_id for m in ml1m_matcher.match_answer(answer)] == ids

@@ -55,6 +55,8 @@ class Match:
     title: str | None = None
 
 
+_DASH_RE = re.compile(r"\s+[-–—]\s+|\s*[–—]\s*")  # between two titles on one line
+
 def _pairs(items: Any) -> list[tuple[str, str]]:
     """Accept {id: title}, [(id, title), ...] or a table with item_id/title columns."""
     if isinstance(items, Mapping):
@@ -420,6 +422,14 @@ class CatalogMatcher:
         i = 0
         while i < len(cands):
             m = matches[i]
+            if m.kind != "exact" and _DASH_RE.search(cands[i].raw):
+                # "Heat - Ronin": two titles on one line, each a catalog title while the whole is none
+                parts = [p.strip() for p in _DASH_RE.split(cands[i].raw) if p.strip()]
+                found = [self._exact(normalize_title(p), p) for p in parts] if len(parts) <= 10 else [None]
+                if len(found) > 1 and all(found):
+                    out.extend(found)  # type: ignore[arg-type]
+                    i += 1
+                    continue
             if i + 1 < len(cands) and not (m.kind == "exact" and matches[i + 1].kind == "exact"):
                 joined = f"{cands[i].title}, {cands[i + 1].title}"
                 j = self._exact(normalize_title(joined), joined)

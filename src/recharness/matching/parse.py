@@ -166,10 +166,15 @@ def _parse_candidates(text: str) -> tuple[Candidate, ...]:
         text = _untable(text)
     if "[" in text:
         text = _unbracket(text)
+    if _INLINE_HINT_RE.search(text):
+        text = _unroll_inline(text)
     items = _from_json(text)
     if items is None:
         items = _from_lines(text)
     return tuple(_dedupe(items))
+
+
+_INLINE_HINT_RE = re.compile(r"\S[ \t]+\(?2[.)][ \t]+\S")  # a "2." inside a line: perhaps a list on one line
 
 
 def _item(raw: str) -> Candidate | None:
@@ -182,23 +187,61 @@ def _item(raw: str) -> Candidate | None:
 
 # ---------------------------------------------------------------- bracketed entries
 
-#: a line that is only bracketed entries: "[1. Titanic (1997)], [2. Jackie Brown (1997)]"
-_BRACKETED_LINE_RE = re.compile(r"^\s*(?:\[[^\[\]\n]+\]\s*[,;]?\s*){2,}$")
+#: a line that is only bracketed entries: "[1. Titanic (1997)], [2. Jackie Brown (1997)]", perhaps after a label
+#: ("Recommendations: [...], [...]") and with a closing "." / "," / ";"
+_BRACKETED_LINE_RE = re.compile(
+    r"^\s*(?P<label>[^\[\]\n]{1,80}?:\s*)?(?P<body>(?:\[[^\[\]\n]+\]\s*[,;]?\s*)+?)[.,;]?\s*$")
 _BRACKET_RE = re.compile(r"\[\s*([^\[\]\n]+?)\s*\]")
 _BRACKET_INNER_YEAR_RE = re.compile(r"^\s*" + _YEAR + r"\s*$")
+_NUMBERED_RE = re.compile(r"\d{1,3}[.)]\s")
 
 
 def _unbracket(text: str) -> str:
     """A line made only of bracketed entries becomes one list entry per bracket (a year in brackets,
-    "[1995]", stays with its title): brackets around whole titles are no part of them."""
+    "[1995]", stays with its title): brackets around whole titles are no part of them. A line of one
+    bracketed entry counts when it is numbered ("[1. Titanic (1997)],") or beside another such line."""
+    lines = text.splitlines()
+    found = [_BRACKETED_LINE_RE.match(line) for line in lines]
+    inners = [_BRACKET_RE.findall(m.group("body")) if m else [] for m in found]
+    out = []
+    for n, line in enumerate(lines):
+        inner = inners[n]
+        if not inner or all(_BRACKET_INNER_YEAR_RE.match(x) for x in inner):
+            out.append(line)
+            continue
+        if len(inner) == 1 and not _NUMBERED_RE.match(inner[0]) and not (
+                n > 0 and len(inners[n - 1]) == 1 or n + 1 < len(lines) and len(inners[n + 1]) == 1):
+            out.append(line)  # "[Heat]" alone: maybe a placeholder or a note, left as it is
+            continue
+        label = found[n].group("label")
+        if label:
+            out.append(label.strip())
+        out += [x if _NUMBERED_RE.match(x) else f"- {x}" for x in inner]  # "1. Titanic" is numbered
+    return "\n".join(out)
+
+
+#: a list marker inside a line: "1. Toy Story (1995) 2. Fargo (1996)", "1) A, 2) B, 3) C"
+_INLINE_NUM_RE = re.compile(r"(?:^|(?<=[\s,;:]))\(?(\d{1,2})[.)](?=\s+\S)")
+
+
+def _unroll_inline(text: str) -> str:
+    """A line holding a numbered list 1, 2, 3… (the first marker opening the line, or after a label
+    ending in ":") becomes one line per entry; numbers out of sequence stay in their title."""
     out = []
     for line in text.splitlines():
-        if _BRACKETED_LINE_RE.match(line):
-            inner = _BRACKET_RE.findall(line)
-            if not all(_BRACKET_INNER_YEAR_RE.match(x) for x in inner):
-                out += [x if re.match(r"\d{1,3}[.)]\s", x) else f"- {x}" for x in inner]  # "1. Titanic" is numbered
-                continue
-        out.append(line)
+        chain, want = [], 1
+        for m in _INLINE_NUM_RE.finditer(line):
+            if int(m.group(1)) == want:
+                chain.append(m)
+                want += 1
+        head = line[: chain[0].start()].strip() if chain else ""
+        if len(chain) < 2 or (head and not head.endswith(":")):
+            out.append(line)
+            continue
+        if head:
+            out.append(head)
+        ends = [m.start() for m in chain[1:]] + [len(line)]
+        out += [line[m.start(): e].strip().rstrip(",;").strip() for m, e in zip(chain, ends)]
     return "\n".join(out)
 
 
