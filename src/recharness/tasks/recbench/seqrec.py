@@ -39,6 +39,7 @@ from recharness.baselines.base import SEQUENCE_PARTS
 from recharness.core.errors import ConfigError
 from recharness.core.io import atomic_write_parquet, atomic_write_text
 from recharness.core.types import BuildConfig, GenerationParams, Parsed
+from recharness.matching.twins import with_twins
 from recharness.metrics.full_ranking import rank_metrics
 from recharness.tasks.base import Task
 from recharness.tasks.llmrec.common import CatalogContext
@@ -95,7 +96,9 @@ def sample_rank(sample: dict, rec: dict | None) -> float:
     if "rank" in parsed:
         r = parsed["rank"]
         return float(r) if r is not None and r >= 1 else math.inf
-    return list_rank(parsed.get("items") or [], sample["target"], set(sample["history"]))
+    # a title carried by several ids (`twins`) names the target too when one of them is: a hit, once
+    items = with_twins(parsed.get("items") or [], parsed.get("twins"), (sample["target"],))
+    return list_rank(items, sample["target"], set(sample["history"]))
 
 
 def unrecognised(rec: dict) -> bool:

@@ -23,9 +23,11 @@ Queries without a prediction are left out and counted as `missing`.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 
 import numpy as np
 
+from recharness.matching.twins import twins_of, with_twins
 from recharness.metrics.ranking import ranking_metrics
 
 UNMATCHED = "\x00unmatched:"  # prefix of placeholder ids; never a catalog id
@@ -49,7 +51,11 @@ def resolve_answer(text: str | None, matcher) -> dict:
         out_s.append(m.query)
         out_i.append(m.item_id)
     ftr = not seen and bool(is_refusal(text, matched=0))
-    return {"strings": out_s, "item_ids": out_i, "ftr": ftr}
+    out = {"strings": out_s, "item_ids": out_i, "ftr": ftr}
+    twins = twins_of(matcher, out_i) if hasattr(matcher, "twins") else {}
+    if twins:  # a title carried by several ids names each of them: a hit on any counts once (`recommended`)
+        out["twins"] = twins
+    return out
 
 
 def unrecognised(pred: dict) -> bool:
@@ -59,11 +65,12 @@ def unrecognised(pred: dict) -> bool:
                 and not any(i is not None for i in parsed.get("item_ids") or []))
 
 
-def recommended(parsed: dict | None, k: int | None) -> list[str]:
-    """The list L: catalog ids, with a unique placeholder for each unmatched title."""
+def recommended(parsed: dict | None, k: int | None, wanted: Iterable[str] = ()) -> list[str]:
+    """The list L: catalog ids, with a unique placeholder for each unmatched title; an id whose title
+    also names a `wanted` id (the ground truth) stands for that id, once."""
     if not parsed or parsed.get("ftr"):
         return []
-    ids = parsed.get("item_ids") or []
+    ids = with_twins(parsed.get("item_ids") or [], parsed.get("twins"), wanted)
     out = [i if i is not None else f"{UNMATCHED}{n}" for n, i in enumerate(ids)]
     return out[:k] if k else out
 
@@ -79,7 +86,7 @@ def query_metrics(samples: list[dict], predictions: dict[str, dict]) -> list[dic
             continue
         parsed = p.get("parsed") if isinstance(p.get("parsed"), dict) else None
         k = s.get("k") or None
-        L = recommended(parsed, k)
+        L = recommended(parsed, k, s.get("gt", []))
         lists[n] = L
         row = {"FTR": 1.0 if (parsed is None or parsed.get("ftr") or not L) else 0.0}
         if L:
