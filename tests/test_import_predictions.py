@@ -252,3 +252,22 @@ def test_score_cli_reads_perrecbench_released_files(ml1m, tmp_path):
         assert rep["imported"] == len(want) >= 2 and rep["problems"] == []
         got = {r["id"]: r["parsed"] for r in read_jsonl(out / "predictions" / "released.jsonl")}
         assert got == want
+
+
+def test_a_json_array_reads_like_jsonl(ml1m, tmp_path):
+    out = tmp_path / "run"
+    recs, _ = _fake_run(out, "llmrec", ["sequential"], 4)
+    lines = [{"id": r["id"], "answer": r["output"]} for r in recs]
+    for suffix in (".json", ".jsonl"):  # the array is recognised by its "[", whatever the name says
+        src = tmp_path / f"arr{suffix}"
+        src.write_text(json.dumps(lines, indent=2))
+        rep = import_predictions(out, src, "other", force=True)
+        assert rep["imported"] == len(recs) == rep["lines"] and rep["problems"] == []
+        _same(pipeline.score(out, resamples=100))
+    # a broken array: the elements before the error are read, the error is named once with its line
+    text = json.dumps(lines[:2], indent=1)[:-1] + ",\n{\"id\": oops}\n]"
+    (tmp_path / "bad.json").write_text(text)
+    rep = import_predictions(out, tmp_path / "bad.json", "other", force=True)
+    assert rep["imported"] == 2 and len(rep["problems"]) == 1
+    p = rep["problems"][0]
+    assert p["where"].endswith(f":{text.count(chr(10), 0, text.index('oops')) + 1}") and "JSON array" in p["problem"]

@@ -1,8 +1,8 @@
 """Predictions made by another tool, turned into a predictions file of a built run.
 
-`recharness score SUITE --predictions FILE --name NAME` reads FILE (JSONL, or CSV with a header), one
-answer per line, and writes `predictions/NAME.jsonl` exactly as a run of ours would: each answer goes
-through the task's own `parse` (the same matching to the catalog, the same validity rules), and
+`recharness score SUITE --predictions FILE --name NAME` reads FILE (JSONL, a JSON array of the same
+objects, or CSV with a header), one answer per line or array element, and writes `predictions/NAME.jsonl`
+exactly as a run of ours would: each answer goes through the task's own `parse` (the same matching to the catalog, the same validity rules), and
 the score stage then scores it beside every other method, with the same intervals. Schema
 (docs/predictions.md):
 
@@ -73,6 +73,10 @@ def _read_lines(path: Path):
             except csv.Error as ex:
                 raise InputError(path, f"not readable as CSV ({ex})", line=physical or None) from None
         return
+    array = _json_array(path)
+    if array is not None:  # a JSON array of objects (as many tools release them), not JSONL
+        yield from array
+        return
     with open(path, "rb") as f:
         for i, raw in enumerate(f, 1):
             try:
@@ -88,6 +92,43 @@ def _read_lines(path: Path):
                 yield i, f"not valid JSON ({ex.msg} at column {ex.colno})"
                 continue
             yield i, obj if isinstance(obj, dict) else "not a JSON object"
+
+
+def _json_array(path: Path) -> list | None:
+    """[(line of the element's start, dict | error text)] when the file is one JSON array, else None
+    (JSONL, or not JSON at all: read line by line, each bad line named)."""
+    with open(path, "rb") as f:
+        head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not head.startswith(b"["):
+        return None
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None  # the line reader names the line that is not UTF-8
+    dec = json.JSONDecoder()
+    pos = len(text) - len(text.lstrip()) + 1  # after "["
+    out: list = []
+    try:
+        while True:
+            while pos < len(text) and text[pos] in " \t\r\n":
+                pos += 1
+            if pos < len(text) and text[pos] == "]" and not out:
+                break
+            obj, end = dec.raw_decode(text, pos)
+            out.append((text.count("\n", 0, pos) + 1, obj if isinstance(obj, dict) else "not a JSON object"))
+            pos = end
+            while pos < len(text) and text[pos] in " \t\r\n":
+                pos += 1
+            if text[pos:pos + 1] == ",":
+                pos += 1
+                continue
+            if text[pos:pos + 1] == "]" and not text[pos + 1:].strip():
+                break
+            raise json.JSONDecodeError("expected ',' or ']' after an element", text, pos)
+    except json.JSONDecodeError as ex:  # said once, where it is: the elements before it are read
+        out.append((ex.lineno, f"not valid JSON ({ex.msg} at column {ex.colno}) in a JSON array: the rest of "
+                               "the file is not read (JSONL, one object a line, is read line by line)"))
+    return out
 
 
 class _Resolver:
