@@ -3,9 +3,11 @@
 The wire protocol is one JSON POST, spoken here with httpx directly: the
 openai SDK's request/response modelling costs ~0.4 ms of CPU per call, which
 at zero server latency is most of a run's client time (benchmarks/results/
-overhead.md). Failures are sorted into retryable (429, 5xx, timeouts, resets;
-Retry-After honoured), per-sample (4xx, unreadable bodies) and fatal
-(connection refused again and again).
+overhead.md). Failures are sorted into retryable (429, 5xx, timeouts, resets, an
+unreadable or cut body, a reply with no choices: backoff between tries, Retry-After honoured),
+configuration (401, 403, 404, 405, 501: the run stops), per-sample (any other 4xx) and fatal:
+one request refused a connection `max_connect_failures` tries in a row (backoff between them)
+while no request got an answer, whatever the concurrency.
 
 The API key is read from an environment variable at call time and kept only
 inside the client object: it never enters identities, caches, logs or results.
@@ -131,7 +133,9 @@ class OpenAICompatibleBackend(ModelBackend):
         self.extra_body = extra_body if extra_body is not None else ({"repeat_penalty": 1.0} if self.local else {})
         #: transport retries by kind (429, 5xx, timeout, reset, bad_response), for the run summary
         self.retries: Counter[str] = Counter()
-        self._connect_failures = 0
+        #: answers of any kind received so far: a request's run of refused connections is "in a row" only
+        #: while this stays put (another request getting through means the server is up)
+        self._responses = 0
         key = os.environ.get(api_key_env) or url_key
         if not key:
             if self.local:
@@ -176,7 +180,7 @@ class OpenAICompatibleBackend(ModelBackend):
         """One answer as a JSON object, after retries; raises SampleError / TransientError / ServerUnreachable."""
         payload = json.dumps({"model": self.model, **body, **self.extra_body}).encode()  # ASCII: surrogates escaped
         delay = self.backoff_s
-        bad_bodies = 0
+        refused, responses_then = 0, self._responses  # this request's refused connections in a row
         for attempt in range(1, self.max_attempts + 1):
             wait = None
             try:
@@ -186,26 +190,29 @@ class OpenAICompatibleBackend(ModelBackend):
                 if kind is None:
                     raise SampleError(type(e).__name__, f"{self._where()}: {one_line(e)}") from None
                 if kind == "connect":
-                    self._connect_failures += 1
-                    if self._connect_failures >= self.max_connect_failures:
+                    if self._responses != responses_then:  # the server answered someone since: a new row
+                        refused, responses_then = 0, self._responses
+                    refused += 1
+                    if refused >= self.max_connect_failures:
                         raise ServerUnreachable(
-                            f"connection refused by {self.public_url} ({self._connect_failures} tries in a row): "
+                            f"connection refused by {self.public_url} ({self.max_connect_failures} tries in a row): "
                             "is the server running and is the URL right?") from None
             else:
-                self._connect_failures = 0
+                self._responses += 1
+                refused = 0
                 if r.status_code == 200:
                     try:
                         data = json.loads(r.content)
                         if not isinstance(data, dict):
                             raise ValueError("not a JSON object")
                     except ValueError as e:  # bad JSON, bad UTF-8, a cut or empty body: the transport, not an answer
-                        bad_bodies += 1
                         kind = "bad_response"
-                        wait = None
                         if attempt == self.max_attempts:
                             raise TransientError(kind, f"{self._where()}: gave up after {attempt} tries: unreadable "
                                                  f"response body ({one_line(e)})") from None
                         self.retries[kind] += 1
+                        await asyncio.sleep(min(MAX_WAIT_S, delay * (0.5 + random.random())))  # backoff, as below
+                        delay = min(delay * 2, 30.0)
                         continue
                     if not data.get("choices"):  # no answer in it: retried like any transport failure
                         kind = "empty_choices"
