@@ -157,7 +157,7 @@ def build(
         info = do_build(suite, dataset, d, tasks=task, seed=seed, limit=limit, options=opts)
     _log_command(d, "build", suite, dataset=dataset, task=task, out=display_path(d), seed=seed, limit=limit,
                  option=option, no_history=no_history, no_format=no_format, no_description=no_description)
-    out_console.print(f"built {', '.join(f'{k}: {v}' for k, v in info['counts'].items())} samples → {d / 'samples.jsonl'}",
+    out_console.print(f"built {', '.join(f'{k}: {v}' for k, v in info['counts'].items())} samples → {RunDir(d).samples_jsonl}",
                       markup=False, highlight=False)
 
 
@@ -284,6 +284,7 @@ def train(
     executor: Annotated[str, typer.Option("--executor", help="local, or ray: one Ray task per reference model, in parallel.")] = "local",
     address: Annotated[str | None, typer.Option("--address", help="With --executor ray: the cluster to join (auto, ray://HOST:PORT).")] = None,
     retrain: Annotated[bool, typer.Option("--retrain", help="Fit again the models already trained on this build (by default they are kept: a killed train resumes).")] = False,
+    tune: Annotated[int, typer.Option("--tune", min=0, help="Optuna trials per tunable model (itemknn, ease, als, markov), the same budget each, on a validation split of the training data; 0: default settings.")] = 0,
 ):
     """Fit the suite's reference models on the build's training data; `score` then reads their predictions."""
     from recharness.runner.train import train as do_train
@@ -291,11 +292,11 @@ def train(
     d = _run_dir(suite, dataset, out)
     with console.status("training reference models…") as status:
         paths = do_train(d, suite=suite, baselines=baseline, seed=seed, latency_runs=latency_runs,
-                         progress=status.update, executor=executor, address=address, retrain=retrain)
+                         progress=status.update, executor=executor, address=address, retrain=retrain, tune=tune)
     from recharness.runner import train_log
 
     for p in paths:
-        info_path = RunDir(d).model_dir(p.stem) / "train.json"
+        info_path = RunDir(d).train_json(p.stem)
         if info_path.exists():
             out_console.print(train_log.summary_line(p.stem, json.loads(info_path.read_text())), markup=False,
                               highlight=False)
@@ -316,6 +317,7 @@ def score(
     name: Annotated[str | None, typer.Option("--name", help="With --predictions: the row's name (predictions/NAME.jsonl).")] = None,
     force: Annotated[bool, typer.Option("--force", help="With --predictions: replace an existing predictions/NAME.jsonl.")] = False,
     partial: Annotated[bool, typer.Option("--partial", help="Score a method that answered only some samples (a run that stopped early) on the answered ones; its rows say `partial n/M`. Without it such a method is refused. A run limited on purpose (--limit) and imported answers are scored on what they cover without it.")] = False,
+    labels: Annotated[Path | None, typer.Option("--labels", help="With --predictions, for a suite whose released layout has label files (PerRecBench: a folder of item2group_avg_diff_sample-<level>.json, or one): score the released predictions against them alone, no dataset or build needed; with a build in the run directory they are imported and scored there too.")] = None,
 ):
     """Score every predictions file of the run, plus reference methods, with one scorer; 95% bootstrap
     intervals on every metric, the rows not distinguishable from the best in bold."""
@@ -324,6 +326,12 @@ def score(
     from recharness.runner.pipeline import score as do_score
 
     d = _run_dir(suite, dataset, out)
+    if labels is not None:
+        if predictions is None:
+            raise RecharnessError("--labels goes with --predictions (the released predictions to score against them)")
+        _score_labels(suite, d, predictions, labels, name or "released")
+        if not RunDir(d).build_json.exists():
+            return  # scored from the label files alone
     if predictions is not None:
         _import(d, predictions, name, force)
     elif name is not None:
@@ -349,6 +357,35 @@ def score(
     out_console.print(f"scores → {paths['md']}, {paths['csv']}, {paths['json']}", markup=False, highlight=False)
 
 
+def _score_labels(suite: str, d: Path, predictions: Path, labels: Path, name: str) -> None:
+    """`score --predictions P --labels L`: the suite's own label-file scorer (declared on its import hook)."""
+    from recharness.core.io import atomic_write_text
+    from recharness.metrics.registry import header
+    from recharness.report.tables import fmt
+    from recharness.tasks.registry import get_suite
+
+    st = get_suite(suite)
+    scorer = getattr(st.hook("import_files"), "score_labels", None) if st.supports("import_files") else None
+    if scorer is None:
+        raise RecharnessError(f"suite {suite!r} has no label files to score against (--labels is for a suite whose "
+                              "released layout has them)")
+    scores, problems = scorer(predictions, labels)
+    keys = [k for k in ("tau", "tau_rank", "tau_compat", "tau_easy", "tau_medium", "tau_hard", "MAE", "invalid",
+                        "missing", "groups") if any(k in m for m in scores.values())]
+    t = Table("file", *(escape(header(k)) for k in keys), title=f"{name}: {predictions} against the labels {labels}",
+              title_justify="left")
+    for f, m in scores.items():
+        t.add_row(escape(f), *(fmt(m[k]) if k in m else "–" for k in keys))
+    out_console.print(t)
+    for pr in problems[:10]:
+        out_console.print(f"  {pr['where']}: {pr['problem']}", markup=False, highlight=False)
+    path = RunDir(d).label_scores(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps({"predictions": str(predictions), "labels": str(labels), "scores": scores,
+                                        "problems": problems}, indent=2, default=str))
+    out_console.print(f"label scores → {path}", markup=False, highlight=False)
+
+
 def _import(d: Path, predictions: Path, name: str | None, force: bool = False) -> dict:
     """`score --predictions`: the file becomes predictions/NAME.jsonl; its problems are printed with FILE:LINE."""
     from recharness.runner.imported import import_predictions
@@ -371,7 +408,7 @@ def _import(d: Path, predictions: Path, name: str | None, force: bool = False) -
     for pr in rep["problems"][:10]:
         out_console.print(f"  {pr['where']}: {pr['problem']}", markup=False, highlight=False)
     if len(rep["problems"]) > 10:
-        out_console.print(f"  … {len(rep['problems']) - 10} more in {d / 'imports' / (name + '.json')}",
+        out_console.print(f"  … {len(rep['problems']) - 10} more in {RunDir(d).import_report(name)}",
                           markup=False, highlight=False)
     return rep
 
@@ -657,12 +694,12 @@ def baselines():
         for tname, cls in s.tasks.items():
             for b in getattr(cls, "baselines", ()):
                 used.setdefault(b, []).append(f"{name}/{tname}")
-    t = Table("baseline", "answers", "fitted by", "used by", "what it is")
+    t = Table("baseline", "answers", "fitted by", "used by", "library", "what it is")
     for name in BASELINES:
         meta = BASELINES.meta(name)
         how = "train" if meta.get("heavy") else "score (on the fly)" if meta.get("trainable") else "nothing (no fit)"
         t.add_row(escape(name), ", ".join(meta.get("answers", ())), how, escape(", ".join(used.get(name, [])) or "–"),
-                  escape(meta.get("description", "")))
+                  escape(meta.get("library", "recharness")), escape(meta.get("description", "")))
     out_console.print(t)
 
 

@@ -35,6 +35,19 @@ BASELINES.add("random", RandomRanker, answers=("ranking", "click"), trainable=Fa
               description="uniform random items (for click scores: uniform scores), seeded: the chance level")
 BASELINES.add("item_mean", ItemMeanCtr, answers=("click",), trainable=True,
               description="the item's click-through rate in the training pairs, smoothed towards the global rate")
+# personalised rankers over the binary user x item matrix (`HistoryScorer`): simple, strong, tunable
+# (`train --tune N`). `heavy`: fitted by `recharness train` only, their predictions kept in the run dir
+for _name, _path, _lib, _what in (
+        ("itemknn", "item_knn:ItemKNN", "implicit (CosineRecommender)",
+         "ItemKNN: item-item cosine similarity, the K nearest neighbours of each item, summed over the history"),
+        ("ease", "ease:EASE", "NumPy/SciPy (closed form)",
+         "EASE (Steck 2019): linear item-item weights in closed form, one L2 weight"),
+        ("als", "matrix_factorisation:ALS", "implicit (AlternatingLeastSquares)",
+         "matrix factorisation for implicit feedback (ALS, Hu et al. 2008); user factors solved from the history"),
+        ("markov", "markov:Markov", "SciPy (sparse counts)",
+         "Markov: what followed the user's last item(s) in the training sequences (last-item transitions)")):
+    BASELINES.add(_name, f"recharness.baselines.{_path}", answers=("ranking", "click"), trainable=True, heavy=True,
+                  tunable=True, library=_lib, description=_what)
 # the nine DLRMs (+ DNN with text / semantic embedding), `heavy`, lazy (torch)
 register_dlrms(BASELINES)
 
@@ -56,10 +69,11 @@ BASELINES.add("sid-sasrec-free", "recharness.baselines.sid_sasrec:SIDSASRecFree"
                           "counted (invalid_share, invalid_top1_share) and dropped from the ranking")
 
 
-def fit(name: str, train: TrainData, seed: int = 0) -> tuple[Baseline, float]:
-    """The named baseline fitted on `train`, and the seconds fitting took."""
+def fit(name: str, train: TrainData, seed: int = 0, params: dict | None = None) -> tuple[Baseline, float]:
+    """The named baseline fitted on `train` (with tuned `params` where given), and the seconds fitting took."""
     t0 = time.perf_counter()
-    model = BASELINES.get(name).create(seed=seed).fit(train)
+    cls = BASELINES.get(name)
+    model = (cls.create(seed=seed, **params) if params else cls.create(seed=seed)).fit(train)
     return model, time.perf_counter() - t0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
@@ -133,21 +134,24 @@ class Ranker(Baseline):
     """A baseline that ranks items. Its request kinds: `rank` (given candidates in its order),
     `top_k` (the k best items not excluded), `target_rank` (a target's rank in its whole order,
     history removed; None: an item it never ranks) and, where it has one, `p_click` (a click score
-    per user-item pair). Each task turns these into its own records (`Task.reference_answer`)."""
+    per user-item pair). Each task turns these into its own records (`Task.reference_answer`),
+    passing the user (`user=`) and the history the sample shows (`history=`): personalised rankers
+    (`HistoryScorer`) score from them, non-personalised ones ignore them."""
 
     @abstractmethod
-    def top_k(self, k: int, exclude: set[str] = frozenset()) -> list[str]: ...
+    def top_k(self, k: int, exclude: set[str] = frozenset(), *, user: str | None = None,
+              history: Sequence[str] = ()) -> list[str]: ...
 
     @abstractmethod
-    def rank(self, candidates: list[str]) -> list[str]: ...
+    def rank(self, candidates: list[str], *, user: str | None = None, history: Sequence[str] = ()) -> list[str]: ...
 
     def p_click(self, sample: dict) -> float:
         """A score in [0, 1] for a ctr sample's (user, item): higher means more likely a click."""
         raise ValueError(f"{self.name} does not answer ctr samples")
 
-    def target_rank(self, target: str, history: list[str]) -> int | None:
+    def target_rank(self, target: str, history: list[str], *, user: str | None = None) -> int | None:
         """The target's 1-based rank among all items not in `history` (None: never ranked)."""
-        ranked = self.top_k(sys.maxsize, exclude=set(history))
+        ranked = self.top_k(sys.maxsize, exclude=set(history), user=user, history=history)
         return ranked.index(target) + 1 if target in ranked else None
 
     def predict(self, samples: list[dict], task=None) -> dict[str, dict]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Self
 
 import polars as pl
@@ -38,7 +39,7 @@ class PopularityRanker(Ranker):
         self.counts = dict(zip(self.order, pop["count"].to_list()))
         self.position = {item: k for k, item in enumerate(self.order)}
 
-    def target_rank(self, target: str, history: list[str], catalog_size: int | None = None) -> int | None:
+    def target_rank(self, target: str, history: list[str], *, user: str | None = None) -> int | None:
         """The target's rank in the popularity order with the history removed, in O(history): the
         seqrec answer. An item without a training count comes after every counted one; its place
         among the uncounted is unknown without the catalog, so it is unranked (None, scored 0)."""
@@ -47,7 +48,8 @@ class PopularityRanker(Ranker):
             return None
         return p + 1 - sum(1 for h in set(history) if self.position.get(h, p) < p)
 
-    def top_k(self, k: int, exclude: set[str] = frozenset()) -> list[str]:
+    def top_k(self, k: int, exclude: set[str] = frozenset(), *, user: str | None = None,
+              history: Sequence[str] = ()) -> list[str]:
         out = []
         for i in self.order:
             if i not in exclude:
@@ -64,6 +66,6 @@ class PopularityRanker(Ranker):
         top = self.counts[self.order[0]] if self.order else 0
         return self.counts.get(sample["item_id"], 0) / top if top else 0.0
 
-    def rank(self, candidates: list[str]) -> list[str]:
+    def rank(self, candidates: list[str], *, user: str | None = None, history: Sequence[str] = ()) -> list[str]:
         """Candidates by popularity; ties broken by item id so the order is reproducible."""
         return sorted(candidates, key=lambda i: (-self.counts.get(i, 0), i))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Self
 
 import numpy as np
@@ -37,7 +38,8 @@ class RandomRanker(Ranker):
         self.rng = np.random.default_rng(self.seed)
         return super().predict(samples, task)
 
-    def top_k(self, k: int, exclude: set[str] = frozenset()) -> list[str]:
+    def top_k(self, k: int, exclude: set[str] = frozenset(), *, user: str | None = None,
+              history: Sequence[str] = ()) -> list[str]:
         """Up to k distinct items not in `exclude`; fewer when fewer are left (drawing for more would never end)."""
         k = min(k, len(self.distinct) - len(self.distinct.intersection(exclude)))
         out: list[str] = []
@@ -54,5 +56,5 @@ class RandomRanker(Ranker):
         """Uniform on [0, 1): AUC 0.5 in expectation."""
         return float(self.rng.random())
 
-    def rank(self, candidates: list[str]) -> list[str]:
+    def rank(self, candidates: list[str], *, user: str | None = None, history: Sequence[str] = ()) -> list[str]:
         return [candidates[i] for i in self.rng.permutation(len(candidates))]

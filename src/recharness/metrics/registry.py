@@ -167,3 +167,16 @@ metric("answer_latency_s", False, "mean seconds per answer as the method measure
 metric("missing", False, "samples with no prediction line", hidden=True)
 metric("latency_uncached_s", False, "mean seconds per answer not served from the cache", hidden=True)
 metric("gauc_users", None, "users with both labels among their test pairs: the users GAUC averages over", hidden=True)
+# beyond accuracy (metrics/beyond_accuracy.py): what a ranking method recommends, for every ranking task
+metric("coverage@{k}", None, "distinct recommended items in the top k over the catalog size (beyond accuracy)")
+metric("Gini@{k}", None, "Gini index of item exposure in the top-k lists, 0 equal to 1 concentrated (beyond accuracy)")
+metric("ARP@{k}", None, "average recommended popularity: mean training interactions of the top-k items (beyond accuracy)")
+metric("novelty@{k}", None, "mean self-information -log2 p(i) of the top-k items, p(i) from training users (beyond accuracy)")
+metric("{acc} head", True, "accuracy on samples whose target is among the 20% most interacted items")
+metric("{acc} tail", True, "accuracy on samples whose target is outside the 20% most interacted items")
+# order sensitivity (LLMRec direct with --option orders=K)
+metric("NDCG@10 order spread", False, "population std of NDCG@10 across the K candidate orders (order sensitivity)",
+       ci=False)
+metric("orders", None, "candidate orders each user was asked under", ci=False, hidden=True)
+metric("target at {p}: HR@1", None, "HR@1 over samples whose target stood at this candidate position (position bias)",
+       hidden=True)

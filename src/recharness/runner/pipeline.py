@@ -292,7 +292,7 @@ def score(out: Path, *, seed: int = 0, references: bool = True, resamples: int =
         groups: dict[tuple, tuple[list[dict], list]] = {}
         for name, kind, recs, extra in methods:
             samples, cov = (task_samples, None) if kind != "model" else covered(
-                rd, name, t, task_samples, build_samples, recs, partial=partial)
+                rd, extra.get("derived_from", name), t, task_samples, build_samples, recs, partial=partial)
             row = _score_row(task, t, samples, recs, name, kind, extra)
             row.coverage = cov
             units = checked_units(task, samples, recs, row.metrics)  # once: the table's values are the units'
@@ -337,6 +337,11 @@ def methods_by_task(out: Path, *, seed: int = 0, references: bool = True, only: 
             if recs:
                 model = next(iter(recs.values())).get("model", {})
                 methods.append((pf.stem, "model", recs, {"model": model, "answered": len(recs)}))
+                # rows a task derives from a model's answers (e.g. one ranking aggregated over candidate orders)
+                derive = getattr(task, "derived_methods", None)
+                for suffix, drecs in (derive(task_samples, recs) if derive else {}).items():
+                    methods.append((f"{pf.stem} {suffix}", "model", drecs,
+                                    {"model": model, "answered": len(drecs), "derived_from": pf.stem}))
         if references:
             trained = {pf.stem: refs[pf][t] for pf in ref_files if refs[pf].get(t)}
             served = serving(task)

@@ -8,12 +8,13 @@ never from a sample's held-out target.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from pathlib import Path
 
 from recharness.baselines import BASELINES, TrainData, fit
 from recharness.core.errors import ConfigError
-from recharness.core.io import atomic_write_bytes, write_jsonl_atomic
+from recharness.core.io import atomic_write_bytes, atomic_write_text, write_jsonl_atomic
 from recharness.core.rundir import RunDir
 from recharness.data.store import load_dataset
 from recharness.runner import train_log
@@ -23,24 +24,31 @@ from recharness.tasks.references import serving
 from recharness.tasks.registry import get_task
 
 
-def _trained(rd: RunDir, name: str, fp: str, seed: int) -> bool:
-    """Whether `name` was already trained on this build with this seed (its predictions file whole)."""
+def _trained(rd: RunDir, name: str, fp: str, seed: int, tune: int = 0) -> bool:
+    """Whether `name` was already trained on this build with this seed and tuning budget (its predictions file whole)."""
     from recharness.core.io import read_jsonl
 
     path = rd.reference(name)
     if not path.exists():
         return False
     first = next(iter(read_jsonl(path, tolerate_torn_tail=True)), None)
-    return bool(first) and first.get("build") == fp and first.get("train_seed") == seed
+    return (bool(first) and first.get("build") == fp and first.get("train_seed") == seed
+            and int(first.get("tune_trials") or 0) == _budget(name, tune))
+
+
+def _budget(name: str, tune: int) -> int:
+    """The trials `name` gets under `--tune N`: N for a tunable model, 0 for one trained with its fixed setting."""
+    return tune if tune and BASELINES.meta(name).get("tunable") else 0
 
 
 def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = None, seed: int = 0,
           latency_runs: int = LATENCY_RUNS, progress=None, executor: str = "local",
-          address: str | None = None, retrain: bool = False) -> list[Path]:
+          address: str | None = None, retrain: bool = False, tune: int = 0) -> list[Path]:
     """Fit each baseline serving the build's tasks (or only `baselines`) and write its predictions
     for every sample of those tasks as one whole file. Returns the files written. A model already
     trained on this build with this seed is kept (a killed `train` resumes with the next model);
-    `retrain` fits every one again.
+    `retrain` fits every one again. `tune`: N Optuna trials per tunable model on a validation split of
+    the training data (`baselines.tuning`), the same budget for each; the search is kept beside the model.
     `executor="ray"`: the models train in parallel, one Ray task each (`address` as for `run`), each
     timing its own fit; their predictions and saved weights come back to be written here."""
     info, samples = load_build(out)
@@ -61,7 +69,7 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
     if not names:
         raise ConfigError(f"no reference model serves the tasks of this {info['suite']} build ({', '.join(by_task)}); "
                           "`score` computes their references on the fly")
-    kept = [] if retrain else [n for n in names if _trained(RunDir(out), n, info["fingerprint"], seed)]
+    kept = [] if retrain else [n for n in names if _trained(RunDir(out), n, info["fingerprint"], seed, tune)]
     if kept and progress is not None:
         progress(f"already trained on this build (seed {seed}), kept: {', '.join(kept)} (--retrain fits them again)")
     names = [n for n in names if n not in kept]
@@ -75,6 +83,8 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
                "train_sequences": train_data.sequences.height if train_data.sequences is not None else None}
     written = []
     remote = None
+    if executor == "ray" and tune:
+        raise ConfigError("--tune runs locally (one search after another, the same budget each): drop --executor ray")
     if executor == "ray":  # one Ray task per model, in parallel; the files are still written here
         from recharness.runner.train_ray import train_ray
 
@@ -93,7 +103,18 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
         else:
             if progress is not None:
                 progress(f"training {name}…")
-            model, seconds = fit(name, train_data, seed)
+            search = None
+            if _budget(name, tune):
+                from recharness.baselines.tuning import tune as search_space
+
+                search = search_space(BASELINES.get(name), train_data, tune, seed, progress=progress)
+                atomic_write_text(RunDir(out).model_dir(name) / "tuning.json", json.dumps(search, indent=2))
+            elif tune and progress is not None:
+                progress(f"{name} has no search space: trained with its fixed configuration")
+            model, seconds = fit(name, train_data, seed, search["best"]["params"] if search else None)
+            if search is not None:
+                model.log = {**(getattr(model, "log", None) or {}), "tuning": {
+                    k: search[k] for k in ("budget", "objective", "best", "seconds")}}
             log = getattr(model, "log", None)
             if isinstance(log, dict) and log.get("shared_fit") and log.get("seconds") is not None:
                 seconds = float(log["seconds"])  # reused another variant's training run: report that run's time
@@ -113,7 +134,7 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
                 runs = 0 if BASELINES.meta(name).get("own_latency") else latency_runs
                 predicted.append((t, *timed_predict(model, task_samples, runs, task=get_task(info["suite"], t))))
         stamp = {"build": info["fingerprint"], "kind": "reference", "model": identity, "train_s": round(seconds, 6),
-                 "train_seed": seed}
+                 "train_seed": seed, "tune_trials": _budget(name, tune)}
         records = []
         for t, recs, timing in predicted:
             records += [{"id": r["id"], "task": t, **r, **stamp, **timing} for r in recs.values()]

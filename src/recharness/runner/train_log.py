@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from recharness.core.io import atomic_write_text, read_jsonl, write_jsonl_atomic
+from recharness.core.rundir import train_json_file, train_log_file
 
 #: the validation metric each family logs under, as its epochs name it
 _VALID_KEYS = ("valid_ndcg@10", "valid_auc")
@@ -55,6 +56,15 @@ def stop_reason(epochs: list[dict], settings: dict) -> str:
 def write(model_dir: Path, model, *, seed: int, data: dict, seconds: float) -> dict | None:
     """train_log.jsonl and train.json for a fitted `model` (None when it logs no epochs)."""
     epochs = normalise(epochs_of(getattr(model, "log", None)))
+    log = getattr(model, "log", None)
+    tuning = log.get("tuning") if isinstance(log, dict) else None
+    if not epochs and tuning:  # a closed-form / few-pass model: its record is the search, not epochs
+        info = {"baseline": getattr(model, "name", model_dir.name), "settings": dict(model.settings()), "seed": seed,
+                "data": data, "epochs": 0, "tuning": tuning, "stopped": "fitted (no epochs)",
+                "train_s": round(seconds, 3)}
+        model_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(train_json_file(model_dir), json.dumps(info, indent=2, default=str))
+        return info
     if not epochs:
         return None
     settings = dict(getattr(model, "settings", dict)() or {})
@@ -65,14 +75,19 @@ def write(model_dir: Path, model, *, seed: int, data: dict, seconds: float) -> d
             "best": max((e["valid"] for e in epochs if isinstance(e["valid"], (int, float))), default=None),
             "metric": epochs[0]["metric"], "stopped": stop_reason(epochs, settings), "train_s": round(seconds, 3)}
     model_dir.mkdir(parents=True, exist_ok=True)
-    write_jsonl_atomic(model_dir / "train_log.jsonl", epochs)
-    atomic_write_text(model_dir / "train.json", json.dumps(info, indent=2, default=str))
+    write_jsonl_atomic(train_log_file(model_dir), epochs)
+    atomic_write_text(train_json_file(model_dir), json.dumps(info, indent=2, default=str))
     return info
 
 
 def summary_line(name: str, info: dict | None) -> str:
     if not info:
         return f"{name}: fitted (no epochs: nothing to log)"
+    if info.get("tuning"):
+        t = info["tuning"]
+        params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in t["best"]["params"].items())
+        return (f"{name}: tuned, {t['budget']['trials']} trials ({t['seconds']:.1f} s), best valid NDCG@10 "
+                f"{t['best']['valid']:.4f} with {params}; refitted on all training data in {info['train_s']:.1f} s")
     best = info.get("best")
     return (f"{name}: {info['epochs']} epochs, best valid {info.get('metric')} "
             f"{best:.4f} at epoch {info.get('best_epoch')}; stopped: {info['stopped']}; {info['train_s']:.1f} s"
@@ -80,5 +95,5 @@ def summary_line(name: str, info: dict | None) -> str:
 
 
 def read(model_dir: Path) -> list[dict]:
-    path = Path(model_dir) / "train_log.jsonl"
+    path = train_log_file(model_dir)
     return list(read_jsonl(path)) if path.exists() else []

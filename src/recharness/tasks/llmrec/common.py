@@ -73,8 +73,27 @@ def reference_predictions(task, dataset, samples: list[dict], seed: int) -> dict
     return reference_records(task, dataset, samples, seed)
 
 
+def popularity(dataset):
+    """The training part's item popularity (each user's last interaction held out), for beyond-accuracy metrics."""
+    from recharness.baselines.base import training_rows
+    from recharness.metrics.beyond_accuracy import Popularity
+
+    return Popularity.of(training_rows(dataset.interactions), dataset.items["item_id"].to_list())
+
+
+def beyond_accuracy(pop, ids: list[str], ranked: list[list[str]], targets: list[str], k: int = 10,
+                    clusters=None) -> dict:
+    """coverage / Gini / ARP / novelty of the top-k lists and HR@k on head vs tail targets, as units."""
+    from recharness.metrics.beyond_accuracy import beyond_accuracy_units
+
+    if pop is None or not ids:
+        return {}
+    hits = [float(t in r[:k]) for r, t in zip(ranked, targets)]
+    return beyond_accuracy_units(ids, ranked, targets, hits, pop, k=k, accuracy=f"HR@{k}", clusters=clusters)
+
+
 def ranking_units(ids: list[str], ranked: list[list[str]], targets: list[str], hr_ks=(1, 5, 10),
-                  ndcg_ks=(5, 10)) -> dict:
+                  ndcg_ks=(5, 10), clusters=None) -> dict:
     """`ranking_scores`' metrics as per-sample units (means over samples), for confidence intervals."""
     from recharness.metrics.bootstrap import mean_units
     from recharness.metrics.ranking import target_metrics
@@ -82,7 +101,8 @@ def ranking_units(ids: list[str], ranked: list[list[str]], targets: list[str], h
     if not targets:
         return {}
     per = target_metrics(ranked, targets, ks=tuple(sorted(set(hr_ks) | set(ndcg_ks))), per_sample=True)
-    out = {f"HR@{k}": mean_units(ids, per[f"hr@{k}"], how="mean over samples") for k in hr_ks}
-    out.update({f"NDCG@{k}": mean_units(ids, per[f"ndcg@{k}"], how="mean over samples") for k in ndcg_ks})
-    out["MRR"] = mean_units(ids, per["mrr"], how="mean over samples")
+    kw = {"how": "mean over samples", "clusters": clusters}
+    out = {f"HR@{k}": mean_units(ids, per[f"hr@{k}"], **kw) for k in hr_ks}
+    out.update({f"NDCG@{k}": mean_units(ids, per[f"ndcg@{k}"], **kw) for k in ndcg_ks})
+    out["MRR"] = mean_units(ids, per["mrr"], **kw)
     return out

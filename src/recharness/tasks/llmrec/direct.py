@@ -37,7 +37,14 @@ from recharness.core.types import BuildConfig, GenerationParams, Parsed
 from recharness.data.leave_last_out import leave_last_out
 from recharness.matching.parse import strip_reasoning
 from recharness.tasks.base import Task
-from recharness.tasks.llmrec.common import parts_from_options, ranking_scores, ranking_units, reference_predictions
+from recharness.tasks.llmrec.common import (
+    beyond_accuracy,
+    parts_from_options,
+    popularity,
+    ranking_scores,
+    ranking_units,
+    reference_predictions,
+)
 from recharness.tasks.llmrec.prompts import direct_prompt, domain_of
 
 _SEP = r"(?:\s*(?:[,;>|/→]|->|=>|\band\b)\s*|\s+)"
@@ -55,26 +62,70 @@ _NUMERIC_OR_MARKUP = re.compile(r"(?<![\w.])\d{1,3}(?![\w.])|</?[a-zA-Z!][^<>]{0
 MAX_LINES = 1_000
 
 
+def candidate_orders(cand: list[str], target: str, k: int, rng) -> list[list[str]]:
+    """`k` orders of the same candidates, the target's position balanced: order j puts it at
+    (p₀ + j·n/k) mod n, p₀ its place in `cand` (already a seeded random order, kept as order 0);
+    the other candidates are shuffled afresh (seeded) around it in every later order."""
+    n = len(cand)
+    p0 = cand.index(target)
+    out = [list(cand)]
+    others = [c for c in cand if c != target]
+    for j in range(1, k):
+        pos = (p0 + (j * n) // k) % n
+        rest = [others[i] for i in rng.permutation(len(others))]
+        out.append(rest[:pos] + [target] + rest[pos:])
+    return out
+
+
+def borda(rankings: list[list[str]], candidates: list[str]) -> list[str]:
+    """One ranking from several (LLMRank's bootstrapped ranking): each ranking gives n - p points to its
+    p-th candidate (p from 0); candidates a ranking leaves out share its remaining points equally; ties
+    by candidate order. An empty list of rankings gives []."""
+    if not rankings:
+        return []
+    n = len(candidates)
+    points = dict.fromkeys(candidates, 0.0)
+    for ranking in rankings:
+        named = [c for c in dict.fromkeys(ranking) if c in points]
+        for p, c in enumerate(named):
+            points[c] += n - p
+        left = [c for c in candidates if c not in set(named)]
+        if left:
+            share = sum(n - p for p in range(len(named), n)) / len(left)
+            for c in left:
+                points[c] += share
+    place = {c: i for i, c in enumerate(candidates)}
+    return sorted(candidates, key=lambda c: (-points[c], place[c]))
+
+
 class DirectTask(Task):
     headline = "NDCG@10"
     name = "direct"
-    baselines = ("popularity", "random")
+    baselines = ("popularity", "random", "itemknn", "ease", "als", "markov")
     format_reminder = "Please answer only with the candidate numbers in ranked order, separated by commas."
     params = GenerationParams(max_tokens=120)
     ks = (1, 5, 10)
 
+    popularity = None
+
     def setup(self, dataset, context=None) -> None:
-        return None
+        self.popularity = popularity(dataset)
 
     def build(self, dataset, config: BuildConfig):
         opts = config.options
         n_cand = int(opts.get("n_candidates", 20))
+        orders = int(opts.get("orders", 1))
+        if not 2 <= n_cand <= dataset.items.height:
+            raise ConfigError(f"--option n_candidates={n_cand}: the {dataset.name} catalog has {dataset.items.height} "
+                              "items; candidates are the target and n_candidates - 1 other items, so ask for 2 to "
+                              f"{dataset.items.height}")
         hist_len = int(opts.get("history_len", 10))
         retriever = opts.get("retriever")
         parts = parts_from_options(opts)
         domain = domain_of(dataset.name, dataset.meta)
         titles = dict(zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list()))
         all_items = np.array(sorted(titles))
+        catalog = set(titles)
         interactions = dataset.interactions
         retrieved = {}
         if retriever:
@@ -101,8 +152,12 @@ class DirectTask(Task):
                 cand = negs[:pos] + [sp.target] + negs[pos:]
             else:
                 negs: list[str] = []
+                if len(all_items) - len(seen & catalog) < n_cand - 1:
+                    raise ConfigError(f"--option n_candidates={n_cand}: user {sp.user_id} has only "
+                                      f"{len(all_items) - len(seen & catalog)} unseen items to draw negatives "
+                                      "from; ask for fewer candidates")
                 while len(negs) < n_cand - 1:
-                    for i in rng.choice(len(all_items), size=2 * n_cand, replace=False):
+                    for i in rng.choice(len(all_items), size=min(2 * n_cand, len(all_items)), replace=False):
                         it = str(all_items[i])
                         if it not in seen and it not in negs:
                             negs.append(it)
@@ -110,7 +165,7 @@ class DirectTask(Task):
                                 break
                 cand = [str(x) for x in rng.permutation(np.array(negs + [sp.target], dtype=object))]
             shown = [{"title": titles.get(i, i), "rating": r} for i, r in zip(sp.history[-hist_len:], sp.ratings[-hist_len:])]
-            yield {
+            sample = {
                 "id": f"direct-{sp.user_id}",
                 "task": self.name,
                 "user_id": sp.user_id,
@@ -122,6 +177,14 @@ class DirectTask(Task):
                 "max_tokens": opts.get("max_tokens"),
                 "prompt_parts": parts.to_dict(),
             }
+            if orders == 1:
+                yield sample
+                continue
+            for k, order in enumerate(candidate_orders(cand, sp.target, orders, rng)):
+                yield {**sample, "id": f"{sample['id']}@o{k}", "order": k, "order_of": sample["id"],
+                       "target_position": order.index(sp.target) + 1, "candidates": order,
+                       "candidate_titles": [titles.get(c, c) for c in order],
+                       "messages": direct_prompt(domain, shown, [{"title": titles.get(c, c)} for c in order], parts)}
 
     def parse(self, sample: dict, text: str) -> Parsed:
         cands = sample["candidates"]
@@ -166,6 +229,49 @@ class DirectTask(Task):
             ranked.append(p["parsed"]["ranking"] if ok else [])
         return ranked, valid, partial, missing
 
+    def derived_methods(self, samples: list[dict], recs: dict[str, dict]) -> dict[str, dict[str, dict]]:
+        """With `--option orders=K`: a method's K rankings of one user's candidates aggregated (`borda`)
+        into one answer, scored as its own row on the same samples (each of the user's K samples carries it).
+        Only users whose K samples were all answered get it; none valid → an invalid answer."""
+        groups: dict[str, list[dict]] = {}
+        for s in samples:
+            if "order_of" in s:
+                groups.setdefault(s["order_of"], []).append(s)
+        if not groups:
+            return {}
+        out: dict[str, dict] = {}
+        for ss in groups.values():
+            if not all(s["id"] in recs for s in ss):
+                continue
+            valid = [recs[s["id"]] for s in ss if recs[s["id"]].get("valid", True) and recs[s["id"]].get("parsed")]
+            base = sorted(ss, key=lambda s: s["order"])[0]["candidates"]
+            ranking = borda([r["parsed"]["ranking"] for r in valid], base)
+            for s in ss:
+                out[s["id"]] = ({"id": s["id"], "parsed": {"ranking": ranking, "how": f"borda over {len(valid)} orders",
+                                                           "out_of_range": 0, "partial": False}, "valid": True}
+                                if valid else {"id": s["id"], "parsed": None, "valid": False,
+                                               "error": "no valid answer under any candidate order"})
+        k = max(len(ss) for ss in groups.values())
+        return {f"(Borda over {k} orders)": out}
+
+    def _order_metrics(self, samples, ranked) -> dict[str, float]:
+        """With several candidate orders: NDCG@10's spread across orders (population std of the per-order
+        means) and HR@1 by the target's position (position bias), hidden in scores.json."""
+        if not samples or "order" not in samples[0]:
+            return {}
+        from recharness.metrics.ranking import target_metrics
+
+        per = target_metrics(ranked, [s["target"] for s in samples], ks=(1, 10), per_sample=True)
+        by_order: dict[int, list[float]] = {}
+        by_pos: dict[int, list[float]] = {}
+        for s, ndcg, hr1 in zip(samples, per["ndcg@10"], per["hr@1"]):
+            by_order.setdefault(s["order"], []).append(float(ndcg))
+            by_pos.setdefault(s["target_position"], []).append(float(hr1))
+        means = [float(np.mean(v)) for _, v in sorted(by_order.items())]
+        out = {"NDCG@10 order spread": float(np.std(means)), "orders": float(len(means))}
+        out.update({f"target at {p}: HR@1": float(np.mean(v)) for p, v in sorted(by_pos.items())})
+        return out
+
     def _ks(self, samples) -> tuple[tuple[int, ...], tuple[int, ...]]:
         ks = tuple(k for k in self.ks if k <= max(len(s["candidates"]) for s in samples))
         return ks, tuple(k for k in (5, 10) if k in ks)
@@ -176,6 +282,10 @@ class DirectTask(Task):
         m = ranking_scores(ranked, [s["target"] for s in samples], ks, ndcg_ks=ndcg_ks)
         n = max(1, len(samples))
         m.update(valid_rate=sum(valid) / n, partial_rate=sum(partial) / n, missing=float(missing))
+        m.update({k: u.point() for k, u in beyond_accuracy(self.popularity, [s["id"] for s in samples], ranked,
+                                                           [s["target"] for s in samples],
+                                                           clusters=_users(samples)).items()})
+        m.update(self._order_metrics(samples, ranked))
         return m
 
     def units(self, samples, predictions):
@@ -187,16 +297,25 @@ class DirectTask(Task):
         ids = [s["id"] for s in samples]
         ranked, valid, partial, _ = self._ranked(samples, predictions)
         ks, ndcg_ks = self._ks(samples)
-        out = ranking_units(ids, ranked, [s["target"] for s in samples], ks, ndcg_ks=ndcg_ks)
-        out["valid_rate"] = mean_units(ids, valid, how="mean over samples")
-        out["partial_rate"] = mean_units(ids, partial, how="mean over samples")
+        users = _users(samples)
+        out = ranking_units(ids, ranked, [s["target"] for s in samples], ks, ndcg_ks=ndcg_ks, clusters=users)
+        out["valid_rate"] = mean_units(ids, valid, how="mean over samples", clusters=users)
+        out["partial_rate"] = mean_units(ids, partial, how="mean over samples", clusters=users)
+        out.update(beyond_accuracy(self.popularity, ids, ranked, [s["target"] for s in samples], clusters=users))
         return out
 
     def reference_answer(self, ranker, sample: dict) -> dict:
-        return {"ranking": ranker.rank(sample["candidates"])}
+        return {"ranking": ranker.rank(sample["candidates"], user=sample.get("user_id"))}
 
     def references(self, dataset, samples, seed: int = 0):
         return reference_predictions(self, dataset, samples, seed)
+
+
+def _users(samples: list[dict]):
+    """With several candidate orders a user's samples are one unit (resampled together); else None."""
+    if samples and "order_of" in samples[0]:
+        return np.asarray([s["order_of"] for s in samples])
+    return None
 
 
 class _Titles:

@@ -31,6 +31,9 @@ class DirectOptions(LLMRecOptions):
     n_candidates: int = Field(20, ge=2, description="candidates to rank, the target among them")
     retriever: str | None = Field(None, description="rank a published retriever's candidate list (LLMRank data sets)")
     min_history: int | None = Field(None, ge=0, description=_MIN_HIST + "; none: 1 with retriever=, else 5")
+    orders: int = Field(1, ge=1, le=50, description="ask each user under this many seeded candidate orders (the "
+                                                     "target's position balanced): order spread, position bias and "
+                                                     "a Borda-aggregated row")
 
 
 class RatingOptions(LLMRecOptions):

@@ -19,6 +19,8 @@ from recharness.tasks.llmrec.common import (
     parts_from_options,
     ranking_scores,
     ranking_units,
+    beyond_accuracy,
+    popularity,
     reference_predictions,
 )
 from recharness.tasks.llmrec.prompts import domain_of, sequential_prompt
@@ -27,16 +29,18 @@ from recharness.tasks.llmrec.prompts import domain_of, sequential_prompt
 class SequentialTask(Task):
     headline = "NDCG@10"
     name = "sequential"
-    baselines = ("popularity", "random")
+    baselines = ("popularity", "random", "itemknn", "ease", "als", "markov")
     format_reminder = "Please answer only with a numbered list of titles, one per line."
     params = GenerationParams(max_tokens=200)
     ks = (1, 5, 10)
 
     def __init__(self):
         self.ctx: CatalogContext | None = None
+        self.popularity = None
 
     def setup(self, dataset, context=None) -> None:
         self.ctx = CatalogContext.of(dataset)
+        self.popularity = popularity(dataset)
 
     def build(self, dataset, config: BuildConfig):
         opts = config.options
@@ -101,6 +105,9 @@ class SequentialTask(Task):
         # failures (invalid) and from answers that found their items
         got = [p for p in preds if p is not None]
         m["unrecognised_rate"] = float(np.mean([_unrecognised(p) for p in got])) if got else 0.0
+        ids = [s["id"] for s in samples]
+        m.update({k: u.point() for k, u in beyond_accuracy(self.popularity, ids, ranked,
+                                                           [s["target"] for s in samples]).items()})
         return m
 
     def units(self, samples, predictions):
@@ -120,10 +127,12 @@ class SequentialTask(Task):
         named = [len(p["parsed"]["strings"]) if p and p.get("parsed") else 0 for p in preds]
         if sum(named):
             out["matched_share"] = RatioUnits(ids, matched, named, how="matched / named titles, pooled over samples")
+        out.update(beyond_accuracy(self.popularity, ids, ranked, [s["target"] for s in samples]))
         return out
 
     def reference_answer(self, ranker, sample: dict) -> dict:
-        items = ranker.top_k(sample["n_recs"], exclude=set(sample["seen"]))
+        items = ranker.top_k(sample["n_recs"], exclude=set(sample["seen"]), user=sample.get("user_id"),
+                             history=sample["seen"])
         return {"items": items, "strings": items}
 
     def references(self, dataset, samples, seed: int = 0):

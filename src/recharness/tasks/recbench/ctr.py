@@ -63,7 +63,7 @@ class CtrTask(Task):
     headline = "AUC"
     name = "ctr"
     #: the nine DLRMs of §4 Groups A-C and the text / semantic DNNs after the simple references
-    baselines = ("popularity", "random", "item_mean", *DLRMS)
+    baselines = ("popularity", "random", "item_mean", "itemknn", "ease", "als", "markov", *DLRMS)
     request = "options"
     params = GenerationParams(max_tokens=2)
 

@@ -129,7 +129,7 @@ def distinct_items(df) -> int:
 class SeqrecTask(Task):
     name = "seqrec"
     #: §3.2 Group G (SASRec), Group H (SID-SASRec with / without CBS), the zero-shot title-trie LLM row
-    baselines = ("popularity", "sasrec", "sasrec-1l", "sasrec-3l", "sasrec-4l", "sid-sasrec", "sid-sasrec-free",
+    baselines = ("popularity", "itemknn", "ease", "als", "markov", "sasrec", "sasrec-1l", "sasrec-3l", "sasrec-4l", "sid-sasrec", "sid-sasrec-free",
                  "title-cbs")
     headline = "NDCG@10"
     format_reminder = "Please answer only with a numbered list of titles, one per line."
@@ -251,5 +251,5 @@ class SeqrecTask(Task):
         return reference_records(self, dataset, samples, seed, train=train)
 
     def reference_answer(self, ranker, sample: dict) -> dict:
-        return {"rank": ranker.target_rank(sample["target"], sample["history"])}
+        return {"rank": ranker.target_rank(sample["target"], sample["history"], user=sample.get("user_id"))}
 

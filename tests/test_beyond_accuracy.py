@@ -1,0 +1,67 @@
+"""Beyond-accuracy metrics (coverage, Gini, ARP, novelty, head/tail accuracy): hand-worked, against an
+independent formula, and under resampling equal to recomputing on the resampled lists."""
+
+import numpy as np
+import polars as pl
+import pytest
+
+from recharness.metrics.beyond_accuracy import Popularity, beyond_accuracy_units, gini
+
+
+def _pop() -> Popularity:
+    # training interactions: a 4 (users 1,2,3,4), b 2 (users 1,2), c 1 (user 1), d 0, e 1 (user 3)
+    rows = [("1", "a"), ("2", "a"), ("3", "a"), ("4", "a"), ("1", "b"), ("2", "b"), ("1", "c"), ("3", "e")]
+    return Popularity.of(pl.DataFrame(rows, schema=["user_id", "item_id"], orient="row"), list("abcde"))
+
+
+def test_popularity_head_is_the_top_fifth_by_interactions():
+    pop = _pop()
+    assert pop.interactions == {"a": 4, "b": 2, "c": 1, "d": 0, "e": 1}
+    assert pop.users == 4 and pop.head == frozenset({"a"})  # 20% of 5 items = 1
+
+
+def test_gini_matches_the_mean_absolute_difference_formula():
+    rng = np.random.default_rng(0)
+    for x in (np.array([0, 0, 0, 5.0]), np.array([1, 1, 1, 1.0]), rng.integers(0, 9, size=30).astype(float)):
+        mad = np.abs(x[:, None] - x[None, :]).sum() / (2 * len(x) ** 2 * x.mean())
+        assert gini(x)[0] == pytest.approx(mad)
+    assert gini(np.array([0, 0, 0, 5.0]))[0] == pytest.approx(0.75)  # one of four items takes all: (m-1)/m
+
+
+def test_hand_worked_lists():
+    pop = _pop()
+    lists = [["a", "b"], ["a", "zz", "d"], []]  # zz is no catalog item; the third sample recommends nothing
+    targets = ["b", "c", "a"]
+    hits = [1.0, 0.0, 0.0]
+    u = beyond_accuracy_units(["s1", "s2", "s3"], lists, targets, hits, pop, k=2, accuracy="HR@2")
+    point = {k: v.point() for k, v in u.items()}
+    assert point["coverage@2"] == pytest.approx(3 / 5)  # a, b, d
+    # exposures a 2, b 1, c 0, d 1, e 0 → sorted 0 0 1 1 2: Σ(2i-6)x = (0)(1)... = 0*-4 + 0*-2 + 1*0 + 1*2 + 2*4 = 10
+    assert point["Gini@2"] == pytest.approx(10 / (5 * 4))
+    assert point["ARP@2"] == pytest.approx(((4 + 2) / 2 + (4 + 0) / 2) / 2)  # zz dropped, d counted
+    si = {i: -np.log2((pop.users_of[i] + 1) / 5) for i in "abd"}
+    assert point["novelty@2"] == pytest.approx(((si["a"] + si["b"]) / 2 + (si["a"] + si["d"]) / 2) / 2)
+    assert point["HR@2 head"] == 0.0  # only s3's target (a) is a head item
+    assert point["HR@2 tail"] == pytest.approx(0.5)
+
+
+def test_resampled_exposure_equals_recomputing_on_the_resampled_lists():
+    pop = _pop()
+    lists = [["a", "b"], ["c"], ["a", "e"], ["d", "b"]]
+    u = beyond_accuracy_units(list("wxyz"), lists, ["a"] * 4, [1.0] * 4, pop, k=2)
+    counts = np.array([[2, 0, 1, 1], [0, 0, 4, 0], [1, 1, 1, 1]], dtype=float)
+    for stat in ("coverage@2", "Gini@2"):
+        reps = u[stat].replicates(counts)
+        for row, rep in zip(counts, reps):
+            drawn = [lst for lst, c in zip(lists, row) for _ in range(int(c))]
+            again = beyond_accuracy_units(list(range(len(drawn))), drawn, ["a"] * len(drawn), [1.0] * len(drawn),
+                                          pop, k=2)[stat].point()
+            assert rep == pytest.approx(again)
+
+
+def test_swapping_every_unit_swaps_the_methods():
+    pop = _pop()
+    a = beyond_accuracy_units(list("xy"), [["a"], ["a"]], ["a", "a"], [1, 1], pop, k=1)["coverage@1"]
+    b = beyond_accuracy_units(list("xy"), [["b"], ["c"]], ["a", "a"], [1, 1], pop, k=1)["coverage@1"]
+    diff = a.swapped(b, np.array([[0, 0], [1, 1], [1, 0]]))
+    assert diff.tolist() == pytest.approx([1 / 5 - 2 / 5, 2 / 5 - 1 / 5, 2 / 5 - 2 / 5])

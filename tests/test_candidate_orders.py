@@ -1,0 +1,79 @@
+"""Order sensitivity on LLMRec direct (`--option orders=K`): balanced target positions, a hand-worked
+Borda aggregation, and the aggregated row scored as its own row through the CLI."""
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from recharness.cli import app
+from recharness.tasks.llmrec.direct import borda, candidate_orders
+
+
+def test_orders_keep_the_candidates_and_balance_the_targets_position():
+    cand = [f"i{k}" for k in range(20)]
+    rng = np.random.default_rng(0)
+    orders = candidate_orders(cand, "i7", 4, rng)
+    assert orders[0] == cand  # the build's own seeded order is order 0
+    assert [o.index("i7") for o in orders] == [7, 12, 17, 2]  # (7 + j*20/4) mod 20
+    assert all(sorted(o) == sorted(cand) for o in orders)
+    assert candidate_orders(cand, "i7", 4, np.random.default_rng(0)) == orders  # seeded
+
+
+def test_borda_hand_worked():
+    cands = ["a", "b", "c", "d"]
+    # a: 4+3+4 = 11, b: 3+4+1.5 = 8.5 (third ranking names only a, c: b, d share (2+1)/2), c: 2+2+3 = 7, d: 1+1+1.5
+    assert borda([["a", "b", "c", "d"], ["b", "a", "c", "d"], ["a", "c"]], cands) == ["a", "b", "c", "d"]
+    assert borda([["d", "c"], ["c", "d"]], cands) == ["c", "d", "a", "b"]  # c, d tie 7; order of candidates breaks it
+    assert borda([], cands) == []
+
+
+@pytest.fixture(scope="module")
+def ordered_run(tmp_path_factory):
+    import os
+
+    home = tmp_path_factory.mktemp("home")
+    os.environ["RECHARNESS_HOME"] = str(home)
+    out = tmp_path_factory.mktemp("run")
+    r = CliRunner()
+    assert r.invoke(app, ["prepare", "ml-1m"]).exit_code == 0
+    res = r.invoke(app, ["build", "llmrec", "-t", "direct", "-o", str(out), "-n", "12", "--option", "orders=3"])
+    assert res.exit_code == 0, res.output
+    res = r.invoke(app, ["run", "llmrec", "-o", str(out), "-m", "fake"])
+    assert res.exit_code == 0, res.output
+    res = r.invoke(app, ["score", "llmrec", "-o", str(out), "--resamples", "100"])
+    assert res.exit_code == 0, res.output
+    yield out
+    os.environ.pop("RECHARNESS_HOME", None)
+
+
+def test_each_user_is_asked_under_every_order(ordered_run):
+    samples = [json.loads(x) for x in (ordered_run / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == 36
+    by_user = {}
+    for s in samples:
+        by_user.setdefault(s["order_of"], []).append(s)
+    assert all(len(v) == 3 and len({tuple(sorted(x["candidates"])) for x in v}) == 1 for v in by_user.values())
+    assert all(s["candidates"][s["target_position"] - 1] == s["target"] for s in samples)
+
+
+def test_the_aggregated_row_is_the_borda_of_the_methods_answers(ordered_run):
+    rows = {r["method"]: r for r in json.loads((ordered_run / "scores.json").read_text())}
+    agg = rows["fake (Borda over 3 orders)"]
+    samples = [json.loads(x) for x in (ordered_run / "samples.jsonl").read_text().splitlines()]
+    preds = {p["id"]: p for p in map(json.loads, (ordered_run / "predictions" / "fake.jsonl").read_text().splitlines())}
+    hits = []
+    for key in dict.fromkeys(s["order_of"] for s in samples):
+        ss = sorted((s for s in samples if s["order_of"] == key), key=lambda s: s["order"])
+        rankings = [preds[s["id"]]["parsed"]["ranking"] for s in ss if preds[s["id"]].get("valid", True)
+                    and preds[s["id"]].get("parsed")]
+        ranking = borda(rankings, ss[0]["candidates"])
+        hits += [float(ss[0]["target"] in ranking[:10])] * 3
+    assert agg["metrics"]["HR@10"] == pytest.approx(np.mean(hits))
+    m = rows["fake"]["metrics"]
+    # the order spread: population std of the three orders' mean NDCG@10; positions present in scores.json
+    assert m["orders"] == 3 and m["NDCG@10 order spread"] >= 0
+    assert any(k.startswith("target at ") for k in m)
+    # a user's three samples are one unit: intervals resample 12 users, not 36 samples
+    assert rows["fake"]["ci"]["HR@10"]["lo"] <= m["HR@10"] <= rows["fake"]["ci"]["HR@10"]["hi"]

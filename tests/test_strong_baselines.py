@@ -1,0 +1,137 @@
+"""ItemKNN, EASE, ALS and Markov: each checked against a hand computation or the library it wraps,
+through the one `HistoryScorer` contract (rank / top_k / target_rank / p_click), saved and loaded
+without pickle, and tuned on validation data only with the same budget."""
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+import scipy.sparse as sp
+
+pytest.importorskip("implicit")
+pytest.importorskip("optuna")
+
+from recharness.baselines import BASELINES, TrainData, fit  # noqa: E402
+from recharness.baselines.ease import EASE  # noqa: E402
+from recharness.baselines.history_scorer import user_sequences, validation_split  # noqa: E402
+from recharness.baselines.item_knn import ItemKNN  # noqa: E402
+from recharness.baselines.markov import Markov  # noqa: E402
+from recharness.baselines.matrix_factorisation import ALS  # noqa: E402
+from recharness.baselines.tuning import tune, validation_ndcg  # noqa: E402
+
+ITEMS = ["a", "b", "c", "d", "e"]
+
+
+def _train() -> TrainData:
+    # u1: a b c ; u2: a b ; u3: b c d ; u4: c d  (in time order)
+    rows = [("u1", "a", 1), ("u1", "b", 2), ("u1", "c", 3), ("u2", "a", 1), ("u2", "b", 2),
+            ("u3", "b", 1), ("u3", "c", 2), ("u3", "d", 3), ("u4", "d", 2), ("u4", "c", 1)]
+    df = pl.DataFrame(rows, schema=["user_id", "item_id", "timestamp"], orient="row")
+    return TrainData(df, ITEMS)
+
+
+def _x() -> np.ndarray:
+    # binary user x item matrix of _train(), users u1..u4, items a..e
+    return np.array([[1, 1, 1, 0, 0], [1, 1, 0, 0, 0], [0, 1, 1, 1, 0], [0, 0, 1, 1, 0]], dtype=float)
+
+
+def test_sequences_follow_time_not_file_order():
+    assert user_sequences(_train())["u4"] == ["c", "d"]
+
+
+def test_markov_scores_are_the_transition_counts_after_the_last_item():
+    m = Markov(order=1).fit(_train())
+    # transitions: a->b (u1, u2), b->c (u1, u3), c->d (u3, u4)
+    assert m.scores(["x", "a"]).tolist() == [0, 2, 0, 0, 0]
+    assert m.scores(["b"]).tolist() == [0, 0, 2, 0, 0]
+    # ties (everything but c) by training popularity: b 3, c 4, a 2, d 2 (a before d by id), e 0
+    assert m.top_k(3, history=["b"]) == ["c", "b", "a"]
+    assert m.top_k(3, exclude={"b"}, history=["b"]) == ["c", "a", "d"]
+    assert m.target_rank("d", ["b"]) == 3  # c, then a (popularity tie with d, id first), then d
+    two = Markov(order=2, decay=0.5).fit(_train())
+    assert two.scores(["a", "b"]).tolist() == [0, 1.0, 2, 0, 0]  # b->c: 2; a->b: 0.5 * 2
+
+
+def test_ease_equals_its_closed_form():
+    lam = 3.0
+    x = _x()[:, :4]  # item e has no interaction: solved over the active items only
+    p = np.linalg.inv(x.T @ x + lam * np.eye(4))
+    b = np.eye(4) - p / np.diag(p)
+    np.fill_diagonal(b, 0.0)
+    m = EASE(l2=lam).fit(_train())
+    hist = ["a", "c"]
+    expected = b[[0, 2]].sum(axis=0)
+    np.testing.assert_allclose(m.scores(hist)[:4], expected, rtol=1e-5, atol=1e-6)
+    assert m.scores(hist)[4] == 0.0
+    full = {**dict(zip("abcd", expected)), "e": 0.0}
+    popularity_order = "bcade"  # the tie rule: training popularity (b 3, c 3, a 2, d 2, e 0), then id
+    assert m.rank(["e", "d", "b", "zz"], history=hist) == sorted(
+        ["e", "d", "b"], key=lambda i: (-round(full[i], 5), popularity_order.index(i))) + ["zz"]
+
+
+def test_itemknn_equals_cosine_similarity_summed_over_the_history():
+    from sklearn.metrics.pairwise import cosine_similarity
+
+    sim = cosine_similarity(_x().T)  # every neighbour kept: K larger than the catalog
+    m = ItemKNN(neighbours=10).fit(_train())
+    np.testing.assert_allclose(m.scores(["a", "d"])[:4], (sim[0] + sim[3])[:4], rtol=1e-5)
+    one = ItemKNN(neighbours=1).fit(_train())  # each item's single nearest neighbour (itself)
+    assert np.count_nonzero(one.similarity.toarray()) == 4
+
+
+def test_als_scores_equal_implicits_own_recalculated_user():
+    m = ALS(factors=3, iterations=5, regularization=0.1, alpha=1.0).fit(_train())
+    row = sp.csr_matrix(np.array([[1, 0, 1, 0, 0]], dtype=np.float32))
+    ids, scores = m.model.recommend(0, row, N=5, recalculate_user=True, filter_already_liked_items=False)
+    mine = m.scores(["a", "c"])
+    np.testing.assert_allclose(mine[ids], scores, rtol=1e-4, atol=1e-5)
+
+
+def test_the_user_history_is_used_when_the_sample_shows_none():
+    m = Markov().fit(_train())
+    assert m.rank(["b", "c", "d"], user="u2") == m.rank(["b", "c", "d"], history=["a", "b"]) == ["c", "b", "d"]
+
+
+def test_p_click_is_the_items_place_in_the_users_order():
+    m = Markov().fit(_train())
+    # after b: c first (1.0), then b, a, d, e → d is 4th of 5: 1 - 3/4
+    assert m.p_click({"user_id": "zz", "item_id": "c", "history": ["b"]}) == 1.0
+    assert m.p_click({"user_id": "zz", "item_id": "d", "history": ["b"]}) == 0.25
+    assert m.p_click({"user_id": "zz", "item_id": "unknown", "history": ["b"]}) == 0.0
+
+
+@pytest.mark.parametrize("name", ["itemknn", "ease", "als", "markov"])
+def test_saved_and_loaded_without_pickle_answers_alike(tmp_path, name):
+    model, _ = fit(name, _train(), seed=0)
+    model.save(tmp_path / name)
+    back = BASELINES.get(name).load(tmp_path / name)
+    for hist in (["a"], ["b", "c"], []):
+        np.testing.assert_allclose(back.scores(hist), model.scores(hist), rtol=1e-5, atol=1e-6)
+    assert json.loads((tmp_path / name / "config.json").read_text())["baseline"] == name
+    with np.load(tmp_path / name / "model.npz", allow_pickle=False):
+        pass
+
+
+def test_validation_never_contains_a_test_target_and_holds_out_each_users_last_training_item():
+    train = _train()
+    fit_on, pairs = validation_split(train, 100, seed=0)
+    assert sorted(pairs) == sorted([(["a", "b"], "c"), (["a"], "b"), (["b", "c"], "d"), (["c"], "d")])
+    assert sorted(fit_on.interactions.select("user_id", "item_id").rows()) == sorted(
+        [("u1", "a"), ("u1", "b"), ("u2", "a"), ("u3", "b"), ("u3", "c"), ("u4", "c")])
+
+
+def test_tuning_tries_the_default_first_and_keeps_the_best_on_validation():
+    search = tune(Markov, _train(), trials=4, seed=0)
+    assert search["budget"]["trials"] == 4 and len(search["trials"]) == 4
+    assert search["trials"][0]["params"] == {"order": 1, "decay": 0.5}
+    best = max(t["valid"] for t in search["trials"])
+    assert search["best"]["valid"] == best
+    fit_on, pairs = validation_split(_train(), 2000, 0)
+    again = validation_ndcg(Markov(**search["best"]["params"]).fit(fit_on), pairs)
+    assert again == pytest.approx(best)
+    # hand-worked, the default (order 1): fit_on is u1 a b, u2 a, u3 b c, u4 c → transitions a->b, b->c;
+    # popularity a 2, b 2, c 2, d 0. (a b | c): c first → 1; (a | b): b first → 1; (b c | d): nothing after c,
+    # b and c excluded → a, d: rank 2; (c | d): c excluded → a, b, d: rank 3
+    default = search["trials"][0]["valid"]
+    assert default == pytest.approx((1 + 1 + 1 / np.log2(3) + 1 / np.log2(4)) / 4)
