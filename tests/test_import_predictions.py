@@ -271,3 +271,78 @@ def test_a_json_array_reads_like_jsonl(ml1m, tmp_path):
     assert rep["imported"] == 2 and len(rep["problems"]) == 1
     p = rep["problems"][0]
     assert p["where"].endswith(f":{text.count(chr(10), 0, text.index('oops')) + 1}") and "JSON array" in p["problem"]
+
+
+def _released_tree(tmp_path, samples, recs):
+    """Our predictions in the authors' released tree: result-<level>/…/processed-<mode>/output/0.json, beside
+    the raw answers (0_original.json) and a self-consistency variant (0-sc5.json) that are not read."""
+    from recharness.tasks.perrecbench.original import write_predictions
+
+    flat = write_predictions(list(samples.values()), {r["id"]: r for r in recs}, tmp_path / "flat")
+    root = tmp_path / "PerRecBench" / "code"
+    for f in flat:
+        mode, level = f.stem.split("-")
+        d = root / f"result-{level}" / "abs_rating" / "Qwen2.5-7B-Instruct" / "0shot" / "all" / "exp0" / "k4" / \
+            f"processed-{mode}" / "output"
+        d.mkdir(parents=True)
+        (d / "0.json").write_text(f.read_text())
+        (d / "0_original.json").write_text('{"not": "predictions"}')
+        (d / "0-sc5.json").write_text('{"not": "predictions"}')
+    return root, flat
+
+
+def test_score_cli_reads_the_perrecbench_released_tree(ml1m, tmp_path):
+    out = tmp_path / "run"
+    recs, samples = _fake_run(out, "perrecbench", ["list"], 2, {"profile": False})
+    root, flat = _released_tree(tmp_path, samples, recs)
+    assert len(flat) == 3  # easy, medium, hard
+    res = CliRunner().invoke(app, ["score", "perrecbench", "-o", str(out), "--predictions", str(root),
+                                   "--name", "released", "--resamples", "20"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rep = json.loads((out / "imports" / "released.json").read_text())
+    assert rep["imported"] == len(recs)
+    assert sorted(p["problem"] for p in rep["problems"]) == [
+        "3 files of raw answers (*_original*): not read (the processed <n>.json are)",
+        "3 files of variants (self-consistency, CoT): not read (the processed <n>.json are)"]
+    got = {r["id"]: r["parsed"] for r in read_jsonl(out / "predictions" / "released.jsonl")}
+    assert got == {r["id"]: r["parsed"] for r in recs}
+    _same(pipeline.score(out, resamples=50), "fake", "released")
+    # two models' runs in one tree: one row cannot be both
+    other = root / "result-easy" / "abs_rating" / "Other-Model" / "0shot" / "all" / "exp0" / "k4" / "processed-group" / "output"
+    other.mkdir(parents=True)
+    (other / "0.json").write_text(flat[0].read_text())
+    res = CliRunner().invoke(app, ["score", "perrecbench", "-o", str(out), "--predictions", str(root),
+                                   "--name", "released", "--force"])
+    assert res.exit_code != 0 and "2 released files for list/easy" in str(res.exception)
+
+
+def test_score_cli_scores_released_files_against_label_files_alone(ml1m, tmp_path):
+    from recharness.tasks.perrecbench.build import SIDE_DIR
+
+    out = tmp_path / "run"
+    recs, samples = _fake_run(out, "perrecbench", ["list"], 2, {"profile": False})
+    root, _ = _released_tree(tmp_path, samples, recs)
+    labels = out / SIDE_DIR  # the label files of the build, in the authors' layout
+    assert sorted(p.name for p in labels.glob("item2group*.json")) == [
+        f"item2group_avg_diff_sample-{lv}.json" for lv in ("easy", "hard", "medium")]
+    nobuild = tmp_path / "labels-only"
+    res = CliRunner().invoke(app, ["score", "perrecbench", "-o", str(nobuild), "--predictions", str(root),
+                                   "--labels", str(labels), "--name", "released"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    got = json.loads((nobuild / "label_scores" / "released.json").read_text())["scores"]
+    assert sorted(got) == ["list-easy", "list-hard", "list-medium"]
+    fake = next(r for r in pipeline.score(out, resamples=0) if r.method == "fake")
+    for lv in ("easy", "medium", "hard"):  # the same groups, the same answers: the run's per-level tau
+        assert got[f"list-{lv}"][f"tau_{lv}"] == pytest.approx(fake.metrics[f"tau_{lv}"], abs=1e-12)
+    assert not (nobuild / "predictions").exists()  # nothing imported: there is no build to import into
+
+
+def test_no_label_file_message_names_the_build(ml1m, tmp_path):
+    out = tmp_path / "run"
+    recs, samples = _fake_run(out, "perrecbench", ["list"], 2, {"profile": False})
+    f = tmp_path / "group-easy.json"
+    f.write_text(json.dumps({"no-such-item": [[[1, 2]]]}))
+    res = CliRunner().invoke(app, ["score", "perrecbench", "-o", str(out), "--predictions", str(f), "--name", "x"])
+    msg = str(res.exception)
+    assert res.exit_code != 0 and isinstance(res.exception, InputError)
+    assert "no group in the label file" not in msg and "item has no group in this build's list/easy samples" in msg

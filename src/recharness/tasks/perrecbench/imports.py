@@ -4,9 +4,11 @@ group's users, and the paper's released <mode>-<level>.json files (a folder or f
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 from recharness.core.errors import RecharnessError
+from recharness.tasks.perrecbench.original import TASK_OF_MODE, level_of
 from recharness.tasks.validation import as_list, whole_number
 
 
@@ -39,24 +41,103 @@ def import_answer(s: dict, d: dict) -> tuple[dict | None, str | None]:
     return None, "no \"ordering\" (pair, list) or \"ratings\" (point)"
 
 
-def import_files(out: Path, source: Path, name: str) -> tuple[Path, list[dict]]:
-    """PerRecBench's released <mode>-<level>.json files (a folder, or one file) through the suite's own reader."""
-    from recharness.core.rundir import RunDir
-    from recharness.tasks.perrecbench.original import TASK_OF_MODE, import_predictions, level_of
+_TREE_MODE_RE = re.compile(r"^processed-(point|pair|group|list)$")
+_TREE_LEVEL_RE = re.compile(r"^result-(easy|medium|hard)$")
 
-    info = RunDir(out).build_info()
-    files = sorted(source.glob("*.json")) if source.is_dir() else [source]
-    picked: dict[tuple[str, str], Path] = {}
-    problems = []
-    for f in files:
+
+def released_files(source: Path) -> tuple[dict[tuple[str, str], Path], list[dict]]:
+    """{(task, level): file} of released predictions, and the files not read (with why).
+
+    `source`: one <mode>-<level>.json, a folder of them, or the authors' released tree
+    `result-<level>/…/processed-<mode>/output/<n>.json` (mode and level from the folder names; the raw answers
+    `*_original*.json` and the variants `<n>-sc5.json`, `-cot`, are not the run's processed predictions
+    and are left out, said once per kind). Several runs (models, experiments) for one task and level:
+    an error naming them, since only one can be this row."""
+    source = Path(source)
+    problems: list[dict] = []
+    picked: dict[tuple[str, str], list[Path]] = {}
+    flat = sorted(source.glob("*.json")) if source.is_dir() else [source]
+    tree = sorted(source.rglob("processed-*/output/*.json")) if source.is_dir() else []
+    if not source.is_dir() and source.parent.name == "output" and _TREE_MODE_RE.match(source.parent.parent.name):
+        tree, flat = [source], []  # one file of the tree, named by its folders
+    for f in flat:
         task, level = TASK_OF_MODE.get(f.stem.split("-", 1)[0]), level_of(f)
         if task is None or level is None:
             problems.append({"where": f.name, "problem": "not a <mode>-<level>.json file (mode point/pair/group, "
                                                          "level easy/medium/hard): not read"})
-        elif task not in info["tasks"]:
-            problems.append({"where": f.name, "problem": f"task {task} is not in this build: not read"})
+        else:
+            picked.setdefault((task, level), []).append(f)
+    skipped: dict[str, int] = {}
+    for f in tree:
+        mode = _TREE_MODE_RE.match(f.parent.parent.name).group(1)
+        level = next((m.group(1) for part in reversed(f.resolve().parts[:-3])
+                      if (m := _TREE_LEVEL_RE.match(part))), None)
+        if level is None:
+            problems.append({"where": _shown(f, source), "problem": "no result-<level> folder above it: not read"})
+        elif not f.stem.isdigit():
+            kind = "raw answers (*_original*)" if "_original" in f.stem else "variants (self-consistency, CoT)"
+            skipped[kind] = skipped.get(kind, 0) + 1
+        else:
+            picked.setdefault((TASK_OF_MODE[mode], level), []).append(f)
+    problems += [{"where": str(source), "problem": f"{n} files of {kind}: not read (the processed <n>.json are)"}
+                 for kind, n in skipped.items()]
+    several = {k: v for k, v in picked.items() if len(v) > 1}
+    if several:
+        (task, level), fs = next(iter(several.items()))
+        raise RecharnessError(f"--predictions {source}: {len(fs)} released files for {task}/{level} "
+                              f"({', '.join(_shown(f, source) for f in fs[:4])}{' …' if len(fs) > 4 else ''}): "
+                              "one row is one run: point --predictions at one run's folder (one level: "
+                              "result-<level>/…/<model>/…/k4) or at a copy of the tree holding one model's run")
+    return {k: v[0] for k, v in picked.items()}, problems
+
+
+def _shown(f: Path, source: Path) -> str:
+    try:
+        return str(f.relative_to(source)) if source.is_dir() else f.name
+    except ValueError:
+        return f.name
+
+
+def score_labels(source: Path, labels: Path, *, compat: bool = False) -> tuple[dict[str, dict], list[dict]]:
+    """Released predictions scored against the authors' label files alone (no dataset, no build):
+    {"<task>-<level>": metrics} and the problems; `labels`: a folder of
+    item2group_avg_diff_sample-<level>.json files, or one of them."""
+    from recharness.tasks.perrecbench.original import LABEL_FILE, MODES, score_files
+
+    files, problems = released_files(source)
+    labels = Path(labels)
+    out = {}
+    for (task, level), f in sorted(files.items()):
+        lab = labels / LABEL_FILE.format(level=level) if labels.is_dir() else labels
+        if not lab.exists() or (not labels.is_dir() and level_of(labels) not in (None, level)):
+            problems.append({"where": _shown(f, Path(source)), "problem": f"no label file for level {level} in "
+                                                                          f"{labels}: not scored"})
+            continue
+        metrics, _ = score_files(lab, f, MODES[task], level=level, compat=compat)
+        out[f"{task}-{level}"] = metrics
+    if not out:
+        raise RecharnessError(f"--labels {labels}: no released file of {source} has its level's label file")
+    return out, problems
+
+
+def import_files(out: Path, source: Path, name: str) -> tuple[Path, list[dict]]:
+    """PerRecBench's released prediction files (one <mode>-<level>.json, a folder of them, or the released tree
+    `result-<level>/…/processed-<mode>/output/`) through the suite's own reader."""
+    from recharness.core.rundir import RunDir
+    from recharness.tasks.perrecbench.original import import_predictions
+
+    info = RunDir(out).build_info()
+    files, problems = released_files(source)
+    picked: dict[tuple[str, str], Path] = {}
+    for (task, level), f in files.items():
+        if task not in info["tasks"]:
+            problems.append({"where": _shown(f, Path(source)), "problem": f"task {task} is not in this build: not read"})
         else:
             picked[(task, level)] = f
     if not picked:
         raise RecharnessError(f"--predictions {source}: no <mode>-<level>.json file for this build's tasks")
     return import_predictions(out, name, picked), problems
+
+
+#: `score perrecbench --predictions DIR --labels DIR`: the suite's label-file scorer, found by the CLI on its hook
+import_files.score_labels = score_labels  # type: ignore[attr-defined]

@@ -124,8 +124,9 @@ def read_labels(path: Path, level: str | None = None) -> list[Group]:
     return groups
 
 
-def read_predictions(path: Path, mode: str, groups: list[Group]) -> dict[str, dict]:
-    """{item_id: prediction record} from a released prediction file, checked against the label groups."""
+def read_predictions(path: Path, mode: str, groups: list[Group], *, against: str | None = None) -> dict[str, dict]:
+    """{item_id: prediction record} from a released prediction file, checked against the groups: those of a
+    label file, or (`against`: what they are, for the message) those of a build."""
     path = Path(path)
     if mode not in TASK_OF_MODE:
         raise InputError(path, f"unknown mode {mode!r}; one of point, pair, group")
@@ -137,7 +138,7 @@ def read_predictions(path: Path, mode: str, groups: list[Group]) -> dict[str, di
     out = {}
     for item, value in f.data.items():
         if item not in size:
-            raise f.fail("item has no group in the label file", item)
+            raise f.fail(f"item has no group in {against or 'the label file'}", item)
         if not (isinstance(value, list) and value and isinstance(value[0], list) and value[0]):
             raise f.fail("expected [[...]]", item)
         n = size[item]
@@ -240,7 +241,9 @@ def import_predictions(run_dir: Path, name: str, files: dict[tuple[str, str], Pa
         groups = [Group(level=s["level"], item_id=s["item_id"],
                         members=[Member(u, 0.0, 0, 0.0, 0.0, 0) for u in s["truth"]["user_ids"]])
                   for s in samples if s["task"] == task and s["level"] == level]
-        for item, rec in read_predictions(path, MODES[task], groups).items():
+        against = (f"this build's {task}/{level} samples ({len(groups)} groups; a build from the authors' label "
+                   "files, --option labels=DIR, has their groups)")
+        for item, rec in read_predictions(path, MODES[task], groups, against=against).items():
             s = by_key[(task, level, item)]
             records.append({"id": s["id"], "task": task, "model": {"backend": "imported", "model": name,
                                                                    "file": str(path)},
