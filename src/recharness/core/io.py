@@ -94,10 +94,44 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):  # another user's process (or a nonsense pid: kept)
+        return pid > 0
+    return True
+
+
+def remove_stale_temps(path: Path) -> list[Path]:
+    """Remove the temp files (`.NAME.PID.tmp`) that writers of `path` killed mid-way left behind: those
+    of processes no longer alive (a live writer's temp file is its own). Returns what was removed."""
+    path = Path(path)
+    gone = []
+    prefix = f".{path.name}."
+    try:
+        candidates = list(path.parent.glob(f".{path.name}.*.tmp"))
+    except OSError:
+        return gone
+    for old in candidates:
+        pid = old.name[len(prefix):-len(".tmp")]
+        if not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)):
+            continue
+        try:
+            old.unlink()
+            gone.append(old)
+        except FileNotFoundError:
+            pass
+    return gone
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Temp file + fsync + rename: a reader (or a crash) sees the old file or the new, never half."""
+    """Temp file + fsync + rename: a reader (or a crash) sees the old file or the new, never half. Temp
+    files a killed writer left behind (`.NAME.PID.tmp` of a dead PID) are removed first."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
@@ -114,14 +148,13 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 def write_set(files: dict[Path, str]) -> None:
     """Several text files written as one set: each staged (temp file, fsync) before any is renamed, so a
     kill while staging leaves the old set whole; the renames follow one another at once. Temp files a
-    killed writer left behind (`.NAME.PID.tmp`) are removed first."""
+    killed writer left behind (`.NAME.PID.tmp` of a dead PID) are removed first."""
     staged: list[tuple[Path, Path]] = []
     try:
         for path, text in files.items():
             path = Path(path)
             path.parent.mkdir(parents=True, exist_ok=True)
-            for old in path.parent.glob(f".{path.name}.*.tmp"):
-                old.unlink(missing_ok=True)
+            remove_stale_temps(path)
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
             with open(tmp, "wb") as f:
                 f.write(text.encode("utf-8", "backslashreplace"))
