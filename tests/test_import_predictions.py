@@ -346,3 +346,22 @@ def test_no_label_file_message_names_the_build(ml1m, tmp_path):
     msg = str(res.exception)
     assert res.exit_code != 0 and isinstance(res.exception, InputError)
     assert "no group in the label file" not in msg and "item has no group in this build's list/easy samples" in msg
+
+
+def test_lines_with_their_own_target_are_counted_when_it_is_not_the_builds(ml1m, tmp_path):
+    out = tmp_path / "run"
+    recs, samples = _fake_run(out, "llmrec", ["sequential"], 4)
+    titles = dict(zip(ml1m.items["item_id"].to_list(), ml1m.items["title"].to_list()))
+    ids = list(samples)
+    other = next(i for i in titles if i not in {s["target"] for s in samples.values()})
+    lines = [{"id": ids[0], "answer": "1. Heat (1995)", "target": samples[ids[0]]["target"]},  # the same id
+             {"id": ids[1], "answer": "1. Heat (1995)", "target": titles[samples[ids[1]]["target"]]},  # its title
+             {"id": ids[2], "answer": "1. Heat (1995)", "target": other},  # another item
+             {"id": ids[3], "answer": "1. Heat (1995)", "target": titles[other]}]
+    src = _write_jsonl(tmp_path / "t.jsonl", lines)
+    res = CliRunner().invoke(app, ["score", "llmrec", "-o", str(out), "--predictions", str(src), "--name", "t",
+                                   "--resamples", "0"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rep = json.loads((out / "imports" / "t.json").read_text())
+    assert rep["differs"] == {"target": {"lines": 2, "first": [f"{rep['source']}:3", f"{rep['source']}:4"]}}
+    assert "2 lines give a target other than the build's sample" in res.output

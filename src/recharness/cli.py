@@ -405,6 +405,9 @@ def _import(d: Path, predictions: Path, name: str | None, force: bool = False) -
                       f"({rep['invalid']} invalid after parsing, {rep.get('unrecognised', 0)} answered but naming no "
                       f"catalog item, {rep['unanswered']} samples without an answer, "
                       f"{len(rep['problems'])} lines or items not used)", markup=False, highlight=False)
+    for key, dif in (rep.get("differs") or {}).items():  # the file's own targets/candidates are not the build's
+        out_console.print(f"  {dif['lines']} lines give a {key} other than the build's sample (scored against the "
+                          f"build's; first: {', '.join(dif['first'][:3])})", markup=False, highlight=False)
     for pr in rep["problems"][:10]:
         out_console.print(f"  {pr['where']}: {pr['problem']}", markup=False, highlight=False)
     if len(rep["problems"]) > 10:

@@ -5,7 +5,14 @@ Layout (default `<data home>/runs/<suite>/<dataset>`):
   samples.jsonl                           one task sample per line
   predictions/<method>.jsonl              one prediction per sample, appended as they finish
   predictions/reference/<baseline>.jsonl  reference models' predictions, written whole by `train`
-  models/<baseline>/                      trained reference models (`train`)
+  <suite>/<part>.parquet                  training rows a build writes beside its samples (`pairs`)
+  <suite>/…                               other files a suite's build writes (`side_file`)
+  models/<baseline>/                      trained reference models (`train`), with train.json and
+                                          train_log.jsonl (`train_json`, `train_log`)
+  finetuned/<name>/                       fine-tuned models (`finetune`), each with its train_log.jsonl
+  imports/<method>.json                   what `score --predictions` imported and could not use
+  label_scores/<name>.json                a released layout's predictions scored against its labels
+  commands.jsonl                          the recharness commands run on this directory
   judgments/<stem>__<judge>.jsonl         LLM-judge verdicts (suites with a judge)
   scores.json / .md / .csv                metrics per method and task, written as one set
   report.html                             tables and plots
@@ -25,6 +32,10 @@ from recharness.core.paths import runs_dir
 #: trained reference models' predictions live in predictions/reference/<baseline>.jsonl: a model's
 #: name cannot hold '/', so its file can never be taken for a reference's (nor the other way round)
 REFERENCE_DIR = "reference"
+
+#: the files a trained model's directory (a run's models/<name>/, a fine-tune's output) keeps of its training
+TRAIN_LOG = "train_log.jsonl"
+TRAIN_JSON = "train.json"
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -46,6 +57,16 @@ def fingerprint(samples_path: Path, settings: dict | None = None) -> str:
     if settings:
         h.update(json.dumps(settings, sort_keys=True, default=str).encode())
     return h.hexdigest()[:16]
+
+
+def train_log_file(model_dir: Path | str) -> Path:
+    """A trained model's per-epoch (or per-step) log, in its own directory wherever that is."""
+    return Path(model_dir) / TRAIN_LOG
+
+
+def train_json_file(model_dir: Path | str) -> Path:
+    """A trained model's configuration and how its training ended, in its own directory."""
+    return Path(model_dir) / TRAIN_JSON
 
 
 class RunDir:
@@ -74,8 +95,13 @@ class RunDir:
         return self.path / "samples.jsonl"
 
     def side_file(self, *parts: str) -> Path:
-        """A file a suite's build writes beside its samples (training pairs, a published layout)."""
+        """A file a suite's build writes beside its samples (labels of a published layout, …)."""
         return self.path.joinpath(*parts)
+
+    def pairs(self, suite: str, part: str = "train", ext: str = "parquet") -> Path:
+        """Training rows a build writes beside its samples, `<suite>/<part>.parquet` (labelled pairs,
+        sequences), and with `ext="json"` the record of the split that made them."""
+        return self.side_file(suite, f"{part}.{ext}")
 
     # ---- predictions
     @property
@@ -105,8 +131,31 @@ class RunDir:
         return sorted(d.glob("*.jsonl")) if d.exists() else []
 
     # ---- trained models, judgments, results
+    @property
+    def models_dir(self) -> Path:
+        return self.path / "models"
+
     def model_dir(self, name: str) -> Path:
-        return self.path / "models" / name
+        return self.models_dir / name
+
+    def model_dirs(self) -> list[Path]:
+        """Every trained reference model's directory, by name."""
+        d = self.models_dir
+        return sorted(p for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
+
+    def train_log(self, name: str) -> Path:
+        return train_log_file(self.model_dir(name))
+
+    def train_json(self, name: str) -> Path:
+        return train_json_file(self.model_dir(name))
+
+    def finetuned(self, name: str) -> Path:
+        """A fine-tuned model's directory (`recharness finetune`'s default output)."""
+        return self.path / "finetuned" / name
+
+    def label_scores(self, name: str) -> Path:
+        """A released layout's predictions scored against its labels (`score --labels`)."""
+        return self.path / "label_scores" / f"{check_name(name)}.json"
 
     @property
     def judgments_dir(self) -> Path:
@@ -115,13 +164,17 @@ class RunDir:
     def judgments(self, stem: str, judge: str) -> Path:
         return self.judgments_dir / f"{stem}__{judge}.jsonl"
 
+    @property
+    def imports_dir(self) -> Path:
+        return self.path / "imports"
+
     def import_reports(self) -> list[Path]:
-        d = self.path / "imports"
+        d = self.imports_dir
         return sorted(d.glob("*.json")) if d.exists() else []
 
     def import_report(self, method: str) -> Path:
         """What `score --predictions` imported as `method`, and what it could not use."""
-        return self.path / "imports" / f"{method}.json"
+        return self.imports_dir / f"{method}.json"
 
     def scores(self, fmt: str = "json") -> Path:
         return self.path / f"scores.{fmt}"

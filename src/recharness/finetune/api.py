@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from recharness.core.errors import ConfigError
+from recharness.core.rundir import RunDir, train_log_file
 from recharness.finetune.examples import fingerprint
 from recharness.finetune.lora import LoraSettings, TrainResult, attach_lora, encode, train
 from recharness.finetune.recipe import Recipe, recipe_for
@@ -87,9 +88,7 @@ def recipe(suite: str, task: str | None) -> Recipe:
 
 def default_out(run_dir: Path, model: str, r: Recipe, items: str) -> Path:
     name = Path(model).stem if ("/" in model or model.endswith(".gguf")) else model
-    if len(r.items) == 1:
-        return Path(run_dir) / "finetuned" / f"{name}-{r.task}"
-    return Path(run_dir) / "finetuned" / f"{name}-{r.task}-{items}"
+    return RunDir(run_dir).finetuned(f"{name}-{r.task}" if len(r.items) == 1 else f"{name}-{r.task}-{items}")
 
 
 def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", out: Path | None = None, *,
@@ -172,7 +171,7 @@ def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", 
     from recharness.core.io import write_jsonl_atomic
 
     first = (result.resumed_from or 0) + 1  # a resumed run logs the steps it ran itself
-    write_jsonl_atomic(out / "train_log.jsonl", [{"step": first + k, "loss": round(float(v), 6)}
+    write_jsonl_atomic(train_log_file(out), [{"step": first + k, "loss": round(float(v), 6)}
                                                  for k, v in enumerate(result.losses)])
     if vocab is not None:
         vocab.save(out)

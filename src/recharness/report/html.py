@@ -450,15 +450,11 @@ def training_section(out: Path, palette: Palette) -> list[str]:
     from recharness.runner import train_log
 
     rd = RunDir(out)
-    models_root = rd.model_dir("_").parent
-    if not models_root.is_dir():
-        return []
-    logs = {d.name: train_log.read(d) for d in sorted(models_root.iterdir()) if d.is_dir()}
+    logs = {d.name: train_log.read(d) for d in rd.model_dirs()}
     logs = {k: v for k, v in logs.items() if v}
     if not logs:
         return []
-    infos = {k: json.loads((models_root / k / "train.json").read_text(encoding="utf-8"))
-             for k in logs if (models_root / k / "train.json").exists()}
+    infos = {k: json.loads(rd.train_json(k).read_text(encoding="utf-8")) for k in logs if rd.train_json(k).exists()}
     parts = ["<h2>Training of the reference models</h2>"]
     figs = []
     for metric in dict.fromkeys(e["metric"] for v in logs.values() for e in v if e.get("metric")):
@@ -539,7 +535,7 @@ def run_info(out: Path) -> list[str]:
         model = first.get("model") or {}
         params = first.get("params")
         text = json.dumps(model, sort_keys=True) + (f"; parameters {json.dumps(params, sort_keys=True)}" if params else "")
-        kind = "reference model " if pf.parent.name == "reference" else "model "
+        kind = "reference model " if pf.parent == rd.reference_dir else "model "
         ft = model.get("finetune")
         label = f"{e(finetune_label(ft))}<br>" if isinstance(ft, dict) else ""
         items.append((kind + pf.stem, f"{label}<code>{e(text)}</code>"))
@@ -842,7 +838,7 @@ def write_leaderboard(runs: list[Path], out: Path, *, title: str = "recharness l
     if intro:
         parts.append(f"<p>{e(intro)}</p>")
     parts.append("<p>Runs: " + ", ".join(
-        f"<a href='{e(_rel_link(d / 'report.html', out))}'>{e(display_path(d))}</a>" for d in runs) + "</p>")
+        f"<a href='{e(_rel_link(RunDir(d).report_html, out))}'>{e(display_path(d))}</a>" for d in runs) + "</p>")
     parts.append("<p class='note'><small>Rows from runs of different builds were scored on different samples: "
                  "compare their intervals; bold marks are kept only where all rows of a table come from one run.</small></p>")
     palette = Palette([en["row"] for en in entries])

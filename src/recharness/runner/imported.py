@@ -206,6 +206,28 @@ def _unrecognised(rec: dict) -> bool:
     return not any(i is not None for i in ids or [])
 
 
+def _key(x, titles) -> str:
+    """An item given by id or by title, as one comparable key (a catalog id's title, normalised)."""
+    from recharness.matching import normalize_title
+
+    x = str(x).strip()
+    t = titles().get(x, x)
+    nt = normalize_title(t)
+    return f"{nt.key}|{nt.year}"
+
+
+def _same_target(given, built, titles) -> bool:
+    return str(given) == str(built) or _key(given, titles) == _key(built, titles)
+
+
+def _same_candidates(given, built, titles) -> bool:
+    g = as_list(given)
+    if g is None:
+        return False
+    b = [str(x) for x in built]
+    return [str(x) for x in g] == b or [_key(x, titles) for x in g] == [_key(x, titles) for x in b]
+
+
 def _record(sample: dict, name: str, source: str, where: str, fp: str, output, parsed, valid: bool, error) -> dict:
     return {"id": sample["id"], "task": sample["task"],
             "model": {"backend": "imported", "model": name, "file": source},
@@ -315,6 +337,7 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
         return cat
 
     resolver = _Resolver(samples)
+    differ: dict[str, list[str]] = {"target": [], "candidates": []}  # lines whose own target/candidates are not the build's
     problems: list[dict] = []
     records: dict[str, dict] = {}
     lines = 0
@@ -335,6 +358,9 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
             problems.append({"where": where, "problem": f"a second answer for {s['id']} (first at "
                                                         f"{records[s['id']]['imported_from']}): ignored"})
             continue
+        for key, same in (("target", _same_target), ("candidates", _same_candidates)):
+            if d.get(key) is not None and s.get(key) is not None and not same(d[key], s[key], titles):
+                differ[key].append(where)
         task = task_of(s["task"])
         own = task.import_answer(s, d)  # a task whose answers are no item list or text reads its own keys
         if own is not None:
@@ -377,6 +403,8 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
               # answered in shape, but not one named title is a catalog item: apart from invalid answers
               "unrecognised": sum(_unrecognised(r) for r in records.values()),
               "unanswered": len(samples) - len(records), "problems": problems,
+              # lines that carry their own target / candidates other than the build's sample (scored against the build's)
+              "differs": {k: {"lines": len(v), "first": v[:5]} for k, v in differ.items() if v},
               "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "predictions": f"predictions/{name}.jsonl"}
     atomic_write_text(rd.import_report(name), json.dumps(report, indent=2))
     record_run(rd, name, limit=None, tasks=None, imported=True)  # scored on what it answers

@@ -285,7 +285,7 @@ def _shots(ctx: Context, task: str, g: Group, seed: int) -> list[dict]:
 def write_side_files(ctx: Context, out: Path | None) -> None:
     if out is None or str(out) in ctx.written:
         return
-    d = Path(out) / SIDE_DIR
+    d = RunDir(out).side_file(SIDE_DIR)
     for lv, gs in ctx.groups.items():
         write_labels(gs, d / LABEL_FILE.format(level=lv))
     for lv, gs in ctx.heldout.items():

@@ -97,7 +97,7 @@ def build_groups(run_dir: Path) -> tuple[set[str], set[str]]:
         for shot in s.get("shots") or []:
             items.add(str(shot["item_id"]))
             users.update(str(u["user_id"]) for u in shot["users"])
-    for f in sorted((Path(run_dir) / SIDE_DIR).glob("held_out-*.json")):
+    for f in sorted(RunDir(run_dir).side_file(SIDE_DIR).glob("held_out-*.json")):
         for g in read_labels(f):
             items.add(str(g.item_id))
             users.update(str(m.user_id) for m in g.members)

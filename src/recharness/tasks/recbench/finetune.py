@@ -15,7 +15,8 @@ from pathlib import Path
 
 import polars as pl
 
-from recharness.baselines.base import SEQUENCE_PARTS, pairs_path
+from recharness.baselines.base import SEQUENCE_PARTS
+from recharness.core.rundir import RunDir
 from recharness.core.errors import ConfigError
 from recharness.core.types import Parsed
 from recharness.finetune.examples import Example, build_info, check_disjoint, seeded_rows, test_samples
@@ -32,7 +33,7 @@ def ctr_examples(run_dir: Path, dataset, *, limit: int | None = None, seed: int 
     """Yes/No examples from the build's training pairs, prompted exactly like its test samples (text
     items), or with `vocab`'s item identifiers."""
     info = build_info(run_dir)
-    path = pairs_path(run_dir, SUITE)
+    path = RunDir(run_dir).pairs(SUITE)
     if not path.exists():
         raise ConfigError(f"no training pairs in {path}: build the run with `recharness build recbench -t ctr`")
     opts = check(CtrOptions, info.get("options") or {}, f"{SUITE}/ctr")
@@ -54,7 +55,7 @@ def ctr_examples(run_dir: Path, dataset, *, limit: int | None = None, seed: int 
 
 def seqrec_examples(run_dir: Path, vocab, *, limit: int | None = None, seed: int = 0) -> list[Example]:
     """Next-item examples from the build's training windows, history and target in `vocab`'s item tokens."""
-    path = pairs_path(run_dir, SUITE, SEQUENCE_PARTS["train"])
+    path = RunDir(run_dir).pairs(SUITE, SEQUENCE_PARTS["train"])
     if not path.exists():
         raise ConfigError(f"no training sequences in {path}: build the run with `recharness build recbench -t seqrec`")
     rows = seeded_rows(pl.read_parquet(path), limit, seed)

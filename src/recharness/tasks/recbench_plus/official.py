@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 
 from recharness.core.errors import InputError
+from recharness.core.rundir import RunDir
 from recharness.data._parse import read_json
 
 FILES = {
@@ -90,7 +91,7 @@ def read_records(path: str | Path, kind: str) -> list[dict]:
 
 
 def write_records(out: Path, kind: str, records: list[dict]) -> Path:
-    d = Path(out) / OUT_DIR
+    d = RunDir(out).side_file(OUT_DIR)
     d.mkdir(parents=True, exist_ok=True)
     path = d / FILES[kind]
     tmp = path.with_suffix(".json.tmp")
