@@ -17,6 +17,7 @@ from typing import Self
 import polars as pl
 
 from recharness.core.errors import ConfigError
+from recharness.core.rundir import RunDir
 from recharness.core.types import reference_record
 
 
@@ -27,8 +28,8 @@ def training_rows(interactions: pl.DataFrame) -> pl.DataFrame:
 
 
 def pairs_path(run_dir: Path, suite: str, part: str = "train") -> Path:
-    """Where a build that ships labelled training pairs (RecBench CTR) writes them: `<run>/<suite>/<part>.parquet`."""
-    return Path(run_dir) / suite / f"{part}.parquet"
+    """Where a build that ships labelled training pairs writes them (`RunDir.pairs`)."""
+    return RunDir(run_dir).pairs(suite, part)
 
 
 #: the files a list-wise build (RecBench seqrec) writes beside its samples: `pairs_path(run, suite, part)`

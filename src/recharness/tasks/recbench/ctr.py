@@ -21,10 +21,11 @@ import re
 
 import numpy as np
 
-from recharness.baselines import TrainData, pairs_path
+from recharness.baselines import TrainData
 from recharness.baselines.dlrm import DLRMS
 from recharness.core.errors import ConfigError
 from recharness.core.io import atomic_write_parquet, atomic_write_text
+from recharness.core.rundir import RunDir
 from recharness.core.types import BuildConfig, GenerationParams, Parsed
 from recharness.metrics.classification import auc, gauc, gauc_units, logloss
 from recharness.tasks.base import Task
@@ -100,11 +101,11 @@ class CtrTask(Task):
         } for u, i, y, t, h in sp.test.iter_rows()]
         if config.out is not None:
             for part, df in (("train", sp.train), ("valid", sp.valid)):
-                atomic_write_parquet(pairs_path(config.out, SUITE, part), df)
+                atomic_write_parquet(RunDir(config.out).pairs(SUITE, part), df)
             info = {"negatives": mode, "eligible_users": sp.eligible_users, "test_users": sp.test["user_id"].n_unique(),
                     **{f"{part}_{what}": v for part, df in (("test", sp.test), ("train", sp.train), ("valid", sp.valid))
                        for what, v in (("pairs", df.height), ("positive_rate", float(df["label"].mean() or 0)))}}
-            atomic_write_text(pairs_path(config.out, SUITE, "split").with_suffix(".json"), json.dumps(info, indent=2))
+            atomic_write_text(RunDir(config.out).pairs(SUITE, "split", "json"), json.dumps(info, indent=2))
         yield from samples
 
     @staticmethod
@@ -167,7 +168,7 @@ class CtrTask(Task):
 
     def references(self, dataset, samples: list[dict], seed: int = 0) -> dict[str, dict[str, dict]]:
         """popularity, random and item_mean, fitted on the build's training pairs only."""
-        if self.run_dir is None or not pairs_path(self.run_dir, SUITE).exists():
+        if self.run_dir is None or not RunDir(self.run_dir).pairs(SUITE).exists():
             raise ConfigError(f"no training pairs for the reference rows in {self.run_dir}: rebuild the run "
                               f"(`recharness build {SUITE}` writes {SUITE}/train.parquet)")
         train = TrainData.of_build(dataset, self.run_dir, SUITE)

@@ -16,8 +16,8 @@ from pathlib import Path
 import polars as pl
 
 from recharness.baselines.base import SEQUENCE_PARTS
-from recharness.core.rundir import RunDir
 from recharness.core.errors import ConfigError
+from recharness.core.rundir import RunDir
 from recharness.core.types import Parsed
 from recharness.finetune.examples import Example, build_info, check_disjoint, seeded_rows, test_samples
 from recharness.finetune.recipe import Recipe

@@ -34,10 +34,11 @@ import math
 
 import numpy as np
 
-from recharness.baselines import TrainData, pairs_path
+from recharness.baselines import TrainData
 from recharness.baselines.base import SEQUENCE_PARTS
 from recharness.core.errors import ConfigError
 from recharness.core.io import atomic_write_parquet, atomic_write_text
+from recharness.core.rundir import RunDir
 from recharness.core.types import BuildConfig, GenerationParams, Parsed
 from recharness.matching.twins import with_twins
 from recharness.metrics.full_ranking import rank_metrics
@@ -143,8 +144,8 @@ class SeqrecTask(Task):
 
     def build(self, dataset, config: BuildConfig):
         opts = check(SeqrecOptions, config.options, f"{SUITE}/{self.name}")
-        if config.out is not None and pairs_path(config.out, SUITE).exists():
-            raise ConfigError(f"{pairs_path(config.out, SUITE)} holds ctr training pairs of another split: build "
+        if config.out is not None and RunDir(config.out).pairs(SUITE).exists():
+            raise ConfigError(f"{RunDir(config.out).pairs(SUITE)} holds ctr training pairs of another split: build "
                               "seqrec into its own --out directory (or remove that file)")
         seqs, rule = positive_sequences(dataset.interactions, opts.positives)
         sp = split(seqs, test_users=config.limit or (None if opts.all_users else opts.test_users),
@@ -161,13 +162,13 @@ class SeqrecTask(Task):
         } for u, h, t in sp.test.iter_rows()]
         if config.out is not None:
             for part, df in (("train", sp.train), ("valid", sp.valid)):
-                atomic_write_parquet(pairs_path(config.out, SUITE, SEQUENCE_PARTS[part]), df)
+                atomic_write_parquet(RunDir(config.out).pairs(SUITE, SEQUENCE_PARTS[part]), df)
             info = {"positives": rule, "eligible_users": sp.eligible_users, "history_len": opts.history_len,
                     "test_sequences": sp.test.height, "valid_sequences": sp.valid.height,
                     "train_sequences": sp.train.height,
                     "train_targets": int(sp.train["history"].list.len().sum() or 0),  # next-item positions
                     "train_items": distinct_items(sp.train)}
-            atomic_write_text(pairs_path(config.out, SUITE, "seqrec_split").with_suffix(".json"),
+            atomic_write_text(RunDir(config.out).pairs(SUITE, "seqrec_split", "json"),
                               json.dumps(info, indent=2))
         yield from samples
 
@@ -244,7 +245,7 @@ class SeqrecTask(Task):
 
     def references(self, dataset, samples: list[dict], seed: int = 0) -> dict[str, dict[str, dict]]:
         """The registered on-the-fly baselines (popularity), fitted on the build's training sequences only."""
-        if self.run_dir is None or not pairs_path(self.run_dir, SUITE, SEQUENCE_PARTS["train"]).exists():
+        if self.run_dir is None or not RunDir(self.run_dir).pairs(SUITE, SEQUENCE_PARTS["train"]).exists():
             raise ConfigError(f"no training sequences for the reference rows in {self.run_dir}: rebuild the run "
                               f"(`recharness build {SUITE} -t {self.name}` writes {SUITE}/{SEQUENCE_PARTS['train']}.parquet)")
         train = TrainData.of_build(dataset, self.run_dir, SUITE)
