@@ -317,6 +317,7 @@ def score(
     name: Annotated[str | None, typer.Option("--name", help="With --predictions: the row's name (predictions/NAME.jsonl).")] = None,
     force: Annotated[bool, typer.Option("--force", help="With --predictions: replace an existing predictions/NAME.jsonl.")] = False,
     partial: Annotated[bool, typer.Option("--partial", help="Score a method that answered only some samples (a run that stopped early) on the answered ones; its rows say `partial n/M`. Without it such a method is refused. A run limited on purpose (--limit) and imported answers are scored on what they cover without it.")] = False,
+    kind: Annotated[str | None, typer.Option("--kind", help="With --predictions: what made the answers, llm, reference or finetuned (default: the file's own \"kind\" field where its lines have one, else llm); a paper table files the row by it.")] = None,
     labels: Annotated[Path | None, typer.Option("--labels", help="With --predictions, for a suite whose released layout has label files (PerRecBench: a folder of item2group_avg_diff_sample-<level>.json, or one): score the released predictions against them alone, no dataset or build needed; with a build in the run directory they are imported and scored there too.")] = None,
 ):
     """Score every predictions file of the run, plus reference methods, with one scorer; 95% bootstrap
@@ -333,7 +334,7 @@ def score(
         if not RunDir(d).build_json.exists():
             return  # scored from the label files alone
     if predictions is not None:
-        _import(d, predictions, name, force)
+        _import(d, predictions, name, force, kind=kind)
     elif name is not None:
         raise RecharnessError("--name goes with --predictions (a run's own files are named by `run --name`)")
     with console.status("scoring…"):
@@ -386,7 +387,7 @@ def _score_labels(suite: str, d: Path, predictions: Path, labels: Path, name: st
     out_console.print(f"label scores → {path}", markup=False, highlight=False)
 
 
-def _import(d: Path, predictions: Path, name: str | None, force: bool = False) -> dict:
+def _import(d: Path, predictions: Path, name: str | None, force: bool = False, kind: str | None = None) -> dict:
     """`score --predictions`: the file becomes predictions/NAME.jsonl; its problems are printed with FILE:LINE."""
     from recharness.runner.imported import import_predictions
 
@@ -400,7 +401,7 @@ def _import(d: Path, predictions: Path, name: str | None, force: bool = False) -
         st = get_suite(json.loads(bj.read_text()).get("suite"))
         native = st.hook("import_files") if st.supports("import_files") else None  # the function, not its lazy name
     with console.status(f"importing {predictions}…"):
-        rep = import_predictions(d, predictions, name, native=native, force=force)
+        rep = import_predictions(d, predictions, name, native=native, force=force, kind=kind)
     out_console.print(f"imported {rep['imported']} answers of {rep['lines']} lines from {rep['source']} as {name} "
                       f"({rep['invalid']} invalid after parsing, {rep.get('unrecognised', 0)} answered but naming no "
                       f"catalog item, {rep['unanswered']} samples without an answer, "
