@@ -228,6 +228,9 @@ def _same_candidates(given, built, titles) -> bool:
     return [str(x) for x in g] == b or [_key(x, titles) for x in g] == [_key(x, titles) for x in b]
 
 
+KINDS = ("llm", "reference", "finetuned")
+
+
 def _record(sample: dict, name: str, source: str, where: str, fp: str, output, parsed, valid: bool, error) -> dict:
     return {"id": sample["id"], "task": sample["task"],
             "model": {"backend": "imported", "model": name, "file": source},
@@ -264,7 +267,23 @@ def _same_import(model: dict | None, source: Path, shown: str) -> bool:
     return fp == sp or (source.is_dir() and fp.parent == sp)
 
 
-def import_predictions(out: Path, source: Path, name: str, *, native=None, force: bool = False) -> dict:
+def _kind_of(given: str | None, d: dict) -> dict | None:
+    """{"kind": llm|reference|finetuned (+ "items": text|id|sid)}: `--kind`, else the line's own "kind"
+    (and "items") where the file says, else None (an LLM's answers)."""
+    k = given if given is not None else d.get("kind")
+    if k is None:
+        return None
+    k = str(k).strip().lower()
+    if k not in KINDS:
+        raise ConfigError(f"kind {k!r}: one of {', '.join(KINDS)}")
+    out = {"kind": k}
+    if k == "finetuned" and str(d.get("items", "")).lower() in ("text", "id", "sid"):
+        out["items"] = str(d["items"]).lower()
+    return out
+
+
+def import_predictions(out: Path, source: Path, name: str, *, native=None, force: bool = False,
+                       kind: str | None = None) -> dict:
     """Write predictions/<name>.jsonl of the run `out` from `source`; returns the import report.
 
     An existing predictions/<name>.jsonl is replaced only when an earlier import of the same
@@ -273,7 +292,10 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
 
     `native(out, source, name) -> (predictions path, problems)`: the suite's own reader for its
     published prediction files (PerRecBench's <mode>-<level>.json), used for a folder or a .json
-    file; the runner imports no suite itself."""
+    file; the runner imports no suite itself.
+
+    `kind` (llm, reference, finetuned; default: the file's own "kind" field where its lines have one, else an
+    LLM) is kept in the records' model identity: a paper table files the row by it."""
     from recharness.core.io import atomic_write_text, read_jsonl, write_jsonl_atomic
     from recharness.core.paths import shown_path
     from recharness.core.rundir import RunDir, check_name
@@ -337,6 +359,7 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
         return cat
 
     resolver = _Resolver(samples)
+    row_kind: dict | None = None  # the row's kind, from --kind or the first line that says
     differ: dict[str, list[str]] = {"target": [], "candidates": []}  # lines whose own target/candidates are not the build's
     problems: list[dict] = []
     records: dict[str, dict] = {}
@@ -347,6 +370,8 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
         if isinstance(d, str):
             problems.append({"where": where, "problem": f"malformed: {d}"})
             continue
+        if kind is None and row_kind is None and d.get("kind") is not None:
+            row_kind = _kind_of(None, d)
         s, why = resolver.find(d)
         if s is None:
             problems.append({"where": where, "problem": why})
@@ -394,11 +419,16 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
         raise ConfigError(f"--predictions {source}: no line answers a sample of this run "
                           f"({len(problems)} problems; first: {problems[0]['where']}: {problems[0]['problem']})"
                           if problems else f"--predictions {source}: empty")
+    if kind is not None:
+        row_kind = _kind_of(kind, {})
+    for r in records.values() if row_kind else ():
+        r["model"].update(row_kind)
     order = {s["id"]: n for n, s in enumerate(samples)}
     path = target
     path.parent.mkdir(parents=True, exist_ok=True)
     write_jsonl_atomic(path, sorted(records.values(), key=lambda r: order[r["id"]]))
     report = {"name": name, "source": shown, "lines": lines, "imported": len(records),
+              "kind": (row_kind or {}).get("kind", "llm"),
               "invalid": sum(not r["valid"] for r in records.values()),
               # answered in shape, but not one named title is a catalog item: apart from invalid answers
               "unrecognised": sum(_unrecognised(r) for r in records.values()),

@@ -126,6 +126,7 @@ TABLE5_GROUPS = {
     "H": "H: SID-SASRec, semantic IDs (-CBS: conditional beam search)",
     "J": "J: LLMs, semantic IDs (fine-tuned)",
     "Z": "LLMs zero-shot, titles (not in the paper's table)",
+    "F": "LLMs fine-tuned, titles (not in the paper's table)",
     "R": "other references",
 }
 
@@ -141,7 +142,14 @@ TABLE5_REFERENCES: dict[str, dict] = {
 
 
 def table5_row(row: ScoreRow) -> tuple[str, str, float]:
-    """(group, label, order within the group) of a seqrec score row (see the module docstring)."""
+    """(group, label, order within the group) of a seqrec score row (see the module docstring). An imported
+    row is filed by the kind it was imported as (`score --predictions F --kind`, or the file's "kind")."""
+    model = (row.extra or {}).get("model") or {}
+    if row.kind == "model" and model.get("backend") == "imported" and model.get("kind") in ("reference", "finetuned"):
+        if model["kind"] == "reference":
+            return "R", f"{row.method} (imported)", 0.0
+        group = {"id": "I", "sid": "J"}.get(model.get("items"), "F")
+        return group, f"{row.method} (imported)", 0.0
     if row.kind == "reference":
         meta = TABLE5_REFERENCES.get(row.method)
         if meta:

@@ -1,0 +1,63 @@
+"""`score --predictions F --kind llm|reference|finetuned`: an imported row is filed by what made it in RecBench's
+Table 5 layout (default: the file's own "kind" where its lines have one, else an LLM's free text)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from recharness.cli import app
+from recharness.core.errors import ConfigError
+from recharness.core.io import read_jsonl
+from recharness.runner import pipeline
+from recharness.runner.imported import import_predictions
+from recharness.tasks.recbench.tables import TABLE5_GROUPS, table5_row
+
+
+@pytest.fixture()
+def seqrec_run(ml1m, tmp_path):
+    out = tmp_path / "run"
+    pipeline.build("recbench", "ml-1m", out, tasks=["seqrec"], seed=0, limit=4, options={"train_sequences": 50})
+    return out, list(read_jsonl(out / "samples.jsonl"))
+
+
+def _write(path, samples, **extra):
+    path.write_text("".join(json.dumps({"id": s["id"], "titles": ["Heat (1995)", "Fargo (1996)"], **extra}) + "\n"
+                            for s in samples))
+    return path
+
+
+def _placed(out, name):
+    row = next(r for r in pipeline.score(out, resamples=0, references=False) if r.method == name)
+    return table5_row(row)
+
+
+def test_kind_decides_the_table5_section(seqrec_run, tmp_path):
+    out, samples = seqrec_run
+    src = _write(tmp_path / "a.jsonl", samples)
+    import_predictions(out, src, "plain")
+    assert _placed(out, "plain") == ("Z", "plain (free text)", 1.0)  # no kind given: an LLM's titles
+    import_predictions(out, src, "pop", kind="reference")
+    assert _placed(out, "pop") == ("R", "pop (imported)", 0.0)
+    import_predictions(out, src, "ft", kind="finetuned")
+    assert _placed(out, "ft")[0] == "F" and "F" in TABLE5_GROUPS
+    # the file says what it is: "kind" (and a fine-tune's "items") on its lines
+    meta = _write(tmp_path / "m.jsonl", samples, kind="finetuned", items="id")
+    rep = import_predictions(out, meta, "p5-like")
+    assert rep["kind"] == "finetuned" and _placed(out, "p5-like") == ("I", "p5-like (imported)", 0.0)
+    with pytest.raises(ConfigError, match="one of llm, reference, finetuned"):
+        import_predictions(out, src, "bad", kind="conventional")
+
+
+def test_kind_through_the_cli_reaches_the_paper_layout(seqrec_run, tmp_path):
+    out, samples = seqrec_run
+    src = _write(tmp_path / "a.jsonl", samples)
+    res = CliRunner().invoke(app, ["score", "recbench", "-o", str(out), "--predictions", str(src), "--name", "ext-pop",
+                                   "--kind", "reference", "--resamples", "0", "--no-references"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    md = (out / "scores.md").read_text()
+    refs = md.index(TABLE5_GROUPS["R"])
+    assert md.index("ext-pop (imported)") > refs and TABLE5_GROUPS["Z"] not in md
