@@ -365,3 +365,16 @@ def test_lines_with_their_own_target_are_counted_when_it_is_not_the_builds(ml1m,
     rep = json.loads((out / "imports" / "t.json").read_text())
     assert rep["differs"] == {"target": {"lines": 2, "first": [f"{rep['source']}:3", f"{rep['source']}:4"]}}
     assert "2 lines give a target other than the build's sample" in res.output
+
+
+def test_released_tree_takes_a_lone_variant_as_the_run(tmp_path):
+    """The fine-tuned models' folders hold only 0-sc1.json (and its _original): that file is the run."""
+    from recharness.tasks.perrecbench.imports import released_files
+
+    out = tmp_path / "result-medium" / "abs_rating" / "ft" / "0shot" / "all" / "exp0" / "k4" / "processed-pair" / "output"
+    out.mkdir(parents=True)
+    for n in ("0-sc1.json", "0_original-sc1.json"):
+        (out / n).write_text("{}")
+    files, problems = released_files(tmp_path)
+    assert files == {("pair", "medium"): out / "0-sc1.json"}
+    assert [p["problem"] for p in problems] == ["1 files of raw answers (*_original*): not read (the processed <n>.json are)"]

@@ -50,8 +50,8 @@ def released_files(source: Path) -> tuple[dict[tuple[str, str], Path], list[dict
 
     `source`: one <mode>-<level>.json, a folder of them, or the authors' released tree
     `result-<level>/…/processed-<mode>/output/<n>.json` (mode and level from the folder names; the raw answers
-    `*_original*.json` and the variants `<n>-sc5.json`, `-cot`, are not the run's processed predictions
-    and are left out, said once per kind). Several runs (models, experiments) for one task and level:
+    `*_original*.json` are left out, and so are the variants `<n>-sc5.json`, `-cot` beside a plain `<n>.json`;
+    a folder with one variant only, as the fine-tuned models' `0-sc1.json`, has it as its run; said once per kind). Several runs (models, experiments) for one task and level:
     an error naming them, since only one can be this row."""
     source = Path(source)
     problems: list[dict] = []
@@ -68,16 +68,26 @@ def released_files(source: Path) -> tuple[dict[tuple[str, str], Path], list[dict
         else:
             picked.setdefault((task, level), []).append(f)
     skipped: dict[str, int] = {}
+    folders: dict[Path, list[Path]] = {}
     for f in tree:
-        mode = _TREE_MODE_RE.match(f.parent.parent.name).group(1)
-        level = next((m.group(1) for part in reversed(f.resolve().parts[:-3])
+        folders.setdefault(f.parent, []).append(f)
+    for folder, fs in folders.items():
+        mode = _TREE_MODE_RE.match(folder.parent.name).group(1)
+        level = next((m.group(1) for part in reversed(folder.resolve().parts[:-2])
                       if (m := _TREE_LEVEL_RE.match(part))), None)
         if level is None:
-            problems.append({"where": _shown(f, source), "problem": "no result-<level> folder above it: not read"})
-        elif not f.stem.isdigit():
-            kind = "raw answers (*_original*)" if "_original" in f.stem else "variants (self-consistency, CoT)"
-            skipped[kind] = skipped.get(kind, 0) + 1
-        else:
+            problems.append({"where": _shown(folder, source), "problem": "no result-<level> folder above it: not read"})
+            continue
+        processed = [f for f in fs if "_original" in f.stem]
+        if processed:
+            skipped["raw answers (*_original*)"] = skipped.get("raw answers (*_original*)", 0) + len(processed)
+        fs = [f for f in fs if "_original" not in f.stem]
+        plain = [f for f in fs if f.stem.isdigit()]
+        if plain and len(fs) > len(plain):  # "0.json" beside "0-sc5.json": the plain run; alone, a variant is the run
+            skipped["variants (self-consistency, CoT)"] = (skipped.get("variants (self-consistency, CoT)", 0)
+                                                           + len(fs) - len(plain))
+            fs = plain
+        for f in fs:
             picked.setdefault((TASK_OF_MODE[mode], level), []).append(f)
     problems += [{"where": str(source), "problem": f"{n} files of {kind}: not read (the processed <n>.json are)"}
                  for kind, n in skipped.items()]
