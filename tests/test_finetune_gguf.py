@@ -11,6 +11,7 @@ prompt tokens; an ID-token tokenizer converts with its added tokens intact.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import struct
 
@@ -78,7 +79,8 @@ def test_two_finetunes_under_one_file_name_have_different_identities(tmp_path):
     # any other GGUF: its file and what its header says it is (general.name; quantisation where the header has
     # general.file_type), no fine-tune
     assert LlamaCppBackend(plain / "model.gguf").identity() == \
-        {"backend": "llamacpp", "model": "model", "file": "model.gguf", "n_ctx": 4096, "general_name": "m"}
+        {"backend": "llamacpp", "model": "model", "file": "model.gguf", "n_ctx": 4096, "general_name": "m",
+         "sha256": hashlib.sha256((plain / "model.gguf").read_bytes()).hexdigest()[:16]}
 
 
 @pytest.fixture

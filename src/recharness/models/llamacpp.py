@@ -13,14 +13,18 @@ import os
 import struct
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from recharness.core.errors import ConfigError, RecharnessError, SampleError
 from recharness.core.types import Completion, GenerationParams, Messages, OptionScores
 from recharness.models.base import ModelBackend
 
 
-def _import_llama():
+def import_llama():
+    """The llama_cpp module, or a ConfigError saying how to install it."""
     try:
         import llama_cpp
     except ImportError:
@@ -28,6 +32,29 @@ def _import_llama():
 
         raise ConfigError(f"llama-cpp-python is not installed: {install_hint()}; or use --model openai:...") from None
     return llama_cpp
+
+
+@dataclass(frozen=True)
+class LlamaNative:
+    """A loaded `llama_cpp.Llama`'s native parts, which llama-cpp-python keeps private."""
+
+    #: the native model (`llm._model`, a `llama_cpp._internals.LlamaModel`): its weights, for a second context
+    model: Any
+    #: the native context (`llm._ctx`): its KV cache (trimmed to a reused prefix) and its last logits
+    context: Any
+    #: the module `llama_cpp._internals` (`LlamaContext`, `LlamaBatch`)
+    internals: ModuleType
+
+
+def llama_native(llm) -> LlamaNative:
+    """The one place that reaches into llama-cpp-python's private attributes. Why: its public `Llama`
+    cannot trim its KV cache to a shared prompt prefix, read the last logits without `logits_all=True`
+    (a copy of every position's logits), or open a second context on the same loaded weights (the
+    batched beams of `cbs.LlamaBeams`); `_model`, `_ctx` and `_internals` can. A llama-cpp-python
+    release that renames them is fixed here alone."""
+    from llama_cpp import _internals
+
+    return LlamaNative(model=llm._model, context=llm._ctx, internals=_internals)
 
 
 class LlamaCppBackend(ModelBackend):
@@ -50,7 +77,7 @@ class LlamaCppBackend(ModelBackend):
         self._finetune: dict | None | bool = False  # not read yet
         #: what the file says it is (general.name, quantisation), read from its header once
         self._header: dict | None = None
-        #: the file's sha256 where it is known without reading the file (a built-in model's published hash)
+        #: the file's sha256: a built-in model's published hash, else hashed once (`file_sha256_cached`)
         self.sha256 = sha256
 
     def identity(self) -> dict:
@@ -61,8 +88,9 @@ class LlamaCppBackend(ModelBackend):
 
             self._header = read_header(self.model_path)
         ident.update(self._header)
-        if self.sha256:
-            ident["sha256"] = self.sha256[:16]
+        if not self.sha256:  # a user's own GGUF: its bytes, so a file replaced under the same name is another model
+            self.sha256 = file_sha256_cached(self.model_path)
+        ident["sha256"] = self.sha256[:16]
         if self._finetune is False:
             self._finetune = finetune_identity(self.model_path)
         if self._finetune:
@@ -74,7 +102,7 @@ class LlamaCppBackend(ModelBackend):
     def load(self):
         """The llama.cpp model, loaded once per backend."""
         if self._llm is None:
-            llama_cpp = _import_llama()
+            llama_cpp = import_llama()
             self._llm = llama_cpp.Llama(
                 model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
                 seed=self.seed, verbose=False,
@@ -120,14 +148,14 @@ class LlamaCppBackend(ModelBackend):
                 raise SampleError("context_overflow", f"{self.name}: prompt of {len(tokens)} tokens exceeds the "
                                   f"context window ({self.n_ctx})")
             keep = self._reusable_prefix(llm, tokens) if self.reuse_prefix else 0
-            if keep > 0 and llm._ctx.kv_cache_seq_rm(-1, keep, -1):
+            if keep > 0 and llama_native(llm).context.kv_cache_seq_rm(-1, keep, -1):
                 llm.n_tokens = keep  # the KV cache already holds these tokens: evaluate only the rest
             else:
                 llm.reset()
                 keep = 0
             llm.eval(tokens[keep:])
             # Without logits_all llama-cpp-python keeps no copy: read the context's last row.
-            logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)
+            logits = np.ctypeslib.as_array(llama_native(llm).context.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)
             m = logits.max()
             logz = m + math.log(np.exp(logits - m).sum())
             result = {}
@@ -220,6 +248,39 @@ def gguf_general(path: str | Path) -> dict:
             else:
                 skip(kind)
     return out
+
+
+#: file name (in the data home) of the remembered hashes of model files: {path: {size, mtime_ns, sha256}}
+HASHES_FILE = "file_hashes.json"
+
+
+def file_sha256_cached(path: str | Path) -> str:
+    """The sha256 of a (large) model file, hashed once: remembered in `<data home>/file_hashes.json` under
+    its absolute path with its size and modification time, and hashed again when either changes."""
+    from recharness.core.io import atomic_write_text
+    from recharness.core.paths import data_home
+    from recharness.core.rundir import file_sha256
+
+    path = Path(path)
+    st = path.stat()
+    key, stamp = str(path.resolve()), {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    store = data_home() / HASHES_FILE
+    try:
+        known = json.loads(store.read_text(encoding="utf-8"))
+        if not isinstance(known, dict):
+            known = {}
+    except (OSError, ValueError):  # none yet, or unreadable: hashed again, the store rewritten
+        known = {}
+    got = known.get(key)
+    if isinstance(got, dict) and {k: got.get(k) for k in stamp} == stamp and isinstance(got.get("sha256"), str):
+        return got["sha256"]
+    digest = file_sha256(path)
+    known[key] = {**stamp, "sha256": digest}
+    try:
+        atomic_write_text(store, json.dumps(known, indent=0, sort_keys=True))
+    except OSError:  # a read-only data home: the hash is still right, only not remembered
+        pass
+    return digest
 
 
 def finetune_identity(path: str | Path) -> dict | None:
