@@ -218,7 +218,8 @@ def test_score_cli_resamples_option(ctr_run):
     assert res.exit_code == 0 and re.search(r"\d \[-?\d\.\d+, ", res.output)
     rows = json.loads((ctr_run / "scores.json").read_text())
     assert rows[0]["extra"]["ci_settings"] == {"resamples": 100, "seed": 3, "level": 0.95,
-                                               "best": "paired bootstrap p >= 0.05"}
+                                               "best": "p >= 0.05: exact paired sign-flip test up to 20 "
+                                                       "independent units, paired bootstrap above"}
     assert "AUC_lo" in (ctr_run / "scores.csv").read_text().splitlines()[0]
 
 

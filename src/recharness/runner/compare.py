@@ -27,6 +27,7 @@ def compare(out: Path, models: list[str] | None = None, task: str | None = None,
     """
     from recharness.metrics.bootstrap import (
         EXACT_MAX_UNITS,
+        MIN_UNITS,
         bootstrap_p,
         generic_replicates,
         is_number,
@@ -72,19 +73,34 @@ def compare(out: Path, models: list[str] | None = None, task: str | None = None,
             ua, ub = checked_units(task_obj, common, ra, ma), checked_units(task_obj, common, rb, mb)  # values: the units'
             wanted = [m for m in ma if wants_ci(m) and is_number(ma[m]) and is_number(mb.get(m))]
             slow: list[dict] = []
+            first_of_pair, pair_notes = len(results), []
             for m in wanted:
                 row = {**base, "metric": m, "value_a": ma[m], "value_b": mb[m], "diff": ma[m] - mb[m]}
                 results.append(row)
                 if m in ua and m in ub:
-                    boot = paired_bootstrap(ua[m], ub[m], resamples, ci_seed)
                     perm = paired_permutation(ua[m], ub[m], permutations, ci_seed)
                     few = ua[m].independent <= EXACT_MAX_UNITS  # the exact test decides; a bootstrap p is no p here
-                    row.update(lo=boot["lo"], hi=boot["hi"], p_boot=None if few else boot["p"], p_perm=perm["p"],
-                               resamples=boot["resamples"], permutations=perm["permutations"], exact=perm["exact"],
+                    # as in the tables: a bootstrap of fewer than MIN_UNITS independent units carrying the metric
+                    # (either method's) claims more than they show, down to a zero-width interval from one unit
+                    support = min(ua[m].independent_support(), ub[m].independent_support())
+                    if support < MIN_UNITS:
+                        row.update(lo=float("nan"), hi=float("nan"), p_boot=None, resamples=0,
+                                   no_interval=f"n too small: {support} unit{'s' if support != 1 else ''}")
+                    else:
+                        boot = paired_bootstrap(ua[m], ub[m], resamples, ci_seed)
+                        row.update(lo=boot["lo"], hi=boot["hi"], p_boot=None if few else boot["p"],
+                                   resamples=boot["resamples"])
+                    row.update(p_perm=perm["p"], permutations=perm["permutations"], exact=perm["exact"],
                                units=ua[m].independent, how=ua[m].how, generic=False)
+                    notes = []
+                    if support < MIN_UNITS:
+                        notes.append(f"{m}: n too small for an interval ({support} unit{'s' if support != 1 else ''})")
                     if few:
-                        row["note"] = (f"{ua[m].independent} independent units: exact sign-flip test over all "
-                                       f"{perm['permutations']:,} flips; no bootstrap p-value")
+                        notes.append(f"{ua[m].independent} independent units: exact sign-flip test over all "
+                                     f"{perm['permutations']:,} flips; no bootstrap p-value")
+                    if notes:
+                        row["note"] = "; ".join(notes)
+                        pair_notes.extend(n for n in notes if n not in pair_notes)
                 elif not ua and not ub:  # the task has no units: re-score resampled / swapped samples
                     slow.append(row)
                 else:
@@ -103,6 +119,8 @@ def compare(out: Path, models: list[str] | None = None, task: str | None = None,
                     r.update(lo=ci[0] if ci else float("nan"), hi=ci[1] if ci else float("nan"), p_boot=bootstrap_p(d),
                              resamples=int(np.isfinite(d).sum()), how="re-scored resampled samples", generic=True,
                              **perm[m])
+            if len(pair_notes) > 1:  # the first row's note is the pair's (the table's note): every metric's says
+                results[first_of_pair]["note"] = "; ".join(pair_notes)
     if not results and models is None:
         raise ConfigError(f"nothing to compare in {out}: that needs two predictions files, or one and a reference "
                           "(or name two methods with --models)")

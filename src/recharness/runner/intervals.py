@@ -73,13 +73,16 @@ def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[Score
     Metrics with units (`task.units`) are resampled as counts over their units, the same counts
     for every row (paired); the rest of the metrics that get an interval (registry `ci`), when the
     task has no units at all, by re-scoring resampled samples (`generic`; within
-    `generic_budget_s` per task, at least 200 resamples). Then, per metric with a better side, the
-    best row and the rows whose paired bootstrap p-value against it is >= 0.05 are `top`.
+    `generic_budget_s` per task, at least 200 resamples). Then, per metric with a better side and at
+    least two rows with an interval, the best row and the rows not distinguishable from it are `top`:
+    p >= 0.05 in the exact paired sign-flip test up to EXACT_MAX_UNITS independent units (the test
+    `compare` makes, so the two agree), in the paired bootstrap above that. A row alone has no mark.
     """
-    from recharness.metrics.bootstrap import MIN_UNITS, generic_replicates, is_number, percentile_ci
+    from recharness.metrics.bootstrap import EXACT_MAX_UNITS, MIN_UNITS, generic_replicates, is_number, percentile_ci
     from recharness.metrics.registry import wants_ci
 
     reps: dict[tuple[int, str], np.ndarray] = {}
+    unit_of: dict[tuple[int, str], object] = {}
     keys: dict[tuple[int, str], tuple] = {}
     info: dict[tuple[int, str], dict] = {}
     jobs: dict[tuple, list[tuple[int, str, object]]] = defaultdict(list)
@@ -94,6 +97,7 @@ def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[Score
                     continue
                 jobs[u.key()].append((i, m, u))
                 keys[(i, m)] = u.key()
+                unit_of[(i, m)] = u
                 info[(i, m)] = {"how": u.how, "generic": False}
         else:
             wanted = [m for m, v in row.metrics.items() if wants_ci(m) and is_number(v)]
@@ -121,11 +125,12 @@ def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[Score
         if ci is None:
             continue
         scored[i][0].ci[m] = {"lo": ci[0], "hi": ci[1], "resamples": int(np.isfinite(r).sum()), **info[(i, m)]}
-    _mark_best([row for row, _ in scored], reps, keys)
+    _mark_best([row for row, _ in scored], reps, keys, unit_of)
     _breakdown_intervals(task, samples, scored, resamples=resamples, seed=seed)
     for row, _ in scored:
         row.extra["ci_settings"] = {"resamples": resamples, "seed": seed, "level": 0.95,
-                                    "best": f"paired bootstrap p >= {SIGNIFICANCE}"}
+                                    "best": f"p >= {SIGNIFICANCE}: exact paired sign-flip test up to "
+                                            f"{EXACT_MAX_UNITS} independent units, paired bootstrap above"}
 
 
 def _breakdown_intervals(task, samples: list[dict], scored: list[tuple[ScoreRow, dict[str, dict]]], *,
@@ -154,10 +159,17 @@ def _breakdown_intervals(task, samples: list[dict], scored: list[tuple[ScoreRow,
             row.extra["breakdown_ci"] = out
 
 
-def _mark_best(rows: list[ScoreRow], reps: dict[tuple[int, str], np.ndarray], keys: dict[tuple[int, str], tuple]) -> None:
-    """Per metric with a better side: p_vs_best (paired bootstrap) and `top` on each row's interval."""
-    from recharness.metrics.bootstrap import bootstrap_p
+def _mark_best(rows: list[ScoreRow], reps: dict[tuple[int, str], np.ndarray], keys: dict[tuple[int, str], tuple],
+               units: dict[tuple[int, str], object] | None = None) -> None:
+    """Per metric with a better side and two rows or more with an interval: p_vs_best and `top` on each
+    row's interval. The p-value is the exact paired sign-flip test's (`p_test: "exact"`, all 2**k flips)
+    when the rows' units are at most EXACT_MAX_UNITS independent ones, as `compare` reports it; else the
+    paired bootstrap's on the shared resamples. A row alone in its comparison (e.g. a `limit n/M` row,
+    scored on samples no other row was) gets no mark: best of one is no finding."""
+    from recharness.metrics.bootstrap import EXACT_MAX_UNITS, bootstrap_p, paired_permutation
     from recharness.metrics.registry import metric_info
+
+    units = units or {}
 
     metrics = dict.fromkeys(m for r in rows for m in r.ci)
     for m in metrics:
@@ -165,7 +177,10 @@ def _mark_best(rows: list[ScoreRow], reps: dict[tuple[int, str], np.ndarray], ke
         if info is None or info.higher_is_better is None:
             continue
         have = [i for i, r in enumerate(rows) if m in r.ci]
-        if not have:
+        if len(have) < 2:
+            for i in have:
+                rows[i].ci[m].pop("top", None)
+                rows[i].ci[m]["p_vs_best"] = None
             continue
         sign = 1.0 if info.higher_is_better else -1.0
         best = max(have, key=lambda i: sign * rows[i].metrics[m])
@@ -175,10 +190,17 @@ def _mark_best(rows: list[ScoreRow], reps: dict[tuple[int, str], np.ndarray], ke
                 c.update(p_vs_best=None, top=True)
                 continue
             a, b = reps[(i, m)], reps[(best, m)]
-            if keys[(i, m)] == keys[(best, m)]:
+            ua, ub = units.get((i, m)), units.get((best, m))
+            if keys[(i, m)] == keys[(best, m)] and ua is not None and ub is not None and \
+                    ua.independent <= EXACT_MAX_UNITS:  # few units: the exact test decides, as in `compare`
+                p = paired_permutation(ua, ub)["p"]
+                c.update(p_vs_best=p, p_test="exact", top=bool(p >= SIGNIFICANCE) or
+                         rows[i].metrics[m] == rows[best].metrics[m])
+            elif keys[(i, m)] == keys[(best, m)]:
                 k = min(a.size, b.size)  # the generic path may have done fewer: a common prefix is paired
                 p = bootstrap_p(a[:k] - b[:k])
-                c.update(p_vs_best=p, top=bool(p >= SIGNIFICANCE) or rows[i].metrics[m] == rows[best].metrics[m])
+                c.update(p_vs_best=p, p_test="bootstrap",
+                         top=bool(p >= SIGNIFICANCE) or rows[i].metrics[m] == rows[best].metrics[m])
             else:  # not resampled alike: fall back to overlapping intervals
                 bc = rows[best].ci[m]
                 c.update(p_vs_best=None, top=bool(c["hi"] >= bc["lo"] and c["lo"] <= bc["hi"]), overlap=True)

@@ -1,0 +1,105 @@
+"""Which row is bold, and what compare prints, with few units (issue 22 audit):
+
+* a row alone in its comparison (a `limit n/M` row, scored on samples no other row was) gets no mark;
+* with <= EXACT_MAX_UNITS independent units the table's p_vs_best is the exact sign-flip test's, the p
+  `compare` reports on the same data (they used to disagree: bootstrap p 0.0 vs exact p 0.969);
+* compare gives no interval from fewer than MIN_UNITS units ("n too small"), as the tables do.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from recharness.core.types import ScoreRow
+from recharness.report.tables import to_markdown
+from recharness.runner import compare, intervals, pipeline
+from tests.test_confidence_tables import _fake_run, _MeanTask
+
+
+def _rows(task, samples, preds: dict[str, dict], resamples=500):
+    scored = [(ScoreRow(m, "toy", task.score(samples, p), len(samples)), p) for m, p in preds.items()]
+    intervals.add_confidence_intervals(task, samples, scored, resamples=resamples, seed=0)
+    return [r for r, _ in scored]
+
+
+def test_a_row_alone_in_its_comparison_is_not_marked_best():
+    task = _MeanTask(with_units=True)
+    full = [{"id": f"s{i}"} for i in range(30)]
+    a = {s["id"]: {"x": float(i % 2)} for i, s in enumerate(full)}
+    b = {s["id"]: {"x": float(i % 3 == 0)} for i, s in enumerate(full)}
+    both = _rows(task, full, {"a": a, "b": b})
+    assert both[0].ci["HR@10"]["top"] is True and both[0].metrics["HR@10"] == 0.5
+    limited = full[:12]  # another sample set: compared with nothing
+    (alone,) = _rows(task, limited, {"lim": {s["id"]: {"x": 1.0} for s in limited}})
+    alone.coverage = {"answered": 12, "of": 30, "why": "limit"}
+    assert alone.metrics["HR@10"] == 1.0 and alone.ci["HR@10"]["lo"] == 1.0
+    assert "top" not in alone.ci["HR@10"] and alone.ci["HR@10"]["p_vs_best"] is None
+    md = to_markdown([*both, alone])
+    assert "| lim [limit 12/30] | 1.000 [1.000, 1.000] |" in md  # not bold (it was: best of one)
+    assert "| a | **0.500 [" in md
+
+
+def test_few_units_bold_follows_the_exact_test_not_the_bootstrap():
+    """Six units, A ahead on five by 1 and tied on one: the bootstrap p is ~0 (a resample is all ties with
+    probability 6**-6), the exact sign-flip p is 4/64 = 0.0625: not distinguishable, so both are bold."""
+    task = _MeanTask(with_units=True)
+    samples = [{"id": f"s{i}"} for i in range(6)]
+    a = {s["id"]: {"x": 1.0} for s in samples}
+    b = {s["id"]: {"x": 0.0 if i < 5 else 1.0} for i, s in enumerate(samples)}
+    ra, rb = _rows(task, samples, {"a": a, "b": b})
+    assert ra.ci["HR@10"]["top"] and ra.ci["HR@10"]["p_vs_best"] is None
+    c = rb.ci["HR@10"]
+    assert c["p_vs_best"] == pytest.approx(4 / 64, abs=1e-12) and c["p_test"] == "exact" and c["top"] is True
+    assert "exact paired sign-flip test up to 20" in rb.extra["ci_settings"]["best"]
+    # above 20 units the paired bootstrap decides, as before
+    many = [{"id": f"s{i}"} for i in range(40)]
+    a40 = {s["id"]: {"x": 1.0} for s in many}
+    b40 = {s["id"]: {"x": 0.0 if i < 20 else 1.0} for i, s in enumerate(many)}
+    _, r40 = _rows(task, many, {"a": a40, "b": b40})
+    assert r40.ci["HR@10"]["p_test"] == "bootstrap" and r40.ci["HR@10"]["p_vs_best"] == 0.0
+
+
+def test_the_table_and_compare_give_the_same_p_on_the_same_data(ml1m, tmp_path):
+    """CTR on 6 users: every row's p_vs_best is compare's exact p for (best row, that row)."""
+    run = _fake_run("recbench", "ctr", "ml-1m", tmp_path / "ctr", limit=6)
+    rows = pipeline.score(run, resamples=300)
+    checked = 0
+    for m in ("AUC", "logloss"):
+        best = next(r for r in rows if r.ci.get(m, {}).get("top") and r.ci[m].get("p_vs_best") is None)
+        for r in rows:
+            c = r.ci.get(m)
+            if r is best or c is None or c.get("p_vs_best") is None:
+                continue
+            (res,) = [x for x in compare.compare(run, [best.method, r.method], resamples=300, permutations=300)
+                      if x["metric"] == m]
+            assert res["exact"] and res["units"] == 6 and res["p_boot"] is None
+            assert c["p_test"] == "exact" and c["p_vs_best"] == pytest.approx(res["p_perm"], abs=1e-12)
+            assert c["top"] == (res["p_perm"] >= 0.05 or res["diff"] == 0)
+            checked += 1
+    assert checked >= 4
+    item_mean = next(r for r in rows if r.method == "item_mean")
+    assert item_mean.ci["AUC"]["p_vs_best"] == pytest.approx(31 / 32) and item_mean.ci["AUC"]["top"]
+
+
+def test_compare_gives_no_interval_from_fewer_than_five_units(ml1m, tmp_path):
+    """PerRecBench with one group per level: 3 groups overall, 1 per level; never `-1.000 [-1.000, -1.000]`."""
+    from recharness.cli import _compare_tables
+
+    run = _fake_run("perrecbench", "list", "ml-1m", tmp_path / "run", limit=1)
+    res = {r["metric"]: r for r in compare.compare(run, ["fake", "random"], resamples=300, permutations=300)}
+    for m, units in (("tau", 3), ("tau_easy", 1), ("tau_medium", 1), ("tau_hard", 1)):
+        r = res[m]
+        assert math.isnan(r["lo"]) and math.isnan(r["hi"]) and r["p_boot"] is None, r
+        assert r["no_interval"] == f"n too small: {units} unit{'s' if units != 1 else ''}"
+        assert r["exact"] and r["permutations"] == 8  # the exact test still runs: its p cannot go below 0.25
+    assert res["tau_easy"]["p_perm"] == 1.0 and res["tau"]["p_perm"] == pytest.approx(0.25)
+    (tab, note), = _compare_tables(list(res.values()))
+    assert "tau_easy: n too small for an interval (1 unit)" in note and "tau: n too small" in note
+    from rich.console import Console
+
+    con = Console(width=200, record=True)
+    con.print(tab)
+    text = con.export_text()
+    assert "│ tau_easy ↑   │ 0.000 │ 1.000  │ -1.000 " in text and "[-1.000, -1.000]" not in text
