@@ -172,6 +172,14 @@ class ItemKG:
     def item_pairs(self, i: int) -> np.ndarray:
         return self._item_pairs[self._item_ptr[i] : self._item_ptr[i + 1]]
 
+    def pairs_of_items(self, items: np.ndarray) -> np.ndarray:
+        """The (relation, value) pair ids of every item index in `items`, concatenated: a pair appears
+        once per item that has it (count them to find pairs shared by several items)."""
+        if len(items) == 0:
+            return np.zeros(0, dtype=np.int64)
+        ptr, flat = self._item_ptr, self._item_pairs
+        return np.concatenate([flat[ptr[i] : ptr[i + 1]] for i in items])
+
     def pair_items(self, p: int) -> np.ndarray:
         return self._pair_items[self._pair_ptr[p] : self._pair_ptr[p + 1]]
 

@@ -201,6 +201,8 @@ def _llama_logits(llm, tokens: list[int], prompt_len: int) -> np.ndarray:
     kernels whose rounding differs by ~0.01 per token in quantised models, and on this CPU are
     slower per token than single-token decodes).
     """
+    from recharness.models.llamacpp import llama_native
+
     cached = llm.n_tokens
     ids = llm.input_ids
     common = 0
@@ -214,7 +216,7 @@ def _llama_logits(llm, tokens: list[int], prompt_len: int) -> np.ndarray:
     for t in tokens[common:]:
         llm.eval([t])
     n_vocab = llm.n_vocab()
-    return np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(n_vocab,)).astype(np.float32).copy()
+    return np.ctypeslib.as_array(llama_native(llm).context.get_logits_ith(-1), shape=(n_vocab,)).astype(np.float32).copy()
 
 
 def llama_step_logprobs(llm, prompt_tokens: Sequence[int]) -> StepLogprobs:
@@ -333,7 +335,11 @@ class LlamaBeams:
 
     def __init__(self, llm, beams: int, *, n_ctx: int = 2048, n_threads: int | None = None):
         import llama_cpp
-        from llama_cpp import _internals
+
+        from recharness.models.llamacpp import llama_native
+
+        native = llama_native(llm)
+        _internals = native.internals
 
         if not 1 <= int(beams) <= (llama_cpp.llama_max_parallel_sequences() - 1) // 2:
             raise ValueError(f"beams must be between 1 and {(llama_cpp.llama_max_parallel_sequences() - 1) // 2}, "
@@ -349,7 +355,7 @@ class LlamaBeams:
         params.kv_unified = True  # one cell pool shared by all sequences (else n_ctx is split per sequence)
         threads = int(n_threads or getattr(llm, "n_threads", None) or 1)
         params.n_threads = params.n_threads_batch = threads
-        self._ctx = _internals.LlamaContext(model=llm._model, params=params, verbose=False)
+        self._ctx = _internals.LlamaContext(model=native.model, params=params, verbose=False)
         self._batch = _internals.LlamaBatch(n_tokens=params.n_batch, embd=0, n_seq_max=1, verbose=False)
         self._n_batch = params.n_batch
         self._n_vocab = llm.n_vocab()

@@ -253,7 +253,7 @@ def _user_block(ctx: Context, g: Group, i: int) -> dict:
     return block
 
 
-def _query_card(ctx: Context, g: Group) -> list[list[str]]:
+def query_card(ctx: Context, g: Group) -> list[list[str]]:
     if g.item_id not in ctx.hist.cards:
         where = ctx.sources.get(g.level)
         raise InputError(where or "groups", "query item is not in the dataset's items", field=g.item_id)
@@ -278,7 +278,7 @@ def _shots(ctx: Context, task: str, g: Group, seed: int) -> list[dict]:
             users, answer = [user_block(ctx, h, a), user_block(ctx, h, b)], shot_answer("pair", [rel[a], rel[b]], pair=(0, 1))
         else:
             users, answer = [user_block(ctx, h, i) for i in range(len(h.members))], shot_answer("list", rel)
-        out.append({"item_id": h.item_id, "query_card": _query_card(ctx, h), "users": users, "answer": answer})
+        out.append({"item_id": h.item_id, "query_card": query_card(ctx, h), "users": users, "answer": answer})
     return out
 
 
@@ -310,7 +310,7 @@ def build_samples(task: str, dataset, config) -> list[dict]:
                 "size": len(g.members),
                 "item_id": g.item_id,
                 "domain": ctx.domain,
-                "query_card": _query_card(ctx, g),
+                "query_card": query_card(ctx, g),
                 "users": [user_block(ctx, g, i) for i in range(len(g.members))],
                 "truth": truth_of(g),
                 "shots": _shots(ctx, task, g, config.seed),

@@ -43,7 +43,7 @@ from recharness.core.errors import ConfigError
 from recharness.core.rundir import RunDir
 from recharness.finetune.examples import Example, build_info
 from recharness.finetune.recipe import Recipe
-from recharness.tasks.perrecbench.groups import LEVELS, Group, Member, _eligible, _find_group
+from recharness.tasks.perrecbench.groups import LEVELS, Group, Member, eligible_rows, find_group
 
 SUITE = "perrecbench"
 #: our fine-tuning task names -> the suite's task(s) whose format is trained
@@ -108,7 +108,7 @@ def training_groups(interactions, cfg, *, per_level: int, exclude_users: set[str
                     allowed_users: set[str] | None = None, tables: dict | None = None) -> dict[str, list[Group]]:
     """Groups per level by the test groups' criteria (`cfg`: the build's GroupConfig) among ratings by
     users not in `exclude_users` (and in `allowed_users` when given) of items not in `exclude_items`."""
-    el = _eligible(interactions, cfg.mean_over, cfg.gamma, tables)
+    el = eligible_rows(interactions, cfg.mean_over, cfg.gamma, tables)
     bad = np.array([str(u) in exclude_users or (allowed_users is not None and str(u) not in allowed_users)
                     for u in el.user_ids], dtype=bool)
     window = cfg.window_days * 86400.0
@@ -127,7 +127,7 @@ def training_groups(interactions, cfg, *, per_level: int, exclude_users: set[str
             rows = el.starts[j] + np.flatnonzero(~bad[el.users[el.starts[j]:el.ends[j]]])
             if rows.size < n or np.ptp(el.rr[rows]) <= cfg.lam * (n - 1):
                 continue
-            idx = _find_group(el.ts[rows], el.rr[rows], el.users[rows], n, cfg.lam, window, rng, cfg.tries)
+            idx = find_group(el.ts[rows], el.rr[rows], el.users[rows], n, cfg.lam, window, rng, cfg.tries)
             if idx is None:
                 continue
             members = [Member(user_id=str(el.user_ids[el.users[r]]), rating=float(el.ratings[r]), timestamp=int(el.ts[r]),
@@ -159,10 +159,10 @@ def _specs(groups: dict[str, list[Group]], fmts: tuple[str, ...]) -> list[tuple]
 
 def _render(ctx, fmt: str, g: Group, idx: tuple[int, ...], cot: bool) -> Example:
     from recharness.tasks.perrecbench import prompts
-    from recharness.tasks.perrecbench.build import _query_card, user_block
+    from recharness.tasks.perrecbench.build import query_card, user_block
     from recharness.tasks.perrecbench.methods import shot_answer
 
-    card = _query_card(ctx, g)
+    card = query_card(ctx, g)
     rel = [m.relative_rating for m in g.members]
     prof = (lambda u: u.get("profile"))
     users = [user_block(ctx, g, i) for i in idx]

@@ -116,7 +116,7 @@ def _rated_with_prior(interactions: pl.DataFrame, mean_over: str) -> pl.DataFram
     ).drop("_pos", "_csum", "_prior_sum")
 
 
-def _find_group(ts: np.ndarray, rr: np.ndarray, users: np.ndarray, n: int, lam: float, window: float,
+def find_group(ts: np.ndarray, rr: np.ndarray, users: np.ndarray, n: int, lam: float, window: float,
                 rng: np.random.Generator, tries: int) -> list[int] | None:
     """Indices of n raters inside one window with pairwise relative-rating gaps > lam, or None."""
     m = ts.size
@@ -150,7 +150,7 @@ class _Eligible:
     ends: np.ndarray
 
 
-def _eligible(interactions: pl.DataFrame, mean_over: str, gamma: int, tables: dict | None = None) -> _Eligible:
+def eligible_rows(interactions: pl.DataFrame, mean_over: str, gamma: int, tables: dict | None = None) -> _Eligible:
     key = ("eligible", mean_over, gamma)
     if tables is not None and key in tables:
         return tables[key]
@@ -180,7 +180,7 @@ def select_groups(interactions: pl.DataFrame, cfg: GroupConfig, tables: dict | N
     `tables`: a dict kept by the caller for this `interactions` table (the build's suite
     context), so the per-rating tables are computed once however many configs select from it.
     """
-    el = _eligible(interactions, cfg.mean_over, cfg.gamma, tables)
+    el = eligible_rows(interactions, cfg.mean_over, cfg.gamma, tables)
     ts, rr, users, ratings, avgs, hlen = el.ts, el.rr, el.users, el.ratings, el.avgs, el.hlen
     starts, ends, item_ids = el.starts, el.ends, el.item_ids
     sizes = ends - starts
@@ -202,7 +202,7 @@ def select_groups(interactions: pl.DataFrame, cfg: GroupConfig, tables: dict | N
                 # fewer than n distinct relative-rating "slots" can never work
                 if rr[s:e].max() - rr[s:e].min() <= cfg.lam * (n - 1):
                     continue
-                idx = _find_group(ts[s:e], rr[s:e], users[s:e], n, cfg.lam, window, rng, cfg.tries)
+                idx = find_group(ts[s:e], rr[s:e], users[s:e], n, cfg.lam, window, rng, cfg.tries)
                 if idx is None:
                     continue
                 rows = [s + i for i in rng.permutation(idx)]

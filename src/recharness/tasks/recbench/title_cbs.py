@@ -87,9 +87,9 @@ class TitleCBS(Baseline):
             raise ConfigError(f"{self.name} needs the dataset's item table with a 'title' column (the trie's "
                               "titles); this training data has none: fit it on `TrainData.of_build(dataset, run, 'recbench')`")
         from recharness.models.cbs import LlamaBeams, title_trie
-        from recharness.models.llamacpp import _import_llama
+        from recharness.models.llamacpp import import_llama
 
-        llama_cpp = _import_llama()
+        llama_cpp = import_llama()
         p = self.params
         # the Llama object gives the weights, tokenizer and chat template; LlamaBeams decodes in its own context
         self.llm = llama_cpp.Llama(model_path=str(self._model_path()), n_ctx=256, n_threads=int(p["threads"]),

@@ -100,15 +100,8 @@ class ConditionSampler:
 
     # ------------------------------------------------------------ shared relations
 
-    def _pairs_of(self, items: np.ndarray) -> np.ndarray:
-        kg = self.kg
-        ptr, flat = kg._item_ptr, kg._item_pairs
-        if items.size == 0:
-            return np.zeros(0, dtype=np.int64)
-        return np.concatenate([flat[ptr[i] : ptr[i + 1]] for i in items])
-
     def _frequent(self, items: np.ndarray, exclude: tuple[int, ...] = ()) -> np.ndarray:
-        pids, counts = np.unique(self._pairs_of(items), return_counts=True)
+        pids, counts = np.unique(self.kg.pairs_of_items(items), return_counts=True)
         keep = counts >= self.min_items
         if exclude:
             keep &= ~np.isin(pids, exclude)
