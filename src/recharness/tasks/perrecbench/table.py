@@ -25,7 +25,10 @@ def _cell(row: ScoreRow | None, level: str) -> tuple[str, float | None]:
     bad = (row.extra.get("breakdown") or {}).get(level, {}).get("invalid", 0) or 0
     ci = (row.ci or {}).get(f"tau_{level}") or {}
     interval = f" [{ci['lo']:.2f}, {ci['hi']:.2f}]" if ci.get("lo") is not None and ci.get("hi") is not None else ""
-    return (f"{v:.2f}{interval}" + (f" ({bad:g} unparsed)" if bad else "")), float(v)
+    from recharness.runner.coverage import label
+
+    cov = label(getattr(row, "coverage", None))  # a row over part of the task's groups says so: limit 4/12
+    return (f"{v:.2f}{interval}" + (f" ({bad:g} unparsed)" if bad else "") + (f" ({cov})" if cov else "")), float(v)
 
 
 def table1_rows(rows: list[ScoreRow]) -> list[list[str]]:
@@ -41,6 +44,10 @@ def table1_rows(rows: list[ScoreRow]) -> list[list[str]]:
                 if v is not None:
                     vals.append(v)
         avg = f"{sum(vals) / len(vals):.2f}" if vals else "–"
+        whys = sorted({by[(m, t)].coverage["why"] for t in TASKS
+                       if by.get((m, t)) is not None and getattr(by[(m, t)], "coverage", None)})
+        if vals and whys:
+            avg += f" ({', '.join(whys)})"
         pt = by.get((m, "point"))
         mae = pt.metrics.get("MAE") if pt else None
         rmse = pt.metrics.get("RMSE") if pt else None

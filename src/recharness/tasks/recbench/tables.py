@@ -46,13 +46,29 @@ def _with_note(lines: list[str]) -> str:
     return text + f"\n{CI_NOTE}\n" if any(" [" in line for line in lines[3:]) else text
 
 
+def coverage_mark(r: ScoreRow | None) -> str:
+    """" (limit 40/400)" / " (partial 12/20)" / " (imported 170/200)" for a row over part of the task's
+    samples, "" for a row over all of them: every paper-layout cell says what it is computed on."""
+    from recharness.runner.coverage import label
+
+    cov = label(getattr(r, "coverage", None)) if r is not None else ""
+    return f" ({cov})" if cov else ""
+
+
+def overall_mark(rows: list) -> str:
+    """" (limit)" etc. after a mean over datasets when any of its cells covers part of its samples."""
+    whys = sorted({r.coverage["why"] for r in rows if r is not None and getattr(r, "coverage", None)})
+    return f" ({', '.join(whys)})" if whys else ""
+
+
 def _cell(r: ScoreRow, metric: str) -> str:
-    """The paper's 4-decimal value, with its 95% bootstrap interval [lo, hi] when scored with one."""
+    """The paper's 4-decimal value, with its 95% bootstrap interval [lo, hi] when scored with one, and its
+    coverage mark when the row covers part of the task's samples."""
     v = r.metrics.get(metric)
     ci = (r.ci or {}).get(metric) or {}
     if ci.get("lo") is None or ci.get("hi") is None:
-        return f"{v:.4f}"
-    return f"{v:.4f} [{ci['lo']:.3f}, {ci['hi']:.3f}]"
+        return f"{v:.4f}" + coverage_mark(r)
+    return f"{v:.4f} [{ci['lo']:.3f}, {ci['hi']:.3f}]" + coverage_mark(r)
 
 
 def _table(title: str, methods: list, by: dict[str, dict[tuple[str, str], ScoreRow]]) -> str:
@@ -76,6 +92,8 @@ def _table(title: str, methods: list, by: dict[str, dict[tuple[str, str], ScoreR
             if r is not None and r.metrics.get("latency_s") is not None:
                 lat.append(r.metrics["latency_s"])
         overall = f"{statistics.fmean(aucs):.4f}" if len(aucs) == len(datasets) else "–"
+        if len(aucs) == len(datasets):
+            overall += overall_mark([by[d].get((method, kind)) for d in datasets])
         cells += [overall, latency_label(statistics.fmean(lat) if lat else None)]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return _with_note(lines)
@@ -202,6 +220,8 @@ def table5(runs: dict[str, list[ScoreRow]]) -> str | None:
                 if r.metrics.get("invalid_share") is not None:
                     inv.append(f"{r.metrics.get('invalid_top1_share', 0.0):.1%} / {r.metrics['invalid_share']:.1%}")
             overall = f"{statistics.fmean(vals):.4f}" if len(vals) == len(datasets) else "–"
+            if len(vals) == len(datasets):
+                overall += overall_mark([by[d].get(m) for d in datasets])
             cells += [overall, latency_label(statistics.fmean(lat) if lat else None), " / ".join(ns) or "–"]
             if show_invalid:
                 cells.append("; ".join(inv) or "–")

@@ -19,6 +19,14 @@ def _fmt(v, ci: dict | None = None) -> str:
     return f"{v:.3f}"
 
 
+def _mark(row) -> str:
+    """" (limit 40/400)" etc. for a row over part of its task's samples (runner.coverage), else ""."""
+    from recharness.runner.coverage import label
+
+    cov = label(getattr(row, "coverage", None)) if row is not None else ""
+    return f" ({cov})" if cov else ""
+
+
 def _metrics(row, variant: str | None) -> dict | None:
     if variant is None:
         return row.metrics
@@ -63,12 +71,15 @@ def _table(rows, types, metrics, variant: str | None, title: str) -> str | None:
             ci = _intervals(r, variant) if r is not None else {}
             for m in metrics:
                 v = mm.get(m) if mm else None
-                cells.append(_fmt(v, ci.get(m)))
+                cells.append(_fmt(v, ci.get(m)) + (_mark(r) if v is not None else ""))
                 if v is not None and m in per_metric:
                     per_metric[m].append(v)
+        whys = sorted({by[(method, t)].coverage["why"] for t, _ in types
+                       if by.get((method, t)) is not None and getattr(by[(method, t)], "coverage", None)})
         for m in avg_metrics:
             vals = per_metric[m]
-            cells.append(_fmt(sum(vals) / len(vals)) if len(vals) == len(types) else "–")
+            cells.append(_fmt(sum(vals) / len(vals)) + (f" ({', '.join(whys)})" if whys else "")
+                         if len(vals) == len(types) else "–")
         if any(c != "–" for c in cells):
             any_row = True
             name = method + (" (ref)" if kind == "reference" else "")

@@ -1,0 +1,77 @@
+"""Every paper-layout table says when a row covers part of its task's samples (`limit n/M`, `partial n/M`,
+`imported n/M`), in the cell and in the means over cells, as the plain score tables do."""
+
+from __future__ import annotations
+
+from recharness.core.types import ScoreRow
+from recharness.models.fake import FakeBackend
+from recharness.runner import pipeline
+from recharness.tasks.perrecbench.table import table1_markdown
+from recharness.tasks.recbench.tables import across_datasets, table5
+from recharness.tasks.recbench_plus.tables import paper_tables as plus_tables
+from recharness.tasks.registry import get_suite
+
+
+def _line(md: str, start: str) -> str:
+    (line,) = [x for x in md.splitlines() if x.startswith(start)]
+    return line
+
+
+def test_a_limited_ctr_run_is_marked_in_tables_3_and_4(ml1m, tmp_path):
+    run = tmp_path / "run"
+    pipeline.build("recbench", "ml-1m", run, tasks=["ctr"], seed=0, limit=8)
+    n = sum(1 for _ in (run / "samples.jsonl").open())
+    pipeline.run(run, FakeBackend("fake"), "fake", use_cache=False, limit=10)
+    rows = pipeline.score(run, resamples=0)
+    fake = next(r for r in rows if r.method == "fake")
+    assert fake.coverage == {"answered": 10, "of": n, "why": "limit"} and n > 10
+    md = get_suite("recbench").paper_tables(rows, "ml-1m")
+    line = _line(md, "| fake |")
+    assert line.startswith(f"| fake | {fake.metrics['AUC']:.4f} (limit 10/{n}) | {fake.metrics['AUC']:.4f} (limit) | ")
+    ref = _line(md, "| item_mean |")  # a reference over every sample: no mark
+    assert "limit" not in ref and "partial" not in ref
+
+
+def _row(method, task, metrics, *, kind="model", coverage=None, ci=None, extra=None):
+    r = ScoreRow(method, task, metrics, 20, kind=kind, ci=ci or {}, extra=extra or {})
+    r.coverage = coverage
+    return r
+
+
+def test_table5_and_across_datasets_mark_each_cell_and_the_overall():
+    part = {"answered": 12, "of": 20, "why": "partial"}
+    runs = {"ml-1m": [_row("llm", "seqrec", {"NDCG@10": 0.25, "latency_s": 0.5}, coverage=part),
+                      _row("popularity", "seqrec", {"NDCG@10": 0.125}, kind="reference")],
+            "goodreads": [_row("llm", "seqrec", {"NDCG@10": 0.5, "latency_s": 0.5})]}
+    md = table5(runs)
+    assert _line(md, "| llm (free text) |") == \
+        "| llm (free text) | 0.2500 (partial 12/20) | 0.5000 | 0.3750 (partial) | 500.00ms | 20 / 20 |"
+    assert _line(md, "| popularity |") == "| popularity | 0.1250 | – | – | – | 20 |"
+    ctr = {"a": [_row("llm", "ctr", {"AUC": 0.75}, coverage={"answered": 5, "of": 20, "why": "limit"},
+                      ci={"AUC": {"lo": 0.5, "hi": 0.9}})],
+           "b": [_row("llm", "ctr", {"AUC": 0.25}, coverage={"answered": 7, "of": 9, "why": "imported"})]}
+    assert _line(across_datasets(ctr), "| llm |") == \
+        "| llm | 0.7500 [0.500, 0.900] (limit 5/20) | 0.2500 (imported 7/9) | 0.5000 (imported, limit) | – |"
+
+
+def test_recbench_plus_tables_mark_limited_rows():
+    lim = {"answered": 4, "of": 10, "why": "limit"}
+    rows = [_row("llm", t, {"P": 0.5, "R": 0.25, "CMR": 1.0, "FTR": 0.0}, coverage=lim if t == "explicit" else None)
+            for t in ("explicit", "implicit", "misinformed")]
+    md = plus_tables(rows)
+    assert _line(md, "| llm |") == ("| llm | 0.500 (limit 4/10) | 0.250 (limit 4/10) | 1.000 (limit 4/10) | "
+                                   "0.000 (limit 4/10) | 0.500 | 0.250 | 1.000 | 0.000 | 0.500 | 0.250 | 1.000 | "
+                                   "0.000 | 0.500 (limit) | 0.250 (limit) | 1.000 (limit) |")
+
+
+def test_perrecbench_table1_marks_limited_rows():
+    from recharness.tasks.perrecbench.groups import LEVELS
+
+    lim = {"answered": 3, "of": 12, "why": "limit"}
+    metrics = {**{f"tau_{lv}": 0.5 for lv in LEVELS}, "tau": 0.5, "tau_rank": 0.5}
+    rows = [_row("llm", "point", {**metrics, "MAE": 1.0, "RMSE": 1.5}),
+            _row("llm", "pair", metrics), _row("llm", "list", metrics, coverage=lim)]
+    line = _line(table1_markdown(rows), "| llm |")
+    cells = line.strip("| ").split(" | ")
+    assert cells[1:4] == ["0.50", "0.50", "0.50 (limit 3/12)"]  # easy point / pair / list
+    assert cells[10] == "0.50 (limit)" and cells[11:] == ["1.000", "1.500"]
