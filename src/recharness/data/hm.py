@@ -104,6 +104,17 @@ def _header(path: Path, expected: list[str], required: Iterable[str]) -> list[st
     return names
 
 
+def ends_mid_line(path: Path) -> bool:
+    """Does the file's last line lack its newline (a cut download: every published copy ends with one)?
+    Spaces after the last newline are not a cut."""
+    with open(path, "rb") as fh:
+        fh.seek(0, 2)
+        size = fh.tell()
+        fh.seek(max(0, size - 4096))
+        tail = fh.read()
+    return bool(tail.rsplit(b"\n", 1)[-1].strip())
+
+
 def _truncated(path: Path, names: list[str]) -> None:
     n = 0
     with open(path, "rb") as fh:
@@ -223,6 +234,9 @@ def read_articles(path: Path) -> pl.DataFrame:
             raise InputError(path, f"not valid UTF-8 ({e.reason})", line=reader.line_num + 1) from None
     if not rows:
         raise InputError(path, "no data rows")
+    if ends_mid_line(path):  # cut inside the last field: the csv module takes what is there as the whole row
+        raise InputError(path, "file ends mid-line (truncated?): the last line has no newline", line=lines[-1],
+                         field=header[min(len(rows[-1]), width) - 1])
     keep = ("article_id", "prod_name", *ITEM_ATTRIBUTES)
     data = {name: [r[i] for r in rows] for i, name in enumerate(header) if name in keep}
     df = pl.DataFrame(data, schema={k: pl.Utf8 for k in data}).with_columns(pl.Series(LINE, lines, pl.Int64))

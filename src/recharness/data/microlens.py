@@ -37,7 +37,7 @@ import polars as pl
 
 from recharness.core.errors import InputError
 from recharness.data._parse import LINE, finish_interactions
-from recharness.data.hm import first_bad, parse_int, read_plain_csv
+from recharness.data.hm import ends_mid_line, first_bad, parse_int, read_plain_csv
 from recharness.data.store import Dataset
 
 PAIRS_HEADER = ["user", "item", "timestamp"]
@@ -94,6 +94,9 @@ def read_titles(path: Path) -> pl.DataFrame:
                     start = reader.line_num + 1
             else:  # MicroLens-100k_title_en.csv: "<item>, <title>", no header, no quoting
                 for start, text in enumerate(fh, 1):
+                    if not text.endswith("\n") and text.strip():  # the last line, cut (mid-title, say)
+                        raise InputError(path, "file ends mid-line (truncated?): the last line has no newline",
+                                         line=start, field="title" if "," in text else "item")
                     text = text.rstrip("\r\n")
                     if not text.strip():
                         continue
@@ -109,6 +112,9 @@ def read_titles(path: Path) -> pl.DataFrame:
             raise InputError(path, f"not valid UTF-8 ({e.reason})", line=start + 1) from None
     if not ids:
         raise InputError(path, "no data rows")
+    if header and ends_mid_line(path):  # the csv module takes a row cut mid-title as a whole one
+        raise InputError(path, "file ends mid-line (truncated?): the last line has no newline", line=lines[-1],
+                         field="title")
     df = pl.DataFrame({"item": ids, "title": titles, LINE: lines},
                       schema={"item": pl.Utf8, "title": pl.Utf8, LINE: pl.Int64})
     df = df.with_columns(pl.col("item").str.strip_chars(), pl.col("title").str.strip_chars().replace("", None))
