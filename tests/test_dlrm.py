@@ -45,6 +45,8 @@ from recharness.baselines.dlrm.models import (
 )
 from recharness.core.registry import Registry
 from recharness.metrics.classification import auc
+from recharness.tasks.recbench.ctr import CtrTask
+from recharness.tasks.recbench.seqrec import SeqrecTask
 
 N_ITEMS, N_USERS, HIST = 40, 300, 8
 #: fast settings for the tiny problem (the paper's batch of 5,000 would be one step per epoch)
@@ -93,7 +95,7 @@ def data():
 
 
 def _auc(model: DlrmBaseline, samples: list[dict]) -> float:
-    preds = model.predict(samples)
+    preds = model.predict(samples, CtrTask())
     return auc([s["label"] for s in samples], [preds[s["id"]]["parsed"]["p_yes"] for s in samples])
 
 
@@ -286,7 +288,7 @@ def test_same_seed_same_predictions_and_one_sample_equals_the_batch(data):
     assert np.array_equal(pa, pb)
     c = VARIANTS["deepfm"](seed=1, progress=False, **{**FAST, "max_epochs": 3}).fit(td)
     assert not np.array_equal(pa, c.predict_proba(samples))
-    one = [a.predict([s])[s["id"]]["parsed"]["p_yes"] for s in samples[:20]]
+    one = [a.predict([s], CtrTask())[s["id"]]["parsed"]["p_yes"] for s in samples[:20]]
     np.testing.assert_allclose(one, pa[:20], rtol=1e-5)
 
 
@@ -318,10 +320,10 @@ def test_unknown_users_items_and_empty_histories_do_not_crash(data):
            {"id": "c", "task": "ctr", "user_id": "0", "item_id": "3"}]
     for name in ("dnn", "autoint", "dnn_text", "dnn_semantic"):
         model = _make(name, max_epochs=1, use_user=True).fit(td)
-        preds = model.predict(odd)
+        preds = model.predict(odd, CtrTask())
         assert all(0.0 <= preds[k]["parsed"]["p_yes"] <= 1.0 for k in "abc"), name
-    with pytest.raises(ValueError, match="does not answer"):
-        model.predict([{"id": "x", "task": "direct", "item_id": "1"}])
+    with pytest.raises(ValueError, match="does not answer target-rank requests"):
+        model.predict([{"id": "x", "task": "seqrec", "target": "1", "history": []}], SeqrecTask())
 
 
 def test_text_model_scores_an_item_it_never_saw_by_its_title(data):

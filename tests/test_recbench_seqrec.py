@@ -223,27 +223,28 @@ def fitted(cyclic):
 def test_sasrec_learns_a_sequential_pattern_popularity_cannot(cyclic, fitted):
     data, samples = cyclic
     task = SeqrecTask()
-    ours = task.score(samples, fitted.predict(samples))
+    ours = task.score(samples, fitted.predict(samples, task))
     pop = task.score(samples, fit("popularity", data)[0].predict(samples, task))
     assert ours["NDCG@10"] > 0.8 and pop["NDCG@10"] < 0.35, (ours, pop)
     assert fitted.log["best_valid_ndcg@10"] > 0.8 and fitted.log["samples_per_s"] > 0
-    assert all(r["parsed"]["rank"] >= 1 for r in fitted.predict(samples).values())
+    assert all(r["parsed"]["rank"] >= 1 for r in fitted.predict(samples, task).values())
 
 
 def test_sasrec_is_seeded_and_saves_and_loads_the_same_predictions(cyclic, fitted, tmp_path):
     data, samples = cyclic
     again = sasrec_mod.SASRec1L(seed=0, threads=1, progress=False, **SMALL).fit(data)
     assert all(torch_equal(a, b) for a, b in zip(fitted.net.state_dict().values(), again.net.state_dict().values()))
-    assert again.predict(samples) == fitted.predict(samples)
+    task = SeqrecTask()
+    assert again.predict(samples, task) == fitted.predict(samples, task)
     other = sasrec_mod.SASRec1L(seed=1, threads=1, progress=False, **{**SMALL, "max_epochs": 1}).fit(data)
     first = sasrec_mod.SASRec1L(seed=0, threads=1, progress=False, **{**SMALL, "max_epochs": 1}).fit(data)
     assert not torch_equal(other.net.item.weight, first.net.item.weight)
     path = fitted.save(tmp_path / "m")
     loaded = sasrec_mod.SASRec.load(path)
     assert type(loaded) is sasrec_mod.SASRec1L and loaded.settings() == fitted.settings()
-    assert loaded.predict(samples) == fitted.predict(samples)
-    with pytest.raises(ValueError, match="ctr"):
-        loaded.predict([{"id": "x", "task": "ctr"}])
+    assert loaded.predict(samples, task) == fitted.predict(samples, task)
+    with pytest.raises(ValueError, match="does not answer click requests"):
+        loaded.predict([{"id": "x", "task": "ctr"}], get_task("recbench", "ctr"))
     with pytest.raises(ConfigError, match="seqrec"):
         sasrec_mod.SASRec().fit(TrainData(data.interactions, data.items))
 

@@ -77,7 +77,7 @@ def fitted(cyclic, sid):
 
 def test_sid_sasrec_learns_a_deterministic_pattern_and_cbs_answers_only_catalog_items(cyclic, fitted):
     data, samples = cyclic
-    recs = fitted.predict(samples)
+    recs = fitted.predict(samples, SeqrecTask())
     scores = SeqrecTask().score(samples, recs)
     assert scores["NDCG@10"] > 0.8, scores
     assert scores["invalid_share"] == 0.0 and scores["invalid_top1_share"] == 0.0
@@ -97,7 +97,7 @@ def test_free_decoding_shares_the_fit_and_counts_invalid_code_tuples(cyclic, sid
     assert all(torch.equal(a, b) for a, b in zip(free.net.state_dict().values(), fitted.net.state_dict().values()))
     # an under-trained model decoded freely spells code tuples no item has
     raw = sid_mod.SIDSASRecFree(seed=3, threads=1, progress=False, sid=sid, **{**SMALL, "max_epochs": 1}).fit(data)
-    recs = raw.predict(samples)
+    recs = raw.predict(samples, SeqrecTask())
     scores = SeqrecTask().score(samples, recs)
     parsed = [recs[s["id"]]["parsed"] for s in samples]
     for p in parsed:  # each beam is either a ranked item or an invalid tuple (history masked, codes unique)
@@ -108,7 +108,7 @@ def test_free_decoding_shares_the_fit_and_counts_invalid_code_tuples(cyclic, sid
     # the same weights under CBS: never an invalid answer
     cbs = sid_mod.SIDSASRec(seed=3, threads=1, progress=False, sid=sid, **{**SMALL, "max_epochs": 1}).fit(data)
     assert cbs.log.get("shared_fit") is True
-    assert SeqrecTask().score(samples, cbs.predict(samples))["invalid_share"] == 0.0
+    assert SeqrecTask().score(samples, cbs.predict(samples, SeqrecTask()))["invalid_share"] == 0.0
 
 
 def test_cached_context_decoding_equals_the_full_forward(fitted):
@@ -128,9 +128,9 @@ def test_sid_sasrec_saves_loads_and_says_what_it_needs(cyclic, fitted, tmp_path)
     data, samples = cyclic
     loaded = sid_mod.SIDSASRec.load(fitted.save(tmp_path / "m"))
     assert type(loaded) is sid_mod.SIDSASRec and loaded.settings() == fitted.settings()
-    assert loaded.predict(samples[:20]) == fitted.predict(samples[:20])
-    with pytest.raises(ValueError, match="ctr"):
-        loaded.predict([{"id": "x", "task": "ctr"}])
+    assert loaded.predict(samples[:20], SeqrecTask()) == fitted.predict(samples[:20], SeqrecTask())
+    with pytest.raises(ValueError, match="does not answer click requests"):
+        loaded.predict([{"id": "x", "task": "ctr"}], get_task("recbench", "ctr"))
     with pytest.raises(ConfigError, match="seqrec_train"):
         sid_mod.SIDSASRec(progress=False).fit(TrainData(data.interactions, data.items))
     with pytest.raises(ConfigError, match="item table"):  # no codes given and nothing to compute them from

@@ -105,6 +105,10 @@ class TrainData:
         return self.pairs
 
 
+#: a target-rank request: (target item, the history the sample shows, the user or None)
+RankQuery = tuple[str, Sequence[str], str | None]
+
+
 class Baseline(ABC):
     """A reference method. Registered in `BASELINES` with the tasks it serves ("suite:task")."""
 
@@ -125,17 +129,41 @@ class Baseline(ABC):
     @abstractmethod
     def fit(self, train: TrainData) -> Self: ...
 
-    @abstractmethod
     def predict(self, samples: list[dict], task=None) -> dict[str, dict]:
-        """{sample id: prediction record} for samples of one `task` (a Task: rankers ask it how to answer
-        them, `Task.reference_answer`); the same samples give the same records."""
+        """{sample id: prediction record} for samples of one `task` (a Task): the task asks the baseline
+        through its request kinds, in one batch (`Task.reference_answers`); the same samples give the
+        same records."""
+        if task is None:
+            raise ValueError(f"{self.name} answers samples through their task (Task.reference_answers): pass it")
+        answers = task.reference_answers(self, samples)
+        return {s["id"]: reference_record(s["id"], a) for s, a in zip(samples, answers, strict=True)}
+
+    # ---- request kinds: a baseline implements those it can answer (`Ranker`: all), a task asks for those
+    # it needs; asked one it cannot answer, a baseline says so
+    def rank(self, candidates: list[str], *, user: str | None = None, history: Sequence[str] = ()) -> list[str]:
+        raise ValueError(f"{self.name} does not answer ranking requests (rank)")
+
+    def top_k(self, k: int, exclude: set[str] = frozenset(), *, user: str | None = None,
+              history: Sequence[str] = ()) -> list[str]:
+        raise ValueError(f"{self.name} does not answer top-k requests (top_k)")
+
+    def p_clicks(self, samples: list[dict]) -> list[float]:
+        """Per sample, a score in [0, 1] for its (user_id, item_id, history): higher, more likely a click."""
+        raise ValueError(f"{self.name} does not answer click requests (p_clicks)")
+
+    def target_ranks(self, queries: Sequence[RankQuery]) -> list[dict]:
+        """Per query (target, history, user): {"rank": the target's 1-based rank among all items not in
+        the history, None when never ranked}, with what a decoder reports of its search where it has
+        one (items, beams, invalid, top1_invalid)."""
+        raise ValueError(f"{self.name} does not answer target-rank requests (target_ranks)")
 
 
 class Ranker(Baseline):
     """A baseline that ranks items. Its request kinds: `rank` (given candidates in its order),
     `top_k` (the k best items not excluded), `target_rank` (a target's rank in its whole order,
     history removed; None: an item it never ranks) and, where it has one, `p_click` (a click score
-    per user-item pair). Each task turns these into its own records (`Task.reference_answer`),
+    per user-item pair); `target_ranks` and `p_clicks` are the batched kinds every baseline may
+    answer (here: one call per query). Each task turns these into its own records (`Task.reference_answer`),
     passing the user (`user=`) and the history the sample shows (`history=`): personalised rankers
     (`HistoryScorer`) score from them, non-personalised ones ignore them."""
 
@@ -147,15 +175,16 @@ class Ranker(Baseline):
     def rank(self, candidates: list[str], *, user: str | None = None, history: Sequence[str] = ()) -> list[str]: ...
 
     def p_click(self, sample: dict) -> float:
-        """A score in [0, 1] for a ctr sample's (user, item): higher means more likely a click."""
-        raise ValueError(f"{self.name} does not answer ctr samples")
+        """A score in [0, 1] for a sample's (user, item): higher means more likely a click."""
+        raise ValueError(f"{self.name} does not answer click requests (p_click)")
+
+    def p_clicks(self, samples: list[dict]) -> list[float]:
+        return [self.p_click(s) for s in samples]
+
+    def target_ranks(self, queries: Sequence[RankQuery]) -> list[dict]:
+        return [{"rank": self.target_rank(t, list(h), user=u)} for t, h, u in queries]
 
     def target_rank(self, target: str, history: list[str], *, user: str | None = None) -> int | None:
         """The target's 1-based rank among all items not in `history` (None: never ranked)."""
         ranked = self.top_k(sys.maxsize, exclude=set(history), user=user, history=history)
         return ranked.index(target) + 1 if target in ranked else None
-
-    def predict(self, samples: list[dict], task=None) -> dict[str, dict]:
-        if task is None:
-            raise ValueError(f"{self.name} answers samples through their task (Task.reference_answer): pass it")
-        return {s["id"]: reference_record(s["id"], task.reference_answer(self, s)) for s in samples}

@@ -7,7 +7,6 @@ from typing import Self
 import polars as pl
 
 from recharness.baselines.base import Baseline, TrainData
-from recharness.core.types import reference_record
 
 
 class ItemMeanCtr(Baseline):
@@ -32,6 +31,5 @@ class ItemMeanCtr(Baseline):
         self.rate = dict(per_item.select("item_id", rate.alias("p")).iter_rows())
         return self
 
-    def predict(self, samples: list[dict], task=None) -> dict[str, dict]:
-        return {s["id"]: reference_record(s["id"], {"p_yes": float(self.rate.get(s["item_id"], self.prior))})
-                for s in samples}
+    def p_clicks(self, samples: list[dict]) -> list[float]:
+        return [float(self.rate.get(s["item_id"], self.prior)) for s in samples]

@@ -61,8 +61,8 @@ class PopularityRanker(Ranker):
     def p_click(self, sample: dict) -> float:
         """Training clicks on the item over the most any item has: a ranking score, not a calibrated probability."""
         if not self.on_pairs:
-            raise ConfigError("popularity answers ctr samples only when fitted on the build's training pairs "
-                              "(<run>/recbench/train.parquet), which this training data does not hold")
+            raise ConfigError("popularity answers click requests only when fitted on the build's training pairs "
+                              "(<run>/<suite>/train.parquet), which this training data does not hold")
         top = self.counts[self.order[0]] if self.order else 0
         return self.counts.get(sample["item_id"], 0) / top if top else 0.0
 

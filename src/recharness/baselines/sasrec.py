@@ -37,7 +37,7 @@ training step holds `batch_size` × items logits (2,048 × 3,706 floats on ML-1M
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -47,12 +47,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from recharness.baselines.base import Baseline, TrainData
+from recharness.baselines.base import SEQUENCE_PARTS, Baseline, RankQuery, TrainData
 from recharness.baselines.checkpoint import read_model, save_model
 from recharness.baselines.torch_threads import threads
 from recharness.baselines.training import EarlyStopping, progress_bar
 from recharness.core.errors import ConfigError
-from recharness.core.types import reference_record
 from recharness.metrics.full_ranking import rank_metrics, target_ranks
 
 #: every variant's settings but the layer count (RecBole's SASRec defaults where the paper says nothing)
@@ -143,7 +142,7 @@ def record_epoch(epochs: list[dict], bar, best: float, epoch: int, total: float,
 
 
 class SASRec(Baseline):
-    """SASRec answering recbench seqrec samples with the target's full-catalog rank."""
+    """SASRec answering target-rank requests with the target's full-catalog rank."""
 
     name = "sasrec"
     layers = 2
@@ -188,7 +187,8 @@ class SASRec(Baseline):
         seqs = getattr(train, "sequences", None)
         if seqs is None:
             raise ConfigError(f"{self.name} fits on a list-wise build's training sequences "
-                              "(<run>/recbench/seqrec_train.parquet); this training data has none: build recbench -t seqrec")
+                              f"(<run>/<suite>/{SEQUENCE_PARTS['train']}.parquet); this training data has none: build "
+                              "the run's list-wise task first (it writes them)")
         rows, valid = seqs.filter(pl.col("part") == "train"), seqs.filter(pl.col("part") == "valid")
         if rows.height == 0:
             raise ConfigError(f"{self.name}: the build has no training sequences")
@@ -314,18 +314,15 @@ class SASRec(Baseline):
             net.train()
         return ranks
 
-    def predict(self, samples: list[dict], task=None) -> dict[str, dict]:
+    def target_ranks(self, queries: Sequence[RankQuery]) -> list[dict]:
+        """The targets' full-catalog ranks, history removed, scored in batches."""
         if self.net is None:
             raise ValueError(f"{self.name} predicts only once fitted (or loaded)")
-        bad = next((s for s in samples if s.get("task") != "seqrec"), None)
-        if bad is not None:
-            raise ValueError(f"{self.name} does not answer {bad.get('task')!r} samples")
-        hist = [self._encode(s["history"]) for s in samples]
-        target = [self.code.get(s["target"], 0) for s in samples]
-        with threads(1 if len(samples) < SMALL_BATCH else self.threads):
+        hist = [self._encode(h) for _, h, _ in queries]
+        target = [self.code.get(t, 0) for t, _, _ in queries]
+        with threads(1 if len(queries) < SMALL_BATCH else self.threads):
             ranks = self._ranks(hist, target)
-        return {s["id"]: reference_record(s["id"], {"rank": int(r) if np.isfinite(r) else None})
-                for s, r in zip(samples, ranks)}
+        return [{"rank": int(r) if np.isfinite(r) else None} for r in ranks]
 
     # ------------------------------------------------------------ persistence
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -55,14 +56,13 @@ import polars as pl
 import torch
 import torch.nn.functional as F
 
-from recharness.baselines.base import Baseline, TrainData
+from recharness.baselines.base import SEQUENCE_PARTS, Baseline, RankQuery, TrainData
 from recharness.baselines.checkpoint import read_model, save_model
 from recharness.baselines.sasrec import DEFAULTS as SASREC_DEFAULTS
 from recharness.baselines.sasrec import SASRecNet, record_epoch, right_padded
 from recharness.baselines.torch_threads import threads
 from recharness.baselines.training import EarlyStopping, progress_bar
 from recharness.core.errors import ConfigError
-from recharness.core.types import reference_record
 from recharness.data.semantic_ids import SemanticIds, semantic_ids
 from recharness.metrics.full_ranking import rank_metrics
 from recharness.models.cbs import Trie, beam_search, forbid_paths
@@ -81,7 +81,7 @@ _FITTED_MAX = 2
 
 
 class SIDSASRec(Baseline):
-    """SID-SASRec answering recbench seqrec samples with CBS-decoded rankings (`free`: unconstrained)."""
+    """SID-SASRec answering target-rank requests with CBS-decoded rankings (`free`: unconstrained)."""
 
     name = "sid-sasrec"
     layers = 2
@@ -148,7 +148,7 @@ class SIDSASRec(Baseline):
             return self.sid
         if train.item_table is None or train.dataset_name is None:
             raise ConfigError(f"{self.name} needs the dataset's item table (titles) and name for semantic IDs; "
-                              "this training data has none: fit it on `TrainData.of_build(dataset, run, 'recbench')`")
+                              "this training data has none: fit it on `TrainData.of_build(dataset, run, suite)`")
         p = self.params
         return semantic_ids(train.dataset_name, train.item_table, method=p["sid_method"], levels=p["sid_levels"],
                             codebook_size=p["sid_codebook"], seed=p["sid_seed"], epochs=p["sid_epochs"],
@@ -160,7 +160,8 @@ class SIDSASRec(Baseline):
         seqs = getattr(train, "sequences", None)
         if seqs is None:
             raise ConfigError(f"{self.name} fits on a list-wise build's training sequences "
-                              "(<run>/recbench/seqrec_train.parquet); this training data has none: build recbench -t seqrec")
+                              f"(<run>/<suite>/{SEQUENCE_PARTS['train']}.parquet); this training data has none: build "
+                              "the run's list-wise task first (it writes them)")
         rows, valid = seqs.filter(pl.col("part") == "train"), seqs.filter(pl.col("part") == "valid")
         if rows.height == 0:
             raise ConfigError(f"{self.name}: the build has no training sequences")
@@ -331,17 +332,13 @@ class SIDSASRec(Baseline):
         rank = items.index(target) + 1 if target in items else None
         return {"rank": rank, "items": items, "beams": len(found), "invalid": invalid, "top1_invalid": top1_invalid}
 
-    def predict(self, samples: list[dict], task=None) -> dict[str, dict]:
+    def target_ranks(self, queries: Sequence[RankQuery]) -> list[dict]:
+        """Per query, the target's rank among the items the beams decode, and the search's beams and
+        invalid paths."""
         if self.net is None:
             raise ValueError(f"{self.name} predicts only once fitted (or loaded)")
-        bad = next((s for s in samples if s.get("task") != "seqrec"), None)
-        if bad is not None:
-            raise ValueError(f"{self.name} does not answer {bad.get('task')!r} samples")
-        out = {}
         with threads(1):
-            for s in samples:
-                out[s["id"]] = reference_record(s["id"], self._answer(s["history"], s["target"], free=self.free))
-        return out
+            return [self._answer(h, t, free=self.free) for t, h, _ in queries]
 
     # ------------------------------------------------------------ persistence
 

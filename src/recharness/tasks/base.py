@@ -84,6 +84,11 @@ class Task(ABC):
         `target_rank`, `p_click` of a baselines.Ranker): what makes a ranker answer this task."""
         raise ValueError(f"task {self.name!r} takes no ranker's answers (it declares no baselines)")
 
+    def reference_answers(self, baseline, samples: list[dict]) -> list[Any]:
+        """A baseline's parsed answers to `samples`, in order: one `reference_answer` each, unless the
+        task asks a batched request kind (`target_ranks`, `p_clicks`) that a trained model answers fast."""
+        return [self.reference_answer(baseline, s) for s in samples]
+
     def import_answer(self, sample: dict, line: dict) -> tuple[dict | None, str | None] | None:
         """`score --predictions`: an imported line's answer in this task's own keys, as
         ({"parsed", "valid", "error"}, None) or (None, why the line is unusable); None (the default):

@@ -23,7 +23,6 @@ import polars as pl
 from recharness.baselines.base import Baseline, TrainData
 from recharness.baselines.dlrm.features import FeatureSpace, build_space
 from recharness.core.errors import ConfigError
-from recharness.core.types import reference_record
 
 try:
     import torch
@@ -175,12 +174,8 @@ class DlrmBaseline(Baseline):
             return np.zeros(0)
         return predict_proba(self.model, to_tensors(self.space.encode_samples(samples)))
 
-    def predict(self, samples: list[dict], task=None) -> dict[str, dict]:
-        bad = next((s for s in samples if s.get("task", "ctr") != "ctr"), None)
-        if bad is not None:
-            raise ValueError(f"{self.name} does not answer {bad['task']!r} samples")
-        p = self.predict_proba(samples)
-        return {s["id"]: reference_record(s["id"], {"p_yes": float(v)}) for s, v in zip(samples, p)}
+    def p_clicks(self, samples: list[dict]) -> list[float]:
+        return [float(v) for v in self.predict_proba(samples)]
 
     # ------------------------------------------------------------ persistence
 

@@ -175,4 +175,7 @@ class CtrTask(Task):
         return reference_records(self, dataset, samples, seed, train=train)
 
     def reference_answer(self, ranker, sample: dict) -> dict:
-        return {"p_yes": ranker.p_click(sample)}
+        return self.reference_answers(ranker, [sample])[0]
+
+    def reference_answers(self, baseline, samples: list[dict]) -> list[dict]:
+        return [{"p_yes": float(p)} for p in baseline.p_clicks(samples)]

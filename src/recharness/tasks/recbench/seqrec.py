@@ -252,5 +252,8 @@ class SeqrecTask(Task):
         return reference_records(self, dataset, samples, seed, train=train)
 
     def reference_answer(self, ranker, sample: dict) -> dict:
-        return {"rank": ranker.target_rank(sample["target"], sample["history"], user=sample.get("user_id"))}
+        return self.reference_answers(ranker, [sample])[0]
+
+    def reference_answers(self, baseline, samples: list[dict]) -> list[dict]:
+        return baseline.target_ranks([(s["target"], s["history"], s.get("user_id")) for s in samples])
 
