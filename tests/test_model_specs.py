@@ -111,6 +111,7 @@ def test_model_specs_reach_the_run_help():
 
 def test_baselines_lists_each_reference_with_what_it_answers_and_who_uses_it():
     out = " ".join(runner.invoke(app, ["baselines"], env={"COLUMNS": "250"}).output.split())
-    for name in ("popularity", "sasrec", "deepfm", "title-cbs", "item_mean"):
+    for name in ("popularity", "sasrec", "deepfm", "title-cbs", "item_mean", "itemknn", "ease", "als", "markov"):
         assert f"│ {name} " in out
     assert "llmrec/sequential, llmrec/direct, recbench/ctr, recbench/seqrec" in out  # popularity serves four tasks
+    assert "[implicit (AlternatingLeastSquares)]" in out  # the library a reference comes from

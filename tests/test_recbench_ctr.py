@@ -210,7 +210,8 @@ def test_a_generated_answer_parses_too():
 def test_references_fit_on_training_pairs_and_popularity_beats_random(built, ml1m):
     out, _, _, _, _ = built
     dlrms = ["dnn", "pnn", "deepfm", "dcn", "dcnv2", "masknet", "finalmlp", "autoint", "gdcn", "dnn_text", "dnn_semantic"]
-    assert serving(get_task("recbench", "ctr")) == ["popularity", "random", "item_mean", *dlrms]
+    assert serving(get_task("recbench", "ctr")) == ["popularity", "random", "item_mean", "itemknn", "ease", "als",
+                                                    "markov", *dlrms]
     # the trained models come only from `recharness train`: score fits the cheap ones, never a DLRM
     assert serving(get_task("recbench", "ctr"), on_the_fly=True) == ["popularity", "random", "item_mean"]
     rows = {r.method: r for r in pipeline.score(out, seed=0) if r.kind == "reference"}

@@ -256,8 +256,9 @@ def torch_equal(a, b) -> bool:
 
 
 def test_registered_names_and_popularity_ranks_from_training_sequences_only(built, ml1m):
-    assert serving(get_task("recbench", "seqrec")) == ["popularity", "sasrec", "sasrec-1l", "sasrec-3l", "sasrec-4l",
-                                             "sid-sasrec", "sid-sasrec-free", "title-cbs"]
+    assert serving(get_task("recbench", "seqrec")) == ["popularity", "itemknn", "ease", "als", "markov", "sasrec",
+                                                       "sasrec-1l", "sasrec-3l", "sasrec-4l", "sid-sasrec",
+                                                       "sid-sasrec-free", "title-cbs"]
     assert serving(get_task("recbench", "seqrec"), on_the_fly=True) == ["popularity"]
     assert all(BASELINES.meta(n)["heavy"] for n in serving(get_task("recbench", "seqrec"))[1:])
     assert all(BASELINES.meta(n)["trainable"] for n in serving(get_task("recbench", "seqrec"))[1:-1])  # title-cbs learns nothing
