@@ -698,12 +698,12 @@ def baselines():
         for tname, cls in s.tasks.items():
             for b in getattr(cls, "baselines", ()):
                 used.setdefault(b, []).append(f"{name}/{tname}")
-    t = Table("baseline", "answers", "fitted by", "used by", "library", "what it is")
+    t = Table("baseline", "answers", "fitted by", "used by", "what it is")
     for name in BASELINES:
         meta = BASELINES.meta(name)
         how = "train" if meta.get("heavy") else "score (on the fly)" if meta.get("trainable") else "nothing (no fit)"
         t.add_row(escape(name), ", ".join(meta.get("answers", ())), how, escape(", ".join(used.get(name, [])) or "–"),
-                  escape(meta.get("library", "recharness")), escape(meta.get("description", "")))
+                  escape(meta.get("description", "") + (f" [{meta['library']}]" if meta.get("library") else "")))
     out_console.print(t)
 
 
