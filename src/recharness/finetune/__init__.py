@@ -7,7 +7,7 @@
 Modules: `examples` (training examples from a build's training split, never its test samples),
 `lora` (peft LoRA training loop: answer-token loss, gradient accumulation, resumable checkpoints),
 `export` (merged `hf:DIR` model), `items` (ID / semantic-ID item tokens and CBS decoding),
-`api` (`finetune`, `answer_samples`), `recipe` (what a suite fine-tunes: each suite declares its
+`api` (`finetune`, `answer_build`), `recipe` (what a suite fine-tunes: each suite declares its
 recipes in its own `finetune` module), `cli` (`register(app)`: the `finetune` and `merge` commands),
 `merge` (linear / TIES merging of fine-tunes of one base into one `hf:DIR`).
 Needs the `train` extra (torch, transformers, peft).

@@ -6,8 +6,9 @@ the starting weights (a built-in model's GGUF through transformers, no hub; or a
 directory / GGUF file), LoRA (`lora.train`, checkpoints in `<out>.checkpoint/`, resumed when
 present), then the merged model in `out` (`export.export_merged`, with the adapter alone in
 `out/adapter/`), which `recharness run -m hf:OUT` accepts for text models. ID / SID models answer
-the build's samples through the recipe's `evaluate` (resumable, `answer_samples`). Weight merging of
-single-task models is `merge.merge` (`recharness merge`).
+the build's samples as `recharness run -m ft:OUT` does (`answer_build`: the executor, with the recipe's
+`answerer` decoding items; resumable, exactly once). Weight merging of single-task models is
+`merge.merge` (`recharness merge`).
 """
 
 from __future__ import annotations
