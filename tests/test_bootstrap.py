@@ -352,3 +352,24 @@ def test_gauc_recbole_hand_worked_case():
     # case 1: a user without positives and one with only positives are skipped; the one left has AUC 0
     r1 = gauc([1, 0, 0] + [0] * 6 + [1] * 4, [0.1, 0.5, 0.9] + [0.5] * 6 + [0.5] * 4, [0] * 3 + [1] * 6 + [2] * 4)
     assert r1.n_groups == 1 and r1.positive_weighted == r1.weighted == r1.unweighted == 0.0
+
+
+def test_exact_test_on_clusters_equals_scipy_on_the_clusters_sums():
+    """A mean over samples whose users swap together: the exact sign-flip test over 12 users equals scipy's
+    paired permutation test of the users' summed values (the per-cluster shortcut), to 1e-9."""
+    from scipy.stats import permutation_test
+
+    from recharness.metrics.bootstrap import mean_units, paired_permutation
+
+    rng = np.random.default_rng(3)
+    n, users = 300, 12
+    cl = rng.integers(0, users, n)
+    a = rng.random(n)
+    b = a + rng.normal(0.05, 0.3, n)
+    got = paired_permutation(mean_units(range(n), a, clusters=cl), mean_units(range(n), b, clusters=cl))
+    sa, sb = np.bincount(cl, a, users), np.bincount(cl, b, users)
+    ref = permutation_test((sa, sb), lambda x, y, axis: (x.sum(axis=axis) - y.sum(axis=axis)) / n,
+                           permutation_type="samples", vectorized=True, n_resamples=np.inf, alternative="two-sided")
+    assert got["exact"] and got["units"] == users and got["permutations"] == 2**users
+    assert got["diff"] == pytest.approx(ref.statistic, abs=1e-12)
+    assert abs(got["p"] - ref.pvalue) < 1e-9

@@ -80,3 +80,14 @@ def test_a_builtin_keeps_its_published_hash_without_reading_the_file(tmp_path, h
 
     monkeypatch.setattr(rundir, "file_sha256", lambda p: pytest.fail("a built-in is not hashed again"))
     assert LlamaCppBackend(path, sha256="ab" * 32).identity()["sha256"] == "ab" * 8
+
+
+def test_a_damaged_header_length_reads_as_no_header(tmp_path):
+    import struct
+
+    from recharness.models.gguf_header import read_header
+
+    bad = tmp_path / "bad.gguf"
+    # version 3, 0 tensors, 1 key whose length field claims 2**60 bytes
+    bad.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 2**60) + b"general.name")
+    assert read_header(bad) == {}

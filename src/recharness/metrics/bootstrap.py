@@ -536,11 +536,23 @@ def paired_bootstrap(a: Units, b: Units, resamples: int = DEFAULT_RESAMPLES, see
             "p": bootstrap_p(diffs) if resamples else float("nan"), "resamples": int(np.isfinite(diffs).sum())}
 
 
+def _per_cluster(u: Units) -> RatioUnits | None:
+    """A plain ratio of sums over clusters' summed numerators and denominators (None: not that kind)."""
+    if type(u) is not RatioUnits or u.groups is not None or u.clusters is None:
+        return None
+    codes, c = cluster_codes(u.clusters)
+    return RatioUnits([f"cluster {k}" for k in range(c)], np.bincount(codes, u.num, c), np.bincount(codes, u.den, c),
+                      transform=u.transform, how=u.how)
+
+
 def paired_permutation(a: Units, b: Units, permutations: int = DEFAULT_RESAMPLES, seed: int = 0) -> dict[str, float]:
     """Permutation test of A's metric minus B's: each independent unit's two answers (a cluster's
     all together) swapped at random, or every way (exact) up to EXACT_MAX_UNITS units."""
     _same(a, b)
     observed = a.point() - b.point()
+    if a.clusters is not None and _per_cluster(a) is not None and _per_cluster(b) is not None:
+        # a ratio of sums moves with whole clusters: the clusters' own sums give the same null, n times faster
+        a, b = _per_cluster(a), _per_cluster(b)
     if a.clusters is not None:
         codes, c = cluster_codes(a.clusters)
         chunks, exact, count = swap_masks(c, permutations, seed)

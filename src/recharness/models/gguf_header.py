@@ -14,6 +14,11 @@ _SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?
 _WANTED = ("general.name", "general.file_type")
 
 
+#: longer strings / arrays than any real header holds mean a damaged file (read as "no header")
+_MAX_STRING = 1 << 20
+_MAX_ARRAY = 1 << 24
+
+
 def read_header(path: Path | str, *, max_kv: int = 4096) -> dict[str, object]:
     """{"general_name": ..., "quantization": ...} where the header has them; {} for a file that is not
     GGUF (or is cut short): the identity then simply lacks them."""
@@ -26,6 +31,8 @@ def read_header(path: Path | str, *, max_kv: int = 4096) -> dict[str, object]:
 
             def text() -> str:
                 (n,) = struct.unpack("<Q", f.read(8))
+                if n > _MAX_STRING:  # a damaged length field: never allocate it
+                    raise struct.error(f"string of {n} bytes")
                 return f.read(n).decode("utf-8", "replace")
 
             def skip(t: int) -> object:
@@ -34,6 +41,8 @@ def read_header(path: Path | str, *, max_kv: int = 4096) -> dict[str, object]:
                 if t == 9:
                     (at,) = struct.unpack("<I", f.read(4))
                     (n,) = struct.unpack("<Q", f.read(8))
+                    if n > _MAX_ARRAY:
+                        raise struct.error(f"array of {n} entries")
                     for _ in range(n):
                         skip(at)
                     return None

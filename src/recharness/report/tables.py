@@ -8,8 +8,8 @@ programs reading them see the same keys as before.
 
 Confidence intervals (`ScoreRow.ci`, filled by the score stage): the tables
 people read show "value [lo, hi]" (the 95% interval, often asymmetric), in bold the best
-row of a column and every row not distinguishable from it (paired bootstrap
-p >= 0.05), with a note under each table saying so; scores.csv has the bounds
+row of a column and every row not distinguishable from it (exact paired sign-flip test up to 20
+independent units, paired bootstrap above; p >= 0.05), with a note under each table saying so; scores.csv has the bounds
 in `<metric>_lo` / `<metric>_hi` columns beside each metric that has them,
 scores.json the whole `ci` record.
 """
@@ -89,7 +89,8 @@ def ci_note(rows: list[ScoreRow]) -> str | None:
     how = f"{b:,} resamples" if b else "bootstrap resamples"
     note = (f"[lo, hi] = the 95% bootstrap interval ({how} of the independent units, seed {seed}); "
             "bold = the best row of a column and every row not distinguishable from it "
-            "(paired bootstrap on the same resamples, p ≥ 0.05).")
+            "(paired test, p ≥ 0.05: the exact sign-flip test up to 20 independent units, the paired bootstrap on "
+            "the same resamples above; a row alone in its comparison is never marked).")
     fewer = sorted({c.get("resamples") for r in rows for c in r.ci.values() if c.get("generic")} - {None})
     if fewer:
         note += (" Intervals from re-scoring resampled samples (the task has no per-unit contract), "
