@@ -75,7 +75,9 @@ def test_a_build_that_keeps_no_sample_exits_2_naming_the_task(ml1m, tmp_path):
             "--option", "min_history=100000")
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     msg = " ".join(p.stderr.split())
-    assert "sequential yielded 0 samples" in msg and "min_history=100000" in msg
+    # the filter that removed every user, with its numbers (ML-1M's longest history: 2,314 ratings)
+    assert "0 samples: sequential: min_history=100000 keeps 0 of 6040 users" in msg, msg
+    assert "the longest history here has 2314" in msg
     assert not (tmp_path / "run" / "samples.jsonl").exists()
 
 

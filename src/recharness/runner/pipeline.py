@@ -22,6 +22,7 @@ from recharness.execution.executor import RunStats, run_samples, with_model
 from recharness.metrics.bootstrap import DEFAULT_RESAMPLES
 from recharness.models.base import ModelBackend
 from recharness.runner.coverage import record_run
+from recharness.runner.imported import as_given_samples
 from recharness.runner.intervals import add_confidence_intervals, checked_units
 from recharness.tasks.options import validate_options
 from recharness.tasks.registry import get_suite, get_task
@@ -81,6 +82,10 @@ def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None =
         raise RuntimeError("builder produced duplicate sample ids")
     empty = [t for t, n in counts.items() if n == 0]
     if empty:
+        reasons = [r for t in empty if (why := getattr(get_task(suite, t), "why_empty", None))
+                   and (r := why(ds, config))]
+        if reasons:  # the task knows which of its filters removed every sample
+            raise ConfigError(f"build {suite} on {dataset_name}: 0 samples: " + "; ".join(reasons))
         shown = ", ".join(f"{k}={v}" for k, v in sorted((options or {}).items())) or "the defaults"
         raise ConfigError(f"build {suite} on {dataset_name}: {', '.join(empty)} yielded 0 samples (seed {seed}, "
                           f"limit {limit}, options {shown}): the task's filters (history length, ratings, "
@@ -291,12 +296,16 @@ def score(out: Path, *, seed: int = 0, references: bool = True, resamples: int =
     for t, task, task_samples, methods in methods_by_task(out, seed=seed, references=references):
         groups: dict[tuple, tuple[list[dict], list]] = {}
         for name, kind, recs, extra in methods:
+            task.check_answers(recs, name)  # imported, reference and parsed answers alike: the task's answer type
             samples, cov = (task_samples, None) if kind != "model" else covered(
                 rd, extra.get("derived_from", name), t, task_samples, build_samples, recs, partial=partial)
-            row = _score_row(task, t, samples, recs, name, kind, extra)
+            own = as_given_samples(samples, recs)  # an import scored against its own targets (--targets as-given)
+            row = _score_row(task, t, own, recs, name, kind, extra)
             row.coverage = cov
-            units = checked_units(task, samples, recs, row.metrics)  # once: the table's values are the units'
-            key = tuple(s["id"] for s in samples)
+            units = checked_units(task, own, recs, row.metrics)  # once: the table's values are the units'
+            # rows on other targets than the build's are compared with no other row
+            key = tuple(s["id"] for s in samples) + ((("as-given", name),) if own is not samples else ())
+            samples = own
             groups.setdefault(key, (samples, [], []))
             groups[key][1].append((row, recs))
             groups[key][2].append(units)

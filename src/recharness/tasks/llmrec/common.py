@@ -73,6 +73,19 @@ def reference_predictions(task, dataset, samples: list[dict], seed: int) -> dict
     return reference_records(task, dataset, samples, seed)
 
 
+def why_empty(task_name: str, dataset, min_history: int) -> str | None:
+    """Which filter left a leave-last-out task without users: the history length, named with its numbers."""
+    lengths = dataset.interactions.group_by("user_id").len()["len"]
+    if lengths.is_empty():
+        return f"{task_name}: {dataset.name} has no interactions"
+    kept = int((lengths > min_history).sum())
+    if kept == 0:
+        return (f"{task_name}: min_history={min_history} keeps 0 of {lengths.len()} users (a user needs more than "
+                f"min_history interactions; the longest history here has {int(lengths.max())}): "
+                f"lower it with --option min_history=N")
+    return None
+
+
 def popularity(dataset):
     """The training part's item popularity (each user's last interaction held out), for beyond-accuracy metrics."""
     from recharness.baselines.base import training_rows

@@ -44,6 +44,7 @@ from recharness.tasks.llmrec.common import (
     ranking_scores,
     ranking_units,
     reference_predictions,
+    why_empty,
 )
 from recharness.tasks.llmrec.prompts import direct_prompt, domain_of
 
@@ -228,6 +229,12 @@ class DirectTask(Task):
             partial.append(ok and bool(p["parsed"].get("partial")))
             ranked.append(p["parsed"]["ranking"] if ok else [])
         return ranked, valid, partial, missing
+
+    def why_empty(self, dataset, config) -> str | None:
+        opts = config.options
+        if opts.get("retriever"):
+            return None
+        return why_empty(self.name, dataset, int(opts.get("min_history", 5)))
 
     def derived_methods(self, samples: list[dict], recs: dict[str, dict]) -> dict[str, dict[str, dict]]:
         """With `--option orders=K`: a method's K rankings of one user's candidates aggregated (`borda`)

@@ -16,12 +16,13 @@ from recharness.data.leave_last_out import leave_last_out
 from recharness.tasks.base import Task
 from recharness.tasks.llmrec.common import (
     CatalogContext,
+    beyond_accuracy,
     parts_from_options,
+    popularity,
     ranking_scores,
     ranking_units,
-    beyond_accuracy,
-    popularity,
     reference_predictions,
+    why_empty,
 )
 from recharness.tasks.llmrec.prompts import domain_of, sequential_prompt
 
@@ -78,6 +79,9 @@ class SequentialTask(Task):
         if res["refusal"] or not res["strings"]:
             return Parsed(res, valid=False, error="no recommendation list found in the answer")
         return Parsed(res)
+
+    def why_empty(self, dataset, config) -> str | None:
+        return why_empty(self.name, dataset, int(config.options.get("min_history", 5)))
 
     def ranked(self, sample: dict, pred: dict | None) -> list[str]:
         if not pred or not pred.get("parsed"):
