@@ -135,3 +135,18 @@ def test_tuning_tries_the_default_first_and_keeps_the_best_on_validation():
     # b and c excluded → a, d: rank 2; (c | d): c excluded → a, b, d: rank 3
     default = search["trials"][0]["valid"]
     assert default == pytest.approx((1 + 1 + 1 / np.log2(3) + 1 / np.log2(4)) / 4)
+
+
+def test_list_wise_windows_count_each_transition_once_and_each_user_once():
+    # one user's positives a b c d e cut into windows sharing one item: (a b c) and (c d e)
+    seqs = pl.DataFrame({"user_id": ["u", "u", "v"], "history": [["a", "b"], ["c", "d"], ["b"]],
+                         "target": ["c", "e", "c"], "part": ["train", "train", "valid"]})
+    train = TrainData(pl.DataFrame({"user_id": ["u"], "item_id": ["a"]}), ITEMS, sequences=seqs)
+    assert user_sequences(train) == {"u": ["a", "b", "c", "d", "e"]}
+    m = Markov().fit(train)
+    assert m.transitions.toarray().sum() == 4  # a->b, b->c, c->d, d->e
+    assert m.scores(["c"]).tolist() == [0, 0, 0, 1, 0]
+    knn = ItemKNN(neighbours=10).fit(train)
+    assert knn.similarity.shape == (5, 5)
+    _, pairs = validation_split(train, 10, 0)
+    assert pairs == [(["b"], "c")]  # the build's own validation rows

@@ -19,12 +19,24 @@ import scipy.sparse as sp
 from recharness.baselines.base import Ranker, TrainData, training_rows
 
 
-def user_sequences(train: TrainData) -> dict[str, list[str]]:
-    """Each training user's items in order: a list-wise build's training rows (history, then target),
-    else the training interactions in time order (stable: the file's order among equal stamps)."""
+def training_sequences(train: TrainData) -> list[tuple[str, list[str]]]:
+    """(user, items in order) per training sequence: a list-wise build's training rows (history, then
+    target: a user may have several windows, each transition in one of them), else one per user from
+    the training interactions in time order (stable: the file's order among equal stamps)."""
     if train.sequences is not None:
         rows = train.sequences.filter(pl.col("part") == "train")
-        return {u: list(h) + [t] for u, h, t in rows.select("user_id", "history", "target").iter_rows()}
+        return [(u, list(h) + [t]) for u, h, t in rows.select("user_id", "history", "target").iter_rows()]
+    return list(user_sequences(train).items())
+
+
+def user_sequences(train: TrainData) -> dict[str, list[str]]:
+    """Each training user's items in order (a list-wise build's windows joined where they share an item)."""
+    if train.sequences is not None:
+        out: dict[str, list[str]] = {}
+        for u, seq in training_sequences(train):
+            prev = out.setdefault(u, [])
+            prev.extend(seq[1:] if prev and seq and prev[-1] == seq[0] else seq)
+        return out
     df = train.interactions
     if "timestamp" in df.columns:
         df = df.with_row_index("_pos").sort(["user_id", "timestamp", "_pos"])
@@ -96,9 +108,10 @@ class HistoryScorer(Ranker):
         self.items = list(dict.fromkeys(train.items))
         self.code = {i: k for k, i in enumerate(self.items)}
         self.histories = user_sequences(train)
-        users = list(self.histories)
-        rows = [u for u, s in enumerate(self.histories.values()) for i in s if i in self.code]
-        cols = [self.code[i] for s in self.histories.values() for i in s if i in self.code]
+        sequences = training_sequences(train)
+        users = {u: k for k, u in enumerate(dict.fromkeys(u for u, _ in sequences))}
+        rows = [users[u] for u, s in sequences for i in s if i in self.code]
+        cols = [self.code[i] for _, s in sequences for i in s if i in self.code]
         x = sp.csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)), shape=(len(users), len(self.items)))
         x.sum_duplicates()
         x.data[:] = 1.0  # implicit feedback: seen or not
@@ -107,12 +120,12 @@ class HistoryScorer(Ranker):
         order = sorted(range(len(self.items)), key=lambda k: (-counts[k], self.items[k]))
         self.tiebreak = np.empty(len(self.items))
         self.tiebreak[order] = np.arange(len(self.items))
-        self._fit_matrix(x, list(self.histories.values()))
+        self._fit_matrix(x, [s for _, s in sequences])
         return self
 
     @abstractmethod
     def _fit_matrix(self, x: sp.csr_matrix, sequences: list[list[str]]) -> None:
-        """Learn from the binary user × item matrix `x` (rows in `sequences`' order) and the ordered sequences."""
+        """Learn from the binary user × item matrix `x` and the ordered training sequences."""
 
     @abstractmethod
     def _scores(self, history: np.ndarray) -> np.ndarray:
