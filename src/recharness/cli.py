@@ -318,6 +318,7 @@ def score(
     force: Annotated[bool, typer.Option("--force", help="With --predictions: replace an existing predictions/NAME.jsonl.")] = False,
     partial: Annotated[bool, typer.Option("--partial", help="Score a method that answered only some samples (a run that stopped early) on the answered ones; its rows say `partial n/M`. Without it such a method is refused. A run limited on purpose (--limit) and imported answers are scored on what they cover without it.")] = False,
     kind: Annotated[str | None, typer.Option("--kind", help="With --predictions: what made the answers, llm, reference or finetuned (default: the file's own \"kind\" field where its lines have one, else llm); a paper table files the row by it.")] = None,
+    targets: Annotated[str, typer.Option("--targets", help="With --predictions: `build` (default) scores every answer against the build's sample and counts the lines whose own target/candidates differ; `as-given` scores each line against its own `target` and `candidates` (ids or titles), for that row only.")] = "build",
     labels: Annotated[Path | None, typer.Option("--labels", help="With --predictions, for a suite whose released layout has label files (PerRecBench: a folder of item2group_avg_diff_sample-<level>.json, or one): score the released predictions against them alone, no dataset or build needed; with a build in the run directory they are imported and scored there too.")] = None,
 ):
     """Score every predictions file of the run, plus reference methods, with one scorer; 95% bootstrap
@@ -334,7 +335,9 @@ def score(
         if not RunDir(d).build_json.exists():
             return  # scored from the label files alone
     if predictions is not None:
-        _import(d, predictions, name, force, kind=kind)
+        _import(d, predictions, name, force, kind=kind, targets=targets)
+    elif targets != "build":
+        raise RecharnessError("--targets goes with --predictions (the lines whose own targets are scored)")
     elif name is not None:
         raise RecharnessError("--name goes with --predictions (a run's own files are named by `run --name`)")
     with console.status("scoring…"):
@@ -344,7 +347,7 @@ def score(
         paths = write_scores(rows, d, extra_md=md)
     _log_command(d, "score", suite, dataset=dataset, out=shown_path(d), seed=seed, no_references=no_references,
                  resamples=resamples if resamples != 1000 else None, predictions=shown_path(predictions) if predictions
-                 else None, name=name)
+                 else None, name=name, targets=targets if targets != "build" else None)
     for t in to_rich(rows):
         out_console.print(t)
     for r in rows:
@@ -387,7 +390,8 @@ def _score_labels(suite: str, d: Path, predictions: Path, labels: Path, name: st
     out_console.print(f"label scores → {path}", markup=False, highlight=False)
 
 
-def _import(d: Path, predictions: Path, name: str | None, force: bool = False, kind: str | None = None) -> dict:
+def _import(d: Path, predictions: Path, name: str | None, force: bool = False, kind: str | None = None,
+            targets: str = "build") -> dict:
     """`score --predictions`: the file becomes predictions/NAME.jsonl; its problems are printed with FILE:LINE."""
     from recharness.runner.imported import import_predictions
 
@@ -401,14 +405,19 @@ def _import(d: Path, predictions: Path, name: str | None, force: bool = False, k
         st = get_suite(json.loads(bj.read_text()).get("suite"))
         native = st.hook("import_files") if st.supports("import_files") else None  # the function, not its lazy name
     with console.status(f"importing {predictions}…"):
-        rep = import_predictions(d, predictions, name, native=native, force=force, kind=kind)
+        rep = import_predictions(d, predictions, name, native=native, force=force, kind=kind, targets=targets)
     out_console.print(f"imported {rep['imported']} answers of {rep['lines']} lines from {rep['source']} as {name} "
                       f"({rep['invalid']} invalid after parsing, {rep.get('unrecognised', 0)} answered but naming no "
                       f"catalog item, {rep['unanswered']} samples without an answer, "
                       f"{len(rep['problems'])} lines or items not used)", markup=False, highlight=False)
+    as_given = rep.get("targets") == "as-given"
     for key, dif in (rep.get("differs") or {}).items():  # the file's own targets/candidates are not the build's
-        out_console.print(f"  {dif['lines']} lines give a {key} other than the build's sample (scored against the "
-                          f"build's; first: {', '.join(dif['first'][:3])})", markup=False, highlight=False)
+        how = "scored against the line's own" if as_given else "scored against the build's; --targets as-given keeps the line's own"
+        out_console.print(f"  {dif['lines']} lines give a {key} other than the build's sample ({how}; first: "
+                          f"{', '.join(dif['first'][:3])})", markup=False, highlight=False)
+    if as_given:
+        out_console.print(f"  --targets as-given: {rep.get('as_given', 0)} answers scored against their line's own "
+                          "target/candidates (the others against the build's sample)", markup=False, highlight=False)
     for pr in rep["problems"][:10]:
         out_console.print(f"  {pr['where']}: {pr['problem']}", markup=False, highlight=False)
     if len(rep["problems"]) > 10:

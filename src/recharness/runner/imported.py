@@ -228,6 +228,108 @@ def _same_candidates(given, built, titles) -> bool:
     return [str(x) for x in g] == b or [_key(x, titles) for x in g] == [_key(x, titles) for x in b]
 
 
+TARGETS = ("build", "as-given")
+
+
+class _TitleIds:
+    """Catalog ids by normalised title (`key|year`, and `key` alone for a title given without a year)."""
+
+    def __init__(self, titles: dict[str, str]):
+        from recharness.matching import normalize_title
+
+        self.titles = titles
+        self.by_key: dict[str, list[str]] = {}
+        self.by_bare: dict[str, list[str]] = {}
+        for i, t in titles.items():
+            nt = normalize_title(t)
+            self.by_key.setdefault(f"{nt.key}|{nt.year}", []).append(i)
+            self.by_bare.setdefault(nt.key, []).append(i)
+
+    def id_of(self, x) -> str | None:
+        """The catalog id `x` is (an id, or a title; a title carried by several ids: the first, the scorers
+        count a hit on any of them), None when it is neither."""
+        from recharness.matching import normalize_title
+
+        x = str(x).strip()
+        if x in self.titles:
+            return x
+        nt = normalize_title(x)
+        got = self.by_key.get(f"{nt.key}|{nt.year}") if nt.year is not None else None
+        if not got and nt.year is None and len(self.by_bare.get(nt.key, [])) == 1:
+            got = self.by_bare[nt.key]
+        return got[0] if got else None
+
+
+def _as_given(s: dict, d: dict, ids: _TitleIds, where: str) -> dict | None:
+    """The line's own target / candidates as catalog ids ({"target": id, "candidates": [ids]}, the keys the
+    line gives), None when it gives neither. A value that is no catalog id or title, a target outside the
+    line's own candidates, or a field the task's samples do not have is refused naming line and field."""
+    over: dict = {}
+    if d.get("target") is not None:
+        if "target" not in s:
+            raise ConfigError(f"{where}: field \"target\": --targets as-given, but {s['task']} samples have no "
+                              "target to replace (leave the field out, or score with --targets build)")
+        t = ids.id_of(d["target"])
+        if t is None:
+            raise ConfigError(f"{where}: field \"target\": {str(d['target'])[:80]!r} is neither an item id nor a "
+                              "title of the dataset's catalog")
+        over["target"] = t
+    if d.get("candidates") is not None and "candidates" in s:  # only tasks that rank candidates have them
+        given = as_list(d["candidates"])
+        if not given:
+            raise ConfigError(f"{where}: field \"candidates\": not a non-empty list of item ids or titles")
+        cands: list[str] = []
+        for x in given:
+            c = ids.id_of(x)
+            if c is None:
+                raise ConfigError(f"{where}: field \"candidates\": {str(x)[:80]!r} is neither an item id nor a "
+                                  "title of the dataset's catalog")
+            if c in cands:
+                raise ConfigError(f"{where}: field \"candidates\": {str(x)[:80]!r} is listed twice")
+            cands.append(c)
+        over["candidates"] = cands
+    if not over:
+        return None
+    cands = over.get("candidates", s.get("candidates"))
+    if cands is not None and over.get("target", s.get("target")) not in cands:
+        raise ConfigError(f"{where}: field \"target\": {str(d.get('target', s.get('target')))[:80]!r} is not one of "
+                          "the line's candidates")
+    return over
+
+
+def apply_as_given(sample: dict, over: dict | None, titles: dict[str, str] | None = None) -> dict:
+    """A copy of `sample` whose target / candidates are an import's own (`over`, from `--targets as-given`),
+    with the fields derived from them (titles, the target's position); the target is no longer among the
+    items the user is said to have had (a hit on it would be dropped as already seen). The build's sample is
+    never changed: only the importing method's row is scored against the copy."""
+    if not over:
+        return sample
+    s = dict(sample)
+    titles = titles or {}
+    if "target" in over:
+        s["target"] = over["target"]
+        if "target_title" in s:
+            s["target_title"] = over.get("target_title") or titles.get(over["target"], over["target"])
+        for k in ("seen", "history"):
+            if isinstance(s.get(k), list) and over["target"] in s[k]:
+                s[k] = [i for i in s[k] if i != over["target"]]
+    if "candidates" in over:
+        s["candidates"] = list(over["candidates"])
+        if "candidate_titles" in s:
+            s["candidate_titles"] = list(over.get("candidate_titles") or [titles.get(c, c) for c in over["candidates"]])
+    if "target_position" in s and s["target"] in s.get("candidates", ()):
+        s["target_position"] = s["candidates"].index(s["target"]) + 1
+    return s
+
+
+def as_given_samples(samples: list[dict], recs: dict[str, dict]) -> list[dict]:
+    """`samples` with each one an imported record scores against its own target / candidates (the record's
+    `as_given`, written by `score --targets as-given`) replaced by that copy; the others as they are."""
+    if not any(isinstance(r, dict) and r.get("as_given") for r in recs.values()):
+        return samples
+    return [apply_as_given(s, (recs.get(s["id"]) or {}).get("as_given")) for s in samples]
+
+
 KINDS = ("llm", "reference", "finetuned")
 
 
@@ -283,7 +385,7 @@ def _kind_of(given: str | None, d: dict) -> dict | None:
 
 
 def import_predictions(out: Path, source: Path, name: str, *, native=None, force: bool = False,
-                       kind: str | None = None) -> dict:
+                       kind: str | None = None, targets: str = "build") -> dict:
     """Write predictions/<name>.jsonl of the run `out` from `source`; returns the import report.
 
     An existing predictions/<name>.jsonl is replaced only when an earlier import of the same
@@ -295,7 +397,12 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
     file; the runner imports no suite itself.
 
     `kind` (llm, reference, finetuned; default: the file's own "kind" field where its lines have one, else an
-    LLM) is kept in the records' model identity: a paper table files the row by it."""
+    LLM) is kept in the records' model identity: a paper table files the row by it.
+
+    `targets`: "build" (default) scores every answer against the build's sample and counts the lines whose own
+    `target` / `candidates` differ; "as-given" scores each answer against its line's own target and candidates
+    (ids or titles, resolved through the catalog; `as_given` on the record, applied by the score stage to this
+    method's row only), and parses it against them (candidate numbers name the line's candidates)."""
     from recharness.core.io import atomic_write_text, read_jsonl, write_jsonl_atomic
     from recharness.core.paths import shown_path
     from recharness.core.rundir import RunDir, check_name
@@ -305,6 +412,8 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
     from recharness.tasks.registry import get_task
 
     check_name(name)
+    if targets not in TARGETS:
+        raise ConfigError(f"--targets {targets!r}: one of {', '.join(TARGETS)}")
     source = Path(source)
     if not source.exists():
         raise ConfigError(f"--predictions {source}: no such file or directory")
@@ -320,6 +429,9 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
         raise ConfigError(f"{shown_path(target)} already exists ({by}): give another --name, or --force to "
                           f"replace it with the answers of {shown}")
     if native is not None and (source.is_dir() or source.suffix == ".json"):
+        if targets != "build":
+            raise ConfigError(f"--targets {targets}: {shown} is read by the suite's own reader of its released "
+                              "files, which keeps the build's samples (--targets build)")
         path, problems = native(out, source, name)
         recs = list(read_jsonl(path))
         report = {"name": name, "source": shown, "lines": len(recs), "imported": len(recs),
@@ -358,7 +470,16 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
             cat = _titles_of(dataset())
         return cat
 
+    ids: _TitleIds | None = None
+
+    def title_ids() -> _TitleIds:
+        nonlocal ids
+        if ids is None:
+            ids = _TitleIds(titles())
+        return ids
+
     resolver = _Resolver(samples)
+    given = 0  # with --targets as-given: lines scored against their own target / candidates
     row_kind: dict | None = None  # the row's kind, from --kind or the first line that says
     differ: dict[str, list[str]] = {"target": [], "candidates": []}  # lines whose own target/candidates are not the build's
     problems: list[dict] = []
@@ -386,6 +507,10 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
         for key, same in (("target", _same_target), ("candidates", _same_candidates)):
             if d.get(key) is not None and s.get(key) is not None and not same(d[key], s[key], titles):
                 differ[key].append(where)
+        over = _as_given(s, d, title_ids(), where) if targets == "as-given" else None
+        if over is not None:
+            given += 1
+            s = apply_as_given(s, over, titles())
         task = task_of(s["task"])
         own = task.import_answer(s, d)  # a task whose answers are no item list or text reads its own keys
         if own is not None:
@@ -394,6 +519,8 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
                 problems.append({"where": where, "problem": err})
                 continue
             records[s["id"]] = _record(s, name, shown, where, fp, None, rec["parsed"], rec["valid"], rec["error"])
+            if over is not None:
+                records[s["id"]]["as_given"] = over
             continue
         if "probability" in d:
             try:
@@ -415,6 +542,8 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
         problems += [{"where": where, "problem": n} for n in notes]
         parsed = task.parse(s, text)
         records[s["id"]] = _record(s, name, shown, where, fp, text, parsed.value, parsed.valid, parsed.error)
+        if over is not None:
+            records[s["id"]]["as_given"] = over
     if not records:
         raise ConfigError(f"--predictions {source}: no line answers a sample of this run "
                           f"({len(problems)} problems; first: {problems[0]['where']}: {problems[0]['problem']})"
@@ -423,6 +552,9 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
         row_kind = _kind_of(kind, {})
     for r in records.values() if row_kind else ():
         r["model"].update(row_kind)
+    if given:  # part of what the row is: scored against the file's own targets, not the build's
+        for r in records.values():
+            r["model"]["targets"] = "as-given"
     order = {s["id"]: n for n, s in enumerate(samples)}
     path = target
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -435,6 +567,8 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
               "unanswered": len(samples) - len(records), "problems": problems,
               # lines that carry their own target / candidates other than the build's sample (scored against the build's)
               "differs": {k: {"lines": len(v), "first": v[:5]} for k, v in differ.items() if v},
+              # --targets: "build", or "as-given" (then `as_given` lines were scored against their own)
+              "targets": targets, "as_given": given,
               "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "predictions": f"predictions/{name}.jsonl"}
     atomic_write_text(rd.import_report(name), json.dumps(report, indent=2))
     record_run(rd, name, limit=None, tasks=None, imported=True)  # scored on what it answers
