@@ -32,6 +32,10 @@ class ConfigError(RecharnessError):
     """A bad option or model spec given by the user."""
 
 
+class AnswerError(RecharnessError):
+    """An answer (imported, a reference model's, a parser's) not of its task's declared answer type."""
+
+
 class SampleError(RecharnessError):
     """One sample cannot be answered (bad response, prompt too long, HTTP 4xx): recorded as invalid.
 

@@ -9,11 +9,14 @@ needs at scoring time (targets, candidates) travels in the sample too.
 
 from __future__ import annotations
 
+import types
+import typing
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, is_typeddict
 
+from recharness.core.errors import AnswerError
 from recharness.core.types import BuildConfig, GenerationParams, Parsed, Prediction, RequestKind
 
 
@@ -33,6 +36,10 @@ class Task(ABC):
     run_dir: Path | None = None
     #: the reference recommenders (`recharness.baselines` names) that answer this task, in row order
     baselines: tuple[str, ...] = ()
+    #: the shape of a valid answer's `Parsed.value`: a TypedDict whose required keys are those `score`
+    #: reads (a union of TypedDicts: any one of them), or a plain type for a scalar answer; None: not
+    #: declared. Every answer scored is checked against it (`check_answers`), whoever made it.
+    answer_type: Any = None
     #: decoding settings a run gives on the command line (--temperature, --top-p, --max-tokens, --seed): they
     #: override the task's own, last
     overrides: dict[str, Any] = {}
@@ -84,6 +91,18 @@ class Task(ABC):
         `target_rank`, `p_click` of a baselines.Ranker): what makes a ranker answer this task."""
         raise ValueError(f"task {self.name!r} takes no ranker's answers (it declares no baselines)")
 
+    def check_answers(self, records: dict[str, dict], method: str) -> None:
+        """AnswerError naming the method, task, sample and field when a valid record's `parsed` is not
+        of `answer_type` (required keys only: a cheap check, once per scoring)."""
+        if self.answer_type is None:
+            return
+        for sid, rec in records.items():
+            if isinstance(rec, dict) and rec.get("valid", True):
+                problem = answer_problem(self.answer_type, rec.get("parsed"))
+                if problem:
+                    raise AnswerError(f"{method}: task {self.name!r}, sample {sid!r}: {problem} (the task's answer "
+                                      f"type: {answer_type_name(self.answer_type)})")
+
     def reference_answers(self, baseline, samples: list[dict]) -> list[Any]:
         """A baseline's parsed answers to `samples`, in order: one `reference_answer` each, unless the
         task asks a batched request kind (`target_ranks`, `p_clicks`) that a trained model answers fast."""
@@ -111,3 +130,34 @@ class Task(ABC):
         """
         return {}
 
+
+
+def _alternatives(answer_type) -> tuple:
+    if isinstance(answer_type, types.UnionType) or typing.get_origin(answer_type) is typing.Union:
+        return typing.get_args(answer_type)
+    return (answer_type,)
+
+
+def answer_type_name(answer_type) -> str:
+    return " or ".join(getattr(t, "__name__", str(t)) for t in _alternatives(answer_type))
+
+
+def answer_problem(answer_type, value) -> str | None:
+    """What is wrong with `value` as an `answer_type` (see `Task.answer_type`), or None."""
+    problems = []
+    for t in _alternatives(answer_type):
+        if is_typeddict(t):
+            if not isinstance(value, dict):
+                problems.append(f"the answer is {type(value).__name__}, not an object with fields "
+                                f"{', '.join(sorted(t.__required_keys__))}")
+                continue
+            missing = sorted(t.__required_keys__ - value.keys())
+            if not missing:
+                return None
+            problems.append(f"the answer has no field {missing[0]!r}" + (f" ({', '.join(missing[1:])} neither)"
+                                                                        if missing[1:] else ""))
+        elif (t is float and isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, t):
+            return None
+        else:
+            problems.append(f"the answer is {type(value).__name__}, not {t.__name__}")
+    return "; or ".join(dict.fromkeys(problems))

@@ -24,6 +24,7 @@ shows such averages rival LLMs on RMSE).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 import polars as pl
@@ -146,12 +147,19 @@ def item_info(dataset) -> tuple[dict[str, str], dict[str, str]]:
     return titles, about
 
 
+class RatingAnswer(TypedDict):
+    """A rating answer: the predicted rating on the dataset's scale."""
+
+    value: float
+
+
 class RatingTask(Task):
     headline = "RMSE"
     name = "rating"
     output_format = NumberInRange(*SCALE)
     format_reminder = "Please answer with a single number from 1 to 5 and nothing else."
     params = GenerationParams(max_tokens=48)
+    answer_type = RatingAnswer
     reg_user = 10.0
     reg_item = 25.0
 

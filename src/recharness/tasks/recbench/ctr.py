@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from typing import TypedDict
 
 import numpy as np
 
@@ -60,6 +61,12 @@ def ctr_messages(history_titles: list[str], candidate_title: str, *, task_descri
     return [{"role": "system", "content": SYSTEM}, user] if task_description else [user]
 
 
+class CtrAnswer(TypedDict):
+    """A ctr answer: P(Yes) for the sample's (user, item), None when the model gave neither option."""
+
+    p_yes: float | None
+
+
 class CtrTask(Task):
     headline = "AUC"
     name = "ctr"
@@ -67,6 +74,7 @@ class CtrTask(Task):
     baselines = ("popularity", "random", "item_mean", "itemknn", "ease", "als", "markov", *DLRMS)
     request = "options"
     params = GenerationParams(max_tokens=2)
+    answer_type = CtrAnswer
 
     def answer_options(self, sample: dict) -> list[str]:
         return ["Yes", "No"]

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import TypedDict
 
 import numpy as np
 
@@ -127,12 +128,34 @@ def distinct_items(df) -> int:
     return df["history"].explode().append(df["target"]).drop_nulls().n_unique() if df.height else 0
 
 
+class TargetRank(TypedDict):
+    """A ranking model's answer: the target's 1-based rank (None: never ranked)."""
+
+    rank: int | None
+
+
+class DecodedRank(TargetRank, total=False):
+    """A decoder's ranking answer: the rank, with what its search found (optional keys)."""
+
+    items: list[str]
+    beams: int
+    invalid: int
+    top1_invalid: bool
+
+
+class ListedItems(TypedDict):
+    """A generated list's answer: the catalog items it names, in order (`CatalogContext.resolve`)."""
+
+    items: list[str]
+
+
 class SeqrecTask(Task):
     name = "seqrec"
     #: §3.2 Group G (SASRec), Group H (SID-SASRec with / without CBS), the zero-shot title-trie LLM row
     baselines = ("popularity", "itemknn", "ease", "als", "markov", "sasrec", "sasrec-1l", "sasrec-3l", "sasrec-4l", "sid-sasrec", "sid-sasrec-free",
                  "title-cbs")
     headline = "NDCG@10"
+    answer_type = DecodedRank | ListedItems
     format_reminder = "Please answer only with a numbered list of titles, one per line."
     params = GenerationParams(max_tokens=300)
 

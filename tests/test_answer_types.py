@@ -1,0 +1,59 @@
+"""Typed answers: each task declares the shape of a valid answer (`Task.answer_type`), and every answer
+scored — a parser's, a reference model's, an imported one — is checked against it in one place
+(`Task.check_answers`, called by `score`): a wrong shape is refused, naming the method, task, sample
+and field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from recharness.core.errors import AnswerError
+from recharness.core.io import read_jsonl
+from recharness.runner import pipeline
+from recharness.runner.imported import import_predictions
+from recharness.tasks.base import answer_problem
+from recharness.tasks.recbench.ctr import CtrTask
+from recharness.tasks.recbench.seqrec import SeqrecTask
+from recharness.tasks.registry import suites
+
+
+def test_the_declared_types_name_their_required_fields():
+    seq, ctr = SeqrecTask.answer_type, CtrTask.answer_type
+    assert answer_problem(seq, {"rank": 3, "beams": 20}) is None  # a ranking model's answer
+    assert answer_problem(seq, {"items": ["1", "2"], "strings": ["A", "B"]}) is None  # a generated list
+    assert answer_problem(seq, {"p_yes": 0.5}) == "the answer has no field 'rank'; or the answer has no field 'items'"
+    assert answer_problem(ctr, {"p_yes": None}) is None
+    assert "not an object with fields p_yes" in answer_problem(ctr, 0.7)
+
+
+def test_recbench_and_rating_tasks_declare_an_answer_type():
+    s = suites()
+    for suite, task in (("recbench", "ctr"), ("recbench", "seqrec"), ("llmrec", "rating")):
+        assert s[suite].tasks[task].answer_type is not None, (suite, task)
+
+
+def test_a_wrong_shaped_answer_is_refused_naming_task_sample_and_field(ml1m, tmp_path):
+    out = tmp_path / "run"
+    pipeline.build("recbench", "ml-1m", out, tasks=["seqrec"], seed=0, limit=4, options={"train_sequences": 50})
+    samples = list(read_jsonl(out / "samples.jsonl"))
+    src = tmp_path / "a.jsonl"
+    src.write_text("".join(json.dumps({"id": s["id"], "answer": "1. Toy Story (1995)"}) + "\n" for s in samples))
+    import_predictions(out, src, "good")
+    assert {r.method for r in pipeline.score(out, resamples=0)} >= {"good", "popularity"}  # parsed, reference: typed
+
+    # an answer file in another shape (e.g. written by an older import or another tool): refused at score
+    recs = list(read_jsonl(out / "predictions" / "good.jsonl"))
+    recs[1]["parsed"] = {"score": 0.9}
+    (out / "predictions" / "bad.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with pytest.raises(AnswerError) as e:
+        pipeline.score(out, resamples=0)
+    msg = str(e.value)
+    assert "bad: task 'seqrec'" in msg and repr(samples[1]["id"]) in msg and "no field 'rank'" in msg
+    assert "DecodedRank or ListedItems" in msg
+
+    # an invalid answer may have any shape (it is counted invalid, never read as an answer)
+    recs[1]["valid"] = False
+    (out / "predictions" / "bad.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert any(r.method == "bad" for r in pipeline.score(out, resamples=0))
