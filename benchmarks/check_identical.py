@@ -48,11 +48,19 @@ first answers of each file, and with concurrent requests which ones those are is
   llmrec        llmrank-games  direct --option retriever=sasrec    -n 8
   recbench-plus ml-1m          default tasks                       -n 5
   perrecbench   ml-1m          default tasks                       -n 3
+  recbench      ml-1m          ctr (its demo run: test_pairs_per_user=2, train_pairs=2000) -n 4
+  recbench      ml-1m          seqrec (its demo run)               -n 4
 
 Compared: every file either side's run directory holds (build.json, samples.jsonl,
 predictions/*.jsonl, judgments/*.jsonl, scores.json/.csv/.md, report.html, the suites' official
 layout files recbench_plus/*.json and perrecbench/*.json, ...), plus every stage's exit code.
 A file present on one side only is a difference.
+
+Added fields: a JSON key only head has (at any depth: a new metric in scores.json, a new key of a
+prediction record) and a table column only head has (scores.csv, Markdown and HTML tables, when
+base's columns are head's minus some, in the same order) are reported as "added", listed by name,
+not as a difference; every field and column base has must still be equal. A key or column only
+base has, or any other extra line, is a difference.
 
 * JSON / JSONL: parsed and compared as objects (key order ignored; types strict, so 4 vs 4.0 or
   1 vs true differ; NaN equals NaN). samples.jsonl and the official layout files are compared in
@@ -79,7 +87,7 @@ Ignored ("documented fields"), everything else must be equal:
   record order                   predictions/ and judgments/ JSONL only (see above)
   stdout / stderr                not compared (progress bars, timings); kept in <work>/<side>/logs
 
-Exit code 0 when every row is identical, 1 when something differs or a stage failed, 2 when the
+Exit code 0 when every row is identical or added, 1 when something differs or a stage failed, 2 when the
 check itself could not be set up. The table is printed and written to
 benchmarks/results/identical.md (`--md`; `--md ''` to skip).
 """
@@ -170,7 +178,15 @@ CASES = [
     Case("llmrec", "llmrank-games", "direct retriever=sasrec", ["-t", "direct", "--option", "retriever=sasrec"], 8),
     Case("recbench-plus", "ml-1m", "default tasks", [], 5),
     Case("perrecbench", "ml-1m", "default tasks", [], 3),
+    # the recbench suite's demo runs (`Suite.demo`): ctr with its demo options, seqrec
+    Case("recbench", "ml-1m", "ctr (demo)", ["-t", "ctr", "--option", "test_pairs_per_user=2", "--option",
+                                             "train_pairs=2000"], 4),
+    Case("recbench", "ml-1m", "seqrec (demo)", ["-t", "seqrec"], 4),
 ]
+
+#: a result row's status: identical, added (equal wherever base has the field; head adds fields, columns),
+#: differs, error
+PASSING = ("identical", "added")
 
 
 @dataclass
@@ -213,6 +229,20 @@ class Side:
 
 class SetupError(Exception):
     pass
+
+
+class _Compare(Exception):
+    """--compare-only: skip to the comparison."""
+
+
+def kept_side(role: str, root: Path, python: Path) -> Side:
+    """A side a previous run left in --work (its stages.json), for --compare-only."""
+    f = root / "stages.json"
+    if not f.exists():
+        raise SetupError(f"--compare-only: no {f} (run the check once without it)")
+    info = json.loads(f.read_text())
+    return Side(role, info["desc"], root, Path(info["src"]), python,
+                {k: [tuple(x) for x in v] for k, v in info["stages"].items()})
 
 
 # ------------------------------------------------------------------------------------------ setup
@@ -380,23 +410,28 @@ def short(v, n: int = 90) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def first_diff(a, b, path: str = "") -> str | None:
-    """Key path and values of the first difference between two parsed JSON values, or None."""
+def first_diff(a, b, path: str = "", added: list[str] | None = None) -> str | None:
+    """Key path and values of the first difference between two parsed JSON values, or None. With
+    `added`, a key only in head is not a difference: its path is appended there (a field the head
+    revision adds, e.g. a new metric); every key base has must still be equal."""
     if type(a) is not type(b):
         return f"{path or '.'}: {short(a)} ({type(a).__name__}) != {short(b)} ({type(b).__name__})"
     if isinstance(a, dict):
         for k in sorted(set(a) | set(b), key=str):
             if k not in a:
+                if added is not None:
+                    added.append(f"{path}.{k}")
+                    continue
                 return f"{path}.{k}: only in head ({short(b[k])})"
             if k not in b:
                 return f"{path}.{k}: only in base ({short(a[k])})"
-            d = first_diff(a[k], b[k], f"{path}.{k}")
+            d = first_diff(a[k], b[k], f"{path}.{k}", added)
             if d:
                 return d
         return None
     if isinstance(a, list):
         for i, (x, y) in enumerate(zip(a, b)):
-            d = first_diff(x, y, f"{path}[{i}]")
+            d = first_diff(x, y, f"{path}[{i}]", added)
             if d:
                 return d
         if len(a) != len(b):
@@ -419,12 +454,12 @@ def load_json_file(path: Path, side: Side, case: Case, rel: str):
     return norm_strings(clean_json(json.loads(text)), f)
 
 
-def compare_jsonl(a: list, b: list, rel: str) -> str | None:
+def compare_jsonl(a: list, b: list, rel: str, added: list[str] | None = None) -> str | None:
     unordered = rel.startswith(("predictions/", "judgments/"))
     if unordered:
         key = lambda r: (str(r.get("task")), str(r.get("id")), json.dumps(r, sort_keys=True, default=str))
         a, b = sorted(a, key=key), sorted(b, key=key)
-    diffs = [(i, d) for i, (x, y) in enumerate(zip(a, b)) if (d := first_diff(x, y))]
+    diffs = [(i, d) for i, (x, y) in enumerate(zip(a, b)) if (d := first_diff(x, y, "", added))]
     extra = f"; {len(a)} records != {len(b)}" if len(a) != len(b) else ""
     if not diffs:
         return extra[2:] or None
@@ -493,10 +528,89 @@ def text_lines(path: Path, side: Side, case: Case, rel: str) -> list[str]:
         if rows:
             cols = {i for i, c in enumerate(rows[0]) if VOLATILE_NAME.search(c)}
             rows = [rows[0]] + [["<masked>" if i in cols else c for i, c in enumerate(r)] for r in rows[1:]]
-        return [",".join(r) for r in rows]
+        return ["| " + " | ".join(r) + " |" for r in rows]  # a table, as Markdown's (head-only columns: added)
     if rel.endswith(".html"):
         text = mask_html(text)
     return mask_table_lines(text.split("\n"))
+
+
+def _split_row(line: str) -> list[str]:
+    return [c.strip() for c in line.strip()[1:-1].split("|")]
+
+
+def _md_tables(lines: list[str]) -> list[tuple[int, int]]:
+    """(first, end) line ranges of the Markdown tables in `lines`."""
+    out, start = [], None
+    for i, ln in enumerate([*lines, ""]):
+        is_row = ln.strip().startswith("|") and ln.strip().endswith("|")
+        if is_row and start is None:
+            start = i
+        elif not is_row and start is not None:
+            out.append((start, i))
+            start = None
+    return out
+
+
+def drop_added_columns(a: list[str], b: list[str], added: list[str]) -> list[str]:
+    """Head's lines with the table columns base does not have removed (Markdown tables, CSV header
+    and rows, HTML <table>s), table by table in order, when base's columns are a subset of head's in
+    the same order; each removed column is appended to `added`."""
+    b = list(b)
+    ta, tb = _md_tables(a), _md_tables(b)
+    if len(ta) == len(tb):
+        for (sa, _), (sb, eb) in zip(ta, tb):
+            ha, hb = _split_row(a[sa]), _split_row(b[sb])
+            keep = _kept_columns(ha, hb)
+            if keep is None:
+                continue
+            added += [f"column {c!r}" for i, c in enumerate(hb) if i not in keep]
+            for i in range(sb, eb):
+                cells = _split_row(b[i])
+                b[i] = "| " + " | ".join(c for j, c in enumerate(cells) if j in keep) + " |"
+    if len(a) != len(b) or not (b and "<table>" in "".join(b)):
+        return b
+    text_a, text_b = "\n".join(a), "\n".join(b)
+    tables_a, tables_b = _TABLE_RE.findall(text_a), list(_TABLE_RE.finditer(text_b))
+    if len(tables_a) != len(tables_b):
+        return b
+    out, pos = [], 0
+    for ta_html, m in zip(tables_a, tables_b):
+        ha = [c for _, c in _CELL_RE.findall(ta_html.split("</tr>")[0])]
+        rows = m.group(0).split("</tr>")
+        hb = [c for _, c in _CELL_RE.findall(rows[0])]
+        keep = _kept_columns(ha, hb)
+        out.append(text_b[pos:m.start()])
+        if keep is None:
+            out.append(m.group(0))
+        else:
+            added += [f"column {re.sub('<[^>]+>', '', c)!r}" for i, c in enumerate(hb) if i not in keep]
+            new_rows = []
+            for row in rows:
+                i = -1
+
+                def cell(cm: re.Match) -> str:
+                    nonlocal i
+                    i += 1
+                    return cm.group(0) if i in keep else ""
+
+                new_rows.append(_CELL_RE.sub(cell, row))
+            out.append("</tr>".join(new_rows))
+        pos = m.end()
+    out.append(text_b[pos:])
+    return "".join(out).split("\n")
+
+
+def _kept_columns(ha: list[str], hb: list[str]) -> set[int] | None:
+    """Indices of head's columns that base has, when base's header is head's minus some columns (same
+    order); None when the headers are equal or base has a column head lacks (then: compared as they are)."""
+    if ha == hb:
+        return None
+    keep, j = set(), 0
+    for i, c in enumerate(hb):
+        if j < len(ha) and c == ha[j]:
+            keep.add(i)
+            j += 1
+    return keep if j == len(ha) else None
 
 
 def compare_text(a: list[str], b: list[str]) -> str | None:
@@ -550,18 +664,27 @@ def compare_case(base: Side, head: Side, case: Case) -> list[tuple[str, str, str
             rows.append((rel, "differs", "only in head"))
             continue
         try:
+            added: list[str] = []
             if rel.endswith((".json", ".jsonl")):
                 a = load_json_file(da / rel, base, case, rel)
                 b = load_json_file(db / rel, head, case, rel)
-                d = compare_jsonl(a, b, rel) if rel.endswith(".jsonl") else first_diff(a, b)
+                d = compare_jsonl(a, b, rel, added) if rel.endswith(".jsonl") else first_diff(a, b, "", added)
             elif rel.endswith((".md", ".csv", ".html", ".txt")):
-                d = compare_text(text_lines(da / rel, base, case, rel), text_lines(db / rel, head, case, rel))
+                la, lb = text_lines(da / rel, base, case, rel), text_lines(db / rel, head, case, rel)
+                d = compare_text(la, drop_added_columns(la, lb, added))
             else:
                 d = None if (da / rel).read_bytes() == (db / rel).read_bytes() else "bytes differ"
         except (ValueError, UnicodeDecodeError) as e:
             rows.append((rel, "error", f"cannot read: {e}"))
             continue
-        rows.append((rel, "identical", "") if d is None else (rel, "differs", d))
+        if d is not None:
+            rows.append((rel, "differs", d))
+        elif added:
+            kinds = list(dict.fromkeys(re.sub(r"\[\d+\]", "[*]", x) for x in added))
+            rows.append((rel, "added", f"{len(kinds)} field(s) only in head, every base field equal: "
+                                       + ", ".join(kinds[:8]) + (" …" if len(kinds) > 8 else "")))
+        else:
+            rows.append((rel, "identical", ""))
     return rows
 
 
@@ -574,7 +697,7 @@ def md_cell(s: str) -> str:
 def render(results: list[tuple[Case, list[tuple[str, str, str]]]], base: Side, head: Side, cmdline: str,
            elapsed: float, ok: bool) -> str:
     n_rows = sum(len(r) for _, r in results)
-    n_bad = sum(1 for _, r in results for _, st, _ in r if st != "identical")
+    n_bad = sum(1 for _, r in results for _, st, _ in r if st not in PASSING)
     out = ["# Refactor check: identical results", "",
            f"`{cmdline}`", "",
            f"- base: {base.desc}",
@@ -582,7 +705,8 @@ def render(results: list[tuple[Case, list[tuple[str, str, str]]]], base: Side, h
            (f"- date: {dt.datetime.now().strftime('%Y-%m-%d %H:%M')}, run time {elapsed:.0f} s, "
             f"interpreter {base.python}"),
            f"- model: fake OpenAI-compatible server, answers {', '.join(ANSWERS)} (+ judge); seed {SEED}",
-           f"- **{'PASS' if ok else 'FAIL'}**: {n_rows - n_bad} of {n_rows} rows identical", "",
+           f"- **{'PASS' if ok else 'FAIL'}**: {n_rows - n_bad} of {n_rows} rows identical or only added to "
+           f"({sum(1 for _, r in results for _, st, _ in r if st == 'added')} with fields only in head)", "",
            "| suite | task/dataset | file | result |", "|---|---|---|---|"]
     for case, rows in results:
         for rel, st, detail in rows:
@@ -630,6 +754,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--md", default=str(DEFAULT_MD), help="write the table here ('' = don't; default: %(default)s)")
     ap.add_argument("--clean", action="store_true", help="delete the scratch dir at the end (default: keep for inspection)")
     ap.add_argument("--only", action="append", default=[], help="run only cases whose suite/dataset/label contains this")
+    ap.add_argument("--compare-only", action="store_true",
+                    help="run nothing: compare the run dirs a previous run kept in --work (same --only)")
     args = ap.parse_args(argv)
 
     t0 = time.monotonic()
@@ -644,6 +770,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.datasets.is_dir():
             raise SetupError(f"no prepared datasets in {args.datasets}")
         work.mkdir(parents=True, exist_ok=True)
+        if args.compare_only:
+            base, head = (kept_side(role, work / role, args.python) for role in ("base", "head"))
+            raise _Compare
         base = make_side("base", work / "base", args.python, args.datasets, rev=args.base)
         if args.head_rev:
             head = make_side("head", work / "head", args.python, args.datasets, rev=args.head_rev)
@@ -662,17 +791,22 @@ def main(argv: list[str] | None = None) -> int:
                     rcs = ",".join(str(rc) for _, rc, _ in side.stages[case.key])
                     print(f"  done {side.role:4} {case.suite} {case.dataset} {case.label}: {took:.1f} s, exit codes {rcs}",
                           flush=True)
+        for side in (base, head):
+            (side.root / "stages.json").write_text(json.dumps({"desc": side.desc, "src": str(side.src),
+                                                               "stages": side.stages}, indent=1))
+    except _Compare:
+        pass
     except SetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
     results = [(case, compare_case(base, head, case)) for case in cases]
-    ok = all(st == "identical" for _, rows in results for _, st, _ in rows)
+    ok = all(st in PASSING for _, rows in results for _, st, _ in rows)
     elapsed = time.monotonic() - t0
     print()
     print_table(results, ok)
     n_rows = sum(len(r) for _, r in results)
-    n_bad = sum(1 for _, r in results for _, st, _ in r if st != "identical")
+    n_bad = sum(1 for _, r in results for _, st, _ in r if st not in PASSING)
     print(f"\n{'PASS' if ok else 'FAIL'}: {n_rows - n_bad}/{n_rows} rows identical; base = {base.desc}; "
           f"head = {head.desc}; {elapsed:.0f} s")
     cmdline = "python benchmarks/check_identical.py " + " ".join(argv if argv is not None else sys.argv[1:])
