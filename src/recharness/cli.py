@@ -140,9 +140,11 @@ def build(
     no_history: Annotated[bool, typer.Option("--no-history", help="Drop the behaviour-injection part of prompts.")] = False,
     no_format: Annotated[bool, typer.Option("--no-format", help="Drop the format-indicator part of prompts.")] = False,
     no_description: Annotated[bool, typer.Option("--no-description", help="Drop the task-description part of prompts.")] = False,
+    users: Annotated[Path | None, typer.Option("--users", help="Build exactly these users: a file of user ids (one a line), or JSONL / a JSON array / CSV whose lines carry `user_id` (a published predictions file as it is). Users the dataset lacks, or that a task's filters drop, are refused by name; a suite whose tasks draw no users one by one refuses --users.")] = None,
 ):
     """Build task samples (JSONL), deterministic by --seed."""
     from recharness.core.paths import shown_path as display_path
+    from recharness.runner.imported import read_users
     from recharness.runner.pipeline import build as do_build
 
     opts = _parse_options(option)
@@ -154,9 +156,11 @@ def build(
         opts["task_description"] = False
     d = _run_dir(suite, dataset, out)
     with console.status(f"building {suite} on {dataset}…"):
-        info = do_build(suite, dataset, d, tasks=task, seed=seed, limit=limit, options=opts)
+        info = do_build(suite, dataset, d, tasks=task, seed=seed, limit=limit, options=opts,
+                        users=read_users(users) if users is not None else None)
     _log_command(d, "build", suite, dataset=dataset, task=task, out=display_path(d), seed=seed, limit=limit,
-                 option=option, no_history=no_history, no_format=no_format, no_description=no_description)
+                 option=option, no_history=no_history, no_format=no_format, no_description=no_description,
+                 users=display_path(users) if users is not None else None)
     out_console.print(f"built {', '.join(f'{k}: {v}' for k, v in info['counts'].items())} samples → {RunDir(d).samples_jsonl}",
                       markup=False, highlight=False)
 

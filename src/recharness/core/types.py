@@ -79,6 +79,9 @@ class BuildConfig:
     out: Path | None = None
     #: the suite's per-build context (its `context` factory's result), shared by its tasks
     context: Any = None
+    #: `build --users FILE`: exactly these users (a task that selects users one by one honours it and says so
+    #: with `selects_users = True`); None: the task's own seeded draw
+    users: tuple[str, ...] | None = None
 
 
 #: how the runner asks the model for one sample

@@ -27,8 +27,9 @@ def leave_last_out(
     min_history: int = 5,
     limit: int | None = None,
     seed: int = 0,
+    users: tuple[str, ...] | list[str] | None = None,
 ) -> list[UserSplit]:
-    """Users with at least `min_history` earlier items; a seeded sample of `limit` of them."""
+    """Users with at least `min_history` earlier items (only `users` when given); a seeded sample of `limit` of them."""
     grouped = (
         interactions.select("user_id", "item_id", "rating")
         .group_by("user_id", maintain_order=True)
@@ -36,6 +37,8 @@ def leave_last_out(
         .filter(pl.col("item_id").list.len() > min_history)
         .sort("user_id")
     )
+    if users is not None:
+        grouped = grouped.filter(pl.col("user_id").is_in(list(users)))
     if limit is not None and limit < grouped.height:
         rng = np.random.default_rng(seed)
         idx = np.sort(rng.choice(grouped.height, size=limit, replace=False))

@@ -131,6 +131,36 @@ def _json_array(path: Path) -> list | None:
     return out
 
 
+def read_users(path: Path) -> list[str]:
+    """The user ids of `build --users FILE`, in file order, once each: one id a line (text), or the `user_id`
+    of each object of a JSONL file / JSON array / CSV with a header (a published predictions file as it is).
+    A line that names no user is refused with its line number."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"--users {path}: no such file")
+    with open(path, "rb") as f:
+        head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    out: list[str] = []
+    if head.startswith((b"{", b"[")) or path.suffix.lower() in (".csv", ".tsv", ".jsonl", ".json"):
+        for ln, d in _read_lines(path):
+            if isinstance(d, str):
+                raise InputError(path, f"malformed: {d}", line=ln)
+            if d.get("user_id") in (None, ""):
+                raise InputError(path, "no \"user_id\"", line=ln, field="user_id")
+            out.append(str(d["user_id"]).strip())
+    else:
+        for ln, raw in enumerate(path.read_bytes().splitlines(), 1):
+            try:
+                line = _decode(raw, ln == 1).strip()
+            except UnicodeDecodeError as ex:
+                raise InputError(path, _not_utf8(ex), line=ln) from None
+            if line and not line.startswith("#"):
+                if len(line.split()) > 1:
+                    raise InputError(path, f"{line[:60]!r} is not one user id (one a line)", line=ln)
+                out.append(line)
+    return list(dict.fromkeys(out))
+
+
 class _Resolver:
     """Sample lookup by id, by (task, user), by (user, item)."""
 

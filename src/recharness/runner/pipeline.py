@@ -57,7 +57,10 @@ def suite_context(suite: str, dataset, options: dict | None, *, seed: int = 0, l
 
 
 def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None = None, seed: int = 0,
-          limit: int | None = None, options: dict | None = None) -> dict:
+          limit: int | None = None, options: dict | None = None, users: list[str] | None = None) -> dict:
+    """Build the suite's samples into `out`. `users` (`build --users FILE`): exactly these users, each task's
+    samples of them and of no one else; a user the dataset lacks, a listed user a task's filters drop, or a task
+    that does not select users one by one (`selects_users`) is refused naming them."""
     before = _prediction_files(out)
     s = get_suite(suite)
     tasks = tasks or s.default_tasks
@@ -66,10 +69,26 @@ def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None =
     if seed < 0:
         raise ConfigError(f"--seed must be 0 or more, got {seed}")
     options = validate_options(suite, tasks, options)
+    if users is not None:
+        users = list(dict.fromkeys(str(u) for u in users))
+        if not users:
+            raise ConfigError("--users: the file lists no user")
+        whole = [t for t in tasks if not getattr(get_task(suite, t), "selects_users", False)]
+        if whole:
+            raise ConfigError(f"--users: {suite}'s task{'s' if len(whole) > 1 else ''} {', '.join(whole)} draw"
+                              f"{'' if len(whole) > 1 else 's'} no users one by one (samples are groups, queries or "
+                              "a published split), so a list of users cannot choose them: build without --users")
     ds = load_dataset(dataset_name)
+    if users is not None:
+        known = set(ds.interactions["user_id"].cast(str).unique().to_list())
+        absent = [u for u in users if u not in known]
+        if absent:
+            raise ConfigError(f"--users: {len(absent)} of the {len(users)} listed users are not in {dataset_name} "
+                              f"(first: {', '.join(repr(u) for u in absent[:5])})")
     out.mkdir(parents=True, exist_ok=True)
     config = BuildConfig(seed=seed, limit=limit, options=dict(options or {}), out=out,
-                         context=suite_context(suite, ds, options, seed=seed, limit=limit))
+                         context=suite_context(suite, ds, options, seed=seed, limit=limit),
+                         users=tuple(users) if users is not None else None)
     samples: list[dict] = []
     counts = {}
     for t in tasks:
@@ -80,6 +99,18 @@ def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None =
     ids = [x["id"] for x in samples]
     if len(ids) != len(set(ids)):
         raise RuntimeError("builder produced duplicate sample ids")
+    if users is not None:  # exactly the listed users: none dropped by a task's filters, no one else
+        for t in tasks:
+            got = {str(x.get("user_id")) for x in samples if x["task"] == t}
+            dropped = [u for u in users if u not in got] if limit is None else []
+            if dropped:
+                raise ConfigError(f"--users: {t} keeps no sample of {len(dropped)} of the {len(users)} listed users "
+                                  f"(first: {', '.join(repr(u) for u in dropped[:5])}): the task's filters (history "
+                                  "length, ratings, reviews, candidates) drop them; loosen them (`recharness suites "
+                                  f"--options {suite}`) or leave those users out of the file")
+            extra = sorted(got - set(users))
+            if extra:
+                raise RuntimeError(f"{t} built samples of users not listed in --users ({', '.join(extra[:5])})")
     empty = [t for t, n in counts.items() if n == 0]
     if empty:
         reasons = [r for t in empty if (why := getattr(get_task(suite, t), "why_empty", None))
@@ -94,10 +125,12 @@ def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None =
     out.mkdir(parents=True, exist_ok=True)
     rd = RunDir(out)
     write_jsonl_atomic(rd.samples_jsonl, samples)
+    chosen = ({"users": {"count": len(users), "sha256": hashlib.sha256("\n".join(users).encode()).hexdigest()}}
+              if users is not None else {})
     fp = fingerprint(rd.samples_jsonl, {"suite": suite, "tasks": tasks, "seed": seed, "limit": limit,
-                                              "options": options})
+                                              "options": options, **chosen})
     _stamp_imported_predictions(out, fp, before)
-    info = {"suite": suite, "dataset": dataset_name, "tasks": tasks, "seed": seed, "limit": limit,
+    info = {"suite": suite, "dataset": dataset_name, "tasks": tasks, "seed": seed, "limit": limit, **chosen,
             **samples_record(rd.samples_jsonl, len(samples)),
             "options": {k: v for k, v in config.options.items() if isinstance(v, (str, int, float, bool, type(None)))},
             "counts": counts, "fingerprint": fp, "created": time.strftime("%Y-%m-%dT%H:%M:%S")}

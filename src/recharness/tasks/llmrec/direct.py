@@ -102,6 +102,7 @@ def borda(rankings: list[list[str]], candidates: list[str]) -> list[str]:
 class DirectTask(Task):
     headline = "NDCG@10"
     name = "direct"
+    selects_users = True  # honours BuildConfig.users (build --users FILE)
     baselines = ("popularity", "random", "itemknn", "ease", "als", "markov")
     format_reminder = "Please answer only with the candidate numbers in ranked order, separated by commas."
     params = GenerationParams(max_tokens=120)
@@ -141,7 +142,8 @@ class DirectTask(Task):
             # only users with a published candidate list, however short their history
             interactions = interactions.filter(interactions["user_id"].is_in(list(retrieved)))
         min_history = int(opts.get("min_history", 1 if retriever else 5))
-        splits = leave_last_out(interactions, min_history=min_history, limit=config.limit, seed=config.seed)
+        splits = leave_last_out(interactions, min_history=min_history, limit=config.limit, seed=config.seed,
+                                users=config.users)
         rng = np.random.default_rng(config.seed)
         for sp in splits:
             seen = set(sp.history) | {sp.target}

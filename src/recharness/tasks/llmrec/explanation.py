@@ -68,6 +68,7 @@ class ReviewTextTask(Task):
     """Shared parse/score for the two text tasks; subclasses build samples."""
 
     headline = "ROUGE-L"
+    selects_users = True  # honours BuildConfig.users (build --users FILE)
 
     output_format: FreeText = FreeText()
     #: set by the pipeline (or tests) so `score` can find <run>/judgments; else sample["run_dir"]
@@ -153,7 +154,7 @@ class ExplanationTask(ReviewTextTask):
         domain = domain_of(dataset.name, dataset.meta)
         titles, about = item_info(dataset)
         splits = review_splits(dataset.interactions, min_history=int(opts.get("min_history", 4)), limit=config.limit,
-                               seed=config.seed, require=("review_text",))
+                               seed=config.seed, require=("review_text",), users=config.users)
         for sp in splits:
             rating = sp.target.get("rating")
             if rating is None:

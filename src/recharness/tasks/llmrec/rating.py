@@ -52,9 +52,9 @@ class ReviewSplit:
 
 
 def review_splits(interactions: pl.DataFrame, *, min_history: int = 4, limit: int | None = None, seed: int = 0,
-                  require: tuple[str, ...] = ()) -> list[ReviewSplit]:
+                  require: tuple[str, ...] = (), users: tuple[str, ...] | list[str] | None = None) -> list[ReviewSplit]:
     """Users with more than `min_history` interactions whose last one has non-empty `require`
-    columns; a seeded sample of `limit` of them (eligibility is decided before sampling)."""
+    columns (only `users` when given); a seeded sample of `limit` of them (eligibility is decided before sampling)."""
     for c in require:
         if c not in interactions.columns:
             raise ConfigError(f"interactions have no {c!r} column (have: {', '.join(interactions.columns)})")
@@ -68,6 +68,8 @@ def review_splits(interactions: pl.DataFrame, *, min_history: int = 4, limit: in
     for c in require:
         g = g.filter(pl.col(c).list.last().fill_null("").str.strip_chars().str.len_chars() > 0)
     g = g.sort("user_id")
+    if users is not None:
+        g = g.filter(pl.col("user_id").is_in(list(users)))
     if limit is not None and limit < g.height:
         rng = np.random.default_rng(seed)
         g = g[np.sort(rng.choice(g.height, size=limit, replace=False))]
@@ -156,6 +158,7 @@ class RatingAnswer(TypedDict):
 class RatingTask(Task):
     headline = "RMSE"
     name = "rating"
+    selects_users = True  # honours BuildConfig.users (build --users FILE)
     output_format = NumberInRange(*SCALE)
     format_reminder = "Please answer with a single number from 1 to 5 and nothing else."
     params = GenerationParams(max_tokens=48)
@@ -177,7 +180,7 @@ class RatingTask(Task):
         domain = domain_of(dataset.name, dataset.meta)
         titles, about = item_info(dataset)
         splits = review_splits(dataset.interactions, min_history=int(opts.get("min_history", 4)), limit=config.limit,
-                               seed=config.seed)
+                               seed=config.seed, users=config.users)
         if not splits:
             raise ConfigError(f"{dataset.name}: no user has more than min_history interactions")
         global_mean = float(training_part(dataset.interactions)["rating"].mean())

@@ -30,6 +30,7 @@ from recharness.tasks.llmrec.prompts import domain_of, sequential_prompt
 class SequentialTask(Task):
     headline = "NDCG@10"
     name = "sequential"
+    selects_users = True  # honours BuildConfig.users (build --users FILE)
     baselines = ("popularity", "random", "itemknn", "ease", "als", "markov")
     format_reminder = "Please answer only with a numbered list of titles, one per line."
     params = GenerationParams(max_tokens=200)
@@ -54,7 +55,8 @@ class SequentialTask(Task):
         parts = parts_from_options(opts)
         domain = domain_of(dataset.name, dataset.meta)
         titles = dict(zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list()))
-        splits = leave_last_out(dataset.interactions, min_history=int(opts.get("min_history", 5)), limit=config.limit, seed=config.seed)
+        splits = leave_last_out(dataset.interactions, min_history=int(opts.get("min_history", 5)), limit=config.limit, seed=config.seed,
+                                users=config.users)
         for sp in splits:
             shown = [
                 {"title": titles.get(i, i), "rating": r}

@@ -43,7 +43,7 @@ class SummarizationTask(ReviewTextTask):
         parts = parts_from_options(opts)
         domain = domain_of(dataset.name, dataset.meta)
         splits = review_splits(dataset.interactions, min_history=int(opts.get("min_history", 4)), limit=config.limit,
-                               seed=config.seed, require=("review_text", "review_title"))
+                               seed=config.seed, require=("review_text", "review_title"), users=config.users)
         for sp in splits:
             text = normalize_for_metrics(sp.target["review_text"])
             shown_text = short(text, max_chars)

@@ -70,6 +70,7 @@ class CtrAnswer(TypedDict):
 class CtrTask(Task):
     headline = "AUC"
     name = "ctr"
+    selects_users = True  # honours BuildConfig.users (build --users FILE)
     #: the nine DLRMs of §4 Groups A-C and the text / semantic DNNs after the simple references
     baselines = ("popularity", "random", "item_mean", "itemknn", "ease", "als", "markov", *DLRMS)
     request = "options"
@@ -95,7 +96,8 @@ class CtrTask(Task):
         opts = check(CtrOptions, config.options, f"{SUITE}/{self.name}")
         events, mode = labelled_events(dataset.interactions, dataset.items["item_id"].to_list(),
                                        negatives=opts.negatives, neg_ratio=opts.neg_ratio, seed=config.seed)
-        sp = split(events, test_users=config.limit or opts.test_users, per_user=opts.test_pairs_per_user,
+        sp = split(events, test_users=config.limit or (len(config.users) if config.users else opts.test_users),
+                   only=config.users, per_user=opts.test_pairs_per_user,
                    train_pairs=opts.train_pairs, valid_fraction=opts.valid_fraction, history_len=opts.history_len,
                    min_history=opts.min_history, seed=config.seed)
         # an item without a title (MicroLens and Amazon have some) is shown by its id, never as "None"

@@ -182,8 +182,9 @@ class History:
 
 
 def split(events: pl.DataFrame, *, test_users: int, per_user: int, train_pairs: int, valid_fraction: float,
-          history_len: int, min_history: int, seed: int) -> CtrSplit:
-    """Test windows for a seeded draw of users, training pairs before them (see the module docstring)."""
+          history_len: int, min_history: int, seed: int, only: tuple[str, ...] | list[str] | None = None) -> CtrSplit:
+    """Test windows for a seeded draw of users (of `only` when given, every eligible one of them unless
+    `test_users` is fewer), training pairs before them (see the module docstring)."""
     ev = events.with_row_index("seq").with_columns(pl.col("seq").min().over("user_id", "impression").alias("first"))
     hist = History(ev, history_len)
     if "pair" in ev.columns:  # real labels: history-only positives feed `hist`, never a pair
@@ -193,6 +194,8 @@ def split(events: pl.DataFrame, *, test_users: int, per_user: int, train_pairs: 
               .join(ev.select(pl.col("seq").alias("start"), pl.col("timestamp").alias("t_start")), on="start")
               .sort("user_id"))
     starts = starts.filter(hist.counts(starts.select("user_id", pl.col("t_start").alias("timestamp"))) >= min_history)
+    if only is not None:
+        starts = starts.filter(pl.col("user_id").is_in(list(only)))
     rng = np.random.default_rng(seed)
     n_test = min(test_users, starts.height)
     chosen = starts[np.sort(rng.choice(starts.height, size=n_test, replace=False))] if n_test else starts.head(0)

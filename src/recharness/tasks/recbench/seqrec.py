@@ -151,6 +151,7 @@ class ListedItems(TypedDict):
 
 class SeqrecTask(Task):
     name = "seqrec"
+    selects_users = True  # honours BuildConfig.users (build --users FILE)
     #: §3.2 Group G (SASRec), Group H (SID-SASRec with / without CBS), the zero-shot title-trie LLM row
     baselines = ("popularity", "itemknn", "ease", "als", "markov", "sasrec", "sasrec-1l", "sasrec-3l", "sasrec-4l", "sid-sasrec", "sid-sasrec-free",
                  "title-cbs")
@@ -171,7 +172,8 @@ class SeqrecTask(Task):
             raise ConfigError(f"{RunDir(config.out).pairs(SUITE)} holds ctr training pairs of another split: build "
                               "seqrec into its own --out directory (or remove that file)")
         seqs, rule = positive_sequences(dataset.interactions, opts.positives)
-        sp = split(seqs, test_users=config.limit or (None if opts.all_users else opts.test_users),
+        sp = split(seqs, test_users=config.limit or (None if opts.all_users or config.users else opts.test_users),
+                   only=config.users,
                    train_sequences=None if opts.all_users else opts.train_sequences,
                    history_len=opts.history_len, min_history=opts.min_history, seed=config.seed)
         titles = {i: t or i for i, t in zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list())}

@@ -80,12 +80,16 @@ def windows(items: list[str], length: int) -> list[tuple[list[str], str]]:
 
 
 def split(seqs: pl.DataFrame, *, test_users: int | None, train_sequences: int | None, history_len: int,
-          min_history: int, seed: int) -> SeqrecSplit:
-    """Test, validation and training rows (see the module docstring); `None` sizes mean all."""
+          min_history: int, seed: int, only: tuple[str, ...] | list[str] | None = None) -> SeqrecSplit:
+    """Test, validation and training rows (see the module docstring); `None` sizes mean all. `only`: the
+    test users are these (those eligible), `test_users` of them when fewer; training windows stay everyone's."""
     users = seqs["user_id"].to_list()
     items = seqs["items"].to_list()
     eligible = [k for k, its in enumerate(items) if len(its) - 2 >= min_history]
     rng = np.random.default_rng(seed)
+    if only is not None:
+        wanted = set(only)
+        eligible = [k for k in eligible if users[k] in wanted]
     if test_users is None or test_users >= len(eligible):
         chosen = eligible
     else:
