@@ -30,22 +30,16 @@ def test_borda_hand_worked():
 
 
 @pytest.fixture(scope="module")
-def ordered_run(tmp_path_factory):
-    import os
-
-    home = tmp_path_factory.mktemp("home")
-    os.environ["RECHARNESS_HOME"] = str(home)
+def ordered_run(ml1m, tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
     r = CliRunner()
-    assert r.invoke(app, ["prepare", "ml-1m"]).exit_code == 0
     res = r.invoke(app, ["build", "llmrec", "-t", "direct", "-o", str(out), "-n", "12", "--option", "orders=3"])
     assert res.exit_code == 0, res.output
     res = r.invoke(app, ["run", "llmrec", "-o", str(out), "-m", "fake"])
     assert res.exit_code == 0, res.output
     res = r.invoke(app, ["score", "llmrec", "-o", str(out), "--resamples", "100"])
     assert res.exit_code == 0, res.output
-    yield out
-    os.environ.pop("RECHARNESS_HOME", None)
+    return out
 
 
 def test_each_user_is_asked_under_every_order(ordered_run):

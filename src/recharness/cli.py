@@ -320,7 +320,7 @@ def score(
     predictions: Annotated[Path | None, typer.Option("--predictions", help="Import another tool's answers first (JSONL or CSV, schema in docs/predictions.md; PerRecBench: its original <mode>-<level>.json files or their folder), scored like a model of ours.")] = None,
     name: Annotated[str | None, typer.Option("--name", help="With --predictions: the row's name (predictions/NAME.jsonl).")] = None,
     force: Annotated[bool, typer.Option("--force", help="With --predictions: replace an existing predictions/NAME.jsonl.")] = False,
-    partial: Annotated[bool, typer.Option("--partial", help="Score a method that answered only some samples (a run that stopped early) on the answered ones; its rows say `partial n/M`. Without it such a method is refused. A run limited on purpose (--limit) and imported answers are scored on what they cover without it.")] = False,
+    partial: Annotated[bool, typer.Option("--partial", help="Score a method that answered only some samples (a run that stopped early) on the answered ones; its rows say `partial: n = 12 of 20` (the row's n, of the task's samples). Without it such a method is refused. A run limited on purpose (--limit) and imported answers are scored on what they cover without it.")] = False,
     kind: Annotated[str | None, typer.Option("--kind", help="With --predictions: what made the answers, llm, reference or finetuned (default: the file's own \"kind\" field where its lines have one, else llm); a paper table files the row by it.")] = None,
     targets: Annotated[str, typer.Option("--targets", help="With --predictions: `build` (default) scores every answer against the build's sample and counts the lines whose own target/candidates differ; `as-given` scores each line against its own `target` and `candidates` (ids or titles), for that row only.")] = "build",
     labels: Annotated[Path | None, typer.Option("--labels", help="With --predictions, for a suite whose released layout has label files (PerRecBench: a folder of item2group_avg_diff_sample-<level>.json, or one): score the released predictions against them alone, no dataset or build needed; with a build in the run directory they are imported and scored there too.")] = None,
@@ -743,6 +743,58 @@ from recharness.finetune.gguf_cli import register as _register_export_gguf  # no
 
 _register_finetune(app)
 _register_export_gguf(app)
+
+
+probe_app = typer.Typer(help="Probe what a model knows beyond the tasks (memorization of a dataset).",
+                        no_args_is_help=True)
+app.add_typer(probe_app, name="probe")
+
+
+@probe_app.command("memorization")
+def probe_memorization(
+    model: Annotated[str, typer.Option("--model", "-m", help="Any model spec `run` takes: a built-in name, llamacpp:PATH, openai:MODEL[@URL], hf:MODEL.")] = "qwen2.5-coder-0.5b-instruct",
+    dataset: DatasetOpt = "ml-1m",
+    limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Ids probed per kind (a seeded sample); default 200, 0 is refused.")] = 200,
+    kinds: Annotated[str, typer.Option("--kinds", help="Comma-separated: item, user, interaction.")] = "item,user,interaction",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Where answers and results go (default: <data home>/runs/probe-memorization/DATASET).")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="The result's file name (default: from the model).")] = None,
+    seed: SeedOpt = 0,
+    base_url: Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (as for `run`).")] = None,
+    api_key_env: Annotated[str, typer.Option("--api-key-env", help="Environment variable holding the API key (never logged).")] = "OPENAI_API_KEY",
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Requests in flight.")] = 4,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Ask again instead of reusing cached answers.")] = False,
+):
+    """Does the model reproduce the dataset's own lines (items, users, next ratings)? Coverage with 95% intervals and
+    by popularity decile, as in arXiv 2505.10212; the exact-match rules are written into the result file."""
+    from recharness.core.paths import runs_dir
+    from recharness.data.store import load_dataset
+    from recharness.core.rundir import check_name
+    from recharness.probes.memorization import KINDS, probe
+    from recharness.specs import default_name, resolve_spec
+
+    wanted = tuple(k.strip() for k in kinds.split(",") if k.strip())
+    bad = [k for k in wanted if k not in KINDS]
+    if bad or not wanted:
+        raise ConfigError(f"--kinds {kinds}: choose from {', '.join(KINDS)}")
+    ds = load_dataset(dataset)
+    d = out if out is not None else runs_dir() / "probe-memorization" / dataset
+    backend = resolve_spec(model, d, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency)
+    res = probe(backend, ds, d, check_name(name or default_name(model)), kinds=wanted, limit=limit, seed=seed,
+                use_cache=not no_cache)
+    t = Table("kind", "rule", "coverage [95% CI]", "n")
+    for kind, entry in res["kinds"].items():
+        for rule in ("title", "full"):
+            c = entry.get(rule)
+            if c is None or c.get("value") is None:
+                continue
+            ci = f" [{c['lo']:.3f}, {c['hi']:.3f}]"
+            t.add_row(kind, rule, f"{c['value']:.3f}{ci}", str(c["n"]))
+    out_console.print(t)
+    if res["unanswered"]:
+        out_console.print(f"{res['unanswered']} probes unanswered (transport): not counted; run again to finish",
+                          markup=False)
+    out_console.print(f"results → {d / (check_name(name or default_name(model)) + '.json')}", markup=False,
+                      highlight=False)
 
 
 def main():

@@ -30,7 +30,7 @@ class ItemKNN(HistoryScorer):
 
         model = CosineRecommender(K=int(self.params["neighbours"]), num_threads=1)
         with threadpool_limits(1), warnings.catch_warnings():
-            warnings.simplefilter("ignore", category=UserWarning)  # implicit converts its own normalised coo
+            warnings.simplefilter("ignore")  # implicit warns that it converts its own normalised coo matrix
             model.fit(x, show_progress=False)
         self.similarity = model.similarity.tocsr().astype(np.float32)
 

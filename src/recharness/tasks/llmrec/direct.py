@@ -28,6 +28,8 @@ go with Fargo (1996), then Alien (1979)."): a whole title is no accident.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import re
 
 import numpy as np
@@ -99,7 +101,14 @@ def borda(rankings: list[list[str]], candidates: list[str]) -> list[str]:
     return sorted(candidates, key=lambda c: (-points[c], place[c]))
 
 
+class CandidateRanking(TypedDict):
+    """The candidates in the answer's order (those it names; `partial` when not all)."""
+
+    ranking: list[str]
+
+
 class DirectTask(Task):
+    answer_type = CandidateRanking
     headline = "NDCG@10"
     name = "direct"
     selects_users = True  # honours BuildConfig.users (build --users FILE)

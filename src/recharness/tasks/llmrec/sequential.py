@@ -8,6 +8,8 @@ against the held-out next item.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import numpy as np
 
 from recharness.core.errors import ConfigError
@@ -27,7 +29,15 @@ from recharness.tasks.llmrec.common import (
 from recharness.tasks.llmrec.prompts import domain_of, sequential_prompt
 
 
+class RecommendedItems(TypedDict):
+    """A recommendation list: the catalog items named, in order (`items`), and the strings they came from."""
+
+    items: list[str]
+    strings: list[str]
+
+
 class SequentialTask(Task):
+    answer_type = RecommendedItems
     headline = "NDCG@10"
     name = "sequential"
     selects_users = True  # honours BuildConfig.users (build --users FILE)

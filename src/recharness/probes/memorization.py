@@ -1,0 +1,226 @@
+"""What the LLM already knows of a dataset: the memorization probe of Di Palma et al. (SIGIR 2025,
+arXiv 2505.10212), for any model recharness can ask.
+
+The model is shown lines of the dataset's own files (MovieLens-1M's `::`-separated format) and
+asked to continue with the line of one id. Three coverages, each the share of probed ids whose
+answer matches the dataset exactly under the rule written here:
+
+- **item**: given `MovieID::`, the line `MovieID::Title::Genres`. *title*: the title equals the
+  dataset's after trimming spaces (case and punctuation count); *full*: the title and the set of
+  genres (`|`-separated) both equal.
+- **user**: given `UserID::`, `UserID::Gender::Age::Occupation::Zip-code`: all four fields equal.
+- **interaction**: given a user's first `k` ratings lines (in time order: the file's own order is
+  not kept by `prepare`), the next line `UserID::MovieID::Rating::Timestamp`: MovieID and Rating equal.
+
+Few-shot context is the file's neighbouring lines (the `SHOTS` lines before the probed id), as the
+paper prompts. Coverage gets an exact 95% (Clopper-Pearson) interval over the probed ids, each an
+independent trial; item coverage is also
+given per popularity decile (items ranked by training interactions, decile 1 = most popular).
+`memorized_items` in the result lists the item ids whose title was reproduced, so a score can be
+split into memorized vs other targets. Answers go through the one executor (cached, resumable).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from recharness.core.errors import ConfigError
+from recharness.core.types import GenerationParams, Parsed
+
+KINDS = ("item", "user", "interaction")
+PARAMS = GenerationParams(max_tokens=64, temperature=0.0)
+SHOTS = 3
+HISTORY_LINES = 5
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One question: its id, the prompt, and what an exact answer holds."""
+
+    qid: str
+    kind: str
+    subject: str  # the item or user id probed
+    messages: list[dict]
+    truth: dict
+
+
+def _ask(file: str, fmt: str, shown: list[str], prefix: str) -> list[dict]:
+    body = "\n".join(shown)
+    return [{"role": "user", "content":
+             f"Here are consecutive lines of the file {file} of the MovieLens-1M dataset (format {fmt}):\n"
+             f"{body}\n\nContinue the file with the next line, which starts with `{prefix}`. "
+             "Answer with that one line only, exactly as it appears in the file."}]
+
+
+def item_line(row: dict) -> str:
+    return f"{row['item_id']}::{row['title']}::{'|'.join(row.get('genres') or [])}"
+
+
+def _clean(s: str) -> str:
+    return re.sub(r"\s+", " ", s.strip().strip("`").strip())
+
+
+def answer_line(text: str, prefix: str) -> str | None:
+    """The answer's line for `prefix`: the first line that starts with it, else the first non-empty line
+    (with the prefix added when the model left it out); None for an empty answer."""
+    lines = [_clean(x) for x in (text or "").splitlines() if _clean(x)]
+    for x in lines:
+        if x.startswith(prefix):
+            return x
+    return (lines[0] if lines[0].startswith(prefix) else prefix + lines[0]) if lines else None
+
+
+def check(probe: Probe, text: str) -> dict:
+    """{"title": bool, "full": bool} for items, {"full": bool} otherwise: the exact-match rules above."""
+    prefix = probe.truth["prefix"]
+    line = answer_line(text, prefix)
+    if line is None:
+        return {"full": False, **({"title": False} if probe.kind == "item" else {})}
+    fields = line[len(prefix):].split("::")
+    t = probe.truth
+    if probe.kind == "item":
+        title = _clean(fields[0]) if fields else ""
+        genres = set(_clean(fields[1]).split("|")) - {""} if len(fields) > 1 else set()
+        ok_title = title == _clean(t["title"])
+        return {"title": ok_title, "full": ok_title and genres == set(t["genres"])}
+    if probe.kind == "user":
+        got = [_clean(f) for f in fields[:4]]
+        return {"full": got == [t["gender"], str(t["age"]), str(t["occupation"]), t["zip"]]}
+    got = [_clean(f) for f in fields[:2]]  # MovieID, Rating
+    return {"full": len(got) == 2 and got[0] == t["item_id"] and _rating(got[1]) == t["rating"]}
+
+
+def _rating(s: str) -> float | None:
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+def build_probes(dataset, kinds=KINDS, limit: int | None = 200, seed: int = 0) -> list[Probe]:
+    """The probes of `kinds`, `limit` ids of each (a seeded sample; None: all)."""
+    rng = np.random.default_rng(seed)
+    out: list[Probe] = []
+
+    def pick(n: int) -> np.ndarray:
+        return np.sort(rng.choice(n, size=min(limit, n), replace=False)) if limit is not None else np.arange(n)
+
+    if "item" in kinds:
+        items = dataset.items.to_dicts()
+        lines = [item_line(r) for r in items]
+        fmt = "MovieID::Title::Genres"
+        for k in pick(len(items)):
+            r = items[int(k)]
+            prefix = f"{r['item_id']}::"
+            out.append(Probe(f"item-{r['item_id']}", "item", str(r["item_id"]),
+                             _ask("movies.dat", fmt, lines[max(0, k - SHOTS):k] or lines[k + 1:k + 1 + SHOTS], prefix),
+                             {"prefix": prefix, "title": r["title"], "genres": list(r.get("genres") or [])}))
+    if "user" in kinds:
+        users = getattr(dataset, "users", None)
+        if users is None or not {"gender", "age", "occupation", "zip"} <= set(users.columns):
+            raise ConfigError(f"{dataset.name} has no user demographics (gender, age, occupation, zip): "
+                              "drop `user` from --kinds")
+        rows = users.to_dicts()
+        lines = [f"{u['user_id']}::{u['gender']}::{u['age']}::{u['occupation']}::{u['zip']}" for u in rows]
+        fmt = "UserID::Gender::Age::Occupation::Zip-code"
+        for k in pick(len(rows)):
+            u = rows[int(k)]
+            prefix = f"{u['user_id']}::"
+            out.append(Probe(f"user-{u['user_id']}", "user", str(u["user_id"]),
+                             _ask("users.dat", fmt, lines[max(0, k - SHOTS):k] or lines[k + 1:k + 1 + SHOTS], prefix),
+                             {"prefix": prefix, **{f: u[f] for f in ("gender", "age", "occupation", "zip")}}))
+    if "interaction" in kinds:
+        inter = dataset.interactions
+        if "rating" not in inter.columns or inter["rating"].null_count() == inter.height:
+            raise ConfigError(f"{dataset.name} has no ratings: drop `interaction` from --kinds")
+        df = inter.with_row_index("_pos").sort(["user_id", "timestamp", "_pos"]) if "timestamp" in inter.columns \
+            else inter
+        per: dict[str, list[tuple]] = {}
+        for u, i, r, ts in df.select("user_id", "item_id", "rating",
+                                     "timestamp" if "timestamp" in df.columns else "rating").iter_rows():
+            per.setdefault(u, []).append((i, r, ts))
+        eligible = [u for u, rows in per.items() if len(rows) > HISTORY_LINES]
+        fmt = "UserID::MovieID::Rating::Timestamp"
+        for k in pick(len(eligible)):
+            u = eligible[int(k)]
+            rows = per[u]
+            shown = [f"{u}::{i}::{int(r) if float(r).is_integer() else r}::{int(ts)}" for i, r, ts in rows[:HISTORY_LINES]]
+            i, r, _ = rows[HISTORY_LINES]
+            prefix = f"{u}::"
+            out.append(Probe(f"interaction-{u}", "interaction", str(u), _ask("ratings.dat", fmt, shown, prefix),
+                             {"prefix": prefix, "item_id": str(i), "rating": float(r)}))
+    return out
+
+
+def popularity_deciles(dataset) -> dict[str, int]:
+    """Each item's popularity decile (1 = the 10% most interacted), ties by item id."""
+    counts = dict(dataset.interactions.group_by("item_id").len().iter_rows())
+    order = sorted(dataset.items["item_id"].to_list(), key=lambda i: (-counts.get(i, 0), i))
+    n = len(order)
+    return {i: min(10, 1 + (10 * k) // max(n, 1)) for k, i in enumerate(order)}
+
+
+def coverage(values: list[bool]) -> dict:
+    """Share of True with its exact 95% Clopper-Pearson interval over the probed ids (each id one
+    independent trial): unlike a percentile bootstrap it never shrinks to [0, 0] when no id was reproduced."""
+    from scipy.stats import binomtest
+
+    n = len(values)
+    if not n:
+        return {"value": None, "n": 0}
+    k = int(sum(bool(v) for v in values))
+    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+    return {"value": k / n, "n": n, "hits": k, "lo": float(ci.low), "hi": float(ci.high)}
+
+
+def summarise(probes: list[Probe], answers: dict[str, dict], dataset) -> dict:
+    """The coverages, per decile for items, and the memorized item ids; unanswered probes are counted apart."""
+    checked: dict[str, dict] = {}
+    for p in probes:
+        rec = answers.get(p.qid)
+        if rec is not None and rec.get("valid", True):
+            checked[p.qid] = check(p, (rec.get("parsed") or rec.get("text") or ""))
+    res: dict = {"rules": __doc__.split("\n\n")[1].strip(), "unanswered": len(probes) - len(checked), "kinds": {}}
+    deciles = popularity_deciles(dataset)
+    for kind in KINDS:
+        ps = [p for p in probes if p.kind == kind and p.qid in checked]
+        if not ps and not any(p.kind == kind for p in probes):
+            continue
+        entry = {"full": coverage([checked[p.qid]["full"] for p in ps])}
+        if kind == "item":
+            entry["title"] = coverage([checked[p.qid]["title"] for p in ps])
+            entry["by_decile"] = {
+                d: coverage([checked[p.qid]["title"] for p in ps if deciles.get(p.subject) == d])
+                for d in range(1, 11)}
+            res["memorized_items"] = sorted(p.subject for p in ps if checked[p.qid]["title"])
+        res["kinds"][kind] = entry
+    return res
+
+
+def probe(backend, dataset, out: Path, name: str, *, kinds=KINDS, limit: int | None = 200, seed: int = 0,
+          use_cache: bool = True) -> dict:
+    """Ask `backend` every probe (answers logged in `out`/NAME.answers.jsonl: a killed probe resumes),
+    then write `out`/NAME.json with the coverages; returns that record."""
+    from recharness.core.io import atomic_write_text
+    from recharness.execution.executor import with_model
+    from recharness.execution.requests import TextRequest, answer_messages
+
+    probes = build_probes(dataset, kinds, limit, seed)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / f"{name}.answers.jsonl"
+    request = TextRequest(PARAMS, lambda text: Parsed(text))
+
+    async def go(model):
+        return await answer_messages(model, {p.qid: p.messages for p in probes}, request, log)
+
+    answers, stats = with_model(backend, go, use_cache=use_cache)
+    res = summarise(probes, answers, dataset)
+    res.update(model=backend.identity(), dataset=dataset.name, limit=limit, seed=seed, probes=len(probes))
+    atomic_write_text(out / f"{name}.json", json.dumps(res, indent=2, default=str))
+    return res

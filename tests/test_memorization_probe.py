@@ -1,0 +1,83 @@
+"""The memorization probe (arXiv 2505.10212): the exact-match rules by hand, exact intervals against
+scipy, the ML-1M line formats, and a real run through an OpenAI-compatible server (llama.cpp)."""
+
+import json
+
+import pytest
+
+from recharness.probes.memorization import Probe, answer_line, build_probes, check, coverage, item_line, summarise
+
+
+def _item(title="Toy Story (1995)", genres=("Animation", "Children's", "Comedy")):
+    return Probe("item-1", "item", "1", [], {"prefix": "1::", "title": title, "genres": list(genres)})
+
+
+def test_item_rules_title_and_full():
+    p = _item()
+    assert check(p, "1::Toy Story (1995)::Animation|Children's|Comedy") == {"title": True, "full": True}
+    assert check(p, "Sure! 1::Toy Story (1995)::Comedy|Animation|Children's\n") == {"title": False, "full": False}
+    assert check(p, "  1::Toy Story (1995)::Comedy|Animation|Children's ") == {"title": True, "full": True}  # a set
+    assert check(p, "1::Toy Story (1995)::Comedy") == {"title": True, "full": False}
+    assert check(p, "1::toy story (1995)::Animation|Children's|Comedy") == {"title": False, "full": False}
+    assert check(p, "Toy Story (1995)::Animation|Children's|Comedy") == {"title": True, "full": True}  # prefix added
+    assert check(p, "") == {"title": False, "full": False}
+
+
+def test_user_and_interaction_rules():
+    u = Probe("user-1", "user", "1", [], {"prefix": "1::", "gender": "F", "age": 1, "occupation": "10", "zip": "48067"})
+    assert check(u, "1::F::1::10::48067")["full"] and not check(u, "1::F::1::10::48068")["full"]
+    i = Probe("interaction-1", "interaction", "1", [], {"prefix": "1::", "item_id": "1193", "rating": 5.0})
+    assert check(i, "1::1193::5::978300760")["full"] and check(i, "1::1193::5.0")["full"]
+    assert not check(i, "1::1193::4::978300760")["full"] and not check(i, "1::661::5")["full"]
+    assert answer_line("here:\n2::x\n1::y", "1::") == "1::y"
+
+
+def test_coverage_interval_is_clopper_pearson():
+    from scipy.stats import beta
+
+    c = coverage([True] * 3 + [False] * 17)
+    assert c["value"] == 0.15 and c["n"] == 20 and c["hits"] == 3
+    assert c["lo"] == pytest.approx(beta.ppf(0.025, 3, 18)) and c["hi"] == pytest.approx(beta.ppf(0.975, 4, 17))
+    none = coverage([False] * 20)
+    assert none["lo"] == 0.0 and none["hi"] == pytest.approx(1 - 0.025 ** (1 / 20))  # never [0, 0]
+
+
+def test_probes_show_the_files_own_lines_before_the_probed_id(ml1m):
+    probes = build_probes(ml1m, limit=5, seed=0)
+    assert [p.kind for p in probes] == ["item"] * 5 + ["user"] * 5 + ["interaction"] * 5
+    items = ml1m.items.to_dicts()
+    p = probes[0]
+    k = next(i for i, r in enumerate(items) if str(r["item_id"]) == p.subject)
+    shown = p.messages[0]["content"]
+    for r in items[max(0, k - 3):k]:
+        assert item_line(r) in shown
+    assert item_line(items[k]) not in shown and f"starts with `{p.subject}::`" in shown
+
+
+def test_summary_counts_unanswered_apart_and_lists_memorized_items(ml1m):
+    probes = [p for p in build_probes(ml1m, kinds=("item",), limit=6, seed=1)]
+    items = {str(r["item_id"]): r for r in ml1m.items.to_dicts()}
+    answers = {p.qid: {"parsed": item_line(items[p.subject]), "valid": True} for p in probes[:2]}
+    answers[probes[2].qid] = {"parsed": "no idea", "valid": True}
+    res = summarise(probes, answers, ml1m)
+    assert res["unanswered"] == 3
+    assert res["kinds"]["item"]["title"]["value"] == pytest.approx(2 / 3)
+    assert res["memorized_items"] == sorted(p.subject for p in probes[:2])
+
+
+@pytest.mark.llm
+def test_the_probe_runs_against_an_openai_compatible_server(ml1m, llama_server, tmp_path):
+    from typer.testing import CliRunner
+
+    from recharness.cli import app
+
+    spec = f"openai:smollm2-135m@{llama_server.base_url}"
+    res = CliRunner().invoke(app, ["probe", "memorization", "-m", spec, "-n", "3", "--kinds", "item,user",
+                                   "-o", str(tmp_path), "--name", "smol"])
+    assert res.exit_code == 0, res.output
+    out = json.loads((tmp_path / "smol.json").read_text())
+    assert out["probes"] == 6 and out["unanswered"] == 0 and out["model"]["backend"] == "openai"
+    item = out["kinds"]["item"]["title"]
+    assert item["n"] == 3 and 0 <= item["lo"] <= item["value"] <= item["hi"] <= 1
+    answers = [json.loads(x) for x in (tmp_path / "smol.answers.jsonl").read_text().splitlines()]
+    assert len(answers) == 6  # every probe answered once, kept for a resume
