@@ -37,7 +37,7 @@ def test_a_row_alone_in_its_comparison_is_not_marked_best():
     assert alone.metrics["HR@10"] == 1.0 and alone.ci["HR@10"]["lo"] == 1.0
     assert "top" not in alone.ci["HR@10"] and alone.ci["HR@10"]["p_vs_best"] is None
     md = to_markdown([*both, alone])
-    assert "| lim [limit 12/30] | 1.000 [1.000, 1.000] |" in md  # not bold (it was: best of one)
+    assert "| lim [limit: n = 12 of 30] | 1.000 [1.000, 1.000] |" in md  # not bold (it was: best of one)
     assert "| a | **0.500 [" in md
 
 

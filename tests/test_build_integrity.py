@@ -122,8 +122,8 @@ def test_a_limited_run_is_scored_on_its_samples_and_a_cut_one_only_with_partial(
     assert rows["lim"]["coverage"]["why"] == "limit" and rows["popularity"]["coverage"] is None
     assert rows["popularity"]["n"] == 6
     md, csv = (built / "scores.md").read_text(), (built / "scores.csv").read_text()
-    assert "cut [partial 2/6]" in md and "lim [limit 3/6]" in md  # every table says what a row covers
-    assert "sequential,cut,model,2,partial 2/6," in csv and "sequential,lim,model,3,limit 3/6," in csv
+    assert "cut [partial: n = 2 of 6]" in md and "lim [limit: n = 3 of 6]" in md  # every table says what a row covers
+    assert "sequential,cut,model,2,partial: n = 2 of 6," in csv and "sequential,lim,model,3,limit: n = 3 of 6," in csv
 
 
 def test_scores_are_written_as_one_set_and_a_killed_writers_temp_files_go(built):

@@ -139,3 +139,18 @@ def test_cli_targets_as_given(seq_run, tmp_path):
     assert flat  # written
     res = CliRunner().invoke(app, [*args, "--name", "h", "--targets", "authors"])
     assert res.exit_code != 0 and "--targets 'authors': one of build, as-given" in str(res.exception)
+
+
+def test_an_imported_rows_n_is_the_imported_set(seq_run, tmp_path):
+    """The header counts the build's samples; the imported row says its own n, of them."""
+    from recharness.report.tables import to_markdown
+
+    out, samples, titles = seq_run
+    src = _write(tmp_path / "a.jsonl", [{"id": s["id"], "answer": "1. Heat (1995)"} for s in samples[:3]])
+    import_predictions(out, src, "part")
+    rows = pipeline.score(out, resamples=0, references=False)
+    part = _row(rows, "part", "sequential")
+    assert part.n == 3 and part.coverage == {"answered": 3, "of": 4, "why": "imported"}
+    md = to_markdown(rows)
+    assert "### sequential (n = 4)" in md and "| part [imported: n = 3 of 4] |" in md
+    assert "| fake |" in md  # the model over every sample carries no mark

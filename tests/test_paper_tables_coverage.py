@@ -27,7 +27,7 @@ def test_a_limited_ctr_run_is_marked_in_tables_3_and_4(ml1m, tmp_path):
     assert fake.coverage == {"answered": 10, "of": n, "why": "limit"} and n > 10
     md = get_suite("recbench").paper_tables(rows, "ml-1m")
     line = _line(md, "| fake |")
-    assert line.startswith(f"| fake | {fake.metrics['AUC']:.4f} (limit 10/{n}) | {fake.metrics['AUC']:.4f} (limit) | ")
+    assert line.startswith(f"| fake | {fake.metrics['AUC']:.4f} (limit: n = 10 of {n}) | {fake.metrics['AUC']:.4f} (limit) | ")
     ref = _line(md, "| item_mean |")  # a reference over every sample: no mark
     assert "limit" not in ref and "partial" not in ref
 
@@ -45,13 +45,13 @@ def test_table5_and_across_datasets_mark_each_cell_and_the_overall():
             "goodreads": [_row("llm", "seqrec", {"NDCG@10": 0.5, "latency_s": 0.5})]}
     md = table5(runs)
     assert _line(md, "| llm (free text) |") == \
-        "| llm (free text) | 0.2500 (partial 12/20) | 0.5000 | 0.3750 (partial) | 500.00ms | 20 / 20 |"
+        "| llm (free text) | 0.2500 (partial: n = 12 of 20) | 0.5000 | 0.3750 (partial) | 500.00ms | 20 / 20 |"
     assert _line(md, "| popularity |") == "| popularity | 0.1250 | – | – | – | 20 |"
     ctr = {"a": [_row("llm", "ctr", {"AUC": 0.75}, coverage={"answered": 5, "of": 20, "why": "limit"},
                       ci={"AUC": {"lo": 0.5, "hi": 0.9}})],
            "b": [_row("llm", "ctr", {"AUC": 0.25}, coverage={"answered": 7, "of": 9, "why": "imported"})]}
     assert _line(across_datasets(ctr), "| llm |") == \
-        "| llm | 0.7500 [0.500, 0.900] (limit 5/20) | 0.2500 (imported 7/9) | 0.5000 (imported, limit) | – |"
+        "| llm | 0.7500 [0.500, 0.900] (limit: n = 5 of 20) | 0.2500 (imported: n = 7 of 9) | 0.5000 (imported, limit) | – |"
 
 
 def test_recbench_plus_tables_mark_limited_rows():
@@ -59,8 +59,8 @@ def test_recbench_plus_tables_mark_limited_rows():
     rows = [_row("llm", t, {"P": 0.5, "R": 0.25, "CMR": 1.0, "FTR": 0.0}, coverage=lim if t == "explicit" else None)
             for t in ("explicit", "implicit", "misinformed")]
     md = plus_tables(rows)
-    assert _line(md, "| llm |") == ("| llm | 0.500 (limit 4/10) | 0.250 (limit 4/10) | 1.000 (limit 4/10) | "
-                                   "0.000 (limit 4/10) | 0.500 | 0.250 | 1.000 | 0.000 | 0.500 | 0.250 | 1.000 | "
+    assert _line(md, "| llm |") == ("| llm | 0.500 (limit: n = 4 of 10) | 0.250 (limit: n = 4 of 10) | 1.000 (limit: n = 4 of 10) | "
+                                   "0.000 (limit: n = 4 of 10) | 0.500 | 0.250 | 1.000 | 0.000 | 0.500 | 0.250 | 1.000 | "
                                    "0.000 | 0.500 (limit) | 0.250 (limit) | 1.000 (limit) |")
 
 
@@ -73,5 +73,5 @@ def test_perrecbench_table1_marks_limited_rows():
             _row("llm", "pair", metrics), _row("llm", "list", metrics, coverage=lim)]
     line = _line(table1_markdown(rows), "| llm |")
     cells = line.strip("| ").split(" | ")
-    assert cells[1:4] == ["0.50", "0.50", "0.50 (limit 3/12)"]  # easy point / pair / list
+    assert cells[1:4] == ["0.50", "0.50", "0.50 (limit: n = 3 of 12)"]  # easy point / pair / list
     assert cells[10] == "0.50 (limit)" and cells[11:] == ["1.000", "1.500"]

@@ -1,9 +1,10 @@
 """Which samples a method's row is scored on: all of the task's, or a subset that says so.
 
 A run limited on purpose (`run --limit N`: the first N samples of the tasks it ran) and another tool's
-imported answers are scored on exactly the samples they cover, and their rows say `limit n/M` /
-`imported n/M`. Any other gap (a run that stopped early, a file cut short) is refused: "N of M
-answered"; `score --partial` scores the answered ones and marks the row `partial n/M`. A missing
+imported answers are scored on exactly the samples they cover, and their rows say `limit: n = 40 of 400` /
+`imported: n = 5 of 6` (the row's n, of the task's samples the table header counts). Any other gap (a run
+that stopped early, a file cut short) is refused: "N of M answered"; `score --partial` scores the answered
+ones and marks the row `partial: n = 12 of 20`. A missing
 answer is never counted as a wrong one behind the user's back.
 """
 
@@ -60,7 +61,8 @@ def covered(rd: RunDir, method: str, task: str, task_samples: list[dict], build_
 
 
 def label(coverage: dict | None) -> str:
-    """`limit 40/400`, `imported 170/200`, `partial 12/20`, or "" for a row over every sample."""
+    """`limit: n = 40 of 400`, `imported: n = 170 of 200`, `partial: n = 12 of 20` (the row's n, of the task's
+    samples that the table's header counts), or "" for a row over every sample."""
     if not coverage:
         return ""
-    return f"{coverage['why']} {coverage['answered']}/{coverage['of']}"
+    return f"{coverage['why']}: n = {coverage['answered']} of {coverage['of']}"
