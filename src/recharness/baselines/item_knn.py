@@ -18,7 +18,7 @@ from recharness.baselines.history_scorer import HistoryScorer
 
 class ItemKNN(HistoryScorer):
     name = "itemknn"
-    space = {"neighbours": ("log", 5, 1000)}
+    space = {"neighbours": ("log", 2, 1000)}
 
     @classmethod
     def defaults(cls) -> dict:
