@@ -80,6 +80,13 @@ def cells(rows: list[ScoreRow], cols: list[str]) -> list[list[tuple[str, bool]]]
     return [[(value_text(r, c), c in marking and bool(r.ci.get(c, {}).get("top"))) for c in cols] for r in rows]
 
 
+def _p_text(p: float, resamples: int | None) -> str:
+    """A p-value as the test can state it: a bootstrap p of 0 means below 1 / resamples, not 0."""
+    if p == 0 and resamples:
+        return f"p < {1 / resamples:.2g}"
+    return f"p = {p:.3g}"
+
+
 def ci_note(rows: list[ScoreRow]) -> str | None:
     """What the [lo, hi] and the bold mean, for the rows of one table (None when no row has an interval)."""
     if not any(r.ci for r in rows):
@@ -97,6 +104,12 @@ def ci_note(rows: list[ScoreRow]) -> str | None:
                  f"{'/'.join(f'{k:,}' for k in fewer)} resamples.")
     if any(c.get("overlap") for r in rows for c in r.ci.values()):
         note += " Where rows were not resampled alike, overlapping intervals stand in for the test."
+    vs = [(r.method, r.extra["vs_strongest_reference"]) for r in rows if r.extra.get("vs_strongest_reference")]
+    if vs:
+        v0 = vs[0][1]
+        note += (f" Strongest reference by {v0['metric']}: {v0['reference']}; "
+                 + "; ".join(f"{name} {v['verdict']} it ({v['diff']:+.4f}, {_p_text(v['p'], b)}, {v['test']})"
+                             for name, v in vs) + ".")
     return note
 
 

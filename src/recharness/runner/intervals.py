@@ -126,11 +126,50 @@ def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[Score
             continue
         scored[i][0].ci[m] = {"lo": ci[0], "hi": ci[1], "resamples": int(np.isfinite(r).sum()), **info[(i, m)]}
     _mark_best([row for row, _ in scored], reps, keys, unit_of)
+    versus_strongest_reference(task, [row for row, _ in scored], reps, keys, unit_of)
     _breakdown_intervals(task, samples, scored, resamples=resamples, seed=seed)
     for row, _ in scored:
         row.extra["ci_settings"] = {"resamples": resamples, "seed": seed, "level": 0.95,
                                     "best": f"p >= {SIGNIFICANCE}: exact paired sign-flip test up to "
                                             f"{EXACT_MAX_UNITS} independent units, paired bootstrap above"}
+
+
+def versus_strongest_reference(task, rows: list[ScoreRow], reps: dict, keys: dict, units: dict) -> None:
+    """On the task's headline metric: the strongest reference row (the best point among references with
+    an interval) is marked, and each model row says whether it beats it by the paired test `_mark_best`
+    uses (exact sign-flip up to EXACT_MAX_UNITS independent units, paired bootstrap above):
+    `row.extra["vs_strongest_reference"]` = {metric, reference, diff, p, test, verdict}, the verdict
+    "beats" / "below" (p < 0.05 either way) or "not distinguishable"."""
+    from recharness.metrics.bootstrap import EXACT_MAX_UNITS, bootstrap_p, paired_permutation
+    from recharness.metrics.registry import metric_info
+
+    m = getattr(task, "headline", None)
+    info = metric_info(m) if m else None
+    if info is None or info.higher_is_better is None:
+        return
+    sign = 1.0 if info.higher_is_better else -1.0
+    idx = {id(r): i for i, r in enumerate(rows)}
+    refs = [r for r in rows if r.kind == "reference" and m in r.ci]
+    if not refs:
+        return
+    strongest = max(refs, key=lambda r: sign * r.metrics[m])
+    strongest.extra["strongest_reference"] = m
+    j = idx[id(strongest)]
+    for r in rows:
+        if r.kind != "model" or m not in r.ci or keys.get((idx[id(r)], m)) != keys.get((j, m)):
+            continue
+        i = idx[id(r)]
+        diff = r.metrics[m] - strongest.metrics[m]
+        ua, ub = units.get((i, m)), units.get((j, m))
+        if ua is not None and ub is not None and ua.independent <= EXACT_MAX_UNITS:
+            p, test = paired_permutation(ua, ub)["p"], "exact sign-flip"
+        else:
+            a, b = reps[(i, m)], reps[(j, m)]
+            k = min(a.size, b.size)
+            p, test = bootstrap_p(a[:k] - b[:k]), "paired bootstrap"
+        verdict = ("not distinguishable" if not p < SIGNIFICANCE else "beats" if sign * diff > 0 else "below")
+        r.extra["vs_strongest_reference"] = {"metric": m, "reference": strongest.method, "diff": diff, "p": p,
+                                             "test": test, "verdict": verdict}
 
 
 def _breakdown_intervals(task, samples: list[dict], scored: list[tuple[ScoreRow, dict[str, dict]]], *,

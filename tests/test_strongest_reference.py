@@ -1,0 +1,30 @@
+"""Each model row is stated against the strongest reference on the task's headline metric, by the
+same paired test as the table's bold (hand-checked on a tiny run: exact sign-flip below 21 units)."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from recharness.cli import app
+
+
+def test_model_rows_say_whether_they_beat_the_strongest_reference(ml1m, tmp_path):
+    r = CliRunner()
+    out = tmp_path / "run"
+    assert r.invoke(app, ["build", "llmrec", "-t", "direct", "-o", str(out), "-n", "12"]).exit_code == 0
+    assert r.invoke(app, ["run", "llmrec", "-o", str(out), "-m", "fake"]).exit_code == 0
+    res = r.invoke(app, ["score", "llmrec", "-o", str(out), "--resamples", "200"])
+    assert res.exit_code == 0, res.output
+    rows = {x["method"]: x for x in json.loads((out / "scores.json").read_text())}
+    refs = {k: v for k, v in rows.items() if v["kind"] == "reference" and "NDCG@10" in v["ci"]}
+    strongest = max(refs, key=lambda k: refs[k]["metrics"]["NDCG@10"])
+    assert rows[strongest]["extra"]["strongest_reference"] == "NDCG@10"
+    v = rows["fake"]["extra"]["vs_strongest_reference"]
+    assert v["reference"] == strongest and v["test"] == "exact sign-flip"  # 12 users: the exact test
+    assert v["diff"] == pytest.approx(rows["fake"]["metrics"]["NDCG@10"] - rows[strongest]["metrics"]["NDCG@10"])
+    # the same test as the table's bold mark against that row when it is the column's best
+    if rows[strongest]["ci"]["NDCG@10"].get("top") and rows[strongest]["ci"]["NDCG@10"]["p_vs_best"] is None:
+        assert v["p"] == pytest.approx(rows["fake"]["ci"]["NDCG@10"]["p_vs_best"])
+    assert v["verdict"] == ("not distinguishable" if v["p"] >= 0.05 else "beats" if v["diff"] > 0 else "below")
+    assert f"Strongest reference by NDCG@10: {strongest}" in (out / "scores.md").read_text()
