@@ -71,3 +71,26 @@ def test_the_aggregated_row_is_the_borda_of_the_methods_answers(ordered_run):
     assert any(k.startswith("target at ") for k in m)
     # a user's three samples are one unit: intervals resample 12 users, not 36 samples
     assert rows["fake"]["ci"]["HR@10"]["lo"] <= m["HR@10"] <= rows["fake"]["ci"]["HR@10"]["hi"]
+
+
+def test_popularity_negatives_follow_training_popularity(ml1m, tmp_path):
+    """negatives=popularity draws the other candidates in proportion to training interactions: their mean
+    popularity is far above uniform draws', never a seen item, and the build records how they were drawn."""
+    from recharness.data.leave_last_out import item_popularity
+
+    counts = dict(item_popularity(ml1m.interactions).iter_rows())
+    r = CliRunner()
+    means = {}
+    for how in ("uniform", "popularity"):
+        out = tmp_path / how
+        res = r.invoke(app, ["build", "llmrec", "-t", "direct", "-o", str(out), "-n", "40", "--option",
+                             f"negatives={how}"])
+        assert res.exit_code == 0, res.output
+        samples = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
+        negs = [c for s in samples for c in s["candidates"] if c != s["target"]]
+        assert all(len(set(s["candidates"])) == 20 and s["target"] in s["candidates"] for s in samples)
+        means[how] = np.mean([counts.get(c, 0) for c in negs])
+        if how == "popularity":
+            assert {s["retriever"] for s in samples} == {"popularity-sampled"}
+            assert all(counts.get(c, 0) > 0 for c in negs)
+    assert means["popularity"] > 3 * means["uniform"]

@@ -80,6 +80,19 @@ def candidate_orders(cand: list[str], target: str, k: int, rng) -> list[list[str
     return out
 
 
+def popularity_candidates(target: str, seen: set[str], all_items: np.ndarray, weights: np.ndarray, n_cand: int,
+                          rng) -> list[str]:
+    """The target and n_cand - 1 unseen items drawn without replacement in proportion to their training
+    interactions (items never interacted with are not drawn), in a seeded random order."""
+    w = weights.copy()
+    w[[k for k, i in enumerate(all_items) if str(i) in seen]] = 0.0
+    if np.count_nonzero(w) < n_cand - 1:
+        raise ConfigError(f"--option negatives=popularity: only {np.count_nonzero(w)} unseen items with training "
+                          f"interactions to draw {n_cand - 1} negatives from; ask for fewer candidates")
+    negs = [str(all_items[k]) for k in rng.choice(len(all_items), size=n_cand - 1, replace=False, p=w / w.sum())]
+    return [str(x) for x in rng.permutation(np.array(negs + [target], dtype=object))]
+
+
 def borda(rankings: list[list[str]], candidates: list[str]) -> list[str]:
     """One ranking from several (LLMRank's bootstrapped ranking): each ranking gives n - p points to its
     p-th candidate (p from 0); candidates a ranking leaves out share its remaining points equally; ties
@@ -126,6 +139,7 @@ class DirectTask(Task):
         opts = config.options
         n_cand = int(opts.get("n_candidates", 20))
         orders = int(opts.get("orders", 1))
+        by_popularity = opts.get("negatives", "uniform") == "popularity"
         if not 2 <= n_cand <= dataset.items.height:
             raise ConfigError(f"--option n_candidates={n_cand}: the {dataset.name} catalog has {dataset.items.height} "
                               "items; candidates are the target and n_candidates - 1 other items, so ask for 2 to "
@@ -137,6 +151,12 @@ class DirectTask(Task):
         titles = dict(zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list()))
         all_items = np.array(sorted(titles))
         catalog = set(titles)
+        weights = None
+        if opts.get("negatives", "uniform") == "popularity":
+            from recharness.data.leave_last_out import item_popularity
+
+            counts = dict(item_popularity(dataset.interactions).iter_rows())  # training part: last items held out
+            weights = np.array([counts.get(str(i), 0) for i in all_items], dtype=np.float64)
         interactions = dataset.interactions
         retrieved = {}
         if retriever:
@@ -162,6 +182,8 @@ class DirectTask(Task):
                 negs = [i for i in retrieved[sp.user_id] if i != sp.target][: n_cand - 1]
                 pos = int(rng.integers(0, len(negs) + 1))
                 cand = negs[:pos] + [sp.target] + negs[pos:]
+            elif by_popularity:
+                cand = popularity_candidates(sp.target, seen, all_items, weights, n_cand, rng)
             else:
                 negs: list[str] = []
                 if len(all_items) - len(seen & catalog) < n_cand - 1:
@@ -185,7 +207,7 @@ class DirectTask(Task):
                 "candidates": cand,
                 "candidate_titles": [titles.get(c, c) for c in cand],
                 "target": sp.target,
-                "retriever": retriever or "sampled",
+                "retriever": retriever or ("popularity-sampled" if by_popularity else "sampled"),
                 "max_tokens": opts.get("max_tokens"),
                 "prompt_parts": parts.to_dict(),
             }

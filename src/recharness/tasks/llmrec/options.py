@@ -4,7 +4,7 @@ models only reject typos and bad values before a build starts."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -31,6 +31,10 @@ class DirectOptions(LLMRecOptions):
     n_candidates: int = Field(20, ge=2, description="candidates to rank, the target among them")
     retriever: str | None = Field(None, description="rank a published retriever's candidate list (LLMRank data sets)")
     min_history: int | None = Field(None, ge=0, description=_MIN_HIST + "; none: 1 with retriever=, else 5")
+    negatives: Literal["uniform", "popularity"] = Field(
+        "uniform", description="how the other candidates are drawn: uniformly from the unseen catalog (the paper), or "
+                               "in proportion to training popularity (harder: popular items are what a popularity "
+                               "ranker puts first)")
     orders: int = Field(1, ge=1, le=50, description="ask each user under this many seeded candidate orders (the "
                                                      "target's position balanced): order spread, position bias and "
                                                      "a Borda-aggregated row")
