@@ -69,6 +69,9 @@ def test_the_aggregated_row_is_the_borda_of_the_methods_answers(ordered_run):
     # the order spread: population std of the three orders' mean NDCG@10; positions present in scores.json
     assert m["orders"] == 3 and m["NDCG@10 order spread"] >= 0
     assert any(k.startswith("target at ") for k in m)
+    # beyond accuracy, from the lists themselves, with intervals over users
+    assert 0 < m["coverage@10"] <= 1 and m["ARP@10"] > 0 and 0 <= m["Gini@10"] <= 1 and m["novelty@10"] > 0
+    assert "coverage@10" in rows["popularity"]["metrics"] and "lo" in rows["fake"]["ci"]["ARP@10"]
     # a user's three samples are one unit: intervals resample 12 users, not 36 samples
     assert rows["fake"]["ci"]["HR@10"]["lo"] <= m["HR@10"] <= rows["fake"]["ci"]["HR@10"]["hi"]
 

@@ -373,6 +373,10 @@ def methods_by_task(out: Path, *, seed: int = 0, references: bool = True, only: 
     for t, task_samples in by_task.items():
         task = get_task(info["suite"], t)
         task.run_dir = out  # tasks that read side files (e.g. judgments) find them even if the run moved
+        if task.scoring_needs_dataset:
+            if ds is None:
+                ds = load_dataset(info["dataset"])
+            task.prepare_scoring(ds)
         methods: list[tuple[str, str, dict, dict]] = []
         for pf in pred_files:
             recs = preds[pf].get(t)

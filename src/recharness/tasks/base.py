@@ -44,8 +44,15 @@ class Task(ABC):
     #: override the task's own, last
     overrides: dict[str, Any] = {}
 
+    #: whether `score`/`units` read the dataset (then the score stage calls `prepare_scoring` first)
+    scoring_needs_dataset: bool = False
+
     def setup(self, dataset, context: Any = None) -> None:
         """Once before running, parsing or scoring (e.g. build a catalog matcher); `context` as in BuildConfig."""
+
+    def prepare_scoring(self, dataset) -> None:
+        """Before `score`/`units` when `scoring_needs_dataset`: what scoring takes from the dataset (e.g. the
+        training popularity that beyond-accuracy metrics read); cheaper than `setup`."""
 
     async def predict(self, model, sample: dict, *, max_retries: int) -> Prediction:
         """For `request = "custom"`: drive the model (a execution.executor.CachedModel) for one sample."""

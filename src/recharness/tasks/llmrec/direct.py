@@ -131,8 +131,12 @@ class DirectTask(Task):
     ks = (1, 5, 10)
 
     popularity = None
+    scoring_needs_dataset = True
 
     def setup(self, dataset, context=None) -> None:
+        return None
+
+    def prepare_scoring(self, dataset) -> None:
         self.popularity = popularity(dataset)
 
     def build(self, dataset, config: BuildConfig):

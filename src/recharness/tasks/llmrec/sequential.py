@@ -50,8 +50,12 @@ class SequentialTask(Task):
         self.ctx: CatalogContext | None = None
         self.popularity = None
 
+    scoring_needs_dataset = True
+
     def setup(self, dataset, context=None) -> None:
         self.ctx = CatalogContext.of(dataset)
+
+    def prepare_scoring(self, dataset) -> None:
         self.popularity = popularity(dataset)
 
     def build(self, dataset, config: BuildConfig):
