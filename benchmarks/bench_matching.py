@@ -243,7 +243,7 @@ The lines "now" does not get exactly right:
 {misses}
 
 Where the lines come from: 470 lines of the GPT-3 answers released with NIR (github.com/AGI-Edgerunners/
-LLM-Next-Item-Rec, `results_multi_prompting_len8_numcand_19_2023.json`, the first 47 answers of its 168 whose
+LLM-Next-Item-Rec, `results_multi_prompting_len8_numcand_19_2023.json`, the lines of the first 55 answers (the 55th cut after 8 lines) of its 168 whose
 users and candidates map onto ML-100k; `docs/predictions.md` shows how), matched against ML-100k, whose titles
 they name without years, articles moved to the front, "watched - candidate" pairs, and whole bracketed lists on
 one line; and 60 lines of our own run (`recharness build llmrec -t sequential -n 60`, `run -m smollm2-135m`,
