@@ -154,3 +154,42 @@ def test_an_imported_rows_n_is_the_imported_set(seq_run, tmp_path):
     md = to_markdown(rows)
     assert "### sequential (n = 4)" in md and "| part [imported: n = 3 of 4] |" in md
     assert "| fake |" in md  # the model over every sample carries no mark
+
+
+def test_a_title_without_its_year_is_the_same_target(seq_run, tmp_path):
+    """Released files often drop the year ("Heat" for "Heat (1995)"): the same item, not a differing target."""
+    from recharness.matching import split_year
+
+    out, samples, titles = seq_run
+    s0, s1 = samples[:2]
+    bare = split_year(titles[s0["target"]])[0]
+    src = _write(tmp_path / "y.jsonl", [{"id": s0["id"], "answer": "1. Heat (1995)", "target": bare},
+                                        {"id": s1["id"], "answer": "1. Heat (1995)", "target": bare + " (1901)"}])
+    rep = import_predictions(out, src, "y")
+    assert rep["differs"] == {"target": {"lines": 1, "first": [f"{rep['source']}:2"]}}
+
+
+def test_candidates_keep_the_titles_the_line_gives_and_a_title_of_several_films_is_refused(ml1m, tmp_path):
+    """The authors' candidates as their prompt showed them (no years): the answer is parsed against those words;
+    a year-less title several films carry names no one item."""
+    from recharness.matching import split_year
+
+    out = tmp_path / "run"
+    pipeline.build("llmrec", "ml-1m", out, tasks=["direct"], seed=0, limit=2, options={"n_candidates": 5})
+    titles = dict(zip(ml1m.items["item_id"].to_list(), ml1m.items["title"].to_list()))
+    s = next(iter(read_jsonl(out / "samples.jsonl")))
+    bare = [split_year(titles[c])[0] for c in s["candidates"]]
+    t = s["candidates"].index(s["target"])
+    other = bare[(t + 1) % 5]
+    src = _write(tmp_path / "n.jsonl", [{"id": s["id"], "answer": f"1. {other} - {bare[t]}\n2. {bare[t]}",
+                                          "candidates": bare, "target": bare[t]}])
+    import_predictions(out, src, "nir", targets="as-given")
+    rec = next(iter(read_jsonl(out / "predictions" / "nir.jsonl")))
+    assert rec["as_given"]["candidate_titles"] == bare and rec["as_given"]["candidates"] == s["candidates"]
+    assert rec["valid"] and s["target"] in rec["parsed"]["ranking"]
+    hamlets = sorted(v for v in titles.values() if split_year(v)[0] == "Hamlet")
+    assert len(hamlets) > 1
+    bad = _write(tmp_path / "h.jsonl", [{"id": s["id"], "answer": "1", "candidates": bare, "target": "Hamlet"}])
+    with pytest.raises(ConfigError, match=r"h\.jsonl:1: field \"target\": 'Hamlet' names \d+ catalog titles "
+                                          r"\(Hamlet \(\d{4}\);.*give the title with its year, or the item id"):
+        import_predictions(out, bad, "h", targets="as-given")

@@ -236,26 +236,33 @@ def _unrecognised(rec: dict) -> bool:
     return not any(i is not None for i in ids or [])
 
 
-def _key(x, titles) -> str:
-    """An item given by id or by title, as one comparable key (a catalog id's title, normalised)."""
+def _key(x, titles) -> tuple[str, int | None]:
+    """An item given by id or by title, as one comparable key (a catalog id's title, normalised; its year)."""
     from recharness.matching import normalize_title
 
     x = str(x).strip()
     t = titles().get(x, x)
     nt = normalize_title(t)
-    return f"{nt.key}|{nt.year}"
+    return nt.key, nt.year
+
+
+def _same_item(given, built, titles) -> bool:
+    """`given` (an id, or a title with or without its year) names the build's item `built`."""
+    if str(given).strip() == str(built):
+        return True
+    (gk, gy), (bk, by) = _key(given, titles), _key(built, titles)
+    return gk == bk and (gy is None or gy == by)
 
 
 def _same_target(given, built, titles) -> bool:
-    return str(given) == str(built) or _key(given, titles) == _key(built, titles)
+    return _same_item(given, built, titles)
 
 
 def _same_candidates(given, built, titles) -> bool:
     g = as_list(given)
-    if g is None:
+    if g is None or len(g) != len(built):
         return False
-    b = [str(x) for x in built]
-    return [str(x) for x in g] == b or [_key(x, titles) for x in g] == [_key(x, titles) for x in b]
+    return all(_same_item(x, b, titles) for x, b in zip(g, built))
 
 
 TARGETS = ("build", "as-given")
@@ -285,9 +292,20 @@ class _TitleIds:
             return x
         nt = normalize_title(x)
         got = self.by_key.get(f"{nt.key}|{nt.year}") if nt.year is not None else None
-        if not got and nt.year is None and len(self.by_bare.get(nt.key, [])) == 1:
-            got = self.by_bare[nt.key]
+        if not got and nt.year is None and len({self.titles[i] for i in self.by_bare.get(nt.key, [])}) == 1:
+            got = self.by_bare[nt.key]  # one title (twins: one title, several ids)
         return got[0] if got else None
+
+    def why_not(self, x) -> str:
+        """Why `x` names no one catalog item."""
+        from recharness.matching import normalize_title
+
+        nt = normalize_title(str(x))
+        many = sorted({self.titles[i] for i in self.by_bare.get(nt.key, [])})
+        if len(many) > 1:
+            return (f"{str(x)[:80]!r} names {len(many)} catalog titles ({'; '.join(many[:3])}): give the title with "
+                    "its year, or the item id")
+        return f"{str(x)[:80]!r} is neither an item id nor a title of the dataset's catalog"
 
 
 def _as_given(s: dict, d: dict, ids: _TitleIds, where: str) -> dict | None:
@@ -301,23 +319,24 @@ def _as_given(s: dict, d: dict, ids: _TitleIds, where: str) -> dict | None:
                               "target to replace (leave the field out, or score with --targets build)")
         t = ids.id_of(d["target"])
         if t is None:
-            raise ConfigError(f"{where}: field \"target\": {str(d['target'])[:80]!r} is neither an item id nor a "
-                              "title of the dataset's catalog")
+            raise ConfigError(f"{where}: field \"target\": {ids.why_not(d['target'])}")
         over["target"] = t
     if d.get("candidates") is not None and "candidates" in s:  # only tasks that rank candidates have them
         given = as_list(d["candidates"])
         if not given:
             raise ConfigError(f"{where}: field \"candidates\": not a non-empty list of item ids or titles")
         cands: list[str] = []
+        shown: list[str] = []  # as the line writes them (the titles its model was shown), a catalog title for an id
         for x in given:
             c = ids.id_of(x)
             if c is None:
-                raise ConfigError(f"{where}: field \"candidates\": {str(x)[:80]!r} is neither an item id nor a "
-                                  "title of the dataset's catalog")
+                raise ConfigError(f"{where}: field \"candidates\": {ids.why_not(x)}")
             if c in cands:
                 raise ConfigError(f"{where}: field \"candidates\": {str(x)[:80]!r} is listed twice")
             cands.append(c)
+            shown.append(ids.titles[c] if str(x).strip() == c else str(x).strip())
         over["candidates"] = cands
+        over["candidate_titles"] = shown
     if not over:
         return None
     cands = over.get("candidates", s.get("candidates"))
