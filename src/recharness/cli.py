@@ -417,7 +417,8 @@ def _import(d: Path, predictions: Path, name: str | None, force: bool = False, k
     as_given = rep.get("targets") == "as-given"
     for key, dif in (rep.get("differs") or {}).items():  # the file's own targets/candidates are not the build's
         how = "scored against the line's own" if as_given else "scored against the build's; --targets as-given keeps the line's own"
-        out_console.print(f"  {dif['lines']} lines give a {key} other than the build's sample ({how}; first: "
+        what = "a target" if key == "target" else key
+        out_console.print(f"  {dif['lines']} lines give {what} other than the build's sample ({how}; first: "
                           f"{', '.join(dif['first'][:3])})", markup=False, highlight=False)
     if as_given:
         out_console.print(f"  --targets as-given: {rep.get('as_given', 0)} answers scored against their line's own "
