@@ -16,8 +16,11 @@ training data (interactions per item):
   items by training interactions (ties by item id), tail = the rest.
 
 All come from the lists themselves, so imported predictions get them too, and each is a `Units`
-over samples (the user's samples moving together where given), so they carry intervals and paired
-tests like every other metric.
+over samples (the user's samples moving together where given). ARP, novelty and head/tail accuracy
+are means and get intervals; coverage and Gini are statistics of the whole set of lists, and a
+bootstrap of them is biased (resampling with replacement repeats lists, so fewer distinct items
+appear: the percentile interval of coverage falls below its own value), so the tables show them
+without one (`ExposureUnits` still gives the exact paired permutation test of two methods).
 """
 
 from __future__ import annotations

@@ -168,8 +168,12 @@ metric("missing", False, "samples with no prediction line", hidden=True)
 metric("latency_uncached_s", False, "mean seconds per answer not served from the cache", hidden=True)
 metric("gauc_users", None, "users with both labels among their test pairs: the users GAUC averages over", hidden=True)
 # beyond accuracy (metrics/beyond_accuracy.py): what a ranking method recommends, for every ranking task
-metric("coverage@{k}", None, "distinct recommended items in the top k over the catalog size (beyond accuracy)")
-metric("Gini@{k}", None, "Gini index of item exposure in the top-k lists, 0 equal to 1 concentrated (beyond accuracy)")
+# no interval: a set statistic under resampling with replacement is biased (repeated samples name fewer
+# distinct items: the percentile interval of coverage lies below its own value, of Gini above it)
+metric("coverage@{k}", None, "distinct recommended items in the top k over the catalog size (beyond accuracy)",
+       ci=False)
+metric("Gini@{k}", None, "Gini index of item exposure in the top-k lists, 0 equal to 1 concentrated (beyond accuracy)",
+       ci=False)
 metric("ARP@{k}", None, "average recommended popularity: mean training interactions of the top-k items (beyond accuracy)")
 metric("novelty@{k}", None, "mean self-information -log2 p(i) of the top-k items, p(i) from training users (beyond accuracy)")
 metric("{acc} head", True, "accuracy on samples whose target is among the 20% most interacted items")

@@ -457,7 +457,8 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
     from recharness.core.rundir import RunDir, check_name
     from recharness.data.store import load_dataset
     from recharness.runner.coverage import record_run
-    from recharness.runner.pipeline import load_build, suite_context
+    from recharness.core.rundir import RunDir
+    from recharness.tasks.registry import suite_context
     from recharness.tasks.registry import get_task
 
     check_name(name)
@@ -466,7 +467,7 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
     source = Path(source)
     if not source.exists():
         raise ConfigError(f"--predictions {source}: no such file or directory")
-    info, samples = load_build(out)
+    info, samples = RunDir(out).load_build()  # options were checked when the build was made
     fp = info["fingerprint"]
     shown = shown_path(source)
     rd = RunDir(out)

@@ -25,7 +25,7 @@ from recharness.runner.coverage import record_run
 from recharness.runner.imported import as_given_samples
 from recharness.runner.intervals import add_confidence_intervals, checked_units
 from recharness.tasks.options import validate_options
-from recharness.tasks.registry import get_suite, get_task
+from recharness.tasks.registry import get_suite, get_task, suite_context  # noqa: F401 (suite_context re-exported)
 
 
 def default_run_dir(suite: str, dataset: str) -> Path:
@@ -45,15 +45,6 @@ def load_build(out: Path) -> tuple[dict, list[dict]]:
 
 def reference_dir(out: Path) -> Path:
     return RunDir(out).reference_dir
-
-
-def suite_context(suite: str, dataset, options: dict | None, *, seed: int = 0, limit: int | None = None):
-    """The suite's per-build context (built once, shared by its tasks), or None if the suite has none."""
-    s = get_suite(suite)
-    factory = s.context
-    if factory is None:
-        return None
-    return factory(dataset, BuildConfig(seed=seed, limit=limit, options=dict(options or {})))
 
 
 def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None = None, seed: int = 0,

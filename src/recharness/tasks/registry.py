@@ -118,3 +118,13 @@ def get_task(suite: str, task: str) -> Any:
 def unknown_task(suite: str, task: str, known) -> ConfigError:
     """The one wording for a task name the suite does not have."""
     return ConfigError(f"suite {suite!r} has no task {task!r}{did_you_mean(task, known)}; it has: {', '.join(known)}")
+
+
+def suite_context(suite: str, dataset, options: dict | None, *, seed: int = 0, limit: int | None = None):
+    """The suite's per-build context (built once, shared by its tasks), or None if the suite has none."""
+    from recharness.core.types import BuildConfig
+
+    factory = get_suite(suite).context
+    if factory is None:
+        return None
+    return factory(dataset, BuildConfig(seed=seed, limit=limit, options=dict(options or {})))
