@@ -57,7 +57,7 @@ class Match:
 
 _DASH_RE = re.compile(r"\s+[-–—]\s+|\s*[–—]\s*")  # between two titles on one line
 
-def _pairs(items: Any) -> list[tuple[str, str]]:
+def catalog_pairs(items: Any) -> list[tuple[str, str]]:
     """Accept {id: title}, [(id, title), ...] or a table with item_id/title columns."""
     if isinstance(items, Mapping):
         return [(str(k), str(v)) for k, v in items.items() if v is not None]
@@ -100,7 +100,7 @@ class CatalogMatcher:
         self.threshold = float(threshold)
         self.scorer = scorer
         self.year_tolerance = year_tolerance
-        pairs = _pairs(items)
+        pairs = catalog_pairs(items)
         self.item_ids: list[str] = [i for i, _ in pairs]
         self.titles: list[str] = [t for _, t in pairs]
         self.years: list[int | None] = []
@@ -167,6 +167,10 @@ class CatalogMatcher:
             for key in self._index
             if REPLACEMENT in key
         ]
+
+    def entries(self, key: str) -> tuple[tuple[int, int], ...]:
+        """The (item index, rank) entries a normalised title key finds (empty: none)."""
+        return tuple(self._index.get(key, ()))
 
     def __len__(self) -> int:
         return len(self.item_ids)

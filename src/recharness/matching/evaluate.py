@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from recharness.matching.catalog import SUBTITLE_RANK, CatalogMatcher, Match, _pairs
+from recharness.matching.catalog import SUBTITLE_RANK, CatalogMatcher, Match, catalog_pairs
 from recharness.matching.normalize import normalize_title, split_year
 
 
@@ -70,7 +70,7 @@ def evaluate(
 ) -> Evaluation:
     """Run the matcher once with no threshold and count outcomes per threshold."""
     kwargs = {} if scorer is None else {"scorer": scorer}
-    matcher = _HoldOut(_pairs(items), threshold=0, **kwargs)
+    matcher = _HoldOut(catalog_pairs(items), threshold=0, **kwargs)
     ev = Evaluation(thresholds=list(thresholds))
     results = [(want, matcher.match(q)) for q, want in labelled]
     for t in ev.thresholds:
@@ -82,7 +82,7 @@ def evaluate(
         pairs = []
         for idx, title in enumerate(matcher.titles):
             nt = normalize_title(title)
-            twins = {j for k, r in nt.aliases if r != SUBTITLE_RANK for j, _ in matcher._index.get(k, ()) if j != idx}
+            twins = {j for k, r in nt.aliases if r != SUBTITLE_RANK for j, _ in matcher.entries(k) if j != idx}
             if twins:  # the same title twice (remakes): only the year can tell, not a fuzzy question
                 continue
             matcher.held = idx
