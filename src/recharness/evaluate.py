@@ -3,9 +3,12 @@
 For each suite's declared runs (`Suite.demo`: tasks, size, options) it prepares the dataset if
 missing, builds (seeded; an identical build is kept), answers with every model (resumable: what is
 answered is never asked again, so re-running the command makes no model call and a new `-m` only
-answers for the new model), optionally fits the heavy references (`train`, kept in the run), scores
-and writes each run's report, then one report over every suite and model. The console gets one line
-per step and the summary table; the details go to `<out>/eval.log`.
+answers for the new model), fits the reference models the tasks call for (`train`, kept in the run:
+a re-run refits none; the few too slow for a few-minute run, `SLOW_REFERENCES`, only with
+`references="all"`), scores and writes each run's report, then one report over every suite and model.
+The console gets one line per step and the summary table; the details go to `<out>/eval.log`; each
+run's `commands.jsonl` gets the eval command and the stage commands it amounts to (build, run, train,
+score), so the report's "What was run" names them.
 """
 
 from __future__ import annotations
@@ -16,6 +19,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recharness.core.rundir import RunDir
+
+#: references `eval` trains only with `--references all` (`recharness train -b NAME` fits any of them on a run):
+#: on the demo builds (2 cores) each takes minutes where the others take seconds. A baseline registered with
+#: `demo=False` (and the reason as `demo_skip="..."`) is left out the same way; `opt_in` ones are only ever named.
+SLOW_REFERENCES: dict[str, str] = {
+    "dnn_semantic": "embeds every catalog item with MiniLM first (about 6 min on 2 cores until cached)",
+    **{n: "SASRec over all training sequences, many epochs (minutes each on 2 cores)"
+       for n in ("sasrec", "sasrec-1l", "sasrec-3l", "sasrec-4l")},
+    **{n: "MiniLM item embeddings, an RQ-VAE and a SASRec over semantic IDs (many minutes on 2 cores)"
+       for n in ("sid-sasrec", "sid-sasrec-free")},
+}
+#: single-sample calls timed per reference for its latency (`train --latency-runs`; `train` itself: RecBench's 1000)
+EVAL_LATENCY_RUNS = 100
 
 
 @dataclass
@@ -29,6 +45,11 @@ class EvalRun:
     built: bool = False
     #: {model name: (new answers, already answered)}
     answered: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: references fitted by this call, those already trained on this build (kept), those left out {name: why}
+    trained: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    train_s: float = 0.0
 
 
 def _options(option: list[str]) -> dict:
@@ -70,10 +91,38 @@ def plan(suites: str, out: Path, limit: int | None) -> list[EvalRun]:
     return runs
 
 
+def references_plan(run_dir: Path, which: str = "quick") -> tuple[list[str], dict[str, str]]:
+    """(the references to train on the build in `run_dir`, {left out: why}). `which`: "quick" (every one
+    the build's tasks call for but the slow and opt-in ones) or "all"."""
+    from recharness.baselines import BASELINES
+    from recharness.core.errors import ConfigError
+    from recharness.tasks.references import serving
+    from recharness.tasks.registry import get_task
+
+    if which not in ("quick", "all"):
+        raise ConfigError(f"--references {which}: quick (every reference but the slow ones) or all")
+    info = json.loads(RunDir(run_dir).build_json.read_text(encoding="utf-8"))
+    names = list(dict.fromkeys(n for t in info["tasks"] for n in serving(get_task(info["suite"], t))))
+    train, skipped = [], {}
+    for n in names:
+        meta = BASELINES.meta(n)
+        if which == "all":
+            train.append(n)
+        elif meta.get("opt_in"):
+            skipped[n] = f"opt-in: trained only when named (recharness train -b {n})"
+        elif n in SLOW_REFERENCES or meta.get("demo") is False:
+            skipped[n] = "slow: " + (meta.get("demo_skip") or SLOW_REFERENCES.get(n) or "minutes to train")
+        else:
+            train.append(n)
+    return train, skipped
+
+
 def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int = 0, use_cache: bool = True,
-             train_references: bool = False, say=print, log=None, generation: dict | None = None,
-             system_prompt: str | None = None) -> list[EvalRun]:
-    """Build, answer, (train), score and report every run; `say` gets one line per step, `log` the details."""
+             train_references: bool = True, references: str = "quick", say=print, log=None,
+             generation: dict | None = None, system_prompt: str | None = None, system_prompt_file: Path | None = None,
+             record=None) -> list[EvalRun]:
+    """Build, answer, train, score and report every run; `say` gets one line per step, `log` the details,
+    `record(run_dir, stage, *args, **options)` each stage as the command line it amounts to."""
     from recharness.core.errors import RecharnessError
     from recharness.data.store import load_dataset
     from recharness.report.html import write_report
@@ -83,6 +132,8 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
     from recharness.tasks.registry import get_suite
 
     log = log or (lambda msg: None)
+    record = record or (lambda *a, **k: None)
+    gen = {k: v for k, v in (generation or {}).items() if v is not None}
     try:
         load_dataset(dataset)
     except RecharnessError:
@@ -98,6 +149,8 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
             info = pipeline.build(r.suite, dataset, r.path, tasks=r.tasks, seed=seed, limit=r.limit, options=opts)
             r.built = True
             log(f"{r.label}: built {info['counts']} in {time.perf_counter() - t0:.1f} s → {rd.path}")
+            record(r.path, "build", r.suite, dataset=dataset, task=r.tasks, out=r.path, seed=seed, limit=r.limit,
+                   option=r.options)
         for spec in models:
             name = default_name(spec)
             backend = resolve_spec(spec, r.path)
@@ -105,17 +158,38 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
             path, stats = pipeline.run(r.path, backend, name, use_cache=use_cache, generation=generation,
                                        system_prompt=system_prompt)
             r.answered[name] = (stats.done, stats.skipped)
+            if stats.done:
+                from recharness.models.registry import public_spec
+
+                record(r.path, "run", r.suite, dataset=dataset, model=public_spec(spec), out=r.path, name=name,
+                       no_cache=not use_cache, temperature=gen.get("temperature"), top_p=gen.get("top_p"),
+                       max_tokens=gen.get("max_tokens"), seed=gen.get("seed"),
+                       system_prompt=system_prompt_file if system_prompt is not None else None)
             log(f"{r.label}: {name}: {stats.done} answered ({stats.cached} from the cache, {stats.invalid} invalid), "
                 f"{stats.skipped} already done, {time.perf_counter() - t1:.1f} s → {path}")
             if not stats.complete:
                 raise RecharnessError(f"{r.label}: {name} left {stats.total - stats.skipped - stats.done} samples "
                                       f"unanswered ({stats.stopped or dict(stats.undone)}); run the command again")
-        if train_references and not rd.reference_files():
-            from recharness.runner.train import train
+        if train_references:
+            names, r.skipped = references_plan(r.path, references)
+            if names:
+                from recharness.runner.train import train
 
-            for p in train(r.path, seed=seed, progress=log):
-                log(f"{r.label}: reference → {p}")
+                before = {n: _mtime(rd.reference(n)) for n in names}
+                t2 = time.perf_counter()
+                train(r.path, baselines=names, seed=seed, latency_runs=EVAL_LATENCY_RUNS,
+                      progress=lambda m, label=r.label: log(f"{label}: {m}"))
+                r.train_s = time.perf_counter() - t2
+                r.trained = [n for n in names if _mtime(rd.reference(n)) != before[n]]
+                r.kept = [n for n in names if n not in r.trained]
+                if r.trained:
+                    record(r.path, "train", r.suite, out=r.path, baseline=r.trained, seed=seed,
+                           latency_runs=EVAL_LATENCY_RUNS)
+                log(f"{r.label}: references trained {', '.join(r.trained) or 'none'} in {r.train_s:.1f} s; kept "
+                    f"{', '.join(r.kept) or 'none'}; left out "
+                    + ("; ".join(f"{n} ({why})" for n, why in r.skipped.items()) or "none"))
         rows = pipeline.score(r.path, seed=seed)
+        record(r.path, "score", r.suite, dataset=dataset, out=r.path, seed=seed)
         paper = get_suite(r.suite).paper_tables
         md = None
         if paper:
@@ -128,9 +202,45 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
         new = sum(a for a, _ in r.answered.values())
         per = ", ".join(f"{m} {a}" for m, (a, _) in r.answered.items())
         say(f"{r.label}: {', '.join(r.tasks)} · {r.limit} per task · " + ("built" if r.built else "build kept")
-            + (f" · new answers: {per}" if new else " · nothing to answer (no model call)"))
+            + (f" · new answers: {per}" if new else " · nothing to answer (no model call)") + _references_text(r))
         log(f"{r.label}: scores → {rd.scores('md')}; report → {report}")
     return runs
+
+
+def _mtime(path: Path) -> int | None:
+    return path.stat().st_mtime_ns if path.exists() else None
+
+
+def _references_text(r: EvalRun) -> str:
+    """The run's references in a few words: trained now (seconds), kept, left out (how many: `skipped_note`)."""
+    parts = []
+    if r.trained:
+        parts.append(f"trained {len(r.trained)} references ({r.train_s:.0f} s)")
+    if r.kept:
+        parts.append(f"{len(r.kept)} references already trained")
+    if r.skipped:
+        parts.append(f"{len(r.skipped)} left out")
+    return "".join(" · " + p for p in parts)
+
+
+def references_note(runs: list[EvalRun], train_references: bool = True) -> list[str]:
+    """The summary's lines on the references: which each run has trained, which were left out and why
+    (grouped by reason), or that none were trained."""
+    if not train_references:
+        return ["references: not trained (--no-train-references); the rows shown are those `score` fits on the fly"]
+    lines = []
+    for r in runs:
+        have = r.trained + r.kept
+        if have:
+            lines.append(f"{r.label}: references trained: {', '.join(have)}")
+    why: dict[str, list[str]] = {}
+    for r in runs:
+        for n, reason in r.skipped.items():
+            if n not in why.setdefault(reason, []):
+                why[reason].append(n)
+    for reason, names in why.items():
+        lines.append(f"left out ({reason}): {', '.join(names)} — `--references all` trains them")
+    return lines
 
 
 def summary(runs: list[EvalRun], models: list[str]) -> tuple[list[str], list[list[str]]]:

@@ -33,6 +33,7 @@ def default_name(spec: str) -> str:
     kind, _, rest = spec.partition(":")
     if kind == "ft" and rest:
         return Path(rest).name
+    from recharness.models.builtin import builtin_name
     from recharness.models.registry import slug
 
-    return slug(spec)
+    return slug(builtin_name(spec) or spec)  # an old alias (one deprecation line) is named as the model it names

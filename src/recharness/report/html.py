@@ -538,6 +538,14 @@ def run_info(out: Path) -> list[str]:
         kind = "reference model " if pf.parent == rd.reference_dir else "model "
         ft = model.get("finetune")
         label = f"{e(finetune_label(ft))}<br>" if isinstance(ft, dict) else ""
+        if kind == "model ":  # the run's own settings: decoding overrides, the system prompt's hash
+            from recharness.runner.coverage import read_run
+
+            settings = read_run(rd, pf.stem).get("settings") or {}
+            if settings.get("generation"):
+                text += f"; generation {json.dumps(settings['generation'], sort_keys=True)}"
+            if settings.get("system_prompt_sha256"):
+                text += f"; system prompt sha256 {settings['system_prompt_sha256']}"
         items.append((kind + pf.stem, f"{label}<code>{e(text)}</code>"))
     items.append(("software", e(", ".join(f"{k} {v}" for k, v in _versions().items()))))
     return ["<h2>What was run</h2>", _meta_table(items)]

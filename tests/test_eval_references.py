@@ -1,0 +1,123 @@
+"""`recharness eval` trains the references by default (the slow ones named and left out), records what it
+ran as command lines (generation flags and the sampling seed included), and the small CLI gaps around it:
+bare `recharness models` lists the models, an old model alias names the file as the model it names."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def cli(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "recharness", *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+def test_an_old_alias_names_the_predictions_file_as_the_model_it_names(capsys):
+    from recharness.models import builtin
+    from recharness.specs import default_name
+
+    builtin._WARNED.discard("qwen2.5-0.5b")
+    assert default_name("qwen2.5-0.5b") == "qwen2.5-coder-0.5b-instruct"
+    assert default_name("qwen2.5-0.5b") == "qwen2.5-coder-0.5b-instruct"
+    err = capsys.readouterr().err
+    assert err.count("deprecated") == 1 and "use 'qwen2.5-coder-0.5b-instruct'" in err
+    assert default_name("qwen2.5-1.5b") == "qwen2.5-coder-1.5b-instruct"
+    assert default_name("fake:b") == "fake_b" and default_name("smollm2-135m") == "smollm2-135m"
+
+
+def test_bare_models_lists_every_builtin_with_what_it_is():
+    from recharness.models.builtin import BUILTIN_MODELS
+
+    p = cli("models")
+    assert p.returncode == 0, p.stderr
+    assert "Usage" not in p.stdout + p.stderr
+    for name, m in BUILTIN_MODELS.items():
+        assert name in p.stdout
+        assert m.description.split(" (")[0] in p.stdout  # "SmolLM2-135M-Instruct Q4_1", "Qwen2.5-Coder-0.5B-Instruct"
+    assert cli("models", "list").stdout == p.stdout
+
+
+def test_references_plan_leaves_out_the_slow_ones_with_the_reason(ml1m, tmp_path):
+    from recharness.evaluate import SLOW_REFERENCES, references_plan
+    from recharness.runner.pipeline import build
+
+    build("recbench", "ml-1m", tmp_path / "seq", tasks=["seqrec"], seed=0, limit=2)
+    quick, skipped = references_plan(tmp_path / "seq")
+    assert quick == ["popularity", "itemknn", "ease", "als", "markov"]
+    assert set(skipped) == {"sasrec", "sasrec-1l", "sasrec-3l", "sasrec-4l", "sid-sasrec", "sid-sasrec-free",
+                            "title-cbs"}
+    assert skipped["sasrec"] == "slow: " + SLOW_REFERENCES["sasrec"]
+    assert skipped["title-cbs"].startswith("opt-in: trained only when named (recharness train -b title-cbs)")
+    every, none_left = references_plan(tmp_path / "seq", "all")
+    assert none_left == {} and every == [*quick[:1], *every[1:]] and "sasrec" in every and "title-cbs" in every
+    with pytest.raises(Exception, match="--references some: quick"):
+        references_plan(tmp_path / "seq", "some")
+
+
+def test_references_note_names_trained_and_left_out_with_why(tmp_path):
+    from recharness.evaluate import EvalRun, references_note
+
+    a = EvalRun("llmrec", "llmrec", ["direct"], 4, [], tmp_path, trained=["popularity", "ease"], kept=["als"])
+    b = EvalRun("recbench-seqrec", "recbench", ["seqrec"], 4, [], tmp_path, trained=["markov"],
+                skipped={"sasrec": "slow: minutes", "sasrec-1l": "slow: minutes", "title-cbs": "opt-in: named"})
+    assert references_note([a, b]) == [
+        "llmrec: references trained: popularity, ease, als",
+        "recbench-seqrec: references trained: markov",
+        "left out (slow: minutes): sasrec, sasrec-1l — `--references all` trains them",
+        "left out (opt-in: named): title-cbs — `--references all` trains them"]
+    assert references_note([a, b], train_references=False)[0].startswith("references: not trained")
+
+
+@pytest.mark.slow
+def test_eval_trains_references_by_default_and_records_every_command(ml1m, tmp_path):
+    out = tmp_path / "ev"
+    prompt = tmp_path / "sys.txt"
+    prompt.write_text("You are a movie recommender.\n")
+    first = cli("eval", "-m", "fake", "--suites", "llmrec", "-o", str(out), "--no-train-references",
+                "--gen-seed", "7", "--temperature", "0.3", "--max-tokens", "64", "--system-prompt", str(prompt))
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "references: not trained (--no-train-references)" in first.stdout
+    run = out / "llmrec"
+    assert not (run / "predictions" / "reference").exists()
+    from recharness.core.rundir import RunDir
+    from recharness.runner.coverage import read_run
+
+    rec = read_run(RunDir(run), "fake")
+    assert rec["settings"]["generation"] == {"temperature": 0.3, "max_tokens": 64, "seed": 7}, rec
+    import hashlib
+
+    sha = hashlib.sha256(b"You are a movie recommender.").hexdigest()[:16]
+    assert rec["settings"]["system_prompt_sha256"] == sha
+
+    second = cli("eval", "-m", "fake", "--suites", "llmrec", "-o", str(out), "--gen-seed", "7", "--temperature",
+                 "0.3", "--max-tokens", "64", "--system-prompt", str(prompt))
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "nothing to answer (no model call) · trained 6 references" in second.stderr
+    assert "llmrec: references trained: popularity, random, itemknn, ease, als, markov" in second.stdout
+    assert sorted(p.stem for p in (run / "predictions" / "reference").glob("*.jsonl")) == \
+        ["als", "ease", "itemknn", "markov", "popularity", "random"]
+    first_rec = json.loads((run / "predictions" / "reference" / "ease.jsonl").open().readline())
+    assert first_rec["latency_runs"] == 100
+
+    cmds = [json.loads(x)["command"] for x in (run / "commands.jsonl").read_text().splitlines()]
+    stages = [c.split()[1] for c in cmds]
+    assert stages == ["eval", "build", "run", "score", "eval", "train", "score"], cmds
+    assert "--no-train-references" in cmds[0] and "--gen-seed 7" in cmds[0] and "--temperature 0.3" in cmds[0]
+    assert "--system-prompt" in cmds[0] and "sys.txt" in cmds[0]
+    assert "--temperature 0.3 --max-tokens 64 --seed 7 --system-prompt" in cmds[2] and "--model fake" in cmds[2]
+    assert ("--baseline popularity --baseline random --baseline itemknn --baseline ease --baseline als "
+            "--baseline markov --seed 0 --latency-runs 100") in cmds[5]
+    html = (run / "report.html").read_text()
+    assert "recharness train llmrec" in html and "--gen-seed 7" in html
+    assert f"system prompt sha256 {sha}" in html
+
+    third = cli("eval", "-m", "fake", "--suites", "llmrec", "-o", str(out), "--gen-seed", "7", "--temperature",
+                "0.3", "--max-tokens", "64", "--system-prompt", str(prompt))
+    assert "nothing to answer (no model call) · 6 references already trained" in third.stderr
+    assert [json.loads(x)["command"].split()[1] for x in
+            (run / "commands.jsonl").read_text().splitlines()][-2:] == ["eval", "score"]
