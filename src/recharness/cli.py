@@ -302,10 +302,21 @@ def train(
     """Fit the suite's reference models on the build's training data; `score` then reads their predictions."""
     from recharness.runner.train import train as do_train
 
+    from recharness.baselines.training import epoch_lines
+
     d = _run_dir(suite, dataset, out)
-    with console.status("training reference models…") as status:
+    shown: set[str] = set()
+
+    def progress(msg: str) -> None:  # a step in progress on the spinner; what ended (a model's summary) as a line
+        status.update(escape(msg))
+        if not msg.endswith("…"):
+            shown.add(msg)
+            console.print(msg, markup=False, highlight=False)
+
+    with console.status("training reference models…") as status, \
+            epoch_lines(lambda line: console.print("  " + line, markup=False, highlight=False)):
         paths = do_train(d, suite=suite, baselines=baseline, seed=seed, latency_runs=latency_runs,
-                         progress=status.update, executor=executor, address=address, retrain=retrain, tune=tune)
+                         progress=progress, executor=executor, address=address, retrain=retrain, tune=tune)
     from recharness.core.paths import shown_path
     from recharness.runner import train_log
 
@@ -315,9 +326,9 @@ def train(
                  tune=tune or None)
     for p in paths:
         info_path = RunDir(d).train_json(p.stem)
-        if info_path.exists():
-            out_console.print(train_log.summary_line(p.stem, json.loads(info_path.read_text())), markup=False,
-                              highlight=False)
+        line = train_log.summary_line(p.stem, json.loads(info_path.read_text())) if info_path.exists() else None
+        if line and line not in shown:  # (a model trained now had its line as it ended)
+            out_console.print(line, markup=False, highlight=False)
         out_console.print(f"reference predictions → {p}   (as a model row: recharness run {suite} -o {d} "
                           f"-m baseline:{p.stem})", markup=False, highlight=False)
 

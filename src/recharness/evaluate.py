@@ -173,12 +173,14 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
         if train_references:
             names, r.skipped = references_plan(r.path, references)
             if names:
+                from recharness.baselines.training import epoch_lines
                 from recharness.runner.train import train
 
                 before = {n: _mtime(rd.reference(n)) for n in names}
                 t2 = time.perf_counter()
-                train(r.path, baselines=names, seed=seed, latency_runs=EVAL_LATENCY_RUNS,
-                      progress=lambda m, label=r.label: log(f"{label}: {m}"))
+                with epoch_lines(lambda m, label=r.label: log(f"{label}: {m}")):  # every epoch in eval.log
+                    train(r.path, baselines=names, seed=seed, latency_runs=EVAL_LATENCY_RUNS,
+                          progress=lambda m, label=r.label: log(f"{label}: {m}"))
                 r.train_s = time.perf_counter() - t2
                 r.trained = [n for n in names if _mtime(rd.reference(n)) != before[n]]
                 r.kept = [n for n in names if n not in r.trained]

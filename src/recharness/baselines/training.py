@@ -1,12 +1,18 @@
 """Pieces of the fit loops that SASRec, SID-SASRec and the DLRMs share: the early-stopping rule
-(with the best epoch's weights) and the rich progress bar, so the three stop and report alike."""
+(with the best epoch's weights) and the rich progress bar, so the three stop and report alike.
+Under `epoch_lines(say)` (what `recharness train` and `eval` use) the bar is one line per epoch
+instead (loss, validation metric, best so far), for a terminal and a log file alike."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-import torch
-from torch import nn
+if TYPE_CHECKING:  # annotations only: `recharness train` sets `epoch_lines` without importing torch
+    import torch
+    from torch import nn
 
 
 class EarlyStopping:
@@ -35,9 +41,47 @@ class EarlyStopping:
             model.load_state_dict(self.best_state)
 
 
+_LINES: list[Callable[[str], None]] = []  # the innermost `epoch_lines` sink last
+
+
+@contextmanager
+def epoch_lines(say: Callable[[str], None]) -> Iterator[None]:
+    """Within it, the fit loops' progress bars are lines given to `say`: one per epoch (its status:
+    loss, validation metric, best so far), whether or not stderr is a terminal."""
+    _LINES.append(say)
+    try:
+        yield
+    finally:
+        _LINES.remove(say)
+
+
+class _EpochLines:
+    """The part of a rich Progress the fit loops use, as one line per epoch: a `status` update (sent
+    once per epoch, after validation) becomes "<description>: <status>"; the other fields are ignored."""
+
+    def __init__(self, say: Callable[[str], None], description: str):
+        self.say, self.description, self.task_ids, self.epoch = say, description, [0], 0
+
+    def reset(self, task_id, *, description: str | None = None, **_) -> None:
+        if description is not None:
+            self.description = description
+
+    def update(self, task_id, *, status: str | None = None, **_) -> None:
+        if status:
+            self.epoch += 1
+            label = self.description if "epoch " in self.description else f"{self.description} {self.epoch}".strip()
+            self.say(f"{label}: {status}")
+
+    def stop(self) -> None:
+        pass
+
+
 def progress_bar(enabled: bool, total: int = 1, description: str = "", *, rate: bool = False):
     """A started, transient rich bar on stderr with one task (fields "status" and, with `rate`,
-    "rate"), or None when disabled or stderr is not a terminal: logs and pipes get no bar."""
+    "rate"), or None when disabled or stderr is not a terminal: logs and pipes get no bar. Under
+    `epoch_lines`, one line per epoch instead."""
+    if enabled and _LINES:
+        return _EpochLines(_LINES[-1], description)
     if not (enabled and sys.stderr.isatty()):
         return None
     from rich.console import Console

@@ -21,7 +21,8 @@ tuple get 0. `collision_rate` is measured before that: ``1 - distinct tuples / i
 The vectors are `item_embeddings(dataset_name, items, encoder)`. Results are cached under
 ``<datasets dir>/<name>/embeddings/sid-<method>-<key>.npz`` (item ids and codes, loaded with
 ``allow_pickle=False``) beside a JSON with the settings, collision rate, codebook usage and
-seconds. The key hashes the item ids and the exact embedding bytes (so another encoder, model
+seconds, and for ``rqvae`` its training, one line per epoch (epoch, step, loss and its two parts,
+seconds), in ``sid-rqvae-<key>.train_log.jsonl``. The key hashes the item ids and the exact embedding bytes (so another encoder, model
 version or item text gives a new key, as the embedding cache does) and every setting.
 
 torch, vector_quantize_pytorch and sklearn are imported only when codes are computed.
@@ -69,6 +70,9 @@ class SemanticIds:
     usage: list[float]  # per quantised level: distinct codes used / codebook_size
     seconds: float
     info: dict = field(default_factory=dict)
+    #: rqvae: one row per training epoch (epoch, step, loss, reconstruction_mse, commitment, seconds); empty when
+    #: loaded from the cache (the rows are in its train_log.jsonl) or for rqkmeans
+    log: list[dict] = field(default_factory=list)
 
     @property
     def max_duplicates(self) -> int:
@@ -137,7 +141,8 @@ def _rqkmeans(vectors: np.ndarray, levels: int, codebook_size: int, seed: int) -
 
 
 def _rqvae(vectors: np.ndarray, levels: int, codebook_size: int, seed: int, epochs: int,
-           progress: bool, batch_size: int = 1024, latent_dim: int = 32, lr: float = 1e-3) -> tuple[np.ndarray, dict]:
+           progress: bool, batch_size: int = 1024, latent_dim: int = 32,
+           lr: float = 1e-3) -> tuple[np.ndarray, dict, list[dict]]:
     try:
         import torch
         from torch import nn
@@ -164,8 +169,9 @@ def _rqvae(vectors: np.ndarray, levels: int, codebook_size: int, seed: int, epoc
     params = list(encoder.parameters()) + list(decoder.parameters()) + list(rvq.parameters())
     opt = torch.optim.Adam(params, lr=lr)
     bs = min(batch_size, len(x))
-    last = {}
+    last, log, steps = {}, [], 0
     for epoch in range(epochs):
+        t_epoch = time.perf_counter()
         encoder.train(), decoder.train(), rvq.train()
         perm = torch.randperm(len(x), generator=gen)
         tot_rec = tot_commit = 0.0
@@ -180,14 +186,18 @@ def _rqvae(vectors: np.ndarray, levels: int, codebook_size: int, seed: int, epoc
             opt.step()
             tot_rec += rec.item() * len(batch)
             tot_commit += commit.sum().item() * len(batch)
+            steps += 1
         last = {"reconstruction_mse": tot_rec / len(x), "commitment": tot_commit / len(x)}
+        log.append({"epoch": epoch + 1, "step": steps, "loss": round(last["reconstruction_mse"] + last["commitment"], 6),
+                    "reconstruction_mse": round(last["reconstruction_mse"], 6),
+                    "commitment": round(last["commitment"], 6), "seconds": round(time.perf_counter() - t_epoch, 4)})
         if progress and (epoch + 1) % max(1, epochs // 10) == 0:
             print(f"recharness: rqvae epoch {epoch + 1}/{epochs} rec {last['reconstruction_mse']:.5f} "
                   f"commit {last['commitment']:.5f}", file=sys.stderr)
     encoder.eval(), rvq.eval()
     with torch.no_grad():
         _, indices, _ = rvq(encoder(x))
-    return indices.cpu().numpy().astype(np.int32), {k: round(v, 6) for k, v in last.items()}
+    return indices.cpu().numpy().astype(np.int32), {k: round(v, 6) for k, v in last.items()}, log
 
 
 def fit_semantic_ids(item_ids: list[str], vectors: np.ndarray, *, method: str = "rqvae", levels: int = 4,
@@ -204,18 +214,19 @@ def fit_semantic_ids(item_ids: list[str], vectors: np.ndarray, *, method: str = 
     epochs = DEFAULT_EPOCHS[method] if epochs is None else int(epochs)
     t0 = time.perf_counter()
     info: dict = {}
+    log: list[dict] = []
     if len(vectors) == 0:
         raw = np.zeros((0, levels), dtype=np.int32)
     elif method == "rqkmeans":
         raw = _rqkmeans(vectors, int(levels), int(codebook_size), int(seed))
     else:
-        raw, info = _rqvae(vectors, int(levels), int(codebook_size), int(seed), max(1, epochs), progress)
+        raw, info, log = _rqvae(vectors, int(levels), int(codebook_size), int(seed), max(1, epochs), progress)
     seconds = time.perf_counter() - t0
     return SemanticIds(
         item_ids=[str(i) for i in item_ids], codes=disambiguate(raw), method=method, levels=int(levels),
         codebook_size=int(codebook_size), seed=int(seed), epochs=epochs if method == "rqvae" else 0,
         encoder=encoder, collision_rate=collision_rate(raw), usage=codebook_usage(raw, int(codebook_size)),
-        seconds=round(seconds, 3), info=info,
+        seconds=round(seconds, 3), info=info, log=log,
     )
 
 
@@ -279,8 +290,9 @@ def semantic_ids(dataset_name: str, items_df: pl.DataFrame, *, method: str = "rq
 
     sid = fit_semantic_ids(ids, vectors, method=method, levels=levels, codebook_size=codebook_size, seed=seed,
                            epochs=epochs, encoder=encoder, progress=progress)
+    log_path = path.with_suffix(".train_log.jsonl")
     info = {
-        "dataset": str(dataset_name), **settings, "n_items": len(ids),
+        "dataset": str(dataset_name), **settings, "n_items": len(ids), "train_log": log_path.name if sid.log else None,
         "collision_rate": sid.collision_rate, "usage": sid.usage, "max_duplicates": sid.max_duplicates,
         "seconds": sid.seconds, "training": sid.info, "runtime": _runtime_versions(method),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cache_format": _CACHE_FORMAT,
@@ -290,6 +302,8 @@ def semantic_ids(dataset_name: str, items_df: pl.DataFrame, *, method: str = "rq
 
         buf = io.BytesIO()
         np.savez(buf, item_ids=np.array(ids, dtype=str), codes=sid.codes)
+        if sid.log:  # the training's epochs, beside the codes they made
+            atomic_write_text(log_path, "".join(json.dumps(r) + "\n" for r in sid.log))
         atomic_write_text(info_path, json.dumps(info, indent=2, sort_keys=True) + "\n")
         atomic_write_bytes(path, buf.getvalue())
     except OSError as e:

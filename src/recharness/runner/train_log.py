@@ -1,10 +1,12 @@
 """What a trained reference model's training looked like, kept beside it and shown to the user.
 
-`models/<name>/train_log.jsonl`: one line per epoch (epoch, loss, the validation metric and its
-value, the best so far, seconds); `models/<name>/train.json`: the whole configuration (every
-setting, the seed, the training data's fingerprint), the best epoch, how many epochs ran and why
-training stopped. `summary_line` is what `recharness train` prints per model; the report draws the
-learning curves from these files.
+`models/<name>/train_log.jsonl`: one line per epoch (epoch, step: optimiser steps so far where the
+loop counts them, loss, the validation metric and its value, the best so far, seconds of training and
+of validation); `models/<name>/train.json`: the whole configuration (every setting, the seed, the
+training data's fingerprint), the best epoch, how many epochs ran and why training stopped. (The
+model's own `config.json` is its checkpoint's: what loading it needs, e.g. a DLRM's vocabularies;
+train.json is the full training configuration.) `summary_line` is what `recharness train` prints per
+model; the report draws the learning curves from these files.
 """
 
 from __future__ import annotations
@@ -35,9 +37,12 @@ def normalise(epochs: list[dict]) -> list[dict]:
         v = e.get(key) if key else None
         if isinstance(v, (int, float)):
             best = max(best, float(v))
-        out.append({"epoch": e.get("epoch"), "loss": e.get("loss"), "metric": key.removeprefix("valid_") if key else None,
-                    "valid": v, "best": best if best > float("-inf") else None,
-                    "seconds": e.get("train_s", e.get("seconds"))})
+        row = {"epoch": e.get("epoch"), "step": e.get("step"), "loss": e.get("loss"),
+               "metric": key.removeprefix("valid_") if key else None, "valid": v,
+               "best": best if best > float("-inf") else None, "seconds": e.get("train_s", e.get("seconds"))}
+        if e.get("valid_s") is not None:  # the validation's own seconds, where the loop times it
+            row["valid_seconds"] = e["valid_s"]
+        out.append(row)
     return out
 
 

@@ -103,9 +103,11 @@ def _fit(model, train_x, train_y, valid_x, valid_y, config: TrainConfig, name: s
     n = train_y.shape[0]
     can_score = len(valid_y) > 0 and 0 < valid_y.sum() < len(valid_y)
     stopper = EarlyStopping(config.patience)
-    bar = progress_bar(config.progress, config.max_epochs, "epoch")
+    bar = progress_bar(config.progress, config.max_epochs, f"{name} epoch")
+    steps = 0
     try:
         for epoch in range(1, config.max_epochs + 1):
+            t_epoch = time.perf_counter()
             model.train()
             order = torch.randperm(n, generator=gen)
             total, batches = 0.0, 0
@@ -120,12 +122,17 @@ def _fit(model, train_x, train_y, valid_x, valid_y, config: TrainConfig, name: s
                 loss.backward()
                 opt.step()
                 total, batches = total + loss.item(), batches + 1
+            steps += batches
+            train_s = time.perf_counter() - t_epoch
             # without two classes to validate on, the training loss decides
             score = auc(valid_y, predict_proba(model, valid_x)) if can_score else -total / max(batches, 1)
-            log.epochs.append({"epoch": epoch, "loss": total / max(batches, 1), "valid_auc": score})
+            # step: optimiser steps so far; train_s: the epoch's training seconds, valid_s its validation's
+            log.epochs.append({"epoch": epoch, "step": steps, "loss": total / max(batches, 1), "valid_auc": score,
+                               "train_s": round(train_s, 4),
+                               "valid_s": round(time.perf_counter() - t_epoch - train_s, 4)})
             if bar is not None:
                 bar.update(bar.task_ids[0], advance=1,
-                           status=f"{name} loss {total / max(batches, 1):.4f} valid AUC {score:.4f} "
+                           status=f"loss {total / max(batches, 1):.4f} valid AUC {score:.4f} "
                                   f"(best {max(stopper.best, score):.4f})")
             if stopper.update(score, epoch, model):
                 break
