@@ -46,7 +46,7 @@ td,th{border:1px solid #ccc;padding:2px 6px;text-align:right;white-space:nowrap;
 td small.ci{display:block;color:#666;font-size:.76em;font-weight:normal}
 td small.id{display:block;color:#777;font-size:.78em;white-space:normal;max-width:260px;overflow-wrap:anywhere}
 td.method{white-space:normal;min-width:11em;max-width:18em}
-th{font-size:.85em;white-space:normal;vertical-align:bottom;max-width:7em}
+th{font-size:.85em;white-space:normal;vertical-align:bottom;max-width:7em;overflow-wrap:normal;word-break:normal}
 th:first-child{max-width:none}
 td:first-child,th:first-child{text-align:left}
 th{background:#eef2f7}
@@ -132,13 +132,24 @@ class Palette:
     distinct greys (a reader follows a method from chart to chart by its colour)."""
 
     MODELS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+    #: the references' grey range (0-255 per channel): the lightest is still a visible line or point on white
+    GREYS = (0x30, 0x8c)
+    #: references share greys, so lines also differ by marker and dash (by the method's place, as its grey)
+    MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
+    DASHES = ("-", "--", "-.", ":")
+
+    def style(self, method: str) -> dict:
+        """Marker and line style of `method`'s line: fixed per method on the page, like its colour."""
+        k = list(self.colours).index(method) if method in self.colours else 0
+        return {"marker": self.MARKERS[k % len(self.MARKERS)],
+                "linestyle": self.DASHES[(k // len(self.MARKERS)) % len(self.DASHES)]}
 
     def __init__(self, rows: list[ScoreRow]):
         models = list(dict.fromkeys(r.method for r in rows if r.kind != "reference"))
         refs = list(dict.fromkeys(r.method for r in rows if r.kind == "reference"))
         self.colours = {m: self.MODELS[i % len(self.MODELS)] for i, m in enumerate(models)}
-        for j, m in enumerate(refs):  # evenly spaced greys, dark to light
-            g = int(60 + (150 * j / max(1, len(refs) - 1) if len(refs) > 1 else 60))
+        for j, m in enumerate(refs):  # evenly spaced greys, dark to mid (#8c8c8c still reads as a line on white)
+            g = int(self.GREYS[0] + (self.GREYS[1] - self.GREYS[0]) * j / max(1, len(refs) - 1))
             self.colours[m] = f"#{g:02x}{g:02x}{g:02x}"
 
     def __call__(self, row: ScoreRow) -> str:
@@ -180,7 +191,8 @@ def _bar_chart(rows: list[ScoreRow], metric: str, palette: Palette) -> Chart | N
 def _latency_chart(rows: list[ScoreRow], metric: str, palette: Palette) -> Chart | None:
     """Quality against latency per sample (log scale): RecBench's cost/benefit view, for any task
     whose rows record latency (LLMs from their requests, trained models from the `train` stage).
-    Points are named by a legend (models: circles, references: squares), never by labels that overlap."""
+    Points are named by a legend (models: circles in colour, references: greys, each its own marker), never by
+    labels that overlap."""
     pts = [r for r in rows if _number(r.metrics.get(metric)) and (r.metrics.get("latency_s") or 0) > 0]
     if len(pts) < 2 or _all_zero([r.metrics[metric] for r in pts]):
         return None
@@ -188,14 +200,42 @@ def _latency_chart(rows: list[ScoreRow], metric: str, palette: Palette) -> Chart
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     for r in pts:
         ax.scatter([r.metrics["latency_s"] * 1000], [r.metrics[metric]], color=palette(r), s=36,
-                   marker="o" if r.kind != "reference" else "s", label=display_name(r), edgecolors="#222", linewidths=.4)
+                   marker="o" if r.kind != "reference" else palette.style(r.method)["marker"], label=display_name(r),
+                   edgecolors="#222", linewidths=.4, clip_on=False)
     ax.set_xscale("log")
+    _plain_log_axis(ax.xaxis, [r.metrics["latency_s"] * 1000 for r in pts])
+    ax.margins(x=0.08, y=0.1)
     ax.set_xlabel("latency per sample (ms, log scale)")
     ax.set_ylabel(header(metric))
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
     ax.grid(alpha=.3)
     fig.tight_layout()
     return _png(fig), sum(r.metrics[metric] != 0 for r in pts), {r.method: palette(r) for r in pts}
+
+
+def _plain(x: float) -> str:
+    """A tick value as a plain decimal (0.004, 0.4, 2, 1,500), never 4×10⁻¹."""
+    if x <= 0:
+        return "0"
+    if x >= 1:
+        return f"{x:,.0f}" if x >= 10 or x == int(x) else f"{x:.1f}"
+    digits = max(1, -math.floor(math.log10(x)))
+    return f"{x:.{digits}f}"
+
+
+def _plain_log_axis(axis, values: list[float]) -> None:
+    """A log axis labelled in plain decimals: the powers of ten, and 2 and 5 times them when the values span
+    less than two decades (else those stay unlabelled, so labels never crowd)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10))
+    axis.set_major_formatter(FuncFormatter(lambda x, _: _plain(x)))
+    lo, hi = min(values), max(values)
+    if hi / lo < 100:
+        axis.set_minor_locator(LogLocator(base=10, subs=(2.0, 5.0)))
+        axis.set_minor_formatter(FuncFormatter(lambda x, _: _plain(x)))
+    else:
+        axis.set_minor_formatter(NullFormatter())
 
 
 def _families(breakdown: dict) -> dict[str, list[str]]:
@@ -244,7 +284,7 @@ def _group_chart(rows: list[ScoreRow], metric: str, family: str, keys: list[str]
         for r, ys in series:
             ax.errorbar(labels, ys, yerr=_group_err(r, metric, keys, ys), marker="o", capsize=3,
                         linestyle="-" if r.kind == "model" else "--", color=palette(r),
-                        label=display_name(r))
+                        label=display_name(r), clip_on=False)
         ax.set_xlabel("number of conditions")
     else:
         w = 0.8 / len(series)
@@ -343,7 +383,7 @@ def _breakdown_tables(rows: list[ScoreRow]) -> str:
         for m in bd.values():
             cols += [c for c in m if c not in cols]
         parts.append(f"<h4>{e(r.method)} by group</h4><div class='scroll'><table><tr><th>group</th>"
-                     + "".join(f"<th>{e(header(c))}</th>" for c in cols) + "</tr>")
+                     + "".join(f"<th>{e(header(c)).replace('_', '_<wbr>')}</th>" for c in cols) + "</tr>")
         for g, m in bd.items():
             parts.append(f"<tr><td>{e(str(g))}</td>" + "".join(f"<td>{e(_group_cell(r, g, m, c))}</td>" for c in cols)
                          + "</tr>")
@@ -469,7 +509,12 @@ def training_section(out: Path, palette: Palette) -> list[str]:
             colour = palette.colours.get(name, "#777777")
             colours[name] = colour
             nonzero += sum(y != 0 for y in ys)
-            ax.plot(xs, ys, marker="o", markersize=3, color=colour, label=name)
+            ax.plot(xs, ys, markersize=4, linewidth=1.4, color=colour, label=name, clip_on=False,
+                    **palette.style(name))
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole: no 2.5
+        ax.margins(x=0.04, y=0.08)
         ax.set_xlabel("epoch")
         ax.set_ylabel(f"validation {metric}")
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)

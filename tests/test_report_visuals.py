@@ -1,0 +1,85 @@
+"""The report's charts read well: header cells break only between words or after "_", reference greys are
+dark enough to see as lines on white, epochs are whole numbers, nothing is clipped at the frame, and the
+latency axis is labelled in plain decimals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from recharness.core.types import ScoreRow  # noqa: E402
+from recharness.report import html  # noqa: E402
+
+
+def _capture(monkeypatch) -> list:
+    """The figures the chart functions draw (instead of their PNGs)."""
+    figs = []
+    real = html._png
+
+    def keep(fig):
+        figs.append(fig)
+        fig.canvas.draw()  # the tick labels as drawn
+        return real(fig)
+
+    monkeypatch.setattr(html, "_png", keep)
+    return figs
+
+
+def test_header_cells_never_break_mid_word_and_wrap_after_underscores():
+    assert "th{font-size:.85em;white-space:normal;vertical-align:bottom;max-width:7em;overflow-wrap:normal;" \
+           "word-break:normal}" in html.STYLE
+    rows = [ScoreRow("m", "t", {"unrecognised_rate": 0.1, "completion_tokens": 3.0}, 4)]
+    table = html._score_table(rows, ["unrecognised_rate", "completion_tokens"], identities=False)
+    assert "<th>unrecognised_<wbr>rate ↓</th>" in table and "<th>completion_<wbr>tokens</th>" in table
+
+
+def test_reference_greys_are_dark_enough_for_lines_and_each_method_keeps_a_style():
+    rows = [ScoreRow("llm", "t", {}, 1)] + [ScoreRow(f"ref{k}", "t", {}, 1, kind="reference") for k in range(17)]
+    p = html.Palette(rows)
+    greys = [int(p.colours[f"ref{k}"][1:3], 16) for k in range(17)]
+    assert greys[0] == 0x30 and greys[-1] == 0x8c and greys == sorted(greys)  # #303030 … #8c8c8c, none lighter
+    assert all(p.colours[f"ref{k}"] == f"#{g:02x}{g:02x}{g:02x}" for k, g in enumerate(greys))
+    assert p.colours["llm"] == "#1f77b4"
+    styles = [tuple(p.style(f"ref{k}").values()) for k in range(17)]
+    assert len(set(styles)) == 17  # same grey or not, no two references share marker and dash
+
+
+def test_plain_decimals_on_the_latency_axis(monkeypatch):
+    assert [html._plain(x) for x in (0.004, 0.04, 0.4, 2, 2.5, 20, 1500)] == \
+        ["0.004", "0.04", "0.4", "2", "2.5", "20", "1,500"]
+    figs = _capture(monkeypatch)
+    rows = [ScoreRow("llm", "ctr", {"AUC": 0.6, "latency_s": 0.4}, 8),
+            ScoreRow("pop", "ctr", {"AUC": 0.5, "latency_s": 0.0009}, 8, kind="reference"),
+            ScoreRow("dnn", "ctr", {"AUC": 1.0, "latency_s": 0.002}, 8, kind="reference")]
+    assert html._latency_chart(rows, "AUC", html.Palette(rows)) is not None
+    ax = figs[-1].axes[0]
+    labels = [t.get_text() for t in ax.xaxis.get_ticklabels(which="both") if t.get_text()]
+    assert labels and all("10^" not in x and "×" not in x and "$" not in x for x in labels), labels
+    assert {"1", "10", "100"} <= set(labels)
+    for coll in ax.collections:  # points at the top (AUC 1.0) drawn whole, not cut by the frame
+        assert coll.get_clip_on() is False
+    lo, hi = ax.get_ylim()
+    assert lo < 0.5 and hi > 1.0
+
+
+def test_learning_curves_have_whole_epochs_and_unclipped_lines(monkeypatch, tmp_path):
+    figs = _capture(monkeypatch)
+    for name, vals in (("dnn", [0.5, 0.6, 0.62]), ("pnn", [0.55, 0.58, 0.57])):
+        d = tmp_path / "models" / name
+        d.mkdir(parents=True)
+        (d / "train_log.jsonl").write_text("".join(
+            json.dumps({"epoch": k + 1, "loss": 0.7, "metric": "auc", "valid": v, "best": max(vals[: k + 1]),
+                        "seconds": 0.1}) + "\n" for k, v in enumerate(vals)))
+    rows = [ScoreRow(n, "ctr", {"AUC": 0.5}, 4, kind="reference") for n in ("dnn", "pnn")]
+    parts = html.training_section(tmp_path, html.Palette(rows))
+    assert any("learning curves auc" in p for p in parts)
+    ax = figs[-1].axes[0]
+    ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks
+    lines = ax.get_lines()
+    assert [ln.get_color() for ln in lines] == ["#303030", "#8c8c8c"]
+    assert all(ln.get_clip_on() is False for ln in lines)
+    assert lines[0].get_marker() != lines[1].get_marker()
