@@ -83,3 +83,22 @@ def test_learning_curves_have_whole_epochs_and_unclipped_lines(monkeypatch, tmp_
     assert [ln.get_color() for ln in lines] == ["#303030", "#8c8c8c"]
     assert all(ln.get_clip_on() is False for ln in lines)
     assert lines[0].get_marker() != lines[1].get_marker()
+
+
+def test_console_score_table_wraps_metric_headers_instead_of_cutting_them():
+    from rich.console import Console
+
+    from recharness.report.tables import to_rich, wrap_header
+
+    assert wrap_header("completion_tokens") == "completion_\ntokens"
+    assert wrap_header("NDCG@10") == "NDCG@10"
+    rows = [ScoreRow(m, "seqrec", {"NDCG@10": 0.1, "completion_tokens": 31.0, "unrecognised_rate": 0.25,
+                                   "invalid_top1_share": 0.5}, 4, kind=k)
+            for m, k in (("qwen2.5-coder-0.5b-instruct", "model"), ("popularity", "reference"))]
+    con = Console(width=80, record=True)
+    for t in to_rich(rows):
+        con.print(t)
+    text = con.export_text()
+    assert "…" not in text, text
+    for piece in ("completion_", "tokens", "unrecognised_", "rate", "invalid_", "top1_share", "31.000", "0.250"):
+        assert piece in text, (piece, text)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -186,6 +187,20 @@ def breakdown_markdown(title: str, breakdown: dict[str, dict[str, float]]) -> st
     return "\n".join(lines) + "\n"
 
 
+def wrap_header(text: str, width: int = 12) -> str:
+    """A long metric header in lines of about `width`, broken after its underscores ("completion_tokens" →
+    "completion_" / "tokens"), so a narrow terminal shows all of it instead of "completion_to…"."""
+    if len(text) <= width or "_" not in text:
+        return text
+    lines, cur = [], ""
+    for part in re.split(r"(?<=_)", text):
+        if cur and len(cur) + len(part) > width:
+            lines.append(cur)
+            cur = ""
+        cur += part
+    return "\n".join([*lines, cur])
+
+
 def to_rich(rows: list[ScoreRow]) -> list:
     """One rich Table per task, for the terminal (Markdown wraps badly there)."""
     from rich.table import Table
@@ -197,8 +212,8 @@ def to_rich(rows: list[ScoreRow]) -> list:
         n = max((r.coverage or {}).get("of", r.n) for r in trs)
         t = Table(title=f"{task} (n = {n})", title_justify="left")
         t.add_column("method", overflow="fold", min_width=12)  # a method's name is never cut: it wraps
-        for c in cols:
-            t.add_column(escape(header(c)), justify="right")
+        for c in cols:  # a metric's header is never cut: it wraps after its underscores (else folds)
+            t.add_column(escape(wrap_header(header(c))), justify="right", overflow="fold")
         for r, cs in zip(trs, cells(trs, cols)):
             name = escape(display_name(r))
             t.add_row(name, *(f"[bold]{text}[/]" if top else text for text, top in cs))
