@@ -1,7 +1,9 @@
 """report.html and the leaderboard as a person sees them: rendered in headless Chromium at 1280 px.
 
 Static checks (always): one self-contained file, no script, nothing fetched, untrusted text escaped,
-a chart per task, no absolute machine path. Browser checks (where /usr/bin/chromium is installed,
+a chart per task, no absolute machine path; and the charts themselves, decoded pixel by pixel (never
+the page's own claims about them): every chart draws marks, each method's colour is read off the bar
+charts in the order of scores.json (references grey, models coloured) and is the same wherever it appears. Browser checks (where /usr/bin/chromium is installed,
 Debian package `chromium`; skipped with the reason otherwise): a test-only copy of the page gets a
 probe script that writes into the DOM whether tables and charts are visible, whether anything is
 wider than the viewport, and which resources loaded; Chromium's --dump-dom returns it. A
@@ -34,6 +36,13 @@ addEventListener('load', () => {
   const wide = [...document.querySelectorAll('body *')].filter(el => el.getBoundingClientRect().right > W + 1
       && !el.closest('.scroll')).map(el => el.tagName + '.' + el.className);
   const imgs = [...document.querySelectorAll('img')];
+  // each chart as Chromium decoded and drew it: its pixels' colours (counts of 10 or more), white left out
+  const hist = img => { const c = document.createElement('canvas'); c.width = img.naturalWidth;
+    c.height = img.naturalHeight; const g = c.getContext('2d'); g.drawImage(img, 0, 0);
+    const d = g.getImageData(0, 0, c.width, c.height).data, h = {};
+    for (let i = 0; i < d.length; i += 4) { const k = '#' + [d[i], d[i + 1], d[i + 2]].map(v =>
+      v.toString(16).padStart(2, '0')).join(''); if (k !== '#ffffff') h[k] = (h[k] || 0) + 1; }
+    return Object.fromEntries(Object.entries(h).filter(([, n]) => n >= 10)); };
   const out = {
     width: W, scrollWidth: document.documentElement.scrollWidth,
     tables: document.querySelectorAll('table').length,
@@ -42,8 +51,7 @@ addEventListener('load', () => {
     wide: wide.slice(0, 5),
     boxesOverflowing: [...document.querySelectorAll('.scroll')].filter(el => vis(el) && el.scrollWidth > el.clientWidth + 1)
         .map(el => (el.querySelector('th, td') || el).textContent.slice(0, 40)),
-    figures: [...document.querySelectorAll('figure')].map(f => ({alt: f.querySelector('img').alt,
-        nonzero: +f.dataset.nonzero, colours: JSON.parse(f.dataset.colours || '{}')})),
+    figures: imgs.map(i => ({alt: i.alt, hist: hist(i)})),
     resources: performance.getEntriesByType('resource').map(r => r.name).filter(n => !n.startsWith('data:')),
     scripts: document.scripts.length - 1,
   };
@@ -126,15 +134,13 @@ def test_rendered_in_chromium_at_1280_and_800px(pages, which, tmp_path):
     assert got["tables"] >= 2 and got["tablesVisible"] >= got["tables"] - _hidden_tables(page), got
     assert got["charts"] >= 1 and got["chartsLoaded"] == got["charts"], got
     assert got["resources"] == [] and got["scripts"] == 0, got
-    # every chart draws something; one colour per method on the whole page: references grey, models not
-    assert all(f["nonzero"] >= 1 for f in got["figures"]), got["figures"]
-    seen: dict[str, set[str]] = {}
+    # the charts as Chromium drew them: each has marks in the method colours read off the page's PNGs
+    colours = set(page_colours(page).values()) if which != "leaderboard" else \
+        {c for _, img in charts(page) for c in bar_colours(img)}  # (no scores.json beside the leaderboard)
+    assert colours
     for f in got["figures"]:
-        for method, colour in f["colours"].items():
-            seen.setdefault(method, set()).add(colour)
-    assert seen and all(len(c) == 1 for c in seen.values()), seen
-    for method, (colour,) in seen.items():
-        assert _grey(colour) == (method in REFERENCES), (method, colour)
+        assert f["hist"], f["alt"]
+        _check_marks(f["alt"], f["hist"], colours)
     narrow = _probe(page, tmp_path, 800)
     assert narrow["width"] == 800 and narrow["scrollWidth"] <= 800, narrow  # a wide table scrolls in its box
     assert not narrow["wide"], narrow
@@ -142,6 +148,109 @@ def test_rendered_in_chromium_at_1280_and_800px(pages, which, tmp_path):
 
 #: the reference methods of the pages above (drawn in greys)
 REFERENCES = {"popularity", "random", "item_mean", "kg-conditions", "lead_words", "previous_review"}
+
+
+def charts(page) -> list[tuple[str, "Image.Image"]]:  # noqa: F821
+    """Every chart of the page, decoded: (alt text, RGB image)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    html = page.read_text(encoding="utf-8")
+    return [(alt, Image.open(io.BytesIO(base64.b64decode(b))).convert("RGB"))
+            for alt, b in re.findall(r"<img alt='([^']*)' src='data:image/png;base64,([^']+)'", html)]
+
+
+def _hex(c) -> str:
+    return "#%02x%02x%02x" % c[:3]
+
+
+def bar_colours(img) -> list[str]:
+    """The bars' colours, top to bottom: per pixel row, a colour filling 8 or more pixels in a row (not
+    white, black or the error bars' #333333), kept where 5 or more rows in a row share it."""
+    px, (w, h) = img.load(), img.size
+    skip = {(255, 255, 255), (0, 0, 0), (0x33, 0x33, 0x33)}
+    per_row = []
+    for y in range(h):
+        colour, run, prev = None, 0, None
+        for x in range(w):
+            c = px[x, y]
+            run = run + 1 if c == prev else 1
+            prev = c
+            if run >= 8 and c not in skip:
+                colour = c
+                break
+        per_row.append(colour)
+    bars, cur, n = [], None, 0
+    for c in per_row + [None]:
+        if c == cur:
+            n += 1
+            continue
+        if cur is not None and n >= 5 and (not bars or bars[-1] != _hex(cur)):  # an error bar splits no bar
+            bars.append(_hex(cur))
+        cur, n = c, 1
+    return bars
+
+
+def page_colours(page) -> dict[str, str]:
+    """{method: colour} read off the page's bar charts (one per task and headline metric): the bars are the
+    task's rows of scores.json in order, those with a non-zero value drawn. A method drawn in two colours fails."""
+    scores = json.loads((page.parent / "scores.json").read_text())
+    found: dict[str, set[str]] = {}
+    for alt, img in charts(page):
+        rows = [r for r in scores if alt in r["metrics"] and isinstance(r["metrics"][alt], (int, float))]
+        tasks = {r["task"] for r in rows}
+        for task in tasks:  # a bar chart is per task; the alt names its metric
+            drawn = [r["method"] for r in rows if r["task"] == task and r["metrics"][alt] != 0]
+            bars = bar_colours(img)
+            if len(bars) != len(drawn):
+                continue  # another task's chart of the same metric
+            for method, colour in zip(drawn, bars):
+                found.setdefault(method, set()).add(colour)
+    assert all(len(c) == 1 for c in found.values()), found  # one colour per method across the page
+    return {m: c.pop() for m, c in found.items()}
+
+
+def _near(a: str, b: str, tol: int = 24) -> bool:
+    return all(abs(int(a[k:k + 2], 16) - int(b[k:k + 2], 16)) <= tol for k in (1, 3, 5))
+
+
+def _chroma(colour: str) -> int:
+    rgb = [int(colour[k:k + 2], 16) for k in (1, 3, 5)]
+    return max(rgb) - min(rgb)
+
+
+def _check_marks(alt: str, hist: dict[str, int], colours: set[str]) -> None:
+    """A chart draws marks: 40 or more pixels in the methods' colours read off the bar charts (a model's
+    colour or a reference's grey, not only axes and text); every clearly coloured mark (40 or more pixels)
+    is in a colour some model has on the bar charts: no method changes colour from chart to chart."""
+    marks = sum(n for c, n in hist.items() if c in colours and (not _grey(c) or n >= 40))
+    assert marks >= 40, (alt, sorted(hist.items(), key=lambda x: -x[1])[:12], colours)
+    models = {c for c in colours if not _grey(c)}
+    strong = {c for c, n in hist.items() if n >= 40 and _chroma(c) >= 40}  # clearly coloured, not a blend with grey
+    if models:  # (a line's antialiased edge over another line shifts a colour a little: #2c7fb8 for #1f77b4)
+        assert all(any(_near(c, m) for m in models) for c in strong), (alt, strong, models)
+
+
+def test_charts_drawn_with_marks_and_one_colour_per_method(pages):
+    """Decoded chart pixels (no browser needed): the checks the browser test repeats on what Chromium drew."""
+    from collections import Counter
+
+    _, runs, _ = pages
+    for which, page in runs.items():
+        colours = page_colours(page)
+        scores = json.loads((page.parent / "scores.json").read_text())
+        drawn = {r["method"] for r in scores for k in ("NDCG@10", "P", "tau", "AUC") if r["metrics"].get(k)}
+        assert set(colours) == drawn, (which, colours, drawn)  # every method with a bar was read off the charts
+        if "fake" in drawn:
+            assert not _grey(colours["fake"]), (which, colours)  # the model: a colour
+        for method, colour in colours.items():
+            assert _grey(colour) == (method in REFERENCES), (which, method, colour)
+            assert int(colour[1:3], 16) <= 0x8c, (which, method, colour)  # no grey too light to see on white
+        for alt, img in charts(page):
+            hist = {_hex(c): n for c, n in Counter(img.get_flattened_data() if hasattr(img, 'get_flattened_data') else img.getdata()).items() if c != (255, 255, 255) and n >= 10}
+            _check_marks(alt, hist, set(colours.values()))
 
 
 def _hidden_tables(page) -> int:

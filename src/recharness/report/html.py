@@ -43,7 +43,7 @@ h3{margin:1.1em 0 .4em}
 .scroll{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;margin:.4em 0;font-size:.86em}
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:right;white-space:nowrap;vertical-align:top}
-td small.ci{display:block;color:#666;font-size:.76em;font-weight:normal}
+td small.ci{display:block;color:#666;font-size:.76em;font-weight:normal;white-space:normal}
 td small.id{display:block;color:#777;font-size:.78em;white-space:normal;max-width:260px;overflow-wrap:anywhere}
 td.method{white-space:normal;min-width:11em;max-width:18em}
 th{font-size:.85em;white-space:normal;vertical-align:bottom;max-width:7em;overflow-wrap:normal;word-break:normal}
