@@ -68,8 +68,9 @@ def test_references_note_names_trained_and_left_out_with_why(tmp_path):
     assert references_note([a, b]) == [
         "llmrec: references trained: popularity, ease, als",
         "recbench-seqrec: references trained: markov",
-        "left out (slow: minutes): sasrec, sasrec-1l — `--references all` trains them",
-        "left out (opt-in: named): title-cbs — `--references all` trains them"]
+        "left out: sasrec, sasrec-1l — slow: minutes",
+        "left out: title-cbs — opt-in: named",
+        "(`--references all` trains the left-out references; `recharness train -b NAME` one of them)"]
     assert references_note([a, b], train_references=False)[0].startswith("references: not trained")
 
 

@@ -656,7 +656,8 @@ def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, ou
             log_console.print(f"{time.strftime('%H:%M:%S')} {msg}", markup=False, highlight=False)
 
         log(f"recharness eval -m {' -m '.join(models)} --suites {suites} -d {dataset} --limit {limit} --seed {seed}"
-            f" --references {references if train_references else 'none'} generation {generation or {}}")
+            f" --references {references if train_references else 'none'} generation "
+            f"{ {k: v for k, v in (generation or {}).items() if v is not None} }")
         with console.status("evaluating…") as status:
             evaluate(models, runs, dataset=dataset, seed=seed, use_cache=not no_cache,
                      train_references=train_references, references=references, generation=generation,

@@ -24,10 +24,10 @@ from recharness.core.rundir import RunDir
 #: on the demo builds (2 cores) each takes minutes where the others take seconds. A baseline registered with
 #: `demo=False` (and the reason as `demo_skip="..."`) is left out the same way; `opt_in` ones are only ever named.
 SLOW_REFERENCES: dict[str, str] = {
-    "dnn_semantic": "embeds every catalog item with MiniLM first (about 6 min on 2 cores until cached)",
-    **{n: "SASRec over all training sequences, many epochs (minutes each on 2 cores)"
+    "dnn_semantic": "embeds every catalog item with MiniLM first, about 6 min on 2 cores until cached",
+    **{n: "SASRec over every training sequence, many epochs: over 16 CPU-minutes on the demo build"
        for n in ("sasrec", "sasrec-1l", "sasrec-3l", "sasrec-4l")},
-    **{n: "MiniLM item embeddings, an RQ-VAE and a SASRec over semantic IDs (many minutes on 2 cores)"
+    **{n: "MiniLM embeddings, an RQ-VAE, then a SASRec over semantic IDs: many minutes on 2 cores"
        for n in ("sid-sasrec", "sid-sasrec-free")},
 }
 #: single-sample calls timed per reference for its latency (`train --latency-runs`; `train` itself: RecBench's 1000)
@@ -172,6 +172,9 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
                                       f"unanswered ({stats.stopped or dict(stats.undone)}); run the command again")
         if train_references:
             names, r.skipped = references_plan(r.path, references)
+            for n in [n for n in r.skipped if rd.reference(n).exists()]:  # trained before (e.g. `train -b n`): kept
+                r.skipped.pop(n)
+                r.kept.append(n)
             if names:
                 from recharness.baselines.training import epoch_lines
                 from recharness.runner.train import train
@@ -183,7 +186,7 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
                           progress=lambda m, label=r.label: log(f"{label}: {m}"))
                 r.train_s = time.perf_counter() - t2
                 r.trained = [n for n in names if _mtime(rd.reference(n)) != before[n]]
-                r.kept = [n for n in names if n not in r.trained]
+                r.kept = [n for n in names if n not in r.trained] + r.kept
                 if r.trained:
                     record(r.path, "train", r.suite, out=r.path, baseline=r.trained, seed=seed,
                            latency_runs=EVAL_LATENCY_RUNS)
@@ -241,7 +244,9 @@ def references_note(runs: list[EvalRun], train_references: bool = True) -> list[
             if n not in why.setdefault(reason, []):
                 why[reason].append(n)
     for reason, names in why.items():
-        lines.append(f"left out ({reason}): {', '.join(names)} — `--references all` trains them")
+        lines.append(f"left out: {', '.join(names)} — {reason}")
+    if why:
+        lines.append("(`--references all` trains the left-out references; `recharness train -b NAME` one of them)")
     return lines
 
 
