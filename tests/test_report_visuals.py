@@ -29,7 +29,7 @@ def _capture(monkeypatch) -> list:
 
 
 def test_header_cells_never_break_mid_word_and_wrap_after_underscores():
-    assert "th{font-size:.85em;white-space:normal;vertical-align:bottom;max-width:7em;overflow-wrap:normal;" \
+    assert "th{font-size:.85em;white-space:normal;vertical-align:bottom;overflow-wrap:normal;" \
            "word-break:normal}" in html.STYLE
     rows = [ScoreRow("m", "t", {"unrecognised_rate": 0.1, "completion_tokens": 3.0}, 4)]
     table = html._score_table(rows, ["unrecognised_rate", "completion_tokens"], identities=False)

@@ -46,7 +46,7 @@ td,th{border:1px solid #ccc;padding:2px 6px;text-align:right;white-space:nowrap;
 td small.ci{display:block;color:#666;font-size:.76em;font-weight:normal;white-space:normal}
 td small.id{display:block;color:#777;font-size:.78em;white-space:normal;max-width:260px;overflow-wrap:anywhere}
 td.method{white-space:normal;min-width:11em;max-width:18em}
-th{font-size:.85em;white-space:normal;vertical-align:bottom;max-width:7em;overflow-wrap:normal;word-break:normal}
+th{font-size:.85em;white-space:normal;vertical-align:bottom;overflow-wrap:normal;word-break:normal}
 th:first-child{max-width:none}
 td:first-child,th:first-child{text-align:left}
 th{background:#eef2f7}
