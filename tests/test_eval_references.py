@@ -122,3 +122,16 @@ def test_eval_trains_references_by_default_and_records_every_command(ml1m, tmp_p
     assert "nothing to answer (no model call) · 6 references already trained" in third.stderr
     assert [json.loads(x)["command"].split()[1] for x in
             (run / "commands.jsonl").read_text().splitlines()][-2:] == ["eval", "score"]
+
+
+def test_generation_settings_skip_tasks_that_drive_the_model_themselves(ml1m, tmp_path):
+    """eval --temperature on a suite whose task makes its own calls (PerRecBench list) runs, and says the
+    settings do not apply there, instead of failing the whole evaluation."""
+    from typer.testing import CliRunner
+
+    from recharness.cli import app
+
+    res = CliRunner().invoke(app, ["eval", "-m", "fake", "--suites", "perrecbench", "--temperature", "0.7",
+                                   "--no-train-references", "--out", str(tmp_path / "ev")])
+    assert res.exit_code == 0, res.output
+    assert "the generation settings given do not apply there" in " ".join(res.output.split())

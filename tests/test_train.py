@@ -68,7 +68,10 @@ def test_trained_rows_equal_the_on_the_fly_rows(built, monkeypatch):
         if r["kind"] == "reference":
             assert TIMING <= set(r["metrics"]) and r["metrics"]["latency_s"] > 0 and r["metrics"]["throughput_per_s"] > 0
     on_the_fly = {r["method"] for r in before}
-    assert _untimed([r for r in after if r["method"] in on_the_fly]) == before  # same rows, same order
+    # same rows in the same order with the same values (their marks against the best and the strongest
+    # reference may move: the trained references are more rows to compare with)
+    core = lambda rows: [{k: r[k] for k in ("method", "kind", "n", "metrics")} for r in rows]  # noqa: E731
+    assert core(_untimed([r for r in after if r["method"] in on_the_fly])) == core(before)
     assert {r["method"] for r in after} - on_the_fly == {"itemknn", "ease", "als", "markov"}
     assert [r for r in _rows(out, references=False) if r["kind"] == "reference"] == []
 

@@ -129,7 +129,7 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
     from recharness.report.tables import write_scores
     from recharness.runner import pipeline
     from recharness.specs import default_name, resolve_spec
-    from recharness.tasks.registry import get_suite
+    from recharness.tasks.registry import get_suite, get_task
 
     log = log or (lambda msg: None)
     record = record or (lambda *a, **k: None)
@@ -155,16 +155,23 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
             name = default_name(spec)
             backend = resolve_spec(spec, r.path)
             t1 = time.perf_counter()
-            path, stats = pipeline.run(r.path, backend, name, use_cache=use_cache, generation=generation,
-                                       system_prompt=system_prompt)
+            own = [t for t in r.tasks if get_task(r.suite, t).request == "custom"]
+            run_gen, run_sys = generation, system_prompt
+            if own and (generation or system_prompt is not None):  # such a task sets its own calls' decoding
+                run_gen, run_sys = None, None
+                say(f"{r.label}: {', '.join(own)} drive{'s' if len(own) == 1 else ''} the model with several calls "
+                    "of their own decoding settings: the generation settings given do not apply there")
+            path, stats = pipeline.run(r.path, backend, name, use_cache=use_cache, generation=run_gen,
+                                       system_prompt=run_sys)
             r.answered[name] = (stats.done, stats.skipped)
             if stats.done:
                 from recharness.models.registry import public_spec
 
                 record(r.path, "run", r.suite, dataset=dataset, model=public_spec(spec), out=r.path, name=name,
-                       no_cache=not use_cache, temperature=gen.get("temperature"), top_p=gen.get("top_p"),
-                       max_tokens=gen.get("max_tokens"), seed=gen.get("seed"),
-                       system_prompt=system_prompt_file if system_prompt is not None else None)
+                       no_cache=not use_cache, **({} if run_gen is None else {
+                           "temperature": gen.get("temperature"), "top_p": gen.get("top_p"),
+                           "max_tokens": gen.get("max_tokens"), "seed": gen.get("seed")}),
+                       system_prompt=system_prompt_file if run_sys is not None else None)
             log(f"{r.label}: {name}: {stats.done} answered ({stats.cached} from the cache, {stats.invalid} invalid), "
                 f"{stats.skipped} already done, {time.perf_counter() - t1:.1f} s → {path}")
             if not stats.complete:
