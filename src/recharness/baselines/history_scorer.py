@@ -19,6 +19,13 @@ import scipy.sparse as sp
 from recharness.baselines.base import Ranker, TrainData, training_rows
 
 
+def in_time_order(df: pl.DataFrame) -> pl.DataFrame:
+    """Interactions by user, then timestamp (the file's order among equal stamps); as they are without stamps."""
+    if "timestamp" not in df.columns:
+        return df
+    return df.with_row_index("_pos").sort(["user_id", "timestamp", "_pos"]).drop("_pos")
+
+
 def training_sequences(train: TrainData) -> list[tuple[str, list[str]]]:
     """(user, items in order) per training sequence: a list-wise build's training rows (history, then
     target: a user may have several windows, each transition in one of them), else one per user from
@@ -37,11 +44,8 @@ def user_sequences(train: TrainData) -> dict[str, list[str]]:
             prev = out.setdefault(u, [])
             prev.extend(seq[1:] if prev and seq and prev[-1] == seq[0] else seq)
         return out
-    df = train.interactions
-    if "timestamp" in df.columns:
-        df = df.with_row_index("_pos").sort(["user_id", "timestamp", "_pos"])
     out: dict[str, list[str]] = {}
-    for u, i in df.select("user_id", "item_id").iter_rows():
+    for u, i in in_time_order(train.interactions).select("user_id", "item_id").iter_rows():
         out.setdefault(u, []).append(i)
     return out
 
@@ -61,10 +65,7 @@ def validation_split(train: TrainData, max_users: int, seed: int) -> tuple[Train
     else:
         seqs = user_sequences(train)
         pairs = [(s[:-1], s[-1]) for s in seqs.values() if len(s) >= 2]
-        df = train.interactions
-        if "timestamp" in df.columns:
-            df = df.with_row_index("_pos").sort(["user_id", "timestamp", "_pos"]).drop("_pos")
-        held = training_rows(df)  # each user's last training item is the validation target
+        held = training_rows(in_time_order(train.interactions))  # each user's last training item is the validation target
         fit_on = TrainData(held, train.items, item_table=train.item_table, dataset_name=train.dataset_name)
     if len(pairs) > max_users:
         pick = np.random.default_rng(seed).choice(len(pairs), size=max_users, replace=False)
@@ -144,6 +145,10 @@ class HistoryScorer(Ranker):
         idx = np.flatnonzero(keep)
         return idx[np.lexsort((self.tiebreak[idx], -s[idx]))]
 
+    def _ahead(self, s: np.ndarray, t: int) -> np.ndarray:
+        """Which items come before item `t` in the order of scores `s` (ties by popularity, then id)."""
+        return (s > s[t]) | ((s == s[t]) & (self.tiebreak < self.tiebreak[t]))
+
     def top_k(self, k: int, exclude: set[str] = frozenset(), *, user: str | None = None,
               history: Sequence[str] = ()) -> list[str]:
         s = self.scores(self._history(user, history))
@@ -167,8 +172,7 @@ class HistoryScorer(Ranker):
         keep = np.ones(len(self.items), dtype=bool)
         keep[[self.code[i] for i in history if i in self.code]] = False
         keep[t] = True
-        ahead = (s > s[t]) | ((s == s[t]) & (self.tiebreak < self.tiebreak[t]))
-        return int(np.count_nonzero(ahead & keep)) + 1
+        return int(np.count_nonzero(self._ahead(s, t) & keep)) + 1
 
     def p_click(self, sample: dict) -> float:
         """The item's place in the user's full-catalog order as a score in [0, 1] (1 = first): comparable
@@ -177,8 +181,7 @@ class HistoryScorer(Ranker):
         if t is None:
             return 0.0
         s = self.scores(self._history(sample.get("user_id"), sample.get("history") or ()))
-        ahead = (s > s[t]) | ((s == s[t]) & (self.tiebreak < self.tiebreak[t]))
-        return 1.0 - int(np.count_nonzero(ahead)) / max(1, len(self.items) - 1)
+        return 1.0 - int(np.count_nonzero(self._ahead(s, t))) / max(1, len(self.items) - 1)
 
     # ------------------------------------------------------------ persistence (no pickle: arrays and JSON)
 

@@ -110,30 +110,27 @@ def build_probes(dataset, kinds=KINDS, limit: int | None = 200, seed: int = 0) -
     def pick(n: int) -> np.ndarray:
         return np.sort(rng.choice(n, size=min(limit, n), replace=False)) if limit is not None else np.arange(n)
 
+    def file_probes(kind: str, file: str, fmt: str, rows: list[dict], key: str, line, truth) -> None:
+        """One probe per picked row of a `::` file: the SHOTS lines before it (after it, for the first) shown."""
+        lines = [line(r) for r in rows]
+        for k in pick(len(rows)):
+            r = rows[int(k)]
+            prefix = f"{r[key]}::"
+            shots = lines[max(0, k - SHOTS):k] or lines[k + 1:k + 1 + SHOTS]
+            out.append(Probe(f"{kind}-{r[key]}", kind, str(r[key]), _ask(file, fmt, shots, prefix),
+                             {"prefix": prefix, **truth(r)}))
+
     if "item" in kinds:
-        items = dataset.items.to_dicts()
-        lines = [item_line(r) for r in items]
-        fmt = "MovieID::Title::Genres"
-        for k in pick(len(items)):
-            r = items[int(k)]
-            prefix = f"{r['item_id']}::"
-            out.append(Probe(f"item-{r['item_id']}", "item", str(r["item_id"]),
-                             _ask("movies.dat", fmt, lines[max(0, k - SHOTS):k] or lines[k + 1:k + 1 + SHOTS], prefix),
-                             {"prefix": prefix, "title": r["title"], "genres": list(r.get("genres") or [])}))
+        file_probes("item", "movies.dat", "MovieID::Title::Genres", dataset.items.to_dicts(), "item_id", item_line,
+                    lambda r: {"title": r["title"], "genres": list(r.get("genres") or [])})
     if "user" in kinds:
         users = getattr(dataset, "users", None)
         if users is None or not {"gender", "age", "occupation", "zip"} <= set(users.columns):
             raise ConfigError(f"{dataset.name} has no user demographics (gender, age, occupation, zip): "
                               "drop `user` from --kinds")
-        rows = users.to_dicts()
-        lines = [f"{u['user_id']}::{u['gender']}::{u['age']}::{u['occupation']}::{u['zip']}" for u in rows]
-        fmt = "UserID::Gender::Age::Occupation::Zip-code"
-        for k in pick(len(rows)):
-            u = rows[int(k)]
-            prefix = f"{u['user_id']}::"
-            out.append(Probe(f"user-{u['user_id']}", "user", str(u["user_id"]),
-                             _ask("users.dat", fmt, lines[max(0, k - SHOTS):k] or lines[k + 1:k + 1 + SHOTS], prefix),
-                             {"prefix": prefix, **{f: u[f] for f in ("gender", "age", "occupation", "zip")}}))
+        fields = ("gender", "age", "occupation", "zip")
+        file_probes("user", "users.dat", "UserID::Gender::Age::Occupation::Zip-code", users.to_dicts(), "user_id",
+                    lambda u: "::".join(str(u[f]) for f in ("user_id", *fields)), lambda u: {f: u[f] for f in fields})
     if "interaction" in kinds:
         inter = dataset.interactions
         if "rating" not in inter.columns or inter["rating"].null_count() == inter.height:
