@@ -340,7 +340,8 @@ def test_report_draws_quality_against_latency(tmp_path):
             ScoreRow(method="random", task="ctr", n=4, kind="reference", metrics={"AUC": 0.5})]
     chart = _latency_chart(rows, "AUC", Palette(rows))
     assert chart is not None and chart[1] == 2  # two timed points, both non-zero
-    assert chart[2]["qwen"] != chart[2]["deepfm"] and chart[2]["deepfm"] == "#3c3c3c"  # references in grey
+    grey = chart[2]["deepfm"]
+    assert chart[2]["qwen"] != grey and grey[1:3] == grey[3:5] == grey[5:7] and grey == "#303030"  # references in grey, darkest first
     assert _latency_chart(rows[2:], "AUC", Palette(rows)) is None  # nothing timed: no chart
     html = write_report(rows, tmp_path).read_text()
     assert "alt='AUC vs latency'" in html and "alt='AUC'" in html

@@ -102,3 +102,27 @@ def test_console_score_table_wraps_metric_headers_instead_of_cutting_them():
     assert "…" not in text, text
     for piece in ("completion_", "tokens", "unrecognised_", "rate", "invalid_", "top1_share", "31.000", "0.250"):
         assert piece in text, (piece, text)
+
+
+def test_console_puts_beyond_accuracy_in_its_own_table_and_says_why_cells_have_no_interval_once():
+    from rich.console import Console
+
+    from recharness.metrics.registry import metric_group
+    from recharness.report.tables import to_rich
+
+    assert metric_group("HR@10 head") == "beyond accuracy" and metric_group("HR@10") == "accuracy"  # specific wins
+    assert metric_group("coverage@10") == metric_group("novelty@5") == "beyond accuracy"
+    rows = [ScoreRow(m, "sequential", {"HR@10": 0.5, "coverage@10": 0.01, "HR@10 head": 1.0}, 3, kind=k,
+                     extra={"no_interval": {"HR@10": "n too small: 3 units", "HR@10 head": "n too small: 1 unit"}})
+            for m, k in (("some-model", "model"), ("popularity", "reference"))]
+    tables = to_rich(rows)
+    assert [t.title for t in tables] == ["sequential (n = 3)", "sequential (n = 3): beyond accuracy"]
+    assert [[c.header for c in t.columns] for t in tables] == [["method", "HR@10 ↑"],
+                                                               ["method", "coverage@10", "HR@10 head ↑"]]
+    con = Console(width=100, record=True)
+    for t in tables:
+        con.print(t)
+    text = con.export_text()
+    assert "(no CI" not in text and "popularity (ref)" in text
+    assert tables[0].caption == "No interval where a column has fewer than 5 independent units: 3 units."
+    assert tables[1].caption == "No interval where a column has fewer than 5 independent units: 1 unit."

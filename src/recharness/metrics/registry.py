@@ -34,6 +34,8 @@ class Metric:
     ci: bool = True
     #: the column header's text when it is not the name
     label: str | None = None
+    #: the terminal shows a task's "beyond accuracy" columns in a table of their own (too wide together)
+    group: str = "accuracy"
 
     @property
     def arrow(self) -> str:
@@ -44,9 +46,9 @@ METRICS: Registry[Metric] = Registry("metric")
 
 
 def metric(name: str, higher_is_better: bool | None, description: str, *, lead: bool = False,
-           hidden: bool = False, ci: bool = True, label: str | None = None) -> Metric:
+           hidden: bool = False, ci: bool = True, label: str | None = None, group: str = "accuracy") -> Metric:
     """Register one metric name (or `{…}` pattern); the Metric record is also its registry metadata."""
-    m = Metric(name, higher_is_better, description, lead, hidden, ci and not hidden, label)
+    m = Metric(name, higher_is_better, description, lead, hidden, ci and not hidden, label, group)
     METRICS.add(name, m, higher_is_better=higher_is_better, description=description, lead=lead, hidden=hidden)
     return m
 
@@ -56,13 +58,12 @@ def _pattern(name: str) -> re.Pattern:
 
 
 def metric_info(name: str) -> Metric | None:
-    """The exact entry, else the first matching pattern, else None (an unregistered name)."""
+    """The exact entry, else the matching pattern with the most literal text, else None (unregistered)."""
     if name in METRICS:
         return METRICS.get(name)
-    for key in METRICS:
-        if "{" in key and _pattern(key).fullmatch(name):
-            return METRICS.get(key)
-    return None
+    # the most specific pattern wins: "HR@10 head" is "{acc} head", not "HR@{k}"
+    found = [k for k in METRICS if "{" in k and _pattern(k).fullmatch(name)]
+    return METRICS.get(max(found, key=lambda k: len(re.sub(r"\{[^}]*\}", "", k)))) if found else None
 
 
 def lead_order() -> list[str]:
@@ -79,6 +80,12 @@ def wants_ci(name: str) -> bool:
     """Whether a metric gets a confidence interval: registered, and not a count, cost or timing."""
     info = metric_info(name)
     return bool(info and info.ci)
+
+
+def metric_group(name: str) -> str:
+    """The group a column belongs to ("accuracy" unless registered otherwise, e.g. "beyond accuracy")."""
+    info = metric_info(name)
+    return info.group if info else "accuracy"
 
 
 def header(name: str) -> str:
@@ -167,17 +174,20 @@ metric("answer_latency_s", False, "mean seconds per answer as the method measure
 metric("missing", False, "samples with no prediction line", hidden=True)
 metric("latency_uncached_s", False, "mean seconds per answer not served from the cache", hidden=True)
 metric("gauc_users", None, "users with both labels among their test pairs: the users GAUC averages over", hidden=True)
+BEYOND = "beyond accuracy"
 # beyond accuracy (metrics/beyond_accuracy.py): what a ranking method recommends, for every ranking task
 # no interval: a set statistic under resampling with replacement is biased (repeated samples name fewer
 # distinct items: the percentile interval of coverage lies below its own value, of Gini above it)
 metric("coverage@{k}", None, "distinct recommended items in the top k over the catalog size (beyond accuracy)",
-       ci=False)
+       ci=False, group=BEYOND)
 metric("Gini@{k}", None, "Gini index of item exposure in the top-k lists, 0 equal to 1 concentrated (beyond accuracy)",
-       ci=False)
-metric("ARP@{k}", None, "average recommended popularity: mean training interactions of the top-k items (beyond accuracy)")
-metric("novelty@{k}", None, "mean self-information -log2 p(i) of the top-k items, p(i) from training users (beyond accuracy)")
-metric("{acc} head", True, "accuracy on samples whose target is among the 20% most interacted items")
-metric("{acc} tail", True, "accuracy on samples whose target is outside the 20% most interacted items")
+       ci=False, group=BEYOND)
+metric("ARP@{k}", None, "average recommended popularity: mean training interactions of the top-k items (beyond accuracy)",
+       group=BEYOND)
+metric("novelty@{k}", None, "mean self-information -log2 p(i) of the top-k items, p(i) from training users (beyond accuracy)",
+       group=BEYOND)
+metric("{acc} head", True, "accuracy on samples whose target is among the 20% most interacted items", group=BEYOND)
+metric("{acc} tail", True, "accuracy on samples whose target is outside the 20% most interacted items", group=BEYOND)
 # order sensitivity (LLMRec direct with --option orders=K)
 metric("NDCG@10 order spread", False, "population std of NDCG@10 across the K candidate orders (order sensitivity)",
        ci=False)

@@ -202,26 +202,56 @@ def wrap_header(text: str, width: int = 12) -> str:
 
 
 def to_rich(rows: list[ScoreRow]) -> list:
-    """One rich Table per task, for the terminal (Markdown wraps badly there)."""
-    from rich.table import Table
+    """Rich Tables for the terminal (Markdown wraps badly there): per task, one of its accuracy, validity
+    and cost columns and, when it has them, one of its beyond-accuracy columns (together they are too wide
+    for a terminal and every name would fold)."""
+    from recharness.metrics.registry import metric_group
 
     tables = []
     for task in dict.fromkeys(r.task for r in rows):
         trs = [r for r in rows if r.task == task]
-        cols = columns(trs)
         n = max((r.coverage or {}).get("of", r.n) for r in trs)
-        t = Table(title=f"{task} (n = {n})", title_justify="left")
-        t.add_column("method", overflow="fold", min_width=12)  # a method's name is never cut: it wraps
-        for c in cols:  # a metric's header is never cut: it wraps after its underscores (else folds)
-            t.add_column(escape(wrap_header(header(c))), justify="right", overflow="fold")
-        for r, cs in zip(trs, cells(trs, cols)):
-            name = escape(display_name(r))
-            t.add_row(name, *(f"[bold]{text}[/]" if top else text for text, top in cs))
-        note = ci_note(trs)
-        if note:
-            t.caption, t.caption_justify = note, "left"
-        tables.append(t)
+        groups: dict[str, list[str]] = {"accuracy": []}
+        for c in columns(trs):
+            groups.setdefault(metric_group(c), []).append(c)
+        for group, cols in groups.items():
+            if cols or group == "accuracy":
+                title = f"{task} (n = {n})" + ("" if group == "accuracy" else f": {group}")
+                tables.append(_rich_table(trs, cols, title))
     return tables
+
+
+_NO_CI = re.compile(r" \(no CI: ([^)]*)\)$")
+
+
+def _rich_table(rows: list[ScoreRow], cols: list[str], title: str):
+    """One terminal table; why cells have no interval ("3 units") is said once, under it, not in each cell."""
+    from rich.table import Table
+
+    from recharness.metrics.bootstrap import MIN_UNITS
+
+    cs = cells(rows, cols)
+    why: dict[str, list[str]] = {}  # "3 units" → the columns whose cells say so
+    for line in cs:
+        for c, (text, _) in zip(cols, line):
+            if (m := _NO_CI.search(text)) and c not in why.setdefault(m.group(1), []):
+                why[m.group(1)].append(c)
+    t = Table(title=title, title_justify="left")
+    names = [escape(display_name(r)) for r in rows]
+    t.add_column("method", overflow="fold", min_width=min(18, max(12, *map(len, names))))  # wraps, never cut
+    for c in cols:  # a metric's header is never cut: it wraps after its underscores (else folds)
+        t.add_column(escape(wrap_header(header(c))), justify="right", overflow="fold")
+    for name, line in zip(names, cs):
+        t.add_row(name, *(f"[bold]{_NO_CI.sub('', text)}[/]" if top else _NO_CI.sub("", text) for text, top in line))
+    notes = []
+    if why:
+        by = "; ".join(f"{k} ({', '.join(v)})" if len(why) > 1 else k for k, v in why.items())
+        notes.append(f"No interval where a column has fewer than {MIN_UNITS} independent units: {by}.")
+    if note := ci_note(rows):
+        notes.append(note)
+    if notes:
+        t.caption, t.caption_justify = " ".join(notes), "left"
+    return t
 
 
 def write_scores(rows: list[ScoreRow], out: Path, extra_md: str | None = None) -> dict[str, Path]:
