@@ -27,6 +27,7 @@ from pathlib import Path
 from recharness.core.io import atomic_write_text, read_jsonl
 from recharness.core.rundir import RunDir
 from recharness.core.types import ScoreRow
+from recharness.report import fairness
 from recharness.report.tables import cells, ci_note, columns, display_name, finetune_label, fmt, header, value_text
 
 e = html.escape
@@ -799,9 +800,10 @@ def _page(title: str, body: list[str]) -> str:
             + "\n</body></html>")
 
 
-def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5, sections: dict[str, str] | None = None) -> Path:
+def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5, sections: dict[str, str] | None = None,
+                 memorization: Path | None = None) -> Path:
     """report.html of a run directory. `sections`: extra titled blocks of preformatted text (e.g. a
-    suite's paper-layout tables)."""
+    suite's paper-layout tables); `memorization`: probe results to show beside accuracy (report.fairness)."""
     out = Path(out)
     info = {}
     rd = RunDir(out)
@@ -812,10 +814,15 @@ def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5, sections:
     title = f"recharness report: {suite} on {info.get('dataset')}" if suite else "recharness report"
     parts = [f"<h1>{e(title)}</h1><p><code>{e(display_path(out))}</code></p>"]
     palette = Palette(rows)
+    heads = {}
     for task in dict.fromkeys(r.task for r in rows):
-        parts += task_section([r for r in rows if r.task == task], suite, task, palette=palette)
+        trs = [r for r in rows if r.task == task]
+        parts += task_section(trs, suite, task, palette=palette)
+        heads[task] = headline_metric(suite, task, columns(trs))
+        parts += fairness.task_parts(trs, heads[task], palette, samples)  # popularity bias, order sensitivity
     for name, text in (sections or {}).items():
         parts.append(f"<h2>{e(name)}</h2>" + markdown_html(text))
+    parts += fairness.memorization_parts(out, rows, info.get("dataset"), heads, memorization)
     parts += training_section(out, palette)
     parts += invalid_section(out, samples)
     parts += examples_section(out, samples, n_examples, titles=_catalog_titles(info.get("dataset")))

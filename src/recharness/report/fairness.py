@@ -1,0 +1,370 @@
+"""What accuracy alone hides, in report.html beside the score tables: popularity bias, order
+sensitivity and memorization.
+
+A recommender can be accurate by recommending what everyone watches, an LLM's ranking can depend on
+where the target stands in the prompt, and an LLM can "recommend" an item because it has read the
+dataset. Each section is shown only where the run carries what it needs, and says nothing otherwise:
+
+- **accuracy vs popularity bias** (a task whose rows have `ARP@10`, `metrics/beyond_accuracy.py`): the
+  task's headline metric against ARP@10 per method, and the beyond-accuracy columns side by side;
+- **order sensitivity** (LLMRec direct built with `--option orders=K`): each method's `NDCG@10 order
+  spread` and its HR@1 by the target's candidate position (`target at p: HR@1`), against the
+  expected HR@1 of a random ranker;
+- **memorization beside accuracy** (a `recharness probe memorization` result named as a method of the
+  run): the probe's coverages and the task's headline metric re-scored by the task's own `score` and
+  `units` on the samples whose target the model reproduced vs the others.
+
+report.html imports this module (`write_report`'s hook), never the other way round (no import cycle):
+the page's palette and each task's headline metric are handed in.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+import re
+from collections import Counter
+from pathlib import Path
+
+from recharness.core.types import ScoreRow
+from recharness.report.tables import display_name, fmt, header, value_text
+
+e = html.escape
+
+ARP = "ARP@10"
+#: the beyond-accuracy columns of the popularity table, after the accuracy metric and head / tail accuracy
+BEYOND = ("coverage@10", "Gini@10", ARP, "novelty@10")
+SPREAD = "NDCG@10 order spread"
+_AT = re.compile(r"^target at (\d+): HR@1$")
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _chart(fig, alt: str, caption: str, nonzero: int, colours: dict[str, str]) -> str:
+    """A matplotlib figure as an inline PNG figure, with the marks and colours the page's checks read
+    (the same attributes report.html's other charts carry)."""
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    plt.close(fig)
+    img = base64.b64encode(buf.getvalue()).decode()
+    return (f"<figure data-nonzero='{nonzero}' data-colours='{e(json.dumps(colours, sort_keys=True))}'>"
+            f"<img alt='{e(alt)}' src='data:image/png;base64,{img}'><figcaption>{e(caption)}</figcaption></figure>")
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _marker(row: ScoreRow, palette) -> str:
+    """Models as circles, references each in its own marker (they share greys), as on the latency chart."""
+    return "o" if row.kind != "reference" else palette.style(row.method)["marker"]
+
+
+def _table(head: list[str], body: list[list[str]]) -> str:
+    """A plain table of already-formatted cells (every cell escaped here)."""
+    return ("<div class='scroll'><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>"
+            + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in body) + "</table></div>")
+
+
+def task_parts(rows: list[ScoreRow], key: str | None, palette, samples: list[dict]) -> list[str]:
+    """The popularity-bias and order-sensitivity sections of one task (`rows` all of that task, `key` its
+    headline metric, `samples` the run's samples), each [] where the rows do not carry it."""
+    return popularity_parts(rows, key, palette) + order_parts(rows, palette, samples)
+
+
+# ------------------------------------------------------------------ accuracy vs popularity bias
+
+
+def popularity_parts(rows: list[ScoreRow], key: str | None, palette) -> list[str]:
+    """The task's headline metric against ARP@10, one point per method, and the beyond-accuracy table;
+    [] when fewer than two methods carry both (one point shows no trade-off)."""
+    from recharness.metrics.registry import metric_info
+
+    info = metric_info(key) if key else None
+    if not (info and info.higher_is_better and info.group == "accuracy"):  # e.g. no NDCG@10 with 4 candidates
+        return []
+    pts = [r for r in rows if _number(r.metrics.get(ARP)) and _number(r.metrics.get(key))]
+    if len(pts) < 2:
+        return []
+    task = rows[0].task
+    head = next((m for r in pts for m in r.metrics if m.endswith(" head")), None)
+    cols = [key] + [c for c in (head, head and head.removesuffix(" head") + " tail", *BEYOND)
+                    if c and any(c in r.metrics for r in pts)]
+    body = [[display_name(r)] + [value_text(r, c) for c in cols] for r in pts]
+    return [f"<h3>{e(task)}: accuracy against popularity bias</h3>",
+            "<div class='charts'>" + _popularity_chart(pts, key, palette) + "</div>",
+            _table(["method"] + [header(c) for c in cols], body),
+            "<p class='note'><small>ARP@10 (average recommended popularity) = the mean number of training "
+            "interactions of a method's top-10 items: further right, more popular items. A method high and to the "
+            "left is accurate without leaning on what everyone has seen; head / tail = accuracy on samples whose "
+            "target is among the 20% most interacted items / the rest. Coverage and Gini have no interval (a "
+            "bootstrap of a set statistic is biased).</small></p>"]
+
+
+def _popularity_chart(pts: list[ScoreRow], key: str, palette) -> str:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    xs = [r.metrics[ARP] for r in pts]
+    bars = False
+    for r in pts:
+        x, y, colour = r.metrics[ARP], r.metrics[key], palette(r)
+        cx, cy = r.ci.get(ARP), r.ci.get(key)
+        if cx or cy:  # the 95% intervals, in the method's colour
+            bars = True
+            _, caps, lines = ax.errorbar([x], [y], xerr=[[x - cx["lo"]], [cx["hi"] - x]] if cx else None,
+                                         yerr=[[y - cy["lo"]], [cy["hi"] - y]] if cy else None, fmt="none",
+                                         ecolor=colour, elinewidth=1.2, capsize=3, clip_on=False)
+            for a in (*caps, *lines):  # whole pixels in the method's colour, no lighter antialiased twin
+                a.set_antialiased(False)
+        ax.scatter([x], [y], color=colour, s=64, marker=_marker(r, palette), label=display_name(r),
+                   edgecolors="#222", linewidths=.4, clip_on=False, zorder=3)
+    if min(xs) > 0 and max(xs) / min(xs) > 10:
+        ax.set_xscale("log")
+    ax.margins(x=0.08, y=0.1)
+    ys = [r.metrics[key] for r in pts] + [r.ci[key][b] for r in pts if key in r.ci for b in ("lo", "hi")]
+    if min(ys) >= 0:  # no negative accuracy on the axis (an all-zero column is drawn on [0, 1])
+        ax.set_ylim(0, None if max(ys) > 0 else 1)
+    scale = ", log scale" if ax.get_xscale() == "log" else ""
+    ax.set_xlabel(f"ARP@10: mean training interactions of the top-10 items{scale}")
+    ax.set_ylabel(header(key))
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
+    ax.grid(alpha=.3)
+    fig.tight_layout()
+    caption = (f"{header(key)} against popularity bias (ARP@10), one point per method"
+               + ("; bars: 95% intervals" if bars else ""))
+    return _chart(fig, f"{key} vs ARP@10", caption, sum(1 for r in pts if r.metrics[key] or r.metrics[ARP]),
+                  {r.method: palette(r) for r in pts})
+
+
+# ------------------------------------------------------------------ order sensitivity
+
+
+def positions(row: ScoreRow) -> dict[int, float]:
+    """{candidate position (1-based): HR@1 over the samples whose target stood there} of one row."""
+    return {int(m.group(1)): v for k, v in row.metrics.items() if (m := _AT.match(k)) and _number(v)}
+
+
+def order_parts(rows: list[ScoreRow], palette, samples: list[dict]) -> list[str]:
+    """Order spread and HR@1 by the target's position per method; [] unless the task was built with several
+    candidate orders. Rows aggregated over the orders (Borda) have one ranking per user: no spread, left out."""
+    own = [r for r in rows if _number(r.metrics.get(SPREAD)) and positions(r) and not r.extra.get("derived_from")]
+    if not own:
+        return []
+    task = rows[0].task
+    ts = [s for s in samples if s.get("task") == task and "target_position" in s]
+    n_at = Counter(int(s["target_position"]) for s in ts)
+    sizes = {len(s.get("candidates") or []) for s in ts}
+    n_cand = sizes.pop() if len(sizes) == 1 else None
+    ks = {int(r.metrics["orders"]) for r in own if _number(r.metrics.get("orders"))}
+    where = sorted({p for r in own for p in positions(r)})
+    spread = _table(["method", "candidate orders", header(SPREAD)],
+                    [[display_name(r), fmt(int(r.metrics["orders"])) if _number(r.metrics.get("orders")) else "–",
+                      fmt(r.metrics[SPREAD])] for r in own])
+    by_pos = _table(["target at position", "samples"] + [display_name(r) for r in own],
+                    [[str(p), str(n_at[p]) if n_at else "–"] + [fmt(positions(r).get(p)) for r in own] for p in where])
+    random_hr1 = f" A random ranker's expected HR@1 is 1/{n_cand} = {fmt(1 / n_cand)} (the dotted line)." \
+        if n_cand else ""
+    derived = [r for r in rows if r.extra.get("derived_from") and _number(r.metrics.get(SPREAD))]
+    return [f"<h3>{e(task)}: order sensitivity</h3>",
+            f"<p>Each user was asked under {'/'.join(map(str, sorted(ks))) or 'several'} orders of the same "
+            "candidates, the target's position balanced over the orders. The order spread is the standard deviation "
+            "of NDCG@10 across the orders (0 = the same quality whatever the order).</p>",
+            spread,
+            "<div class='charts'>" + _position_chart(own, where, n_cand, palette) + "</div>",
+            f"<p>HR@1 by the target's position among the candidates: a flat line means no position bias (the top "
+            f"answer does not depend on where the target is shown); a line falling from left to right means the "
+            f"method favours candidates shown first.{random_hr1} Each position rests on the samples counted "
+            f"beside it: with few, read small differences as noise.</p>",
+            by_pos]\
+        + ([f"<p class='note'><small>{e(', '.join(display_name(r) for r in derived))}: one ranking per user "
+            "aggregated over the orders (Borda), so no order spread or position bias of its own; its accuracy is "
+            "in the table above.</small></p>"] if derived else [])
+
+
+def _position_chart(rows: list[ScoreRow], where: list[int], n_cand: int | None, palette) -> str:
+    from matplotlib.ticker import MaxNLocator
+
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for r in rows:
+        pos = positions(r)
+        xs = [p for p in where if p in pos]
+        # not antialiased: where two methods' lines meet (HR@1 = 0 is common) neither turns into a blend of both
+        ax.plot(xs, [pos[p] for p in xs], color=palette(r), label=display_name(r), linewidth=1.6, markersize=6,
+                clip_on=False, antialiased=False, **palette.style(r.method))
+    if n_cand:
+        ax.axhline(1 / n_cand, color="#000000", linestyle=":", linewidth=1.2, label=f"random ranker (1/{n_cand})")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("target's position among the candidates")
+    ax.set_ylabel("HR@1")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
+    ax.grid(alpha=.3)
+    fig.tight_layout()
+    return _chart(fig, "HR@1 by target position", "HR@1 by the target's candidate position (position bias)",
+                  sum(1 for r in rows for v in positions(r).values() if v), {r.method: palette(r) for r in rows})
+
+
+# ------------------------------------------------------------------ memorization beside accuracy
+
+
+def probe_results(path: Path | None, dataset: str | None) -> list[tuple[str, dict]]:
+    """(name, result) of the memorization probe results at `path` (one `NAME.json` or a folder of them) or,
+    without one, in the probe's default folder for `dataset` (<data home>/runs/probe-memorization/DATASET,
+    where `recharness probe memorization` writes). Results of another dataset and files that are no probe
+    result are left out; a `path` that does not exist is an error (a default folder that does not, is none)."""
+    from recharness.core.errors import ConfigError
+    from recharness.core.paths import runs_dir
+
+    if path is not None:
+        path = Path(path)
+        if not path.exists():
+            raise ConfigError(f"--memorization {path}: no such file or folder (a `recharness probe memorization` "
+                              "result NAME.json, or the folder holding them)")
+    elif dataset:
+        path = runs_dir() / "probe-memorization" / dataset
+    if path is None or not path.exists():
+        return []
+    files = sorted(path.glob("*.json")) if path.is_dir() else [path]
+    out = []
+    for f in files:
+        try:
+            res = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(res, dict) or not isinstance(res.get("kinds"), dict):
+            continue
+        if dataset and res.get("dataset") not in (None, dataset):
+            continue
+        out.append((f.stem, res))
+    return out
+
+
+def _coverage_text(c: dict | None) -> str:
+    if not c or not _number(c.get("value")):
+        return "–"
+    return f"{fmt(c['value'])} [{fmt(c['lo'])}, {fmt(c['hi'])}] ({c.get('hits')}/{c.get('n')})"
+
+
+def _split_text(part: dict) -> str:
+    if not part.get("n"):
+        return "–"
+    if _number(part.get("lo")):
+        return f"{fmt(part['value'])} [{fmt(part['lo'])}, {fmt(part['hi'])}]"
+    return f"{fmt(part.get('value'))}" + (f" ({part['why']})" if part.get("why") else "")
+
+
+def subset_score(task, samples: list[dict], recs: dict[str, dict], metric: str, *, resamples: int,
+                 seed: int) -> dict:
+    """`metric` of `task` on `samples` by the task's own `score`, with the 95% interval its `units` give
+    (resampled as the score stage does; none below MIN_UNITS independent units): {n, value, lo, hi | why}."""
+    import numpy as np
+
+    from recharness.metrics.bootstrap import MIN_UNITS, percentile_ci
+    from recharness.metrics.registry import wants_ci
+
+    if not samples:
+        return {"n": 0}
+    out = {"n": len(samples), "value": task.score(samples, recs).get(metric)}
+    units = (task.units(samples, recs) or {}).get(metric) if wants_ci(metric) and resamples else None
+    if units is None:
+        return out
+    k = units.independent_support()
+    if k < MIN_UNITS:
+        out["why"] = f"no CI: {k} unit{'s' if k != 1 else ''}"
+        return out
+    ci = percentile_ci(np.concatenate([units.replicates(w) for w in units.counts(resamples, seed)]))
+    if ci:
+        out.update(lo=ci[0], hi=ci[1])
+    return out
+
+
+def memorized_split(out: Path, rows: list[ScoreRow], memorized: dict[str, set[str]], heads: dict[str, str | None]
+                    ) -> list[dict]:
+    """Per row of `rows` (model rows; `memorized` by predictions-file name) and task whose samples have a
+    `target`: the task's headline metric on the samples (those the row was scored on) whose target is
+    memorized vs the others, re-scored from the predictions by the task itself."""
+    from recharness.metrics.bootstrap import DEFAULT_RESAMPLES
+    from recharness.runner.imported import as_given_samples
+    from recharness.runner.pipeline import methods_by_task
+
+    row_of = {(r.method, r.task): r for r in rows}
+    st = next((r.extra["ci_settings"] for r in rows if r.extra.get("ci_settings")), {})
+    resamples, seed = int(st.get("resamples", DEFAULT_RESAMPLES)), int(st.get("seed", 0))
+    found = []
+    for t, task, task_samples, methods in methods_by_task(out, references=False, only=set(memorized)):
+        key = heads.get(t)
+        for name, _, recs, extra in methods:
+            row = row_of.get((name, t))
+            mem = memorized.get(extra.get("derived_from") or name)
+            if row is None or key is None or mem is None:
+                continue
+            samples = task_samples if row.coverage is None else [s for s in task_samples if s["id"] in recs]
+            samples = as_given_samples(samples, recs)  # an import scored against its own targets
+            if not samples or any(s.get("target") is None for s in samples):
+                continue
+            parts = {"memorized": [s for s in samples if str(s["target"]) in mem],
+                     "other": [s for s in samples if str(s["target"]) not in mem]}
+            found.append({"row": row, "task": t, "metric": key,
+                          **{k: subset_score(task, v, recs, key, resamples=resamples, seed=seed)
+                             for k, v in parts.items()}})
+    return found
+
+
+def memorization_parts(out: Path, rows: list[ScoreRow], dataset: str | None, heads: dict[str, str | None],
+                       path: Path | None = None) -> list[str]:
+    """The probe results named as methods of the run (a predictions file's name; its derived rows too) beside
+    their accuracy; [] when none is."""
+    from recharness.core.errors import RecharnessError
+
+    matched = []
+    for name, res in probe_results(path, dataset):
+        own = [r for r in rows if r.kind == "model" and name in (r.method, r.extra.get("derived_from"))]
+        if own:
+            matched.append((name, res, own))
+    if not matched:
+        return []
+    kinds = [("item", "title", "item coverage (title)"), ("item", "full", "item (title and genres)"),
+             ("user", "full", "user coverage"), ("interaction", "full", "interaction coverage")]
+    body = [[name] + [_coverage_text(res["kinds"].get(k, {}).get(rule)) for k, rule, _ in kinds]
+            for name, res, _ in matched]
+    parts = ["<h2>Memorization beside accuracy</h2>",
+             "<p>What the model reproduces of the dataset's own files (<code>recharness probe memorization</code>): "
+             "the share of probed ids answered exactly, with its exact 95% interval and hits / probed.</p>",
+             _table(["method"] + [h for *_, h in kinds], body)]
+    memorized = {name: {str(i) for i in res["memorized_items"]} for name, res, _ in matched
+                 if isinstance(res.get("memorized_items"), list)}
+    if not memorized:
+        return parts
+    try:
+        split = memorized_split(out, [r for _, _, own in matched for r in own], memorized, heads)
+    except RecharnessError as ex:  # a moved run without its dataset, an edited predictions file: said, not hidden
+        return parts + [f"<p class='note'><small>No accuracy split: {e(str(ex))}</small></p>"]
+    if not split:
+        return parts
+    parts.append(_table(["method", "task", "metric", "memorized targets", "value [95% interval]", "other targets",
+                         "value [95% interval]"],
+                        [[display_name(x["row"]), x["task"], header(x["metric"]), str(x["memorized"]["n"]),
+                          _split_text(x["memorized"]), str(x["other"]["n"]), _split_text(x["other"])] for x in split]))
+    asked = "; ".join(f"{name}: {res['kinds']['item']['title'].get('n')} items asked (limit {res.get('limit')}, "
+                      f"seed {res.get('seed')})" for name, res, _ in matched
+                      if name in memorized and (res["kinds"].get("item") or {}).get("title"))
+    parts.append("<p>Memorized targets: samples whose target item the model reproduced (its title) in the probe. "
+                 "<b>Higher accuracy on memorized targets than on the others suggests recall rather than "
+                 "recommendation</b>: the model may name the item because it has read the dataset, not because "
+                 "it fits the user. Memorized items are often popular ones, which any recommender hits more "
+                 "often: compare with the head / tail accuracy of the references above. \"Other\" targets include "
+                 f"items the probe never asked about{' (' + e(asked) + ')' if asked else ''}.</p>")
+    return parts
