@@ -327,3 +327,21 @@ def test_default_probe_folder_and_other_datasets(memo_run, monkeypatch, tmp_path
     assert "Memorization beside accuracy" not in page
     with pytest.raises(Exception, match="no such file or folder"):
         html.write_report(load_scores(out), out, memorization=tmp_path / "missing")
+
+
+def test_report_command_takes_memorization(memo_run):
+    """`recharness report SUITE -o RUN --memorization PATH`: the section from those results; a PATH that does not
+    exist is one error line, exit code 2."""
+    import subprocess
+    import sys
+
+    out, _, probes, _ = memo_run
+    run = lambda *extra: subprocess.run([sys.executable, "-m", "recharness", "report", "llmrec", "-o", str(out),  # noqa: E731
+                                         *extra], capture_output=True, text=True, timeout=300)
+    p = run("--memorization", str(probes / "llm-b.json"))
+    assert p.returncode == 0, p.stderr
+    page = RunDir(out).report_html.read_text(encoding="utf-8")
+    assert "<tr><td>llm-b</td><td>direct</td><td>NDCG@10 ↑</td><td>2</td><td>0.250 (no CI: 2 units)</td>" in page
+    assert "<tr><td>llm-a</td>" not in page.split("<h2>Memorization beside accuracy</h2>")[1].split("<h2>")[0]
+    p = run("--memorization", str(probes / "missing.json"))
+    assert p.returncode == 2 and p.stderr.strip().startswith("error: --memorization"), p.stderr

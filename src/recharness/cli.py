@@ -561,6 +561,7 @@ def report(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Run directory; with --runs: where leaderboard.html/.csv go (default: <data home>/runs/leaderboard).")] = None,
     runs: Annotated[list[str] | None, typer.Option("--runs", help="Merge these run directories (or globs, or folders holding runs) into one leaderboard page and CSV; repeat it.")] = None,
     examples: Annotated[int, typer.Option("--examples", min=0, help="Example answers shown per model and task.")] = 5,
+    memorization: Annotated[Path | None, typer.Option("--memorization", help="A `recharness probe memorization` result (NAME.json) or a folder of them, shown beside the accuracy of the method of the same name (default: <data home>/runs/probe-memorization/DATASET of the run's dataset).")] = None,
 ):
     """Write report.html (tables with intervals, charts per task, invalid answers, example answers, what was
     run) from the scores; with --runs, one leaderboard over several runs."""
@@ -583,7 +584,8 @@ def report(
     d = _run_dir(suite, dataset, out)
     rows = load_scores(d)
     md = _paper_tables(suite, rows, d)
-    path = write_report(rows, d, n_examples=examples, sections={"In the paper's layout": md} if md else None)
+    path = write_report(rows, d, n_examples=examples, sections={"In the paper's layout": md} if md else None,
+                        memorization=memorization)
     out_console.print(f"report → {path}", markup=False, highlight=False)
 
 

@@ -354,8 +354,8 @@ def memorization_parts(out: Path, rows: list[ScoreRow], dataset: str | None, hea
         return parts + [f"<p class='note'><small>No accuracy split: {e(str(ex))}</small></p>"]
     if not split:
         return parts
-    parts.append(_table(["method", "task", "metric", "memorized targets", "value [95% interval]", "other targets",
-                         "value [95% interval]"],
+    parts.append(_table(["method", "task", "metric", "memorized targets (n)", "value [95% interval]",
+                         "other targets (n)", "value [95% interval]"],
                         [[display_name(x["row"]), x["task"], header(x["metric"]), str(x["memorized"]["n"]),
                           _split_text(x["memorized"]), str(x["other"]["n"]), _split_text(x["other"])] for x in split]))
     asked = "; ".join(f"{name}: {res['kinds']['item']['title'].get('n')} items asked (limit {res.get('limit')}, "
