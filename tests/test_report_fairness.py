@@ -336,8 +336,10 @@ def test_report_command_takes_memorization(memo_run):
     import sys
 
     out, _, probes, _ = memo_run
-    run = lambda *extra: subprocess.run([sys.executable, "-m", "recharness", "report", "llmrec", "-o", str(out),  # noqa: E731
-                                         *extra], capture_output=True, text=True, timeout=300)
+    def run(*extra):
+        return subprocess.run([sys.executable, "-m", "recharness", "report", "llmrec", "-o", str(out), *extra],
+                              capture_output=True, text=True, timeout=300)
+
     p = run("--memorization", str(probes / "llm-b.json"))
     assert p.returncode == 0, p.stderr
     page = RunDir(out).report_html.read_text(encoding="utf-8")

@@ -173,7 +173,8 @@ def order_parts(rows: list[ScoreRow], palette, samples: list[dict]) -> list[str]
                     [[display_name(r), fmt(int(r.metrics["orders"])) if _number(r.metrics.get("orders")) else "–",
                       fmt(r.metrics[SPREAD])] for r in own])
     by_pos = _table(["target at position", "samples"] + [display_name(r) for r in own],
-                    [[str(p), str(n_at[p]) if n_at else "–"] + [fmt(positions(r).get(p)) for r in own] for p in where])
+                    [[str(p), str(n_at[p]) if n_at else "–"] + [fmt(positions(r).get(p)) for r in own]
+                     for p in where])
     random_hr1 = f" A random ranker's expected HR@1 is 1/{n_cand} = {fmt(1 / n_cand)} (the dotted line)." \
         if n_cand else ""
     derived = [r for r in rows if r.extra.get("derived_from") and _number(r.metrics.get(SPREAD))]
