@@ -157,13 +157,24 @@ class Baseline(ABC):
         one (items, beams, invalid, top1_invalid)."""
         raise ValueError(f"{self.name} does not answer target-rank requests (target_ranks)")
 
+    def top_ks(self, queries: Sequence[RankQuery], k: int) -> list[list[str]]:
+        """Per query (target, history, user): the `k` best items not in the history, best first (what
+        beyond-accuracy metrics read); the target plays no part."""
+        raise ValueError(f"{self.name} does not answer top-k requests (top_ks)")
+
+    def target_ranks_and_tops(self, queries: Sequence[RankQuery], k: int) -> list[dict]:
+        """`target_ranks` with each answer's top-`k` list beside its rank (`"top"`); a model that scores
+        every item once for both overrides it (SASRec, SID-SASRec, the history scorers)."""
+        tops = self.top_ks(queries, k)
+        return [{**r, "top": t} for r, t in zip(self.target_ranks(queries), tops, strict=True)]
+
 
 class Ranker(Baseline):
     """A baseline that ranks items. Its request kinds: `rank` (given candidates in its order),
     `top_k` (the k best items not excluded), `target_rank` (a target's rank in its whole order,
     history removed; None: an item it never ranks) and, where it has one, `p_click` (a click score
-    per user-item pair); `target_ranks` and `p_clicks` are the batched kinds every baseline may
-    answer (here: one call per query). Each task turns these into its own records (`Task.reference_answer`),
+    per user-item pair); `target_ranks`, `top_ks` and `p_clicks` are the batched kinds every baseline
+    may answer (here: one call per query). Each task turns these into its own records (`Task.reference_answer`),
     passing the user (`user=`) and the history the sample shows (`history=`): personalised rankers
     (`HistoryScorer`) score from them, non-personalised ones ignore them."""
 
@@ -183,6 +194,9 @@ class Ranker(Baseline):
 
     def target_ranks(self, queries: Sequence[RankQuery]) -> list[dict]:
         return [{"rank": self.target_rank(t, list(h), user=u)} for t, h, u in queries]
+
+    def top_ks(self, queries: Sequence[RankQuery], k: int) -> list[list[str]]:
+        return [self.top_k(k, exclude=set(h), user=u, history=list(h)) for _, h, u in queries]
 
     def target_rank(self, target: str, history: list[str], *, user: str | None = None) -> int | None:
         """The target's 1-based rank among all items not in `history` (None: never ranked)."""

@@ -174,6 +174,24 @@ class HistoryScorer(Ranker):
         keep[t] = True
         return int(np.count_nonzero(self._ahead(s, t) & keep)) + 1
 
+    def target_ranks_and_tops(self, queries, k: int) -> list[dict]:
+        """`target_rank` and `top_k` (history excluded) from one `scores` call per query."""
+        out = []
+        for target, history, user in queries:
+            history = list(history)
+            s = self.scores(self._history(user, history))
+            keep = np.ones(len(self.items), dtype=bool)
+            keep[[self.code[i] for i in history if i in self.code]] = False
+            top = [self.items[j] for j in self._order(s, keep)[:k]]
+            t = self.code.get(target)
+            if t is None:
+                rank = None
+            else:
+                keep[t] = True
+                rank = int(np.count_nonzero(self._ahead(s, t) & keep)) + 1
+            out.append({"rank": rank, "top": top})
+        return out
+
     def p_click(self, sample: dict) -> float:
         """The item's place in the user's full-catalog order as a score in [0, 1] (1 = first): comparable
         across users for AUC, a ranking score and not a calibrated probability (its logloss means little)."""

@@ -27,7 +27,8 @@ return value stops training there (the epoch in progress is validated and logged
 
 Prediction: the target's rank over the whole catalog with the history's items removed
 (`metrics.full_ranking.target_ranks`), `{"rank": r}` as `recbench.seqrec` scores it; an unknown
-target is not ranked (None).
+target is not ranked (None). `target_ranks_and_tops` adds the top-k list from the same scores
+(`{"rank": r, "top": [...]}`: seqrec's beyond-accuracy metrics read it).
 
 Saved as a directory: `model.pt` (state dict, read back with `weights_only=True`) and `config.json`
 (settings, the item vocabulary, the fit log with samples/s), never a pickled object. Memory: a
@@ -115,6 +116,21 @@ class SASRecNet(nn.Module):
     def item_vectors(self) -> torch.Tensor:
         """(n_items, hidden): the output vectors, i.e. the item table without the padding row."""
         return self.item.weight[1:]
+
+
+def top_indices(scores: np.ndarray, k: int, exclude: Sequence[np.ndarray]) -> list[list[int]]:
+    """Per row of (rows, items) scores, the `k` best column indices not in that row's `exclude`, best
+    first, ties as `metrics.full_ranking.target_ranks` breaks them (a stable sort by descending score:
+    the lower index first; NaN last), so the target's place in the list is its rank."""
+    s = np.asarray(scores, dtype=np.float64)
+    s = np.where(np.isnan(s), -np.inf, s)
+    order = np.argsort(-s, axis=1, kind="stable")
+    out = []
+    for row, ex in zip(order, exclude):
+        ex = np.asarray(ex, dtype=np.int64)
+        head = row[: k + len(ex)]  # enough to hold k items the history does not take
+        out.append(head[~np.isin(head, ex)][:k].tolist())
+    return out
 
 
 def right_padded(rows: list[list[int]], width: int) -> np.ndarray:
@@ -288,14 +304,20 @@ class SASRec(Baseline):
 
     # ------------------------------------------------------------ predicting
 
-    @torch.inference_mode()
     def _ranks(self, hist: list[list[int]], target: list[int]) -> np.ndarray:
         """Full-catalog rank of each target code after its history (history removed); inf for code 0."""
+        return self._predict(hist, target)[0]
+
+    @torch.inference_mode()
+    def _predict(self, hist: list[list[int]], target: list[int], k: int = 0) -> tuple[np.ndarray, list[list[int]]]:
+        """`_ranks`, and with `k` > 0 each row's `k` best item codes (history removed, ties as the ranks
+        break them: `top_indices`) from the same scores; [] per row for k = 0."""
         net = self.net
         was_training = net.training
         net.eval()
         n_items = len(self.items)
         ranks = np.full(len(hist), np.inf)
+        tops: list[list[int]] = []
         step = max(1, min(1024, 2**24 // max(1, n_items)))
         vectors = net.item_vectors()
         for a in range(0, len(hist), step):
@@ -308,11 +330,14 @@ class SASRec(Baseline):
             known = t > 0
             if known.any():
                 r = target_ranks(scores[known], t[known] - 1, [np.asarray(h, dtype=np.int64) - 1
-                                                               for h, k in zip(hist[a:a + step], known) if k])
+                                                               for h, kn in zip(hist[a:a + step], known) if kn])
                 ranks[a:a + step][known] = r
+            if k > 0:
+                tops += [[int(j) + 1 for j in row]
+                         for row in top_indices(scores, k, [np.asarray(h, dtype=np.int64) - 1 for h in hist[a:a + step]])]
         if was_training:
             net.train()
-        return ranks
+        return ranks, tops if k > 0 else [[] for _ in hist]
 
     def target_ranks(self, queries: Sequence[RankQuery]) -> list[dict]:
         """The targets' full-catalog ranks, history removed, scored in batches."""
@@ -323,6 +348,21 @@ class SASRec(Baseline):
         with threads(1 if len(queries) < SMALL_BATCH else self.threads):
             ranks = self._ranks(hist, target)
         return [{"rank": int(r) if np.isfinite(r) else None} for r in ranks]
+
+    def top_ks(self, queries: Sequence[RankQuery], k: int) -> list[list[str]]:
+        """Each query's `k` best items after its history (history removed), scored in batches."""
+        return [a["top"] for a in self.target_ranks_and_tops(queries, k)]
+
+    def target_ranks_and_tops(self, queries: Sequence[RankQuery], k: int) -> list[dict]:
+        """`target_ranks` with each query's top-`k` list (`"top"`), from one scoring of the catalog."""
+        if self.net is None:
+            raise ValueError(f"{self.name} predicts only once fitted (or loaded)")
+        hist = [self._encode(h) for _, h, _ in queries]
+        target = [self.code.get(t, 0) for t, _, _ in queries]
+        with threads(1 if len(queries) < SMALL_BATCH else self.threads):
+            ranks, tops = self._predict(hist, target, k)
+        return [{"rank": int(r) if np.isfinite(r) else None, "top": [self.items[c - 1] for c in top]}
+                for r, top in zip(ranks, tops)]
 
     # ------------------------------------------------------------ persistence
 

@@ -29,7 +29,8 @@ Decoding (the paper's "·CBS" and its plain counterpart), per test sample:
 In both, the user's history items are masked at the last code (`cbs.forbid_paths`), as every
 method's ranking excludes them, so no beam is spent on them. The ranking is the valid beams'
 items in beam order (best cumulative log-prob first); the record is ``{"rank": r, "items": ...}``
-like SASRec's, with r the target's 1-based place among them. A target no beam reaches is not
+like SASRec's, with r the target's 1-based place among them (and ``"top"``, the first ten items,
+from `target_ranks_and_tops`). A target no beam reaches is not
 ranked (``rank: None``): it counts 0 for NDCG@10, HR@k, Recall@k and MRR, as an item an LLM never
 names. So NDCG@10 is exact for any `beams` >= 10; MRR and Recall@20 are truncated at `beams`.
 
@@ -339,6 +340,14 @@ class SIDSASRec(Baseline):
             raise ValueError(f"{self.name} predicts only once fitted (or loaded)")
         with threads(1):
             return [self._answer(h, t, free=self.free) for t, h, _ in queries]
+
+    def top_ks(self, queries: Sequence[RankQuery], k: int) -> list[list[str]]:
+        """Each query's first `k` decoded items (history removed; fewer when fewer beams are valid)."""
+        return [a["top"] for a in self.target_ranks_and_tops(queries, k)]
+
+    def target_ranks_and_tops(self, queries: Sequence[RankQuery], k: int) -> list[dict]:
+        """`target_ranks` with the first `k` decoded items as `"top"`: one beam search per query for both."""
+        return [{**a, "top": a["items"][:k]} for a in self.target_ranks(queries)]
 
     # ------------------------------------------------------------ persistence
 

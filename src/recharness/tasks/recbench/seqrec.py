@@ -25,6 +25,16 @@ scored on the samples they answer only, and `n_scored` says how many; Table 5 sh
 Decoders that report beams (`beams`, `invalid`, `top1_invalid`: SID-SASRec) add `invalid_share`
 (invalid beams / beams) and `invalid_top1_share`; a per-answer `latency_s` inside the parsed answer
 (measured by the method, not by the `train` stage's timing loop) gives `answer_latency_s`.
+
+Beyond accuracy (`metrics.beyond_accuracy`: coverage@10, Gini@10, ARP@10, novelty@10, HR@10 head /
+tail), against the item popularity of the build's training sequences (their positives: what the
+references learn from; the leave-last-out part of the data when the run has none). The top-10 list
+of a sample (`sample_list`): an LLM's matched items as its ranking reads them (history and repeats
+dropped), a reference's `parsed["top"]` (the 10 best items, history excluded, that the model gives
+beside the rank: `Baseline.target_ranks_and_tops`) or, for a decoder without one, its decoded
+`items`. A reference file written before `top` existed gives ranks only: its row keeps HR@10 head /
+tail (they read the rank) and gets no list metrics (coverage, Gini, ARP, novelty), rather than
+metrics of lists it never stored.
 """
 
 from __future__ import annotations
@@ -53,6 +63,8 @@ from recharness.tasks.references import reference_records
 
 SUITE = "recbench"
 RECALL_KS = (5, 10, 20)
+#: the list length of the beyond-accuracy metrics (coverage@10 ...) and of a reference's `top`
+TOP_K = 10
 NO_LIST = "no recommendation list found in the answer"
 
 
@@ -103,6 +115,50 @@ def sample_rank(sample: dict, rec: dict | None) -> float:
     return list_rank(items, sample["target"], set(sample["history"]))
 
 
+def sample_list(sample: dict, rec: dict | None, k: int = TOP_K) -> list[str] | None:
+    """A record's top-`k` list as its rank reads it: an LLM's matched items (a title carried by several
+    ids standing for the target when one of them is), a reference's `top` (else a decoder's `items`),
+    history items and repeats dropped; [] for no record or no parsed answer; None when the record
+    gives a rank but no list (a reference file from before `top`): its list is unknown, not empty."""
+    parsed = (rec or {}).get("parsed")
+    if not isinstance(parsed, dict):
+        return []
+    if "rank" in parsed:
+        items = parsed.get("top", parsed.get("items"))
+        if items is None:
+            return None
+    else:
+        items = with_twins(parsed.get("items") or [], parsed.get("twins"), (sample["target"],))
+    drop = set(sample["history"])
+    return [i for i in dict.fromkeys(items) if i not in drop][:k]
+
+
+def seqrec_popularity(dataset, run_dir):
+    """The item popularity beyond-accuracy metrics read: the build's training sequences' positives
+    (`TrainData.of_build`), else the leave-last-out part of `dataset`."""
+    from recharness.metrics.beyond_accuracy import Popularity
+
+    train = TrainData.of_build(dataset, run_dir, SUITE)
+    return Popularity.of(train.interactions, dataset.items["item_id"].to_list())
+
+
+def beyond_accuracy(pop, samples: list[dict], recs: list[dict | None], ranks: np.ndarray,
+                    users: list) -> dict:
+    """coverage / Gini / ARP / novelty of the top-10 lists and HR@10 on head vs tail targets, as units
+    over samples with users as clusters; only HR@10 head / tail when some record's list is unknown
+    (`sample_list` None); {} without a popularity (scored outside the score stage)."""
+    from recharness.metrics.beyond_accuracy import beyond_accuracy_units
+
+    if pop is None or not samples:
+        return {}
+    lists = [sample_list(s, r) for s, r in zip(samples, recs)]
+    known = all(lst is not None for lst in lists)
+    hits = (np.asarray(ranks, dtype=np.float64) <= TOP_K).astype(np.float64)
+    return beyond_accuracy_units([s["id"] for s in samples], lists if known else [[] for _ in samples],
+                                 [s["target"] for s in samples], hits, pop, k=TOP_K, clusters=users,
+                                 accuracy=f"HR@{TOP_K}")
+
+
 def unrecognised(rec: dict) -> bool:
     """A valid answer (a list of titles) none of which the catalog knows."""
     parsed = rec.get("parsed") if isinstance(rec.get("parsed"), dict) else {}
@@ -135,8 +191,10 @@ class TargetRank(TypedDict):
 
 
 class DecodedRank(TargetRank, total=False):
-    """A decoder's ranking answer: the rank, with what its search found (optional keys)."""
+    """A ranking answer: the rank, with (optional keys) its top-10 list, history excluded (`top`: files
+    written before beyond-accuracy metrics lack it), and what a decoder's search found."""
 
+    top: list[str]
     items: list[str]
     beams: int
     invalid: int
@@ -160,11 +218,18 @@ class SeqrecTask(Task):
     format_reminder = "Please answer only with a numbered list of titles, one per line."
     params = GenerationParams(max_tokens=300)
 
+    #: the training popularity beyond-accuracy metrics read (`prepare_scoring`)
+    scoring_needs_dataset = True
+
     def __init__(self):
         self.ctx: CatalogContext | None = None
+        self.popularity = None
 
     def setup(self, dataset, context=None) -> None:
         self.ctx = CatalogContext.of(dataset)
+
+    def prepare_scoring(self, dataset) -> None:
+        self.popularity = seqrec_popularity(dataset, self.run_dir)
 
     def build(self, dataset, config: BuildConfig):
         opts = check(SeqrecOptions, config.options, f"{SUITE}/{self.name}")
@@ -227,6 +292,8 @@ class SeqrecTask(Task):
         out.update(decoder_stats([r["parsed"] for r in recs if r and isinstance(r.get("parsed"), dict)]))
         if capped:
             out["n_scored"] = float(len(samples))
+        users = [s.get("user_id", s["id"]) for s in samples]
+        out.update({k: u.point() for k, u in beyond_accuracy(self.popularity, samples, recs, ranks, users).items()})
         return out
 
     def units(self, samples: list[dict], predictions: dict[str, dict]) -> dict:
@@ -243,7 +310,8 @@ class SeqrecTask(Task):
         ids = [s["id"] for s in samples]
         users = [s.get("user_id", s["id"]) for s in samples]  # a user's samples move together
         recs = [predictions.get(i) for i in ids]
-        per = rank_metrics(np.array([sample_rank(s, r) for s, r in zip(samples, recs)]), ks=RECALL_KS, per_sample=True)
+        ranks = np.array([sample_rank(s, r) for s, r in zip(samples, recs)])
+        per = rank_metrics(ranks, ks=RECALL_KS, per_sample=True)
         how = "mean over samples"
         out = {"NDCG@10": mean_units(ids, per["ndcg@10"], how=how, clusters=users),
                "HR@10": mean_units(ids, per["hr@10"], how=how, clusters=users),
@@ -266,6 +334,7 @@ class SeqrecTask(Task):
                                               how="invalid / all beams, pooled over answers", clusters=users)
             out["invalid_top1_share"] = mean_units(ids, [bool(p.get("top1_invalid")) for p in parsed], beams,
                                                    how="mean over answers with beams", clusters=users)
+        out.update(beyond_accuracy(self.popularity, samples, recs, ranks, users))
         return out
 
     def references(self, dataset, samples: list[dict], seed: int = 0) -> dict[str, dict[str, dict]]:
@@ -280,5 +349,6 @@ class SeqrecTask(Task):
         return self.reference_answers(ranker, [sample])[0]
 
     def reference_answers(self, baseline, samples: list[dict]) -> list[dict]:
-        return baseline.target_ranks([(s["target"], s["history"], s.get("user_id")) for s in samples])
+        """The target's rank and the top-10 list beside it (`Baseline.target_ranks_and_tops`: one batch)."""
+        return baseline.target_ranks_and_tops([(s["target"], s["history"], s.get("user_id")) for s in samples], TOP_K)
 
