@@ -194,3 +194,8 @@ metric("NDCG@10 order spread", False, "population std of NDCG@10 across the K ca
 metric("orders", None, "candidate orders each user was asked under", ci=False, hidden=True)
 metric("target at {p}: HR@1", None, "HR@1 over samples whose target stood at this candidate position (position bias)",
        hidden=True)
+# sampled vs full-catalog ranking (LLMRec direct, trained references: Krichene & Rendle 2020)
+metric("NDCG@10 (full)", True, "NDCG@10 of the target's rank among every item the user never had (the whole catalog, "
+       "history left out), beside NDCG@10 on the sampled candidates: trained references only")
+metric("HR@10 (full)", True, "hit ratio of the target in the top 10 of the whole catalog (history left out), beside "
+       "HR@10 on the sampled candidates: trained references only")

@@ -5,6 +5,7 @@ and summarization are picked with --task (explanation and summarization need
 review texts, e.g. --dataset amazon2023).
 """
 
+from recharness.tasks.llmrec.common import sampled_vs_full
 from recharness.tasks.llmrec.direct import DirectTask
 from recharness.tasks.llmrec.explanation import ExplanationTask
 from recharness.tasks.llmrec.rating import RatingTask
@@ -29,4 +30,6 @@ register_suite(
     judge="recharness.tasks.llmrec.judge:judge_run",  # `recharness judge`: explanation and summarization
     options="recharness.tasks.llmrec.options:OPTIONS",
     demo=[DemoRun("llmrec", ("sequential", "direct"), 4, order=0)],
+    # not a paper layout: direct's references ordered on sampled candidates vs the whole catalog, swaps flagged
+    paper_tables=sampled_vs_full,
 )

@@ -36,16 +36,18 @@ import numpy as np
 
 from recharness.core.errors import ConfigError
 from recharness.core.types import BuildConfig, GenerationParams, Parsed
-from recharness.data.leave_last_out import leave_last_out
 from recharness.matching.parse import strip_reasoning
 from recharness.tasks.base import Task
 from recharness.tasks.llmrec.common import (
+    SplitPopularity,
     beyond_accuracy,
+    keep_training_part,
     parts_from_options,
-    popularity,
     ranking_scores,
     ranking_units,
     reference_predictions,
+    split_users,
+    training_data,
     why_empty,
 )
 from recharness.tasks.llmrec.prompts import direct_prompt, domain_of
@@ -93,6 +95,49 @@ def popularity_candidates(target: str, seen: set[str], all_items: np.ndarray, we
     return [str(x) for x in rng.permutation(np.array(negs + [target], dtype=object))]
 
 
+#: `--option negatives=`: besides these, "retriever:NAME" for a trained ranking reference of the task
+NEGATIVES = ("uniform", "popularity")
+
+
+def retrievers() -> list[str]:
+    """The references whose fitted model may retrieve the candidates: the task's trained ones (`random`'s
+    top items are the uniform draw)."""
+    from recharness.baselines import BASELINES
+
+    return [n for n in DirectTask.baselines if n in BASELINES and BASELINES.meta(n).get("trainable")]
+
+
+def retriever_baseline(negatives: str) -> str | None:
+    """"retriever:NAME" → NAME (a ConfigError naming the allowed ones for an unknown NAME or value); else None."""
+    if negatives in NEGATIVES:
+        return None
+    name = negatives.removeprefix("retriever:") if negatives.startswith("retriever:") else None
+    if name not in retrievers():
+        allowed = ", ".join([*NEGATIVES, *(f"retriever:{r}" for r in retrievers())])
+        raise ConfigError(f"--option negatives={negatives}: not a way to draw candidates; allowed: {allowed}")
+    return name
+
+
+def retrieved_candidates(model, sp, seen: set[str], n_cand: int, rng, negatives: str) -> list[str]:
+    """LLMRank's retriever candidates from a trained reference (`model`, fitted on the training part):
+    its top n_cand - 1 items the user never had, best first, the target put in at a seeded position."""
+    negs = model.top_k(n_cand - 1, exclude=seen, user=sp.user_id, history=sp.history)
+    if len(negs) < n_cand - 1:
+        raise ConfigError(f"--option negatives={negatives}: {model.name} ranks only {len(negs)} items user "
+                          f"{sp.user_id} never had, fewer than the {n_cand - 1} negatives asked for; ask for "
+                          "fewer candidates (n_candidates)")
+    pos = int(rng.integers(0, n_cand))
+    return negs[:pos] + [sp.target] + negs[pos:]
+
+
+def _items_of(interactions, users: list[str]) -> dict[str, set[str]]:
+    """Every item each of `users` had, whenever."""
+    import polars as pl
+
+    rows = interactions.filter(pl.col("user_id").is_in(users)).group_by("user_id").agg(pl.col("item_id"))
+    return {u: set(items) for u, items in rows.iter_rows()}
+
+
 def borda(rankings: list[list[str]], candidates: list[str]) -> list[str]:
     """One ranking from several (LLMRank's bootstrapped ranking): each ranking gives n - p points to its
     p-th candidate (p from 0); candidates a ranking leaves out share its remaining points equally; ties
@@ -137,30 +182,32 @@ class DirectTask(Task):
         return None
 
     def prepare_scoring(self, dataset) -> None:
-        self.popularity = popularity(dataset)
+        self.popularity = SplitPopularity(dataset)
 
     def build(self, dataset, config: BuildConfig):
         opts = config.options
         n_cand = int(opts.get("n_candidates", 20))
         orders = int(opts.get("orders", 1))
-        by_popularity = opts.get("negatives", "uniform") == "popularity"
+        negatives = opts.get("negatives", "uniform")
+        by_retriever = retriever_baseline(negatives)  # "retriever:NAME" → NAME (an unknown one: ConfigError)
+        by_popularity = negatives == "popularity"
         if not 2 <= n_cand <= dataset.items.height:
             raise ConfigError(f"--option n_candidates={n_cand}: the {dataset.name} catalog has {dataset.items.height} "
                               "items; candidates are the target and n_candidates - 1 other items, so ask for 2 to "
                               f"{dataset.items.height}")
         hist_len = int(opts.get("history_len", 10))
         retriever = opts.get("retriever")
+        if retriever and (by_retriever or by_popularity):
+            raise ConfigError(f"--option negatives={negatives}: retriever={retriever} already gives the candidates "
+                              "(a published list); leave one of the two out")
+        if retriever and opts.get("split", "leave_last_out") != "leave_last_out":
+            raise ConfigError(f"--option split={opts['split']}: the published candidate lists of retriever="
+                              f"{retriever} go with the published leave-last-out targets; use split=leave_last_out")
         parts = parts_from_options(opts)
         domain = domain_of(dataset.name, dataset.meta)
         titles = dict(zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list()))
         all_items = np.array(sorted(titles))
         catalog = set(titles)
-        weights = None
-        if opts.get("negatives", "uniform") == "popularity":
-            from recharness.data.leave_last_out import item_popularity
-
-            counts = dict(item_popularity(dataset.interactions).iter_rows())  # training part: last items held out
-            weights = np.array([counts.get(str(i), 0) for i in all_items], dtype=np.float64)
         interactions = dataset.interactions
         retrieved = {}
         if retriever:
@@ -175,17 +222,31 @@ class DirectTask(Task):
             # only users with a published candidate list, however short their history
             interactions = interactions.filter(interactions["user_id"].is_in(list(retrieved)))
         min_history = int(opts.get("min_history", 1 if retriever else 5))
-        splits = leave_last_out(interactions, min_history=min_history, limit=config.limit, seed=config.seed,
-                                users=config.users)
+        splits, split = split_users(dataset, opts, config, min_history=min_history, interactions=interactions)
+        keep_training_part(config.out, dataset, split)
+        weights = model = None
+        if by_popularity or by_retriever:
+            train = training_data(dataset, split)  # what the references learn from: no test target
+            if by_popularity:
+                counts = dict(train.interactions.group_by("item_id").len().iter_rows())
+                weights = np.array([counts.get(str(i), 0) for i in all_items], dtype=np.float64)
+            else:
+                from recharness.baselines import fit
+
+                model, _ = fit(by_retriever, train, config.seed)
+        # a user's items, all of them: no negative is an item the user had (before or after the target)
+        had = _items_of(interactions, [sp.user_id for sp in splits]) if split["split"] != "leave_last_out" else {}
         rng = np.random.default_rng(config.seed)
         for sp in splits:
-            seen = set(sp.history) | {sp.target}
+            seen = set(sp.history) | {sp.target} | had.get(sp.user_id, set())
             if retriever:
                 if sp.user_id not in retrieved:
                     continue
                 negs = [i for i in retrieved[sp.user_id] if i != sp.target][: n_cand - 1]
                 pos = int(rng.integers(0, len(negs) + 1))
                 cand = negs[:pos] + [sp.target] + negs[pos:]
+            elif by_retriever:
+                cand = retrieved_candidates(model, sp, seen, n_cand, rng, negatives)
             elif by_popularity:
                 cand = popularity_candidates(sp.target, seen, all_items, weights, n_cand, rng)
             else:
@@ -211,10 +272,16 @@ class DirectTask(Task):
                 "candidates": cand,
                 "candidate_titles": [titles.get(c, c) for c in cand],
                 "target": sp.target,
-                "retriever": retriever or ("popularity-sampled" if by_popularity else "sampled"),
+                "retriever": retriever or (negatives if by_retriever else
+                                           "popularity-sampled" if by_popularity else "sampled"),
                 "max_tokens": opts.get("max_tokens"),
                 "prompt_parts": parts.to_dict(),
+                "seen": sp.history,  # what a reference's full-catalog rank leaves out (`reference_answers`)
             }
+            if by_retriever:
+                sample["retriever_model"] = model.identity()
+            if split["split"] != "leave_last_out":
+                sample["split"] = split
             if orders == 1:
                 yield sample
                 continue
@@ -271,7 +338,7 @@ class DirectTask(Task):
         opts = config.options
         if opts.get("retriever"):
             return None
-        return why_empty(self.name, dataset, int(opts.get("min_history", 5)))
+        return why_empty(self.name, dataset, int(opts.get("min_history", 5)), opts)
 
     def derived_methods(self, samples: list[dict], recs: dict[str, dict]) -> dict[str, dict[str, dict]]:
         """With `--option orders=K`: a method's K rankings of one user's candidates aggregated (`borda`)
@@ -326,7 +393,8 @@ class DirectTask(Task):
         m = ranking_scores(ranked, [s["target"] for s in samples], ks, ndcg_ks=ndcg_ks)
         n = max(1, len(samples))
         m.update(valid_rate=sum(valid) / n, partial_rate=sum(partial) / n, missing=float(missing))
-        m.update({k: u.point() for k, u in beyond_accuracy(self.popularity, [s["id"] for s in samples], ranked,
+        m.update(full_catalog_scores(samples, predictions))
+        m.update({k: u.point() for k, u in beyond_accuracy(self._pop(samples), [s["id"] for s in samples], ranked,
                                                            [s["target"] for s in samples],
                                                            clusters=_users(samples)).items()})
         m.update(self._order_metrics(samples, ranked))
@@ -345,14 +413,73 @@ class DirectTask(Task):
         out = ranking_units(ids, ranked, [s["target"] for s in samples], ks, ndcg_ks=ndcg_ks, clusters=users)
         out["valid_rate"] = mean_units(ids, valid, how="mean over samples", clusters=users)
         out["partial_rate"] = mean_units(ids, partial, how="mean over samples", clusters=users)
-        out.update(beyond_accuracy(self.popularity, ids, ranked, [s["target"] for s in samples], clusters=users))
+        ranks = full_ranks(samples, predictions)
+        if ranks is not None:
+            per = _full_metrics(ranks, per_sample=True)
+            out.update({k: mean_units(ids, v, how="mean over samples", clusters=users) for k, v in per.items()})
+        out.update(beyond_accuracy(self._pop(samples), ids, ranked, [s["target"] for s in samples], clusters=users))
         return out
+
+    def _pop(self, samples):
+        return self.popularity.of(samples) if self.popularity is not None else None
 
     def reference_answer(self, ranker, sample: dict) -> dict:
         return {"ranking": ranker.rank(sample["candidates"], user=sample.get("user_id"))}
 
+    def reference_answers(self, baseline, samples: list[dict]) -> list[dict]:
+        """Each sample's ranking of its candidates and, for a trained reference, the target's rank in the
+        whole catalog with the user's history left out (`full_rank`, None: never ranked), from the
+        batched `target_ranks`: `NDCG@10 (full)` / `HR@10 (full)` beside the sampled metrics. `random`
+        gets none (its full rank is a uniform draw), nor do samples built without their history (`seen`)."""
+        from recharness.baselines import BASELINES
+
+        answers = [self.reference_answer(baseline, s) for s in samples]
+        trained = baseline.name in BASELINES and BASELINES.meta(baseline.name).get("trainable")
+        if not trained or not samples or any("seen" not in s for s in samples):
+            return answers
+        keys = list(dict.fromkeys((s["user_id"], s["target"]) for s in samples))  # a user's K orders: one query
+        hist = {(s["user_id"], s["target"]): s["seen"] for s in samples}
+        got = baseline.target_ranks([(t, hist[(u, t)], u) for u, t in keys])
+        rank = {k: r.get("rank") for k, r in zip(keys, got, strict=True)}
+        return [{**a, "full_rank": rank[(s["user_id"], s["target"])]} for a, s in zip(answers, samples, strict=True)]
+
     def references(self, dataset, samples, seed: int = 0):
         return reference_predictions(self, dataset, samples, seed)
+
+
+#: the full-catalog metrics of a trained reference's rows: the target's rank among every item the user never had
+FULL_KS = (10,)
+
+
+def full_ranks(samples: list[dict], predictions: dict[str, dict]) -> list[float] | None:
+    """Each sample's full-catalog target rank (inf: never ranked) when every answer carries one (a
+    trained reference's, `DirectTask.reference_answers`), else None."""
+    ranks = []
+    for s in samples:
+        p = predictions.get(s["id"])
+        parsed = p.get("parsed") if p else None
+        if not isinstance(parsed, dict) or "full_rank" not in parsed:
+            return None
+        r = parsed["full_rank"]
+        ranks.append(float("inf") if r is None else float(r))
+    return ranks or None
+
+
+def _full_metrics(ranks: list[float], per_sample: bool = False) -> dict:
+    from recharness.metrics.full_ranking import rank_metrics
+
+    per = rank_metrics(ranks, ks=FULL_KS, per_sample=per_sample)
+    out = {}
+    for k in FULL_KS:
+        out[f"NDCG@{k} (full)"] = per[f"ndcg@{k}"]
+        out[f"HR@{k} (full)"] = per[f"hr@{k}"]
+    return out
+
+
+def full_catalog_scores(samples: list[dict], predictions: dict[str, dict]) -> dict[str, float]:
+    """`NDCG@10 (full)` and `HR@10 (full)` where the answers carry full-catalog ranks, else {}."""
+    ranks = full_ranks(samples, predictions)
+    return {k: float(v) for k, v in _full_metrics(ranks).items()} if ranks is not None else {}
 
 
 def _users(samples: list[dict]):

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
+from recharness.core.errors import ConfigError
 from recharness.tasks.llmrec.explanation import MAX_REVIEW_CHARS
-from recharness.tasks.options import TaskOptions
+from recharness.tasks.options import OptionError, TaskOptions
 
 _TOKENS = "answer length in tokens; none keeps the task's own"
 _MIN_HIST = "users need more than this many interactions"
@@ -23,21 +24,51 @@ class LLMRecOptions(TaskOptions):
     max_tokens: int | None = Field(None, ge=1, description=_TOKENS)
 
 
-class SequentialOptions(LLMRecOptions):
+class SplitOptions(LLMRecOptions):
+    split: Literal["leave_last_out", "global_time"] = Field(
+        "leave_last_out", description="which interaction is each user's test target: their last (leave-last-out, "
+                                      "the paper's) or their first after one cut time for all users (global_time: "
+                                      "references learn from everything before the cut)")
+    cut: float | None = Field(None, gt=0, lt=1, description="split=global_time: the cut time is this quantile of "
+                                                            "all interactions' times; none: 0.9")
+
+    @model_validator(mode="after")
+    def _cut_needs_global_time(self):
+        if self.cut is not None and self.split != "global_time":
+            raise OptionError("cut", "a cut time applies to split=global_time only (split=leave_last_out holds out "
+                                     "each user's last item)")
+        return self
+
+
+class SequentialOptions(SplitOptions):
     n_recs: int = Field(10, ge=1, description="items the model is asked to recommend")
 
 
-class DirectOptions(LLMRecOptions):
+class DirectOptions(SplitOptions):
     n_candidates: int = Field(20, ge=2, description="candidates to rank, the target among them")
     retriever: str | None = Field(None, description="rank a published retriever's candidate list (LLMRank data sets)")
     min_history: int | None = Field(None, ge=0, description=_MIN_HIST + "; none: 1 with retriever=, else 5")
-    negatives: Literal["uniform", "popularity"] = Field(
-        "uniform", description="how the other candidates are drawn: uniformly from the unseen catalog (the paper), or "
+    negatives: str = Field(
+        "uniform", description="how the other candidates are drawn: uniformly from the unseen catalog (the paper), "
                                "in proportion to training popularity (harder: popular items are what a popularity "
-                               "ranker puts first)")
+                               "ranker puts first), or retriever:NAME: the top unseen items of a reference fitted on "
+                               "the training part (LLMRank's retriever candidates; NAME: popularity, itemknn, ease, "
+                               "als, markov)")
     orders: int = Field(1, ge=1, le=50, description="ask each user under this many seeded candidate orders (the "
                                                      "target's position balanced): order spread, position bias and "
                                                      "a Borda-aggregated row")
+
+
+    @field_validator("negatives")
+    @classmethod
+    def _known_negatives(cls, v: str) -> str:
+        from recharness.tasks.llmrec.direct import retriever_baseline
+
+        try:
+            retriever_baseline(v)
+        except ConfigError as e:
+            raise OptionError("negatives", str(e).split(": ", 1)[1]) from None
+        return v
 
 
 class RatingOptions(LLMRecOptions):

@@ -3,7 +3,8 @@
 The model answers in free text over the whole catalog; answers are matched
 to catalog items, items the user already had are removed (for every method
 alike, as in standard leave-one-out evaluation), and HR@k / NDCG@k are taken
-against the held-out next item.
+against the held-out next item: each user's last one (`--option split=leave_last_out`, the paper's)
+or their first after one cut time for all users (`split=global_time`, `data.temporal_split`).
 """
 
 from __future__ import annotations
@@ -14,16 +15,17 @@ import numpy as np
 
 from recharness.core.errors import ConfigError
 from recharness.core.types import BuildConfig, GenerationParams, Parsed
-from recharness.data.leave_last_out import leave_last_out
 from recharness.tasks.base import Task
 from recharness.tasks.llmrec.common import (
     CatalogContext,
+    SplitPopularity,
     beyond_accuracy,
+    keep_training_part,
     parts_from_options,
-    popularity,
     ranking_scores,
     ranking_units,
     reference_predictions,
+    split_users,
     why_empty,
 )
 from recharness.tasks.llmrec.prompts import domain_of, sequential_prompt
@@ -56,7 +58,7 @@ class SequentialTask(Task):
         self.ctx = CatalogContext.of(dataset)
 
     def prepare_scoring(self, dataset) -> None:
-        self.popularity = popularity(dataset)
+        self.popularity = SplitPopularity(dataset)
 
     def build(self, dataset, config: BuildConfig):
         opts = config.options
@@ -69,14 +71,14 @@ class SequentialTask(Task):
         parts = parts_from_options(opts)
         domain = domain_of(dataset.name, dataset.meta)
         titles = dict(zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list()))
-        splits = leave_last_out(dataset.interactions, min_history=int(opts.get("min_history", 5)), limit=config.limit, seed=config.seed,
-                                users=config.users)
+        splits, split = split_users(dataset, opts, config, min_history=int(opts.get("min_history", 5)))
+        keep_training_part(config.out, dataset, split)
         for sp in splits:
             shown = [
                 {"title": titles.get(i, i), "rating": r}
                 for i, r in zip(sp.history[-hist_len:], sp.ratings[-hist_len:])
             ]
-            yield {
+            sample = {
                 "id": f"sequential-{sp.user_id}",
                 "task": self.name,
                 "user_id": sp.user_id,
@@ -88,6 +90,9 @@ class SequentialTask(Task):
                 "max_tokens": opts.get("max_tokens"),
                 "prompt_parts": parts.to_dict(),
             }
+            if split["split"] != "leave_last_out":
+                sample["split"] = split
+            yield sample
 
     def parse(self, sample: dict, text: str) -> Parsed:
         assert self.ctx is not None, "call setup(dataset) first"
@@ -97,7 +102,7 @@ class SequentialTask(Task):
         return Parsed(res)
 
     def why_empty(self, dataset, config) -> str | None:
-        return why_empty(self.name, dataset, int(config.options.get("min_history", 5)))
+        return why_empty(self.name, dataset, int(config.options.get("min_history", 5)), config.options)
 
     def ranked(self, sample: dict, pred: dict | None) -> list[str]:
         if not pred or not pred.get("parsed"):
@@ -126,7 +131,7 @@ class SequentialTask(Task):
         got = [p for p in preds if p is not None]
         m["unrecognised_rate"] = float(np.mean([_unrecognised(p) for p in got])) if got else 0.0
         ids = [s["id"] for s in samples]
-        m.update({k: u.point() for k, u in beyond_accuracy(self.popularity, ids, ranked,
+        m.update({k: u.point() for k, u in beyond_accuracy(self._pop(samples), ids, ranked,
                                                            [s["target"] for s in samples]).items()})
         return m
 
@@ -147,8 +152,11 @@ class SequentialTask(Task):
         named = [len(p["parsed"]["strings"]) if p and p.get("parsed") else 0 for p in preds]
         if sum(named):
             out["matched_share"] = RatioUnits(ids, matched, named, how="matched / named titles, pooled over samples")
-        out.update(beyond_accuracy(self.popularity, ids, ranked, [s["target"] for s in samples]))
+        out.update(beyond_accuracy(self._pop(samples), ids, ranked, [s["target"] for s in samples]))
         return out
+
+    def _pop(self, samples):
+        return self.popularity.of(samples) if self.popularity is not None else None
 
     def reference_answer(self, ranker, sample: dict) -> dict:
         items = ranker.top_k(sample["n_recs"], exclude=set(sample["seen"]), user=sample.get("user_id"),

@@ -1,0 +1,129 @@
+"""Global temporal split (`data.temporal_split`, `--option split=global_time`) on a hand-worked data set.
+
+Four users, ten items, 15 interactions; sorted, the timestamps are 1..13, 14, 14. With cut=0.6 the
+cut time is the stamp at position ⌊0.6·15⌋ = 9 (0-based): T = 10. Before it (ts < 10): u1 i0 i1 i2,
+u2 i1 i5, u3 i2 i7 i8 i9; u4 has nothing before it and its i3 is stamped exactly 10 (after the cut).
+First at or after T: u1 → i3 (11; its i4 at 12 is never used), u2 → i6 (13), u3 → none, u4 → i3.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from recharness.baselines import TrainData, fit
+from recharness.core.errors import ConfigError
+from recharness.core.types import BuildConfig
+from recharness.data.leave_last_out import leave_last_out
+from recharness.data.store import Dataset
+from recharness.data.temporal_split import cut_time, global_time, training_part
+from recharness.tasks.llmrec.common import training_data, why_empty
+from recharness.tasks.llmrec.direct import DirectTask
+from recharness.tasks.llmrec.sequential import SequentialTask
+from recharness.tasks.options import validate_options
+
+ROWS = [("u1", "i0", 1), ("u1", "i1", 2), ("u1", "i2", 3), ("u1", "i3", 11), ("u1", "i4", 12),
+        ("u2", "i1", 4), ("u2", "i5", 5), ("u2", "i6", 13),
+        ("u3", "i2", 6), ("u3", "i7", 7), ("u3", "i8", 8), ("u3", "i9", 9),
+        ("u4", "i3", 10), ("u4", "i0", 14), ("u4", "i5", 14)]
+
+
+def frame(rows=ROWS) -> pl.DataFrame:
+    return pl.DataFrame({"user_id": [r[0] for r in rows], "item_id": [r[1] for r in rows],
+                         "rating": [4.0] * len(rows), "timestamp": [r[2] for r in rows]},
+                        schema={"user_id": pl.Utf8, "item_id": pl.Utf8, "rating": pl.Float64, "timestamp": pl.Int64})
+
+
+def dataset(rows=ROWS) -> Dataset:
+    items = pl.DataFrame({"item_id": [f"i{k}" for k in range(10)], "title": [f"Film {k} (1990)" for k in range(10)]})
+    return Dataset("tiny", frame(rows), items, pl.DataFrame({"user_id": ["u1", "u2", "u3", "u4"]}))
+
+
+def test_cut_time_is_the_stamp_at_the_quantile_position():
+    assert cut_time(frame(), 0.6) == 10  # position 9 of 15
+    assert cut_time(frame(), 0.9) == 14  # position 13
+    assert cut_time(frame(), 0.01) == 1  # position 0
+    with pytest.raises(ConfigError, match=r"--option cut=1.0"):
+        cut_time(frame(), 1.0)
+
+
+def test_global_cut_picks_exactly_these_targets_and_histories():
+    splits, t = global_time(frame(), cut=0.6, min_history=2)
+    assert t == 10
+    got = {s.user_id: (s.history, s.target) for s in splits}
+    # u3 has nothing after the cut, u4 nothing before it (fewer than min_history=2)
+    assert got == {"u1": (["i0", "i1", "i2"], "i3"), "u2": (["i1", "i5"], "i6")}
+    splits0, _ = global_time(frame(), cut=0.6, min_history=0)
+    assert {s.user_id: (s.history, s.target) for s in splits0}["u4"] == ([], "i3")  # stamped T: after the cut
+    # leave-last-out on the same data holds out each user's own last item instead
+    assert {s.user_id: s.target for s in leave_last_out(frame(), min_history=2)} == {
+        "u1": "i4", "u2": "i6", "u3": "i9", "u4": "i5"}
+
+
+def test_ties_in_time_follow_the_file_order():
+    splits, t = global_time(frame(), cut=0.9, min_history=1)  # T = 14: u4's i0 and i5 are both stamped 14
+    assert t == 14 and {s.user_id: s.target for s in splits}["u4"] == "i0"  # first in the file
+    swapped = ROWS[:-2] + [ROWS[-1], ROWS[-2]]  # i5 now comes first in the file
+    assert {s.user_id: s.target for s in global_time(frame(swapped), cut=0.9, min_history=1)[0]}["u4"] == "i5"
+    shuffled = list(reversed(ROWS))  # rows out of time order: the split sorts by (user, time, file order)
+    assert ({s.user_id: (s.history, s.target) for s in global_time(frame(shuffled), cut=0.6, min_history=2)[0]}
+            == {"u1": (["i0", "i1", "i2"], "i3"), "u2": (["i1", "i5"], "i6")})
+
+
+def test_training_part_is_everything_before_the_cut_for_every_user():
+    rows = training_part(frame(), 10)
+    assert sorted(rows.select("user_id", "item_id").iter_rows()) == [
+        ("u1", "i0"), ("u1", "i1"), ("u1", "i2"), ("u2", "i1"), ("u2", "i5"),
+        ("u3", "i2"), ("u3", "i7"), ("u3", "i8"), ("u3", "i9")]
+
+
+def test_sequential_build_records_the_split_and_references_learn_before_the_cut(tmp_path):
+    ds = dataset()
+    opts = {"split": "global_time", "cut": 0.6, "min_history": 2, "n_recs": 4}
+    samples = list(SequentialTask().build(ds, BuildConfig(seed=0, options=opts, out=tmp_path)))
+    assert [(s["user_id"], s["seen"], s["target"]) for s in samples] == [
+        ("u1", ["i0", "i1", "i2"], "i3"), ("u2", ["i1", "i5"], "i6")]
+    assert samples[0]["split"] == {"split": "global_time", "cut": 0.6, "cut_time": 10}
+    refs = SequentialTask().references(ds, samples, seed=0)
+    # training counts before the cut: i1 2, i2 2, i0 1, i5 1, i7 1, i8 1, i9 1 (ties by id). Fitted on
+    # leave-last-out rows instead, i3 (u1 at 11, u4 at 10) would count 2 and come first for u1.
+    assert refs["popularity"]["sequential-u1"]["parsed"]["items"] == ["i5", "i7", "i8", "i9"]
+    assert refs["popularity"]["sequential-u2"]["parsed"]["items"] == ["i2", "i0", "i7", "i8"]
+    # the train stage reads the build's training part from the run directory: the same rows
+    of_build = TrainData.of_build(ds, tmp_path, "llmrec").interactions
+    on_the_fly = training_data(ds, samples[0]["split"]).interactions
+    assert of_build.select("user_id", "item_id", "timestamp").equals(on_the_fly)
+    trained = fit("popularity", TrainData.of_build(ds, tmp_path, "llmrec"))[0].predict(samples, SequentialTask())
+    assert trained == refs["popularity"]
+    # a leave-last-out build in the same directory removes it: `train` then fits on leave-last-out rows
+    list(SequentialTask().build(ds, BuildConfig(seed=0, options={"min_history": 2, "n_recs": 4}, out=tmp_path)))
+    assert TrainData.of_build(ds, tmp_path, "llmrec").interactions.height == len(ROWS) - 4
+
+
+def test_direct_negatives_are_never_items_the_user_had_after_the_target():
+    ds = dataset()
+    opts = {"split": "global_time", "cut": 0.6, "min_history": 2, "n_candidates": 6}
+    for seed in range(5):
+        s = next(x for x in DirectTask().build(ds, BuildConfig(seed=seed, options=opts)) if x["user_id"] == "u1")
+        # u1 had i0..i4 (i4 after its target i3): the only unseen items are i5..i9, so these six
+        assert s["target"] == "i3" and sorted(s["candidates"]) == ["i3", "i5", "i6", "i7", "i8", "i9"]
+        assert s["seen"] == ["i0", "i1", "i2"] and s["split"]["cut_time"] == 10
+
+
+def test_options_and_errors_name_the_option_and_value():
+    assert validate_options("llmrec", ["sequential", "direct"], {"split": "global_time", "cut": 0.8}) == {
+        "split": "global_time", "cut": 0.8}
+    with pytest.raises(ConfigError, match=r"--option cut=0.8: a cut time applies to split=global_time only"):
+        validate_options("llmrec", ["sequential"], {"cut": 0.8})
+    with pytest.raises(ConfigError, match=r"--option split=weekly: expected 'leave_last_out' or 'global_time'"):
+        validate_options("llmrec", ["direct"], {"split": "weekly"})
+    with pytest.raises(ConfigError, match=r"--option cut=1.5: must be < 1"):
+        validate_options("llmrec", ["direct"], {"split": "global_time", "cut": 1.5})
+    no_time = dataset()
+    no_time.interactions = no_time.interactions.with_columns(
+        pl.when(pl.col("user_id") == "u2").then(None).otherwise(pl.col("timestamp")).alias("timestamp"))
+    with pytest.raises(ConfigError, match=r"--option split=global_time cut=0.6: 3 of 15 interactions have no timestamp"):
+        list(SequentialTask().build(no_time, BuildConfig(options={"split": "global_time", "cut": 0.6, "n_recs": 4})))
+    why = why_empty("sequential", dataset(), 4, {"split": "global_time", "cut": 0.6})
+    assert why == ("sequential: split=global_time cut=0.6: none of the 3 users with an interaction after the cut has "
+                   "min_history=4 before it (the most: 3); lower --option min_history or raise --option cut")
