@@ -1,5 +1,5 @@
 """Beyond-accuracy metrics (coverage@10, Gini@10, ARP@10, novelty@10, HR@10 head / tail) in RecBench
-seqrec: hand-worked on a 6-item catalog with known training popularity, Gini against an
+seqrec and RecBench+: hand-worked on a 6-item catalog with known training popularity, Gini against an
 independent formula, the top-10 lists the references now give beside their rank (equal to their own
 full orders), and an old rank-only reference file that still scores (ranks, no list metrics)."""
 
@@ -19,6 +19,7 @@ from recharness.core.io import read_jsonl
 from recharness.core.rundir import RunDir
 from recharness.metrics.beyond_accuracy import Popularity
 from recharness.tasks.recbench.seqrec import SeqrecTask, sample_list
+from recharness.tasks.recbench_plus.condition_tasks import ExplicitTask
 
 CATALOG = list("abcdef")
 BA = ("coverage@10", "Gini@10", "ARP@10", "novelty@10")
@@ -246,3 +247,66 @@ def test_an_old_rank_only_reference_file_still_scores(ml1m, tmp_path):
     assert set(BA) <= set(old["popularity"].metrics)  # the other rows keep theirs
     heads = [k for k in new["itemknn"].metrics if k.startswith("HR@10 ")]
     assert heads and all(old["itemknn"].metrics[k] == pytest.approx(new["itemknn"].metrics[k]) for k in heads)
+
+
+# ---------------------------------------------------------------- RecBench+
+
+
+@pytest.fixture
+def plus_task():
+    """Interactions in time order per user, each user's last one (f) held out: training counts a 4,
+    b 2, c 1, d 1, e 0, f 0 (the whole data would give f 4)."""
+    rows = [("u1", "a"), ("u1", "b"), ("u1", "c"), ("u1", "f"), ("u2", "a"), ("u2", "b"), ("u2", "f"),
+            ("u3", "a"), ("u3", "d"), ("u3", "f"), ("u4", "a"), ("u4", "f")]
+    inter = pl.DataFrame(rows, schema=["user_id", "item_id"], orient="row")
+    task = ExplicitTask()
+    task.prepare_scoring(SimpleNamespace(items=pl.DataFrame({"item_id": CATALOG}), interactions=inter))
+    return task
+
+
+def _q(sid: str, gt: list[str], k: int | None = None) -> dict:
+    return {"id": sid, "task": "explicit", "gt": gt, "k": k, "with_history": sid.endswith("-h"), "history": []}
+
+
+PLUS_SAMPLES = [_q("explicit-q1-h", ["a", "b"]), _q("explicit-q1-n", ["a", "b"]), _q("explicit-q2-n", ["c"]),
+                _q("explicit-q3-n", ["d", "e"])]
+
+
+def _ans(sid: str, ids: list[str | None], ftr: bool = False) -> dict:
+    return {"id": sid, "parsed": {"strings": [str(i) for i in ids], "item_ids": ids, "ftr": ftr}, "valid": True}
+
+
+PLUS_PREDS = {
+    "explicit-q1-h": _ans("explicit-q1-h", ["a", None, "c"]),  # an unmatched title keeps its slot, not counted
+    "explicit-q1-n": _ans("explicit-q1-n", ["f", "a"]),
+    "explicit-q2-n": _ans("explicit-q2-n", [], ftr=True),  # declines: no list
+    # ten entries before d: only the first ten slots count (b and nine unmatched titles)
+    "explicit-q3-n": _ans("explicit-q3-n", ["b", *[None] * 9, "d"]),
+}
+
+
+def test_recbench_plus_popularity_is_the_training_part(plus_task):
+    assert plus_task.popularity.interactions == {"a": 4, "b": 2, "c": 1, "d": 1, "e": 0, "f": 0}
+    assert plus_task.popularity.users == 4
+
+
+def test_recbench_plus_hand_worked(plus_task):
+    m = plus_task.score(PLUS_SAMPLES, PLUS_PREDS)
+    lists = [["a", "c"], ["f", "a"], [], ["b"]]
+    assert m["coverage@10"] == pytest.approx(4 / 6)  # a, b, c, f; d came eleventh
+    # exposure a 2, b 1, c 1, d 0, e 0, f 1 → sorted 0 0 1 1 1 2: 13 / (6 · 5)
+    assert m["Gini@10"] == pytest.approx(13 / 30)
+    assert m["Gini@10"] == pytest.approx(mad_gini(exposure(lists)))
+    assert m["ARP@10"] == pytest.approx(((4 + 1) / 2 + (0 + 4) / 2 + 2) / 3)  # the declined query has no list
+    assert m["novelty@10"] == pytest.approx((math.log2(5 / 2) / 2 + math.log2(5) / 2 + math.log2(5 / 3)) / 3)
+    assert not [k for k in m if k.endswith((" head", " tail"))]  # a set of relevant items: no single target
+    units = plus_task.units(PLUS_SAMPLES, PLUS_PREDS)
+    for name in BA:
+        assert units[name].point() == pytest.approx(m[name]), name
+    assert units["ARP@10"].independent == 3  # q1's two answers move together
+
+
+def test_recbench_plus_fixed_k_cuts_the_list_first(plus_task):
+    samples = [_q("explicit-q1-n", ["a"], k=1)]  # asked for one item: L is its first entry only
+    m = plus_task.score(samples, {"explicit-q1-n": _ans("explicit-q1-n", ["b", "c"])})
+    assert m["coverage@10"] == pytest.approx(1 / 6) and m["ARP@10"] == pytest.approx(2.0)

@@ -110,11 +110,12 @@ class ExposureUnits(Units):
         return np.asarray(self.incidence.sum(axis=1)).ravel() > 0
 
 
-def beyond_accuracy_units(ids: Sequence, lists: Sequence[Sequence[str]], targets: Sequence[str],
-                          hits: Sequence[float], pop: Popularity, k: int = 10, clusters=None,
+def beyond_accuracy_units(ids: Sequence, lists: Sequence[Sequence[str]], targets: Sequence[str] | None,
+                          hits: Sequence[float] | None, pop: Popularity, k: int = 10, clusters=None,
                           accuracy: str = "HR@10") -> dict[str, Units]:
     """The metrics of the module docstring for top-`k` lists; `hits` the per-sample accuracy that
-    head / tail split (e.g. HR@10), named `accuracy`. Items outside the catalog are not counted."""
+    head / tail split (e.g. HR@10), named `accuracy`. Items outside the catalog are not counted.
+    `targets` None (samples without one target, e.g. a set of relevant items): no head / tail split."""
     code = {i: j for j, i in enumerate(pop.catalog)}
     tops = [[i for i in dict.fromkeys(lst) if i in code][:k] for lst in lists]
     rows = [r for r, t in enumerate(tops) for _ in t]
@@ -123,8 +124,8 @@ def beyond_accuracy_units(ids: Sequence, lists: Sequence[Sequence[str]], targets
     nonempty = [bool(t) for t in tops]
     arp = [float(np.mean([pop.interactions[i] for i in t])) if t else 0.0 for t in tops]
     nov = [float(np.mean([pop.self_information(i) for i in t])) if t else 0.0 for t in tops]
-    head = [t in pop.head for t in targets]
-    hits = np.asarray(hits, dtype=np.float64)
+    head = [t in pop.head for t in targets] if targets is not None else [False] * len(tops)
+    hits = np.asarray(hits if targets is not None else np.zeros(len(tops)), dtype=np.float64)
     cl = clusters
     out = {
         f"coverage@{k}": ExposureUnits(ids, inc, "coverage", clusters=cl, how="distinct recommended items / catalog"),
@@ -140,6 +141,6 @@ def beyond_accuracy_units(ids: Sequence, lists: Sequence[Sequence[str]], targets
         for name in (f"coverage@{k}", f"Gini@{k}", f"ARP@{k}", f"novelty@{k}"):
             out.pop(name)
     for part, n in (("head", sum(head)), ("tail", len(head) - sum(head))):
-        if not n:
+        if not n or targets is None:
             out.pop(f"{accuracy} {part}")
     return out

@@ -13,12 +13,15 @@ from recharness.tasks.recbench_plus.evaluate import (
     group_metrics,
     query_metrics,
     resolve_answer,
+    top_lists,
     unrecognised,
 )
 from recharness.tasks.recbench_plus.official import find_file, read_records, write_records
 from recharness.tasks.recbench_plus.options import Options, parse_options
 
 GT_UNMATCHED = "\x00gt:"  # placeholder id for a ground-truth title the catalog lacks
+#: the list length of the beyond-accuracy metrics (coverage@10, Gini@10, ARP@10, novelty@10)
+TOP_K = 10
 
 
 def unanswered(p: dict) -> bool:
@@ -53,8 +56,30 @@ class RecBenchTask(Task):
     format_reminder = None
     params = GenerationParams(max_tokens=200)
 
+    #: the training popularity beyond-accuracy metrics read (`prepare_scoring`)
+    scoring_needs_dataset = True
+
     def __init__(self):
         self.ctx: Context | None = None
+        self.popularity = None
+
+    def prepare_scoring(self, dataset) -> None:
+        """The training part's item popularity (each user's last interaction held out), as LLMRec's."""
+        from recharness.baselines.base import training_rows
+        from recharness.metrics.beyond_accuracy import Popularity
+
+        self.popularity = Popularity.of(training_rows(dataset.interactions), dataset.items["item_id"].to_list())
+
+    def beyond_accuracy(self, samples: list[dict], predictions: dict[str, dict]) -> dict:
+        """coverage / Gini / ARP / novelty of the first 10 entries of each list, as units over samples with
+        the query as cluster (`evaluate` says why there is no head / tail split); {} without a popularity."""
+        from recharness.metrics.beyond_accuracy import beyond_accuracy_units
+
+        if self.popularity is None or not samples:
+            return {}
+        # targets None: the ground truth is a set of items, no single target to call head or tail
+        return beyond_accuracy_units([s["id"] for s in samples], top_lists(samples, predictions, TOP_K), None, None,
+                                     self.popularity, k=TOP_K, clusters=[query_of(s) for s in samples])
 
     def setup(self, dataset, context: Context | None = None) -> None:
         """Before run / parse / score: the build's shared context (made here when none is given)."""
@@ -165,6 +190,7 @@ class RecBenchTask(Task):
         if gt_unmatched or any(s.get("source", "built") != "built" for s in samples):
             # official files name the ground truth by title: how many of those titles the catalog matched
             m["gt_match_rate"] = 1.0 - gt_unmatched / gt_total if gt_total else 0.0
+        m.update({k: u.point() for k, u in self.beyond_accuracy(samples, predictions).items()})
         return m
 
     def units(self, samples: list[dict], predictions: dict[str, dict]) -> dict:
@@ -191,6 +217,7 @@ class RecBenchTask(Task):
             out["unrecognised_rate"] = mean_units(ids, [bool(p is not None and unrecognised(p)) for p in got],
                                                   [p is not None for p in got], how="mean over answered queries",
                                                   clusters=queries)
+        out.update(self.beyond_accuracy(samples, predictions))
         return out
 
     def breakdown(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, dict[str, float]]:

@@ -18,6 +18,13 @@ entries when a fixed K was asked for):
 Unmatched titles keep their slot in L (a hallucinated title is still a
 recommendation), so a model cannot gain precision by inventing titles.
 Queries without a prediction are left out and counted as `missing`.
+
+Beyond accuracy (`metrics.beyond_accuracy`): coverage@10, Gini@10, ARP@10 and novelty@10 of the
+catalog items among the first 10 entries of L (`top_lists`; unmatched titles keep their slot there
+too and are not counted), against the training part's popularity (each user's last interaction
+held out). No head / tail accuracy: the ground truth of a query is a set of items (every history
+item meeting the conditions, the user's subset), head and tail items mixed, so there is no single
+target whose popularity could split the queries.
 """
 
 from __future__ import annotations
@@ -73,6 +80,17 @@ def recommended(parsed: dict | None, k: int | None, wanted: Iterable[str] = ()) 
     ids = with_twins(parsed.get("item_ids") or [], parsed.get("twins"), wanted)
     out = [i if i is not None else f"{UNMATCHED}{n}" for n, i in enumerate(ids)]
     return out[:k] if k else out
+
+
+def top_lists(samples: list[dict], predictions: dict[str, dict], k: int = 10) -> list[list[str]]:
+    """Per sample, the first `k` entries of its list L (unmatched placeholders included: they keep their
+    slot and no metric counts them); [] without a prediction, for a refusal or an unreadable answer."""
+    out = []
+    for s in samples:
+        p = predictions.get(s["id"])
+        parsed = p.get("parsed") if p is not None and isinstance(p.get("parsed"), dict) else None
+        out.append(recommended(parsed, s.get("k") or None, s.get("gt", []))[:k])
+    return out
 
 
 def query_metrics(samples: list[dict], predictions: dict[str, dict]) -> list[dict | None]:
