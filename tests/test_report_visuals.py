@@ -126,3 +126,12 @@ def test_console_puts_beyond_accuracy_in_its_own_table_and_says_why_cells_have_n
     assert "(no CI" not in text and "popularity (ref)" in text
     assert tables[0].caption == "No interval where a column has fewer than 5 independent units: 3 units."
     assert tables[1].caption == "No interval where a column has fewer than 5 independent units: 1 unit."
+
+
+def test_the_headline_is_a_metric_of_the_family_never_a_qualified_one():
+    from recharness.report.html import headline_metric
+
+    # direct with 8 candidates has no NDCG@10: the headline is NDCG@5, not the order spread or a head/tail split
+    assert headline_metric(None, "direct", ["HR@10 head", "NDCG@10 order spread", "HR@1", "NDCG@5"]) == "NDCG@5"
+    assert headline_metric(None, "x", ["HR@10 head", "HR@1"]) == "HR@1"
+    assert headline_metric(None, "x", ["NDCG@10 order spread"]) is None

@@ -93,7 +93,8 @@ def headline_metric(suite: str | None, task: str, cols: list[str]) -> str | None
                 return h
         except Exception:  # noqa: BLE001 - an unknown suite/task (moved run, renamed task): fall back
             pass
-    return next((c for p in PRIORITY for c in cols if c == p or c.startswith(p)), None)
+    # a prefix names a family ("NDCG" → NDCG@5), never a qualified metric ("NDCG@10 order spread", "HR@10 head")
+    return next((c for p in PRIORITY for c in cols if c == p or (c.startswith(p) and " " not in c)), None)
 
 
 def _png(fig) -> str:
