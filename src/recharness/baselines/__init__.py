@@ -48,14 +48,15 @@ for _name, _path, _lib, _what in (
          "Markov: what followed the user's last item(s) in the training sequences (last-item transitions)")):
     BASELINES.add(_name, f"recharness.baselines.{_path}", answers=("ranking", "click"), trainable=True, heavy=True,
                   tunable=True, library=_lib, description=_what)
-# the nine DLRMs (+ DNN with text / semantic embedding), `heavy`, lazy (torch)
+# the nine DLRMs (+ DNN with text / semantic embedding), `heavy`, lazy (torch), tunable (validation AUC)
 register_dlrms(BASELINES)
 
-# next-item models over training sequences: `heavy`, fitted by `recharness train` only
+# next-item models over training sequences: `heavy`, fitted by `recharness train` only; tunable (`train --tune N`:
+# hidden, dropout, lr, each trial capped at `SASRec.tune_epochs` epochs)
 for _name, _cls, _layers in (("sasrec", "SASRec", 2), ("sasrec-1l", "SASRec1L", 1), ("sasrec-3l", "SASRec3L", 3),
                              ("sasrec-4l", "SASRec4L", 4)):
     BASELINES.add(_name, f"recharness.baselines.sasrec:{_cls}", answers=("ranking",), trainable=True, heavy=True,
-                  description=f"SASRec, {_layers} self-attention layer{'s' if _layers > 1 else ''}, hidden 64, "
+                  tunable=True, description=f"SASRec, {_layers} self-attention layer{'s' if _layers > 1 else ''}, hidden 64, "
                               "cross-entropy over all items, early stopping on validation NDCG@10 (needs torch)")
 # SASRec over semantic-ID tokens; one training run serves both decodings
 BASELINES.add("sid-sasrec", "recharness.baselines.sid_sasrec:SIDSASRec", answers=("ranking",), trainable=True,

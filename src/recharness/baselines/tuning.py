@@ -1,21 +1,44 @@
 """`recharness train --tune N`: every tunable reference searched with the same budget, on validation only.
 
-Each model gets N Optuna trials (TPE, seeded; trial 0 is its default configuration, so tuning
-never reports worse than the default on validation). A trial fits on the training data minus the
-validation targets and is scored by NDCG@10 over the full catalog (history excluded) on
-validation pairs carved from the training data (`validation_split`: a list-wise build's own
-validation rows, else each training user's last training item) — never a test sample. The chosen
-configuration is then fitted on all the training data and its test metric reported once. The
-whole search (every trial's parameters, value and seconds) is kept in `models/<name>/tuning.json`.
+A baseline class is tunable when it has a `space` ({parameter: ("int"|"float"|"log", low, high), or
+("choice", a, b, ...)}), `defaults()` and `create(seed, **params)`. Each gets N Optuna trials (TPE,
+seeded; trial 0 is its default configuration, so tuning never reports worse than the default on
+validation). What a trial is fitted on and scored by (`objective_for`) is carved from the training
+data — never a test sample:
+
+- rankers (the HistoryScorers ItemKNN/EASE/ALS/Markov, SASRec and its layer variants): NDCG@10 over
+  the full catalog (history excluded) on ≤ `VALID_USERS` validation pairs (`validation_split`: a
+  list-wise build's own validation rows, else each training user's last training item, which the
+  trial's fit then does not see). SASRec fits on the build's training windows and early-stops on
+  those same validation rows, as it does untuned (the rows are the second-to-last positive of each
+  user; the test target is the last).
+- click models (the DLRMs): AUC on the validation slice of the training pairs their fit early-stops
+  on (the build's valid.parquet, else a seeded 10% of the training pairs held out), from the weights
+  of the best epoch. A class chooses this through its `tuning_objective(train, seed)`.
+
+Per-trial epoch cap: a model trained in epochs may have one, `tune_epochs` (a class attribute, or
+`tune(..., epochs=E)`), and it is part of the stated budget (`budget.epochs_per_trial` in
+tuning.json): every trial then trains exactly E epochs (max_epochs = patience = E, so no trial stops
+earlier than another) and is scored with its best epoch's weights, so every trial of a model gets
+the same compute. SASRec's cap is 3 epochs (a trial costs minutes on ML-1M); the DLRMs have none (a
+trial is seconds): each trial runs their own early stopping (patience 2, at most 50 epochs). A
+short cap favours configurations that learn fast; the cap is stated so that this is visible.
+
+The chosen configuration is then fitted on all the training data with the model's own epoch limit
+and early stopping (not the cap), and its test metric reported once. The whole search (every
+trial's parameters, value and seconds) is kept in `models/<name>/tuning.json`.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from recharness.baselines.history_scorer import HistoryScorer, validation_split
+from recharness.baselines.base import Baseline, TrainData
+from recharness.baselines.history_scorer import validation_split
 from recharness.metrics.full_ranking import rank_metrics
 
 #: validation pairs scored per trial (drawn with the seed when there are more): the same for every model
@@ -23,14 +46,61 @@ VALID_USERS = 2_000
 METRIC = "ndcg@10"
 
 
-def validation_ndcg(model: HistoryScorer, pairs: list[tuple[list[str], str]]) -> float:
+@dataclass(frozen=True)
+class Objective:
+    """What a trial fits on (`fit_on`) and the validation value its fitted model gets (`score`)."""
+
+    fit_on: TrainData
+    score: Callable[[Baseline], float]
+    #: the metric's name ("ndcg@10", "auc") and how many validation units it is computed on
+    metric: str
+    size: int
+    #: the objective as tuning.json states it
+    description: str
+    #: (user or None, item) of each validation unit, computed when asked: what tests check against the test samples
+    keys: Callable[[], list[tuple[str | None, str]]] = field(default=list)
+
+
+def validation_ndcg(model: Baseline, pairs: list[tuple[list[str], str]]) -> float:
     """Mean NDCG@10 of the targets' full-catalog ranks after their histories (history removed)."""
-    ranks = [model.target_rank(t, h) for h, t in pairs]
+    answers = model.target_ranks([(t, list(h), None) for h, t in pairs])
+    ranks = [a.get("rank") for a in answers]
     return float(rank_metrics([np.inf if r is None else r for r in ranks], ks=(10,))["ndcg@10"])
 
 
-def _suggest(trial, name: str, spec: tuple[str, float, float]):
-    kind, low, high = spec
+def _pair_users(train: TrainData, pairs: list[tuple[list[str], str]]) -> list[tuple[str | None, str]]:
+    """(user, target) of each validation pair: looked up from the rows `validation_split` drew them from."""
+    from recharness.baselines.history_scorer import user_sequences
+
+    if train.sequences is not None:
+        import polars as pl
+
+        rows = train.sequences.filter(pl.col("part") == "valid").select("user_id", "history", "target").iter_rows()
+        owner = {(tuple(h), t): u for u, h, t in rows}
+    else:
+        owner = {(tuple(s[:-1]), s[-1]): u for u, s in user_sequences(train).items() if len(s) >= 2}
+    return [(owner.get((tuple(h), t)), t) for h, t in pairs]
+
+
+def ranking_objective(train: TrainData, seed: int) -> Objective:
+    """NDCG@10 over the full catalog on ≤ `VALID_USERS` pairs of `validation_split` (never a test sample)."""
+    fit_on, pairs = validation_split(train, VALID_USERS, seed)
+    return Objective(fit_on, lambda model: validation_ndcg(model, pairs), METRIC, len(pairs),
+                     f"{METRIC} over the full catalog on {len(pairs)} validation pairs carved from the "
+                     "training data (never a test sample)", lambda: _pair_users(train, pairs))
+
+
+def objective_for(cls: type[Baseline], train: TrainData, seed: int) -> Objective:
+    """The class's own objective (`tuning_objective`), else the ranking one."""
+    own = getattr(cls, "tuning_objective", None)
+    return own(train, seed) if callable(own) else ranking_objective(train, seed)
+
+
+def _suggest(trial, name: str, spec: tuple):
+    kind, *args = spec
+    if kind == "choice":
+        return trial.suggest_categorical(name, list(args))
+    low, high = args
     if kind == "int":
         return trial.suggest_int(name, int(low), int(high))
     if kind == "log":
@@ -40,24 +110,37 @@ def _suggest(trial, name: str, spec: tuple[str, float, float]):
     return trial.suggest_float(name, float(low), float(high))
 
 
-def tune(cls: type[HistoryScorer], train, trials: int, seed: int = 0, progress=None) -> dict:
-    """Search `cls`'s space with `trials` Optuna trials; returns the search record (best params first)."""
+def epoch_cap(cls: type[Baseline], epochs: int | None = None) -> int | None:
+    """The per-trial epoch cap of `cls` (`epochs` when given, else its `tune_epochs`); None: no cap, or
+    a model not trained in epochs (no `max_epochs` among its defaults)."""
+    cap = epochs if epochs is not None else getattr(cls, "tune_epochs", None)
+    if cap is None or "max_epochs" not in cls.defaults():
+        return None
+    return int(cap)
+
+
+def tune(cls: type[Baseline], train, trials: int, seed: int = 0, progress=None, epochs: int | None = None) -> dict:
+    """Search `cls`'s space with `trials` Optuna trials; returns the search record (best params first).
+    `epochs`: the per-trial epoch cap (default: the class's `tune_epochs`)."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    fit_on, pairs = validation_split(train, VALID_USERS, seed)
+    objective_ = objective_for(cls, train, seed)
+    cap = epoch_cap(cls, epochs)
+    fixed = {"max_epochs": cap, "patience": cap} if cap is not None else {}
     rows: list[dict] = []
+    metric = objective_.metric
 
     def objective(trial) -> float:
         params = {k: _suggest(trial, k, spec) for k, spec in cls.space.items()}
         t0 = time.perf_counter()
-        value = validation_ndcg(cls.create(seed=seed, **params).fit(fit_on), pairs)
+        value = objective_.score(cls.create(seed=seed, **params, **fixed).fit(objective_.fit_on))
         rows.append({"trial": trial.number, "params": params, "valid": value,
                      "seconds": round(time.perf_counter() - t0, 3)})
         best = max(r["valid"] for r in rows)
         rows[-1]["best"] = best
         if progress is not None:
-            progress(f"tuning {cls.name}: trial {trial.number + 1}/{trials}, valid {METRIC} {value:.4f} "
+            progress(f"tuning {cls.name}: trial {trial.number + 1}/{trials}, valid {metric} {value:.4f} "
                      f"(best {best:.4f})")
         return value
 
@@ -65,9 +148,10 @@ def tune(cls: type[HistoryScorer], train, trials: int, seed: int = 0, progress=N
     study.enqueue_trial({k: v for k, v in cls.defaults().items() if k in cls.space})
     study.optimize(objective, n_trials=trials)
     best = max(rows, key=lambda r: (r["valid"], -r["trial"]))
-    return {"budget": {"trials": trials, "sampler": "TPE", "seed": seed},
-            "objective": f"{METRIC} over the full catalog on {len(pairs)} validation pairs carved from the "
-                         "training data (never a test sample)",
+    budget = {"trials": trials, "sampler": "TPE", "seed": seed}
+    if cap is not None:
+        budget["epochs_per_trial"] = cap
+    return {"budget": budget, "objective": objective_.description,
             "space": {k: list(v) for k, v in cls.space.items()}, "default": cls.defaults(),
             "best": {"trial": best["trial"], "params": best["params"], "valid": best["valid"]},
             "trials": rows, "seconds": round(sum(r["seconds"] for r in rows), 3)}

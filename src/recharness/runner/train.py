@@ -15,7 +15,7 @@ from pathlib import Path
 from recharness.baselines import BASELINES, TrainData, fit
 from recharness.core.errors import ConfigError
 from recharness.core.io import atomic_write_bytes, atomic_write_text, write_jsonl_atomic
-from recharness.core.rundir import RunDir
+from recharness.core.rundir import RunDir, train_json_file
 from recharness.data.store import load_dataset
 from recharness.runner import train_log
 from recharness.runner.latency import LATENCY_RUNS, timed_predict  # noqa: F401 (re-exported)
@@ -24,7 +24,7 @@ from recharness.tasks.references import serving
 from recharness.tasks.registry import get_task
 
 
-def _trained(rd: RunDir, name: str, fp: str, seed: int, tune: int = 0) -> bool:
+def _trained(rd: RunDir, name: str, fp: str, seed: int, tune: int = 0, tune_epochs: int | None = None) -> bool:
     """Whether `name` was already trained on this build with this seed and tuning budget (its predictions file whole)."""
     from recharness.core.io import read_jsonl
 
@@ -33,7 +33,8 @@ def _trained(rd: RunDir, name: str, fp: str, seed: int, tune: int = 0) -> bool:
         return False
     first = next(iter(read_jsonl(path, tolerate_torn_tail=True)), None)
     return (bool(first) and first.get("build") == fp and first.get("train_seed") == seed
-            and int(first.get("tune_trials") or 0) == _budget(name, tune))
+            and int(first.get("tune_trials") or 0) == _budget(name, tune)
+            and first.get("tune_epochs") == _epoch_cap(name, tune, tune_epochs))
 
 
 def _budget(name: str, tune: int) -> int:
@@ -41,14 +42,37 @@ def _budget(name: str, tune: int) -> int:
     return tune if tune and BASELINES.meta(name).get("tunable") else 0
 
 
+def _epoch_cap(name: str, tune: int, tune_epochs: int | None) -> int | None:
+    """The per-trial epoch cap of `name`'s search (`baselines.tuning.epoch_cap`), None when it is not tuned or has none."""
+    if not _budget(name, tune):
+        return None
+    from recharness.baselines.tuning import epoch_cap
+
+    return epoch_cap(BASELINES.get(name), tune_epochs)
+
+
+def _tuned_line(name: str, summary: dict) -> str:
+    """What `train` prints for a searched model trained in epochs (after its epochs' line)."""
+    metric = summary["objective"].split(" ", 1)[0]
+    params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                       for k, v in summary["best"]["params"].items())
+    cap = summary["budget"].get("epochs_per_trial")
+    return (f"{name}: tuned, {summary['budget']['trials']} trials{f' of {cap} epochs' if cap else ''} "
+            f"({summary['seconds']:.1f} s), best valid {metric} {summary['best']['valid']:.4f} (trial "
+            f"{summary['best']['trial']}) with {params}; refitted with its own epoch limit")
+
+
 def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = None, seed: int = 0,
           latency_runs: int = LATENCY_RUNS, progress=None, executor: str = "local",
-          address: str | None = None, retrain: bool = False, tune: int = 0) -> list[Path]:
+          address: str | None = None, retrain: bool = False, tune: int = 0,
+          tune_epochs: int | None = None) -> list[Path]:
     """Fit each baseline serving the build's tasks (or only `baselines`) and write its predictions
     for every sample of those tasks as one whole file. Returns the files written. A model already
     trained on this build with this seed is kept (a killed `train` resumes with the next model);
     `retrain` fits every one again. `tune`: N Optuna trials per tunable model on a validation split of
     the training data (`baselines.tuning`), the same budget for each; the search is kept beside the model.
+    `tune_epochs`: the per-trial epoch cap of models trained in epochs (default: each class's
+    `tune_epochs`, SASRec 3; the DLRMs none), stated in the budget.
     `executor="ray"`: the models train in parallel, one Ray task each (`address` as for `run`), each
     timing its own fit; their predictions and saved weights come back to be written here."""
     info, samples = load_build(out)
@@ -69,7 +93,8 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
     if not names:
         raise ConfigError(f"no reference model serves the tasks of this {info['suite']} build ({', '.join(by_task)}); "
                           "`score` computes their references on the fly")
-    kept = [] if retrain else [n for n in names if _trained(RunDir(out), n, info["fingerprint"], seed, tune)]
+    kept = [] if retrain else [n for n in names
+                               if _trained(RunDir(out), n, info["fingerprint"], seed, tune, tune_epochs)]
     if kept and progress is not None:
         progress(f"already trained on this build (seed {seed}), kept: {', '.join(kept)} (--retrain fits them again)")
     names = [n for n in names if n not in kept]
@@ -107,14 +132,15 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
             if _budget(name, tune):
                 from recharness.baselines.tuning import tune as search_space
 
-                search = search_space(BASELINES.get(name), train_data, tune, seed, progress=progress)
+                search = search_space(BASELINES.get(name), train_data, tune, seed, progress=progress,
+                                      epochs=tune_epochs)
                 atomic_write_text(RunDir(out).model_dir(name) / "tuning.json", json.dumps(search, indent=2))
             elif tune and progress is not None:
                 progress(f"{name} has no search space: trained with its fixed configuration")
             model, seconds = fit(name, train_data, seed, search["best"]["params"] if search else None)
-            if search is not None:
-                model.log = {**(getattr(model, "log", None) or {}), "tuning": {
-                    k: search[k] for k in ("budget", "objective", "best", "seconds")}}
+            summary = {k: search[k] for k in ("budget", "objective", "best", "seconds")} if search else None
+            if summary is not None and isinstance(getattr(model, "log", None) or {}, dict):
+                model.log = {**(getattr(model, "log", None) or {}), "tuning": summary}  # a DLRM's is a FitLog
             log = getattr(model, "log", None)
             if isinstance(log, dict) and log.get("shared_fit") and log.get("seconds") is not None:
                 seconds = float(log["seconds"])  # reused another variant's training run: report that run's time
@@ -124,6 +150,13 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
             logged = train_log.write(RunDir(out).model_dir(name), model, seed=seed, data=data_id, seconds=seconds)
             if progress is not None:
                 progress(train_log.summary_line(name, logged))
+            if summary is not None and logged is not None and "tuning" not in logged:
+                # a model trained in epochs: train.json is its epochs' record, the search is added beside them
+                logged["tuning"] = summary
+                atomic_write_text(train_json_file(RunDir(out).model_dir(name)),
+                                  json.dumps(logged, indent=2, default=str))
+                if progress is not None:
+                    progress(_tuned_line(name, summary))
             identity, predicted = model.identity(), []
             for t, task_samples in by_task.items():
                 if name not in served[t]:
@@ -135,6 +168,8 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
                 predicted.append((t, *timed_predict(model, task_samples, runs, task=get_task(info["suite"], t))))
         stamp = {"build": info["fingerprint"], "kind": "reference", "model": identity, "train_s": round(seconds, 6),
                  "train_seed": seed, "tune_trials": _budget(name, tune)}
+        if (cap := _epoch_cap(name, tune, tune_epochs)) is not None:
+            stamp["tune_epochs"] = cap
         records = []
         for t, recs, timing in predicted:
             records += [{"id": r["id"], "task": t, **r, **stamp, **timing} for r in recs.values()]

@@ -32,9 +32,10 @@ DLRMS: dict[str, tuple[str, str]] = {
 
 def register_dlrms(registry) -> None:
     """Add the DLRMs to a baseline registry, lazily (torch is imported on first use). They are
-    `heavy`: fitted by the `train` stage (seconds to a minute each), never on the fly inside `score`."""
+    `heavy`: fitted by the `train` stage (seconds to a minute each), never on the fly inside `score`;
+    `tunable`: `train --tune N` searches `DlrmBaseline.space` by validation AUC (`baselines.tuning`)."""
     for name, (cls, description) in DLRMS.items():
-        registry.add(name, f"{_MODULE}:{cls}", answers=("click",), trainable=True, heavy=True,
+        registry.add(name, f"{_MODULE}:{cls}", answers=("click",), trainable=True, heavy=True, tunable=True,
                      description=f"{description} (RecBench §4; needs torch and torch-rechub)")
 
 

@@ -91,12 +91,27 @@ def holdout(pairs: pl.DataFrame, fraction: float, seed: int) -> tuple[pl.DataFra
     return pairs.filter(pl.Series(~is_valid)), pairs.filter(pl.Series(is_valid))
 
 
+def validation_pairs(train: TrainData, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(pairs fitted on, pairs validated on): the build's valid.parquet beside its training pairs, else a
+    seeded 10% of the training pairs held out (`holdout`). Both come from the training data only."""
+    pairs = train.require_pairs("the DLRMs")
+    valid = getattr(train, "valid", None)
+    if valid is None or valid.height == 0:
+        return holdout(pairs, 0.1, seed)
+    return pairs, valid
+
+
 class DlrmBaseline(Baseline):
     """A deep CTR model of RecBench §4 (Groups A-C) answering ctr samples with `p_yes`."""
 
     name = "dlrm"
     model_name = "dnn"
     representation = "id"
+    #: `train --tune N` (`baselines.tuning`): the Optuna search space shared by every DLRM; a trial is
+    #: scored by its validation AUC (`tuning_objective`) and runs the fit's own early stopping (no epoch cap)
+    space: dict[str, tuple] = {"embed_dim": ("choice", 8, 16, 32), "lr": ("log", 3e-4, 3e-3),
+                               "dropout": ("float", 0.0, 0.5), "embedding_l2": ("log", 1e-4, 1e-1)}
+    tune_epochs: int | None = None
 
     def __init__(self, seed: int = 0, *, vectors: Vectors | Callable[[], Vectors] | None = None,
                  encoder: str = "minilm", threads: int | None = 1, progress: bool = True, **params):
@@ -121,8 +136,27 @@ class DlrmBaseline(Baseline):
         self.log = None
 
     @classmethod
-    def create(cls, seed: int = 0) -> Self:
-        return cls(seed=seed)
+    def create(cls, seed: int = 0, **params) -> Self:
+        return cls(seed=seed, **params)
+
+    @classmethod
+    def defaults(cls) -> dict:
+        return {**COMMON, **MODEL_PARAMS[cls.model_name]}
+
+    @classmethod
+    def tuning_objective(cls, train: TrainData, seed: int):
+        """For `train --tune`: AUC on the validation pairs the fit early-stops on (`validation_pairs`),
+        scored with the best epoch's weights; never a test pair."""
+        from recharness.baselines.tuning import Objective
+
+        _, valid = validation_pairs(train, seed)
+        where = ("the build's validation slice of the training pairs (valid.parquet)"
+                 if getattr(train, "valid", None) is not None and train.valid.height else
+                 "a seeded 10% of the training pairs held out")
+        return Objective(train, lambda model: model.valid_auc(valid), "auc", valid.height,
+                         f"auc on {valid.height} validation pairs: {where}, the pairs the fit early-stops on "
+                         "(never a test pair)",
+                         lambda: list(zip(valid["user_id"].to_list(), valid["item_id"].to_list())))
 
     def settings(self) -> dict:
         out = {"model": self.model_name, "representation": self.representation, "seed": self.seed,
@@ -147,10 +181,8 @@ class DlrmBaseline(Baseline):
         return default_vectors(getattr(train, "dataset_name", None), getattr(train, "item_table", None), self.encoder)
 
     def fit(self, train: TrainData) -> Self:
-        pairs = train.require_pairs(self.name)
-        valid = getattr(train, "valid", None)
-        if valid is None or valid.height == 0:
-            pairs, valid = holdout(pairs, 0.1, self.seed)
+        train.require_pairs(self.name)
+        pairs, valid = validation_pairs(train, self.seed)
         p = self.params
         self.space = build_space(pairs, representation=self.representation, embed_dim=p["embed_dim"],
                                  history_len=p["history_len"], use_user=p["use_user"], min_count=p["min_count"],
@@ -176,6 +208,17 @@ class DlrmBaseline(Baseline):
 
     def p_clicks(self, samples: list[dict]) -> list[float]:
         return [float(v) for v in self.predict_proba(samples)]
+
+    def valid_auc(self, valid: pl.DataFrame) -> float:
+        """AUC of the fitted model on labelled pairs (user_id, item_id, label, history): the tuning objective."""
+        if self.model is None or self.space is None:
+            raise ValueError(f"{self.name} predicts only once fitted (or loaded)")
+        from recharness.baselines.torch_threads import threads
+        from recharness.metrics.classification import auc
+
+        with threads(self.threads):  # the fit's thread count: the same sums as its own validation
+            scores = predict_proba(self.model, to_tensors(self.space.encode_frame(valid)))
+        return float(auc(valid["label"].to_numpy(), scores))
 
     # ------------------------------------------------------------ persistence
 
