@@ -76,7 +76,8 @@ def test_kill9_at_random_moments_then_resume_exactly_once(built):
 def test_second_run_on_the_same_file_exits_at_once(built):
     run = built(30)
     pred = run / "predictions" / "openai-fake.jsonl"
-    with FakeServerProcess(delay_s=0.1) as srv:
+    # 30 answers one at a time at 0.4 s: the first run lasts ≥ 12 s, longer than a second CLI takes to start
+    with FakeServerProcess(delay_s=0.4) as srv:
         first = subprocess.Popen([sys.executable, "-m", "recharness", *run_args(run, srv.base_url, "-c", "1")],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
