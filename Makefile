@@ -22,7 +22,7 @@ endif
 LLAMA_KEY    := $(shell printf '%s %s' '$(LLAMA_VERSION)' '$(LLAMA_CMAKE_ARGS)' | sha256sum | cut -c1-12)
 LLAMA_WHEELS := .wheels/llama-cpp-python-$(LLAMA_VERSION)-$(LLAMA_KEY)
 
-.PHONY: install llama-wheel llama-args demo test bench clean
+.PHONY: test-heavy test-all install llama-wheel llama-args demo test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -59,8 +59,15 @@ demo: install
 
 # pytest exits 5 when no test was collected: say so instead of failing obscurely.
 test: install
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests; rc=$$?; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not heavy" tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
+
+# the checks that take minutes each (fine-tuning, a real model killed mid-run): run by hand before a release
+test-heavy: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m heavy tests
+
+test-all: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 bench: install
 	$(BIN)/python benchmarks/bench_metrics.py

@@ -20,6 +20,9 @@ import pytest
 from recharness.core.errors import ConfigError
 from recharness.runner import pipeline
 
+# fine-tuning trains real models for minutes: `make test-heavy`, not `make test` (README)
+pytestmark = pytest.mark.heavy
+
 #: measured (20 prompts, SmolLM2-135M; benchmarks/results/finetune.md): f16 max |dP(Yes)| <= 0.0023,
 #: Q8_0 <= 0.046; the tolerances leave room for other CPUs and another fine-tune
 TOL_F16 = 0.01

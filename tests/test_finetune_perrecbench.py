@@ -17,6 +17,9 @@ import pytest
 from recharness.core.errors import ConfigError
 from recharness.runner import pipeline
 
+# fine-tuning trains real models for minutes: `make test-heavy`, not `make test` (README)
+pytestmark = pytest.mark.heavy
+
 
 @pytest.fixture(scope="module")
 def prb_run(ml1m, tmp_path_factory):

@@ -197,6 +197,7 @@ def test_driver_killed_then_resume_completes_without_duplicates(cluster, built, 
     assert max(counts(again).values()) == 1 and len(counts(again)) == n
 
 
+@pytest.mark.heavy  # trains every reference twice
 def test_train_with_ray_tasks_matches_local(cluster, built, tmp_path):
     from recharness.runner.train import train
 

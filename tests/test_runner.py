@@ -69,6 +69,7 @@ def test_cache_roundtrip_and_persistence(tmp_path):
 
 
 @pytest.mark.llm
+@pytest.mark.heavy  # a real model killed mid-run (minutes on 2 busy cores); test_faults_cli kills a fake-server run
 def test_kill_9_then_resume_completes_every_sample_once(ml1m, smollm2_path, tmp_path):
     """A real `recharness run` subprocess is killed mid-run; the rerun finishes the rest."""
     env = {**os.environ, "RECHARNESS_HOME": os.environ["RECHARNESS_HOME"]}

@@ -96,7 +96,7 @@ def test_training_data_never_holds_a_test_target(built, ml1m, monkeypatch):
         return seen[-1]
 
     monkeypatch.setattr(TrainData, "leave_last_out", classmethod(spy))
-    train(out, suite="llmrec")
+    train(out, suite="llmrec", baselines=["popularity"])  # every baseline is fitted on this one TrainData
     (data,) = seen
     samples = list(read_jsonl(out / "samples.jsonl"))
     held_out = {(s["user_id"], s["target"]) for s in samples}
@@ -114,7 +114,7 @@ def test_training_data_never_holds_a_test_target(built, ml1m, monkeypatch):
 def test_a_rebuild_makes_old_reference_files_an_error(ml1m, tmp_path):
     out = tmp_path / "run"
     pipeline.build("llmrec", "ml-1m", out, tasks=["direct"], seed=0, limit=5)
-    train(out)
+    train(out, baselines=["popularity"])
     pipeline.build("llmrec", "ml-1m", out, tasks=["direct"], seed=1, limit=5)
     with pytest.raises(BuildMismatch, match="recharness train"):
         pipeline.score(out)
