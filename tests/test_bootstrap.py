@@ -284,7 +284,9 @@ def test_permutation_exact_equals_scipy_auc():
     sa = rng.random(n) + 0.5 * y
     sb = rng.random(n)
     ours = paired_permutation(AUCUnits(list(range(n)), sa, y), AUCUnits(list(range(n)), sb, y), permutations=9999)
-    ref = _scipy_perm(sa, sb, lambda p, q, axis=-1: _auc_ref(np.broadcast_to(y, p.shape), p, axis)
+    # what is swapped is each method's percentile rank (AUCUnits.swapped), the same statistic in scipy
+    ref = _scipy_perm(stats.rankdata(sa) / n, stats.rankdata(sb) / n,
+                      lambda p, q, axis=-1: _auc_ref(np.broadcast_to(y, p.shape), p, axis)
                       - _auc_ref(np.broadcast_to(y, q.shape), q, axis))
     assert ours["exact"] and ours["p"] == pytest.approx(ref, abs=1e-12)
 
@@ -309,8 +311,9 @@ def test_permutation_auc_and_bleu_swaps_agree_with_rescoring():
     sa, sb = np.round(rng.random(n), 1), np.round(rng.random(n), 1)  # ties within and across the methods
     ua, ub = AUCUnits(list(range(n)), sa, y), AUCUnits(list(range(n)), sb, y)
     sw = rng.random((3, n)) < 0.5
+    ra, rb = stats.rankdata(sa) / n, stats.rankdata(sb) / n  # each method's percentile ranks are swapped
     for row, d in zip(sw, ua.swapped(ub, sw)):
-        assert d == pytest.approx(roc_auc_score(y, np.where(row, sb, sa)) - roc_auc_score(y, np.where(row, sa, sb)))
+        assert d == pytest.approx(roc_auc_score(y, np.where(row, rb, ra)) - roc_auc_score(y, np.where(row, ra, rb)))
     refs = ["a b c d", "e f g", "h i j k l", "m n"] * 2
     ha = ["a b c", "e f", "h i j", "x"] * 2
     hb = ["a b c d", "f g", "k l", "m n"] * 2
@@ -373,3 +376,27 @@ def test_exact_test_on_clusters_equals_scipy_on_the_clusters_sums():
     assert got["exact"] and got["units"] == users and got["permutations"] == 2**users
     assert got["diff"] == pytest.approx(ref.statistic, abs=1e-12)
     assert abs(got["p"] - ref.pvalue) < 1e-9
+
+
+def test_auc_permutation_swaps_ranks_not_raw_scores_of_another_scale():
+    """Two methods with the same order on different scales are the same method to AUC: every swap leaves the
+    difference at 0 (raw scores mixed a probability into a list of mean ratings); one swap checked by sklearn."""
+    from scipy.stats import rankdata
+    from sklearn.metrics import roc_auc_score
+
+    from recharness.metrics.bootstrap import AUCUnits
+
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 300)
+    x = rng.normal(size=300) + y
+    ids = list(range(300))
+    a, same = AUCUnits(ids, x, y), AUCUnits(ids, 10 * x + 5, y)  # a monotone transform of a
+    swaps = rng.integers(0, 2, (50, 300)).astype(bool)
+    assert np.allclose(a.swapped(same, swaps), 0.0)
+    other = rng.normal(size=300) + 0.3 * y  # a weaker method, on a scale of its own
+    b = AUCUnits(ids, 100 + other, y)
+    ra, rb = rankdata(x) / 300, rankdata(100 + other) / 300
+    s = swaps[0]
+    want = roc_auc_score(y, np.where(s, rb, ra)) - roc_auc_score(y, np.where(s, ra, rb))
+    assert a.swapped(b, swaps[:1])[0] == pytest.approx(want, abs=1e-12)
+    assert a.point() == pytest.approx(roc_auc_score(y, x)) and b.point() == pytest.approx(roc_auc_score(y, other))

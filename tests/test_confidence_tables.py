@@ -179,9 +179,11 @@ def test_compare_agrees_with_scipy_on_the_runs_numbers(ctr_run):
     nu = len(users)
     assert nu == 15 and auc["exact"] and auc["permutations"] == 2**15 and auc["units"] == 15
 
+    ra, rb = stats.rankdata(pa) / len(pa), stats.rankdata(pb) / len(pb)  # each method's percentile ranks swap
+
     def stat(xa, xb):  # xa[i] >= nu: user i's answers came from B
         from_b = np.asarray(xa)[of] >= nu
-        return auc_of(np.where(from_b, pb, pa), y) - auc_of(np.where(from_b, pa, pb), y)
+        return auc_of(np.where(from_b, rb, ra), y) - auc_of(np.where(from_b, ra, rb), y)
 
     ref = stats.permutation_test((np.arange(nu), np.arange(nu) + nu), stat, permutation_type="samples",
                                  n_resamples=np.inf)

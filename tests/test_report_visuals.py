@@ -126,6 +126,11 @@ def test_console_puts_beyond_accuracy_in_its_own_table_and_says_why_cells_have_n
     assert "(no CI" not in text and "popularity (ref)" in text
     assert tables[0].caption == "No interval where a column has fewer than 5 independent units: 3 units."
     assert tables[1].caption == "No interval where a column has fewer than 5 independent units: 1 unit."
+    many = [ScoreRow(m, "ctr", {"AUC": v}, 40, kind="model", ci={"AUC": {"lo": v - 0.1, "hi": v + 0.1, "top": True}},
+                     extra={"ci_settings": {"resamples": 1000, "seed": 0}}) for m, v in (("a", 0.7), ("b", 0.6))]
+    con = Console(width=200, record=True)
+    con.print(to_rich(many)[0])
+    assert "[lo, hi] = the 95% bootstrap interval" in con.export_text()  # printed, not eaten as markup
 
 
 def test_the_headline_is_a_metric_of_the_family_never_a_qualified_one():

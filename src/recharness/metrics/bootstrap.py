@@ -444,7 +444,14 @@ class AUCUnits(Units):
         if not np.array_equal(self.labels, o.labels):
             raise ValueError("AUC units of the two methods have different labels")
         if self._pooled is None or self._pooled[0] is not o:
-            codes = np.unique(np.concatenate([self.scores, o.scores]), return_inverse=True)[1].reshape(-1)
+            # each method's scores as its own percentile ranks (mid-ranks / n) before they are swapped: AUC is
+            # invariant to a monotone transform, so each side's AUC is unchanged, and a swapped sample keeps its
+            # place in the order instead of bringing a score of another scale (a probability among mean ratings)
+            # — raw scores would make every permuted list noisier than either method and the test lose power
+            from scipy.stats import rankdata
+
+            mine, theirs = rankdata(self.scores) / self.n, rankdata(o.scores) / o.n
+            codes = np.unique(np.concatenate([mine, theirs]), return_inverse=True)[1].reshape(-1)
             self._pooled = (o, codes[: self.n], codes[self.n:], int(codes.max()) + 1 if codes.size else 0)
         _, ca, cb, k = self._pooled
         a = np.where(swap, cb, ca)

@@ -250,7 +250,7 @@ def _rich_table(rows: list[ScoreRow], cols: list[str], title: str):
     if note := ci_note(rows):
         notes.append(note)
     if notes:
-        t.caption, t.caption_justify = " ".join(notes), "left"
+        t.caption, t.caption_justify = escape(" ".join(notes)), "left"  # "[lo, hi]" is text, not markup
     return t
 
 
