@@ -16,6 +16,8 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 os.environ["RECHARNESS_HOME"] = str(REPO / ".pytest-home")
 os.environ.pop("OPENAI_API_KEY", None)
+# every task scored in a test must give the same value from `score` and from its units (runner.intervals)
+os.environ["RECHARNESS_STRICT_UNITS"] = "1"
 
 
 def shared_path(*parts: str) -> Path:

@@ -28,10 +28,28 @@ def test_the_declared_types_name_their_required_fields():
     assert "not an object with fields p_yes" in answer_problem(ctr, 0.7)
 
 
-def test_recbench_and_rating_tasks_declare_an_answer_type():
-    s = suites()
-    for suite, task in (("recbench", "ctr"), ("recbench", "seqrec"), ("llmrec", "rating")):
-        assert s[suite].tasks[task].answer_type is not None, (suite, task)
+def test_every_task_of_every_suite_declares_an_answer_type():
+    missing = [(name, task) for name, suite in suites().items() if not name.startswith("toy")
+               for task, cls in suite.tasks.items() if cls.answer_type is None]
+    assert missing == []
+
+
+def test_the_declared_types_of_the_other_suites_read_their_answers():
+    from recharness.tasks.llmrec.explanation import ExplanationTask
+    from recharness.tasks.perrecbench.tasks import ListTask, PointTask
+    from recharness.tasks.recbench_plus.base import RecBenchTask
+
+    assert answer_problem(ExplanationTask.answer_type, {"text": "a fine film", "words": 3}) is None
+    assert answer_problem(ExplanationTask.answer_type, "a fine film") == \
+        "the answer is str, not an object with fields text"
+    assert answer_problem(ListTask.answer_type, {"ordering": [2, 1, 3]}) is None
+    assert answer_problem(ListTask.answer_type, {"ratings": [4.0, 3.0]}) == "the answer has no field 'ordering'"
+    # pointwise: the model's ratings, or a reference's order (random)
+    assert answer_problem(PointTask.answer_type, {"ratings": [4.0, None], "failed": 1}) is None
+    assert answer_problem(PointTask.answer_type, {"ordering": [1, 2]}) is None
+    rb = RecBenchTask.answer_type
+    assert answer_problem(rb, {"strings": ["Heat (1995)"], "item_ids": ["6"], "ftr": False}) is None
+    assert answer_problem(rb, {"strings": ["Heat (1995)"], "item_ids": ["6"]}) == "the answer has no field 'ftr'"
 
 
 def test_a_wrong_shaped_answer_is_refused_naming_task_sample_and_field(ml1m, tmp_path):

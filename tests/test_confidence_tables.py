@@ -376,7 +376,7 @@ def test_one_group_per_level_gets_no_interval_and_no_winner(ml1m, tmp_path):
     assert tau["exact"] and tau["permutations"] == 8 and tau["p_boot"] is None and tau["p_perm"] >= 0.25
 
 
-def test_each_metric_is_computed_once_the_table_reads_the_units(caplog):
+def test_each_metric_is_computed_once_the_table_reads_the_units(caplog, monkeypatch):
     """A task whose `score` says 0.9 while its units say the mean of x: the row reports the units' value
     (the table, its interval and compare read one computation), and the mismatch is logged as a task bug."""
     from recharness.runner.intervals import add_confidence_intervals, checked_units
@@ -389,6 +389,9 @@ def test_each_metric_is_computed_once_the_table_reads_the_units(caplog):
     samples = [{"id": f"s{i}"} for i in range(20)]
     preds = {s["id"]: {"x": float(i % 2)} for i, s in enumerate(samples)}
     row = ScoreRow("m", "toy", task.score(samples, preds), 20)
+    with pytest.raises(AssertionError, match="HR@10 from its units is 0.5, its score 0.9"):  # the tests' strict mode
+        checked_units(task, samples, preds, dict(row.metrics))
+    monkeypatch.delenv("RECHARNESS_STRICT_UNITS")  # a user's run: the units' value, the mismatch logged
     units = checked_units(task, samples, preds, row.metrics)
     assert row.metrics["HR@10"] == 0.5 and "a bug in the task" in caplog.text
     add_confidence_intervals(task, samples, [(row, preds)], resamples=300, units=[units])

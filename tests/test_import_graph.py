@@ -191,6 +191,16 @@ def test_no_module_outside_tasks_imports_a_suite():
     assert not bad, f"modules outside tasks/ import a suite: {bad}"
 
 
+def test_no_suite_imports_another_suite():
+    """Suites are plug-ins: each may be removed without breaking another (what two share lives under
+    tasks/ itself, e.g. tasks.wording, or lower, e.g. matching.answers)."""
+    suites = suite_packages()
+    bad = {m: sorted(d for d in deps if package_of(d, suites) in suites and package_of(d, suites) != package_of(m, suites))
+           for m, deps in import_graph().items() if package_of(m, suites) in suites}
+    bad = {m: d for m, d in bad.items() if d}
+    assert not bad, f"suites importing another suite: {bad}"
+
+
 SUITE_NAME = re.compile(r"^(llmrec|perrecbench|recbench|recbench[-_]plus)([:/.][\w./-]*)?$")
 
 

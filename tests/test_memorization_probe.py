@@ -63,6 +63,7 @@ def test_summary_counts_unanswered_apart_and_lists_memorized_items(ml1m):
     assert res["unanswered"] == 3
     assert res["kinds"]["item"]["title"]["value"] == pytest.approx(2 / 3)
     assert res["memorized_items"] == sorted(p.subject for p in probes[:2])
+    assert res["probed_items"] == sorted(p.subject for p in probes[:3])  # asked and answered: the unanswered are not
 
 
 @pytest.mark.llm

@@ -16,8 +16,8 @@ Few-shot context is the file's neighbouring lines (the `SHOTS` lines before the 
 paper prompts. Coverage gets an exact 95% (Clopper-Pearson) interval over the probed ids, each an
 independent trial; item coverage is also
 given per popularity decile (items ranked by training interactions, decile 1 = most popular).
-`memorized_items` in the result lists the item ids whose title was reproduced, so a score can be
-split into memorized vs other targets. Answers go through the one executor (cached, resumable).
+`memorized_items` in the result lists the item ids whose title was reproduced and `probed_items` those
+asked and answered, so a score can be split into memorized vs probed-and-not-reproduced targets. Answers go through the one executor (cached, resumable).
 """
 
 from __future__ import annotations
@@ -195,6 +195,8 @@ def summarise(probes: list[Probe], answers: dict[str, dict], dataset) -> dict:
                 d: coverage([checked[p.qid]["title"] for p in ps if deciles.get(p.subject) == d])
                 for d in range(1, 11)}
             res["memorized_items"] = sorted(p.subject for p in ps if checked[p.qid]["title"])
+            # the items asked and answered: "not memorized" is these minus the memorized, not every other item
+            res["probed_items"] = sorted(p.subject for p in ps)
         res["kinds"][kind] = entry
     return res
 

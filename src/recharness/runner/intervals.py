@@ -37,8 +37,12 @@ def checked_units(task, samples: list[dict], recs: dict[str, dict], metrics: dic
     """The task's units for the metrics that get an interval: one computation of each. The reported
     value becomes the units' own point value (`metrics` is updated), so the table, the interval and
     `compare` read the same numbers and cannot disagree; a task whose `score` computed another value
-    is a bug in the task, logged."""
+    is a bug in the task, logged — and raised under RECHARNESS_STRICT_UNITS=1 (the test suite sets it, so
+    every task scored in a test is checked: a disagreement fails the test instead of being papered over)."""
     import logging
+    import os
+
+    strict = os.environ.get("RECHARNESS_STRICT_UNITS") == "1"
 
     from recharness.metrics.bootstrap import is_number
     from recharness.metrics.registry import wants_ci
@@ -47,6 +51,8 @@ def checked_units(task, samples: list[dict], recs: dict[str, dict], metrics: dic
     try:
         units = task.units(samples, recs) or {}
     except Exception as ex:  # a task's units must not sink the whole score: its rows only lose these intervals
+        if strict:
+            raise
         logging.getLogger(__name__).warning("%s: units failed (%s: %s): no intervals from units", task.name,
                                             type(ex).__name__, ex)
         return out
@@ -58,6 +64,9 @@ def checked_units(task, samples: list[dict], recs: dict[str, dict], metrics: dic
         if not is_number(pt):
             continue
         if not abs(pt - v) <= 1e-9 * max(1.0, abs(v)):
+            if strict:
+                raise AssertionError(f"{task.name}: {m} from its units is {pt!r}, its score {v!r} (a bug in the "
+                                     "task's score or units)")
             logging.getLogger(__name__).warning("%s: %s from its units is %r, its score %r: the units' value is "
                                                 "reported (a bug in the task's score or units)", task.name, m, pt, v)
         metrics[m] = pt

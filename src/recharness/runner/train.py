@@ -134,7 +134,7 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
 
                 search = search_space(BASELINES.get(name), train_data, tune, seed, progress=progress,
                                       epochs=tune_epochs)
-                atomic_write_text(RunDir(out).model_dir(name) / "tuning.json", json.dumps(search, indent=2))
+                atomic_write_text(RunDir(out).tuning_json(name), json.dumps(search, indent=2))
             elif tune and progress is not None:
                 progress(f"{name} has no search space: trained with its fixed configuration")
             model, seconds = fit(name, train_data, seed, search["best"]["params"] if search else None)

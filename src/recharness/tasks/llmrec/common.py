@@ -3,9 +3,8 @@ one global cut time, `--option split=`) and the training part reference models l
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from recharness.core.errors import ConfigError
+from recharness.matching.answers import CatalogContext  # noqa: F401 - the suite's tasks read it from here
 from recharness.tasks.llmrec.prompts import PromptParts
 
 SUITE = "llmrec"
@@ -19,43 +18,6 @@ def parts_from_options(opts: dict) -> PromptParts:
         behaviour=bool(opts.get("behaviour", True)),
         format_indicator=bool(opts.get("format_indicator", True)),
     )
-
-
-@dataclass
-class CatalogContext:
-    """The dataset's catalog as a matcher, built once per run."""
-
-    matcher: object
-
-    @classmethod
-    def of(cls, dataset) -> "CatalogContext":
-        from recharness.matching import CatalogMatcher
-
-        items = list(zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list()))
-        return cls(matcher=CatalogMatcher(items))
-
-    def resolve(self, text: str) -> dict:
-        from recharness.matching import is_refusal
-
-        matches = self.matcher.match_answer(text)
-        items, unmatched, kinds = [], [], []
-        for m in matches:
-            if m.item_id is None:
-                unmatched.append(m.query)
-            elif m.item_id not in items:
-                items.append(m.item_id)
-                kinds.append(m.kind)
-        out = {
-            "strings": [m.query for m in matches],
-            "items": items,
-            "match_kinds": kinds,
-            "unmatched": unmatched,
-            "refusal": bool(is_refusal(text, matched=len(items))) and not items,
-        }
-        twins = {i: list(self.matcher.twins(i)) for i in items if self.matcher.twins(i)}
-        if twins:  # a title carried by several ids names each of them: a hit on any counts once
-            out["twins"] = twins
-        return out
 
 
 def ranking_scores(ranked: list[list[str]], targets: list[str], hr_ks=(1, 5, 10), ndcg_ks=(5, 10)) -> dict[str, float]:

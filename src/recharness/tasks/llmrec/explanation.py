@@ -33,6 +33,7 @@ review text (training data only), a personal-but-unrelated baseline.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 
@@ -42,7 +43,7 @@ from recharness.metrics.text import bleu, rouge
 from recharness.tasks.base import Task
 from recharness.tasks.llmrec.common import parts_from_options
 from recharness.tasks.llmrec.prompts import domain_of
-from recharness.tasks.llmrec.rating import item_info, review_splits
+from recharness.tasks.llmrec.rating import item_info, review_splits, why_no_reviews
 from recharness.tasks.llmrec.text_prompts import MAX_REVIEW_CHARS, explanation_prompt, hypothesis, rated_history, short
 from recharness.tasks.validation import FreeText, normalize_for_metrics
 
@@ -64,12 +65,19 @@ def text_scores(hypotheses: list[str], references: list[str]) -> dict[str, float
     }
 
 
+class GeneratedText(TypedDict):
+    """A generated text's answer (explanation, summary): the cleaned text BLEU and ROUGE read."""
+
+    text: str
+
+
 class ReviewTextTask(Task):
     """Shared parse/score for the two text tasks; subclasses build samples."""
 
     headline = "ROUGE-L"
     selects_users = True  # honours BuildConfig.users (build --users FILE)
 
+    answer_type = GeneratedText
     output_format: FreeText = FreeText()
     #: set by the pipeline (or tests) so `score` can find <run>/judgments; else sample["run_dir"]
     run_dir: Path | None = None
@@ -186,6 +194,10 @@ class ExplanationTask(ReviewTextTask):
                 "prompt_parts": parts.to_dict(),
                 "run_dir": str(Path(config.out).resolve()) if config.out else None,
             }
+
+    def why_empty(self, dataset, config: BuildConfig) -> str | None:
+        return why_no_reviews(self.name, dataset, int(config.options.get("min_history", 4)), ("review_text",),
+                              rated=True)
 
     def references(self, dataset, samples, seed: int = 0):
         return {

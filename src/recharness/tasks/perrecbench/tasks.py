@@ -11,6 +11,7 @@ no personalization at all (the paper's Figure 1).
 from __future__ import annotations
 
 import zlib
+from typing import TypedDict
 
 import numpy as np
 import polars as pl
@@ -23,6 +24,19 @@ from recharness.tasks.perrecbench.parsing import parse_pair, parse_ranking, pars
 from recharness.tasks.perrecbench.scoring import summarize, tau_units
 
 
+class GroupOrdering(TypedDict):
+    """A group's ranking: 1-based user indices, most preferred first (pairwise, listwise, the random order)."""
+
+    ordering: list[int]
+
+
+class GroupRatings(TypedDict):
+    """A pointwise answer: one predicted rating per user (None where none was parsed), ranked by rating
+    minus the user's mean."""
+
+    ratings: list[float | None]
+
+
 def _scoring(samples: list[dict]) -> dict:
     sc = samples[0].get("scoring", {}) if samples else {}
     return {"compat": sc.get("compat") == "perrecbench", "invalid": sc.get("invalid", "zero")}
@@ -31,6 +45,7 @@ def _scoring(samples: list[dict]) -> dict:
 class _GroupTask(Task):
     headline = "tau"
     name = ""
+    answer_type = GroupOrdering
     request = "custom"  # several model calls per group: one per user, heapsort comparisons, profiles
     format_reminder = None  # retries happen inside predict, per model call
     params = GenerationParams(max_tokens=64)
@@ -79,6 +94,8 @@ class PointTask(_GroupTask):
     """Predict each user's rating; rank by predicted rating minus the user's mean rating."""
 
     name = "point"
+
+    answer_type = GroupRatings | GroupOrdering  # its references: user/item means (ratings), random (order)
 
     def parse(self, sample, text) -> Parsed:
         return parse_rating(text)

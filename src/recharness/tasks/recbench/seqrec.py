@@ -54,8 +54,8 @@ from recharness.core.types import BuildConfig, GenerationParams, Parsed
 from recharness.matching.twins import with_twins
 from recharness.metrics.full_ranking import rank_metrics
 from recharness.tasks.base import Task
-from recharness.tasks.llmrec.common import CatalogContext
-from recharness.tasks.llmrec.prompts import DOMAIN_NOUNS, domain_of
+from recharness.matching.answers import CatalogContext
+from recharness.tasks.wording import DOMAIN_NOUNS, domain_of
 from recharness.tasks.options import check
 from recharness.tasks.recbench.options import SeqrecOptions
 from recharness.tasks.recbench.seqrec_data import positive_sequences, split
@@ -261,6 +261,20 @@ class SeqrecTask(Task):
             atomic_write_text(RunDir(config.out).pairs(SUITE, "seqrec_split", "json"),
                               json.dumps(info, indent=2))
         yield from samples
+
+    def why_empty(self, dataset, config: BuildConfig) -> str | None:
+        """Which filter of the split (`seqrec_data.split`) removed every test user, with its numbers."""
+        opts = check(SeqrecOptions, config.options, f"{SUITE}/{self.name}")
+        seqs, rule = positive_sequences(dataset.interactions, opts.positives)
+        if seqs.is_empty():
+            return (f"seqrec: positives={rule}: {dataset.name} has no positive interaction"
+                    + (" (rating > 3)" if rule == "ratings" else ""))
+        lengths = seqs["items"].list.len()
+        if not (lengths - 2 >= opts.min_history).any():
+            return (f"seqrec: min_history={opts.min_history} keeps 0 of the {seqs.height} users with positives (a "
+                    "test user needs min_history positives before their validation target, min_history + 2 in all; "
+                    f"the most here is {int(lengths.max())}): lower it with --option min_history=N")
+        return None
 
     def parse(self, sample: dict, text: str) -> Parsed:
         assert self.ctx is not None, "call setup(dataset) first"

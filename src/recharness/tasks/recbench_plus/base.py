@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import numpy as np
 
 from recharness.core.types import BuildConfig, GenerationParams, Parsed, reference_record
@@ -46,10 +48,26 @@ def query_of(sample: dict) -> str:
     return sid[:-2] if "with_history" in sample and sid[-2:] in ("-h", "-n") else sid
 
 
+class ListedTitles(TypedDict):
+    """An assistant's answer: the titles it recommends, in order, each one's catalog item (None: no item
+    recognised), and whether it declined (`ftr`)."""
+
+    strings: list[str]
+    item_ids: list[str | None]
+    ftr: bool
+
+
+class RecommendedTitles(ListedTitles, total=False):
+    """`ListedTitles`, with `twins` where a title names several catalog items."""
+
+    twins: dict
+
+
 class RecBenchTask(Task):
     """Base of the RecBench+ tasks. Subclasses implement `make_records` and `samples_from_records`."""
 
     headline = "P"
+    answer_type = RecommendedTitles
 
     kind = ""
     # No format retry: a refusal is a legitimate answer here (FTR; the right one for misinformed queries).
