@@ -42,6 +42,12 @@ class SeqrecOptions(TaskOptions):
     positives: Literal["auto", "ratings", "all"] = Field(
         "auto", description="ratings: rating > 3 is a positive (as ctr); all: every interaction; auto: the "
         "dataset's click labels when it has them, else ratings when it has ratings, else all")
+    split: Literal["leave_last_out", "global_time"] = Field(
+        "leave_last_out", description="leave_last_out: each user's last positive is the test target (the paper's); "
+        "global_time: one cut time for all users, the first positive at or after it the test target, nothing "
+        "at or after it trained on")
+    cut: float = Field(0.9, gt=0, lt=1, description="split=global_time: the cut is the time of the interaction at "
+                       "this quantile of all interactions' times")
 
 
 OPTIONS: dict[str, type[TaskOptions]] = {"ctr": CtrOptions, "seqrec": SeqrecOptions}

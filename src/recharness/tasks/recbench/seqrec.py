@@ -58,7 +58,7 @@ from recharness.matching.answers import CatalogContext
 from recharness.tasks.wording import DOMAIN_NOUNS, domain_of
 from recharness.tasks.options import check
 from recharness.tasks.recbench.options import SeqrecOptions
-from recharness.tasks.recbench.seqrec_data import positive_sequences, split
+from recharness.tasks.recbench.seqrec_data import global_split, positive_sequences, split, split_facts
 from recharness.tasks.references import reference_records
 
 SUITE = "recbench"
@@ -237,10 +237,17 @@ class SeqrecTask(Task):
             raise ConfigError(f"{RunDir(config.out).pairs(SUITE)} holds ctr training pairs of another split: build "
                               "seqrec into its own --out directory (or remove that file)")
         seqs, rule = positive_sequences(dataset.interactions, opts.positives)
-        sp = split(seqs, test_users=config.limit or (None if opts.all_users or config.users else opts.test_users),
-                   only=config.users,
-                   train_sequences=None if opts.all_users else opts.train_sequences,
-                   history_len=opts.history_len, min_history=opts.min_history, seed=config.seed)
+        sizes = dict(test_users=config.limit or (None if opts.all_users or config.users else opts.test_users),
+                     only=config.users, train_sequences=None if opts.all_users else opts.train_sequences,
+                     history_len=opts.history_len, min_history=opts.min_history, seed=config.seed)
+        cut_t = None
+        if opts.split == "global_time":
+            from recharness.data.temporal_split import cut_time
+
+            cut_t = cut_time(dataset.interactions, opts.cut)
+            sp = global_split(seqs, cut_t, **sizes)
+        else:
+            sp = split(seqs, **sizes)
         titles = {i: t or i for i, t in zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list())}
         domain = domain_of(dataset)
         prompt = {"task_description": opts.task_description, "behaviour": opts.behaviour,
@@ -253,7 +260,9 @@ class SeqrecTask(Task):
         if config.out is not None:
             for part, df in (("train", sp.train), ("valid", sp.valid)):
                 atomic_write_parquet(RunDir(config.out).pairs(SUITE, SEQUENCE_PARTS[part]), df)
-            info = {"positives": rule, "eligible_users": sp.eligible_users, "history_len": opts.history_len,
+            info = {"split": opts.split, **({"cut": opts.cut, "cut_time": cut_t} if cut_t is not None else {}),
+                    **split_facts(seqs, sp),
+                    "positives": rule, "eligible_users": sp.eligible_users, "history_len": opts.history_len,
                     "test_sequences": sp.test.height, "valid_sequences": sp.valid.height,
                     "train_sequences": sp.train.height,
                     "train_targets": int(sp.train["history"].list.len().sum() or 0),  # next-item positions
@@ -269,7 +278,20 @@ class SeqrecTask(Task):
         if seqs.is_empty():
             return (f"seqrec: positives={rule}: {dataset.name} has no positive interaction"
                     + (" (rating > 3)" if rule == "ratings" else ""))
-        lengths = seqs["items"].list.len()
+        if opts.split == "global_time":
+            from recharness.data.temporal_split import cut_time
+
+            t = cut_time(dataset.interactions, opts.cut)
+            sp = global_split(seqs, t, test_users=None, train_sequences=0, history_len=1,
+                              min_history=opts.min_history, seed=0)
+            if not sp.eligible_users:
+                after = sum(1 for ts in seqs["times"].to_list() if ts and ts[-1] >= t)
+                return (f"seqrec: split=global_time cut={opts.cut} (time {t}): {after} of the {seqs.height} users "
+                        "with positives have one at or after the cut, and none of them has min_history="
+                        f"{opts.min_history} positives before their validation target (the last before the cut): "
+                        "lower --option cut or min_history")
+            return None
+        lengths = seqs["items"].list.len().to_numpy().astype(np.int64)
         if not (lengths - 2 >= opts.min_history).any():
             return (f"seqrec: min_history={opts.min_history} keeps 0 of the {seqs.height} users with positives (a "
                     "test user needs min_history positives before their validation target, min_history + 2 in all; "

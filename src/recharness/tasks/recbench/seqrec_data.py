@@ -19,6 +19,20 @@ is written as (history, target) like a test row, and a next-item model trains on
 positions. A seeded sample of `train_sequences` (40,000, Table 2) windows is kept (all with
 `all_users`, RecBole-comparable). Nothing at or after a user's validation target is in any training
 window, so no model fitted on them sees a test (or validation) target of that user.
+
+Global temporal split (`--option split=global_time [cut=q]`, `global_split`). Leave-last-out lets one
+user's training windows hold positives stamped after another user's test target (on ML-1M most of
+them: `seqrec_split.json` records, averaged over test targets, the share of training positions stamped
+after the target as `train_after_test_target`). Here one cut time T
+for everyone (`data.temporal_split.cut_time`: the interaction at quantile q of all interactions'
+times): a user's test target is their first positive at or after T, their validation target their
+last positive before T, and only positives before that are trained on (every user's, tested or not),
+so no training positive is stamped at or after T. Eligible: a positive at or after T and
+`min_history` positives before the validation target.
+
+Ties in time keep the file's order (positives are sorted by user, timestamp, row), in both splits:
+`seqrec_split.json` records the share of test targets stamped in the same second as the history's
+last item (`test_target_ties`), whose order is therefore the file's, not time's.
 """
 
 from __future__ import annotations
@@ -52,7 +66,8 @@ def positives_rule(interactions: pl.DataFrame, positives: str = "auto") -> str:
 
 
 def positive_sequences(interactions: pl.DataFrame, positives: str = "auto") -> tuple[pl.DataFrame, str]:
-    """(user_id, items) per user, items oldest first and each once; and the rule used."""
+    """(user_id, items, times) per user, items oldest first and each once (times: their timestamps, None
+    without a timestamp column); and the rule used."""
     rule = positives_rule(interactions, positives)
     ev = interactions.with_row_index("_row")
     if rule == "labels":
@@ -61,7 +76,8 @@ def positive_sequences(interactions: pl.DataFrame, positives: str = "auto") -> t
         ev = ev.filter(pl.col("rating") > 3)
     ev = (ev.sort("user_id", "timestamp", "_row", nulls_last=False)
           .unique(["user_id", "item_id"], keep="first", maintain_order=True))
-    seqs = ev.group_by("user_id", maintain_order=True).agg(pl.col("item_id").alias("items")).sort("user_id")
+    times = pl.col("timestamp").alias("times") if "timestamp" in ev.columns else pl.lit(None).alias("times")
+    seqs = ev.group_by("user_id", maintain_order=True).agg(pl.col("item_id").alias("items"), times).sort("user_id")
     return seqs, rule
 
 
@@ -87,13 +103,7 @@ def split(seqs: pl.DataFrame, *, test_users: int | None, train_sequences: int | 
     items = seqs["items"].to_list()
     eligible = [k for k, its in enumerate(items) if len(its) - 2 >= min_history]
     rng = np.random.default_rng(seed)
-    if only is not None:
-        wanted = set(only)
-        eligible = [k for k in eligible if users[k] in wanted]
-    if test_users is None or test_users >= len(eligible):
-        chosen = eligible
-    else:
-        chosen = [eligible[k] for k in np.sort(rng.choice(len(eligible), size=test_users, replace=False))]
+    chosen = _draw(eligible, users, test_users, rng, only)
     L = history_len
     test = [(users[k], items[k][-1 - L:-1], items[k][-1]) for k in chosen]
     valid = [(users[k], items[k][max(0, len(items[k]) - 2 - L):-2], items[k][-2]) for k in chosen]
@@ -101,3 +111,52 @@ def split(seqs: pl.DataFrame, *, test_users: int | None, train_sequences: int | 
     if train_sequences is not None and len(train) > train_sequences:
         train = [train[k] for k in np.sort(rng.choice(len(train), size=train_sequences, replace=False))]
     return SeqrecSplit(_frame(test), _frame(valid), _frame(train), len(eligible))
+
+
+def _draw(eligible: list[int], users: list[str], test_users: int | None, rng, only) -> list[int]:
+    """The tested users among `eligible` (indices): `only` when given, then a seeded draw of `test_users`."""
+    if only is not None:
+        wanted = set(only)
+        eligible = [k for k in eligible if users[k] in wanted]
+    if test_users is None or test_users >= len(eligible):
+        return eligible
+    return [eligible[k] for k in np.sort(rng.choice(len(eligible), size=test_users, replace=False))]
+
+
+def global_split(seqs: pl.DataFrame, t, *, test_users: int | None, train_sequences: int | None, history_len: int,
+                 min_history: int, seed: int, only: tuple[str, ...] | list[str] | None = None) -> SeqrecSplit:
+    """`split` with one cut time `t` for every user (see the module docstring): positives before `t` are
+    history and training data, a user's first positive at or after `t` their test target."""
+    import bisect
+
+    users = seqs["user_id"].to_list()
+    items = seqs["items"].to_list()
+    times = seqs["times"].to_list()
+    before = [bisect.bisect_left(ts, t) for ts in times]  # positives stamped before the cut (times ascend)
+    eligible = [k for k, its in enumerate(items) if before[k] < len(its) and before[k] - 1 >= min_history]
+    chosen = _draw(eligible, users, test_users, np.random.default_rng(seed), only)
+    L = history_len
+    test = [(users[k], items[k][:before[k]][-L:], items[k][before[k]]) for k in chosen]
+    valid = [(users[k], items[k][:before[k] - 1][-L:], items[k][before[k] - 1]) for k in chosen]
+    train = [(u, h, tg) for u, its, b in zip(users, items, before) for h, tg in windows(its[:max(b - 1, 0)], L)]
+    if train_sequences is not None and len(train) > train_sequences:
+        rng = np.random.default_rng([seed, 1])
+        train = [train[k] for k in np.sort(rng.choice(len(train), size=train_sequences, replace=False))]
+    return SeqrecSplit(_frame(test), _frame(valid), _frame(train), len(eligible))
+
+
+def split_facts(seqs: pl.DataFrame, sp: SeqrecSplit) -> dict:
+    """What a reader needs to judge the split (None without timestamps): how much of the training data lies
+    in a test target's future — per test target the share of training positions (window next items)
+    stamped after it, averaged over test targets — and the share of test targets stamped in the same
+    second as the history's last item (their order is the file's)."""
+    if seqs.is_empty() or seqs["times"].dtype == pl.Null or sp.test.is_empty():
+        return {"train_after_test_target": None, "test_target_ties": None}
+    when = {(u, i): t for u, its, ts in seqs.select("user_id", "items", "times").iter_rows()
+            for i, t in zip(its, ts)}
+    targets = np.array([when[(u, tg)] for u, _, tg in sp.test.iter_rows()], dtype=np.float64)
+    train_t = np.sort(np.array([when[(u, tg)] for u, _, tg in sp.train.iter_rows()], dtype=np.float64))
+    later = (len(train_t) - np.searchsorted(train_t, targets, side="right")) / max(len(train_t), 1)
+    ties = [when.get((u, h[-1])) == when.get((u, tg)) for u, h, tg in sp.test.iter_rows() if h]
+    return {"train_after_test_target": round(float(later.mean()), 4),
+            "test_target_ties": round(sum(ties) / max(len(ties), 1), 4)}
