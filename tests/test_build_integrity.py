@@ -81,6 +81,99 @@ def test_a_build_that_keeps_no_sample_exits_2_naming_the_task(ml1m, tmp_path):
     assert not (tmp_path / "run" / "samples.jsonl").exists()
 
 
+def _most(df, by: str = "user_id") -> tuple[int, int]:
+    counts = df.group_by(by).len()["len"]
+    return counts.len(), int(counts.max())
+
+
+@pytest.mark.parametrize("suite, task, option", [
+    ("recbench", "ctr", "test_pairs_per_user=100000"),
+    ("recbench", "ctr", "min_history=100000"),
+    ("recbench", "seqrec", "min_history=100000"),
+    ("perrecbench", "point", "gamma=100000"),
+    ("perrecbench", "list", "lambda=10"),
+    ("recbench-plus", "interest", "interest_support=100000"),
+])
+def test_a_build_of_another_suite_that_keeps_no_sample_names_the_filter(ml1m, tmp_path, suite, task, option):
+    import polars as pl
+
+    p = cli("build", suite, "-d", "ml-1m", "-t", task, "-o", str(tmp_path / "run"), "-n", "5", "--option", option)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    msg = " ".join(p.stderr.split())
+    assert f"build {suite} on ml-1m: 0 samples: " in msg and "yielded 0 samples" not in msg, msg  # not the generic one
+    r = ml1m.interactions
+    if task == "ctr":  # ML-1M's labelled pairs: ratings other than 3 (a 3 is dropped), per user
+        users, most = _most(r.filter(pl.col("rating") != 3))
+        assert (users, most) == (6040, 1556)
+        if option.startswith("test_pairs"):
+            assert (f"ctr: test_pairs_per_user=100000 keeps 0 of the {users} users with labelled pairs (a test user "
+                    f"needs that many; the most any user has is {most})") in msg, msg
+        else:
+            assert (f"ctr: min_history=100000 keeps 0 of the {users} users with 4 labelled pairs (a test user needs "
+                    "that many positives before their test pairs; the most here is 1431)") in msg, msg
+    elif task == "seqrec":  # positives: ratings above 3
+        users, most = _most(r.filter(pl.col("rating") > 3))
+        assert (users, most) == (6038, 1435)
+        assert (f"seqrec: min_history=100000 keeps 0 of the {users} users with positives (a test user needs "
+                f"min_history positives before their validation target, min_history + 2 in all; the most here is "
+                f"{most})") in msg, msg
+    elif option.startswith("gamma"):  # ML-1M's 1,000,209 ratings; the longest history (2,314) has 2,313 before its last
+        assert (f"perrecbench: gamma=100000 keeps 0 of the {r.height} ratings (a member needs more than gamma ratings "
+                "before it; the most here is 2313)") in msg, msg
+    elif task == "list":  # ratings are 1-5: no two relative ratings differ by more than 10
+        assert "perrecbench: none of the " in msg and "items with 2 or more raters (gamma=20) has 2 of them within " \
+            "window_days=7 whose relative ratings differ by more than lambda=10" in msg, msg
+    else:
+        assert ("interest: no sequence of interest_len=3 items is shared by interest_support=100000 of the 6040 "
+                "users") in msg, msg
+    assert not (tmp_path / "run" / "samples.jsonl").exists()
+
+
+def test_a_review_task_that_keeps_no_sample_names_the_filter(ml1m, tmp_path):
+    p = cli("build", "llmrec", "-d", "ml-1m", "-t", "rating", "-o", str(tmp_path / "run"), "-n", "5",
+            "--option", "min_history=100000")
+    msg = " ".join(p.stderr.split())
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert ("0 samples: rating: min_history=100000 keeps 0 of 6040 users (a user needs more than min_history "
+            "interactions; the longest history here has 2314)") in msg, msg
+
+
+def test_review_tasks_name_the_review_field_their_targets_lack():
+    """Three users with three interactions each (min_history=2 keeps all); the last (held-out) one is the target:
+    u1's has a review text and no title, u2's and u3's have neither (None, blank); no target is rated."""
+    import polars as pl
+
+    from recharness.core.types import BuildConfig
+    from recharness.data.store import Dataset
+    from recharness.tasks.llmrec.explanation import ExplanationTask
+    from recharness.tasks.llmrec.rating import RatingTask
+    from recharness.tasks.llmrec.summarization import SummarizationTask
+
+    users = [u for u in ("u1", "u2", "u3") for _ in range(3)]
+    text = ["a", "b", "fine film", "c", "d", None, "e", "f", "   "]
+    inter = pl.DataFrame({"user_id": users, "item_id": [f"i{k}" for k in range(9)],
+                          "rating": [4.0, 5.0, None] * 3, "timestamp": list(range(9)),
+                          "review_title": ["t", "t", None] * 3, "review_text": text})
+    ds = Dataset("tiny", inter, pl.DataFrame({"item_id": [f"i{k}" for k in range(9)], "title": ["x"] * 9}),
+                 pl.DataFrame({"user_id": ["u1", "u2", "u3"]}))
+    config = BuildConfig(options={"min_history": 2})
+    summ, expl, rating = SummarizationTask(), ExplanationTask(), RatingTask()
+    assert [list(t.build(ds, config)) for t in (summ, expl, rating)] == [[], [], []]
+    assert summ.why_empty(ds, config) == (
+        "summarization: none of the 3 users with more than min_history=2 interactions, 1 with a review_text has a "
+        "review_title on their held-out last interaction (the target needs one): use a dataset with reviews for "
+        "them, or lower --option min_history")
+    assert expl.why_empty(ds, config) == (
+        "explanation: none of the 3 users with more than min_history=2 interactions, 1 with a review_text has a rating "
+        "on their held-out last interaction (implicit feedback): use a dataset with explicit ratings")
+    assert rating.why_empty(ds, config) == (
+        "rating: none of the 3 users with more than min_history=2 interactions has a rating on their held-out last "
+        "interaction (implicit feedback): use a dataset with explicit ratings")
+    assert rating.why_empty(ds, BuildConfig(options={"min_history": 3})).startswith(
+        "rating: min_history=3 keeps 0 of 3 users (a user needs more than min_history interactions; the longest "
+        "history here has 3)")
+
+
 def test_resuming_a_method_with_another_model_is_refused_and_overwrite_starts_afresh(built):
     pred = built / "predictions" / "m.jsonl"
     first = cli("run", "llmrec", "-o", str(built), "-m", "fake", "--name", "m", "-n", "3")
@@ -97,6 +190,78 @@ def test_resuming_a_method_with_another_model_is_refused_and_overwrite_starts_af
     assert p.returncode == 0, p.stderr
     recs = [json.loads(x) for x in pred.read_text().splitlines()]
     assert len(recs) == 6 and {r["model"]["model"] for r in recs} == {"other"}
+
+
+def test_an_answer_twice_in_a_predictions_file_is_refused_by_run(built):
+    pred = built / "predictions" / "fake.jsonl"
+    first = cli("run", "llmrec", "-o", str(built), "-m", "fake", "-n", "3")
+    assert first.returncode == 0, first.stderr
+    lines = pred.read_text().splitlines(keepends=True)
+    twice = json.loads(lines[1])["id"]
+    pred.write_text("".join(lines + lines[1:2]))  # concatenated or edited: line 4 answers line 2's sample again
+    before, record = pred.read_text(), (built / "predictions" / "fake.run.json").read_text()
+    p = cli("run", "llmrec", "-o", str(built), "-m", "fake")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    msg = " ".join(p.stderr.split())
+    assert f"fake.jsonl, line 4, field 'id': sample {twice!r} is answered twice (first on line 2)" in msg, msg
+    assert pred.read_text() == before  # nothing answered into it
+    assert (built / "predictions" / "fake.run.json").read_text() == record  # nor its run record widened
+    from recharness.models.fake import FakeBackend
+
+    with pytest.raises(InputError, match=rf"line 4, field 'id': sample '{twice}' is answered twice "
+                                         r"\(first on line 2\)"):
+        pipeline.run(built, FakeBackend("fake"), "fake", use_cache=False)
+    assert pred.read_text() == before
+
+
+def test_a_run_records_its_prompt_versions_and_a_resume_under_another_is_refused(built, monkeypatch):
+    import recharness
+    from recharness.core.errors import ConfigError
+    from recharness.models.fake import FakeBackend
+    from recharness.tasks.llmrec.sequential import SequentialTask
+
+    path, _ = pipeline.run(built, FakeBackend("fake"), "m", limit=3, use_cache=False)
+    record = json.loads((built / "predictions" / "m.run.json").read_text())
+    assert record["prompt_versions"] == {"sequential": "1"} and record["harness_version"] == recharness.__version__
+    assert [json.loads(x)["prompt_version"] for x in path.read_text().splitlines()] == ["1", "1", "1"]
+    before = path.read_text()
+    monkeypatch.setattr(SequentialTask, "prompt_version", "2")  # the task's prompt changed since
+    with pytest.raises(ConfigError) as e:
+        pipeline.run(built, FakeBackend("fake"), "m", use_cache=False)
+    assert (f"m's answers were asked with sequential prompt version 1 (recharness {recharness.__version__}), not "
+            f"sequential prompt version 2 (recharness {recharness.__version__})") in str(e.value)
+    assert "another --name" in str(e.value) and "--overwrite" in str(e.value)
+    assert path.read_text() == before  # no answer to the new prompt mixed in
+    pipeline.run(built, FakeBackend("fake"), "m", use_cache=False, overwrite=True)  # afresh, under version 2
+    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    assert len(recs) == 6 and {r["prompt_version"] for r in recs} == {"2"}
+    assert json.loads((built / "predictions" / "m.run.json").read_text())["prompt_versions"] == {"sequential": "2"}
+
+
+def test_a_resume_is_refused_for_another_prompt_version_not_for_another_harness_version(built):
+    pred, record = built / "predictions" / "fake.jsonl", built / "predictions" / "fake.run.json"
+    assert cli("run", "llmrec", "-o", str(built), "-m", "fake", "-n", "2").returncode == 0
+    rec = json.loads(record.read_text())
+    # a run made by another recharness whose prompts were the same: resumes
+    record.write_text(json.dumps({**rec, "harness_version": "0.0.9"}))
+    p = cli("run", "llmrec", "-o", str(built), "-m", "fake", "-n", "3")
+    assert p.returncode == 0, p.stderr
+    assert len(pred.read_text().splitlines()) == 3
+    # a run file from before prompt versions were recorded: unknown, resumes (and records them now)
+    record.write_text(json.dumps({k: v for k, v in rec.items() if k not in ("prompt_versions", "harness_version")}))
+    p = cli("run", "llmrec", "-o", str(built), "-m", "fake", "-n", "4")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(record.read_text())["prompt_versions"] == {"sequential": "1"}
+    # a run asked with an older prompt of the task: refused, both versions named
+    record.write_text(json.dumps({**json.loads(record.read_text()), "prompt_versions": {"sequential": "0"},
+                                  "harness_version": "0.0.9"}))
+    before = pred.read_text()
+    p = cli("run", "llmrec", "-o", str(built), "-m", "fake")
+    msg = " ".join(p.stderr.split())
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert ("fake's answers were asked with sequential prompt version 0 (recharness 0.0.9), not sequential prompt "
+            "version 1 (recharness ") in msg, msg
+    assert "another --name to keep both, or --overwrite" in msg and pred.read_text() == before
 
 
 def test_a_limited_run_is_scored_on_its_samples_and_a_cut_one_only_with_partial(built):

@@ -44,3 +44,60 @@ def test_eval_names_an_unknown_suite(tmp_path):
     p = subprocess.run([sys.executable, "-m", "recharness", "eval", "-m", "fake", "--suites", "nosuch", "-o",
                         str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "--suites nosuch: none of" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_another_limit_into_the_same_out_rebuilds_and_keeps_the_earlier_answers(ml1m, tmp_path):
+    """`eval --limit 2` then `--limit 3` into one --out: the second rebuilds and answers (exit 0, no answers of
+    another build refused), setting the first build's answers aside with one line; `--limit 2` again puts them
+    back: no model call, the same file."""
+    out = tmp_path / "ev"
+    args = ("-m", "fake", "--suites", "llmrec", "-o", str(out), "--no-train-references")
+    ev(*args, "--limit", "2")
+    pred = out / "llmrec" / "predictions" / "fake.jsonl"
+    first = pred.read_bytes()
+    assert len(first.splitlines()) == 4
+
+    second = ev(*args, "--limit", "3")
+    assert "llmrec: sequential, direct · 3 per task · built · new answers: fake 6" in second, second
+    said = [x for x in second.splitlines() if "earlier build" in x]
+    assert len(said) == 1 and "limit 2, seed 0" in said[0] and "earlier-builds" in said[0], second
+    kept = list((out / "llmrec" / "earlier-builds").glob("*/predictions/fake.jsonl"))
+    assert len(kept) == 1 and kept[0].read_bytes() == first  # set aside, whole
+    assert len(pred.read_bytes().splitlines()) == 6
+
+    third = ev(*args, "--limit", "2")
+    assert "2 per task · built · nothing to answer (no model call)" in third, third
+    assert pred.read_bytes() == first
+    assert not kept[0].exists() and len(list((out / "llmrec" / "earlier-builds").glob("*/predictions/fake.jsonl"))) == 1
+    again = ev(*args, "--limit", "2")  # the same command again: nothing redone, nothing moved
+    assert "build kept · nothing to answer (no model call)" in again and "earlier build" not in again
+
+
+def test_set_aside_and_put_back_move_every_answer_of_a_build(tmp_path):
+    import json
+
+    from recharness.core.rundir import RunDir
+    from recharness.evaluate import put_back, set_aside
+
+    rd = RunDir(tmp_path / "run")
+    rd.path.mkdir()
+    assert set_aside(rd) is None  # no build: nothing to keep
+    rd.build_json.write_text(json.dumps({"suite": "llmrec", "dataset": "ml-1m", "tasks": ["direct"], "limit": 2,
+                                         "seed": 0, "fingerprint": "aaaa"}))
+    files = {rd.predictions("m"): "m", rd.reference("popularity"): "ref", rd.train_json("ease"): "{}",
+             rd.judgments("m", "j"): "judged", rd.import_report("x"): "{}"}
+    for p, text in files.items():
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    info, where = set_aside(rd)
+    assert info["limit"] == 2 and where == rd.earlier_build("aaaa")
+    assert not any(p.exists() for p in files)
+    assert (where / "predictions" / "reference" / "popularity.jsonl").read_text() == "ref"
+    assert (where / "models" / "ease" / "train.json").exists() and (where / "judgments").is_dir()
+    assert put_back(rd, "bbbb") is None  # another build: nothing of it was kept
+    rd.predictions_dir.mkdir()
+    rd.predictions("m").write_text("written by the new build")  # e.g. outputs a builder imports itself
+    assert put_back(rd, "aaaa") == where
+    assert rd.predictions("m").read_text() == "written by the new build"  # the build's own file wins…
+    assert (where / "predictions" / "m.jsonl").read_text() == "m"  # …and the kept one stays kept, not lost
+    assert all(p.read_text() == t for p, t in files.items() if p != rd.predictions("m"))

@@ -52,14 +52,33 @@ def samples_for(faults: list[str], n_ok: int = 3) -> list[dict]:
     return out
 
 
-def run(samples, base_url, path, *, cache=None, concurrency=4, **backend_kw):
+class YesNoTask(Task):
+    """Asks P(Yes) / P(No) by log-probabilities, as RecBench's ctr does."""
+
+    name = "yesno"
+    request = "options"
+
+    def build(self, dataset, config):
+        return iter(())
+
+    def answer_options(self, sample):
+        return ["Yes", "No"]
+
+    def parse(self, sample, text):
+        return Parsed(None, False, "asked by log-probabilities")
+
+    def score(self, samples, predictions):
+        return {}
+
+
+def run(samples, base_url, path, *, cache=None, concurrency=4, tasks=None, **backend_kw):
     kw = {"backoff_s": 0.01, "timeout_s": 2.0, "max_attempts": 3, **backend_kw}
     backend = OpenAICompatibleBackend("fake", base_url=base_url, max_concurrency=concurrency, **kw)
 
     async def go():
         try:
-            return await run_samples(samples, {"echo": EchoTask()}, CachedModel(backend, cache), path, max_retries=0,
-                                     build="b1")
+            return await run_samples(samples, tasks or {"echo": EchoTask()}, CachedModel(backend, cache), path,
+                                     max_retries=0, build="b1")
         finally:
             await backend.aclose()
 
@@ -163,16 +182,64 @@ def test_a_body_that_stays_unreadable_is_never_an_answer(tmp_path):
     assert stats.done == 3 and ids_in(path) == Counter({s["id"]: 1 for s in samples})
 
 
-@pytest.mark.parametrize("status", [401, 403, 404, 405, 501])
+@pytest.mark.parametrize("status", [401, 403, 404, 405, 501, 400, 422])
 def test_a_refusal_of_the_configuration_stops_the_run_with_nothing_committed(tmp_path, status):
+    """400 and 422 are per-sample failures, unless the server says the model is unknown (then no request
+    can succeed: a configuration failure like 404)."""
     from recharness.core.errors import EndpointRefused
+    from recharness.testing.fake_server import REFUSALS
 
     path = tmp_path / "p.jsonl"
     with FakeServerProcess(refuse=status) as srv:
         with pytest.raises(EndpointRefused, match=rf"127\.0\.0\.1:\d+/v1 refuses the request for model 'fake': "
-                                                  rf"HTTP {status}: "):
+                                                  rf"HTTP {status}: ") as e:
             run(samples_for([], n_ok=12), srv.base_url, path)
+    assert e.value.status == status and str(e.value).endswith(f"HTTP {status}: {REFUSALS[status]}")
     assert not ids_in(path)
+    with FakeServerProcess() as srv:  # the corrected configuration answers every sample
+        stats = run(samples_for([], n_ok=12), srv.base_url, path)
+    assert stats.done == 12 and stats.complete and ids_in(path) == Counter({f"ok-{i}": 1 for i in range(12)})
+
+
+def test_an_unknown_model_is_told_apart_from_other_400s():
+    import httpx2 as httpx
+
+    from recharness.models.openai_compat import unknown_model
+
+    def reply(status, body):
+        return httpx.Response(status, json=body)
+
+    for body in ({"error": {"message": "The model `x` does not exist."}},  # vLLM
+                 {"error": {"message": "model 'llama3:8b' not found, try pulling it first"}},  # Ollama
+                 {"error": {"message": "Invalid model name passed in model=gpt-5x"}},  # LiteLLM
+                 {"error": {"message": "no access", "code": "model_not_found"}},  # OpenAI's code
+                 {"error": "Unknown model: qwen"}):
+        assert unknown_model(reply(400, body)), body
+    for body in ({"error": {"message": "prompt too long for the context window"}},
+                 {"error": {"message": "This model's maximum context length is 4096 tokens, you requested 5000"}},
+                 {"error": {"message": "'messages' not found in the request body"}}):
+        assert not unknown_model(reply(400, body)), body
+
+
+def test_a_server_without_log_probabilities_stops_the_run_with_nothing_committed(tmp_path):
+    """A reply to logprobs=true with no `logprobs` in it: the server cannot score options, for any sample
+    (a configuration failure), never an invalid `no_logprobs` answer per sample."""
+    from recharness.core.errors import EndpointRefused
+
+    samples = [{"id": f"q{i}", "task": "yesno", "messages": [{"role": "user", "content": f"Click {i}?"}]}
+               for i in range(8)]
+    path = tmp_path / "p.jsonl"
+    with FakeServerProcess(no_logprobs=True) as srv:
+        with pytest.raises(EndpointRefused, match=r"127\.0\.0\.1:\d+/v1 answers model 'fake' with no "
+                                                  r"log-probabilities: HTTP 200 to logprobs=true") as e:
+            run(samples, srv.base_url, path, tasks={"yesno": YesNoTask()})
+    assert e.value.status == 200 and not ids_in(path)
+    with FakeServerProcess() as srv:  # a server that returns them: every sample answered with its P(Yes)
+        stats = run(samples, srv.base_url, path, tasks={"yesno": YesNoTask()})
+    recs = list(read_jsonl(path))
+    assert stats.complete and ids_in(path) == Counter({s["id"]: 1 for s in samples})
+    # the fake server's top log-probs: Yes -0.5, No -1.0 → P(Yes) = 1 / (1 + e^-0.5)
+    assert all(r["valid"] and r["parsed"]["Yes"] == pytest.approx(0.6224593312) for r in recs)
 
 
 def test_server_down_from_the_start_stops_quickly(tmp_path):

@@ -157,7 +157,7 @@ def test_markup_in_errors_is_printed_literally(tmp_path):
     assert "[hf]" in r.stderr or "[x]" in r.stderr
 
 
-@pytest.mark.parametrize("status", [401, 404, 501])
+@pytest.mark.parametrize("status", [401, 404, 501, 400, 422])  # 400 / 422: the server says the model is unknown
 def test_a_refusing_server_exits_2_with_nothing_committed_then_a_healthy_one_answers_all(built, status):
     run = built(12)
     pred = run / "predictions" / "openai-fake.jsonl"
@@ -171,6 +171,29 @@ def test_a_refusing_server_exits_2_with_nothing_committed_then_a_healthy_one_ans
     with FakeServerProcess() as srv:
         cli(*run_args(run, srv.base_url), check=True)
     assert pred_ids(pred) == Counter({i: 1 for i in sample_ids(run)})
+
+
+def test_a_server_without_log_probabilities_exits_2_with_nothing_committed_then_one_with_them_answers_all(
+        ml1m, tmp_path):
+    """RecBench ctr asks P(Yes) by log-probabilities: a server that ignores `logprobs` cannot answer it at all."""
+    run = tmp_path / "ctr"
+    cli("build", "recbench", "-d", "ml-1m", "-t", "ctr", "-n", "3", "--option", "train_pairs=2000", "-o", str(run),
+        check=True)
+    pred = run / "predictions" / "openai-fake.jsonl"
+    args = ["run", "recbench", "-d", "ml-1m", "-o", str(run), "-m", "openai:fake@{}", "--no-cache"]
+    with FakeServerProcess(no_logprobs=True) as srv:
+        p = cli(*[a.format(srv.base_url) for a in args])
+    err = [x for x in p.stderr.splitlines() if x.startswith("error")]
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert len(err) == 1 and "answers model 'fake' with no log-probabilities: HTTP 200" in err[0], err
+    assert srv.base_url.split("//")[1] in err[0]  # the endpoint is named
+    assert pred_ids(pred) == Counter()  # not one invalid `no_logprobs` answer per sample
+    with FakeServerProcess() as srv:
+        cli(*[a.format(srv.base_url) for a in args], check=True)
+    recs = list(read_jsonl(pred))
+    assert Counter(r["id"] for r in recs) == Counter({i: 1 for i in sample_ids(run)}) and len(recs) >= 3
+    # the fake server's top log-probs: Yes -0.5, No -1.0 → P(Yes) = 1 / (1 + e^-0.5)
+    assert all(r["valid"] and r["parsed"]["p_yes"] == pytest.approx(0.6224593312) for r in recs)
 
 
 def test_transient_failures_that_outlive_their_retries_exit_3_and_the_rerun_answers_them(built):

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from recharness.cli import app
 from recharness.core.errors import ConfigError
 from recharness.core.io import read_jsonl
+from recharness.models.fake import FakeBackend
 from recharness.runner import pipeline
 from recharness.runner.imported import import_predictions
 from recharness.tasks.recbench.tables import TABLE5_GROUPS, table5_row
@@ -61,3 +62,47 @@ def test_kind_through_the_cli_reaches_the_paper_layout(seqrec_run, tmp_path):
     md = (out / "scores.md").read_text()
     refs = md.index(TABLE5_GROUPS["R"])
     assert md.index("ext-pop (imported)") > refs and TABLE5_GROUPS["Z"] not in md
+
+
+def test_kind_is_kept_for_perrecbench_released_files(ml1m, tmp_path):
+    """The suite's own reader of released files (PerRecBench's <mode>-<level>.json) honours --kind as any import
+    does: in every record's model identity and in the import report; a bad --kind stops before anything is read."""
+    from recharness.tasks.perrecbench.original import write_predictions
+
+    out = tmp_path / "run"
+    pipeline.build("perrecbench", "ml-1m", out, tasks=["list"], seed=0, limit=2, options={"profile": False})
+    path, _ = pipeline.run(out, FakeBackend("fake"), "fake", use_cache=False)
+    recs = list(read_jsonl(path))
+    samples = list(read_jsonl(out / "samples.jsonl"))
+    released = tmp_path / "released"
+    assert write_predictions(samples, {r["id"]: r for r in recs}, released)
+
+    def score(name, *kind):
+        return CliRunner().invoke(app, ["score", "perrecbench", "-o", str(out), "--predictions", str(released),
+                                        "--name", name, *kind, "--resamples", "0", "--no-references"])
+
+    res = score("ref", "--kind", "reference")
+    assert res.exit_code == 0, res.output
+    got = list(read_jsonl(out / "predictions" / "ref.jsonl"))
+    assert len(got) == len(recs) == 6 and {r["model"]["kind"] for r in got} == {"reference"}
+    assert json.loads((out / "imports" / "ref.json").read_text())["kind"] == "reference"
+    res = score("plain")  # no --kind: the released files say nothing, so an LLM's, as for a JSONL import
+    assert res.exit_code == 0, res.output
+    assert all("kind" not in r["model"] for r in read_jsonl(out / "predictions" / "plain.jsonl"))
+    assert json.loads((out / "imports" / "plain.json").read_text())["kind"] == "llm"
+    res = score("bad", "--kind", "conventional")
+    assert res.exit_code != 0 and isinstance(res.exception, ConfigError)
+    assert str(res.exception) == "kind 'conventional': one of llm, reference, finetuned"
+    assert not (out / "predictions" / "bad.jsonl").exists()
+
+
+def test_kind_with_label_files_alone_is_refused(tmp_path):
+    """`score --predictions P --labels L` with no build makes no row for a table to file: --kind is refused in
+    one line, not ignored."""
+    from recharness.core.errors import RecharnessError
+
+    res = CliRunner().invoke(app, ["score", "perrecbench", "-o", str(tmp_path / "none"), "--predictions",
+                                   str(tmp_path), "--labels", str(tmp_path), "--name", "x", "--kind", "reference"])
+    assert res.exit_code != 0 and isinstance(res.exception, RecharnessError)
+    assert str(res.exception) == ("--kind files an imported row in a build's tables; scores from label files alone "
+                                  "make no row (build first, or leave --kind out)")

@@ -378,3 +378,17 @@ def test_released_tree_takes_a_lone_variant_as_the_run(tmp_path):
     files, problems = released_files(tmp_path)
     assert files == {("pair", "medium"): out / "0-sc1.json"}
     assert [p["problem"] for p in problems] == ["1 files of raw answers (*_original*): not read (the processed <n>.json are)"]
+
+
+def test_score_help_names_every_format_predictions_takes():
+    """`score --help` says what --predictions reads: JSONL, a JSON array or CSV, and PerRecBench's released
+    files, their folder or its result-<level>/ tree."""
+    import re
+
+    res = CliRunner().invoke(app, ["score", "--help"], env={"COLUMNS": "300", "TERMINAL_WIDTH": "300"})
+    assert res.exit_code == 0, res.output
+    text = " ".join(re.sub(r"[│╭╮╰╯─]", " ", res.output).split())
+    help_ = text[text.index("--predictions"):text.index("--name")]
+    assert help_ == ("--predictions <path> Import another tool's answers first (JSONL, a JSON array or CSV, schema in "
+                     "docs/predictions.md; PerRecBench: its original <mode>-<level>.json files, their folder or the "
+                     "released result-<level>/ tree), scored like a model of ours. ")

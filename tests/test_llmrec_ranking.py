@@ -90,6 +90,40 @@ def test_direct_parse_numbers_titles_and_garbage():
     assert not p.valid and p.value["ranking"] == []
 
 
+def test_direct_parse_ranks_every_candidate_a_line_names():
+    """A list line naming several candidate titles ("A - B", "watched - candidate", "A, B and C") gives each, in
+    order; words that are no title end the run, so a title in an explanation is not ranked by that line."""
+    task = DirectTask()
+    s = {"candidates": ["a", "b", "c", "d", "e", "f", "g"],
+         "candidate_titles": ["Alien (1979)", "Heat (1995)", "Fargo (1996)", "Big (1988)", "Jaws (1975)", "Up (2009)",
+                              "Ronin (1998)"],
+         "target": "g", "id": "s"}
+
+    def ranking(text):
+        p = task.parse(s, text)
+        assert p.valid and p.value["how"] == "titles"
+        return p.value["ranking"]
+
+    assert ranking("1. Heat (1995) - Ronin (1998)\n2. Fargo (1996)") == ["b", "g", "c"]  # "A - B": both
+    assert ranking("1. Casino - Ronin (1998)\n2. Cliffhanger - Heat (1995)") == ["g", "b"]  # watched - candidate
+    assert ranking("1. Casino - Heat (1995), Ronin (1998) and Fargo (1996)\n2. Alien (1979)") == ["b", "g", "c", "a"]
+    assert ranking('- "Jaws (1975)" / "Up (2009)"\n- Big (1988) -> Alien (1979)') == ["e", "f", "d", "a"]
+    # a dash before an explanation is no second title; a title named in the explanation is not ranked there
+    assert ranking("1. Heat (1995) - a great heist film\n2. Ronin (1998)") == ["b", "g"]
+    assert ranking("1. Heat (1995) - tense, like Ronin (1998)\n2. Fargo (1996)\n3. Ronin (1998)") == ["b", "c", "g"]
+    # never an item twice: a candidate named on two lines keeps its first place
+    assert ranking("1. Heat (1995) - Ronin (1998)\n2. Ronin (1998) - Heat (1995)\n3. Fargo (1996) - Fargo (1996)"
+                   ) == ["b", "g", "c"]
+    # NIR's released shape (titles without years, the candidates as the authors' prompt showed them): the target
+    # as the second title of a line is ranked where the line puts it
+    nir = {"candidates": ["a", "b", "c", "d"], "candidate_titles": ["Die Hard 2", "Under Siege", "The Rock", "Speed"],
+           "target": "c", "id": "n"}
+    p = task.parse(nir, "1. Cliffhanger - Die Hard 2\n2. Under Siege - The Rock\n3. True Lies - Speed")
+    assert p.value["ranking"] == ["a", "b", "c", "d"] and not p.value["partial"]
+    m = task.score([nir], {"n": {"parsed": p.value, "valid": True}})
+    assert m["HR@1"] == 0.0 and m["MRR"] == pytest.approx(1 / 3)
+
+
 def test_direct_candidates_hold_target_and_unseen_negatives(ml1m):
     samples = list(DirectTask().build(ml1m, BuildConfig(seed=3, limit=10, options={"n_candidates": 15})))
     inter = ml1m.interactions

@@ -25,6 +25,10 @@ def ml1m_matcher(ml1m):
     ("- Schindler&#39;s List (1993)\n- Fargo", ["527", "608"]),  # an HTML entity
     ("Lock, Stock and Two Smoking Barrels (1998)", ["2542"]),  # commas inside one title: not split
     ("Star Trek: Generations (1994)", ["329"]),
+    # colons in a comma list, one piece exact and the other misspelled (fuzzy, one item): both, in order
+    ("Star Trek: Generations (1994), Star Trek: Frist Contact (1996)", ["329", "1356"]),
+    ("Star Trek: Genrations (1994), Star Trek: First Contact (1996)", ["329", "1356"]),
+    ("Star Trek: Genrations, Star Trek: First Contact", ["329", "1356"]),
     # bracketed: after a label, with a closing ".", one bracket a line
     ("Recommendations: [1. Titanic (1997)], [2. Jackie Brown (1997)]", ["1721", "1729"]),
     ("[1. Titanic (1997)], [2. Jackie Brown (1997)].", ["1721", "1729"]),

@@ -121,5 +121,22 @@ def test_label_errors_name_file_item_and_field(ml1m, tmp_path):
     preds = tmp_path / "preds"
     shutil.copytree(PREDS, preds)
     (preds / "group-easy.json").write_text(json.dumps({"571": [[[2, 1]]], "zzz": [[[1, 2]]]}))
-    with pytest.raises(InputError, match=r"group-easy\.json, line 1, field 'zzz'"):
+    with pytest.raises(InputError, match=r"group-easy\.json, line 1, field 'zzz': item has no group in the label file$"):
         build_list(tmp_path / "r3", labels=str(LABELS), predictions=str(preds))
+
+
+def test_build_predictions_without_labels_names_the_build(ml1m, tmp_path):
+    """`build --option predictions=DIR` with no labels=: the groups are the build's own, so an unknown item is
+    said to have no group in this build's samples, never in a label file that was not given."""
+    preds = tmp_path / "preds"
+    preds.mkdir()
+    (preds / "group-easy.json").write_text(json.dumps({"no-such-item": [[[1, 2]]]}))
+    config = BuildConfig(options={"profile": False, "levels": "easy", "predictions": str(preds)}, limit=2,
+                         out=tmp_path / "run")
+    with pytest.raises(InputError) as e:
+        build_samples("list", ml1m, config)
+    msg = str(e.value)
+    assert "label file" not in msg.replace("the authors' label files", "")
+    assert msg.endswith("group-easy.json, line 1, field 'no-such-item': item has no group in this build's "
+                        "list/easy samples (2 groups; a build from the authors' label files, --option labels=DIR, "
+                        "has their groups)")

@@ -220,7 +220,8 @@ def test_report_page_carries_the_order_section(orders_run):
     out, _ = orders_run
     page = html.write_report(load_scores(out), out).read_text(encoding="utf-8")
     assert "<h3>direct: order sensitivity</h3>" in page and "alt='HR@1 by target position'" in page
-    assert "vs ARP@10" not in page  # with 4 candidates no NDCG@10: no accuracy to set against popularity
+    # with 4 candidates there is no NDCG@10: the headline is HR@1, the accuracy set against popularity
+    assert "alt='HR@1 vs ARP@10'" in page and "NDCG@10 vs ARP@10" not in page
     assert "Memorization beside accuracy" not in page  # no probe of these names anywhere
 
 
@@ -347,3 +348,17 @@ def test_report_command_takes_memorization(memo_run):
     assert "<tr><td>llm-a</td>" not in page.split("<h2>Memorization beside accuracy</h2>")[1].split("<h2>")[0]
     p = run("--memorization", str(probes / "missing.json"))
     assert p.returncode == 2 and p.stderr.strip().startswith("error: --memorization"), p.stderr
+
+
+def test_other_targets_are_the_probed_ones_not_reproduced(memo_run):
+    """With the probe's asked items, "other" is asked-but-not-reproduced: samples 6-8 of llm-a (NDCG@10 1, 1, 0.5),
+    not 9-11, whose targets the probe never asked about (counted as unprobed, in neither part)."""
+    out, samples, _, _ = memo_run
+    targets = [s["target"] for s in samples]
+    (x,) = fairness.memorized_split(out, load_scores(out), {"llm-a": set(targets[:6])}, {"direct": "NDCG@10"},
+                                    probed={"llm-a": set(targets[:9])})
+    assert x["memorized"]["n"] == 6 and x["other"]["n"] == 3 and x["unprobed"] == 3
+    assert x["other"]["value"] == pytest.approx(2.5 / 3)
+    # without the asked items (an older probe result), every non-memorized target is "other"
+    (y,) = fairness.memorized_split(out, load_scores(out), {"llm-a": set(targets[:6])}, {"direct": "NDCG@10"})
+    assert y["other"]["n"] == 6 and y["unprobed"] is None

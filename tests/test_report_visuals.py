@@ -140,3 +140,36 @@ def test_the_headline_is_a_metric_of_the_family_never_a_qualified_one():
     assert headline_metric(None, "direct", ["HR@10 head", "NDCG@10 order spread", "HR@1", "NDCG@5"]) == "NDCG@5"
     assert headline_metric(None, "x", ["HR@10 head", "HR@1"]) == "HR@1"
     assert headline_metric(None, "x", ["NDCG@10 order spread"]) is None
+
+
+def test_every_chart_with_nothing_but_zeros_is_a_line_saying_so():
+    """No chart of all-zero (or missing) values, and none dropped silently: the group, latency, popularity and
+    position charts say in one line why they are not drawn, as the headline bar chart does."""
+    from recharness.report import fairness
+
+    bd = {"conditions=1": {"NDCG@10": 0.0}, "conditions=2": {"NDCG@10": 0.0}}
+    rows = [ScoreRow("m", "t", {"NDCG@10": 0.0, "latency_s": 0.2}, 8, extra={"breakdown": bd}),
+            ScoreRow("pop", "t", {"NDCG@10": 0.0, "latency_s": 0.001}, 8, kind="reference", extra={"breakdown": bd})]
+    text = "".join(html.task_section(rows, None, "t"))
+    assert "<figure" not in text
+    for line in ("No chart of NDCG@10: it is 0 (or missing) for every method.",
+                 "No chart of NDCG@10 by conditions: it is 0 (or missing) for every method and group.",
+                 "No chart of NDCG@10 against latency: NDCG@10 is 0 for every timed method."):
+        assert f"<p class='nochart'>{line}</p>" in text, (line, text)
+    # one timed method: no comparison to draw, and nothing to explain
+    one = [ScoreRow("m", "t", {"NDCG@10": 0.0, "latency_s": 0.2}, 8), ScoreRow("x", "t", {"NDCG@10": 0.0}, 8)]
+    assert "against latency" not in "".join(html.task_section(one, None, "t"))
+
+    pop = [ScoreRow(m, "t", {"NDCG@10": 0.0, "ARP@10": 0.0}, 8, kind=k)
+           for m, k in (("m", "model"), ("p", "reference"))]
+    text = "".join(fairness.popularity_parts(pop, "NDCG@10", html.Palette(pop)))
+    assert "<figure" not in text and "No chart of NDCG@10 against ARP@10: both are 0 for every method." in text
+    pos = [ScoreRow(m, "t", {"NDCG@10 order spread": 0.0, "target at 1: HR@1": 0.0, "target at 2: HR@1": 0.0,
+                             "orders": 2}, 8) for m in ("a", "b")]
+    text = "".join(fairness.order_parts(pos, html.Palette(pos), []))
+    assert "<figure" not in text
+    assert "No chart of HR@1 by the target's position: it is 0 for every method and position." in text
+    # a non-zero value anywhere: the chart, and no such line
+    pos[0].metrics["target at 2: HR@1"] = 0.5
+    text = "".join(fairness.order_parts(pos, html.Palette(pos), []))
+    assert "<figure data-nonzero='1'" in text and "No chart" not in text

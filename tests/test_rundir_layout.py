@@ -13,7 +13,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "recharness"
 #: the names of a run directory's own files and folders (a model's or a suite's inner files are theirs)
 RUN_NAMES = {"build.json", "samples.jsonl", "predictions", "reference", "models", "judgments", "imports",
              "label_scores", "finetuned", "scores.json", "scores.md", "scores.csv", "report.html",
-             "commands.jsonl", "train.json", "train_log.jsonl"}
+             "commands.jsonl", "train.json", "train_log.jsonl", "earlier-builds"}
 
 #: modules another developer is changing now: their run-dir paths move to RunDir with that change
 PENDING: set[str] = set()
@@ -37,6 +37,12 @@ def test_the_layout(tmp_path):
     rd.model_dir("a").mkdir(parents=True)
     (rd.models_dir / "note.txt").write_text("")
     assert rd.model_dirs() == [rd.model_dir("a"), rd.model_dir("b")]
+    for name in ("m-ctr", "m-ctr.checkpoint", "m-ctr.tmp", "a-seqrec"):
+        rd.finetuned(name).mkdir(parents=True)
+    assert rd.finetuned_dirs() == [rd.finetuned("a-seqrec"), rd.finetuned("m-ctr")]  # no checkpoint, no copy
+    assert rd.earlier_build("f00") == tmp_path / "earlier-builds" / "f00"
+    assert rd.build_outputs("f00")[:2] == [(rd.predictions_dir, tmp_path / "earlier-builds" / "f00" / "predictions"),
+                                           (rd.models_dir, tmp_path / "earlier-builds" / "f00" / "models")]
 
 
 def composed_paths(path: Path) -> list[tuple[int, str]]:

@@ -144,3 +144,29 @@ def test_cli_train_then_score(built, tmp_path):
     assert res.exit_code == 0, res.output
     rows = json.loads((out / "scores.json").read_text())
     assert {"popularity", "random", "fake"} <= {r["method"] for r in (rows if isinstance(rows, list) else rows["rows"])}
+
+
+def test_every_fitted_reference_keeps_its_train_json(ml1m, tmp_path):
+    """A closed-form or one-pass model (no epochs) gets train.json too: every setting, the seed, the build, the
+    fit's seconds; it has no epochs to log."""
+    from recharness.baselines import BASELINES
+    from recharness.core.rundir import RunDir
+    from recharness.runner import train_log
+
+    out = tmp_path / "run"
+    info = pipeline.build("llmrec", "ml-1m", out, tasks=["direct"], seed=0, limit=5)
+    lines = []
+    train(out, baselines=["popularity", "ease", "random"], seed=3, progress=lines.append)
+    rd = RunDir(out)
+    for name in ("popularity", "ease", "random"):
+        got = json.loads(rd.train_json(name).read_text())
+        stamp = next(read_jsonl(rd.reference(name)))
+        assert got["settings"] == stamp["model"]["settings"] == BASELINES.get(name).create(seed=3).settings()
+        assert got["seed"] == 3 and got["data"]["build"] == info["fingerprint"]
+        assert got["data"]["train_interactions"] > 0
+        assert got["epochs"] == 0 and got["stopped"] == "fitted (no epochs)"
+        assert got["train_s"] == pytest.approx(stamp["train_s"], abs=1e-3) and got["train_s"] >= 0
+        assert not rd.train_log(name).exists()
+        assert train_log.summary_line(name, got) in lines
+    assert json.loads(rd.train_json("ease").read_text())["settings"]["l2"] > 0  # its hyperparameter, by name
+    assert json.loads(rd.train_json("random").read_text())["settings"] == {"seed": 3}

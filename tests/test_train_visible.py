@@ -79,3 +79,6 @@ def test_rqvae_keeps_its_train_log_beside_its_codes(tmp_path, monkeypatch):
     again = si.semantic_ids("toy", pl.DataFrame({"item_id": ids}), method="rqvae", levels=2, codebook_size=4,
                             epochs=4, progress=False)  # from the cache: the log file is kept, not rewritten
     assert again.log == [] and list(read_jsonl(logs[0])) == rows
+    # both name the log (what a model's train.json records, so the report finds the curve from a run)
+    assert sid.log_file == again.log_file == logs[0].name
+    assert si.read_train_log("toy", sid.log_file) == rows and si.read_train_log("toy", "../x.jsonl") == []

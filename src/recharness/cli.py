@@ -19,7 +19,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
+from rich.table import Column, Table
 
 from recharness.core.errors import ConfigError, RecharnessError
 from recharness.core.rundir import RunDir
@@ -148,6 +148,7 @@ def build(
     no_format: Annotated[bool, typer.Option("--no-format", help="Drop the format-indicator part of prompts.")] = False,
     no_description: Annotated[bool, typer.Option("--no-description", help="Drop the task-description part of prompts.")] = False,
     users: Annotated[Path | None, typer.Option("--users", help="Build exactly these users: a file of user ids (one a line), or JSONL / a JSON array / CSV whose lines carry `user_id` (a published predictions file as it is). Users the dataset lacks, or that a task's filters drop, are refused by name; a suite whose tasks draw no users one by one refuses --users.")] = None,
+    orders: Annotated[int | None, typer.Option("--orders", min=1, help="Ask each sample under K seeded candidate orders, the target's position balanced (order spread, position bias, an aggregated row); the same as --option orders=K, for the tasks that show candidates (llmrec direct, perrecbench list).")] = None,
 ):
     """Build task samples (JSONL), deterministic by --seed."""
     from recharness.core.paths import shown_path as display_path
@@ -155,6 +156,10 @@ def build(
     from recharness.runner.pipeline import build as do_build
 
     opts = _parse_options(option)
+    if orders is not None:
+        if "orders" in opts and int(opts["orders"]) != orders:
+            raise ConfigError(f"--orders {orders} and --option orders={opts['orders']} disagree: give one")
+        opts["orders"] = orders
     if no_history:
         opts["behaviour"] = False
     if no_format:
@@ -167,7 +172,7 @@ def build(
                         users=read_users(users) if users is not None else None)
     _log_command(d, "build", suite, dataset=dataset, task=task, out=display_path(d), seed=seed, limit=limit,
                  option=option, no_history=no_history, no_format=no_format, no_description=no_description,
-                 users=display_path(users) if users is not None else None)
+                 users=display_path(users) if users is not None else None, orders=orders)
     out_console.print(f"built {', '.join(f'{k}: {v}' for k, v in info['counts'].items())} samples → {RunDir(d).samples_jsonl}",
                       markup=False, highlight=False)
 
@@ -297,7 +302,7 @@ def train(
     executor: Annotated[str, typer.Option("--executor", help="local, or ray: one Ray task per reference model, in parallel.")] = "local",
     address: Annotated[str | None, typer.Option("--address", help="With --executor ray: the cluster to join (auto, ray://HOST:PORT).")] = None,
     retrain: Annotated[bool, typer.Option("--retrain", help="Fit again the models already trained on this build (by default they are kept: a killed train resumes).")] = False,
-    tune: Annotated[int, typer.Option("--tune", min=0, help="Optuna trials per tunable model (itemknn, ease, als, markov), the same budget each, on a validation split of the training data; 0: default settings.")] = 0,
+    tune: Annotated[int, typer.Option("--tune", min=0, help="Optuna trials per tunable model (itemknn, ease, als, markov, the sasrec variants with a per-trial epoch cap, the DLRMs), the same budget each, on a validation split of the training data; 0: default settings.")] = 0,
 ):
     """Fit the suite's reference models on the build's training data; `score` then reads their predictions."""
     from recharness.runner.train import train as do_train
@@ -342,7 +347,7 @@ def score(
     no_references: Annotated[bool, typer.Option("--no-references", help="Skip the reference methods.")] = False,
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Bootstrap resamples for the 95% confidence intervals (0: none).")] = 1000,
     ci_seed: Annotated[int, typer.Option("--ci-seed", help="Seed of the bootstrap resamples.")] = 0,
-    predictions: Annotated[Path | None, typer.Option("--predictions", help="Import another tool's answers first (JSONL or CSV, schema in docs/predictions.md; PerRecBench: its original <mode>-<level>.json files or their folder), scored like a model of ours.")] = None,
+    predictions: Annotated[Path | None, typer.Option("--predictions", help="Import another tool's answers first (JSONL, a JSON array or CSV, schema in docs/predictions.md; PerRecBench: its original <mode>-<level>.json files, their folder or the released result-<level>/ tree), scored like a model of ours.")] = None,
     name: Annotated[str | None, typer.Option("--name", help="With --predictions: the row's name (predictions/NAME.jsonl).")] = None,
     force: Annotated[bool, typer.Option("--force", help="With --predictions: replace an existing predictions/NAME.jsonl.")] = False,
     partial: Annotated[bool, typer.Option("--partial", help="Score a method that answered only some samples (a run that stopped early) on the answered ones; its rows say `partial: n = 12 of 20` (the row's n, of the task's samples). Without it such a method is refused. A run limited on purpose (--limit) and imported answers are scored on what they cover without it.")] = False,
@@ -360,6 +365,9 @@ def score(
     if labels is not None:
         if predictions is None:
             raise RecharnessError("--labels goes with --predictions (the released predictions to score against them)")
+        if kind is not None and not RunDir(d).build_json.exists():
+            raise RecharnessError("--kind files an imported row in a build's tables; scores from label files alone "
+                                  "make no row (build first, or leave --kind out)")
         _score_labels(suite, d, predictions, labels, name or "released")
         if not RunDir(d).build_json.exists():
             return  # scored from the label files alone
@@ -500,8 +508,10 @@ def _compare_tables(results: list[dict]) -> list[tuple[Table, str]]:
     tables = []
     for (t, a, b), rs in groups.items():
         first = rs[0]
-        tab = Table("metric", escape(a), escape(b), f"{escape(a)} − {escape(b)} [95% CI]", "p (bootstrap)",
-                    "p (permutation)", title=f"{t}: {a} vs {b} (n = {first['n']})", title_justify="left")
+        heads = ("metric", escape(a), escape(b), f"{escape(a)} − {escape(b)} [95% CI]", "p (bootstrap)",
+                 "p (permutation)")
+        tab = Table(*(Column(h, overflow="fold") for h in heads),  # names wrap on a narrow terminal, never cut
+                    title=f"{t}: {a} vs {b} (n = {first['n']})", title_justify="left")
         for r in rs:
             if r.get("metric") is None:
                 continue
@@ -594,7 +604,7 @@ def models_list():
     """Show the built-in models and whether their weights are on disk."""
     from recharness.models.builtin import BUILTIN_MODELS, model_path
 
-    t = Table("name", "description", "on disk")
+    t = Table(Column("name", overflow="fold"), "description", Column("on disk", overflow="fold"))  # never cut
     for name, m in BUILTIN_MODELS.items():
         p = model_path(name)
         t.add_row(name, m.description, str(p) if p else "no (recharness models fetch " + name + ")")
@@ -670,8 +680,6 @@ def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, ou
     paths = write_leaderboard(dirs, base, title=title,
                               intro="Headline metrics with 95% intervals; small samples give wide intervals.")
     header, rows = summary(runs, models)
-    from rich.table import Column
-
     header = [Column(h, overflow="fold") for h in header]  # names wrap, never cut
     t = Table(*header, title="Summary: headline metric, value [95% interval]", title_justify="left")
     for row in rows:
@@ -764,7 +772,8 @@ def baselines():
         for tname, cls in s.tasks.items():
             for b in getattr(cls, "baselines", ()):
                 used.setdefault(b, []).append(f"{name}/{tname}")
-    t = Table("baseline", "answers", "fitted by", "used by", "what it is")
+    t = Table(Column("baseline", overflow="fold"), Column("answers", overflow="fold"), "fitted by",  # never cut
+              Column("used by", overflow="fold"), "what it is")
     for name in BASELINES:
         meta = BASELINES.meta(name)
         how = "train" if meta.get("heavy") else "score (on the fly)" if meta.get("trainable") else "nothing (no fit)"

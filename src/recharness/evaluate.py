@@ -1,7 +1,9 @@
 """`recharness eval`: from model specs to one report, in one command (what `make demo` runs).
 
 For each suite's declared runs (`Suite.demo`: tasks, size, options) it prepares the dataset if
-missing, builds (seeded; an identical build is kept), answers with every model (resumable: what is
+missing, builds (seeded; an identical build is kept; a build with other settings, e.g. another --limit,
+sets the earlier build's answers aside in `earlier-builds/<build>/` and puts them back when that build
+is made again), answers with every model (resumable: what is
 answered is never asked again, so re-running the command makes no model call and a new `-m` only
 answers for the new model), fits the reference models the tasks call for (`train`, kept in the run:
 a re-run refits none; the few too slow for a few-minute run, `SLOW_REFERENCES`, only with
@@ -60,7 +62,8 @@ def _options(option: list[str]) -> dict:
     return out
 
 
-def _same_build(rd: RunDir, suite: str, tasks: list[str], seed: int, limit: int, options: dict) -> bool:
+def _same_build(rd: RunDir, suite: str, tasks: list[str], seed: int, limit: int, options: dict,
+                dataset: str | None = None) -> bool:
     """True when the run directory already holds exactly this build (then it is kept, answers and all)."""
     if not rd.build_json.exists() or not rd.samples_jsonl.exists():
         return False
@@ -73,7 +76,72 @@ def _same_build(rd: RunDir, suite: str, tasks: list[str], seed: int, limit: int,
     want = {k: v for k, v in validate_options(suite, tasks, options).items()
             if isinstance(v, (str, int, float, bool, type(None)))}
     return (info.get("suite"), info.get("tasks"), info.get("seed"), info.get("limit"), info.get("options") or {}) == \
-        (suite, tasks, seed, limit, want)
+        (suite, tasks, seed, limit, want) and (dataset is None or info.get("dataset") == dataset)
+
+
+def _entries(folder: Path) -> list[Path]:
+    return sorted(folder.iterdir()) if folder.is_dir() else []
+
+
+def _move_entries(src: Path, dest: Path, *, replace: bool) -> list[Path]:
+    """Move what `src` holds into `dest` (a rename when `dest` is new); an entry `dest` already has is
+    replaced (`replace`) or left where it is. Returns the entries left in `src`."""
+    import os
+    import shutil
+
+    if not _entries(src):
+        return []
+    if not dest.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src, dest)
+        return []
+    left = []
+    for entry in _entries(src):
+        target = dest / entry.name
+        if target.exists():
+            if not replace:
+                left.append(entry)
+                continue
+            shutil.rmtree(target) if target.is_dir() else target.unlink()
+        os.replace(entry, target)
+    return left
+
+
+def set_aside(rd: RunDir) -> tuple[dict, Path] | None:
+    """Before `eval` rebuilds a run directory with other settings (--limit, --seed, --dataset, options): the
+    answers, trained references, judgments and import reports of the build in it go to
+    `earlier-builds/<its fingerprint>/` instead of being refused as answers to another build (or lost).
+    Returns (that build's build.json, where they went), or None when it had none."""
+    try:
+        info = rd.build_info()
+    except Exception:  # noqa: BLE001 - no readable build: nothing can be said to answer it
+        return None
+    fp = info.get("fingerprint")
+    if not fp:  # a build from before fingerprints were recorded: its own, as every stage reads it
+        try:
+            fp = rd.load_build()[0]["fingerprint"]
+        except Exception:  # noqa: BLE001 - its samples changed since: what answers it cannot be told
+            return None
+    outputs = rd.build_outputs(fp)
+    if not any(_entries(src) for src, _ in outputs):
+        return None
+    for src, keep in outputs:
+        _move_entries(src, keep, replace=True)
+    return info, rd.earlier_build(fp)
+
+
+def put_back(rd: RunDir, fp: str) -> Path | None:
+    """After a build: what `set_aside` kept of an earlier build with this fingerprint (the same samples and
+    settings) returns, so its answers are not asked again. Returns where it was, or None."""
+    import shutil
+
+    where = rd.earlier_build(fp)
+    if not where.is_dir():
+        return None
+    left = [x for src, keep in rd.build_outputs(fp) for x in _move_entries(keep, src, replace=False)]
+    if not left:  # (an entry the build itself wrote, e.g. imported outputs, stays in the stash)
+        shutil.rmtree(where, ignore_errors=True)
+    return where
 
 
 def plan(suites: str, out: Path, limit: int | None) -> list[EvalRun]:
@@ -145,9 +213,21 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
         rd = RunDir(r.path)
         opts = _options(r.options)
         t0 = time.perf_counter()
-        if not _same_build(rd, r.suite, r.tasks, seed, r.limit, opts):
+        if not _same_build(rd, r.suite, r.tasks, seed, r.limit, opts, dataset):
+            from recharness.core.paths import shown_path
+
+            aside = set_aside(rd)
             info = pipeline.build(r.suite, dataset, r.path, tasks=r.tasks, seed=seed, limit=r.limit, options=opts)
             r.built = True
+            back = put_back(rd, info["fingerprint"])
+            if aside is not None and back is None:
+                old, where = aside
+                say(f"{r.label}: rebuilt with limit {r.limit}, seed {seed} on {dataset}; the answers to its earlier "
+                    f"build (limit {old.get('limit')}, seed {old.get('seed')} on {old.get('dataset')}) are kept in "
+                    f"{shown_path(where)} (back when that build is made again)")
+            elif back is not None:
+                say(f"{r.label}: made again as before (limit {r.limit}, seed {seed}): its answers kept in "
+                    f"{shown_path(back)} are back" + ("; the other build's are kept beside them" if aside else ""))
             log(f"{r.label}: built {info['counts']} in {time.perf_counter() - t0:.1f} s → {rd.path}")
             record(r.path, "build", r.suite, dataset=dataset, task=r.tasks, out=r.path, seed=seed, limit=r.limit,
                    option=r.options)

@@ -170,7 +170,7 @@ class SIDSASRec(Baseline):
         self._set_codes(sid.item_ids, sid.codes, sid.codebook_size)
         self.sid_info = {"method": sid.method, "levels": sid.levels, "codebook_size": sid.codebook_size,
                          "epochs": sid.epochs, "encoder": sid.encoder, "collision_rate": sid.collision_rate,
-                         "usage": sid.usage, "max_duplicates": sid.max_duplicates}
+                         "usage": sid.usage, "max_duplicates": sid.max_duplicates, "train_log": sid.log_file}
         p = self.params
         if p["max_len"] is None:
             p["max_len"] = max(1, int(seqs["history"].list.len().max() or 1))

@@ -57,7 +57,8 @@ class TransientError(RecharnessError):
 
 class EndpointRefused(RecharnessError):
     """The endpoint refuses the request as configured (HTTP 401, 403, 404, 405, 501: a bad key, a wrong
-    model name, an endpoint that is not there): every request would fail alike, so the run stops at
+    model name, an endpoint that is not there; a 400 or 422 saying the model is unknown; a server that
+    answers without the log-probabilities asked for): every request would fail alike, so the run stops at
     once, commits nothing for it, and the CLI exits 2 naming the endpoint, the status and its message."""
 
     def __init__(self, message: str, status: int | None = None):

@@ -16,6 +16,9 @@ Layout (default `<data home>/runs/<suite>/<dataset>`):
   judgments/<stem>__<judge>.jsonl         LLM-judge verdicts (suites with a judge)
   scores.json / .md / .csv                metrics per method and task, written as one set
   report.html                             tables and plots
+  earlier-builds/<build>/                 what `eval` set aside when it rebuilt the directory with other
+                                          settings (predictions/, models/, judgments/, imports/ of that
+                                          build), put back when that build is made again
 """
 
 from __future__ import annotations
@@ -111,6 +114,14 @@ class RunDir:
     def predictions(self, method: str) -> Path:
         return self.predictions_dir / f"{check_name(method)}.jsonl"
 
+    def relative(self, path: Path) -> str:
+        """`path` as reports name it: relative to the run directory ("predictions/m.jsonl")."""
+        return Path(path).relative_to(self.path).as_posix()
+
+    def tuning_json(self, name: str) -> Path:
+        """A tuned reference's search (`train --tune N`): its trials and the chosen configuration."""
+        return self.model_dir(name) / "tuning.json"
+
     def prediction_files(self) -> list[Path]:
         d = self.predictions_dir
         return sorted(d.glob("*.jsonl")) if d.exists() else []
@@ -152,6 +163,25 @@ class RunDir:
     def finetuned(self, name: str) -> Path:
         """A fine-tuned model's directory (`recharness finetune`'s default output)."""
         return self.path / "finetuned" / name
+
+    def finetuned_dirs(self) -> list[Path]:
+        """Every fine-tuned model's directory in the run, by name (not a `<name>.checkpoint` beside it, nor the
+        `.tmp` / `.old` copies of a directory being replaced)."""
+        d = self.path / "finetuned"
+        return sorted(p for p in d.iterdir() if p.is_dir() and not p.name.endswith((".checkpoint", ".tmp", ".old"))) \
+            if d.is_dir() else []
+
+    def earlier_build(self, build: str) -> Path:
+        """Where `eval` keeps what was made for an earlier build of this directory (`build`: its fingerprint)
+        while another build is in it: its answers, trained references, judgments, import reports."""
+        return self.path / "earlier-builds" / build
+
+    def build_outputs(self, build: str) -> list[tuple[Path, Path]]:
+        """(folder, where it is kept while another build is in the directory) for each folder whose content
+        answers one build (`build`): predictions/ (and references), models/, judgments/, imports/."""
+        keep = self.earlier_build(build)
+        return [(p, keep / p.name) for p in (self.predictions_dir, self.models_dir, self.judgments_dir,
+                                             self.imports_dir)]
 
     def label_scores(self, name: str) -> Path:
         """A released layout's predictions scored against its labels (`score --labels`)."""

@@ -73,6 +73,8 @@ class SemanticIds:
     #: rqvae: one row per training epoch (epoch, step, loss, reconstruction_mse, commitment, seconds); empty when
     #: loaded from the cache (the rows are in its train_log.jsonl) or for rqkmeans
     log: list[dict] = field(default_factory=list)
+    #: rqvae: the name of its train_log.jsonl in the dataset's embeddings folder (`read_train_log`), None without one
+    log_file: str | None = None
 
     @property
     def max_duplicates(self) -> int:
@@ -262,8 +264,10 @@ def _load(path, info_path, ids: list[str], settings: dict) -> SemanticIds | None
     if not isinstance(info, dict) or not {"collision_rate", "usage", "seconds"} <= set(info):
         print(f"recharness: cached semantic ids {info_path} lacks its description; computing again", file=sys.stderr)
         return None
+    log_file = info.get("train_log")
     return SemanticIds(item_ids=ids, codes=codes, **settings, collision_rate=info["collision_rate"],
-                       usage=info["usage"], seconds=info["seconds"], info=info.get("training", {}))
+                       usage=info["usage"], seconds=info["seconds"], info=info.get("training", {}),
+                       log_file=log_file if isinstance(log_file, str) and path.with_name(log_file).exists() else None)
 
 
 def semantic_ids(dataset_name: str, items_df: pl.DataFrame, *, method: str = "rqvae", levels: int = 4,
@@ -306,9 +310,24 @@ def semantic_ids(dataset_name: str, items_df: pl.DataFrame, *, method: str = "rq
             atomic_write_text(log_path, "".join(json.dumps(r) + "\n" for r in sid.log))
         atomic_write_text(info_path, json.dumps(info, indent=2, sort_keys=True) + "\n")
         atomic_write_bytes(path, buf.getvalue())
+        sid.log_file = log_path.name if sid.log else None
     except OSError as e:
         print(f"recharness: could not cache semantic ids in {folder} ({e})", file=sys.stderr)
     return sid
+
+
+def read_train_log(dataset_name: str, file_name: str) -> list[dict]:
+    """The rows of an RQ-VAE's train_log.jsonl, named as `SemanticIds.log_file` names it, from the dataset's
+    embeddings folder ([] when it is not there, e.g. a run moved to another data home)."""
+    from recharness.core.io import read_jsonl
+
+    if not file_name or "/" in file_name or "\\" in file_name or file_name.startswith("."):
+        return []
+    try:
+        path = embeddings_dir(dataset_name) / file_name
+    except ConfigError:  # not a dataset name
+        return []
+    return list(read_jsonl(path, tolerate_torn_tail=True)) if path.is_file() else []
 
 
 def _runtime_versions(method: str) -> dict:

@@ -7,7 +7,8 @@ redoing the rest; records carry the build fingerprint so answers to an
 older build are never mixed with a new one.
 
 Every outcome is classified once: a refusal of the configuration (HTTP 401,
-403, 404, 405, 501: bad key, wrong model) stops the run at once with nothing
+403, 404, 405, 501: bad key, wrong model; a 400 or 422 saying the model is
+unknown; log-probabilities asked for and not returned) stops the run at once with nothing
 committed for it (EndpointRefused, exit 2); a transient failure (429, 5xx,
 timeouts, resets, an unreadable or empty body, no choices) is retried and, if
 it outlives its retries, leaves the sample undone for the next run (exit 3);
@@ -27,7 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from recharness.core.errors import BuildMismatch, EndpointRefused, ServerUnreachable, TransientError, one_line
+from recharness.core.errors import (
+    BuildMismatch,
+    EndpointRefused,
+    InputError,
+    ServerUnreachable,
+    TransientError,
+    one_line,
+)
 from recharness.core.io import GroupCommitLog, read_jsonl
 from recharness.core.types import Completion, GenerationParams, Messages, Prediction
 from recharness.execution.ask import ask
@@ -130,18 +138,22 @@ def with_model(backend: ModelBackend, work: Callable[[CachedModel], Awaitable[T]
 
 
 def completed_ids(path: Path, build: str | None = None) -> set[str]:
-    """Ids already answered in `path`; refuses a file written for another build."""
+    """Ids already answered in `path`; refuses a file written for another build, and one that answers a
+    sample twice (edited or concatenated: which answer counts would be a guess), as `score` does."""
     if not Path(path).exists():
         return set()
-    ids = set()
-    for r in read_jsonl(path, tolerate_torn_tail=True):
+    line_of: dict[str, int] = {}
+    for k, r in enumerate(read_jsonl(path, tolerate_torn_tail=True), 1):
         if build is not None and r.get("build") != build:
             raise BuildMismatch(
                 f"{path} holds answers to another build of this run directory (build {r.get('build') or 'unknown'}, "
                 f"samples now {build}): the samples were rebuilt. Move that file away, or run with --name NEW "
                 "to keep both")
-        ids.add(r["id"])
-    return ids
+        if r["id"] in line_of:
+            raise InputError(path, f"sample {r['id']!r} is answered twice (first on line {line_of[r['id']]}): remove "
+                                   "one, or run the model again into a new --name", line=k, field="id")
+        line_of[r["id"]] = k
+    return set(line_of)
 
 
 def failure_record(e: BaseException, params: GenerationParams | None = None) -> dict:
@@ -227,8 +239,8 @@ async def run_samples(
                 except Exception as e:  # noqa: BLE001 - one bad sample must not stop the run
                     rec = failure_record(e, params_or_none(task, s))
                     stats.errors[rec["error_kind"]] += 1
-                commit_record(log, stats, {"id": s["id"], "task": s["task"], "model": identity, **stamp, **rec},
-                              on_progress)
+                commit_record(log, stats, {"id": s["id"], "task": s["task"], "model": identity, **stamp,
+                                           "prompt_version": prompt_version(task), **rec}, on_progress)
 
         await asyncio.gather(*(worker() for _ in range(min(limit, max(1, len(todo))))))
         stats.wall_s = time.perf_counter() - t0
@@ -251,6 +263,11 @@ def commit_record(log, stats: RunStats, rec: dict, on_progress: Callable[[int], 
     stats.format_retried += (rec.get("attempts") or 1) > 1
     if on_progress:
         on_progress(1)
+
+
+def prompt_version(task) -> str:
+    """The task's prompt version as each answer records it (`Task.prompt_version`)."""
+    return str(getattr(task, "prompt_version", None) or "1")
 
 
 def params_or_none(task, sample: dict) -> GenerationParams | None:

@@ -378,7 +378,7 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
                           build: str | None = None, fsync: bool = True):
     """The driver loop: the same contract as `execution.executor.run_samples`, the work done by `ex`'s actors."""
     from recharness.core.io import GroupCommitLog
-    from recharness.execution.executor import RunStats, commit_record, completed_ids
+    from recharness.execution.executor import RunStats, commit_record, completed_ids, prompt_version
 
     ray = ray_module()
     from ray.exceptions import RayActorError, RayTaskError
@@ -398,7 +398,8 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
         if sid in committed:  # a shard answered twice (never expected): the first answer stands
             return
         committed.add(sid)
-        commit_record(log, stats, {"id": sid, "task": task_name, "model": identity, **stamp, **rec}, on_progress)
+        commit_record(log, stats, {"id": sid, "task": task_name, "model": identity, **stamp,
+                                   "prompt_version": prompt_version(tasks[task_name]), **rec}, on_progress)
 
     try:
         done = completed_ids(out_path, build)

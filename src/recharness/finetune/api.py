@@ -13,7 +13,6 @@ the build's samples as `recharness run -m ft:OUT` does (`answer_build`: the exec
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,17 +20,30 @@ from pathlib import Path
 from recharness.core.errors import ConfigError
 from recharness.core.rundir import RunDir, train_log_file
 from recharness.finetune.examples import fingerprint
-from recharness.finetune.lora import LoraSettings, TrainResult, attach_lora, encode, train
+from recharness.finetune.lora import (
+    LoraSettings,
+    TrainResult,
+    attach_lora,
+    continue_log,
+    encode,
+    epochs_seen,
+    stop_reason,
+    train,
+)
 from recharness.finetune.recipe import Recipe, recipe_for
 
 
-def epochs_seen(steps: int, batch: int, n: int) -> float:
-    """Passes over the `n` examples that `steps` optimizer steps make (an epoch's last batch may be short)."""
-    if n <= 0:
-        return 0.0
-    per_epoch = math.ceil(n / batch)
-    full, rest = divmod(steps, per_epoch)
-    return round((full * n + min(rest * batch, n)) / n, 3)
+def final_log(result: TrainResult, previous: list[dict], *, batch: int, n: int) -> list[dict]:
+    """The train_log.jsonl a fine-tune keeps: the training's own log (its checkpoint's rows, then this session's);
+    where a checkpoint of an older version kept none, the rows of the steps before the resume are taken from the
+    model's `previous` train_log.jsonl (filled out to the current row shape): appended to, never lost or doubled."""
+    rows = result.log
+    start = result.resumed_from or 0
+    if start and not any(r.get("step", 0) <= start for r in rows):
+        old = [{"epoch": epochs_seen(int(r["step"]), batch, n), "metric": None, "valid": None, "seconds": None, **r}
+               for r in previous if isinstance(r.get("step"), int)]
+        rows = continue_log(old, start, rows)
+    return rows
 
 
 @dataclass
@@ -47,6 +59,8 @@ class FinetuneResult:
     wall_s: float
     #: what the user should know about the training data (e.g. PerRecBench profiles left out of prompts)
     notes: list[str] = field(default_factory=list)
+    #: why training ended (`lora.stop_reason`)
+    stopped: str = ""
 
     def summary(self) -> str:
         t = self.train
@@ -97,13 +111,15 @@ def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", 
              epochs: int | None = None, max_steps: int | None = None, batch: int | None = None, micro_batch: int | None = None,
              examples: int | None = None, seed: int = 0, checkpoint_every: int = 25, dropout: float = 0.05,
              sid_method: str = "rqkmeans", max_len: int | None = None, train_groups: int | None = None,
-             on_step=None, on_status=None) -> FinetuneResult:
+             on_step=None, on_status=None, on_epoch=None) -> FinetuneResult:
     """Fine-tune `model` with LoRA on the training split of the build in `run_dir`; write the merged model
     to `out` (default `<run>/finetuned/<model>-<task>-<items>`, PerRecBench `<model>-<task>`) and the
     adapter to `out/adapter/`. Rank, alpha, lr, epochs, batch and the longest example default to the
     paper's for the suite and task (`PAPER_LORA`, `PAPER_TRAIN`). PerRecBench: `train_groups` training
     groups per level (default 200). A checkpoint in `<out>.checkpoint` from the same base weights,
-    settings and examples is resumed (another base model: a ConfigError)."""
+    settings and examples is resumed (another base model: a ConfigError). `out/train_log.jsonl`: one row per
+    optimizer step (epoch, step, loss, validation: null, seconds), continued across resumes; `on_epoch(row)`
+    gets each epoch's summary as it ends (`lora.epoch_rows`)."""
     from recharness.data.store import load_dataset
     from recharness.finetune.export import export_merged
     from recharness.finetune.items import make_vocab
@@ -152,7 +168,8 @@ def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", 
     status(f"training on {len(encoded)} examples…")
     result = train(peft_model, tok, encoded, settings, ckpt,
                    meta={"base_model": model, "examples": fingerprint(exs), "trainable_tokens": len(new_ids)},
-                   on_step=on_step)
+                   on_step=on_step, on_epoch=on_epoch)
+    stopped = stop_reason(settings, result.steps, result.resumed_from)
     status("merging and saving…")
     meta = {
         "base": model, "suite": suite, "task": task, "dataset": info["dataset"], "items": items,
@@ -162,22 +179,29 @@ def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", 
         "train_s": round(result.total_seconds, 1), "train_tokens": result.total_tokens,
         "tokens_per_s": round(result.total_tokens / result.total_seconds, 1) if result.total_seconds else None,
         "final_loss": result.final_loss, "peak_rss_mb": round(result.peak_rss_mb), "resumed_from": result.resumed_from,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "stopped": stopped, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
+    if vocab is not None and vocab.kind == "sid":  # the semantic IDs' settings (and their RQ-VAE's log, if any)
+        meta["semantic_ids"] = vocab.info
     notes: list[str] = []
     if r.describe is not None:
         more, notes = r.describe(info, exs, train_groups)
         meta.update(more)
-    export_merged(peft_model, tok, out, meta)
-    from recharness.core.io import write_jsonl_atomic
+    from recharness.core.errors import InputError
+    from recharness.core.io import read_jsonl, write_jsonl_atomic
 
-    first = (result.resumed_from or 0) + 1  # a resumed run logs the steps it ran itself
-    write_jsonl_atomic(train_log_file(out), [{"step": first + k, "loss": round(float(v), 6)}
-                                                 for k, v in enumerate(result.losses)])
+    log_path = train_log_file(out)
+    try:  # an earlier session's log (read before the export replaces `out`)
+        previous = list(read_jsonl(log_path, tolerate_torn_tail=True)) if log_path.exists() else []
+    except (InputError, OSError):  # an edited log: the checkpoint's rows are the record
+        previous = []
+    export_merged(peft_model, tok, out, meta)
+    write_jsonl_atomic(log_path, final_log(result, previous, batch=settings.batch, n=len(encoded)))
     if vocab is not None:
         vocab.save(out)
     return FinetuneResult(out=out, base=model, task=task, items=items, examples=len(encoded), skipped_long=skipped,
-                          settings=settings, train=result, wall_s=time.perf_counter() - t_wall, notes=notes)
+                          settings=settings, train=result, wall_s=time.perf_counter() - t_wall, notes=notes,
+                          stopped=stopped)
 
 
 def answer_build(run_dir: Path, model_dir: Path, name: str, *, beams: int = 20, limit: int | None = None,

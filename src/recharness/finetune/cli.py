@@ -56,7 +56,9 @@ def finetune_command(
         TimeRemainingColumn,
     )
 
-    from recharness.finetune.api import finetune, recipe
+    from recharness.core.rundir import train_log_file
+    from recharness.finetune.api import default_out, finetune, recipe
+    from recharness.finetune.lora import epoch_line
     from recharness.runner.pipeline import default_run_dir
 
     console = Console(stderr=True, soft_wrap=True)
@@ -73,10 +75,17 @@ def finetune_command(
             progress.update(bar, completed=i["step"], total=i["total"], loss=f"{i['loss']:.4f}",
                             tps=f"{i['tokens_per_s']:.0f}")
 
+        label = (Path(save) if save is not None else default_out(run_dir, model, r, items or r.items[0])).name
+
+        def on_epoch(row: dict) -> None:  # one line per epoch, above the bar (as `recharness train` prints)
+            progress.console.print(epoch_line(label, row), markup=False, highlight=False)
+
         res = finetune(suite, task, run_dir, model, save, items=items, rank=rank, alpha=alpha, lr=lr, epochs=epochs,
                        max_steps=max_steps, batch=batch, micro_batch=micro_batch, examples=examples, seed=seed,
                        checkpoint_every=checkpoint_every, train_groups=train_groups, max_len=max_len, on_step=on_step,
-                       on_status=lambda m: progress.update(bar, description=escape(m)))
+                       on_status=lambda m: progress.update(bar, description=escape(m)), on_epoch=on_epoch)
+    console.print(f"{res.out.name}: stopped: {res.stopped}; training log (epoch, step, loss, seconds) → "
+                  f"{train_log_file(res.out)}", markup=False, highlight=False)
     print(res.summary())
     for note in res.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")

@@ -110,7 +110,8 @@ def sid_vocab(dataset, *, method: str = "rqkmeans", levels: int = 4, codebook_si
     tokens = [f"<sid_{lv}_{c}>" for lv in range(width) for c in range(sizes[lv])]
     items = {i: tuple(f"<sid_{lv}_{int(c)}>" for lv, c in enumerate(row)) for i, row in zip(sid.item_ids, sid.codes)}
     return ItemVocab("sid", items, tokens, {"method": method, "levels": levels, "codebook_size": codebook_size,
-                                            "seed": seed, "collision_rate": sid.collision_rate, "n_items": len(items)})
+                                            "seed": seed, "collision_rate": sid.collision_rate, "n_items": len(items),
+                                            "train_log": sid.log_file})
 
 
 def make_vocab(kind: str, dataset, **sid_opts) -> ItemVocab:

@@ -18,6 +18,12 @@
   started again with the same base model, settings and examples resumes from the last checkpoint
   and ends with the same adapter as an uninterrupted run (bit for bit with the same thread count).
   Another base model, other settings or examples: a ConfigError, never a mix.
+* The training log: one row per optimizer step (epoch as passes over the examples so far, fractional;
+  step; loss; the validation metric and its value, null: no validation pass is run; seconds of
+  training so far, every session counted), kept in each checkpoint (`train_log.jsonl` beside its
+  tensors) so a resumed run continues it: the steps before the checkpoint are not logged twice, the
+  steps after it (lost with the kill) are logged once, as they are run again. `epoch_rows` sums it up
+  per epoch (mean loss, best so far), `epoch_line` is the line `recharness finetune` prints.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from recharness.core.errors import ConfigError
+from recharness.core.rundir import train_log_file
 from recharness.finetune._fs import atomic_dir, recover_dir
 
 #: attention projections, as the issue measured (q/k/v/o)
@@ -103,6 +110,82 @@ class TrainResult:
     losses: list[float] = field(default_factory=list)
     total_seconds: float = 0.0  # over every session that led to this adapter (resumes included)
     total_tokens: int = 0
+    #: one row per optimizer step of every session (`log_row`): the checkpoint's rows, then this session's
+    log: list[dict] = field(default_factory=list)
+    #: optimizer steps per pass over the examples (an epoch)
+    steps_per_epoch: int = 0
+
+
+def epochs_seen(steps: int, batch: int, n: int) -> float:
+    """Passes over the `n` examples that `steps` optimizer steps make (an epoch's last batch may be short)."""
+    if n <= 0:
+        return 0.0
+    per_epoch = math.ceil(n / batch)
+    full, rest = divmod(steps, per_epoch)
+    return round((full * n + min(rest * batch, n)) / n, 3)
+
+
+def log_row(step: int, loss: float, seconds: float, *, batch: int, n: int) -> dict:
+    """The training log's row of optimizer step `step` (1-based): epoch (passes over the `n` examples so far),
+    step, loss, the validation metric (none is computed while fine-tuning: null) and seconds of training so far."""
+    return {"epoch": epochs_seen(step, batch, n), "step": int(step), "loss": round(float(loss), 6), "metric": None,
+            "valid": None, "seconds": round(float(seconds), 3)}
+
+
+def continue_log(prior: list[dict], start: int, new: list[dict]) -> list[dict]:
+    """The log of a run resumed at step `start`: the `prior` rows of the steps up to `start` (a row of a later step
+    was made after the checkpoint and is run again), then the `new` ones; each step once, in order."""
+    rows = {int(r["step"]): r for r in prior if isinstance(r.get("step"), int) and r["step"] <= start}
+    for r in new:
+        rows[int(r["step"])] = r
+    return [rows[k] for k in sorted(rows)]
+
+
+def epoch_rows(log: list[dict], per_epoch: int) -> list[dict]:
+    """The step log summed up per epoch (its last step ends it, a last partial epoch too): epoch (passes, as
+    the log counts them), step, loss (the mean over the epoch's steps), the validation value where one was
+    computed, best (the best validation value so far, else the lowest epoch loss so far) and seconds."""
+    out: list[dict] = []
+    groups: dict[int, list[dict]] = {}
+    for r in log:
+        groups.setdefault((int(r["step"]) - 1) // max(1, per_epoch), []).append(r)
+    best_valid, best_loss = None, None
+    for _, rows in sorted(groups.items()):
+        last = rows[-1]
+        losses = [float(r["loss"]) for r in rows if isinstance(r.get("loss"), (int, float))]
+        loss = sum(losses) / len(losses) if losses else None
+        valid = last.get("valid") if isinstance(last.get("valid"), (int, float)) else None
+        if valid is not None:
+            best_valid = valid if best_valid is None else max(best_valid, valid)
+        if loss is not None:
+            best_loss = loss if best_loss is None else min(best_loss, loss)
+        out.append({"epoch": last.get("epoch"), "step": last["step"], "loss": loss, "metric": last.get("metric"),
+                    "valid": valid, "best": best_valid if best_valid is not None else best_loss,
+                    "best_of": "valid" if best_valid is not None else "loss", "seconds": last.get("seconds")})
+    return out
+
+
+def epoch_line(name: str, e: dict) -> str:
+    """What `recharness finetune` prints at the end of an epoch, as `recharness train` does for its models:
+    "NAME epoch 1: loss 0.6123 (best loss 0.6123; no validation) 12.3 s"."""
+    ep = e.get("epoch")
+    ep_text = f"{ep:g}" if isinstance(ep, (int, float)) else "?"
+    loss = f"loss {e['loss']:.4f}" if isinstance(e.get("loss"), (int, float)) else "loss n/a"
+    if e.get("valid") is not None:
+        tail = f" valid {e.get('metric') or 'metric'} {e['valid']:.4f} (best {e['best']:.4f})"
+    else:
+        tail = f" (best loss {e['best']:.4f}; no validation)" if isinstance(e.get("best"), (int, float)) else ""
+    secs = f" {e['seconds']:.1f} s" if isinstance(e.get("seconds"), (int, float)) else ""
+    return f"{name} epoch {ep_text}: {loss}{tail}{secs}"
+
+
+def stop_reason(settings: LoraSettings, steps: int, resumed_from: int) -> str:
+    """Why fine-tuning ended (there is no early stopping: the step budget)."""
+    if resumed_from >= steps:
+        return f"already trained to step {steps} (its checkpoint): nothing left to train"
+    if settings.max_steps is not None:
+        return f"reached max_steps={settings.max_steps}"
+    return f"reached epochs={settings.epochs} ({steps} steps)"
 
 
 def encode(tok, messages: list[dict], answer: str, answer_suffix: list[int] = ()) -> Encoded:
@@ -205,10 +288,12 @@ def _set_rng_json(d: dict) -> None:
     random.setstate((int(version), tuple(int(x) for x in internal), gauss_next))
 
 
-def _save(ckpt: Path, model, optimizer, step: int, meta: dict) -> None:
+def _save(ckpt: Path, model, optimizer, step: int, meta: dict, log: list[dict] | None = None) -> None:
     import torch
 
     with atomic_dir(ckpt) as tmp:
+        if log is not None:  # the training log up to this step: a resumed run continues it
+            train_log_file(tmp).write_text("".join(json.dumps(r) + "\n" for r in log))
         torch.save(trainable_state(model), tmp / "trainable.pt")
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         torch.save(torch.get_rng_state(), tmp / "torch_rng.pt")  # a uint8 tensor
@@ -243,12 +328,29 @@ def _load(ckpt: Path, model, optimizer, meta: dict) -> tuple[int, dict]:
     return int(state["step"]), state
 
 
+def checkpoint_log(ckpt: Path | None) -> list[dict]:
+    """The training log a checkpoint keeps (older checkpoints kept none: [])."""
+    if ckpt is None or not train_log_file(ckpt).exists():
+        return []
+    rows = []
+    for line in train_log_file(ckpt).read_text().splitlines():
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:  # a checkpoint is written atomically: a bad line is not expected; skip it
+                continue
+    return rows
+
+
 def train(model, tok, data: list[Encoded], settings: LoraSettings, checkpoint_dir: Path | None, *,
-          meta: dict | None = None, on_step: Callable[[dict], None] | None = None) -> TrainResult:
+          meta: dict | None = None, on_step: Callable[[dict], None] | None = None,
+          on_epoch: Callable[[dict], None] | None = None) -> TrainResult:
     """Train the peft `model` on `data` (see the module docstring); returns this session's figures.
 
     `meta` (base model spec, examples fingerprint, trainable tokens) is stored with each checkpoint
-    and, with the settings and `base_fingerprint(model)`, must match to resume. `on_step(info)` is called after every optimizer step with step, total, loss, tokens/s."""
+    and, with the settings and `base_fingerprint(model)`, must match to resume. `on_step(info)` is called after
+    every optimizer step with step, total, loss, tokens/s; `on_epoch(row)` at the end of each epoch (and of a
+    last partial one) with its `epoch_rows` summary."""
     import torch
 
     if not data:
@@ -266,6 +368,7 @@ def train(model, tok, data: list[Encoded], settings: LoraSettings, checkpoint_di
     random.seed(settings.seed)
     start, prior = _load(ckpt, model, optimizer, meta) if ckpt is not None else (0, {})
     prior_s, prior_tokens = float(prior.get("seconds", 0.0)), int(prior.get("tokens", 0))
+    log = continue_log(checkpoint_log(ckpt) if start else [], start, [])
     pad = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
     model.train()
     t0 = time.perf_counter()
@@ -290,21 +393,24 @@ def train(model, tok, data: list[Encoded], settings: LoraSettings, checkpoint_di
         optimizer.zero_grad(set_to_none=True)
         losses.append(step_loss / n_answer)
         done = step + 1
+        log.append(log_row(done, losses[-1], prior_s + time.perf_counter() - t0, batch=settings.batch, n=n))
         if ckpt is not None and (done % settings.checkpoint_every == 0 or done == total):
             _save(ckpt, model, optimizer, done, {**meta, "epoch": epoch, "order": order.tolist(), "loss": losses[-1],
                                                  "seconds": prior_s + time.perf_counter() - t0,
-                                                 "tokens": prior_tokens + tokens})
+                                                 "tokens": prior_tokens + tokens}, log)
         if on_step is not None:
             el = time.perf_counter() - t0
             on_step({"step": done, "total": total, "epoch": epoch, "loss": losses[-1],
                      "tokens_per_s": tokens / el if el > 0 else 0.0, "tokens": tokens})
+        if on_epoch is not None and (done % per_epoch == 0 or done == total):
+            on_epoch(epoch_rows(log, per_epoch)[-1])
     model.eval()
     el = time.perf_counter() - t0
     return TrainResult(steps=total, total_steps=total, examples=n, tokens=tokens, seconds=el,
                        tokens_per_s=tokens / el if el > 0 else 0.0,
                        final_loss=losses[-1] if losses else prior.get("loss"), resumed_from=start,
                        peak_rss_mb=_rss_peak_mb(), losses=losses, total_seconds=prior_s + el,
-                       total_tokens=prior_tokens + tokens)
+                       total_tokens=prior_tokens + tokens, log=log, steps_per_epoch=per_epoch)
 
 
 def answer_logprobs(model, tok, data: list[Encoded]) -> list[float]:

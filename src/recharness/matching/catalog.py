@@ -57,6 +57,15 @@ class Match:
 
 _DASH_RE = re.compile(r"\s+[-–—]\s+|\s*[–—]\s*")  # between two titles on one line
 
+def _one_piece_of(whole: Match, pieces: Sequence[Match]) -> bool:
+    """Whether the pieces of a comma-split line are each another catalog item, `whole` (the line matched as
+    one title) being one piece's exact item: the whole matched through that piece alone (a shared subtitle side
+    and year), so the line is a list. "Lock, Stock and Two Smoking Barrels" is no such line ("Lock" is no item)."""
+    ids = [p.item_id for p in pieces]
+    return (len(pieces) >= 2 and None not in ids and len(set(ids)) == len(ids)
+            and any(p.kind == "exact" and p.item_id == whole.item_id for p in pieces))
+
+
 def catalog_pairs(items: Any) -> list[tuple[str, str]]:
     """Accept {id: title}, [(id, title), ...] or a table with item_id/title columns."""
     if isinstance(items, Mapping):
@@ -404,8 +413,10 @@ class CatalogMatcher:
                 return [whole_match]
             split = self._match_candidates(cands)
             # two or more titles each found exactly ("Star Trek: Generations (1994), Star Trek: First Contact
-            # (1996)") are a list, not one title matched by a shared subtitle side
-            if sum(m.kind == "exact" for m in split) < 2:
+            # (1996)") are a list, not one title matched by a shared subtitle side; so are pieces that each name
+            # another item, one of them misspelled, when the whole matched only one piece's item
+            # ("Star Trek: Genrations (1994), Star Trek: First Contact (1996)")
+            if sum(m.kind == "exact" for m in split) < 2 and not _one_piece_of(whole_match, split):
                 return [whole_match]
             return split
         if not cands:
@@ -437,7 +448,7 @@ class CatalogMatcher:
             if i + 1 < len(cands) and not (m.kind == "exact" and matches[i + 1].kind == "exact"):
                 joined = f"{cands[i].title}, {cands[i + 1].title}"
                 j = self._exact(normalize_title(joined), joined)
-                if j is not None:
+                if j is not None and not _one_piece_of(j, [m, matches[i + 1]]):
                     out.append(j)
                     i += 2
                     continue

@@ -191,6 +191,8 @@ metric("{acc} tail", True, "accuracy on samples whose target is outside the 20% 
 # order sensitivity (LLMRec direct with --option orders=K)
 metric("NDCG@10 order spread", False, "population std of NDCG@10 across the K candidate orders (order sensitivity)",
        ci=False)
+metric("tau order spread", False, "population std of the mean tau across the K orders of a group's users "
+       "(PerRecBench listwise, order sensitivity)", ci=False)
 metric("orders", None, "candidate orders each user was asked under", ci=False, hidden=True)
 metric("target at {p}: HR@1", None, "HR@1 over samples whose target stood at this candidate position (position bias)",
        hidden=True)

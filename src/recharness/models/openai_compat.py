@@ -5,7 +5,8 @@ openai SDK's request/response modelling costs ~0.4 ms of CPU per call, which
 at zero server latency is most of a run's client time (benchmarks/results/
 overhead.md). Failures are sorted into retryable (429, 5xx, timeouts, resets, an
 unreadable or cut body, a reply with no choices: backoff between tries, Retry-After honoured),
-configuration (401, 403, 404, 405, 501: the run stops), per-sample (any other 4xx) and fatal:
+configuration (401, 403, 404, 405, 501, a 400 or 422 saying the model is unknown, a P(option) request
+answered without log-probabilities: the run stops), per-sample (any other 4xx) and fatal:
 one request refused a connection `max_connect_failures` tries in a row (backoff between them)
 while no request got an answer, whatever the concurrency.
 
@@ -44,6 +45,13 @@ RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 #: HTTP statuses that say the request is wrong as configured, for every sample alike: a bad key (401, 403),
 #: a wrong model or path (404), a method or feature the server lacks (405, 501). The run stops: no answer.
 CONFIG_STATUS = {401, 403, 404, 405, 501}
+#: an error body that says the model asked for is not served: OpenAI answers it with 404 (a config status
+#: already), other servers and proxies with 400 or 422 (vLLM, Ollama, LiteLLM wordings): every request would
+#: fail alike, so it stops the run as a configuration failure, never an invalid answer
+UNKNOWN_MODEL = re.compile(
+    r"model_not_found|\b(?:unknown|no such) model\b|\binvalid model (?:name|id)\b"
+    r"|\bmodel\b.{0,200}?(?:\bdoes not exist|\bdoesn't exist|\bnot found|\bis not (?:available|served))",
+    re.IGNORECASE)
 #: seconds; the longest single wait, even when a server's Retry-After asks for more
 MAX_WAIT_S = 120.0
 _SECRET_KEY = re.compile(r"key|token|secret|password|sig", re.IGNORECASE)
@@ -225,7 +233,8 @@ class OpenAICompatibleBackend(ModelBackend):
                         continue
                     return data
                 kind = f"http_{r.status_code}"
-                if r.status_code in CONFIG_STATUS:
+                if r.status_code in CONFIG_STATUS or (400 <= r.status_code < 500 and r.status_code not in RETRY_STATUS
+                                                      and unknown_model(r)):
                     raise EndpointRefused(f"{self.public_url} refuses the request for model {self.model!r}: HTTP "
                                           f"{r.status_code}: {one_line(_error_message(r))}", r.status_code)
                 if r.status_code not in RETRY_STATUS:
@@ -266,8 +275,16 @@ class OpenAICompatibleBackend(ModelBackend):
         t0 = time.perf_counter()
         data = await self._post({"messages": messages, "max_tokens": 1, "temperature": 0.0, "logprobs": True,
                                  "top_logprobs": 20})
+        choice = data["choices"][0] if isinstance(data["choices"], list) else None
+        logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
+        if not isinstance(logprobs, dict) or logprobs.get("content") is None:
+            # the server ignored `logprobs`: it cannot score options at all, for any sample (the configuration)
+            raise EndpointRefused(f"{self.public_url} answers model {self.model!r} with no log-probabilities: HTTP "
+                                  "200 to logprobs=true with no `logprobs` in its reply: the task scores the answer "
+                                  "options by their log-probabilities, which this server does not return; serve the "
+                                  "model where they are (vLLM, llama.cpp's server, an OpenAI chat model)", 200)
         try:
-            top = data["choices"][0]["logprobs"]["content"][0]["top_logprobs"] or []
+            top = logprobs["content"][0]["top_logprobs"] or []
             pairs = [(t["token"], float(t["logprob"])) for t in top]
         except (KeyError, IndexError, TypeError, ValueError):
             raise SampleError("no_logprobs", f"{self._where()} returned no log-probabilities") from None
@@ -289,6 +306,17 @@ def _error_message(r: httpx.Response) -> str:
     except ValueError:
         pass
     return r.text[:300] or r.reason_phrase
+
+
+def unknown_model(r: httpx.Response) -> bool:
+    """Whether an error reply says the model is not served (its message, or an OpenAI-style error code)."""
+    try:
+        data = r.json()
+        err = data.get("error") if isinstance(data, dict) else None
+        code = " ".join(str(err.get(k) or "") for k in ("code", "type")) if isinstance(err, dict) else ""
+    except ValueError:
+        code = ""
+    return bool(UNKNOWN_MODEL.search(f"{_error_message(r)} {code}"))
 
 
 def option_logprobs(token_logprobs, options: list[str]) -> dict[str, float]:

@@ -37,7 +37,12 @@ e = html.escape
 ARP = "ARP@10"
 #: the beyond-accuracy columns of the popularity table, after the accuracy metric and head / tail accuracy
 BEYOND = ("coverage@10", "Gini@10", ARP, "novelty@10")
-SPREAD = "NDCG@10 order spread"
+SPREAD = "NDCG@10 order spread"  # LLMRec direct; PerRecBench listwise has "tau order spread"
+
+
+def spread_key(row: ScoreRow) -> str | None:
+    """The row's "<metric> order spread" (NDCG@10 for LLMRec direct, tau for PerRecBench listwise), or None."""
+    return next((k for k, v in row.metrics.items() if k.endswith(" order spread") and _number(v)), None)
 _AT = re.compile(r"^target at (\d+): HR@1$")
 
 
@@ -103,8 +108,13 @@ def popularity_parts(rows: list[ScoreRow], key: str | None, palette) -> list[str
     cols = [key] + [c for c in (head, head and head.removesuffix(" head") + " tail", *BEYOND)
                     if c and any(c in r.metrics for r in pts)]
     body = [[display_name(r)] + [value_text(r, c) for c in cols] for r in pts]
+    if any(r.metrics[key] or r.metrics[ARP] for r in pts):
+        chart = "<div class='charts'>" + _popularity_chart(pts, key, palette) + "</div>"
+    else:  # every point at the origin: nothing to see
+        chart = (f"<p class='nochart'>No chart of {e(key)} against ARP@10: both are 0 for every "
+                 "method.</p>")
     return [f"<h3>{e(task)}: accuracy against popularity bias</h3>",
-            "<div class='charts'>" + _popularity_chart(pts, key, palette) + "</div>",
+            chart,
             _table(["method"] + [header(c) for c in cols], body),
             "<p class='note'><small>ARP@10 (average recommended popularity) = the mean number of training "
             "interactions of a method's top-10 items: further right, more popular items. A method high and to the "
@@ -159,31 +169,36 @@ def positions(row: ScoreRow) -> dict[int, float]:
 def order_parts(rows: list[ScoreRow], palette, samples: list[dict]) -> list[str]:
     """Order spread and HR@1 by the target's position per method; [] unless the task was built with several
     candidate orders. Rows aggregated over the orders (Borda) have one ranking per user: no spread, left out."""
-    own = [r for r in rows if _number(r.metrics.get(SPREAD)) and positions(r) and not r.extra.get("derived_from")]
+    own = [r for r in rows if spread_key(r) and positions(r) and not r.extra.get("derived_from")]
     if not own:
         return []
     task = rows[0].task
+    key = spread_key(own[0])
     ts = [s for s in samples if s.get("task") == task and "target_position" in s]
     n_at = Counter(int(s["target_position"]) for s in ts)
-    sizes = {len(s.get("candidates") or []) for s in ts}
+    sizes = {len(s.get("candidates") or s.get("users") or []) for s in ts}
     n_cand = sizes.pop() if len(sizes) == 1 else None
     ks = {int(r.metrics["orders"]) for r in own if _number(r.metrics.get("orders"))}
     where = sorted({p for r in own for p in positions(r)})
-    spread = _table(["method", "candidate orders", header(SPREAD)],
+    spread = _table(["method", "candidate orders", header(key)],
                     [[display_name(r), fmt(int(r.metrics["orders"])) if _number(r.metrics.get("orders")) else "–",
-                      fmt(r.metrics[SPREAD])] for r in own])
+                      fmt(r.metrics[key])] for r in own])
     by_pos = _table(["target at position", "samples"] + [display_name(r) for r in own],
                     [[str(p), str(n_at[p]) if n_at else "–"] + [fmt(positions(r).get(p)) for r in own]
                      for p in where])
     random_hr1 = f" A random ranker's expected HR@1 is 1/{n_cand} = {fmt(1 / n_cand)} (the dotted line)." \
         if n_cand else ""
-    derived = [r for r in rows if r.extra.get("derived_from") and _number(r.metrics.get(SPREAD))]
+    derived = [r for r in rows if r.extra.get("derived_from") and spread_key(r)]
     return [f"<h3>{e(task)}: order sensitivity</h3>",
             f"<p>Each user was asked under {'/'.join(map(str, sorted(ks))) or 'several'} orders of the same "
-            "candidates, the target's position balanced over the orders. The order spread is the standard deviation "
-            "of NDCG@10 across the orders (0 = the same quality whatever the order).</p>",
+            "candidates (PerRecBench: a group's users), the target's position (PerRecBench: the most-liked user's) "
+            "balanced over the orders. The order spread is the standard deviation of "
+            f"{e(key.removesuffix(' order spread'))} across the orders (0 = the same quality whatever the order).</p>",
             spread,
-            "<div class='charts'>" + _position_chart(own, where, n_cand, palette) + "</div>",
+            ("<div class='charts'>" + _position_chart(own, where, n_cand, palette) + "</div>"
+             if any(v for r in own for v in positions(r).values()) else
+             "<p class='nochart'>No chart of HR@1 by the target's position: it is 0 for every method and position."
+             "</p>"),
             f"<p>HR@1 by the target's position among the candidates: a flat line means no position bias (the top "
             f"answer does not depend on where the target is shown); a line falling from left to right means the "
             f"method favours candidates shown first.{random_hr1} Each position rests on the samples counted "
@@ -292,11 +307,13 @@ def subset_score(task, samples: list[dict], recs: dict[str, dict], metric: str, 
     return out
 
 
-def memorized_split(out: Path, rows: list[ScoreRow], memorized: dict[str, set[str]], heads: dict[str, str | None]
-                    ) -> list[dict]:
+def memorized_split(out: Path, rows: list[ScoreRow], memorized: dict[str, set[str]], heads: dict[str, str | None],
+                    probed: dict[str, set[str]] | None = None) -> list[dict]:
     """Per row of `rows` (model rows; `memorized` by predictions-file name) and task whose samples have a
     `target`: the task's headline metric on the samples (those the row was scored on) whose target is
-    memorized vs the others, re-scored from the predictions by the task itself."""
+    memorized vs the others, re-scored from the predictions by the task itself. With `probed` (the items the
+    probe asked), "other" is the probed items not reproduced, and samples whose target was never asked are
+    only counted (`unprobed`): an item the probe never asked about is not known to be unmemorized."""
     from recharness.metrics.bootstrap import DEFAULT_RESAMPLES
     from recharness.runner.imported import as_given_samples
     from recharness.runner.pipeline import methods_by_task
@@ -316,9 +333,12 @@ def memorized_split(out: Path, rows: list[ScoreRow], memorized: dict[str, set[st
             samples = as_given_samples(samples, recs)  # an import scored against its own targets
             if not samples or any(s.get("target") is None for s in samples):
                 continue
+            asked = (probed or {}).get(extra.get("derived_from") or name)
             parts = {"memorized": [s for s in samples if str(s["target"]) in mem],
-                     "other": [s for s in samples if str(s["target"]) not in mem]}
+                     "other": [s for s in samples if str(s["target"]) not in mem
+                               and (asked is None or str(s["target"]) in asked)]}
             found.append({"row": row, "task": t, "metric": key,
+                          "unprobed": None if asked is None else len(samples) - sum(map(len, parts.values())),
                           **{k: subset_score(task, v, recs, key, resamples=resamples, seed=seed)
                              for k, v in parts.items()}})
     return found
@@ -349,8 +369,10 @@ def memorization_parts(out: Path, rows: list[ScoreRow], dataset: str | None, hea
                  if isinstance(res.get("memorized_items"), list)}
     if not memorized:
         return parts
+    probed = {name: {str(i) for i in res["probed_items"]} for name, res, _ in matched
+              if isinstance(res.get("probed_items"), list)}
     try:
-        split = memorized_split(out, [r for _, _, own in matched for r in own], memorized, heads)
+        split = memorized_split(out, [r for _, _, own in matched for r in own], memorized, heads, probed)
     except RecharnessError as ex:  # a moved run without its dataset, an edited predictions file: said, not hidden
         return parts + [f"<p class='note'><small>No accuracy split: {e(str(ex))}</small></p>"]
     if not split:
@@ -366,6 +388,13 @@ def memorization_parts(out: Path, rows: list[ScoreRow], dataset: str | None, hea
                  "<b>Higher accuracy on memorized targets than on the others suggests recall rather than "
                  "recommendation</b>: the model may name the item because it has read the dataset, not because "
                  "it fits the user. Memorized items are often popular ones, which any recommender hits more "
-                 "often: compare with the head / tail accuracy of the references above. \"Other\" targets include "
-                 f"items the probe never asked about{' (' + e(asked) + ')' if asked else ''}.</p>")
+                 "often: compare with the head / tail accuracy of the references above. "
+                 + ("\"Other\" targets are those the probe asked about and the model did not reproduce; samples "
+                    "whose target the probe never asked about are left out of both ("
+                    + "; ".join(f"{display_name(x['row'])} on {e(x['task'])}: {x['unprobed']}" for x in split
+                                if x.get("unprobed") is not None) + "). "
+                    if any(x.get("unprobed") is not None for x in split) else
+                    "\"Other\" targets include items the probe never asked about (a result written before the "
+                    "probe recorded the items it asked). ")
+                 + (f"({e(asked)})" if asked else "") + "</p>")
     return parts

@@ -190,12 +190,18 @@ def _bar_chart(rows: list[ScoreRow], metric: str, palette: Palette) -> Chart | N
     return _png(fig), sum(v != 0 for v in vals), {r.method: palette(r) for r in pts}
 
 
+def _latency_points(rows: list[ScoreRow], metric: str) -> list[ScoreRow]:
+    """The rows with a value of `metric` and a recorded latency (the latency chart's points)."""
+    return [r for r in rows if _number(r.metrics.get(metric)) and _number(r.metrics.get("latency_s"))
+            and r.metrics["latency_s"] > 0]
+
+
 def _latency_chart(rows: list[ScoreRow], metric: str, palette: Palette) -> Chart | None:
     """Quality against latency per sample (log scale): RecBench's cost/benefit view, for any task
     whose rows record latency (LLMs from their requests, trained models from the `train` stage).
     Points are named by a legend (models: circles in colour, references: greys, each its own marker), never by
     labels that overlap."""
-    pts = [r for r in rows if _number(r.metrics.get(metric)) and (r.metrics.get("latency_s") or 0) > 0]
+    pts = _latency_points(rows, metric)
     if len(pts) < 2 or _all_zero([r.metrics[metric] for r in pts]):
         return None
     plt = _plt()
@@ -425,7 +431,7 @@ def task_section(rows: list[ScoreRow], suite: str | None, task: str, *, title: s
     if key:
         bar = _bar_chart(rows, key, palette)
         if bar is None:
-            nochart.append(f"No chart of {header(key)}: it is 0 (or missing) for every method.")
+            nochart.append(f"No chart of {key}: it is 0 (or missing) for every method.")
         figs.append(_figure(bar, key, f"{header(key)} by method (the task's headline metric)"))
         bd_rows = [r for r in rows if r.extra.get("breakdown")]
         if bd_rows:
@@ -433,10 +439,15 @@ def task_section(rows: list[ScoreRow], suite: str | None, task: str, *, title: s
             bmetric = key if any(key in m for r in bd_rows for m in r.extra["breakdown"].values()) else None
             for fam in CHART_FAMILIES:
                 if bmetric and fam in fams and 2 <= len(fams[fam]) <= 8:
-                    figs.append(_figure(_group_chart(bd_rows, bmetric, fam, fams[fam], palette), f"{key} by {fam}",
-                                        f"{header(bmetric)} by {fam}"))
-        figs.append(_figure(_latency_chart(rows, key, palette), f"{key} vs latency",
-                            f"{header(key)} against latency per sample"))
+                    chart = _group_chart(bd_rows, bmetric, fam, fams[fam], palette)
+                    if chart is None:
+                        nochart.append(f"No chart of {bmetric} by {fam}: it is 0 (or missing) for every "
+                                       "method and group.")
+                    figs.append(_figure(chart, f"{key} by {fam}", f"{header(bmetric)} by {fam}"))
+        chart = _latency_chart(rows, key, palette)
+        if chart is None and len(_latency_points(rows, key)) >= 2:  # (fewer than two timed methods: no comparison)
+            nochart.append(f"No chart of {key} against latency: {key} is 0 for every timed method.")
+        figs.append(_figure(chart, f"{key} vs latency", f"{header(key)} against latency per sample"))
     figs = [f for f in figs if f]
     if figs:
         parts.append("<div class='charts'>" + "".join(figs) + "</div>")
@@ -486,57 +497,177 @@ def markdown_html(text: str) -> str:
     return "".join(out)
 
 
-def training_section(out: Path, palette: Palette) -> list[str]:
-    """Learning curves of the run's trained reference models (`models/<name>/train_log.jsonl`): the
-    validation metric per epoch, one line each in its page colour, and how each run ended."""
-    from recharness.runner import train_log
+#: lines of models the page's palette does not know (a fine-tune no run row is named after): greys, as references
+_OTHER_GREYS = ("#505050", "#7a7a7a", "#353535", "#8c8c8c")
 
-    rd = RunDir(out)
-    logs = {d.name: train_log.read(d) for d in rd.model_dirs()}
-    logs = {k: v for k, v in logs.items() if v}
-    if not logs:
-        return []
-    infos = {k: json.loads(rd.train_json(k).read_text(encoding="utf-8")) for k in logs if rd.train_json(k).exists()}
-    parts = ["<h2>Training of the reference models</h2>"]
-    figs = []
-    for metric in dict.fromkeys(e["metric"] for v in logs.values() for e in v if e.get("metric")):
-        series = {k: v for k, v in logs.items() if v and v[0].get("metric") == metric}
-        plt = _plt()
-        fig, ax = plt.subplots(figsize=(6.4, 3.6))
-        colours: dict[str, str] = {}
-        nonzero = 0
-        for name, eps in series.items():
-            xs = [x["epoch"] for x in eps if _number(x.get("valid"))]
-            ys = [x["valid"] for x in eps if _number(x.get("valid"))]
-            colour = palette.colours.get(name, "#777777")
-            colours[name] = colour
-            nonzero += sum(y != 0 for y in ys)
-            ax.plot(xs, ys, markersize=4, linewidth=1.4, color=colour, label=name, clip_on=False,
-                    **palette.style(name))
+
+def _curve_colour(palette: Palette, name: str, k: int) -> tuple[str, dict]:
+    """A learning curve's colour and line style: the method's own on the page, else a grey and a marker of its own."""
+    if name in palette.colours:
+        return palette.colours[name], palette.style(name)
+    return _OTHER_GREYS[k % len(_OTHER_GREYS)], {"marker": Palette.MARKERS[(k + 3) % len(Palette.MARKERS)],
+                                                  "linestyle": Palette.DASHES[(k + 1) % len(Palette.DASHES)]}
+
+
+def _curves_chart(series: dict[str, list[tuple[float, float]]], palette: Palette, *, xlabel: str, ylabel: str,
+                  whole_x: bool = True) -> Chart | None:
+    """Learning curves, one line per model ({name: [(x, y)]}), in the page's colours; None when no value is
+    non-zero (nothing to see: the caller says so in a line)."""
+    series = {k: [(x, y) for x, y in v if _number(x) and _number(y)] for k, v in series.items()}
+    series = {k: v for k, v in series.items() if v}
+    nonzero = sum(y != 0 for v in series.values() for _, y in v)
+    if not nonzero:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    colours: dict[str, str] = {}
+    for k, (name, pts) in enumerate(series.items()):
+        colour, style = _curve_colour(palette, name, k)
+        colours[name] = colour
+        if len(pts) > 40:  # a point per step: a line, its markers would hide it
+            style = {**style, "marker": None}
+        ax.plot([x for x, _ in pts], [y for _, y in pts], markersize=4, linewidth=1.4, color=colour, label=name,
+                clip_on=False, **style)
+    if whole_x:
         from matplotlib.ticker import MaxNLocator
 
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole: no 2.5
-        ax.margins(x=0.04, y=0.08)
-        ax.set_xlabel("epoch")
-        ax.set_ylabel(f"validation {metric}")
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
-        ax.grid(alpha=.3)
-        fig.tight_layout()
-        if nonzero:
-            figs.append(_figure((_png(fig), nonzero, colours), f"learning curves {metric}",
+    ax.margins(x=0.04, y=0.08)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
+    ax.grid(alpha=.3)
+    fig.tight_layout()
+    return _png(fig), nonzero, colours
+
+
+def _rqvae_series(dataset: str | None, owners: dict[str, dict]) -> dict[str, list[tuple[float, float]]]:
+    """{"rqvae (OWNER)": [(epoch, loss)]} of the RQ-VAEs behind the semantic IDs the run's models used (`owners`:
+    {model: the semantic_ids record of its train.json / finetune.json}); a log no longer in the data home is
+    left out."""
+    from recharness.data.semantic_ids import read_train_log
+
+    out: dict[str, list[tuple[float, float]]] = {}
+    seen: dict[str, str] = {}
+    for name, sid in owners.items():
+        f = sid.get("train_log") if isinstance(sid, dict) else None
+        if not (dataset and isinstance(f, str)):
+            continue
+        if f in seen:  # two models over the same codes: one curve, named after both
+            out[f"{seen[f]}, {name}"] = out.pop(seen[f])
+            seen[f] = f"{seen[f]}, {name}"
+            continue
+        rows = read_train_log(dataset, f)
+        if rows:
+            seen[f] = name
+            out[name] = [(r.get("epoch"), r.get("loss")) for r in rows]
+    return {f"rqvae ({k})": v for k, v in out.items()}
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        d = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except (OSError, ValueError):
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def training_section(out: Path, palette: Palette) -> list[str]:
+    """Learning curves of the run's trained reference models (`models/<name>/train_log.jsonl`: the validation
+    metric per epoch, and how each run ended), of its fine-tunes (`finetuned/<name>/train_log.jsonl`: the
+    training loss per step) and of the RQ-VAEs behind the semantic IDs they used (`sid-rqvae-*.train_log.jsonl`
+    in the dataset's embeddings folder), one line each in its page colour. A chart with no non-zero value is a
+    line saying so."""
+    from recharness.finetune.export import read_info
+    from recharness.runner import train_log
+
+    rd = RunDir(out)
+    dataset = _read_json(rd.build_json).get("dataset")
+    model_dirs = rd.model_dirs()
+    all_infos = {d.name: _read_json(rd.train_json(d.name)) for d in model_dirs}
+    logs = {d.name: train_log.read(d) for d in model_dirs}
+    logs = {k: v for k, v in logs.items() if v}
+    infos = {k: all_infos[k] for k in logs if all_infos.get(k)}
+    ref_sids = {k: i["semantic_ids"] for k, i in all_infos.items() if isinstance(i.get("semantic_ids"), dict)}
+    ft_dirs = rd.finetuned_dirs()
+    ft_logs = {d.name: train_log.read(d) for d in ft_dirs}
+    ft_logs = {k: v for k, v in ft_logs.items() if v}
+    ft_infos = {d.name: read_info(d) or {} for d in ft_dirs}
+    ft_sids = {k: i["semantic_ids"] for k, i in ft_infos.items() if isinstance(i.get("semantic_ids"), dict)}
+    parts: list[str] = []
+    ref_rqvae = _rqvae_series(dataset, ref_sids)
+    if logs or ref_rqvae:
+        parts.append("<h2>Training of the reference models</h2>")
+        figs, nochart = [], []
+        for metric in dict.fromkeys(x["metric"] for v in logs.values() for x in v if x.get("metric")):
+            series = {k: [(x.get("epoch"), x.get("valid")) for x in v] for k, v in logs.items()
+                      if v and v[0].get("metric") == metric}
+            chart = _curves_chart(series, palette, xlabel="epoch", ylabel=f"validation {metric}")
+            if chart is None:
+                nochart.append(f"No learning curve of validation {metric}: it is 0 (or missing) in every epoch of "
+                               f"{', '.join(series)}.")
+            figs.append(_figure(chart, f"learning curves {metric}",
                                 f"validation {metric} by epoch (the best epoch's weights are kept)"))
-        else:
-            plt.close(fig)
-    if figs:
-        parts.append("<div class='charts'>" + "".join(figs) + "</div>")
-    rows = "".join(f"<tr><td>{e(k)}</td><td>{i.get('epochs')}</td><td>{e(str(i.get('best_epoch')))}</td>"
-                   f"<td>{e(fmt(i.get('best')))}</td><td style='text-align:left;white-space:normal'>{e(i.get('stopped', ''))}"
-                   f"</td><td>{e(fmt(i.get('train_s')))}</td></tr>" for k, i in infos.items())
-    if rows:
-        parts.append("<div class='scroll'><table><tr><th>model</th><th>epochs</th><th>best epoch</th><th>best valid</th>"
-                     "<th>stopped because</th><th>seconds</th></tr>" + rows + "</table></div>"
-                     "<p class='note'><small>Every epoch's loss and validation score: models/&lt;name&gt;/train_log.jsonl; "
-                     "the full configuration (settings, seed, training data): models/&lt;name&gt;/train.json.</small></p>")
+        if ref_rqvae:
+            chart = _curves_chart(ref_rqvae, palette, xlabel="epoch", ylabel="RQ-VAE loss")
+            if chart is None:
+                nochart.append("No RQ-VAE learning curve: its loss is 0 (or missing) in every epoch.")
+            figs.append(_figure(chart, "learning curves rqvae", "the semantic IDs' RQ-VAE: training loss by epoch "
+                                "(reconstruction + commitment)"))
+        figs = [f for f in figs if f]
+        if figs:
+            parts.append("<div class='charts'>" + "".join(figs) + "</div>")
+        parts += [f"<p class='nochart'>{e(line)}</p>" for line in nochart]
+        rows = "".join(f"<tr><td>{e(k)}</td><td>{i.get('epochs')}</td><td>{e(str(i.get('best_epoch')))}</td>"
+                       f"<td>{e(fmt(i.get('best')))}</td><td style='text-align:left;white-space:normal'>"
+                       f"{e(i.get('stopped', ''))}</td><td>{e(fmt(i.get('train_s')))}</td></tr>"
+                       for k, i in infos.items())
+        if rows:
+            parts.append("<div class='scroll'><table><tr><th>model</th><th>epochs</th><th>best epoch</th><th>best valid"
+                         "</th><th>stopped because</th><th>seconds</th></tr>" + rows + "</table></div>"
+                         "<p class='note'><small>Every epoch's loss and validation score: models/&lt;name&gt;/"
+                         "train_log.jsonl; the full configuration (settings, seed, training data): models/&lt;name&gt;/"
+                         "train.json.</small></p>")
+    ft_rqvae = _rqvae_series(dataset, ft_sids)
+    if ft_logs or ft_rqvae:
+        parts.append("<h2>Fine-tuning</h2>")
+        figs, nochart = [], []
+        if ft_logs:
+            chart = _curves_chart({k: [(x.get("epoch"), x.get("loss")) for x in v] for k, v in ft_logs.items()},
+                                  palette, xlabel="epoch (passes over the training examples)", ylabel="training loss",
+                                  whole_x=False)
+            if chart is None:
+                nochart.append(f"No learning curve of {', '.join(ft_logs)}: the training loss is 0 (or missing) at "
+                               "every step.")
+            figs.append(_figure(chart, "learning curves finetune", "fine-tuning: training loss per optimizer step"))
+            for metric in dict.fromkeys(x["metric"] for v in ft_logs.values() for x in v if x.get("metric")):
+                series = {k: [(x.get("epoch"), x.get("valid")) for x in v if x.get("metric") == metric]
+                          for k, v in ft_logs.items()}
+                chart = _curves_chart(series, palette, xlabel="epoch", ylabel=f"validation {metric}", whole_x=False)
+                if chart is None:
+                    nochart.append(f"No learning curve of validation {metric}: it is 0 (or missing) every time.")
+                figs.append(_figure(chart, f"learning curves finetune {metric}", f"fine-tuning: validation {metric}"))
+        if ft_rqvae:
+            chart = _curves_chart(ft_rqvae, palette, xlabel="epoch", ylabel="RQ-VAE loss")
+            if chart is None:
+                nochart.append("No RQ-VAE learning curve: its loss is 0 (or missing) in every epoch.")
+            figs.append(_figure(chart, "learning curves finetune rqvae",
+                                "the semantic IDs' RQ-VAE: training loss by epoch (reconstruction + commitment)"))
+        figs = [f for f in figs if f]
+        if figs:
+            parts.append("<div class='charts'>" + "".join(figs) + "</div>")
+        parts += [f"<p class='nochart'>{e(line)}</p>" for line in nochart]
+        rows = "".join(
+            f"<tr><td>{e(k)}</td><td>{e(fmt(i.get('steps')))}</td><td>{e(fmt(i.get('epochs_seen')))}</td>"
+            f"<td>{e(fmt(i.get('final_loss')))}</td><td style='text-align:left;white-space:normal'>"
+            f"{e(str(i.get('stopped') or ''))}</td><td>{e(fmt(i.get('train_s')))}</td></tr>"
+            for k, i in ft_infos.items() if k in ft_logs)
+        if rows:
+            parts.append("<div class='scroll'><table><tr><th>fine-tune</th><th>steps</th><th>epochs</th><th>final loss"
+                         "</th><th>stopped because</th><th>seconds</th></tr>" + rows + "</table></div>"
+                         "<p class='note'><small>Every step's loss: finetuned/&lt;name&gt;/train_log.jsonl (continued "
+                         "when a killed fine-tune resumes); the settings: finetuned/&lt;name&gt;/finetune.json."
+                         "</small></p>")
     return parts
 
 

@@ -18,16 +18,24 @@ from recharness.core.rundir import RunDir
 
 
 def record_run(rd: RunDir, method: str, *, limit: int | None, tasks: list[str] | None, imported: bool = False,
-               settings: dict | None = None) -> None:
+               settings: dict | None = None, prompt_versions: dict[str, str] | None = None) -> None:
     """Remember what the runs (or the import) of `method` set out to answer: the widest ask so far (a
-    resumed run with a smaller --limit does not shrink what an earlier one covered)."""
+    resumed run with a smaller --limit does not shrink what an earlier one covered), the prompt version of
+    each task asked (`Task.prompt_version`, compared on resume) and the recharness version that last ran it
+    (for information: a harness upgrade alone does not refuse a resume)."""
+    from recharness import __version__
+
     prev = read_run(rd, method) if rd.predictions(method).exists() and not imported else {}
     if prev and not prev.get("imported"):
         limit = None if limit is None or prev.get("limit") is None else max(int(limit), int(prev["limit"]))
         tasks = None if not tasks or not prev.get("tasks") else sorted(set(tasks) | set(prev["tasks"]))
+        if prompt_versions is not None:
+            prompt_versions = {**(prev.get("prompt_versions") or {}), **prompt_versions}
+    record = {"limit": limit, "tasks": tasks, "imported": imported, "settings": settings}
+    if prompt_versions is not None:
+        record.update(prompt_versions=dict(sorted(prompt_versions.items())), harness_version=__version__)
     rd.predictions_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(rd.run_record(method), json.dumps({"limit": limit, "tasks": tasks, "imported": imported,
-                                                         "settings": settings}))
+    atomic_write_text(rd.run_record(method), json.dumps(record))
 
 
 def read_run(rd: RunDir, method: str) -> dict:

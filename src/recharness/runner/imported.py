@@ -482,12 +482,18 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
         if targets != "build":
             raise ConfigError(f"--targets {targets}: {shown} is read by the suite's own reader of its released "
                               "files, which keeps the build's samples (--targets build)")
+        given_kind = _kind_of(kind, {}) if kind is not None else None  # a bad --kind stops before anything is read
         path, problems = native(out, source, name)
         recs = list(read_jsonl(path))
+        if given_kind:  # the released files say nothing of what made them: --kind does, as for any import
+            for r in recs:
+                r["model"].update(given_kind)
+            write_jsonl_atomic(path, recs)
         report = {"name": name, "source": shown, "lines": len(recs), "imported": len(recs),
+                  "kind": (given_kind or {}).get("kind", "llm"),
                   "invalid": sum(not r.get("valid", True) for r in recs), "unanswered": len(samples) - len(recs),
                   "problems": problems, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                  "predictions": f"predictions/{name}.jsonl"}
+                  "predictions": rd.relative(rd.predictions(name))}
         atomic_write_text(rd.import_report(name), json.dumps(report, indent=2))
         record_run(rd, name, limit=None, tasks=None, imported=True)  # scored on what it answers
         return report
@@ -619,7 +625,7 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
               "differs": {k: {"lines": len(v), "first": v[:5]} for k, v in differ.items() if v},
               # --targets: "build", or "as-given" (then `as_given` lines were scored against their own)
               "targets": targets, "as_given": given,
-              "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "predictions": f"predictions/{name}.jsonl"}
+              "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "predictions": rd.relative(rd.predictions(name))}
     atomic_write_text(rd.import_report(name), json.dumps(report, indent=2))
     record_run(rd, name, limit=None, tasks=None, imported=True)  # scored on what it answers
     return report

@@ -18,7 +18,7 @@ from recharness.core.paths import shown_path
 from recharness.core.rundir import RunDir, check_name, fingerprint, samples_record
 from recharness.core.types import BuildConfig, GenerationParams, ScoreRow
 from recharness.data.store import load_dataset
-from recharness.execution.executor import RunStats, run_samples, with_model
+from recharness.execution.executor import RunStats, completed_ids, prompt_version, run_samples, with_model
 from recharness.metrics.bootstrap import DEFAULT_RESAMPLES
 from recharness.models.base import ModelBackend
 from recharness.runner.coverage import record_run
@@ -82,8 +82,9 @@ def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None =
                          users=tuple(users) if users is not None else None)
     samples: list[dict] = []
     counts = {}
+    builders = {}  # a task that keeps no sample is asked why, after its build (`why_empty` may read what it saw)
     for t in tasks:
-        task = get_task(suite, t)
+        task = builders[t] = get_task(suite, t)
         built = list(task.build(ds, config))
         counts[t] = len(built)
         samples.extend(built)
@@ -104,10 +105,9 @@ def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None =
                 raise RuntimeError(f"{t} built samples of users not listed in --users ({', '.join(extra[:5])})")
     empty = [t for t, n in counts.items() if n == 0]
     if empty:
-        reasons = [r for t in empty if (why := getattr(get_task(suite, t), "why_empty", None))
-                   and (r := why(ds, config))]
-        if reasons:  # the task knows which of its filters removed every sample
-            raise ConfigError(f"build {suite} on {dataset_name}: 0 samples: " + "; ".join(reasons))
+        reasons = [r for t in empty if (why := getattr(builders[t], "why_empty", None)) and (r := why(ds, config))]
+        if reasons:  # the task knows which of its filters removed every sample (tasks sharing one filter: said once)
+            raise ConfigError(f"build {suite} on {dataset_name}: 0 samples: " + "; ".join(dict.fromkeys(reasons)))
         shown = ", ".join(f"{k}={v}" for k, v in sorted((options or {}).items())) or "the defaults"
         raise ConfigError(f"build {suite} on {dataset_name}: {', '.join(empty)} yielded 0 samples (seed {seed}, "
                           f"limit {limit}, options {shown}): the task's filters (history length, ratings, "
@@ -199,10 +199,13 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
     settings = {"generation": generation,
                 "system_prompt_sha256": hashlib.sha256(system_prompt.encode()).hexdigest()[:16] if system_prompt else None}
     check_same_settings(RunDir(out), model_slug, settings)
+    prompts = {t: prompt_version(tasks[t]) for t in dict.fromkeys(s["task"] for s in samples)}
+    check_same_prompts(RunDir(out), model_slug, prompts)
+    completed_ids(pred_path, info["fingerprint"])  # another build's answers or an id twice: refused before any change
     if redo_invalid and pred_path.exists():
         kept = [r for r in read_jsonl(pred_path, tolerate_torn_tail=True) if r.get("valid", True)]
         write_jsonl_atomic(pred_path, kept)
-    record_run(RunDir(out), model_slug, limit=limit, tasks=asked, settings=settings)
+    record_run(RunDir(out), model_slug, limit=limit, tasks=asked, settings=settings, prompt_versions=prompts)
     if on_total:
         on_total(len(samples))
     stats = with_model(backend, lambda model: run_samples(
@@ -249,6 +252,27 @@ def check_same_settings(rd: RunDir, method: str, settings: dict) -> None:
         raise ConfigError(f"{method}'s answers were made with {json.dumps(prev, sort_keys=True)}, not "
                           f"{json.dumps(settings, sort_keys=True)}: give this run another --name to keep both, or "
                           "--overwrite to replace those answers")
+
+
+def check_same_prompts(rd: RunDir, method: str, prompts: dict[str, str]) -> None:
+    """A method answers one prompt per task: resuming it after a task's prompt changed (its `prompt_version`)
+    is refused, both versions named. A run record from before versions were recorded resumes (unknown: no
+    refusal), and so does one written by another recharness version whose prompts are the same."""
+    from recharness import __version__
+    from recharness.runner.coverage import read_run
+
+    if not rd.predictions(method).exists():
+        return
+    prev_run = read_run(rd, method)
+    prev = prev_run.get("prompt_versions") or {}
+    changed = {t: (str(prev[t]), v) for t, v in prompts.items() if t in prev and str(prev[t]) != v}
+    if changed:
+        was = ", ".join(f"{t} prompt version {a}" for t, (a, _) in changed.items())
+        now = ", ".join(f"{t} prompt version {b}" for t, (_, b) in changed.items())
+        raise ConfigError(f"{method}'s answers were asked with {was} (recharness "
+                          f"{prev_run.get('harness_version') or 'unknown'}), not {now} (recharness {__version__}): "
+                          "the prompt changed, and a method answers one prompt. Give this run another --name to keep "
+                          "both, or --overwrite to replace those answers")
 
 
 def _latency_summary(records: list[dict]) -> dict[str, float]:

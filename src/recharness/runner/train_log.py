@@ -5,8 +5,9 @@ loop counts them, loss, the validation metric and its value, the best so far, se
 of validation); `models/<name>/train.json`: the whole configuration (every setting, the seed, the
 training data's fingerprint), the best epoch, how many epochs ran and why training stopped. (The
 model's own `config.json` is its checkpoint's: what loading it needs, e.g. a DLRM's vocabularies;
-train.json is the full training configuration.) `summary_line` is what `recharness train` prints per
-model; the report draws the learning curves from these files.
+train.json is the full training configuration.) A model fitted in one go (closed form, one pass: no
+epochs) gets train.json alone. `summary_line` is what `recharness train` prints per model; the report
+draws the learning curves from these files.
 """
 
 from __future__ import annotations
@@ -58,28 +59,30 @@ def stop_reason(epochs: list[dict], settings: dict) -> str:
     return "stopped early"
 
 
-def write(model_dir: Path, model, *, seed: int, data: dict, seconds: float) -> dict | None:
-    """train_log.jsonl and train.json for a fitted `model` (None when it logs no epochs)."""
-    epochs = normalise(epochs_of(getattr(model, "log", None)))
+def write(model_dir: Path, model, *, seed: int, data: dict, seconds: float) -> dict:
+    """train.json for every fitted `model` (its settings, seed, training data, seconds; the semantic IDs it
+    used, with their RQ-VAE's log, where it has them) and train_log.jsonl for one that logs epochs. A
+    closed-form or one-pass model (popularity, EASE, ALS, ItemKNN, Markov…) gets train.json alone: its
+    record is `epochs: 0` (and its search, when tuned)."""
     log = getattr(model, "log", None)
+    epochs = normalise(epochs_of(log))
     tuning = log.get("tuning") if isinstance(log, dict) else None
-    if not epochs and tuning:  # a closed-form / few-pass model: its record is the search, not epochs
-        info = {"baseline": getattr(model, "name", model_dir.name), "settings": dict(model.settings()), "seed": seed,
-                "data": data, "epochs": 0, "tuning": tuning, "stopped": "fitted (no epochs)",
-                "train_s": round(seconds, 3)}
-        model_dir.mkdir(parents=True, exist_ok=True)
+    settings = dict(getattr(model, "settings", dict)() or {})
+    info = {"baseline": getattr(model, "name", model_dir.name), "settings": settings, "seed": seed, "data": data}
+    sid = getattr(model, "sid_info", None)
+    if isinstance(sid, dict) and sid:  # the item codes it learnt over (and where their RQ-VAE's epochs are)
+        info["semantic_ids"] = sid
+    model_dir.mkdir(parents=True, exist_ok=True)
+    if not epochs:  # a closed-form / few-pass model: its record is its configuration (and the search, if tuned)
+        info.update({"epochs": 0, "stopped": "fitted (no epochs)", "train_s": round(seconds, 3)})
+        if tuning:
+            info["tuning"] = tuning
         atomic_write_text(train_json_file(model_dir), json.dumps(info, indent=2, default=str))
         return info
-    if not epochs:
-        return None
-    settings = dict(getattr(model, "settings", dict)() or {})
-    log = getattr(model, "log", None)
     best_epoch = log.get("best_epoch") if isinstance(log, dict) else getattr(log, "best_epoch", None)
-    info = {"baseline": getattr(model, "name", model_dir.name), "settings": settings, "seed": seed, "data": data,
-            "epochs": len(epochs), "best_epoch": best_epoch,
-            "best": max((e["valid"] for e in epochs if isinstance(e["valid"], (int, float))), default=None),
-            "metric": epochs[0]["metric"], "stopped": stop_reason(epochs, settings), "train_s": round(seconds, 3)}
-    model_dir.mkdir(parents=True, exist_ok=True)
+    info.update({"epochs": len(epochs), "best_epoch": best_epoch,
+                 "best": max((e["valid"] for e in epochs if isinstance(e["valid"], (int, float))), default=None),
+                 "metric": epochs[0]["metric"], "stopped": stop_reason(epochs, settings), "train_s": round(seconds, 3)})
     write_jsonl_atomic(train_log_file(model_dir), epochs)
     atomic_write_text(train_json_file(model_dir), json.dumps(info, indent=2, default=str))
     return info
@@ -88,6 +91,8 @@ def write(model_dir: Path, model, *, seed: int, data: dict, seconds: float) -> d
 def summary_line(name: str, info: dict | None) -> str:
     if not info:
         return f"{name}: fitted (no epochs: nothing to log)"
+    if not info.get("epochs") and not info.get("tuning"):
+        return f"{name}: fitted in {info.get('train_s', 0):.1f} s (no epochs to log; its configuration: train.json)"
     if info.get("tuning"):
         t = info["tuning"]
         params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in t["best"]["params"].items())

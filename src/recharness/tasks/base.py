@@ -32,6 +32,10 @@ class Task(ABC):
     #: short reminder sent once when an answer fails parsing (None: no retry)
     format_reminder: str | None = None
     params: GenerationParams = GenerationParams()
+    #: the version of the task's prompt (its template and wording, the reminder, the decoding defaults): raise it
+    #: when a change would change a model's answers. A run records it (`<name>.run.json`, each answer) and a
+    #: resume under another version is refused, as a resume with another model is
+    prompt_version: str = "1"
     #: the run directory, set by the pipeline before scoring (tasks that read side files use it)
     run_dir: Path | None = None
     #: the reference recommenders (`recharness.baselines` names) that answer this task, in row order

@@ -8,7 +8,9 @@ hang, reset, a cut or unreadable body, no choices) hit only the first
 `--transient` tries of a prompt, so a client that retries succeeds; content
 faults (a 400, odd answers) always hit. `--refuse STATUS` answers every chat
 request with that status and an OpenAI-style error (401 bad key, 404 unknown
-model, 501 ...), as a misconfigured run meets it.
+model, 400 and 422 an unknown model as vLLM-style servers, proxies and Ollama word
+it, 501 ...), as a misconfigured run meets it. `--no-logprobs` answers a request
+for log-probabilities without them, as a server that does not support them does.
 
 A whole server can also fall ill, for endpoint-pool tests: after `--sick-after K` chat
 requests every request (`/models` too) meets `--sick-mode` (500, 503, hang, reset) for
@@ -41,7 +43,8 @@ SICK_MODES = ("500", "503", "hang", "reset")
 CONTENT_FAULTS = ("surrogate", "long-answer", "html-answer", "400")
 #: `--refuse STATUS`: what a server says when the run is misconfigured
 REFUSALS = {401: "Incorrect API key provided", 403: "You are not allowed to use this model",
-            404: "The model `fake-x` does not exist", 405: "Method not allowed", 501: "Not implemented"}
+            404: "The model `fake-x` does not exist", 405: "Method not allowed", 501: "Not implemented",
+            400: "Invalid model name passed in model=fake-x", 422: "model 'fake-x' not found, try pulling it first"}
 FAULTS = TRANSPORT_FAULTS + CONTENT_FAULTS
 _MARK = re.compile(r"FAULT:([a-z0-9-]+)")
 
@@ -51,10 +54,12 @@ class FakeServer:
                  answer: str = "1. Fargo\n2. Heat\n3. Casablanca", hang_s: float = 30.0, die_after: int | None = None,
                  max_requests: int = 100_000, max_seconds: float = 300.0, retry_after_s: float = 1.0,
                  delay_s: float = 0.0, sick_after: int | None = None, sick_mode: str = "500",
-                 sick_for_s: float | None = None, slots: int | None = None, refuse: int | None = None):
+                 sick_for_s: float | None = None, slots: int | None = None, refuse: int | None = None,
+                 no_logprobs: bool = False):
         if refuse is not None and refuse not in REFUSALS:
             raise ValueError(f"--refuse {refuse}: one of {', '.join(map(str, REFUSALS))}")
         self.refuse = refuse
+        self.no_logprobs = no_logprobs
         if sick_mode not in SICK_MODES:
             raise ValueError(f"unknown sick mode {sick_mode!r}; known: {', '.join(SICK_MODES)}")
         unknown = set(faults or {}) - set(FAULTS)
@@ -183,7 +188,7 @@ class FakeServer:
             text = ("Fargo " * 20_000)[:100_000]
         elif fault == "html-answer":
             text = "<html><body><div class='x'>1</div><script>alert(1)</script><p>20 3 7</p></body></html>"
-        payload = self._completion(req, text, logprobs=bool(req.get("logprobs")))
+        payload = self._completion(req, text, logprobs=bool(req.get("logprobs")) and not self.no_logprobs)
         if fault == "empty-choices":
             payload["choices"] = []
         raw = json.dumps(payload).encode()
@@ -246,6 +251,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sick-for", type=float, help="seconds the illness lasts (default: for good)")
     ap.add_argument("--slots", type=int, help="answers served at once; the rest queue (with --delay-s)")
     ap.add_argument("--refuse", type=int, choices=sorted(REFUSALS), help="answer every chat request with this status")
+    ap.add_argument("--no-logprobs", action="store_true", help="never return log-probabilities, even when asked")
     ap.add_argument("--max-requests", type=int, default=100_000)
     ap.add_argument("--max-seconds", type=float, default=300.0)
     args = ap.parse_args(argv)
@@ -256,7 +262,7 @@ def main(argv: list[str] | None = None) -> None:
     srv = FakeServer(faults=faults, seed=args.seed, transient=args.transient, answer=args.answer, hang_s=args.hang_s,
                      die_after=args.die_after, max_requests=args.max_requests, max_seconds=args.max_seconds,
                      delay_s=args.delay_s, sick_after=args.sick_after, sick_mode=args.sick_mode,
-                     sick_for_s=args.sick_for, slots=args.slots, refuse=args.refuse)
+                     sick_for_s=args.sick_for, slots=args.slots, refuse=args.refuse, no_logprobs=args.no_logprobs)
     asyncio.run(srv.serve(args.port, args.port_file))
 
 
@@ -271,7 +277,7 @@ class FakeServerProcess:
                  hang_s: float = 30.0, die_after: int | None = None, max_seconds: float = 300.0,
                  answer: str | None = None, delay_s: float = 0.0, max_requests: int = 100_000,
                  sick_after: int | None = None, sick_mode: str = "500", sick_for_s: float | None = None,
-                 slots: int | None = None, refuse: int | None = None):
+                 slots: int | None = None, refuse: int | None = None, no_logprobs: bool = False):
         import subprocess
         import sys
         import tempfile
@@ -295,6 +301,8 @@ class FakeServerProcess:
             cmd += ["--slots", str(slots)]
         if refuse is not None:
             cmd += ["--refuse", str(refuse)]
+        if no_logprobs:
+            cmd.append("--no-logprobs")
         self.cmd = cmd
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None

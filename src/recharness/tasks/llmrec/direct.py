@@ -11,9 +11,14 @@ Numbers in prose are not a ranking ("There are 20 candidates and 3 are
 dramas" is no [20, 3]): only list lines are read, and they must be most of
 the answer. A list line is
   * a numbered or bulleted line ("1. 5", "2) [17] Heat (1995)", "- Fargo
-    (1996)"): its candidate is the line's list of numbers, else a candidate
-    title it starts with, else a number it starts with or a "[k]" in it, else
-    a candidate title anywhere in it;
+    (1996)"): its candidates are the line's list of numbers, else the
+    candidate titles it starts with, else a number it starts with or a "[k]"
+    in it, else the candidate titles from the first one anywhere in it.
+    "Candidate titles" are a run of them with only separators between
+    ("Heat (1995) - Ronin (1998)", "Cliffhanger - Die Hard 2" with only Die
+    Hard 2 a candidate), in order; words other than a title end the run, so
+    a title named in an explanation ("Heat (1995) - tense, like Ronin (1998)")
+    is not ranked by that line;
   * a line led by a candidate number ("[5] Heat (1995)", "5 - Heat"): k;
   * a line that is only candidate numbers and separators ("5, 17, 3",
     "[5, 17, 3]", "5 > 17 > 3", "3 1 2"), after an optional "Ranking:" lead-in.
@@ -38,6 +43,7 @@ from recharness.core.errors import ConfigError
 from recharness.core.types import BuildConfig, GenerationParams, Parsed
 from recharness.matching.parse import strip_reasoning
 from recharness.tasks.base import Task
+from recharness.tasks.orders import borda, candidate_orders  # noqa: F401 - the task's, shared with other suites
 from recharness.tasks.llmrec.common import (
     SplitPopularity,
     beyond_accuracy,
@@ -63,23 +69,10 @@ _CAND_MARK = re.compile(r"\s*(?:[\[(](\d{1,3})[\])]|(\d{1,3})\s*[-–—:]\s|can
 _LEAD_NUM = re.compile(r"(?:#|candidate\s*)?\[?(\d{1,3})\]?(?![\w.])", re.IGNORECASE)
 _BRACKET_NUM = re.compile(r"\[(\d{1,3})\]")
 _MARKUP = str.maketrans("", "", "*`")
+#: what may stand between two titles of one line ("Heat (1995) - Ronin (1998)", "\"Heat\", \"Ronin\"", "A > B and C")
+_BETWEEN_TITLES = re.compile(r"[\s\"'“”‘’_]*(?:(?:->|=>|[-–—,;>|/→&+]|and\b|then\b)[\s\"'“”‘’_]*)*")
 _NUMERIC_OR_MARKUP = re.compile(r"(?<![\w.])\d{1,3}(?![\w.])|</?[a-zA-Z!][^<>]{0,200}>")  # a year is no candidate number
 MAX_LINES = 1_000
-
-
-def candidate_orders(cand: list[str], target: str, k: int, rng) -> list[list[str]]:
-    """`k` orders of the same candidates, the target's position balanced: order j puts it at
-    (p₀ + j·n/k) mod n, p₀ its place in `cand` (already a seeded random order, kept as order 0);
-    the other candidates are shuffled afresh (seeded) around it in every later order."""
-    n = len(cand)
-    p0 = cand.index(target)
-    out = [list(cand)]
-    others = [c for c in cand if c != target]
-    for j in range(1, k):
-        pos = (p0 + (j * n) // k) % n
-        rest = [others[i] for i in rng.permutation(len(others))]
-        out.append(rest[:pos] + [target] + rest[pos:])
-    return out
 
 
 def popularity_candidates(target: str, seen: set[str], all_items: np.ndarray, weights: np.ndarray, n_cand: int,
@@ -136,27 +129,6 @@ def _items_of(interactions, users: list[str]) -> dict[str, set[str]]:
 
     rows = interactions.filter(pl.col("user_id").is_in(users)).group_by("user_id").agg(pl.col("item_id"))
     return {u: set(items) for u, items in rows.iter_rows()}
-
-
-def borda(rankings: list[list[str]], candidates: list[str]) -> list[str]:
-    """One ranking from several (LLMRank's bootstrapped ranking): each ranking gives n - p points to its
-    p-th candidate (p from 0); candidates a ranking leaves out share its remaining points equally; ties
-    by candidate order. An empty list of rankings gives []."""
-    if not rankings:
-        return []
-    n = len(candidates)
-    points = dict.fromkeys(candidates, 0.0)
-    for ranking in rankings:
-        named = [c for c in dict.fromkeys(ranking) if c in points]
-        for p, c in enumerate(named):
-            points[c] += n - p
-        left = [c for c in candidates if c not in set(named)]
-        if left:
-            share = sum(n - p for p in range(len(named), n)) / len(left)
-            for c in left:
-                points[c] += share
-    place = {c: i for i, c in enumerate(candidates)}
-    return sorted(candidates, key=lambda c: (-points[c], place[c]))
 
 
 class CandidateRanking(TypedDict):
@@ -500,16 +472,18 @@ class _Titles:
         alts = sorted((re.escape(t) for t in self.index if t), key=len, reverse=True)
         self.pattern = re.compile(r"(?<!\w)(?:" + "|".join(alts) + r")(?!\w)") if alts else None
 
-    def at_start(self, low: str) -> int | None:
-        m = self.pattern.match(low) if self.pattern else None
-        return self.index[m.group(0)] if m else None
-
-    def first(self, low: str) -> int | None:
-        m = self.pattern.search(low) if self.pattern else None
-        return self.index[m.group(0)] if m else None
-
     def in_order(self, low: str) -> list[int]:
         found = (self.index[m.group(0)] for m in self.pattern.finditer(low)) if self.pattern else ()
+        return list(dict.fromkeys(found))
+
+    def run(self, low: str, at_start: bool = False) -> list[int]:
+        """The candidates of the first run of titles in `low` (at its start with `at_start`), in order, each
+        once: "heat (1995) - ronin (1998), fargo (1996)" → all three; "heat (1995) - like ronin" → heat."""
+        m = (self.pattern.match if at_start else self.pattern.search)(low) if self.pattern else None
+        found = []
+        while m:
+            found.append(self.index[m.group(0)])
+            m = self.pattern.match(low, _BETWEEN_TITLES.match(low, m.end()).end())
         return list(dict.fromkeys(found))
 
 
@@ -550,14 +524,13 @@ def _line_refs(line: str, titles: _Titles) -> list[tuple[int, bool]] | None:
     numbers = _number_list(content)
     if numbers is not None:
         return [(k, True) for k in numbers]
-    i = titles.at_start(content.lstrip("\"'“‘_").lower())
-    if i is not None:
-        return [(i + 1, False)]  # "12 Angry Men (1957)": a title, not candidate 12
+    run = titles.run(content.lstrip("\"'“‘_").lower(), at_start=True)
+    if run:
+        return [(i + 1, False) for i in run]  # "12 Angry Men (1957)": a title, not candidate 12
     n = _LEAD_NUM.match(content) or _BRACKET_NUM.search(content)
     if n:
         return [(int(n.group(1)), True)]
-    i = titles.first(content.lower())
-    return [] if i is None else [(i + 1, False)]
+    return [(i + 1, False) for i in titles.run(content.lower())]  # "Cliffhanger - Die Hard 2": the candidate
 
 
 def _number_list(line: str) -> list[int] | None:

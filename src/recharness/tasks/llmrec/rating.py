@@ -33,7 +33,7 @@ from recharness.core.errors import ConfigError
 from recharness.core.types import BuildConfig, GenerationParams, Parsed, reference_record
 from recharness.metrics.rating import mae, rmse
 from recharness.tasks.base import Task
-from recharness.tasks.llmrec.common import parts_from_options
+from recharness.tasks.llmrec.common import parts_from_options, why_empty
 from recharness.tasks.llmrec.prompts import domain_of
 from recharness.tasks.llmrec.text_prompts import rating_prompt
 from recharness.tasks.validation import NumberInRange
@@ -78,6 +78,30 @@ def review_splits(interactions: pl.DataFrame, *, min_history: int = 4, limit: in
         rows = [dict(zip(cols, vals)) for vals in zip(*(row[c] for c in cols))]
         out.append(ReviewSplit(row["user_id"], rows[:-1], rows[-1]))
     return out
+
+
+def why_no_reviews(task_name: str, dataset, min_history: int, require: tuple[str, ...] = (),
+                   rated: bool = False) -> str | None:
+    """Which filter of `review_splits` (and the task's own: a rated target) left a task without users, with
+    its numbers: the history length, then each `require`d review field of the held-out last interaction."""
+    why = why_empty(task_name, dataset, min_history)
+    if why:
+        return why
+    cols = [c for c in (*require, *(("rating",) if rated else ())) if c in dataset.interactions.columns]
+    last = (dataset.interactions.group_by("user_id", maintain_order=True)
+            .agg(pl.len().alias("_n"), *(pl.col(c).last() for c in cols))
+            .filter(pl.col("_n") > min_history))
+    what = f"of the {last.height} users with more than min_history={min_history} interactions"
+    for c in require:
+        last = last.filter(pl.col(c).fill_null("").cast(pl.Utf8).str.strip_chars().str.len_chars() > 0)
+        if last.is_empty():
+            return (f"{task_name}: none {what} has a {c} on their held-out last interaction (the target "
+                    f"needs one): use a dataset with reviews for them, or lower --option min_history")
+        what += f", {last.height} with a {c}"
+    if rated and not last.filter(pl.col("rating").is_not_null()).height:
+        return (f"{task_name}: none {what} has a rating on their held-out last interaction (implicit feedback): "
+                "use a dataset with explicit ratings")
+    return None
 
 
 def training_part(interactions: pl.DataFrame) -> pl.DataFrame:
@@ -181,8 +205,8 @@ class RatingTask(Task):
         titles, about = item_info(dataset)
         splits = review_splits(dataset.interactions, min_history=int(opts.get("min_history", 4)), limit=config.limit,
                                seed=config.seed, users=config.users)
-        if not splits:
-            raise ConfigError(f"{dataset.name}: no user has more than min_history interactions")
+        if not splits:  # `why_empty` says which filter, with its numbers
+            return
         global_mean = float(training_part(dataset.interactions)["rating"].mean())
         for sp in splits:
             if sp.target.get("rating") is None:
@@ -207,6 +231,9 @@ class RatingTask(Task):
                 "max_tokens": opts.get("max_tokens"),  # --option max_tokens=N overrides the task default
                 "prompt_parts": parts.to_dict(),
             }
+
+    def why_empty(self, dataset, config: BuildConfig) -> str | None:
+        return why_no_reviews(self.name, dataset, int(config.options.get("min_history", 4)), rated=True)
 
     def parse(self, sample: dict, text: str) -> Parsed:
         return self.output_format.check(text)

@@ -22,7 +22,7 @@ from recharness.core.types import BuildConfig, GenerationParams, reference_recor
 from recharness.tasks.llmrec.common import parts_from_options
 from recharness.tasks.llmrec.explanation import MAX_REVIEW_CHARS, ReviewTextTask, require_reviews
 from recharness.tasks.llmrec.prompts import domain_of
-from recharness.tasks.llmrec.rating import review_splits
+from recharness.tasks.llmrec.rating import review_splits, why_no_reviews
 from recharness.tasks.llmrec.text_prompts import short, summarization_prompt
 from recharness.tasks.validation import FreeText, normalize_for_metrics
 
@@ -64,6 +64,10 @@ class SummarizationTask(ReviewTextTask):
                 "prompt_parts": parts.to_dict(),
                 "run_dir": str(Path(config.out).resolve()) if config.out else None,
             }
+
+    def why_empty(self, dataset, config: BuildConfig) -> str | None:
+        return why_no_reviews(self.name, dataset, int(config.options.get("min_history", 4)),
+                              ("review_text", "review_title"))
 
     def references(self, dataset, samples, seed: int = 0):
         out = {}

@@ -71,6 +71,7 @@ class SuiteOptions:
     labels: str | None = None
     predictions: str | None = None
     predictions_name: str = "imported"
+    orders: int = 1
 
     def method(self) -> dict:
         return {"profile": self.profile, "cot": self.cot, "sc": self.sc, "sc_temperature": self.sc_temperature,
@@ -100,6 +101,7 @@ def parse_options(options: dict, seed: int = 0, limit: int | None = None) -> Sui
         shots=o.shots, cot=o.cot, sc=o.sc, sc_temperature=o.sc_temperature, temperature=o.temperature,
         max_retries=o.max_retries, max_tokens=o.max_tokens, compat=o.compat == "perrecbench", invalid=o.invalid,
         labels=o.labels or None, predictions=o.predictions or None, predictions_name=o.predictions_name,
+        orders=o.orders,
     )
 
 
@@ -298,6 +300,12 @@ def build_samples(task: str, dataset, config) -> list[dict]:
     ctx = get_context(dataset, opts, config.context)
     write_side_files(ctx, config.out)
     method, scoring = opts.method(), opts.scoring()
+    if opts.orders > 1 and opts.predictions:
+        raise ConfigError(f"--option orders={opts.orders}: released predictions (predictions=) answer each group in "
+                          "its published order only: build them without orders")
+    if opts.orders > 1 and task != "list":
+        raise ConfigError(f"--option orders={opts.orders}: only the listwise task shows a group's users in one order "
+                          "(pointwise asks one user at a time, pairwise asks both orders of every pair): build -t list")
     samples = []
     for lv in [x for x in LEVELS if x in ctx.groups] + [x for x in ctx.groups if x not in LEVELS]:
         for g in ctx.groups[lv]:
@@ -319,7 +327,29 @@ def build_samples(task: str, dataset, config) -> list[dict]:
             })
     if opts.predictions and config.out is not None:
         _import_task_predictions(Path(config.out), opts, task, samples, ctx)
+    if opts.orders > 1:
+        samples = [o for s in samples for o in user_orders(s, opts.orders, config.seed)]
     return samples
+
+
+def user_orders(sample: dict, k: int, seed: int) -> list[dict]:
+    """`sample` under `k` orders of its users (`tasks.orders.candidate_orders`: order 0 as built, the most-liked
+    user's position balanced, the others reshuffled, seeded per group): the users and every per-user truth list
+    permuted alike, ids `<id>@o<j>`; `order_of` ties the group's orders together (one unit of resampling)."""
+    from recharness.tasks.orders import candidate_orders
+
+    truth = sample["truth"]
+    n = len(sample["users"])
+    best = int(np.argmax(truth["relative_ratings"]))
+    rng = np.random.default_rng([seed, zlib.crc32(sample["id"].encode())])
+    out = []
+    for j, order in enumerate(candidate_orders(list(range(n)), best, k, rng)):
+        out.append({**sample, "id": f"{sample['id']}@o{j}", "order": j, "order_of": sample["id"],
+                    "shown_order": order, "target_position": order.index(best) + 1,
+                    "users": [sample["users"][i] for i in order],
+                    "truth": {key: [v[i] for i in order] if isinstance(v, list) and len(v) == n else v
+                              for key, v in truth.items()}})
+    return out
 
 
 def _import_task_predictions(out: Path, opts: SuiteOptions, task: str, samples: list[dict], ctx: Context) -> None:
@@ -338,7 +368,10 @@ def _import_task_predictions(out: Path, opts: SuiteOptions, task: str, samples: 
         f = d / f"{MODES[task]}-{lv}.json"
         if not f.exists():
             continue
-        for item, rec in read_predictions(f, MODES[task], gs).items():
+        # without labels= the groups are this build's own: no label file to name when an item has none
+        against = None if opts.labels else (f"this build's {task}/{lv} samples ({len(gs)} groups; a build from "
+                                            "the authors' label files, --option labels=DIR, has their groups)")
+        for item, rec in read_predictions(f, MODES[task], gs, against=against).items():
             s = by_item[(lv, item)]
             keep.append({"id": s["id"], "task": task, "output": None,
                          "model": {"backend": "imported", "model": opts.predictions_name, "file": str(f)}, **rec})

@@ -219,3 +219,30 @@ def select_groups(interactions: pl.DataFrame, cfg: GroupConfig, tables: dict | N
     # present levels in easy, medium, hard order
     order = [lv for lv in LEVELS if lv in cfg.levels]
     return {k: out[k] for k in [*order, *(f"{lv}/heldout" for lv in order)] if k in out}
+
+
+def why_no_groups(interactions: pl.DataFrame, cfg: GroupConfig, tables: dict | None = None) -> str | None:
+    """Which condition of `select_groups` left no test group at any level, with its numbers (None: groups exist
+    or the cause is not one of them)."""
+    if not cfg.levels:
+        return "perrecbench: levels= names no level"
+    if cfg.n_groups == 0:
+        return "perrecbench: groups=0 asks for no group per level"
+    rated = rated_with_prior(interactions, cfg.mean_over, tables)
+    if rated.is_empty():
+        return "perrecbench: the dataset has no rating with a timestamp (a group is raters of one item close in time)"
+    el = eligible_rows(interactions, cfg.mean_over, cfg.gamma, tables)
+    if el.ts.size == 0:
+        return (f"perrecbench: gamma={cfg.gamma} keeps 0 of the {rated.height} ratings (a member needs more than gamma "
+                f"ratings before it; the most here is {int(rated['history_len'].max())}): lower it with --option "
+                "gamma=N")
+    n = min(LEVELS[lv] for lv in cfg.levels)
+    sizes = el.ends - el.starts
+    big = int((sizes >= n).sum())
+    if not big:
+        return (f"perrecbench: no item has {n} raters with more than gamma={cfg.gamma} earlier ratings (the smallest "
+                f"level, {'/'.join(cfg.levels)}, needs {n}; {len(el.item_ids)} items have any, at most "
+                f"{int(sizes.max())}): lower --option gamma")
+    return (f"perrecbench: none of the {big} items with {n} or more raters (gamma={cfg.gamma}) has {n} of them within "
+            f"window_days={cfg.window_days:g} whose relative ratings differ by more than lambda={cfg.lam:g} "
+            f"(tries={cfg.tries} windows per item): lower --option lambda, or raise --option window_days or tries")

@@ -41,6 +41,9 @@ class PerRecBenchOptions(TaskOptions):
     labels: str | None = Field(None, description="groups from original label files (a folder or one file)")
     predictions: str | None = Field(None, description="folder of released <mode>-<level>.json prediction files to import")
     predictions_name: str = Field("imported", description="name of the imported predictions")
+    orders: int = Field(1, ge=1, le=50, description="list: show each group under this many seeded orders of its "
+                        "users (the most-liked user's position balanced): tau's spread across orders, position bias "
+                        "and a Borda-aggregated row; the group's orders are one unit of resampling")
 
     @field_validator("levels")
     @classmethod

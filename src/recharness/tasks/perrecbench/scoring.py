@@ -262,27 +262,29 @@ def tau_units(samples: list[dict], predictions: dict[str, dict], *, compat: bool
     comp_ok = bool(np.isfinite(comp).all())  # a NaN group poisons its file: no interval then
     comp = np.where(np.isfinite(comp), comp, 0.0)
     files = np.array([source_file(s) for s in samples])
+    # a group asked under several orders of its users (`--option orders=K`): its K samples are one unit
+    cl = np.array([s["order_of"] for s in samples]) if any("order_of" in s for s in samples) else None
     out: dict = {}
     if counted.any():
         out["tau_rank"] = RatioUnits(ids, rank * counted, counted, groups=lv, strata=lv,
-                                     how="mean over levels of the mean tau over groups")
+                                     how="mean over levels of the mean tau over groups", clusters=cl)
     if kept.any() and comp_ok:
         out["tau_compat"] = RatioUnits(ids, comp * kept, kept, groups=files, strata=lv,
-                                       how="mean over label files of the mean tau over kept groups")
+                                       how="mean over label files of the mean tau over kept groups", clusters=cl)
     for level in dict.fromkeys(lv.tolist()):
         m = lv == level
         if compat:
             if (kept & m).any() and comp_ok:
-                out[f"tau_{level}"] = RatioUnits(ids, comp * (kept & m), kept & m, strata=lv, how="mean over groups")
+                out[f"tau_{level}"] = RatioUnits(ids, comp * (kept & m), kept & m, strata=lv, how="mean over groups", clusters=cl)
         elif (counted * m).any():
-            out[f"tau_{level}"] = RatioUnits(ids, rank * counted * m, counted * m, strata=lv, how="mean over groups")
+            out[f"tau_{level}"] = RatioUnits(ids, rank * counted * m, counted * m, strata=lv, how="mean over groups", clusters=cl)
     head = out.get("tau_compat" if compat else "tau_rank")
     if head is not None:
         out["tau"] = head
     if with_ratings:
         abs_e, sq_e, cnt = _user_errors(samples, predictions)
         if cnt.any():
-            out["MAE"] = RatioUnits(ids, abs_e, cnt, strata=lv, how="mean over rated users (groups resampled)")
+            out["MAE"] = RatioUnits(ids, abs_e, cnt, strata=lv, how="mean over rated users (groups resampled)", clusters=cl)
             out["RMSE"] = RatioUnits(ids, sq_e, cnt, transform="sqrt", strata=lv,
-                                     how="root mean squared error over rated users (groups resampled)")
+                                     how="root mean squared error over rated users (groups resampled)", clusters=cl)
     return out

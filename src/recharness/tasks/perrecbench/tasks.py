@@ -53,6 +53,16 @@ class _GroupTask(Task):
     def build(self, dataset, config: BuildConfig):
         yield from build_samples(self.name, dataset, config)
 
+    def why_empty(self, dataset, config: BuildConfig) -> str | None:
+        """Which group filter left no group (the three tasks share the groups: one reason for all)."""
+        from recharness.tasks.perrecbench.build import parse_options
+        from recharness.tasks.perrecbench.groups import why_no_groups
+
+        opts = parse_options(config.options, config.seed, config.limit)
+        if opts.labels:
+            return f"perrecbench: labels={opts.labels} holds no group of the levels {', '.join(opts.groups.levels)}"
+        return why_no_groups(dataset.interactions, opts.groups, getattr(config.context, "tables", None))
+
     async def predict(self, model, sample: dict, *, max_retries: int) -> Prediction:
         sample = {**sample, "method": {**sample["method"], "max_retries": int(max_retries)}}
         return await PREDICT[self.name](model, sample)
@@ -159,12 +169,72 @@ class PairTask(_GroupTask):
 
 
 class ListTask(_GroupTask):
-    """All users in one prompt; the answer is a permutation of their indices."""
+    """All users in one prompt; the answer is a permutation of their indices. With `--option orders=K` each group
+    is asked under K orders of its users (`build.user_orders`): the row gets tau's spread across the orders and
+    the most-liked user's top-1 rate by the position they were shown at (position bias), and a Borda row
+    aggregates each group's K rankings."""
 
     name = "list"
 
     def parse(self, sample, text) -> Parsed:
         return parse_ranking(text, len(sample["users"]))
+
+    def score(self, samples, predictions):
+        metrics = super().score(samples, predictions)
+        if samples and "order_of" in samples[0]:
+            metrics["groups"] = float(len({s["order_of"] for s in samples}))  # groups, not group × order samples
+            metrics.update(self._order_metrics(samples, predictions))
+        return metrics
+
+    def _order_metrics(self, samples, predictions) -> dict[str, float]:
+        """tau's spread across orders (population std of the per-order mean tau over groups, invalid answers
+        0 as in `tau`) and HR@1 of the most-liked user by the position they were shown at (hidden in scores.json)."""
+        from recharness.tasks.perrecbench.scoring import score_groups
+
+        by_order: dict[int, list[float]] = {}
+        by_pos: dict[int, list[float]] = {}
+        for s, g in zip(samples, score_groups(samples, predictions)):
+            by_order.setdefault(s["order"], []).append(g.tau_rank)
+            rec = predictions.get(s["id"]) or {}
+            order = (rec.get("parsed") or {}).get("ordering") if rec.get("valid", True) else None
+            by_pos.setdefault(s["target_position"], []).append(float(bool(order) and order[0] == s["target_position"]))
+        means = [float(np.mean(v)) for _, v in sorted(by_order.items())]
+        out = {"tau order spread": float(np.std(means)), "orders": float(len(means))}
+        out.update({f"target at {p}: HR@1": float(np.mean(v)) for p, v in sorted(by_pos.items())})
+        return out
+
+    def derived_methods(self, samples: list[dict], recs: dict[str, dict]) -> dict[str, dict[str, dict]]:
+        """With `--option orders=K`: a method's K rankings of one group (each in its own shown order) mapped to the
+        group's users, aggregated by Borda (`tasks.orders.borda`) and put back in each sample's shown order: one
+        answer per group, scored as its own row on the same samples. Only groups whose K samples were all
+        answered get it; none valid → an invalid answer."""
+        from recharness.tasks.orders import borda
+
+        groups: dict[str, list[dict]] = {}
+        for s in samples:
+            if "order_of" in s:
+                groups.setdefault(s["order_of"], []).append(s)
+        out: dict[str, dict] = {}
+        for ss in groups.values():
+            if not all(s["id"] in recs for s in ss):
+                continue
+            rankings = []
+            for s in ss:
+                r = recs[s["id"]]
+                order = (r.get("parsed") or {}).get("ordering") if r.get("valid", True) else None
+                if order:
+                    rankings.append([s["shown_order"][i - 1] for i in order])  # shown positions → the group's users
+            users = sorted(ss[0]["shown_order"])
+            agg = borda(rankings, users) if rankings else None
+            for s in ss:
+                out[s["id"]] = ({"id": s["id"], "valid": True,
+                                 "parsed": {"ordering": [s["shown_order"].index(u) + 1 for u in agg],
+                                            "how": f"borda over {len(rankings)} orders"}}
+                                if agg else {"id": s["id"], "parsed": None, "valid": False,
+                                             "error": "no valid answer under any order of the group's users"})
+        if not groups:
+            return {}
+        return {f"(Borda over {max(len(ss) for ss in groups.values())} orders)": out}
 
 
 TASKS = {"point": PointTask, "pair": PairTask, "list": ListTask}

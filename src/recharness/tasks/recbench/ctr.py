@@ -96,10 +96,14 @@ class CtrTask(Task):
         opts = check(CtrOptions, config.options, f"{SUITE}/{self.name}")
         events, mode = labelled_events(dataset.interactions, dataset.items["item_id"].to_list(),
                                        negatives=opts.negatives, neg_ratio=opts.neg_ratio, seed=config.seed)
+        self._seen = {"mode": mode, "funnel": {"users": 0}}  # what `why_empty` reports if nothing is kept
+        if events.is_empty():
+            return
         sp = split(events, test_users=config.limit or (len(config.users) if config.users else opts.test_users),
                    only=config.users, per_user=opts.test_pairs_per_user,
                    train_pairs=opts.train_pairs, valid_fraction=opts.valid_fraction, history_len=opts.history_len,
                    min_history=opts.min_history, seed=config.seed)
+        self._seen["funnel"] = sp.funnel
         # an item without a title (MicroLens and Amazon have some) is shown by its id, never as "None"
         titles = {i: t or i for i, t in zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list())}
         prompt = {"task_description": opts.task_description, "behaviour": opts.behaviour,
@@ -117,6 +121,26 @@ class CtrTask(Task):
                        for what, v in (("pairs", df.height), ("positive_rate", float(df["label"].mean() or 0)))}}
             atomic_write_text(RunDir(config.out).pairs(SUITE, "split", "json"), json.dumps(info, indent=2))
         yield from samples
+
+    def why_empty(self, dataset, config: BuildConfig) -> str | None:
+        """Which filter of the split (`data.split`) removed every test user, with its numbers."""
+        seen = getattr(self, "_seen", None)
+        if seen is None:
+            return None
+        opts = check(CtrOptions, config.options, f"{SUITE}/{self.name}")
+        f, mode = seen["funnel"], seen["mode"]
+        if not f.get("users"):
+            rule = {"ratings": " (rating > 3 a click, < 3 not, 3 dropped)", "labels": " (impressions' labels)"}
+            return f"ctr: negatives={mode}: {dataset.name} gives no labelled pair{rule.get(mode, '')}"
+        if not f["with_pairs"]:
+            return (f"ctr: test_pairs_per_user={opts.test_pairs_per_user} keeps 0 of the {f['users']} users with "
+                    f"labelled pairs (a test user needs that many; the most any user has is {f['most_pairs']}): "
+                    "lower it with --option test_pairs_per_user=N")
+        if not f["with_history"]:
+            return (f"ctr: min_history={opts.min_history} keeps 0 of the {f['with_pairs']} users with "
+                    f"{opts.test_pairs_per_user} labelled pairs (a test user needs that many positives before their "
+                    f"test pairs; the most here is {f['most_history']}): lower it with --option min_history=N")
+        return None
 
     @staticmethod
     def _scores(samples: list[dict], predictions: dict[str, dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:

@@ -28,7 +28,7 @@ seeded `valid_fraction` of them is the validation slice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -45,6 +45,8 @@ class CtrSplit:
     train: pl.DataFrame
     valid: pl.DataFrame
     eligible_users: int  # users who could have been drawn for testing
+    #: how many users each eligibility filter kept, in order (what `CtrTask.why_empty` reports)
+    funnel: dict = field(default_factory=dict)
 
 
 def negatives_mode(interactions: pl.DataFrame, negatives: str) -> str:
@@ -189,11 +191,15 @@ def split(events: pl.DataFrame, *, test_users: int, per_user: int, train_pairs: 
     hist = History(ev, history_len)
     if "pair" in ev.columns:  # real labels: history-only positives feed `hist`, never a pair
         ev = ev.filter(pl.col("pair"))
-    starts = (ev.group_by("user_id").agg(pl.len().alias("n"), pl.col("first").sort_by("seq").tail(per_user).first().alias("start"))
-              .filter(pl.col("n") >= per_user)
+    starts = ev.group_by("user_id").agg(pl.len().alias("n"), pl.col("first").sort_by("seq").tail(per_user).first().alias("start"))
+    funnel = {"users": starts.height, "most_pairs": int(starts["n"].max() or 0)}
+    starts = (starts.filter(pl.col("n") >= per_user)
               .join(ev.select(pl.col("seq").alias("start"), pl.col("timestamp").alias("t_start")), on="start")
               .sort("user_id"))
-    starts = starts.filter(hist.counts(starts.select("user_id", pl.col("t_start").alias("timestamp"))) >= min_history)
+    before = hist.counts(starts.select("user_id", pl.col("t_start").alias("timestamp")))
+    funnel.update(with_pairs=starts.height, most_history=int(before.max()) if before.size else 0)
+    starts = starts.filter(before >= min_history)
+    funnel["with_history"] = starts.height
     if only is not None:
         starts = starts.filter(pl.col("user_id").is_in(list(only)))
     rng = np.random.default_rng(seed)
@@ -211,4 +217,5 @@ def split(events: pl.DataFrame, *, test_users: int, per_user: int, train_pairs: 
         train=hist.attach(pool[take[~in_valid]].select(cols)),
         valid=hist.attach(pool[take[in_valid]].select(cols)),
         eligible_users=starts.height,
+        funnel=funnel,
     )

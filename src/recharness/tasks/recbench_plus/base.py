@@ -135,9 +135,28 @@ class RecBenchTask(Task):
             if config.out is not None and opts.write_official:
                 write_records(config.out, self.kind, records)
         samples = list(self.samples_from_records(records, ctx, opts, source))
+        self._seen = {"file": str(path) if path is not None else None, "records": len(records)}  # for `why_empty`
         if path is not None and config.limit is not None and config.limit < self._n_queries(samples):
             samples = self._limit(samples, config.limit, config.seed)
         yield from samples
+
+    def why_empty(self, dataset, config: BuildConfig) -> str | None:
+        """Which step left no query: the official file, the users it names, or the task's own query making
+        (`why_none_made`), with its numbers."""
+        seen = getattr(self, "_seen", None)
+        if seen is None:
+            return None
+        if seen["file"] is not None:
+            if not seen["records"]:
+                return f"{self.name}: {seen['file']} holds no query"
+            return (f"{self.name}: none of the {seen['records']} queries of {seen['file']} has a user {dataset.name} "
+                    "has, and history=with shows the user's history: use --option history=both (or without), or the "
+                    "dataset the file was made from")
+        return None if seen["records"] else self.why_none_made(dataset, config)
+
+    def why_none_made(self, dataset, config: BuildConfig) -> str | None:
+        """Why `make_records` made no query (None: not known)."""
+        return None
 
     @staticmethod
     def _query_key(s: dict) -> str:

@@ -9,7 +9,7 @@ from recharness.matching.normalize import split_year
 from recharness.tasks.recbench_plus.base import GT_UNMATCHED, RecBenchTask, recommended
 from recharness.tasks.recbench_plus.conditions import CLASSES, ConditionSampler, condition_class, paper_mix
 from recharness.tasks.recbench_plus.official import official_id
-from recharness.tasks.recbench_plus.options import Options
+from recharness.tasks.recbench_plus.options import Options, parse_options
 from recharness.tasks.recbench_plus.phrasing import (
     TEMPLATE,
     ConditionText,
@@ -53,12 +53,15 @@ class ConditionTask(RecBenchTask):
         mix = np.asarray(opts.mix) if opts.mix is not None else paper_mix(self.kind, ctx.domain)
         order = np.random.default_rng(config.seed).permutation(len(users))
         records: list[dict] = []
+        # users seen, those with a condition seed, condition sets drawn: what `why_none_made` reports
+        made = self._made = {"users": len(users), "seeded": 0, "drawn": 0}
         for start in range(0, len(order), _CHUNK):
             chunk = order[start : start + _CHUNK]
             seeds = sampler.all_seeds([hist[users[u]] for u in chunk])
             for u, sd in zip(chunk.tolist(), seeds):
                 if sd.size == 0:
                     continue
+                made["seeded"] += 1
                 user = users[u]
                 # one generator per (seed, type, user): a user's queries do not depend on --limit
                 rng = np.random.default_rng([config.seed, _KIND_CODE[self.kind], u])
@@ -71,12 +74,33 @@ class ConditionTask(RecBenchTask):
                     if tuple(sorted(sr.pairs)) in seen:
                         continue
                     seen.add(tuple(sorted(sr.pairs)))
+                    made["drawn"] += 1
                     rec = self._record(ctx, sampler, user, sr, rng, opts, len(records))
                     if rec is not None:
                         records.append(rec)
                     if config.limit is not None and len(records) >= config.limit:
                         return records
         return records
+
+    def why_none_made(self, dataset, config: BuildConfig) -> str | None:
+        made = getattr(self, "_made", None)
+        if made is None:
+            return None
+        opts = parse_options(config.options)
+        if not made["users"]:
+            return f"{self.kind}: no user of {dataset.name} has a history of items in the knowledge graph"
+        if not made["seeded"]:
+            specific = " of a specific relation (director, cast...)" if opts.specific else ""
+            return (f"{self.kind}: none of the {made['users']} users has min_gt={opts.min_gt} history items sharing "
+                    f"one knowledge-graph condition{specific}: lower --option min_gt"
+                    + (", or set specific=false" if opts.specific else ""))
+        if not made["drawn"]:
+            return (f"{self.kind}: {made['seeded']} users have items sharing a condition, but no condition set of "
+                    f"min_gt={opts.min_gt} to max_gt={opts.max_gt} items was found: raise --option max_gt")
+        why = {"implicit": "no condition could be hidden behind reference items",
+               "misinformed": f"no false claim of misinfo_items={opts.misinfo_items} items could be made"}
+        return (f"{self.kind}: of the {made['drawn']} condition sets drawn, none could be made {self.kind} "
+                f"({why.get(self.kind, 'rejected')})")
 
     def _record(self, ctx, sampler: ConditionSampler, user: str, sr, rng, opts: Options, idx: int) -> dict | None:
         kg = ctx.kg

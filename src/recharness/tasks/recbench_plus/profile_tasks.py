@@ -8,7 +8,7 @@ from recharness.core.types import BuildConfig
 from recharness.tasks.recbench_plus.base import GT_UNMATCHED, RecBenchTask
 from recharness.tasks.recbench_plus.context import DOMAINS
 from recharness.tasks.recbench_plus.official import official_id
-from recharness.tasks.recbench_plus.options import Options
+from recharness.tasks.recbench_plus.options import Options, parse_options
 from recharness.tasks.recbench_plus.phrasing import (
     TEMPLATE,
     demographics_prompt,
@@ -80,6 +80,7 @@ class InterestTask(ProfileTask):
     def make_records(self, ctx, config: BuildConfig, opts: Options) -> list[dict]:
         sets = common_interest_sets(ctx.histories, length=opts.interest_len, theta=opts.interest_support,
                                     prev_len=opts.interest_prev)
+        self._made = {"users": len(ctx.histories), "sets": len(sets)}  # what `why_none_made` reports
         records = []
         for n in _seeded_subset(len(sets), config.limit, config.seed):
             s = sets[n]
@@ -104,6 +105,15 @@ class InterestTask(ProfileTask):
                                          "movie subset ids": [official_id(i) for i in s.items]}],
             })
         return records
+
+    def why_none_made(self, dataset, config: BuildConfig) -> str | None:
+        made = getattr(self, "_made", None)
+        if made is None or made["sets"]:
+            return None
+        opts = parse_options(config.options)
+        return (f"interest: no sequence of interest_len={opts.interest_len} items is shared by "
+                f"interest_support={opts.interest_support} of the {made['users']} users: lower --option "
+                "interest_support or interest_len")
 
     def phrase(self, records: list[dict], ctx, opts: Options) -> None:
         prompts = []
@@ -162,11 +172,13 @@ class DemographicsTask(ProfileTask):
 
     def make_records(self, ctx, config: BuildConfig, opts: Options) -> list[dict]:
         ds = ctx.dataset
+        self._made = {"demographics": False, "groups": 0}  # what `why_none_made` reports
         if not {"age", "gender"} <= set(ds.users.columns):
             # as in the paper's book data: no demographics, no demographics-based queries (counted as 0)
             return []
         groups = demographic_groups(ds.interactions, ds.users, max_groups=opts.demo_groups,
                                     min_users=opts.demo_min_users, top=opts.demo_top)
+        self._made = {"demographics": True, "groups": len(groups)}
         plural = DOMAINS[ctx.domain][1].capitalize()
         records = []
         for n in _seeded_subset(len(groups), config.limit, config.seed):
@@ -185,6 +197,17 @@ class DemographicsTask(ProfileTask):
                                          "movie subset ids": [official_id(i) for i in ids]}],
             })
         return records
+
+    def why_none_made(self, dataset, config: BuildConfig) -> str | None:
+        made = getattr(self, "_made", None)
+        if made is None or made["groups"]:
+            return None
+        if not made["demographics"]:
+            return (f"demographics: {dataset.name} has no age and gender of its users (as the paper's book data): "
+                    "build the other tasks (-t explicit,implicit,misinformed,interest)")
+        opts = parse_options(config.options)
+        return (f"demographics: no age or gender group has demo_min_users={opts.demo_min_users} users who rated "
+                "anything: lower it with --option demo_min_users=N")
 
     def phrase(self, records: list[dict], ctx, opts: Options) -> None:
         prompts = [demographics_prompt(r["summary"], ctx.domain) for r in records]
