@@ -64,7 +64,7 @@ def test_list_wise_and_click_tasks_ask_one_batch():
 def test_a_ranker_answers_the_batched_kinds_one_query_at_a_time():
     r = Listed()
     recs = r.predict([{"id": "x", "task": "seqrec", "history": ["a", "b"], "target": "d"}], SeqrecTask())
-    assert recs["x"]["parsed"] == {"rank": 2}  # d after c, history removed
+    assert recs["x"]["parsed"] == {"rank": 2, "top": ["c", "d"]}  # d after c, history removed; its top-10 list
     with pytest.raises(ValueError, match="does not answer click requests"):
         r.predict(CTR[:1], CtrTask())
 

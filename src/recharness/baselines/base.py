@@ -164,9 +164,12 @@ class Baseline(ABC):
 
     def target_ranks_and_tops(self, queries: Sequence[RankQuery], k: int) -> list[dict]:
         """`target_ranks` with each answer's top-`k` list beside its rank (`"top"`); a model that scores
-        every item once for both overrides it (SASRec, SID-SASRec, the history scorers)."""
-        tops = self.top_ks(queries, k)
-        return [{**r, "top": t} for r, t in zip(self.target_ranks(queries), tops, strict=True)]
+        every item once for both overrides it (SASRec, SID-SASRec, the history scorers). A baseline that answers
+        target ranks but no top-k lists gives its ranks alone (scored like a rank-only file: no list metrics)."""
+        ranks = self.target_ranks(queries)
+        if type(self).top_ks is Baseline.top_ks:
+            return ranks
+        return [{**r, "top": t} for r, t in zip(ranks, self.top_ks(queries, k), strict=True)]
 
 
 class Ranker(Baseline):
