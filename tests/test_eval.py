@@ -101,3 +101,37 @@ def test_set_aside_and_put_back_move_every_answer_of_a_build(tmp_path):
     assert rd.predictions("m").read_text() == "written by the new build"  # the build's own file wins…
     assert (where / "predictions" / "m.jsonl").read_text() == "m"  # …and the kept one stays kept, not lost
     assert all(p.read_text() == t for p, t in files.items() if p != rd.predictions("m"))
+
+
+def test_a_rebuild_that_fails_leaves_the_earlier_answers_in_place(ml1m, tmp_path, monkeypatch):
+    """The earlier build's answers are set aside before a rebuild; when that rebuild fails (an empty build, a
+    missing dataset, Ctrl-C) the directory still holds the earlier build, so its answers go back at once — and
+    a directory left stranded by a kill comes back on the next eval of its build."""
+    from recharness.core.errors import ConfigError
+    from recharness.core.rundir import RunDir
+    from recharness.evaluate import evaluate, plan
+    from recharness.runner import pipeline
+
+    out = tmp_path / "ev"
+    quiet = dict(dataset="ml-1m", train_references=False, say=lambda *_: None, log=lambda *_: None)
+    evaluate(["fake"], plan("llmrec", out, 2), **quiet)
+    rd = RunDir(out / "llmrec")
+    first = rd.predictions("fake").read_bytes()
+    fp = rd.build_info()["fingerprint"]
+
+    def fails(*a, **k):
+        raise ConfigError("no sample")
+
+    monkeypatch.setattr(pipeline, "build", fails)
+    with pytest.raises(ConfigError):
+        evaluate(["fake"], plan("llmrec", out, 3), **quiet)
+    assert rd.predictions("fake").read_bytes() == first and not rd.earlier_build(fp).exists()
+    monkeypatch.undo()
+
+    # a kill between setting aside and rebuilding: the next eval of the same build puts them back, asks nothing
+    from recharness.evaluate import set_aside
+
+    set_aside(rd)
+    assert not rd.predictions("fake").exists()
+    runs = evaluate(["fake"], plan("llmrec", out, 2), **quiet)
+    assert rd.predictions("fake").read_bytes() == first and runs[0].answered["fake"][0] == 0

@@ -135,6 +135,8 @@ def put_back(rd: RunDir, fp: str) -> Path | None:
     settings) returns, so its answers are not asked again. Returns where it was, or None."""
     import shutil
 
+    if not fp:
+        raise ValueError("put_back needs a build's fingerprint")
     where = rd.earlier_build(fp)
     if not where.is_dir():
         return None
@@ -217,7 +219,12 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
             from recharness.core.paths import shown_path
 
             aside = set_aside(rd)
-            info = pipeline.build(r.suite, dataset, r.path, tasks=r.tasks, seed=seed, limit=r.limit, options=opts)
+            try:
+                info = pipeline.build(r.suite, dataset, r.path, tasks=r.tasks, seed=seed, limit=r.limit, options=opts)
+            except BaseException:  # the directory still holds the earlier build: its answers go back at once
+                if aside is not None:
+                    put_back(rd, aside[1].name)
+                raise
             r.built = True
             back = put_back(rd, info["fingerprint"])
             if aside is not None and back is None:
@@ -231,6 +238,12 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
             log(f"{r.label}: built {info['counts']} in {time.perf_counter() - t0:.1f} s → {rd.path}")
             record(r.path, "build", r.suite, dataset=dataset, task=r.tasks, out=r.path, seed=seed, limit=r.limit,
                    option=r.options)
+        elif (fp := rd.build_info().get("fingerprint")) and (kept := put_back(rd, fp)) is not None:
+            # answers set aside by an eval killed before its rebuild: this build is in the directory, they return
+            from recharness.core.paths import shown_path
+
+            say(f"{r.label}: its answers kept in {shown_path(kept)} are back (an earlier eval stopped before "
+                "rebuilding)")
         for spec in models:
             name = default_name(spec)
             backend = resolve_spec(spec, r.path)

@@ -37,13 +37,12 @@ e = html.escape
 ARP = "ARP@10"
 #: the beyond-accuracy columns of the popularity table, after the accuracy metric and head / tail accuracy
 BEYOND = ("coverage@10", "Gini@10", ARP, "novelty@10")
-SPREAD = "NDCG@10 order spread"  # LLMRec direct; PerRecBench listwise has "tau order spread"
+_AT = re.compile(r"^target at (\d+): HR@1$")
 
 
 def spread_key(row: ScoreRow) -> str | None:
     """The row's "<metric> order spread" (NDCG@10 for LLMRec direct, tau for PerRecBench listwise), or None."""
     return next((k for k, v in row.metrics.items() if k.endswith(" order spread") and _number(v)), None)
-_AT = re.compile(r"^target at (\d+): HR@1$")
 
 
 def _number(v) -> bool:

@@ -4,6 +4,8 @@ Borda aggregate of the rankings a method gave under them."""
 
 from __future__ import annotations
 
+import numpy as np
+
 
 def candidate_orders(cand: list[str], target: str, k: int, rng) -> list[list[str]]:
     """`k` orders of the same candidates, the target's position balanced: order j puts it at
@@ -39,3 +41,11 @@ def borda(rankings: list[list[str]], candidates: list[str]) -> list[str]:
                 points[c] += share
     place = {c: i for i, c in enumerate(candidates)}
     return sorted(candidates, key=lambda c: (-points[c], place[c]))
+
+
+def order_clusters(samples: list[dict]):
+    """With several orders the samples of one user / group (`order_of`) are one unit of resampling: their
+    labels; None without orders."""
+    if any("order_of" in s for s in samples):
+        return np.asarray([s.get("order_of", s["id"]) for s in samples])
+    return None

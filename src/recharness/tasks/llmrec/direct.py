@@ -43,7 +43,7 @@ from recharness.core.errors import ConfigError
 from recharness.core.types import BuildConfig, GenerationParams, Parsed
 from recharness.matching.parse import strip_reasoning
 from recharness.tasks.base import Task
-from recharness.tasks.orders import borda, candidate_orders  # noqa: F401 - the task's, shared with other suites
+from recharness.tasks.orders import borda, candidate_orders, order_clusters  # noqa: F401 - shared with other suites
 from recharness.tasks.llmrec.common import (
     SplitPopularity,
     beyond_accuracy,
@@ -368,7 +368,7 @@ class DirectTask(Task):
         m.update(full_catalog_scores(samples, predictions))
         m.update({k: u.point() for k, u in beyond_accuracy(self._pop(samples), [s["id"] for s in samples], ranked,
                                                            [s["target"] for s in samples],
-                                                           clusters=_users(samples)).items()})
+                                                           clusters=order_clusters(samples)).items()})
         m.update(self._order_metrics(samples, ranked))
         return m
 
@@ -381,7 +381,7 @@ class DirectTask(Task):
         ids = [s["id"] for s in samples]
         ranked, valid, partial, _ = self._ranked(samples, predictions)
         ks, ndcg_ks = self._ks(samples)
-        users = _users(samples)
+        users = order_clusters(samples)
         out = ranking_units(ids, ranked, [s["target"] for s in samples], ks, ndcg_ks=ndcg_ks, clusters=users)
         out["valid_rate"] = mean_units(ids, valid, how="mean over samples", clusters=users)
         out["partial_rate"] = mean_units(ids, partial, how="mean over samples", clusters=users)
@@ -452,13 +452,6 @@ def full_catalog_scores(samples: list[dict], predictions: dict[str, dict]) -> di
     """`NDCG@10 (full)` and `HR@10 (full)` where the answers carry full-catalog ranks, else {}."""
     ranks = full_ranks(samples, predictions)
     return {k: float(v) for k, v in _full_metrics(ranks).items()} if ranks is not None else {}
-
-
-def _users(samples: list[dict]):
-    """With several candidate orders a user's samples are one unit (resampled together); else None."""
-    if samples and "order_of" in samples[0]:
-        return np.asarray([s["order_of"] for s in samples])
-    return None
 
 
 class _Titles:

@@ -249,6 +249,7 @@ def tau_units(samples: list[dict], predictions: dict[str, dict], *, compat: bool
     mean of group taus, the headline the mean over levels (tau_rank) or over label files
     (tau_compat); MAE/RMSE pool rated users over groups."""
     from recharness.metrics.bootstrap import RatioUnits
+    from recharness.tasks.orders import order_clusters
 
     if not samples:
         return {}
@@ -263,7 +264,7 @@ def tau_units(samples: list[dict], predictions: dict[str, dict], *, compat: bool
     comp = np.where(np.isfinite(comp), comp, 0.0)
     files = np.array([source_file(s) for s in samples])
     # a group asked under several orders of its users (`--option orders=K`): its K samples are one unit
-    cl = np.array([s["order_of"] for s in samples]) if any("order_of" in s for s in samples) else None
+    cl = order_clusters(samples)
     out: dict = {}
     if counted.any():
         out["tau_rank"] = RatioUnits(ids, rank * counted, counted, groups=lv, strata=lv,
