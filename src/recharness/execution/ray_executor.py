@@ -41,6 +41,10 @@ MAX_SHARD = 32
 START_TIMEOUT_S = 600.0
 #: times one shard may be sent again after its actor died, before its samples are left undone
 MAX_RESENDS = 3
+#: an actor Ray is restarting answers ActorUnavailableError: its shard is sent again after this many seconds,
+#: up to this many times (about a minute) before the actor counts as dead
+UNAVAILABLE_WAIT_S = 0.2
+MAX_UNAVAILABLE_WAITS = 300
 
 
 def ray_module():
@@ -381,7 +385,7 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
     from recharness.execution.executor import RunStats, commit_record, completed_ids, prompt_version
 
     ray = ray_module()
-    from ray.exceptions import RayActorError, RayTaskError
+    from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 
     stats = RunStats(total=len(samples))
     cache = model.cache
@@ -434,6 +438,11 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
             load = [0] * n
             #: deaths counted per actor: the shards in flight when an actor dies all fail, one death
             deaths = [0] * n
+            waits = [0] * n  # times each actor answered "unavailable" (being restarted)
+            recovering = [False] * n  # a death counted and no shard answered since: "unavailable" = restarting
+            #: when the first shard answered after the last death was sent: one sent before it that comes back
+            #: "unavailable" was sent while Ray restarted the actor (the same death, not a new one)
+            recovered_at: list[float | None] = [None] * n
             alive = set(range(n))
             stop_msg: str | None = None
 
@@ -454,9 +463,19 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
                     try:
                         results = ray.get(ref)
                     except (RayActorError, RayTaskError) as e:
+                        restarting = recovering[i] or (recovered_at[i] is not None and sent < recovered_at[i])
+                        if isinstance(e, ActorUnavailableError) and restarting and waits[i] < MAX_UNAVAILABLE_WAITS:
+                            # Ray is restarting the actor after a death already counted: not a new death; its
+                            # shard waits for it, a moment at a time, instead of retiring the actor under load
+                            waits[i] += 1
+                            queue.appendleft((shard, resent))
+                            time.sleep(UNAVAILABLE_WAIT_S)
+                            feed(i)
+                            continue
                         if epoch == deaths[i]:  # a new death; a shard sent before the last one was lost with it
                             deaths[i] += 1
                             per[i]["failures"] += 1
+                            recovering[i], recovered_at[i] = True, None
                         if per[i]["failures"] > ex.max_restarts or isinstance(e, RayTaskError):
                             alive.discard(i)
                             per[i]["retired"] = f"{type(e).__name__}"
@@ -469,6 +488,8 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
                         for j in alive:
                             feed(j)
                         continue
+                    if recovering[i]:
+                        recovering[i], waits[i], recovered_at[i] = False, 0, sent
                     now = time.perf_counter()
                     p = per[i]
                     p["shards"] += 1
