@@ -439,9 +439,8 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
             #: deaths counted per actor: the shards in flight when an actor dies all fail, one death
             deaths = [0] * n
             waits = [0] * n  # times each actor answered "unavailable" (being restarted)
-            recovering = [False] * n  # a death counted and no shard answered since: "unavailable" = restarting
-            #: when the first shard answered after the last death was sent: one sent before it that comes back
-            #: "unavailable" was sent while Ray restarted the actor (the same death, not a new one)
+            #: when the first shard answered after the actor's last death was sent (None: none yet): a shard
+            #: sent before it that comes back "unavailable" was sent while Ray restarted the actor (that death)
             recovered_at: list[float | None] = [None] * n
             alive = set(range(n))
             stop_msg: str | None = None
@@ -463,7 +462,7 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
                     try:
                         results = ray.get(ref)
                     except (RayActorError, RayTaskError) as e:
-                        restarting = recovering[i] or (recovered_at[i] is not None and sent < recovered_at[i])
+                        restarting = deaths[i] > 0 and (recovered_at[i] is None or sent < recovered_at[i])
                         if isinstance(e, ActorUnavailableError) and restarting and waits[i] < MAX_UNAVAILABLE_WAITS:
                             # Ray is restarting the actor after a death already counted: not a new death; its
                             # shard waits for it, a moment at a time, instead of retiring the actor under load
@@ -475,7 +474,7 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
                         if epoch == deaths[i]:  # a new death; a shard sent before the last one was lost with it
                             deaths[i] += 1
                             per[i]["failures"] += 1
-                            recovering[i], recovered_at[i] = True, None
+                            recovered_at[i] = None
                         if per[i]["failures"] > ex.max_restarts or isinstance(e, RayTaskError):
                             alive.discard(i)
                             per[i]["retired"] = f"{type(e).__name__}"
@@ -488,8 +487,8 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
                         for j in alive:
                             feed(j)
                         continue
-                    if recovering[i]:
-                        recovering[i], waits[i], recovered_at[i] = False, 0, sent
+                    if deaths[i] and recovered_at[i] is None:
+                        recovered_at[i], waits[i] = sent, 0
                     now = time.perf_counter()
                     p = per[i]
                     p["shards"] += 1
