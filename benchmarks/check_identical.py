@@ -488,7 +488,8 @@ def mask_table_lines(lines: list[str]) -> list[str]:
 
 
 _TABLE_RE = re.compile(r"<table>.*?</table>", re.DOTALL)
-_CELL_RE = re.compile(r"<(td|th)>(.*?)</\1>", re.DOTALL)
+#: a cell with or without attributes (report.html's method cells are <td class='method'>): every cell counts
+_CELL_RE = re.compile(r"<(td|th)((?:\s[^>]*)?)>(.*?)</\1>", re.DOTALL)
 
 
 def mask_html(text: str) -> str:
@@ -499,7 +500,7 @@ def mask_html(text: str) -> str:
 
     def table(m: re.Match) -> str:
         rows = m.group(0).split("</tr>")
-        header = [c for _, c in _CELL_RE.findall(rows[0])]
+        header = [c for _, _, c in _CELL_RE.findall(rows[0])]
         cols = {i for i, c in enumerate(header) if VOLATILE_NAME.search(c)}
         if not cols:
             return m.group(0)
@@ -510,7 +511,7 @@ def mask_html(text: str) -> str:
             def cell(cm: re.Match) -> str:
                 nonlocal i
                 i += 1
-                return f"<{cm.group(1)}><masked></{cm.group(1)}>" if i in cols else cm.group(0)
+                return f"<{cm.group(1)}{cm.group(2)}><masked></{cm.group(1)}>" if i in cols else cm.group(0)
 
             out.append(_CELL_RE.sub(cell, row))
         return "</tr>".join(out)
@@ -575,9 +576,9 @@ def drop_added_columns(a: list[str], b: list[str], added: list[str]) -> list[str
         return b
     out, pos = [], 0
     for ta_html, m in zip(tables_a, tables_b):
-        ha = [c for _, c in _CELL_RE.findall(ta_html.split("</tr>")[0])]
+        ha = [c for _, _, c in _CELL_RE.findall(ta_html.split("</tr>")[0])]
         rows = m.group(0).split("</tr>")
-        hb = [c for _, c in _CELL_RE.findall(rows[0])]
+        hb = [c for _, _, c in _CELL_RE.findall(rows[0])]
         keep = _kept_columns(ha, hb)
         out.append(text_b[pos:m.start()])
         if keep is None:

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from recharness.cli import app
-from recharness.tasks.llmrec.direct import borda, candidate_orders
+from recharness.tasks.orders import borda, candidate_orders
 
 
 def test_orders_keep_the_candidates_and_balance_the_targets_position():

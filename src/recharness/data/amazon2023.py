@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from recharness.core.errors import ConfigError, InputError
-from recharness.data._parse import INTERACTION_COLUMNS, finish_interactions
+from recharness.data.parsing import INTERACTION_COLUMNS, finish_interactions
 from recharness.data.store import Dataset
 
 

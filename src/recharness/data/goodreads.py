@@ -40,7 +40,7 @@ from pathlib import Path
 import polars as pl
 
 from recharness.core.errors import ConfigError, InputError
-from recharness.data._parse import LINE, finish_interactions
+from recharness.data.parsing import LINE, finish_interactions
 from recharness.data.hm import first_bad
 from recharness.data.store import Dataset
 

@@ -43,7 +43,7 @@ from pathlib import Path
 import polars as pl
 
 from recharness.core.errors import InputError
-from recharness.data._parse import LINE, finish_interactions
+from recharness.data.parsing import LINE, finish_interactions
 from recharness.data.store import Dataset
 
 ARTICLES_HEADER = [

@@ -22,7 +22,7 @@ from pathlib import Path
 import polars as pl
 
 from recharness.core.errors import ConfigError, InputError
-from recharness.data._parse import LINE, decode, finish_interactions, read_bytes, split_list, split_table
+from recharness.data.parsing import LINE, decode, finish_interactions, read_bytes, split_list, split_table
 from recharness.data.recbole import expand_sequences, read_atomic
 from recharness.data.store import Dataset
 

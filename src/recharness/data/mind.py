@@ -25,7 +25,7 @@ from pathlib import Path
 import polars as pl
 
 from recharness.core.errors import InputError
-from recharness.data._parse import (
+from recharness.data.parsing import (
     LINE,
     decode,
     finish_interactions,

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from recharness.core.errors import ConfigError, InputError
-from recharness.data._parse import LINE, decode, finish_interactions, parse_number, read_bytes, split_list, split_table
+from recharness.data.parsing import LINE, decode, finish_interactions, parse_number, read_bytes, split_list, split_table
 from recharness.data.store import Dataset
 
 TYPES = ("token", "token_seq", "float", "float_seq")

@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from recharness.core.errors import ConfigError
+from recharness.core.io import write_jsonl_atomic
 from recharness.core.rundir import train_log_file
 from recharness.finetune._fs import atomic_dir, recover_dir
 
@@ -293,7 +294,7 @@ def _save(ckpt: Path, model, optimizer, step: int, meta: dict, log: list[dict] |
 
     with atomic_dir(ckpt) as tmp:
         if log is not None:  # the training log up to this step: a resumed run continues it
-            train_log_file(tmp).write_text("".join(json.dumps(r) + "\n" for r in log))
+            write_jsonl_atomic(train_log_file(tmp), log)
         torch.save(trainable_state(model), tmp / "trainable.pt")
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         torch.save(torch.get_rng_state(), tmp / "torch_rng.pt")  # a uint8 tensor

@@ -49,6 +49,8 @@ def metric(name: str, higher_is_better: bool | None, description: str, *, lead: 
            hidden: bool = False, ci: bool = True, label: str | None = None, group: str = "accuracy") -> Metric:
     """Register one metric name (or `{…}` pattern); the Metric record is also its registry metadata."""
     m = Metric(name, higher_is_better, description, lead, hidden, ci and not hidden, label, group)
+    if name in METRICS and METRICS.get(name) == m:  # the same declaration again (a module imported anew)
+        return METRICS.get(name)
     METRICS.add(name, m, higher_is_better=higher_is_better, description=description, lead=lead, hidden=hidden)
     return m
 
@@ -131,32 +133,10 @@ metric("train_s", False, "seconds the `train` stage took to fit the model", ci=F
 metric("HR@{k}", True, "hit ratio at k")
 metric("NDCG@{k}", True, "normalised discounted cumulative gain at k")
 metric("Recall@{k}", True, "share of relevant items in the top k (one target per sample: equals HR@k)")
-metric("tau_rank", True, "tau with invalid groups counted as 0 (recharness default)")
-metric("tau_compat", True, "tau as the original PerRecBench evaluation computes it (invalid groups dropped)")
-metric("tied", None, "groups whose prediction ties every user (tau undefined)", ci=False)
-metric("dropped_compat", None, "groups the original evaluation drops", ci=False)
-metric("groups", None, "groups scored", ci=False)
-metric("unparsed_users", False, "users whose pointwise rating could not be parsed", ci=False)
-metric("unrated", False, "users without a parsed rating", ci=False)
-metric("calls_per_group", False, "model calls per group (cost)", ci=False)
-metric("retries", False, "format retries over all groups", ci=False)
-metric("comparisons_per_group", False, "pairwise comparisons per group (cost)", ci=False)
-metric("disagree_rate", False, "share of comparisons whose two orders disagree")
-metric("failed_comparisons", False, "comparisons without a usable answer", ci=False)
-metric("clipped_rate", None, "share of ratings clipped into the scale")
 metric("words", None, "mean words per valid generated text")
-metric("faith[{judge}]", True, "LLM-judge faithfulness, 1-5 (judge in brackets)")
-metric("pers[{judge}]", True, "LLM-judge personalization, 1-5 (judge in brackets)")
-metric("judged[{judge}]", None, "share of samples the judge rated", ci=False)
-metric("P", True, "precision of the recommended list against the ground truth (RecBench+)")
-metric("R", True, "recall of the ground truth (RecBench+)")
-metric("CMR", True, "condition match rate: share of recommendations that satisfy the query's conditions")
-metric("FTR", None, "fail-to-recommend rate; lower is better, except on misinformed queries where declining is right")
-metric("unmatched", False, "share of recommended titles not matched to the catalog")
 metric("n_scored", None, "queries with a prediction", ci=False)
 metric("parse_errors", False, "answers the parser failed on", ci=False)
 metric("failed", False, "samples that failed outright (HTTP error, prompt too long)", ci=False)
-metric("gt_match_rate", True, "share of ground-truth titles of official files matched to the catalog", ci=False)
 metric("AUC", True, "area under the ROC curve (CTR)")
 metric("GAUC", True, "impression-weighted group AUC: per-user AUC weighted by the user's test pairs, as DIN and "
        "RecBench (CTR)", label="GAUC (impr.)")
@@ -165,9 +145,6 @@ metric("GAUC_pos", True, "positive-weighted group AUC: per-user AUC weighted by 
        label="GAUC (pos.)")
 metric("logloss", False, "binary cross-entropy of predicted click probabilities (CTR)")
 metric("positive_rate", None, "share of test pairs that are clicks (CTR): read logloss against it", ci=False)
-metric("invalid_share", False, "share of a beam decoder's beams that name no catalog item (RecBench seqrec)")
-metric("invalid_top1_share", False, "share of a beam decoder's answers whose first beam names no item (RecBench seqrec)")
-metric("answer_latency_s", False, "mean seconds per answer as the method measured it (beam decoders)", ci=False)
 
 # ------------------------------------------------------------------ bookkeeping, kept in scores.json only
 
@@ -188,16 +165,3 @@ metric("novelty@{k}", None, "mean self-information -log2 p(i) of the top-k items
        group=BEYOND)
 metric("{acc} head", True, "accuracy on samples whose target is among the 20% most interacted items", group=BEYOND)
 metric("{acc} tail", True, "accuracy on samples whose target is outside the 20% most interacted items", group=BEYOND)
-# order sensitivity (LLMRec direct with --option orders=K)
-metric("NDCG@10 order spread", False, "population std of NDCG@10 across the K candidate orders (order sensitivity)",
-       ci=False)
-metric("tau order spread", False, "population std of the mean tau across the K orders of a group's users "
-       "(PerRecBench listwise, order sensitivity)", ci=False)
-metric("orders", None, "candidate orders each user was asked under", ci=False, hidden=True)
-metric("target at {p}: HR@1", None, "HR@1 over samples whose target stood at this candidate position (position bias)",
-       hidden=True)
-# sampled vs full-catalog ranking (LLMRec direct, trained references: Krichene & Rendle 2020)
-metric("NDCG@10 (full)", True, "NDCG@10 of the target's rank among every item the user never had (the whole catalog, "
-       "history left out), beside NDCG@10 on the sampled candidates: trained references only")
-metric("HR@10 (full)", True, "hit ratio of the target in the top 10 of the whole catalog (history left out), beside "
-       "HR@10 on the sampled candidates: trained references only")

@@ -23,12 +23,14 @@ import platform
 import re
 from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 from recharness.core.io import atomic_write_text, read_jsonl
 from recharness.core.rundir import RunDir
 from recharness.core.types import ScoreRow
 from recharness.report import fairness
 from recharness.report.tables import cells, ci_note, columns, display_name, finetune_label, fmt, header, value_text
+from recharness.tasks.base import listed_rank
 
 e = html.escape
 
@@ -572,6 +574,36 @@ def _read_json(path: Path) -> dict:
     return d if isinstance(d, dict) else {}
 
 
+class Curves(NamedTuple):
+    """One learning-curve chart of a training section, and the line that stands for it when it has nothing to draw."""
+
+    series: dict[str, list[tuple[float, float]]]
+    axes: dict  # `_curves_chart`'s xlabel, ylabel, whole_x
+    empty: str
+    alt: str
+    caption: str
+
+
+def _rqvae_curves(series: dict[str, list[tuple[float, float]]], alt: str) -> Curves:
+    return Curves(series, {"xlabel": "epoch", "ylabel": "RQ-VAE loss"},
+                  "No RQ-VAE learning curve: its loss is 0 (or missing) in every epoch.", alt,
+                  "the semantic IDs' RQ-VAE: training loss by epoch (reconstruction + commitment)")
+
+
+def _curves_block(curves: list[Curves], palette: Palette) -> list[str]:
+    """The charts side by side, then a line for each one with no non-zero value (reference models and fine-tunes
+    alike)."""
+    figs, nochart = [], []
+    for c in curves:
+        chart = _curves_chart(c.series, palette, **c.axes)
+        if chart is None:
+            nochart.append(c.empty)
+        figs.append(_figure(chart, c.alt, c.caption))
+    figs = [f for f in figs if f]
+    parts = ["<div class='charts'>" + "".join(figs) + "</div>"] if figs else []
+    return parts + [f"<p class='nochart'>{e(line)}</p>" for line in nochart]
+
+
 def training_section(out: Path, palette: Palette) -> list[str]:
     """Learning curves of the run's trained reference models (`models/<name>/train_log.jsonl`: the validation
     metric per epoch, and how each run ended), of its fine-tunes (`finetuned/<name>/train_log.jsonl`: the
@@ -598,26 +630,17 @@ def training_section(out: Path, palette: Palette) -> list[str]:
     ref_rqvae = _rqvae_series(dataset, ref_sids)
     if logs or ref_rqvae:
         parts.append("<h2>Training of the reference models</h2>")
-        figs, nochart = [], []
+        curves = []
         for metric in dict.fromkeys(x["metric"] for v in logs.values() for x in v if x.get("metric")):
             series = {k: [(x.get("epoch"), x.get("valid")) for x in v] for k, v in logs.items()
                       if v and v[0].get("metric") == metric}
-            chart = _curves_chart(series, palette, xlabel="epoch", ylabel=f"validation {metric}")
-            if chart is None:
-                nochart.append(f"No learning curve of validation {metric}: it is 0 (or missing) in every epoch of "
-                               f"{', '.join(series)}.")
-            figs.append(_figure(chart, f"learning curves {metric}",
-                                f"validation {metric} by epoch (the best epoch's weights are kept)"))
+            curves.append(Curves(series, {"xlabel": "epoch", "ylabel": f"validation {metric}"},
+                                 f"No learning curve of validation {metric}: it is 0 (or missing) in every epoch of "
+                                 f"{', '.join(series)}.", f"learning curves {metric}",
+                                 f"validation {metric} by epoch (the best epoch's weights are kept)"))
         if ref_rqvae:
-            chart = _curves_chart(ref_rqvae, palette, xlabel="epoch", ylabel="RQ-VAE loss")
-            if chart is None:
-                nochart.append("No RQ-VAE learning curve: its loss is 0 (or missing) in every epoch.")
-            figs.append(_figure(chart, "learning curves rqvae", "the semantic IDs' RQ-VAE: training loss by epoch "
-                                "(reconstruction + commitment)"))
-        figs = [f for f in figs if f]
-        if figs:
-            parts.append("<div class='charts'>" + "".join(figs) + "</div>")
-        parts += [f"<p class='nochart'>{e(line)}</p>" for line in nochart]
+            curves.append(_rqvae_curves(ref_rqvae, "learning curves rqvae"))
+        parts += _curves_block(curves, palette)
         rows = "".join(f"<tr><td>{e(k)}</td><td>{i.get('epochs')}</td><td>{e(str(i.get('best_epoch')))}</td>"
                        f"<td>{e(fmt(i.get('best')))}</td><td style='text-align:left;white-space:normal'>"
                        f"{e(i.get('stopped', ''))}</td><td>{e(fmt(i.get('train_s')))}</td></tr>"
@@ -631,32 +654,23 @@ def training_section(out: Path, palette: Palette) -> list[str]:
     ft_rqvae = _rqvae_series(dataset, ft_sids)
     if ft_logs or ft_rqvae:
         parts.append("<h2>Fine-tuning</h2>")
-        figs, nochart = [], []
+        curves = []
         if ft_logs:
-            chart = _curves_chart({k: [(x.get("epoch"), x.get("loss")) for x in v] for k, v in ft_logs.items()},
-                                  palette, xlabel="epoch (passes over the training examples)", ylabel="training loss",
-                                  whole_x=False)
-            if chart is None:
-                nochart.append(f"No learning curve of {', '.join(ft_logs)}: the training loss is 0 (or missing) at "
-                               "every step.")
-            figs.append(_figure(chart, "learning curves finetune", "fine-tuning: training loss per optimizer step"))
+            curves.append(Curves({k: [(x.get("epoch"), x.get("loss")) for x in v] for k, v in ft_logs.items()},
+                                 {"xlabel": "epoch (passes over the training examples)", "ylabel": "training loss",
+                                  "whole_x": False},
+                                 f"No learning curve of {', '.join(ft_logs)}: the training loss is 0 (or missing) at "
+                                 "every step.", "learning curves finetune",
+                                 "fine-tuning: training loss per optimizer step"))
             for metric in dict.fromkeys(x["metric"] for v in ft_logs.values() for x in v if x.get("metric")):
                 series = {k: [(x.get("epoch"), x.get("valid")) for x in v if x.get("metric") == metric]
                           for k, v in ft_logs.items()}
-                chart = _curves_chart(series, palette, xlabel="epoch", ylabel=f"validation {metric}", whole_x=False)
-                if chart is None:
-                    nochart.append(f"No learning curve of validation {metric}: it is 0 (or missing) every time.")
-                figs.append(_figure(chart, f"learning curves finetune {metric}", f"fine-tuning: validation {metric}"))
+                curves.append(Curves(series, {"xlabel": "epoch", "ylabel": f"validation {metric}", "whole_x": False},
+                                     f"No learning curve of validation {metric}: it is 0 (or missing) every time.",
+                                     f"learning curves finetune {metric}", f"fine-tuning: validation {metric}"))
         if ft_rqvae:
-            chart = _curves_chart(ft_rqvae, palette, xlabel="epoch", ylabel="RQ-VAE loss")
-            if chart is None:
-                nochart.append("No RQ-VAE learning curve: its loss is 0 (or missing) in every epoch.")
-            figs.append(_figure(chart, "learning curves finetune rqvae",
-                                "the semantic IDs' RQ-VAE: training loss by epoch (reconstruction + commitment)"))
-        figs = [f for f in figs if f]
-        if figs:
-            parts.append("<div class='charts'>" + "".join(figs) + "</div>")
-        parts += [f"<p class='nochart'>{e(line)}</p>" for line in nochart]
+            curves.append(_rqvae_curves(ft_rqvae, "learning curves finetune rqvae"))
+        parts += _curves_block(curves, palette)
         rows = "".join(
             f"<tr><td>{e(k)}</td><td>{e(fmt(i.get('steps')))}</td><td>{e(fmt(i.get('epochs_seen')))}</td>"
             f"<td>{e(fmt(i.get('final_loss')))}</td><td style='text-align:left;white-space:normal'>"
@@ -823,23 +837,16 @@ def _facts(sample: dict, titles: dict[str, str] | None = None) -> list[tuple[str
     return facts
 
 
-def _target_and_hit(sample: dict, rec: dict | None) -> tuple[str, str | None]:
-    """(what the right answer is, "hit" / "miss" / None when the task has no single hit)."""
+def _target_and_hit(sample: dict, rec: dict | None, task=None) -> tuple[str, str | None]:
+    """(what the right answer is, "hit" / "miss" / None when the task has no single hit); `task` (the sample's
+    Task, when its suite is known) ranks a target as its score does (`Task.target_rank`)."""
     parsed = (rec or {}).get("parsed") or {}
     if not isinstance(parsed, dict):
         parsed = {}
     titles = _titles(sample)
     if "target" in sample and sample["target"] is not None:
         tgt = str(sample["target"])
-        if "rank" in parsed:  # a ranker's record (SASRec, SID/CBS, fine-tuned): the rank the scorer uses
-            r = parsed["rank"]
-            rank = int(r) if _number(r) and r >= 1 else None
-        else:
-            # as the scorer: recbench seqrec drops the shown history and repeats before ranking
-            drop = {str(h) for h in sample.get("history") or []} if sample.get("task") == "seqrec" else set()
-            ranked = list(dict.fromkeys(x for x in map(str, parsed.get("items") or parsed.get("ranking") or [])
-                                        if x not in drop))
-            rank = ranked.index(tgt) + 1 if tgt in ranked else None
+        rank = task.target_rank(sample, rec) if task is not None else listed_rank(sample, rec)
         text = titles.get(tgt, tgt)
         return text, None if rec is None else ("hit" + (f" (rank {rank})" if rank else "") if rank else "miss")
     if sample.get("gt") is not None and "query" in sample:
@@ -890,10 +897,24 @@ def _catalog_titles(dataset: str | None) -> dict[str, str]:
     return {str(i): str(t) for i, t in zip(items["item_id"].to_list(), items["title"].to_list()) if t}
 
 
-def examples_section(out: Path, samples: list[dict], n_examples: int, titles: dict[str, str] | None = None) -> list[str]:
+def examples_section(out: Path, samples: list[dict], n_examples: int, titles: dict[str, str] | None = None,
+                     suite: str | None = None) -> list[str]:
     titles = titles or {}
     by_id = {s["id"]: s for s in samples}
     parts = []
+    tasks: dict = {}
+
+    def task_of(name):
+        """The suite's task, to rank a target as its score does; None (the generic rule) when it is not known."""
+        if name not in tasks:
+            try:
+                from recharness.tasks.registry import get_task
+
+                tasks[name] = get_task(suite, name) if suite else None
+            except Exception:  # noqa: BLE001 - a report of a suite not installed here still renders
+                tasks[name] = None
+        return tasks[name]
+
     for pf in RunDir(out).prediction_files():
         parts.append(f"<h2>Example answers: {e(pf.stem)}</h2>")
         shown: Counter = Counter()
@@ -903,7 +924,7 @@ def examples_section(out: Path, samples: list[dict], n_examples: int, titles: di
             if shown[t] >= n_examples:
                 continue
             shown[t] += 1
-            target, hit = _target_and_hit(s, r)
+            target, hit = _target_and_hit(s, r, task_of(t))
             verdict = "na" if hit is None else ("hit" if hit.startswith("hit") else "miss")
             status = "valid" if r.get("valid", True) else f"invalid: {r.get('error') or ''}"
             facts = "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in _facts(s, titles))
@@ -957,7 +978,8 @@ def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5, sections:
     parts += fairness.memorization_parts(out, rows, info.get("dataset"), heads, memorization)
     parts += training_section(out, palette)
     parts += invalid_section(out, samples)
-    parts += examples_section(out, samples, n_examples, titles=_catalog_titles(info.get("dataset")))
+    parts += examples_section(out, samples, n_examples, titles=_catalog_titles(info.get("dataset")),
+                              suite=info.get("suite"))
     parts += run_info(out)
     path = rd.report_html
     atomic_write_text(path, _page(title, parts))

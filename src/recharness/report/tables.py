@@ -33,6 +33,9 @@ from recharness.metrics.registry import header, is_hidden, lead_order
 def columns(rows: list[ScoreRow]) -> list[str]:
     """The metric columns of `rows`: the registry's leading metrics in its order, then the rest as first
     seen; hidden bookkeeping metrics left out (they stay in scores.json)."""
+    from recharness.tasks.registry import load_suites
+
+    load_suites()  # the suites declare their own columns (direction, hidden, interval)
     seen: list[str] = []
     for r in rows:
         for k in r.metrics:

@@ -223,6 +223,8 @@ def _answer_text(task, sample: dict, d: dict, titles) -> tuple[str | None, list[
         return "\n".join(f"{n}. {t}" for n, t in enumerate(ts, 1)), notes, None
     if "rating" in d:
         return str(d["rating"]), notes, None
+    if "probability" in d:
+        return None, notes, f"\"probability\" answers a task scored by P(Yes), not {sample['task']}"
     return None, notes, f"no answer field (one of {', '.join(ANSWER_KEYS)})"
 
 
@@ -511,7 +513,7 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
     def task_of(t: str):
         if t not in tasks:
             task = get_task(info["suite"], t)
-            if task.request == "generate" or t == "ctr":
+            if task.request == "generate":
                 ctx = suite_context(info["suite"], dataset(), info.get("options"), seed=info.get("seed", 0),
                                     limit=info.get("limit"))
                 task.setup(dataset(), ctx)
@@ -574,22 +576,10 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
             if err:
                 problems.append({"where": where, "problem": err})
                 continue
-            records[s["id"]] = _record(s, name, shown, where, fp, None, rec["parsed"], rec["valid"], rec["error"])
+            records[s["id"]] = _record(s, name, shown, where, fp, rec.get("output"), rec["parsed"], rec["valid"],
+                                       rec["error"])
             if over is not None:
                 records[s["id"]]["as_given"] = over
-            continue
-        if "probability" in d:
-            try:
-                p = float(d["probability"])
-            except (TypeError, ValueError):
-                p = math.nan
-            if not (0.0 <= p <= 1.0):
-                problems.append({"where": where, "problem": f"probability {d['probability']!r} is not a number in [0, 1]"})
-                continue
-            if s["task"] != "ctr":
-                problems.append({"where": where, "problem": f"\"probability\" is for ctr, not {s['task']}"})
-                continue
-            records[s["id"]] = _record(s, name, shown, where, fp, json.dumps({"probability": p}), {"p_yes": p}, True, None)
             continue
         text, notes, err = _answer_text(task, s, d, titles)
         if err:

@@ -97,6 +97,11 @@ class Task(ABC):
     def score(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, float]:
         """Metrics for one method; `predictions` maps sample id → prediction record."""
 
+    def target_rank(self, sample: dict, record: dict | None) -> int | None:
+        """The 1-based rank of `sample["target"]` in a prediction record as this task's score reads it (None:
+        not ranked), for the report's examples; the default is `listed_rank`."""
+        return listed_rank(sample, record)
+
     def reference_answer(self, ranker, sample: dict) -> Any:
         """A baseline's parsed answer to `sample` through its request kinds (`rank`, `top_k`,
         `target_rank`, `p_click` of a baselines.Ranker): what makes a ranker answer this task."""
@@ -121,7 +126,7 @@ class Task(ABC):
 
     def import_answer(self, sample: dict, line: dict) -> tuple[dict | None, str | None] | None:
         """`score --predictions`: an imported line's answer in this task's own keys, as
-        ({"parsed", "valid", "error"}, None) or (None, why the line is unusable); None (the default):
+        ({"parsed", "valid", "error"[, "output"]}, None) or (None, why the line is unusable); None (the default):
         the generic keys (items, titles, answer, probability) go through `parse`."""
         return None
 
@@ -172,3 +177,18 @@ def answer_problem(answer_type, value) -> str | None:
         else:
             problems.append(f"the answer is {type(value).__name__}, not {t.__name__}")
     return "; or ".join(dict.fromkeys(problems))
+
+
+def listed_rank(sample: dict, record: dict | None) -> int | None:
+    """The generic rank of `sample["target"]` in a record: a ranker's `rank`, else the place in its `items` or
+    `ranking` (repeats dropped); None when not ranked."""
+    parsed = (record or {}).get("parsed")
+    if not isinstance(parsed, dict):
+        return None
+    if "rank" in parsed:
+        r = parsed["rank"]
+        ok = isinstance(r, int | float) and not isinstance(r, bool) and 1 <= r < float("inf")
+        return int(r) if ok else None
+    ranked = list(dict.fromkeys(map(str, parsed.get("items") or parsed.get("ranking") or [])))
+    target = str(sample.get("target"))
+    return ranked.index(target) + 1 if target in ranked else None

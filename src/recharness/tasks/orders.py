@@ -1,10 +1,19 @@
 """Asking one sample under several candidate orders (order sensitivity, LLMRank: Hou et al., ECIR 2024), shared
-by the suites whose prompts list candidates: the seeded orders with the target's position balanced, and the
-Borda aggregate of the rankings a method gave under them."""
+by the suites whose prompts list candidates: the seeded orders with the target's position balanced, the
+order spread and position bias they show, and the Borda aggregate of the rankings a method gave under them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
+
+from recharness.metrics.registry import metric as declare_metric
+
+# what `order_metrics` adds to a task's scores (hidden: the report draws position bias from them)
+declare_metric("orders", None, "candidate orders each user was asked under", ci=False, hidden=True)
+declare_metric("target at {p}: HR@1", None, "HR@1 over samples whose target stood at this candidate position (position bias)",
+       hidden=True)
 
 
 def candidate_orders(cand: list[str], target: str, k: int, rng) -> list[list[str]]:
@@ -49,3 +58,44 @@ def order_clusters(samples: list[dict]):
     if any("order_of" in s for s in samples):
         return np.asarray([s.get("order_of", s["id"]) for s in samples])
     return None
+
+
+def order_metrics(samples: list[dict], values: Sequence[float], hits: Sequence[float], metric: str) -> dict[str, float]:
+    """`metric`'s spread across orders (population std of the per-order means of `values`, one per sample) and
+    HR@1 by the target's shown position (`hits`: each sample's top-1 hit, position bias), hidden in scores.json."""
+    by_order: dict[int, list[float]] = {}
+    by_pos: dict[int, list[float]] = {}
+    for s, v, hit in zip(samples, values, hits):
+        by_order.setdefault(s["order"], []).append(float(v))
+        by_pos.setdefault(s["target_position"], []).append(float(hit))
+    means = [float(np.mean(v)) for _, v in sorted(by_order.items())]
+    out = {f"{metric} order spread": float(np.std(means)), "orders": float(len(means))}
+    out.update({f"target at {p}: HR@1": float(np.mean(v)) for p, v in sorted(by_pos.items())})
+    return out
+
+
+def borda_method(samples: list[dict], recs: dict[str, dict], *, ranking: Callable[[dict, dict], list | None],
+                 candidates: Callable[[list[dict]], list], answer: Callable[[dict, list], dict],
+                 error: str) -> dict[str, dict[str, dict]]:
+    """The row `--orders K` adds to a method (`Task.derived_methods`): the K rankings of one user / group, all K
+    answered, aggregated by `borda` into one answer each of its samples carries. `ranking(sample, rec)`: the
+    answer's ranking in the group's terms (None: no valid answer); `candidates(samples)`: what they rank, ties
+    in its order; `answer(sample, aggregate)`: the parsed answer in that sample's terms. No valid ranking: an
+    invalid answer saying `error`."""
+    groups: dict[str, list[dict]] = {}
+    for s in samples:
+        if "order_of" in s:
+            groups.setdefault(s["order_of"], []).append(s)
+    if not groups:
+        return {}
+    out: dict[str, dict] = {}
+    for ss in groups.values():
+        if not all(s["id"] in recs for s in ss):
+            continue
+        ranked = [r for r in (ranking(s, recs[s["id"]]) for s in ss) if r is not None]
+        aggregate = borda(ranked, candidates(ss))
+        how = f"borda over {len(ranked)} orders"
+        for s in ss:
+            out[s["id"]] = ({"id": s["id"], "parsed": {**answer(s, aggregate), "how": how}, "valid": True} if ranked
+                            else {"id": s["id"], "parsed": None, "valid": False, "error": error})
+    return {f"(Borda over {max(len(ss) for ss in groups.values())} orders)": out}

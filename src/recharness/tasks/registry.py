@@ -92,18 +92,19 @@ def register_suite(name: str, tasks: dict, description: str, default_tasks: list
     return suite
 
 
-def _load() -> None:
+def load_suites() -> None:
+    """Import every suite, so what they register (tasks, metrics, baselines) is known; cheap after the first call."""
     for mod in _suite_packages():
         importlib.import_module(mod)
 
 
 def suites() -> dict[str, Suite]:
-    _load()
+    load_suites()
     return dict(SUITES.items())
 
 
 def get_suite(name: str) -> Suite:
-    _load()
+    load_suites()
     return SUITES.get(name)
 
 

@@ -5,6 +5,7 @@ and summarization are picked with --task (explanation and summarization need
 review texts, e.g. --dataset amazon2023).
 """
 
+from recharness.metrics.registry import metric
 from recharness.tasks.llmrec.common import sampled_vs_full
 from recharness.tasks.llmrec.direct import DirectTask
 from recharness.tasks.llmrec.explanation import ExplanationTask
@@ -12,6 +13,18 @@ from recharness.tasks.llmrec.rating import RatingTask
 from recharness.tasks.llmrec.sequential import SequentialTask
 from recharness.tasks.llmrec.summarization import SummarizationTask
 from recharness.tasks.registry import DemoRun, register_suite
+
+# the suite's own columns: the judge's scores (`recharness judge`), direct's order spread and full-catalog ranks
+metric("faith[{judge}]", True, "LLM-judge faithfulness, 1-5 (judge in brackets)")
+metric("pers[{judge}]", True, "LLM-judge personalization, 1-5 (judge in brackets)")
+metric("judged[{judge}]", None, "share of samples the judge rated", ci=False)
+metric("NDCG@10 order spread", False, "population std of NDCG@10 across the K candidate orders (order sensitivity)",
+       ci=False)
+# sampled vs full-catalog ranking (trained references: Krichene & Rendle 2020)
+metric("NDCG@10 (full)", True, "NDCG@10 of the target's rank among every item the user never had (the whole catalog, "
+       "history left out), beside NDCG@10 on the sampled candidates: trained references only")
+metric("HR@10 (full)", True, "hit ratio of the target in the top 10 of the whole catalog (history left out), beside "
+       "HR@10 on the sampled candidates: trained references only")
 
 TASKS = {
     "sequential": SequentialTask,

@@ -43,7 +43,7 @@ from recharness.core.errors import ConfigError
 from recharness.core.types import BuildConfig, GenerationParams, Parsed
 from recharness.matching.parse import strip_reasoning
 from recharness.tasks.base import Task
-from recharness.tasks.orders import borda, candidate_orders, order_clusters  # noqa: F401 - shared with other suites
+from recharness.tasks.orders import borda_method, candidate_orders, order_clusters, order_metrics
 from recharness.tasks.llmrec.common import (
     SplitPopularity,
     beyond_accuracy,
@@ -316,44 +316,22 @@ class DirectTask(Task):
         """With `--option orders=K`: a method's K rankings of one user's candidates aggregated (`borda`)
         into one answer, scored as its own row on the same samples (each of the user's K samples carries it).
         Only users whose K samples were all answered get it; none valid → an invalid answer."""
-        groups: dict[str, list[dict]] = {}
-        for s in samples:
-            if "order_of" in s:
-                groups.setdefault(s["order_of"], []).append(s)
-        if not groups:
-            return {}
-        out: dict[str, dict] = {}
-        for ss in groups.values():
-            if not all(s["id"] in recs for s in ss):
-                continue
-            valid = [recs[s["id"]] for s in ss if recs[s["id"]].get("valid", True) and recs[s["id"]].get("parsed")]
-            base = sorted(ss, key=lambda s: s["order"])[0]["candidates"]
-            ranking = borda([r["parsed"]["ranking"] for r in valid], base)
-            for s in ss:
-                out[s["id"]] = ({"id": s["id"], "parsed": {"ranking": ranking, "how": f"borda over {len(valid)} orders",
-                                                           "out_of_range": 0, "partial": False}, "valid": True}
-                                if valid else {"id": s["id"], "parsed": None, "valid": False,
-                                               "error": "no valid answer under any candidate order"})
-        k = max(len(ss) for ss in groups.values())
-        return {f"(Borda over {k} orders)": out}
+        return borda_method(
+            samples, recs,
+            ranking=lambda s, r: r["parsed"]["ranking"] if r.get("valid", True) and r.get("parsed") else None,
+            candidates=lambda ss: min(ss, key=lambda s: s["order"])["candidates"],
+            answer=lambda s, ranking: {"ranking": ranking, "out_of_range": 0, "partial": False},
+            error="no valid answer under any candidate order")
 
     def _order_metrics(self, samples, ranked) -> dict[str, float]:
-        """With several candidate orders: NDCG@10's spread across orders (population std of the per-order
-        means) and HR@1 by the target's position (position bias), hidden in scores.json."""
+        """With several candidate orders: NDCG@10's spread across orders and HR@1 by the target's position
+        (`order_metrics`)."""
         if not samples or "order" not in samples[0]:
             return {}
         from recharness.metrics.ranking import target_metrics
 
         per = target_metrics(ranked, [s["target"] for s in samples], ks=(1, 10), per_sample=True)
-        by_order: dict[int, list[float]] = {}
-        by_pos: dict[int, list[float]] = {}
-        for s, ndcg, hr1 in zip(samples, per["ndcg@10"], per["hr@1"]):
-            by_order.setdefault(s["order"], []).append(float(ndcg))
-            by_pos.setdefault(s["target_position"], []).append(float(hr1))
-        means = [float(np.mean(v)) for _, v in sorted(by_order.items())]
-        out = {"NDCG@10 order spread": float(np.std(means)), "orders": float(len(means))}
-        out.update({f"target at {p}: HR@1": float(np.mean(v)) for p, v in sorted(by_pos.items())})
-        return out
+        return order_metrics(samples, per["ndcg@10"], per["hr@1"], "NDCG@10")
 
     def _ks(self, samples) -> tuple[tuple[int, ...], tuple[int, ...]]:
         ks = tuple(k for k in self.ks if k <= max(len(s["candidates"]) for s in samples))

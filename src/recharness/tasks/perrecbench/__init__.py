@@ -13,10 +13,28 @@ Public helpers beyond the task interface:
   table.table1_markdown(score_rows)
 """
 
+from recharness.metrics.registry import metric
 from recharness.tasks.perrecbench.build import make_context
 from recharness.tasks.perrecbench.table import table1_markdown
 from recharness.tasks.perrecbench.tasks import TASKS, ListTask, PairTask, PointTask
 from recharness.tasks.registry import DemoRun, register_suite
+
+# the suite's own columns (metrics.registry holds the shared ones: tau and its levels lead every table)
+metric("tau_rank", True, "tau with invalid groups counted as 0 (recharness default)")
+metric("tau_compat", True, "tau as the original PerRecBench evaluation computes it (invalid groups dropped)")
+metric("tied", None, "groups whose prediction ties every user (tau undefined)", ci=False)
+metric("dropped_compat", None, "groups the original evaluation drops", ci=False)
+metric("groups", None, "groups scored", ci=False)
+metric("unparsed_users", False, "users whose pointwise rating could not be parsed", ci=False)
+metric("unrated", False, "users without a parsed rating", ci=False)
+metric("calls_per_group", False, "model calls per group (cost)", ci=False)
+metric("retries", False, "format retries over all groups", ci=False)
+metric("comparisons_per_group", False, "pairwise comparisons per group (cost)", ci=False)
+metric("disagree_rate", False, "share of comparisons whose two orders disagree")
+metric("failed_comparisons", False, "comparisons without a usable answer", ci=False)
+metric("clipped_rate", None, "share of ratings clipped into the scale")
+metric("tau order spread", False, "population std of the mean tau across the K orders of a group's users "
+       "(listwise, order sensitivity)", ci=False)
 
 register_suite(
     "perrecbench",

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from recharness.core.errors import InputError
 from recharness.core.rundir import RunDir
-from recharness.data._parse import json_line, read_json
+from recharness.data.parsing import json_line, read_json
 from recharness.tasks.perrecbench.groups import LEVELS, Group, Member
 
 LABEL_FILE = "item2group_avg_diff_sample-{level}.json"

@@ -18,6 +18,7 @@ import polars as pl
 
 from recharness.core.types import BuildConfig, GenerationParams, Parsed, Prediction, reference_record
 from recharness.tasks.base import Task
+from recharness.tasks.orders import borda_method, order_metrics
 from recharness.tasks.perrecbench.build import build_samples
 from recharness.tasks.perrecbench.methods import PREDICT
 from recharness.tasks.perrecbench.parsing import parse_pair, parse_ranking, parse_rating
@@ -187,54 +188,36 @@ class ListTask(_GroupTask):
         return metrics
 
     def _order_metrics(self, samples, predictions) -> dict[str, float]:
-        """tau's spread across orders (population std of the per-order mean tau over groups, invalid answers
-        0 as in `tau`) and HR@1 of the most-liked user by the position they were shown at (hidden in scores.json)."""
+        """tau's spread across orders (invalid answers 0 as in `tau`) and HR@1 of the most-liked user by the
+        position they were shown at (`order_metrics`)."""
         from recharness.tasks.perrecbench.scoring import score_groups
 
-        by_order: dict[int, list[float]] = {}
-        by_pos: dict[int, list[float]] = {}
-        for s, g in zip(samples, score_groups(samples, predictions)):
-            by_order.setdefault(s["order"], []).append(g.tau_rank)
-            rec = predictions.get(s["id"]) or {}
-            order = (rec.get("parsed") or {}).get("ordering") if rec.get("valid", True) else None
-            by_pos.setdefault(s["target_position"], []).append(float(bool(order) and order[0] == s["target_position"]))
-        means = [float(np.mean(v)) for _, v in sorted(by_order.items())]
-        out = {"tau order spread": float(np.std(means)), "orders": float(len(means))}
-        out.update({f"target at {p}: HR@1": float(np.mean(v)) for p, v in sorted(by_pos.items())})
-        return out
+        hits = []
+        for s in samples:
+            order = _ordering(predictions.get(s["id"]))
+            hits.append(bool(order) and order[0] == s["target_position"])
+        return order_metrics(samples, [g.tau_rank for g in score_groups(samples, predictions)], hits, "tau")
 
     def derived_methods(self, samples: list[dict], recs: dict[str, dict]) -> dict[str, dict[str, dict]]:
         """With `--option orders=K`: a method's K rankings of one group (each in its own shown order) mapped to the
-        group's users, aggregated by Borda (`tasks.orders.borda`) and put back in each sample's shown order: one
-        answer per group, scored as its own row on the same samples. Only groups whose K samples were all
+        group's users, aggregated by Borda (`tasks.orders.borda_method`) and put back in each sample's shown order:
+        one answer per group, scored as its own row on the same samples. Only groups whose K samples were all
         answered get it; none valid → an invalid answer."""
-        from recharness.tasks.orders import borda
 
-        groups: dict[str, list[dict]] = {}
-        for s in samples:
-            if "order_of" in s:
-                groups.setdefault(s["order_of"], []).append(s)
-        out: dict[str, dict] = {}
-        for ss in groups.values():
-            if not all(s["id"] in recs for s in ss):
-                continue
-            rankings = []
-            for s in ss:
-                r = recs[s["id"]]
-                order = (r.get("parsed") or {}).get("ordering") if r.get("valid", True) else None
-                if order:
-                    rankings.append([s["shown_order"][i - 1] for i in order])  # shown positions → the group's users
-            users = sorted(ss[0]["shown_order"])
-            agg = borda(rankings, users) if rankings else None
-            for s in ss:
-                out[s["id"]] = ({"id": s["id"], "valid": True,
-                                 "parsed": {"ordering": [s["shown_order"].index(u) + 1 for u in agg],
-                                            "how": f"borda over {len(rankings)} orders"}}
-                                if agg else {"id": s["id"], "parsed": None, "valid": False,
-                                             "error": "no valid answer under any order of the group's users"})
-        if not groups:
-            return {}
-        return {f"(Borda over {max(len(ss) for ss in groups.values())} orders)": out}
+        def ranking(s: dict, r: dict) -> list[int] | None:
+            order = _ordering(r)
+            return [s["shown_order"][i - 1] for i in order] if order else None  # shown positions → the group's users
+
+        return borda_method(
+            samples, recs, ranking=ranking, candidates=lambda ss: sorted(ss[0]["shown_order"]),
+            answer=lambda s, users: {"ordering": [s["shown_order"].index(u) + 1 for u in users]},
+            error="no valid answer under any order of the group's users")
+
+
+def _ordering(rec: dict | None) -> list[int] | None:
+    """A listwise answer's ordering (1-based shown positions); None when it is missing or invalid."""
+    rec = rec or {}
+    return (rec.get("parsed") or {}).get("ordering") if rec.get("valid", True) else None
 
 
 TASKS = {"point": PointTask, "pair": PairTask, "list": ListTask}

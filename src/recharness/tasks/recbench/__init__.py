@@ -11,10 +11,16 @@ beside SASRec (Group G) and popularity fitted on the build's training sequences
 """
 
 from recharness.baselines import BASELINES
+from recharness.metrics.registry import metric
 from recharness.tasks.recbench.ctr import CtrTask
 from recharness.tasks.recbench.seqrec import SeqrecTask
 from recharness.tasks.recbench.tables import paper_tables
 from recharness.tasks.registry import DemoRun, register_suite
+
+# the suite's own columns: what a beam decoder (title-cbs, an ID/SID fine-tune) on seqrec reports
+metric("invalid_share", False, "share of a beam decoder's beams that name no catalog item (seqrec)")
+metric("invalid_top1_share", False, "share of a beam decoder's answers whose first beam names no item (seqrec)")
+metric("answer_latency_s", False, "mean seconds per answer as the method measured it (beam decoders)", ci=False)
 
 TASKS = {"ctr": CtrTask, "seqrec": SeqrecTask}
 

@@ -85,6 +85,18 @@ class CtrTask(Task):
             return Parsed({"p_yes": None}, valid=False, error=NO_OPTION)
         return Parsed({"p_yes": scores.probabilities()["Yes"]})
 
+    def import_answer(self, sample: dict, line: dict) -> tuple[dict | None, str | None] | None:
+        """`score --predictions`: a line's "probability" (P(Yes), in [0, 1]) is the answer; other keys: `parse`."""
+        if "probability" not in line:
+            return None
+        try:
+            p = float(line["probability"])
+        except (TypeError, ValueError):
+            p = math.nan
+        if not (0.0 <= p <= 1.0):
+            return None, f"probability {line['probability']!r} is not a number in [0, 1]"
+        return {"parsed": {"p_yes": p}, "valid": True, "error": None, "output": json.dumps({"probability": p})}, None
+
     def parse(self, sample: dict, text: str) -> Parsed:
         """A generated answer: leading "Yes" is P(Yes) = 1, "No" is 0 (the runner asks for log-probabilities instead)."""
         m = _ANSWER.match(text)

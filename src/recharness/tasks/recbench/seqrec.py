@@ -58,7 +58,13 @@ from recharness.matching.answers import CatalogContext
 from recharness.tasks.wording import DOMAIN_NOUNS, domain_of
 from recharness.tasks.options import check
 from recharness.tasks.recbench.options import SeqrecOptions
-from recharness.tasks.recbench.seqrec_data import global_split, positive_sequences, split, split_facts
+from recharness.tasks.recbench.seqrec_data import (
+    global_eligible,
+    global_split,
+    positive_sequences,
+    split,
+    split_facts,
+)
 from recharness.tasks.references import reference_records
 
 SUITE = "recbench"
@@ -225,6 +231,11 @@ class SeqrecTask(Task):
         self.ctx: CatalogContext | None = None
         self.popularity = None
 
+    def target_rank(self, sample: dict, record: dict | None) -> int | None:
+        """As `score` reads it: the shown history and repeats dropped, a title's twin ids standing for the target."""
+        r = sample_rank(sample, record)
+        return int(r) if math.isfinite(r) else None
+
     def setup(self, dataset, context=None) -> None:
         self.ctx = CatalogContext.of(dataset)
 
@@ -282,9 +293,7 @@ class SeqrecTask(Task):
             from recharness.data.temporal_split import cut_time
 
             t = cut_time(dataset.interactions, opts.cut)
-            sp = global_split(seqs, t, test_users=None, train_sequences=0, history_len=1,
-                              min_history=opts.min_history, seed=0)
-            if not sp.eligible_users:
+            if not global_eligible(seqs, t, opts.min_history)[1]:
                 after = sum(1 for ts in seqs["times"].to_list() if ts and ts[-1] >= t)
                 return (f"seqrec: split=global_time cut={opts.cut} (time {t}): {after} of the {seqs.height} users "
                         "with positives have one at or after the cut, and none of them has min_history="

@@ -123,17 +123,24 @@ def _draw(eligible: list[int], users: list[str], test_users: int | None, rng, on
     return [eligible[k] for k in np.sort(rng.choice(len(eligible), size=test_users, replace=False))]
 
 
+def global_eligible(seqs: pl.DataFrame, t, min_history: int) -> tuple[list[int], list[int]]:
+    """Each user's count of positives stamped before the cut `t` (times ascend), and the users (row numbers)
+    `global_split` may test: one positive at or after `t`, `min_history` before their validation target.
+    Without the split's windows, so `why_empty` can ask it cheaply."""
+    import bisect
+
+    before = [bisect.bisect_left(ts, t) for ts in seqs["times"].to_list()]
+    lengths = seqs["items"].list.len().to_list()
+    return before, [k for k, n in enumerate(lengths) if before[k] < n and before[k] - 1 >= min_history]
+
+
 def global_split(seqs: pl.DataFrame, t, *, test_users: int | None, train_sequences: int | None, history_len: int,
                  min_history: int, seed: int, only: tuple[str, ...] | list[str] | None = None) -> SeqrecSplit:
     """`split` with one cut time `t` for every user (see the module docstring): positives before `t` are
     history and training data, a user's first positive at or after `t` their test target."""
-    import bisect
-
     users = seqs["user_id"].to_list()
     items = seqs["items"].to_list()
-    times = seqs["times"].to_list()
-    before = [bisect.bisect_left(ts, t) for ts in times]  # positives stamped before the cut (times ascend)
-    eligible = [k for k, its in enumerate(items) if before[k] < len(its) and before[k] - 1 >= min_history]
+    before, eligible = global_eligible(seqs, t, min_history)
     chosen = _draw(eligible, users, test_users, np.random.default_rng(seed), only)
     L = history_len
     test = [(users[k], items[k][:before[k]][-L:], items[k][before[k]]) for k in chosen]

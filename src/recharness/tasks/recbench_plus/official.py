@@ -21,7 +21,7 @@ from pathlib import Path
 
 from recharness.core.errors import InputError
 from recharness.core.rundir import RunDir
-from recharness.data._parse import read_json
+from recharness.data.parsing import read_json
 
 FILES = {
     "explicit": "ExplicitQuery.json",
