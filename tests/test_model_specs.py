@@ -62,7 +62,7 @@ SLOW_RUN = textwrap.dedent("""
     from recharness.baselines import sasrec
     predict = sasrec.SASRec.predict
     def slow(self, samples, task=None):
-        time.sleep(0.02)  # so that a kill lands mid-run
+        time.sleep(0.02 * len(samples))  # so that a kill lands mid-run (a batch of 64 samples: over a second)
         return predict(self, samples, task)
     sasrec.SASRec.predict = slow
     from recharness.cli import main

@@ -8,6 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
 
 import pytest
 from typer.testing import CliRunner
@@ -139,7 +145,10 @@ def test_cli_train_then_score(built, tmp_path):
     res = CliRunner().invoke(app, ["train", "llmrec", "-d", "ml-1m", "-o", str(out), "--baseline", "popularity"],
                              catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    assert "predictions/reference/popularity.jsonl" in res.output.replace("\n", "")
+    shown = " ".join(res.output.split())
+    assert "predictions/reference/popularity.jsonl" in shown.replace(" ", "")
+    # the model spec it produced, and the command that runs it as an ordinary model row
+    assert f"trained: -m baseline:popularity (recharness run llmrec -o {out} -m baseline:popularity;" in shown
     res = CliRunner().invoke(app, ["score", "llmrec", "-d", "ml-1m", "-o", str(out)], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     rows = json.loads((out / "scores.json").read_text())
@@ -170,3 +179,81 @@ def test_every_fitted_reference_keeps_its_train_json(ml1m, tmp_path):
         assert train_log.summary_line(name, got) in lines
     assert json.loads(rd.train_json("ease").read_text())["settings"]["l2"] > 0  # its hyperparameter, by name
     assert json.loads(rd.train_json("random").read_text())["settings"] == {"seed": 3}
+
+
+SLOW_TRAIN = textwrap.dedent("""
+    import sys, time
+    from recharness.baselines.ease import EASE
+    predict = EASE.predict
+    def slow(self, samples, task=None):
+        if len(samples) > 1:  # each task's batch (not the single-sample timing): a kill lands between two tasks
+            time.sleep(2)
+        return predict(self, samples, task)
+    EASE.predict = slow
+    from recharness.cli import main
+    sys.argv = ["recharness", *sys.argv[1:]]
+    main()
+""")
+
+
+@pytest.mark.slow
+def test_a_train_killed_mid_prediction_resumes_with_its_saved_model_exactly_once(ml1m, tmp_path):
+    """kill -9 while a trained model predicts: the reference file is not there (never half of one), its
+    partial log holds whole tasks; the next `train` loads the saved model (no refit), answers the rest,
+    and the file holds every sample once with the model's own answers."""
+    from recharness.baselines.ease import EASE
+    from recharness.core.rundir import RunDir
+    from recharness.tasks.registry import get_task
+
+    d = tmp_path / "run"
+    pipeline.build("llmrec", "ml-1m", d, tasks=["sequential", "direct"], seed=0, limit=20)
+    rd = RunDir(d)
+    script = tmp_path / "slow_train.py"
+    script.write_text(SLOW_TRAIN)
+    args = ["train", "llmrec", "-o", str(d), "-b", "ease", "--latency-runs", "3"]
+    partial = rd.reference_partial("ease")
+    p = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True)
+    deadline = time.monotonic() + 300
+    while not (partial.exists() and partial.read_text().count("\n") >= 20):  # the first task committed
+        assert p.poll() is None, p.stderr.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    _, samples = pipeline.load_build(d)
+    first = Counter(r["id"] for r in read_jsonl(partial, tolerate_torn_tail=True))
+    assert first == Counter({s["id"]: 1 for s in samples if s["task"] == "sequential"})  # killed mid-prediction
+    assert not rd.reference("ease").exists()
+    fitted = rd.train_json("ease").stat().st_mtime_ns
+    done = subprocess.run([sys.executable, "-m", "recharness", *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "resumed with the model saved in models/ease" in " ".join(done.stderr.split())
+    assert rd.train_json("ease").stat().st_mtime_ns == fitted  # loaded, not fitted again
+    recs = list(read_jsonl(rd.reference("ease")))
+    assert Counter(r["id"] for r in recs) == Counter({s["id"]: 1 for s in samples})  # 0 lost, 0 duplicated
+    assert not partial.exists()
+    model = EASE.load(rd.model_dir("ease"))
+    want = {}
+    for t in ("sequential", "direct"):
+        want.update(model.predict([s for s in samples if s["task"] == t], get_task("llmrec", t)))
+    assert {r["id"]: r["parsed"] for r in recs} == {i: r["parsed"] for i, r in want.items()}
+    stamp = {k: recs[0][k] for k in ("build", "kind", "model", "train_s", "train_seed", "tune_trials")}
+    assert all({k: r[k] for k in stamp} == stamp for r in recs)  # one training's stamp on every record
+    assert all(r["latency_runs"] == 3 and r["throughput_per_s"] > 0 and "prompt_version" not in r for r in recs)
+
+
+def test_a_train_writing_the_same_model_is_refused_at_once(ml1m, tmp_path):
+    """Another `train` writing a model's predictions holds its log: this one stops before removing it."""
+    from recharness.core.io import FileLocked, GroupCommitLog
+    from recharness.core.rundir import RunDir
+
+    d = tmp_path / "run"
+    pipeline.build("llmrec", "ml-1m", d, tasks=["direct"], seed=0, limit=5)
+    rd = RunDir(d)
+    with GroupCommitLog(rd.reference_partial("popularity")):
+        with pytest.raises(FileLocked, match="being written by another"):
+            train(d, baselines=["popularity"])
+        assert rd.reference_partial("popularity").exists() and not rd.reference("popularity").exists()
+    train(d, baselines=["popularity"])
+    assert not rd.reference_partial("popularity").exists() and rd.reference("popularity").exists()

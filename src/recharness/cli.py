@@ -334,8 +334,8 @@ def train(
         line = train_log.summary_line(p.stem, json.loads(info_path.read_text())) if info_path.exists() else None
         if line and line not in shown:  # (a model trained now had its line as it ended)
             out_console.print(line, markup=False, highlight=False)
-        out_console.print(f"reference predictions → {p}   (as a model row: recharness run {suite} -o {d} "
-                          f"-m baseline:{p.stem})", markup=False, highlight=False)
+        out_console.print(f"trained: -m baseline:{p.stem}   (recharness run {suite} -o {d} -m baseline:{p.stem}; "
+                          f"reference predictions → {p})", markup=False, highlight=False)
 
 
 @app.command()

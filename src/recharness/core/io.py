@@ -215,6 +215,25 @@ class JsonlAppender:
 class FileLocked(RecharnessError):
     """Another process holds the file: two writers would duplicate lines."""
 
+    def __init__(self, path: Path):
+        super().__init__(f"{path} is being written by another `recharness run` (or `train`); "
+                         "wait for it to finish (or stop it) before starting another on the same run")
+
+
+def remove_log(path: Path) -> None:
+    """Delete a log file that no writer holds (`GroupCommitLog`'s lock): FileLocked if one does, as its
+    writer would go on appending to a file no one reads."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise FileLocked(Path(path)) from None
+        Path(path).unlink()
+
 
 class GroupCommitLog:
     """A predictions file written by one process, durably, off the caller's thread.
@@ -237,8 +256,7 @@ class GroupCommitLog:
             fcntl.flock(self._f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._f.close()
-            raise FileLocked(f"{self.path} is being written by another `recharness run`; "
-                             "wait for it to finish (or stop it) before starting another on the same run") from None
+            raise FileLocked(self.path) from None
         repair_torn_tail(self.path)
         self._fsync = fsync
         self._before = before_commit

@@ -137,6 +137,11 @@ class RunDir:
     def reference(self, baseline: str) -> Path:
         return self.reference_dir / f"{baseline}.jsonl"
 
+    def reference_partial(self, baseline: str) -> Path:
+        """A reference file while `train` writes it (the executor's log, resumed after a kill); renamed to
+        `reference(baseline)` once whole, so `score` never reads half of one."""
+        return self.reference_dir / f"{baseline}.jsonl.partial"
+
     def reference_files(self) -> list[Path]:
         d = self.reference_dir
         return sorted(d.glob("*.jsonl")) if d.exists() else []

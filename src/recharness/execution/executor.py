@@ -15,6 +15,13 @@ it outlives its retries, leaves the sample undone for the next run (exit 3);
 an unreachable server stops the run early (exit 4); an answer is committed,
 valid or not. One bad sample never stops a run: a per-sample failure (a prompt
 too long, HTTP 400, a crash in parsing) is an invalid record with its kind.
+
+A backend that answers many samples in one call (a trained reference: `aanswer_samples(task,
+samples) -> {id: record}`, each record the line's fields but id, task, model and build) is fed
+batches of `backend.batch_size` samples of one task (None: the task whole), each committed as it
+returns; the batches are cut from the samples as given, never from what a killed run left, so a
+model whose answers depend on the batch gives the same answers after a resume (a batch partly
+committed is asked whole again, its new answers alone committed).
 """
 
 from __future__ import annotations
@@ -59,6 +66,8 @@ class RunStats:
     errors: Counter = field(default_factory=Counter)
     #: samples left for the next run (retries exhausted on transient failures), by kind
     undone: Counter = field(default_factory=Counter)
+    #: samples a batched backend gives no answer by design (beyond its sample cap): nothing committed
+    unanswered: int = 0
     #: request retries after transport failures (429, 5xx, timeouts, resets), by kind
     transport_retries: Counter = field(default_factory=Counter)
     #: why the run stopped early (server unreachable), else None
@@ -74,7 +83,8 @@ class RunStats:
 
     @property
     def complete(self) -> bool:
-        return not self.undone and self.stopped is None and self.skipped + self.done == self.total
+        return (not self.undone and self.stopped is None
+                and self.skipped + self.done + self.unanswered == self.total)
 
 
 class CachedModel:
@@ -137,23 +147,31 @@ def with_model(backend: ModelBackend, work: Callable[[CachedModel], Awaitable[T]
             cache.close()
 
 
-def completed_ids(path: Path, build: str | None = None) -> set[str]:
-    """Ids already answered in `path`; refuses a file written for another build, and one that answers a
-    sample twice (edited or concatenated: which answer counts would be a guess), as `score` does."""
+def answered(path: Path, build: str | None = None, *, redo: str = "run the model again into a new --name"
+             ) -> dict[str, dict]:
+    """The records of a predictions file by sample id, read once. Refuses a file written for another
+    build (`redo`: what makes a new one) and one that answers a sample twice (edited or concatenated:
+    which answer counts would be a guess); a torn last line (a killed writer) is dropped."""
     if not Path(path).exists():
-        return set()
+        return {}
+    out: dict[str, dict] = {}
     line_of: dict[str, int] = {}
     for k, r in enumerate(read_jsonl(path, tolerate_torn_tail=True), 1):
         if build is not None and r.get("build") != build:
             raise BuildMismatch(
                 f"{path} holds answers to another build of this run directory (build {r.get('build') or 'unknown'}, "
-                f"samples now {build}): the samples were rebuilt. Move that file away, or run with --name NEW "
-                "to keep both")
+                f"samples now {build}): the samples were rebuilt. Move that file away, or {redo}")
         if r["id"] in line_of:
             raise InputError(path, f"sample {r['id']!r} is answered twice (first on line {line_of[r['id']]}): remove "
-                                   "one, or run the model again into a new --name", line=k, field="id")
+                                   f"one, or {redo}", line=k, field="id")
         line_of[r["id"]] = k
-    return set(line_of)
+        out[r["id"]] = r
+    return out
+
+
+def completed_ids(path: Path, build: str | None = None) -> set[str]:
+    """Ids already answered in `path` (`answered`'s checks)."""
+    return set(answered(path, build))
 
 
 def failure_record(e: BaseException, params: GenerationParams | None = None) -> dict:
@@ -164,8 +182,8 @@ def failure_record(e: BaseException, params: GenerationParams | None = None) -> 
 
 
 async def predict_sample(model: CachedModel, task: Task, sample: dict, max_retries: int) -> Prediction:
-    """One sample's prediction: by a backend that answers whole samples itself (a trained reference, an
-    ID/SID fine-tune: `aanswer_sample(task, sample)`), else by the task's declared request kind."""
+    """One sample's prediction: by a backend that answers whole samples itself (an ID/SID fine-tune:
+    `aanswer_sample(task, sample)`), else by the task's declared request kind."""
     answer = getattr(model.backend, "aanswer_sample", None)
     if answer is not None:
         return await answer(task, sample)
@@ -194,7 +212,10 @@ async def run_samples(
     build: str | None = None,
     fsync: bool = True,
 ) -> RunStats:
-    """Predict every sample not yet in `out_path`; commit each result as it completes."""
+    """Predict every sample not yet in `out_path`; commit each result as it completes (a batched backend's
+    batch by batch: one failure of its call is an invalid record for each of the batch's samples, an id
+    its answer leaves out is `unanswered`). A backend whose answers read no prompt (`reads_prompts =
+    False`: a trained reference) gets no `prompt_version` on its records."""
     if getattr(model.backend, "executes_samples", False):  # e.g. the Ray executor: its driver loop, same contract
         return await model.backend.run_samples(samples, tasks, model, out_path, max_retries=max_retries,
                                                concurrency=concurrency, on_progress=on_progress, build=build,
@@ -204,31 +225,40 @@ async def run_samples(
     flush = cache.flush if cache is not None and cache.buffered else None
     log = GroupCommitLog(out_path, fsync=fsync, before_commit=flush)
     try:
-        done = completed_ids(out_path, build)
-        todo = [s for s in samples if s["id"] not in done]
-        stats.skipped = len(samples) - len(todo)
+        done = completed_ids(out_path, build)  # read under the lock: what a run that just ended wrote counts
+        stats.skipped = sum(s["id"] in done for s in samples)
         if on_progress and stats.skipped:
             on_progress(stats.skipped)
+        batched = getattr(model.backend, "aanswer_samples", None)
+        pending = iter(batches(samples, done, getattr(model.backend, "batch_size", None)) if batched is not None
+                       else [[s] for s in samples if s["id"] not in done])
         limit = max(1, concurrency or model.backend.max_concurrency)
         identity = model.identity()
         stamp = {"build": build} if build is not None else {}
+        prompted = getattr(model.backend, "reads_prompts", True)
         t0 = time.perf_counter()
-        pending = iter(todo)
         stop = asyncio.Event()
         refused: list[EndpointRefused] = []
 
+        async def answer(task, batch: list[dict]) -> dict[str, dict]:
+            if batched is not None:
+                return await batched(task, batch)
+            s = batch[0]
+            return {s["id"]: (await predict_sample(model, task, s, max_retries)).to_record()}
+
         async def worker():
-            for s in pending:
+            for batch in pending:
                 if stop.is_set():
                     return
-                task = tasks[s["task"]]
+                task = tasks[batch[0]["task"]]
+                left = [s for s in batch if s["id"] not in done]
                 try:
-                    rec = (await predict_sample(model, task, s, max_retries)).to_record()
+                    got = await answer(task, batch)
                 except TransientError as e:
-                    stats.undone[e.kind] += 1
+                    stats.undone[e.kind] += len(left)
                     continue
                 except ServerUnreachable as e:
-                    stats.undone["server_unreachable"] += 1
+                    stats.undone["server_unreachable"] += len(left)
                     stats.stopped = str(e)
                     stop.set()
                     return
@@ -237,12 +267,20 @@ async def run_samples(
                     stop.set()
                     return
                 except Exception as e:  # noqa: BLE001 - one bad sample must not stop the run
-                    rec = failure_record(e, params_or_none(task, s))
-                    stats.errors[rec["error_kind"]] += 1
-                commit_record(log, stats, {"id": s["id"], "task": s["task"], "model": identity, **stamp,
-                                           "prompt_version": prompt_version(task), **rec}, on_progress)
+                    got = {s["id"]: failure_record(e, params_or_none(task, s)) for s in left}
+                    stats.errors.update(r["error_kind"] for r in got.values())
+                for s in left:
+                    rec = got.get(s["id"])
+                    if rec is None:
+                        stats.unanswered += 1
+                        if on_progress:
+                            on_progress(1)
+                        continue
+                    commit_record(log, stats, {"id": s["id"], "task": s["task"], "model": identity, **stamp,
+                                               **({"prompt_version": prompt_version(task)} if prompted else {}),
+                                               **rec}, on_progress)
 
-        await asyncio.gather(*(worker() for _ in range(min(limit, max(1, len(todo))))))
+        await asyncio.gather(*(worker() for _ in range(limit)))
         stats.wall_s = time.perf_counter() - t0
         if refused:
             raise refused[0]
@@ -251,6 +289,21 @@ async def run_samples(
     stats.commits = log.commits
     stats.transport_retries = Counter(getattr(model.backend, "retries", None) or {})
     return stats
+
+
+def batches(samples: list[dict], done: set[str], size: int | None) -> list[list[dict]]:
+    """Each task's samples in their order, cut every `size` (None: the task whole); only the batches
+    with a sample not in `done`. Cut from `samples`, not from what is left, so a resumed run asks the
+    same batches as an uninterrupted one."""
+    by_task: dict[str, list[dict]] = {}
+    for s in samples:
+        by_task.setdefault(s["task"], []).append(s)
+    out = []
+    for group in by_task.values():
+        step = size or len(group)
+        cut = (group[k:k + step] for k in range(0, len(group), step))
+        out += [b for b in cut if any(s["id"] not in done for s in b)]
+    return out
 
 
 def commit_record(log, stats: RunStats, rec: dict, on_progress: Callable[[int], None] | None = None) -> None:

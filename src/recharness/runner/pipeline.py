@@ -12,13 +12,13 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from recharness.core.errors import BuildMismatch, ConfigError, InputError
+from recharness.core.errors import ConfigError, InputError
 from recharness.core.io import atomic_write_text, read_jsonl, write_jsonl_atomic
 from recharness.core.paths import shown_path
 from recharness.core.rundir import RunDir, check_name, fingerprint, samples_record
 from recharness.core.types import BuildConfig, GenerationParams, ScoreRow
 from recharness.data.store import load_dataset
-from recharness.execution.executor import RunStats, completed_ids, prompt_version, run_samples, with_model
+from recharness.execution.executor import RunStats, answered, prompt_version, run_samples, with_model
 from recharness.metrics.bootstrap import DEFAULT_RESAMPLES
 from recharness.models.base import ModelBackend
 from recharness.runner.coverage import record_run
@@ -201,10 +201,9 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
     check_same_settings(RunDir(out), model_slug, settings)
     prompts = {t: prompt_version(tasks[t]) for t in dict.fromkeys(s["task"] for s in samples)}
     check_same_prompts(RunDir(out), model_slug, prompts)
-    completed_ids(pred_path, info["fingerprint"])  # another build's answers or an id twice: refused before any change
+    had = answered(pred_path, info["fingerprint"])  # another build's answers, an id twice: refused before any change
     if redo_invalid and pred_path.exists():
-        kept = [r for r in read_jsonl(pred_path, tolerate_torn_tail=True) if r.get("valid", True)]
-        write_jsonl_atomic(pred_path, kept)
+        write_jsonl_atomic(pred_path, [r for r in had.values() if r.get("valid", True)])
     record_run(RunDir(out), model_slug, limit=limit, tasks=asked, settings=settings, prompt_versions=prompts)
     if on_total:
         on_total(len(samples))
@@ -289,27 +288,12 @@ def _latency_summary(records: list[dict]) -> dict[str, float]:
     return out
 
 
-def _checked_records(pf: Path, fp: str, redo: str = "re-run the model (`recharness run ... --name NEW`)") -> list[dict]:
-    records = list(read_jsonl(pf, tolerate_torn_tail=True))
-    for r in records:
-        if r.get("build") != fp:
-            raise BuildMismatch(
-                f"{pf} answers another build of this run directory (build {r.get('build') or 'unknown'}, samples now "
-                f"{fp}): {redo} or move the file out of predictions/")
-    return records
-
-
 def _records_by_task(pf: Path, fp: str, **kw) -> dict[str, dict[str, dict]]:
-    """A predictions file read once: {task: {sample id: record}}; an id answered twice is refused (the
-    file was edited or concatenated: which answer counts would be a guess)."""
+    """A predictions file read once: {task: {sample id: record}} (`answered`: another build's file, or an id
+    answered twice, is refused)."""
     out: dict[str, dict[str, dict]] = defaultdict(dict)
-    line_of: dict[str, int] = {}
-    for k, r in enumerate(_checked_records(pf, fp, **kw), 1):
-        if r["id"] in line_of:
-            raise InputError(pf, f"sample {r['id']!r} is answered twice (first on line {line_of[r['id']]}): remove "
-                                 "one, or run the model again into a new --name", line=k, field="id")
-        line_of[r["id"]] = k
-        out[r.get("task")][r["id"]] = r
+    for sid, r in answered(pf, fp, **kw).items():
+        out[r.get("task")][sid] = r
     return out
 
 
@@ -383,7 +367,7 @@ def methods_by_task(out: Path, *, seed: int = 0, references: bool = True, only: 
         pred_files = [pf for pf in pred_files if pf.stem in only]
         ref_files = [pf for pf in ref_files if pf.stem in only]
     preds = {pf: _records_by_task(pf, fp) for pf in pred_files}
-    refs = {pf: _records_by_task(pf, fp, redo="re-run `recharness train`") for pf in ref_files}
+    refs = {pf: _records_by_task(pf, fp, redo="run `recharness train` again") for pf in ref_files}
     ds = None
     for t, task_samples in by_task.items():
         task = get_task(info["suite"], t)

@@ -1,16 +1,19 @@
-"""`-m baseline:NAME`: a reference recommender as an ordinary row of `recharness run`.
+"""Reference recommenders answering through the executor, as `-m baseline:NAME` and under `train`.
 
-The model `recharness train` saved in the run directory (`RunDir.model_dir(NAME)`) is loaded; a
-baseline with nothing to load (popularity, random) is fitted on the build's own training data,
-exactly as `train` fits it. It answers each sample through the executor like an LLM does
-(`aanswer_sample`: the baseline's answer to that one sample, through the task's request kinds), so
-the run is cached per sample, resumable after a kill and written exactly once.
+`ReferenceBackend` (`-m baseline:NAME`): the model `recharness train` saved in the run directory
+(`RunDir.model_dir(NAME)`) is loaded; a baseline with nothing to load (popularity, random) is fitted
+on the build's own training data, exactly as `train` fits it. `TrainedReference`: the model `train`
+has just fitted (or resumes with), writing the run's reference file. Both answer batches of a task's
+samples in one call of the baseline (`aanswer_samples`: its batched scoring is what makes it fast),
+and the executor commits each batch: locked, resumable after a kill, written exactly once, like an LLM's
+answers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from recharness.baselines import BASELINES, TrainData, fit
 from recharness.core.errors import ConfigError
@@ -18,11 +21,15 @@ from recharness.core.rundir import RunDir
 from recharness.core.types import Completion, GenerationParams, Messages, Prediction
 from recharness.models.base import ModelBackend
 
+#: samples per batched call under `run`: enough for a model's batched scoring, few enough that a kill loses little
+BATCH_SIZE = 64
+
 
 class ReferenceBackend(ModelBackend):
     backend = "baseline"
-    #: one sample at a time: a torch model is not shared between threads
+    #: one batch at a time: a torch model is not shared between threads
     max_concurrency = 1
+    batch_size = BATCH_SIZE
 
     def __init__(self, name: str, run_dir, *, seed: int = 0):
         super().__init__(name)
@@ -45,16 +52,53 @@ class ReferenceBackend(ModelBackend):
     def identity(self) -> dict:
         return {"backend": self.backend, "model": self.model, **self.baseline.identity()}
 
-    async def aanswer_sample(self, task, sample: dict) -> Prediction:
+    def _records(self, task, samples: list[dict]) -> dict[str, dict]:
+        """The baseline's answers to `samples` in one call; each sample's latency is its share of the call."""
         t0 = time.perf_counter()
-        recs = await asyncio.to_thread(self.baseline.predict, [sample], task)
-        rec = recs.get(sample["id"])
-        seconds = time.perf_counter() - t0
-        if rec is None:  # e.g. a model with a sample cap that does not answer this one
-            return Prediction(valid=False, error=f"{self.model} gives no answer to this sample",
-                              error_kind="no_answer", latency_s=seconds)
-        return Prediction(parsed=rec.get("parsed"), valid=bool(rec.get("valid", True)), error=rec.get("error"),
-                          latency_s=seconds)
+        recs = self.baseline.predict(samples, task)
+        share = (time.perf_counter() - t0) / max(1, len(samples))
+        out = {}
+        for s in samples:
+            rec = recs.get(s["id"])
+            out[s["id"]] = (Prediction(valid=False, error=f"{self.model} gives no answer to this sample",
+                                       error_kind="no_answer", latency_s=share) if rec is None  # e.g. a sample cap
+                            else Prediction(parsed=rec.get("parsed"), valid=bool(rec.get("valid", True)),
+                                            error=rec.get("error"), latency_s=share)).to_record()
+        return out
+
+    async def aanswer_samples(self, task, samples: list[dict]) -> dict[str, dict]:
+        return await asyncio.to_thread(self._records, task, samples)
 
     async def agenerate(self, messages: Messages, params: GenerationParams) -> Completion:
         raise ConfigError(f"baseline:{self.model} answers a task's samples, not chat messages")
+
+
+class TrainedReference(ModelBackend):
+    """A model `train` fitted, answering into the run's reference file: each record is the baseline's own
+    (`parsed`, `valid`, …) with the training's `stamp` (kind, train_s, train_seed, tune_trials, …) and its
+    task's timing (`runner.latency.timed_predict`: throughput of the batched call, single-sample latency),
+    as `score` reads a reference. `answer(task, samples) -> (records, timing)` predicts."""
+
+    backend = "baseline"
+    max_concurrency = 1
+    #: a task's samples in one call, as before `train` wrote through the executor: a batch's answers may
+    #: depend on its members (random restarts its draws per call, title-cbs answers the first of them) and
+    #: the throughput is that of the whole task
+    batch_size = None
+    #: a baseline answers from the samples' fields, never from a prompt: its records carry no prompt_version
+    reads_prompts = False
+
+    def __init__(self, name: str, identity: dict, stamp: dict,
+                 answer: Callable[[object, list[dict]], tuple[dict[str, dict], dict]]):
+        super().__init__(name)
+        self._identity, self.stamp, self.answer = identity, stamp, answer
+
+    def identity(self) -> dict:
+        return self._identity
+
+    async def aanswer_samples(self, task, samples: list[dict]) -> dict[str, dict]:
+        recs, timing = await asyncio.to_thread(self.answer, task, samples)
+        return {i: {**{k: v for k, v in r.items() if k != "id"}, **self.stamp, **timing} for i, r in recs.items()}
+
+    async def agenerate(self, messages: Messages, params: GenerationParams) -> Completion:
+        raise ConfigError(f"the trained reference {self.model} answers a task's samples, not chat messages")

@@ -3,38 +3,62 @@
 `score` then scores `predictions/reference/<baseline>.jsonl` like any model's file (rows marked
 `kind="reference"`) instead of refitting them on every call; a baseline without a file is still
 computed on the fly by its task. Models learn only from `TrainData` (the build's training part),
-never from a sample's held-out target.
+never from a sample's held-out target. Each fitted model answers through the executor like any
+model spec (`runner.reference_backend.TrainedReference`): locked, committed a task at a time,
+resumed after a kill; the file takes its name only once whole, so `score` never reads half of one.
+`-m baseline:NAME` then runs the same model as an ordinary row of `recharness run`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from pathlib import Path
 
 from recharness.baselines import BASELINES, TrainData, fit
-from recharness.core.errors import ConfigError
-from recharness.core.io import atomic_write_bytes, atomic_write_text, write_jsonl_atomic
+from recharness.core.errors import ConfigError, RecharnessError
+from recharness.core.io import atomic_write_bytes, atomic_write_text, read_jsonl, remove_log
 from recharness.core.rundir import RunDir, train_json_file
 from recharness.data.store import load_dataset
+from recharness.execution.executor import run_samples, with_model
 from recharness.runner import train_log
-from recharness.runner.latency import LATENCY_RUNS, timed_predict  # noqa: F401 (re-exported)
+from recharness.runner.latency import LATENCY_RUNS, timed_predict
 from recharness.runner.pipeline import load_build
+from recharness.runner.reference_backend import TrainedReference
 from recharness.tasks.references import serving
 from recharness.tasks.registry import get_task
 
 
-def _trained(rd: RunDir, name: str, fp: str, seed: int, tune: int = 0, tune_epochs: int | None = None) -> bool:
-    """Whether `name` was already trained on this build with this seed and tuning budget (its predictions file whole)."""
-    from recharness.core.io import read_jsonl
+def _training(fp: str, name: str, seed: int, tune: int, tune_epochs: int | None) -> dict:
+    """What says which training of `name` a reference record comes from: the build, the seed, the tuning budget."""
+    return {"build": fp, "train_seed": seed, "tune_trials": _budget(name, tune),
+            "tune_epochs": _epoch_cap(name, tune, tune_epochs)}
 
-    path = rd.reference(name)
-    if not path.exists():
-        return False
-    first = next(iter(read_jsonl(path, tolerate_torn_tail=True)), None)
-    return (bool(first) and first.get("build") == fp and first.get("train_seed") == seed
-            and int(first.get("tune_trials") or 0) == _budget(name, tune)
-            and first.get("tune_epochs") == _epoch_cap(name, tune, tune_epochs))
+
+def _first(path: Path) -> dict | None:
+    """A predictions file's first record (every record of a reference carries the same stamp), None if none."""
+    return next(iter(read_jsonl(path, tolerate_torn_tail=True)), None) if path.exists() else None
+
+
+def _made_by(first: dict | None, training: dict) -> bool:
+    return first is not None and {"build": first.get("build"), "train_seed": first.get("train_seed"),
+                                  "tune_trials": int(first.get("tune_trials") or 0),
+                                  "tune_epochs": first.get("tune_epochs")} == training
+
+
+def _resumable(rd: RunDir, name: str, training: dict):
+    """(model, train_s) of a `train` killed while `name` was predicting: the saved model, loaded, when its
+    partial file answers this training and the loaded model is the one that answered it; else None (a
+    model with nothing saved is fitted again and predicts everything again)."""
+    first = _first(rd.reference_partial(name))
+    cls = BASELINES.get(name)
+    if not _made_by(first, training) or not hasattr(cls, "load") or not rd.model_dir(name).exists():
+        return None
+    model = cls.load(rd.model_dir(name))
+    if json.loads(json.dumps(model.identity(), default=str)) != first.get("model"):
+        return None
+    return model, float(first["train_s"])
 
 
 def _budget(name: str, tune: int) -> int:
@@ -66,15 +90,16 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
           latency_runs: int = LATENCY_RUNS, progress=None, executor: str = "local",
           address: str | None = None, retrain: bool = False, tune: int = 0,
           tune_epochs: int | None = None) -> list[Path]:
-    """Fit each baseline serving the build's tasks (or only `baselines`) and write its predictions
-    for every sample of those tasks as one whole file. Returns the files written. A model already
-    trained on this build with this seed is kept (a killed `train` resumes with the next model);
-    `retrain` fits every one again. `tune`: N Optuna trials per tunable model on a validation split of
-    the training data (`baselines.tuning`), the same budget for each; the search is kept beside the model.
+    """Fit each baseline serving the build's tasks (or only `baselines`) and write its predictions for
+    every sample of those tasks through the executor. Returns the reference files. A model already
+    trained on this build with this seed is kept; one killed while predicting resumes with its saved
+    model (`_resumable`), else a killed `train` resumes with the next model; `retrain` fits every one
+    again. `tune`: N Optuna trials per tunable model on a validation split of the training data
+    (`baselines.tuning`), the same budget for each; the search is kept beside the model.
     `tune_epochs`: the per-trial epoch cap of models trained in epochs (default: each class's
     `tune_epochs`, SASRec 3; the DLRMs none), stated in the budget.
     `executor="ray"`: the models train in parallel, one Ray task each (`address` as for `run`), each
-    timing its own fit; their predictions and saved weights come back to be written here."""
+    timing its own fit and predictions; their predictions and saved weights come back to be written here."""
     info, samples = load_build(out)
     if suite is not None and suite != info["suite"]:
         raise ConfigError(f"{out} holds a {info['suite']} build, not {suite}")
@@ -93,88 +118,126 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
     if not names:
         raise ConfigError(f"no reference model serves the tasks of this {info['suite']} build ({', '.join(by_task)}); "
                           "`score` computes their references on the fly")
-    kept = [] if retrain else [n for n in names
-                               if _trained(RunDir(out), n, info["fingerprint"], seed, tune, tune_epochs)]
+    rd = RunDir(out)
+    fp = info["fingerprint"]
+    training = {n: _training(fp, n, seed, tune, tune_epochs) for n in names}
+    kept = [] if retrain else [n for n in names if _made_by(_first(rd.reference(n)), training[n])]
     if kept and progress is not None:
         progress(f"already trained on this build (seed {seed}), kept: {', '.join(kept)} (--retrain fits them again)")
     names = [n for n in names if n not in kept]
-    if not names:
-        return [RunDir(out).reference(n) for n in kept]
-    train_data = TrainData.of_build(load_dataset(info["dataset"]), out, info["suite"])
-    #: what the models learn from, recorded with each (train.json): the build and its training data's size
-    data_id = {"build": info["fingerprint"], "dataset": info["dataset"], "suite": info["suite"],
-               "train_interactions": train_data.interactions.height,
-               "train_pairs": train_data.pairs.height if train_data.pairs is not None else None,
-               "train_sequences": train_data.sequences.height if train_data.sequences is not None else None}
-    written = []
-    remote = None
-    if executor == "ray" and tune:
+    if executor == "ray" and tune and names:
         raise ConfigError("--tune runs locally (one search after another, the same budget each): drop --executor ray")
-    if executor == "ray":  # one Ray task per model, in parallel; the files are still written here
+    if executor not in ("local", "ray"):
+        raise ConfigError(f"unknown executor {executor!r}: local or ray")
+    resumed = {} if retrain else {n: r for n in names if (r := _resumable(rd, n, training[n])) is not None}
+    for n in names:
+        if n not in resumed:  # another training's answers, or a model to fit again: its answers start afresh
+            remove_log(rd.reference_partial(n))
+    fresh = [n for n in names if n not in resumed]
+    train_data = data_id = remote = None
+    if fresh:
+        train_data = TrainData.of_build(load_dataset(info["dataset"]), out, info["suite"])
+        #: what the models learn from, recorded with each (train.json): the build and its training data's size
+        data_id = {"build": fp, "dataset": info["dataset"], "suite": info["suite"],
+                   "train_interactions": train_data.interactions.height,
+                   "train_pairs": train_data.pairs.height if train_data.pairs is not None else None,
+                   "train_sequences": train_data.sequences.height if train_data.sequences is not None else None}
+    if executor == "ray" and fresh:  # one Ray task per model, in parallel; the files are still written here
         from recharness.runner.train_ray import train_ray
 
         if progress is not None:
-            progress(f"training {len(names)} models as Ray tasks…")
-        remote = {r["name"]: r for r in train_ray(names, train_data, seed, dict(by_task), served, latency_runs,
+            progress(f"training {len(fresh)} models as Ray tasks…")
+        remote = {r["name"]: r for r in train_ray(fresh, train_data, seed, dict(by_task), served, latency_runs,
                                                   info["suite"], data_id, address=address, progress=progress)}
-    elif executor != "local":
-        raise ConfigError(f"unknown executor {executor!r}: local or ray")
     for name in names:
-        if remote is not None:
+        runs = 0 if BASELINES.meta(name).get("own_latency") else latency_runs
+        if name in resumed:
+            model, seconds = resumed[name]
+            identity, answer = model.identity(), _timed(name, model, runs, progress)
+            if progress is not None:
+                progress(f"{name}: a killed train left its predictions unfinished: resumed with the model saved in "
+                         f"{rd.relative(rd.model_dir(name))}")
+        elif remote is not None:
             r = remote[name]
             for rel, data in r["files"].items():
-                atomic_write_bytes(RunDir(out).model_dir(name) / rel, data)
-            identity, seconds, predicted = r["identity"], r["train_s"], r["predictions"]
+                atomic_write_bytes(rd.model_dir(name) / rel, data)
+            by_name = {t: (recs, timing) for t, recs, timing in r["predictions"]}
+            identity, seconds, answer = r["identity"], r["train_s"], lambda _task, ss, k=by_name: k[ss[0]["task"]]
         else:
-            if progress is not None:
-                progress(f"training {name}…")
-            search = None
-            if _budget(name, tune):
-                from recharness.baselines.tuning import tune as search_space
+            model, seconds = _fit(rd, name, train_data, data_id, seed, tune, tune_epochs, progress)
+            identity, answer = model.identity(), _timed(name, model, runs, progress)
+        stamp = {"kind": "reference", "train_s": round(seconds, 6), "train_seed": seed,
+                 "tune_trials": training[name]["tune_trials"]}
+        if training[name]["tune_epochs"] is not None:
+            stamp["tune_epochs"] = training[name]["tune_epochs"]
+        _predict(rd, TrainedReference(name, identity, stamp, answer), by_task, served, info["suite"], fp)
+    return [rd.reference(n) for n in kept + names]
 
-                search = search_space(BASELINES.get(name), train_data, tune, seed, progress=progress,
-                                      epochs=tune_epochs)
-                atomic_write_text(RunDir(out).tuning_json(name), json.dumps(search, indent=2))
-            elif tune and progress is not None:
-                progress(f"{name} has no search space: trained with its fixed configuration")
-            model, seconds = fit(name, train_data, seed, search["best"]["params"] if search else None)
-            summary = {k: search[k] for k in ("budget", "objective", "best", "seconds")} if search else None
-            if summary is not None and isinstance(getattr(model, "log", None) or {}, dict):
-                model.log = {**(getattr(model, "log", None) or {}), "tuning": summary}  # a DLRM's is a FitLog
-            log = getattr(model, "log", None)
-            if isinstance(log, dict) and log.get("shared_fit") and log.get("seconds") is not None:
-                seconds = float(log["seconds"])  # reused another variant's training run: report that run's time
-            save = getattr(model, "save", None)
-            if callable(save):  # trained weights kept beside the run: `score`/`report` never retrain
-                save(RunDir(out).model_dir(name))
-            logged = train_log.write(RunDir(out).model_dir(name), model, seed=seed, data=data_id, seconds=seconds)
-            if progress is not None:
-                progress(train_log.summary_line(name, logged))
-            if summary is not None and logged is not None and "tuning" not in logged:
-                # a model trained in epochs: train.json is its epochs' record, the search is added beside them
-                logged["tuning"] = summary
-                atomic_write_text(train_json_file(RunDir(out).model_dir(name)),
-                                  json.dumps(logged, indent=2, default=str))
-                if progress is not None:
-                    progress(_tuned_line(name, summary))
-            identity, predicted = model.identity(), []
-            for t, task_samples in by_task.items():
-                if name not in served[t]:
-                    continue
-                if progress is not None:
-                    progress(f"{name}: predicting {len(task_samples)} {t} samples, timing {latency_runs} "
-                             "single-sample calls…")
-                runs = 0 if BASELINES.meta(name).get("own_latency") else latency_runs
-                predicted.append((t, *timed_predict(model, task_samples, runs, task=get_task(info["suite"], t))))
-        stamp = {"build": info["fingerprint"], "kind": "reference", "model": identity, "train_s": round(seconds, 6),
-                 "train_seed": seed, "tune_trials": _budget(name, tune)}
-        if (cap := _epoch_cap(name, tune, tune_epochs)) is not None:
-            stamp["tune_epochs"] = cap
-        records = []
-        for t, recs, timing in predicted:
-            records += [{"id": r["id"], "task": t, **r, **stamp, **timing} for r in recs.values()]
-        path = RunDir(out).reference(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_jsonl_atomic(path, records)
-        written.append(path)
-    return [RunDir(out).reference(n) for n in kept] + written
+
+def _fit(rd: RunDir, name: str, train_data: TrainData, data_id: dict, seed: int, tune: int,
+         tune_epochs: int | None, progress):
+    """(model, seconds): `name` fitted here (searched first under `--tune`), saved beside the run with its
+    train.json."""
+    if progress is not None:
+        progress(f"training {name}…")
+    search = None
+    if _budget(name, tune):
+        from recharness.baselines.tuning import tune as search_space
+
+        search = search_space(BASELINES.get(name), train_data, tune, seed, progress=progress, epochs=tune_epochs)
+        atomic_write_text(rd.tuning_json(name), json.dumps(search, indent=2))
+    elif tune and progress is not None:
+        progress(f"{name} has no search space: trained with its fixed configuration")
+    model, seconds = fit(name, train_data, seed, search["best"]["params"] if search else None)
+    summary = {k: search[k] for k in ("budget", "objective", "best", "seconds")} if search else None
+    if summary is not None and isinstance(getattr(model, "log", None) or {}, dict):
+        model.log = {**(getattr(model, "log", None) or {}), "tuning": summary}  # a DLRM's is a FitLog
+    log = getattr(model, "log", None)
+    if isinstance(log, dict) and log.get("shared_fit") and log.get("seconds") is not None:
+        seconds = float(log["seconds"])  # reused another variant's training run: report that run's time
+    save = getattr(model, "save", None)
+    if callable(save):  # trained weights kept beside the run: `score`/`report` never retrain, a killed train resumes
+        save(rd.model_dir(name))
+    logged = train_log.write(rd.model_dir(name), model, seed=seed, data=data_id, seconds=seconds)
+    if progress is not None:
+        progress(train_log.summary_line(name, logged))
+    if summary is not None and logged is not None and "tuning" not in logged:
+        # a model trained in epochs: train.json is its epochs' record, the search is added beside them
+        logged["tuning"] = summary
+        atomic_write_text(train_json_file(rd.model_dir(name)), json.dumps(logged, indent=2, default=str))
+        if progress is not None:
+            progress(_tuned_line(name, summary))
+    return model, seconds
+
+
+def _timed(name: str, model, runs: int, progress):
+    """How a model fitted (or loaded) here answers a task's samples: one timed batch (`timed_predict`)."""
+    def answer(task, samples: list[dict]) -> tuple[dict[str, dict], dict]:
+        if progress is not None:
+            progress(f"{name}: predicting {len(samples)} {samples[0]['task']} samples, timing {runs} "
+                     "single-sample calls…")
+        return timed_predict(model, samples, runs, task=task)
+
+    return answer
+
+
+def _predict(rd: RunDir, backend: TrainedReference, by_task: dict[str, list[dict]], served: dict, suite: str,
+             fp: str) -> None:
+    """`backend`'s answers to every sample of the tasks it serves, through the executor into the partial
+    file, which becomes the reference file once whole. An answer that failed leaves no file: a
+    reference with invalid rows where the model crashed would be scored as the model's own."""
+    name = backend.model
+    tasks = {t: get_task(suite, t) for t in by_task if name in served[t]}
+    samples = [s for t in tasks for s in by_task[t]]
+    partial = rd.reference_partial(name)
+    stats = with_model(backend, lambda m: run_samples(samples, tasks, m, partial, build=fp), use_cache=False)
+    if stats.errors:
+        bad = next(r for r in read_jsonl(partial, tolerate_torn_tail=True) if r.get("error_kind"))
+        partial.unlink()
+        raise RecharnessError(f"{name} failed to answer {sum(stats.errors.values())} samples (sample {bad['id']}: "
+                              f"{bad['error']}); none of its predictions were kept, its trained model is in "
+                              f"{rd.relative(rd.model_dir(name))}")
+    if not stats.complete:
+        raise RecharnessError(f"{name} left {stats.total - stats.skipped - stats.done - stats.unanswered} samples "
+                              f"unanswered ({dict(stats.undone)}): run `train` again to finish them")
+    os.replace(partial, rd.reference(name))

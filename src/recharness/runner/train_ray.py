@@ -1,6 +1,6 @@
 """The train stage's Ray path (`train --executor ray`): one reference model per Ray task, fitted,
 predicted and timed where it runs; its predictions and saved files come back to the driver, which
-writes every file (see runner.train)."""
+writes every file, the predictions through the executor as a local train does (see runner.train)."""
 
 from __future__ import annotations
 
