@@ -237,8 +237,10 @@ def test_a_checkpoint_is_never_resumed_on_another_base_model(base, tmp_path):
 @pytest.mark.llm
 def test_id_tokens_train_and_cbs_answers_only_catalog_items(base, tmp_path):
     from recharness.finetune.examples import Example
+    from recharness.finetune.export import export_merged
     from recharness.finetune.items import id_vocab, recommend
     from recharness.finetune.lora import LoraSettings, attach_lora, encode, train
+    from recharness.models.hf import HFBackend
 
     tok0, model = base
     tok, m = copy.deepcopy(tok0), copy.deepcopy(model)
@@ -254,7 +256,9 @@ def test_id_tokens_train_and_cbs_answers_only_catalog_items(base, tmp_path):
     assert any("trainable_tokens" in n for n, p in pm.named_parameters() if p.requires_grad)
     res = train(pm, tok, data, settings, None)
     assert res.losses[-1] < res.losses[0]
-    items, invalid, _ = recommend(pm, tok, vocab, ["1", "2"], beams=5)
+    d = export_merged(pm, tok, tmp_path / "id", {"base": "smollm2-135m", "suite": "recbench", "task": "seqrec",
+                                                  "items": "id"})
+    items, invalid, _ = recommend(HFBackend(str(d)), vocab, ["1", "2"], beams=5)
     assert invalid == 0 and 1 <= len(items) <= 5 and set(items) <= set(vocab.items)
 
 

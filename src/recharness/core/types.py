@@ -61,6 +61,36 @@ class OptionScores:
         return {k: v / z for k, v in exp.items()}
 
 
+@dataclass(frozen=True)
+class ConstrainedRequest:
+    """Rank the valid token paths as the answer to a chat prompt: constrained beam search (CBS).
+
+    For answers that must be one of a known set: catalog titles, item IDs, semantic IDs. The paths
+    are in the backend's own token ids (spell text with its `tokenize`).
+    """
+
+    messages: Messages
+    #: the valid paths: a `models.cbs.Trie` (typed loosely: core imports nothing above it)
+    trie: Any
+    #: beams of the search; at most this many paths come back
+    beams: int
+    #: text the answer starts with before a path (e.g. "1." to decode the first line of a numbered list)
+    answer_start: str = ""
+    #: paths never returned (a user's history items): masked at their last token
+    forbid: tuple[tuple[int, ...], ...] = ()
+    #: a complete path must be followed by the end of the turn: its log-prob counts, the path omits it
+    ends_turn: bool = False
+
+
+@dataclass
+class RankedSequences:
+    """The answer to a `ConstrainedRequest`: paths, best first, with their cumulative log-probs."""
+
+    paths: list[tuple[int, ...]]
+    logprobs: list[float]
+    latency_s: float = 0.0
+
+
 @dataclass
 class Parsed:
     """A parsed model answer. `valid=False` answers are kept and counted, never dropped."""

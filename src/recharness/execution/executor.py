@@ -37,6 +37,7 @@ from typing import TypeVar
 
 from recharness.core.errors import (
     BuildMismatch,
+    ConfigError,
     EndpointRefused,
     InputError,
     ServerUnreachable,
@@ -44,6 +45,7 @@ from recharness.core.errors import (
     one_line,
 )
 from recharness.core.io import GroupCommitLog, read_jsonl
+from recharness.core.paths import shown_path
 from recharness.core.types import Completion, GenerationParams, Messages, Prediction
 from recharness.execution.ask import ask
 from recharness.execution.cache import ResponseCache, cache_key
@@ -147,16 +149,47 @@ def with_model(backend: ModelBackend, work: Callable[[CachedModel], Awaitable[T]
             cache.close()
 
 
-def answered(path: Path, build: str | None = None, *, redo: str = "run the model again into a new --name"
-             ) -> dict[str, dict]:
+#: identity keys that say where a model is served, not what it is (a server may move between resumed runs)
+_WHERE = ("base_url",)
+
+
+def _what(identity: dict | None) -> dict:
+    return {k: v for k, v in (identity or {}).items() if k not in _WHERE}
+
+
+def check_same_model(path: Path, identity: dict, first: dict | None = None) -> None:
+    """A predictions file holds one model's answers: resuming it with another model (another backend,
+    model, file, fine-tune or settings in its identity) is refused, both named. `first`: the file's first
+    record when the caller has read it."""
+    if first is None:
+        if not Path(path).exists():
+            return
+        first = next(iter(read_jsonl(path, tolerate_torn_tail=True)), None)
+        if first is None:
+            return
+    had, now = _what(first.get("model")), _what(json.loads(json.dumps(identity, default=str)))
+    if had != now:
+        def show(ident: dict) -> str:
+            return json.dumps(ident, sort_keys=True)[:300]
+
+        raise ConfigError(f"{shown_path(path)} holds the answers of another model ({show(had)}), not of "
+                          f"{show(now)}: a method is one model. Give this run another --name to keep both, or "
+                          "--overwrite to replace those answers")
+
+
+def answered(path: Path, build: str | None = None, *, redo: str = "run the model again into a new --name",
+             identity: dict | None = None) -> dict[str, dict]:
     """The records of a predictions file by sample id, read once. Refuses a file written for another
-    build (`redo`: what makes a new one) and one that answers a sample twice (edited or concatenated:
-    which answer counts would be a guess); a torn last line (a killed writer) is dropped."""
+    build (`redo`: what makes a new one), by another model than `identity` (when given), and one that
+    answers a sample twice (edited or concatenated: which answer counts would be a guess); a torn last
+    line (a killed writer) is dropped."""
     if not Path(path).exists():
         return {}
     out: dict[str, dict] = {}
     line_of: dict[str, int] = {}
     for k, r in enumerate(read_jsonl(path, tolerate_torn_tail=True), 1):
+        if k == 1 and identity is not None:
+            check_same_model(path, identity, r)
         if build is not None and r.get("build") != build:
             raise BuildMismatch(
                 f"{path} holds answers to another build of this run directory (build {r.get('build') or 'unknown'}, "
@@ -169,9 +202,9 @@ def answered(path: Path, build: str | None = None, *, redo: str = "run the model
     return out
 
 
-def completed_ids(path: Path, build: str | None = None) -> set[str]:
+def completed_ids(path: Path, build: str | None = None, identity: dict | None = None) -> set[str]:
     """Ids already answered in `path` (`answered`'s checks)."""
-    return set(answered(path, build))
+    return set(answered(path, build, identity=identity))
 
 
 def failure_record(e: BaseException, params: GenerationParams | None = None) -> dict:
@@ -225,7 +258,8 @@ async def run_samples(
     flush = cache.flush if cache is not None and cache.buffered else None
     log = GroupCommitLog(out_path, fsync=fsync, before_commit=flush)
     try:
-        done = completed_ids(out_path, build)  # read under the lock: what a run that just ended wrote counts
+        # read under the lock: what a run that just ended wrote counts; another model's file is refused
+        done = completed_ids(out_path, build, model.identity())
         stats.skipped = sum(s["id"] in done for s in samples)
         if on_progress and stats.skipped:
             on_progress(stats.skipped)

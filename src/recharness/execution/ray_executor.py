@@ -406,7 +406,7 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
                                    "prompt_version": prompt_version(tasks[task_name]), **rec}, on_progress)
 
     try:
-        done = completed_ids(out_path, build)
+        done = completed_ids(out_path, build, identity)  # another model's file: refused, as the local executor does
         todo = [s for s in samples if s["id"] not in done]
         stats.skipped = len(samples) - len(todo)
         if on_progress and stats.skipped:

@@ -67,7 +67,7 @@ class ItemTokenBackend(ModelBackend):
 
     def identity(self) -> dict:
         ident = self.hf.identity()
-        if self.task_name == "seqrec" or self.recipe.answer_ends_turn:
+        if self.recipe.answer_ends_turn:  # a beam search answers: its width is part of what the answers are
             ident = {**ident, "beams": self.beams}
         return ident
 
@@ -76,9 +76,8 @@ class ItemTokenBackend(ModelBackend):
             if self._answer is None:
                 from recharness.finetune.items import ItemVocab
 
-                tok, model = self.hf.load()
-                self._answer = self.recipe.answerer(self.hf, tok, model, ItemVocab.load(Path(self.model)),
-                                                    beams=self.beams, sample_cap=self.sample_cap)
+                self._answer = self.recipe.answerer(self.hf, ItemVocab.load(Path(self.model)), beams=self.beams,
+                                                    sample_cap=self.sample_cap)
             return self._answer
 
     def _answer_sync(self, sample: dict) -> tuple[Parsed, float]:

@@ -12,18 +12,23 @@ embedding stays tied to `lm_head`) and returns their ids, which LoRA then trains
 `trainable_token_indices`. The vocabulary is saved beside an exported model (`item_vocab.json`),
 so `recommend` can rebuild the trie of valid items from the model directory alone.
 
-`recommend` decodes with transformers' beam search restricted to that trie
-(`models.cbs.hf_prefix_allowed_tokens_fn`): every returned path is a real item.
+`recommend` ranks that trie's paths as the answer, ending the turn, through the hf backend's
+constrained request (`HFBackend.rank_constrained_sync`): every returned path is a real item.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from recharness.core.errors import ConfigError
+from recharness.core.types import ConstrainedRequest
+
+if TYPE_CHECKING:
+    from recharness.models.cbs import Trie
+    from recharness.models.hf import HFBackend
 
 VOCAB_FILE = "item_vocab.json"
 KINDS = ("id", "sid")
@@ -122,33 +127,22 @@ def make_vocab(kind: str, dataset, **sid_opts) -> ItemVocab:
     raise ConfigError(f"unknown item representation {kind!r}; known: text, {', '.join(KINDS)}")
 
 
-def recommend(model, tok, vocab: ItemVocab, history: list[str], *, beams: int = 20, trie=None,
+def recommend(hf: HFBackend, vocab: ItemVocab, history: list[str], *, beams: int = 20, trie: Trie | None = None,
               to_item: dict | None = None) -> tuple[list[str], int, float]:
     """The model's next items for `history`, best first (up to `beams`), the number of returned paths that are
     not catalog items (0 with CBS, by construction: counted, not assumed), and seconds."""
-    import torch
-
-    from recharness.models.cbs import Trie, hf_prefix_allowed_tokens_fn
+    from recharness.models.cbs import Trie
 
     if trie is None or to_item is None:
-        to_item = vocab.paths(tok)
+        to_item = vocab.paths(hf.load()[0])
         trie = Trie(to_item)
-    eos = tok.convert_tokens_to_ids("<|im_end|>") if "<|im_end|>" in tok.get_vocab() else tok.eos_token_id
-    text = tok.apply_chat_template(vocab.messages(history), add_generation_prompt=True, tokenize=False)
-    ids = tok(text, return_tensors="pt", add_special_tokens=False)["input_ids"]
-    t0 = time.perf_counter()
-    with torch.no_grad():
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), num_beams=beams, num_return_sequences=beams,
-                             max_new_tokens=trie.max_len + 1, do_sample=False, early_stopping=True,
-                             prefix_allowed_tokens_fn=hf_prefix_allowed_tokens_fn(trie, ids.shape[1], eos),
-                             eos_token_id=eos, pad_token_id=eos)
+    ranked = hf.rank_constrained_sync(ConstrainedRequest(vocab.messages(history), trie, beams, ends_turn=True))
     items: list[str] = []
     invalid = 0
-    for row in out[:, ids.shape[1]:].tolist():
-        path = tuple(t for t in row if t != eos)
+    for path in ranked.paths:
         item = to_item.get(path)
         if item is None:
             invalid += 1
         elif item not in items:
             items.append(item)
-    return items, invalid, time.perf_counter() - t0
+    return items, invalid, ranked.latency_s

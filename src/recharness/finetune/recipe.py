@@ -34,8 +34,9 @@ class Recipe:
     default: bool = False
     #: `describe(build_info, examples, groups) -> (finetune.json fields, notes for the user)`, or None
     describe: Callable | None = None
-    #: `answerer(hf_backend, tokenizer, model, vocab, *, beams, sample_cap) -> answer(sample) -> (Parsed, seconds)`:
-    #: how an id/sid model of this task answers a sample (`-m ft:DIR`; text models answer as `hf:DIR`), or None
+    #: `answerer(hf_backend, vocab, *, beams, sample_cap) -> answer(sample) -> (Parsed, seconds)`: how an id/sid
+    #: model of this task answers a sample through the backend's requests (`-m ft:DIR`; text models answer as
+    #: `hf:DIR`), or None
     answerer: Callable | None = None
 
 

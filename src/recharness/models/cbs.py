@@ -201,7 +201,7 @@ def _llama_logits(llm, tokens: list[int], prompt_len: int) -> np.ndarray:
     kernels whose rounding differs by ~0.01 per token in quantised models, and on this CPU are
     slower per token than single-token decodes).
     """
-    from recharness.models.llamacpp import llama_native
+    from recharness.models.llama_native import llama_native
 
     cached = llm.n_tokens
     ids = llm.input_ids
@@ -336,7 +336,7 @@ class LlamaBeams:
     def __init__(self, llm, beams: int, *, n_ctx: int = 2048, n_threads: int | None = None):
         import llama_cpp
 
-        from recharness.models.llamacpp import llama_native
+        from recharness.models.llama_native import llama_native
 
         native = llama_native(llm)
         _internals = native.internals

@@ -12,7 +12,14 @@ import threading
 import time
 
 from recharness.core.errors import ConfigError
-from recharness.core.types import Completion, GenerationParams, Messages, OptionScores
+from recharness.core.types import (
+    Completion,
+    ConstrainedRequest,
+    GenerationParams,
+    Messages,
+    OptionScores,
+    RankedSequences,
+)
 from recharness.models.base import ModelBackend
 
 
@@ -71,11 +78,11 @@ class HFBackend(ModelBackend):
             self._model.eval()
         return self._tok, self._model
 
-    def _prompt_ids(self, tok, messages: Messages):
-        """The chat prompt as a [1, n] tensor of token ids. The template is rendered to text first:
-        `apply_chat_template(return_tensors="pt")` returns a tensor in transformers 4 but a
-        BatchEncoding in 5, and the text path is the same in both."""
-        text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    def _prompt_ids(self, tok, messages: Messages, answer_start: str = ""):
+        """The chat prompt (the answer started with `answer_start`) as a [1, n] tensor of token ids. The
+        template is rendered to text first: `apply_chat_template(return_tensors="pt")` returns a tensor in
+        transformers 4 but a BatchEncoding in 5, and the text path is the same in both."""
+        text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False) + answer_start
         return tok(text, return_tensors="pt", add_special_tokens=False)["input_ids"]
 
     def _generate_sync(self, messages: Messages, params: GenerationParams) -> Completion:
@@ -119,3 +126,63 @@ class HFBackend(ModelBackend):
 
     async def ascore_options(self, messages: Messages, options: list[str]) -> OptionScores:
         return await asyncio.to_thread(self.score_options_sync, messages, options)
+
+    def tokenize(self, text: str) -> list[int]:
+        """`text` as the model reads it inside an answer (no special tokens added): how the paths of a
+        `ConstrainedRequest` are spelled."""
+        with self._lock:
+            tok, _ = self.load()
+            return tok.encode(text, add_special_tokens=False)
+
+    def rank_constrained_sync(self, request: ConstrainedRequest) -> RankedSequences:
+        """CBS. With `ends_turn`: transformers' beam search (`_rank_by_generate`); without: `cbs.beam_search`
+        over the next-token log-probs, best cumulative log-prob first."""
+        with self._lock:
+            tok, model = self.load()
+            t0 = time.perf_counter()
+            ids = self._prompt_ids(tok, request.messages, request.answer_start)
+            rank = self._rank_by_generate if request.ends_turn else self._rank_by_search
+            paths, logprobs = rank(tok, model, ids, request)
+            return RankedSequences(paths, logprobs, time.perf_counter() - t0)
+
+    @staticmethod
+    def _rank_by_search(tok, model, ids, request: ConstrainedRequest) -> tuple[list[tuple[int, ...]], list[float]]:
+        from recharness.models.cbs import beam_search, forbid_paths, torch_step_logprobs
+
+        step = forbid_paths(torch_step_logprobs(lambda x: model(x).logits, context=ids[0].tolist()), request.forbid)
+        found = beam_search(step, request.trie, request.beams, request.trie.max_len)
+        return [tuple(p) for p, _ in found], [s for _, s in found]
+
+    @staticmethod
+    def _rank_by_generate(tok, model, ids, request: ConstrainedRequest) -> tuple[list[tuple[int, ...]], list[float]]:
+        """`generate` with the trie as its `prefix_allowed_tokens_fn` and the end-of-turn token as EOS: `beams`
+        rows ranked by log-prob per token (the cumulative order when all paths have one length: IDs, SIDs;
+        with fewer paths than beams some rows are no path). A beam of it cannot die at a masked token, so
+        `forbid` paths are left out of the trie."""
+        import torch
+
+        from recharness.models.cbs import Trie, hf_prefix_allowed_tokens_fn
+
+        trie = request.trie
+        if request.forbid:
+            banned = {tuple(p) for p in request.forbid}
+            trie = Trie(p for p in trie.paths() if tuple(p) not in banned)
+        eos = tok.convert_tokens_to_ids("<|im_end|>") if "<|im_end|>" in tok.get_vocab() else tok.eos_token_id
+        n = ids.shape[1]
+        with torch.no_grad():
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), num_beams=request.beams,
+                                 num_return_sequences=request.beams, max_new_tokens=trie.max_len + 1,
+                                 do_sample=False, early_stopping=True, eos_token_id=eos, pad_token_id=eos,
+                                 prefix_allowed_tokens_fn=hf_prefix_allowed_tokens_fn(trie, n, eos),
+                                 output_logits=True, return_dict_in_generate=True)
+        rows = out.sequences[:, n:].tolist()
+        # each step's log-probs of the beam the row came from (-1: finished before; one beam is greedy
+        # search, which has no beam indices)
+        steps = [torch.log_softmax(x.double(), -1) for x in out.logits]
+        froms = out.beam_indices.tolist() if request.beams > 1 else [[0] * len(rows[0])]
+        logprobs = [sum(float(steps[t][b, x]) for t, (b, x) in enumerate(zip(beams, row)) if b >= 0)
+                    for beams, row in zip(froms, rows)]
+        return [tuple(x for x in row if x != eos) for row in rows], logprobs
+
+    async def arank_constrained(self, request: ConstrainedRequest) -> RankedSequences:
+        return await asyncio.to_thread(self.rank_constrained_sync, request)

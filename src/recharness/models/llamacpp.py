@@ -13,14 +13,19 @@ import os
 import struct
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 from recharness.core.errors import ConfigError, RecharnessError, SampleError
-from recharness.core.types import Completion, GenerationParams, Messages, OptionScores
+from recharness.core.types import (
+    Completion,
+    ConstrainedRequest,
+    GenerationParams,
+    Messages,
+    OptionScores,
+    RankedSequences,
+)
 from recharness.models.base import ModelBackend
+from recharness.models.llama_native import llama_native
 
 
 def import_llama():
@@ -34,34 +39,11 @@ def import_llama():
     return llama_cpp
 
 
-@dataclass(frozen=True)
-class LlamaNative:
-    """A loaded `llama_cpp.Llama`'s native parts, which llama-cpp-python keeps private."""
-
-    #: the native model (`llm._model`, a `llama_cpp._internals.LlamaModel`): its weights, for a second context
-    model: Any
-    #: the native context (`llm._ctx`): its KV cache (trimmed to a reused prefix) and its last logits
-    context: Any
-    #: the module `llama_cpp._internals` (`LlamaContext`, `LlamaBatch`)
-    internals: ModuleType
-
-
-def llama_native(llm) -> LlamaNative:
-    """The one place that reaches into llama-cpp-python's private attributes. Why: its public `Llama`
-    cannot trim its KV cache to a shared prompt prefix, read the last logits without `logits_all=True`
-    (a copy of every position's logits), or open a second context on the same loaded weights (the
-    batched beams of `cbs.LlamaBeams`); `_model`, `_ctx` and `_internals` can. A llama-cpp-python
-    release that renames them is fixed here alone."""
-    from llama_cpp import _internals
-
-    return LlamaNative(model=llm._model, context=llm._ctx, internals=_internals)
-
-
 class LlamaCppBackend(ModelBackend):
     backend = "llamacpp"
 
     def __init__(self, model_path: str | Path, name: str | None = None, n_ctx: int = 4096, n_threads: int | None = None, seed: int = 0,
-                 reuse_prefix: bool = True, sha256: str | None = None):
+                 reuse_prefix: bool = True, sha256: str | None = None, beam_n_ctx: int | None = None):
         path = Path(model_path)
         if not path.exists():
             raise ConfigError(f"GGUF file not found: {path}")
@@ -79,6 +61,9 @@ class LlamaCppBackend(ModelBackend):
         self._header: dict | None = None
         #: the file's sha256: a built-in model's published hash, else hashed once (`file_sha256_cached`)
         self.sha256 = sha256
+        #: KV cells of a constrained search (the prompt + the beams' tokens), in a context of its own
+        self.beam_n_ctx = beam_n_ctx or n_ctx
+        self._beams = None  # cbs.LlamaBeams, made by the first constrained request
 
     def identity(self) -> dict:
         # The file name, not its directory, so caches survive moving the data home.
@@ -142,8 +127,7 @@ class LlamaCppBackend(ModelBackend):
         with self._lock:
             llm = self.load()
             t0 = time.perf_counter()
-            prompt = self.chat_prompt(llm, messages)
-            tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+            tokens = self._prompt_tokens(llm, messages)
             if len(tokens) >= self.n_ctx:
                 raise SampleError("context_overflow", f"{self.name}: prompt of {len(tokens)} tokens exceeds the "
                                   f"context window ({self.n_ctx})")
@@ -181,6 +165,45 @@ class LlamaCppBackend(ModelBackend):
         while k < n and held[k] == tokens[k]:
             k += 1
         return k
+
+    def _prompt_tokens(self, llm, messages: Messages, answer_start: str = "") -> list[int]:
+        """The chat prompt with the answer started with `answer_start`, as token ids."""
+        text = self.chat_prompt(llm, messages) + answer_start
+        return llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+
+    def tokenize(self, text: str) -> list[int]:
+        """`text` as the model reads it inside an answer (no BOS, special tokens spelled as text): how the
+        paths of a `ConstrainedRequest` are spelled."""
+        with self._lock:
+            return self.load().tokenize(text.encode("utf-8"), add_bos=False, special=False)
+
+    def rank_constrained_sync(self, request: ConstrainedRequest) -> RankedSequences:
+        """CBS with every live beam in its own KV sequence and one decode call per step (`cbs.LlamaBeams`),
+        best cumulative log-prob first. With `ends_turn` the GGUF's EOS token ends every path."""
+        from recharness.models.cbs import LlamaBeams, Trie
+
+        with self._lock:
+            llm = self.load()
+            t0 = time.perf_counter()
+            tokens = self._prompt_tokens(llm, request.messages, request.answer_start)
+            end = (llm.token_eos(),) if request.ends_turn else ()
+            trie = Trie(tuple(p) + end for p in request.trie.paths()) if end else request.trie
+            # KV cells: the prompt, the live beams' tokens and those of the beams that died a step ago
+            need = len(tokens) + 2 * request.beams * trie.max_len
+            if need > self.beam_n_ctx:
+                raise SampleError("context_overflow", f"{self.name}: a prompt of {len(tokens)} tokens and "
+                                  f"{request.beams} beams over paths of up to {trie.max_len} tokens need "
+                                  f"{need} KV cells; the search has beam_n_ctx={self.beam_n_ctx}")
+            if self._beams is None or self._beams.beams != request.beams:
+                if self._beams is not None:
+                    self._beams.close()
+                self._beams = LlamaBeams(llm, request.beams, n_ctx=self.beam_n_ctx, n_threads=self.n_threads)
+            found = self._beams.search(tokens, trie, trie.max_len, forbid=request.forbid)
+            latency = time.perf_counter() - t0
+        return RankedSequences([tuple(p[:len(p) - len(end)]) for p, _ in found], [s for _, s in found], latency)
+
+    async def arank_constrained(self, request: ConstrainedRequest) -> RankedSequences:
+        return await asyncio.to_thread(self.rank_constrained_sync, request)
 
     @staticmethod
     def chat_prompt(llm, messages: Messages) -> str:

@@ -18,7 +18,7 @@ from recharness.core.paths import shown_path
 from recharness.core.rundir import RunDir, check_name, fingerprint, samples_record
 from recharness.core.types import BuildConfig, GenerationParams, ScoreRow
 from recharness.data.store import load_dataset
-from recharness.execution.executor import RunStats, answered, prompt_version, run_samples, with_model
+from recharness.execution.executor import RunStats, answered, check_same_model, prompt_version, run_samples, with_model
 from recharness.metrics.bootstrap import DEFAULT_RESAMPLES
 from recharness.models.base import ModelBackend
 from recharness.runner.coverage import record_run
@@ -211,32 +211,6 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
         samples, tasks, model, pred_path, max_retries=max_retries, concurrency=concurrency, on_progress=on_progress,
         build=info["fingerprint"]), use_cache=use_cache, buffered=True)
     return pred_path, stats
-
-
-#: identity keys that say where a model is served, not what it is (a server may move between resumed runs)
-_WHERE = ("base_url",)
-
-
-def _what(identity: dict | None) -> dict:
-    return {k: v for k, v in (identity or {}).items() if k not in _WHERE}
-
-
-def check_same_model(pred_path: Path, identity: dict) -> None:
-    """A predictions file holds one model's answers: resuming it with another model (another backend,
-    model, file, fine-tune or settings in its identity) is refused, both named."""
-    if not pred_path.exists():
-        return
-    first = next(iter(read_jsonl(pred_path, tolerate_torn_tail=True)), None)
-    if first is None:
-        return
-    had, now = _what(first.get("model")), _what(json.loads(json.dumps(identity, default=str)))
-    if had != now:
-        def show(ident: dict) -> str:
-            return json.dumps(ident, sort_keys=True)[:300]
-
-        raise ConfigError(f"{shown_path(pred_path)} holds the answers of another model ({show(had)}), not of "
-                          f"{show(now)}: a method is one model. Give this run another --name to keep both, or "
-                          "--overwrite to replace those answers")
 
 
 def check_same_settings(rd: RunDir, method: str, settings: dict) -> None:

@@ -75,7 +75,7 @@ def _seqrec(run_dir: Path, dataset, *, items: str, limit: int | None, seed: int,
     return seqrec_examples(run_dir, vocab, limit=limit, seed=seed)
 
 
-def seqrec_answerer(hf, tok, model, vocab, *, beams: int = 20, sample_cap: int | None = None):
+def seqrec_answerer(hf, vocab, *, beams: int = 20, sample_cap: int | None = None):
     """An ID/SID seqrec model's answer to a sample by CBS over the catalog's item trie: the target's rank
     among the beams (`beams`, `invalid` = 0). With `sample_cap` (the run answers the first N samples on
     purpose, as `title-cbs`) the answer declares it: `score` judges the model on the samples it answered
@@ -83,11 +83,12 @@ def seqrec_answerer(hf, tok, model, vocab, *, beams: int = 20, sample_cap: int |
     from recharness.finetune.items import recommend
     from recharness.models.cbs import Trie
 
+    tok, _ = hf.load()
     to_item = vocab.paths(tok)
     trie = Trie(to_item)  # once: every sample's beam search walks the same trie
 
     def answer(s: dict) -> tuple[Parsed, float]:
-        ranked, invalid, sec = recommend(model, tok, vocab, s["history"], beams=beams, trie=trie, to_item=to_item)
+        ranked, invalid, sec = recommend(hf, vocab, s["history"], beams=beams, trie=trie, to_item=to_item)
         r = list_rank(ranked, s["target"], set(s["history"]))
         parsed = {"rank": None if math.isinf(r) else int(r), "top": ranked[:10], "beams": beams,
                   "invalid": invalid, "top1_invalid": not ranked, "latency_s": round(sec, 4)}
@@ -98,7 +99,7 @@ def seqrec_answerer(hf, tok, model, vocab, *, beams: int = 20, sample_cap: int |
     return answer
 
 
-def ctr_answerer(hf, tok, model, vocab, *, beams: int = 20, sample_cap: int | None = None):
+def ctr_answerer(hf, vocab, *, beams: int = 20, sample_cap: int | None = None):
     """An ID/SID ctr model's answer (Groups D/F): P(Yes) from the logits of "Yes" and "No" after the
     identifier prompt, as the text models are scored."""
     task = CtrTask()

@@ -10,8 +10,8 @@ cumulative log-prob first, are the ranking; the user's history titles are masked
 token (`cbs.forbid_paths`), as every method's ranking excludes them. A target no beam reaches is
 not ranked (``rank: None``: 0 for NDCG@10, HR@k, MRR). The list can be shorter than `beams`
 (beam search does not replace a finished beam, and inside a title there is one continuation:
-~14 titles from 20 beams on ML-1M). Decoding: `cbs.LlamaBeams` (one llama.cpp
-KV sequence per beam, one batched decode per step).
+~14 titles from 20 beams on ML-1M). Decoding: a `LlamaCppBackend`'s constrained request
+(`rank_constrained_sync`: one llama.cpp KV sequence per beam, one batched decode per step).
 
 Slow (seconds per sample on CPU), so it answers a sample of the test set: the first `max_samples`
 distinct samples it is asked about (the build's order under `recharness train`), remembered by id,
@@ -21,7 +21,7 @@ that sample's prompt + search (Table 5's latency). `recharness train`'s own sing
 would time the remembered answers: run it with ``--latency-runs 0``; Table 5 reads
 ``parsed["latency_s"]`` either way.
 
-Nothing is learned: `fit` loads the model and builds the trie from `TrainData.item_table`.
+Nothing is learned: `fit` makes the model's backend and builds the trie from `TrainData.item_table`.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any, Self
 
 from recharness.baselines.base import Baseline, TrainData
-from recharness.core.errors import ConfigError
-from recharness.core.types import reference_record
+from recharness.core.errors import ConfigError, SampleError
+from recharness.core.types import ConstrainedRequest, reference_record
 
 #: n_ctx: KV cells of the beam search (prompt + the beams' title tokens); 4,096 x SmolLM2-135M: ~95 MB
 DEFAULTS: dict[str, Any] = {"model": "smollm2-135m", "beams": 20, "max_samples": 100, "n_ctx": 4096, "threads": 1}
@@ -54,8 +54,7 @@ class TitleCBS(Baseline):
         for k in ("beams", "max_samples", "n_ctx", "threads"):
             if int(self.params[k]) < 1:
                 raise ConfigError(f"{self.name}: {k} must be at least 1, got {self.params[k]}")
-        self.llm = None
-        self.beams = None
+        self.backend = None
         self.trie = None
         self.to_item: dict[tuple[int, ...], str] = {}
         self.item_paths: dict[str, list[tuple[int, ...]]] = {}
@@ -86,63 +85,53 @@ class TitleCBS(Baseline):
         if table is None or "title" not in table.columns:
             raise ConfigError(f"{self.name} needs the dataset's item table with a 'title' column (the trie's "
                               "titles); this training data has none: fit it on `TrainData.of_build(dataset, run, 'recbench')`")
-        from recharness.models.cbs import LlamaBeams, title_trie
-        from recharness.models.llamacpp import import_llama
+        from recharness.models.cbs import title_trie
+        from recharness.models.llamacpp import LlamaCppBackend
 
-        llama_cpp = import_llama()
         p = self.params
-        # the Llama object gives the weights, tokenizer and chat template; LlamaBeams decodes in its own context
-        self.llm = llama_cpp.Llama(model_path=str(self._model_path()), n_ctx=256, n_threads=int(p["threads"]),
-                                   n_threads_batch=int(p["threads"]), seed=self.seed, verbose=False)
-        self.beams = LlamaBeams(self.llm, int(p["beams"]), n_ctx=int(p["n_ctx"]), n_threads=int(p["threads"]))
-        newline = self._tokenize("\n")
+        # the search decodes in a context of its own (n_ctx cells); the model's context only has to exist
+        self.backend = LlamaCppBackend(self._model_path(), n_ctx=256, n_threads=int(p["threads"]), seed=self.seed,
+                                       beam_n_ctx=int(p["n_ctx"]))
+        newline = self.backend.tokenize("\n")
         if len(newline) != 1:
             raise ConfigError(f"{self.name}: the model's tokenizer spells a newline as {len(newline)} tokens; "
                               "the title trie needs one end-of-line token")
         self.titles = {str(i): t for i, t in zip(table["item_id"].to_list(), table["title"].to_list()) if t}
-        self.trie, self.to_item = title_trie(self._tokenize, self.titles, variants=(" {}",), suffix=newline)
+        self.trie, self.to_item = title_trie(self.backend.tokenize, self.titles, variants=(" {}",), suffix=newline)
         self.item_paths = {}
         for path, item in self.to_item.items():
             self.item_paths.setdefault(item, []).append(path)
         self._answered = {}
         return self
 
-    def _tokenize(self, text: str) -> list[int]:
-        return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
-
-    def _prompt_tokens(self, sample: dict) -> list[int]:
-        from recharness.models.llamacpp import LlamaCppBackend
+    def _request(self, sample: dict) -> ConstrainedRequest:
         from recharness.tasks.recbench.seqrec import seqrec_messages
 
         messages = sample.get("messages") or seqrec_messages([self.titles.get(i, i) for i in sample["history"]],
                                                              int(sample.get("n_recs", 10)))
-        text = LlamaCppBackend.chat_prompt(self.llm, messages) + ANSWER_START
-        tokens = self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-        # KV cells: the prompt, the live beams' title tokens and those of the beams that died a step ago
-        need = len(tokens) + 2 * int(self.params["beams"]) * self.trie.max_len
-        if need > int(self.params["n_ctx"]):
-            raise ConfigError(f"{self.name}: sample {sample['id']}'s prompt has {len(tokens)} tokens; with "
-                              f"{self.params['beams']} beams over titles of up to {self.trie.max_len} tokens the search "
-                              f"needs n_ctx >= {need} (n_ctx is {self.params['n_ctx']})")
-        return tokens
+        forbid = tuple(p for i in set(sample["history"]) for p in self.item_paths.get(i, ()))
+        return ConstrainedRequest(messages, self.trie, int(self.params["beams"]), answer_start=ANSWER_START,
+                                  forbid=forbid)
 
     def _answer(self, sample: dict) -> dict:
         t0 = time.perf_counter()
         history = set(sample["history"])
-        forbid = [p for i in history for p in self.item_paths.get(i, ())]
-        found = self.beams.search(self._prompt_tokens(sample), self.trie, self.trie.max_len, forbid=forbid)
+        try:
+            found = self.backend.rank_constrained_sync(self._request(sample))
+        except SampleError as e:
+            raise ConfigError(f"{self.name}: sample {sample['id']}: {e}: raise the baseline's n_ctx") from None
         items: list[str] = []
-        for path, _ in found:
+        for path in found.paths:
             item = self.to_item[tuple(path)]
             if item not in history and item not in items:
                 items.append(item)
         target = sample.get("target")
         return {"rank": items.index(target) + 1 if target in items else None, "items": items,
-                "top_titles": [self.titles[i] for i in items[:3]], "beams": len(found),
+                "top_titles": [self.titles[i] for i in items[:3]], "beams": len(found.paths),
                 "latency_s": round(time.perf_counter() - t0, 6), "sample_cap": int(self.params["max_samples"])}
 
     def predict(self, samples: list[dict], task=None) -> dict[str, dict]:
-        if self.llm is None:
+        if self.backend is None:
             raise ValueError(f"{self.name} predicts only once fitted")
         bad = next((s for s in samples if s.get("task") != "seqrec"), None)
         if bad is not None:
