@@ -487,7 +487,7 @@ def mask_table_lines(lines: list[str]) -> list[str]:
     return out
 
 
-_TABLE_RE = re.compile(r"<table>.*?</table>", re.DOTALL)
+_TABLE_RE = re.compile(r"<table(?:\s[^>]*)?>.*?</table>", re.DOTALL)
 #: a cell with or without attributes (report.html's method cells are <td class='method'>): every cell counts
 _CELL_RE = re.compile(r"<(td|th)((?:\s[^>]*)?)>(.*?)</\1>", re.DOTALL)
 
@@ -568,7 +568,7 @@ def drop_added_columns(a: list[str], b: list[str], added: list[str]) -> list[str
             for i in range(sb, eb):
                 cells = _split_row(b[i])
                 b[i] = "| " + " | ".join(c for j, c in enumerate(cells) if j in keep) + " |"
-    if len(a) != len(b) or not (b and "<table>" in "".join(b)):
+    if len(a) != len(b) or not (b and "<table" in "".join(b)):
         return b
     text_a, text_b = "\n".join(a), "\n".join(b)
     tables_a, tables_b = _TABLE_RE.findall(text_a), list(_TABLE_RE.finditer(text_b))
@@ -615,16 +615,28 @@ def _kept_columns(ha: list[str], hb: list[str]) -> set[int] | None:
 
 
 def compare_text(a: list[str], b: list[str]) -> str | None:
-    """First differing line (from a little before the first differing character) and how many lines differ."""
-    diff = [i for i, (x, y) in enumerate(zip(a, b), 1) if x != y]
-    extra = f"; {len(a)} lines != {len(b)}" if len(a) != len(b) else ""
-    if not diff:
-        return extra[2:] or None
-    i = diff[0]
-    x, y = a[i - 1], b[i - 1]
-    j = next((k for k, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
-    lo = max(0, j - 40)
-    return f"{len(diff)} of {max(len(a), len(b))} lines differ{extra}; first, line {i}: {x[lo:lo + 100]!r} != {y[lo:lo + 100]!r}"
+    """None when equal, else how the lines differ, aligned (difflib: a line added or removed shifts no
+    other) and counted as changed / only in base / only in head, and the first difference."""
+    import difflib
+
+    if a == b:
+        return None
+    changed = removed = added = 0
+    first = None
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        n, m = i2 - i1, j2 - j1
+        changed += min(n, m)
+        removed += max(0, n - m)
+        added += max(0, m - n)
+        if first is None:
+            x, y = (a[i1] if n else ""), (b[j1] if m else "")
+            j = next((k for k, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
+            lo = max(0, j - 40)
+            first = f"line {i1 + 1}: {x[lo:lo + 100]!r} != {y[lo:lo + 100]!r}"
+    parts = [f"{k} {what}" for k, what in ((changed, "changed"), (removed, "only in base"), (added, "only in head")) if k]
+    return f"{', '.join(parts)} of {max(len(a), len(b))} lines; first, {first}"
 
 
 def files_of(d: Path) -> set[str]:
