@@ -53,6 +53,15 @@ def test_markov_scores_are_the_transition_counts_after_the_last_item():
     assert two.scores(["a", "b"]).tolist() == [0, 1.0, 2, 0, 0]  # b->c: 2; a->b: 0.5 * 2
 
 
+def test_markov_order_reaches_beyond_five_items():
+    # transitions of _train(): a->b 2, b->c 2, c->d 2; e has none. History a, then five e's:
+    hist = ["a", "e", "e", "e", "e", "e"]
+    assert Markov(order=5, decay=0.5).fit(_train()).scores(hist).tolist() == [0, 0, 0, 0, 0]
+    assert Markov(order=6, decay=0.5).fit(_train()).scores(hist).tolist() == [0, 0.5 ** 5 * 2, 0, 0, 0]
+    assert Markov(order=20, decay=0.5).fit(_train()).scores(hist).tolist() == [0, 0.5 ** 5 * 2, 0, 0, 0]
+    assert Markov.space["order"] == ("int", 1, 20)  # the whole of a RecBench seqrec history (≤ 20 items)
+
+
 def test_ease_equals_its_closed_form():
     lam = 3.0
     x = _x()[:, :4]  # item e has no interaction: solved over the active items only
@@ -78,6 +87,51 @@ def test_itemknn_equals_cosine_similarity_summed_over_the_history():
     np.testing.assert_allclose(m.scores(["a", "d"])[:4], (sim[0] + sim[3])[:4], rtol=1e-5)
     one = ItemKNN(neighbours=1).fit(_train())  # each item's single nearest neighbour (itself)
     assert np.count_nonzero(one.similarity.toarray()) == 4
+
+
+def test_itemknn_recency_decay_weights_the_history_by_position():
+    # cosines of _x (hand): a·b 2/√6, a·c 1/√6, a·d 0, d·b 1/√6, d·c 2/√6, each item with itself 1
+    r6 = np.sqrt(6)
+    plain = ItemKNN(neighbours=10).fit(_train())
+    assert plain.params == {"neighbours": 10, "shrink": 0, "decay": 1.0}  # the default: the plain sum
+    half = ItemKNN(neighbours=10, decay=0.5).fit(_train())
+    # history a (older), d (newest): 0.5 · sim(a, ·) + 1 · sim(d, ·)
+    np.testing.assert_allclose(half.scores(["a", "d"]), [0.5, 2 / r6, 2.5 / r6, 1.0, 0.0], rtol=1e-5)
+    newest = ItemKNN(neighbours=10, decay=0.0).fit(_train())  # 0^0 = 1: the newest item alone
+    np.testing.assert_allclose(newest.scores(["a", "d"]), [0.0, 1 / r6, 2 / r6, 1.0, 0.0], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(ItemKNN(neighbours=10, decay=1.0).fit(_train()).scores(["a", "d"]),
+                               plain.scores(["a", "d"]))
+    assert half.top_k(2, exclude={"a", "d"}, history=["a", "d"]) == ["c", "b"]
+
+
+def test_itemknn_all_neighbours_and_shrinkage():
+    from sklearn.metrics.pairwise import cosine_similarity
+
+    every = ItemKNN(neighbours="all").fit(_train())
+    np.testing.assert_allclose(every.similarity.toarray(), cosine_similarity(_x().T), rtol=1e-5, atol=1e-7)
+    # shrink 1: co-count / (√|U_i|·√|U_j| + 1); supports a 2, b 3, c 3, d 2
+    r6 = np.sqrt(6)
+    shrunk = ItemKNN(neighbours="all", shrink=1).fit(_train())
+    np.testing.assert_allclose(shrunk.similarity.toarray()[0], [2 / 3, 2 / (r6 + 1), 1 / (r6 + 1), 0, 0],
+                               rtol=1e-5)
+    np.testing.assert_allclose(shrunk.similarity.toarray()[2], [1 / (r6 + 1), 2 / 4, 3 / 4, 2 / (r6 + 1), 0],
+                               rtol=1e-5)
+    # K after shrinking: c keeps itself (0.75) and d (2/(√6+1) = 0.58 > b's 0.5)
+    two = ItemKNN(neighbours=2, shrink=1).fit(_train())
+    assert np.flatnonzero(two.similarity.toarray()[2]).tolist() == [2, 3]
+
+
+def test_shrinkage_can_change_which_neighbours_are_kept():
+    from recharness.baselines.item_knn import _shrunk_top_k
+
+    # item 0's cosines: 0.9 to item 1 (support √1·√1 = 1), 0.5 to item 2 (support 10·10 = 100)
+    cosine = sp.csr_matrix(np.array([[0, 0.9, 0.5], [0.9, 0, 0], [0.5, 0, 0]], dtype=np.float32))
+    norms = np.array([1.0, 1.0, 100.0])
+    assert np.flatnonzero(_shrunk_top_k(cosine, norms, 0.0, 1).toarray()[0]).tolist() == [1]
+    shrunk = _shrunk_top_k(cosine, norms, 10.0, 1).toarray()
+    # 0.9 · 1/(1 + 10) = 0.0818 < 0.5 · 100/(100 + 10) = 0.4545: item 2 is now the nearest
+    np.testing.assert_allclose(shrunk[0], [0, 0, 0.5 * 100 / 110], rtol=1e-6)
+    np.testing.assert_allclose(shrunk[1], [0.9 / 11, 0, 0], rtol=1e-6)
 
 
 def test_als_scores_equal_implicits_own_recalculated_user():
@@ -135,6 +189,16 @@ def test_tuning_tries_the_default_first_and_keeps_the_best_on_validation():
     # b and c excluded → a, d: rank 2; (c | d): c excluded → a, b, d: rank 3
     default = search["trials"][0]["valid"]
     assert default == pytest.approx((1 + 1 + 1 / np.log2(3) + 1 / np.log2(4)) / 4)
+
+
+def test_itemknn_search_starts_from_the_plain_model_and_spans_the_new_parameters():
+    assert ItemKNN.space["neighbours"][0] == "choice" and "all" in ItemKNN.space["neighbours"]
+    assert ItemKNN.space["shrink"] == ("int", 0, 1000) and ItemKNN.space["decay"] == ("float", 0.0, 1.0)
+    search = tune(ItemKNN, _train(), trials=4, seed=0)
+    assert search["trials"][0]["params"] == {"neighbours": 100, "shrink": 0, "decay": 1.0}
+    for t in search["trials"]:
+        assert t["params"]["neighbours"] in ItemKNN.space["neighbours"][1:]
+        assert 0 <= t["params"]["shrink"] <= 1000 and 0.0 <= t["params"]["decay"] <= 1.0
 
 
 def test_list_wise_windows_count_each_transition_once_and_each_user_once():

@@ -39,7 +39,8 @@ BASELINES.add("item_mean", ItemMeanCtr, answers=("click",), trainable=True,
 # (`train --tune N`). `heavy`: fitted by `recharness train` only, their predictions kept in the run dir
 for _name, _path, _lib, _what in (
         ("itemknn", "item_knn:ItemKNN", "implicit (CosineRecommender)",
-         "ItemKNN: item-item cosine similarity, the K nearest neighbours of each item, summed over the history"),
+         "ItemKNN: item-item cosine similarity (shrinkage optional), the K nearest neighbours of each item (or all), "
+         "summed over the history with a recency decay (default: equal weights)"),
         ("ease", "ease:EASE", "NumPy/SciPy (closed form)",
          "EASE (Steck 2019): linear item-item weights in closed form, one L2 weight"),
         ("als", "matrix_factorisation:ALS", "implicit (AlternatingLeastSquares)",

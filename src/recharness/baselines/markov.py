@@ -4,6 +4,10 @@ score(j) = Σ_l decay^l · count(h[−1−l] → j) over the last `order` items 
 the transitions of every training sequence (consecutive items of a user, in time order). With
 order 1 it is the last-item transition model (Rendle et al. 2010's Markov part), a strong and
 cheap next-item reference; ties (items that never followed) go by popularity.
+
+Search space (`baselines.tuning`): `order` 1–20 (the RecBench seqrec builds keep histories of ≤ 20 items,
+so 20 is the whole history there; an order beyond a history's length uses every item of it) and `decay`
+0.05–1. The default (order 1, decay 0.5) is trial 0 of a search.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from recharness.baselines.history_scorer import HistoryScorer
 
 class Markov(HistoryScorer):
     name = "markov"
-    space = {"order": ("int", 1, 5), "decay": ("float", 0.05, 1.0)}
+    space = {"order": ("int", 1, 20), "decay": ("float", 0.05, 1.0)}
 
     @classmethod
     def defaults(cls) -> dict:
