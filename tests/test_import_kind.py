@@ -106,3 +106,26 @@ def test_kind_with_label_files_alone_is_refused(tmp_path):
     assert res.exit_code != 0 and isinstance(res.exception, RecharnessError)
     assert str(res.exception) == ("--kind files an imported row in a build's tables; scores from label files alone "
                                   "make no row (build first, or leave --kind out)")
+
+
+def test_kind_decides_the_ctr_tables_too(ml1m, tmp_path):
+    """Tables 3/4 (ctr, `across_datasets`): an imported reference sits with the conventional models of Table 4,
+    an imported fine-tune in its items' group, an import without a kind with the zero-shot LLMs of Table 3."""
+    from recharness.tasks.recbench.tables import across_datasets
+
+    out = tmp_path / "ctr"
+    pipeline.build("recbench", "ml-1m", out, tasks=["ctr"], seed=0, limit=4,
+                   options={"test_pairs_per_user": 2, "train_pairs": 2000})
+    samples = list(read_jsonl(out / "samples.jsonl"))
+    src = tmp_path / "p.jsonl"
+    src.write_text("".join(json.dumps({"id": s["id"], "probability": 0.25 + 0.5 * (k % 2)}) + "\n"
+                           for k, s in enumerate(samples)))
+    import_predictions(out, src, "ext-llm")
+    import_predictions(out, src, "ext-ref", kind="reference")
+    import_predictions(out, src, "ext-ft", kind="finetuned")
+    text = across_datasets({"ml-1m": pipeline.score(out, resamples=0, references=False)})
+    table3, table4 = text.split("#### Table 4")
+    assert "| ext-llm |" in table3 and "| ext-ref |" not in table3 and "| ext-ft |" not in table3
+    fine_tuned, conventional = table4.split("| **conventional models trained here** |")
+    assert "| ext-ref |" in conventional and "| ext-ref |" not in fine_tuned
+    assert "| ext-ft |" in fine_tuned.split("| **E: LLMs, text (fine-tuned)** |")[1]

@@ -28,3 +28,15 @@ def test_model_rows_say_whether_they_beat_the_strongest_reference(ml1m, tmp_path
         assert v["p"] == pytest.approx(rows["fake"]["ci"]["NDCG@10"]["p_vs_best"])
     assert v["verdict"] == ("not distinguishable" if v["p"] >= 0.05 else "beats" if v["diff"] > 0 else "below")
     assert f"Strongest reference by NDCG@10: {strongest}" in (out / "scores.md").read_text()
+    said = {"not distinguishable": "is not distinguishable from it", "beats": "beats it", "below": "is below it"}
+    assert f"fake {said[v['verdict']]} ({v['diff']:+.4f}" in (out / "scores.md").read_text()
+
+
+def test_tuned_line_names_the_search_objective():
+    from recharness.runner.train_log import summary_line
+
+    tuning = {"budget": {"trials": 50}, "seconds": 593.0, "objective": "auc on the validation pairs",
+              "best": {"valid": 0.8541, "params": {"embed_dim": 8, "lr": 5.41e-4}}}
+    line = summary_line("deepfm", {"tuning": tuning, "train_s": 9.8})
+    assert line == ("deepfm: tuned, 50 trials (593.0 s), best valid auc 0.8541 with embed_dim=8, lr=0.000541; "
+                    "the chosen configuration trained again in 9.8 s")

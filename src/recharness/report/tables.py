@@ -91,6 +91,10 @@ def _p_text(p: float, resamples: int | None) -> str:
     return f"p = {p:.3g}"
 
 
+#: a verdict of `runner.intervals.versus_strongest_reference` as the sentence says it ("... it (diff, p)")
+_VERSUS = {"beats": "beats", "below": "is below", "not distinguishable": "is not distinguishable from"}
+
+
 def ci_note(rows: list[ScoreRow]) -> str | None:
     """What the [lo, hi] and the bold mean, for the rows of one table (None when no row has an interval)."""
     if not any(r.ci for r in rows):
@@ -112,8 +116,8 @@ def ci_note(rows: list[ScoreRow]) -> str | None:
     if vs:
         v0 = vs[0][1]
         note += (f" Strongest reference by {v0['metric']}: {v0['reference']}; "
-                 + "; ".join(f"{name} {v['verdict']} it ({v['diff']:+.4f}, {_p_text(v['p'], b)}, {v['test']})"
-                             for name, v in vs) + ".")
+                 + "; ".join(f"{name} {_VERSUS.get(v['verdict'], v['verdict'])} it ({v['diff']:+.4f}, "
+                             f"{_p_text(v['p'], b)}, {v['test']})" for name, v in vs) + ".")
     return note
 
 

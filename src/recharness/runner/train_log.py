@@ -96,8 +96,10 @@ def summary_line(name: str, info: dict | None) -> str:
     if info.get("tuning"):
         t = info["tuning"]
         params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in t["best"]["params"].items())
-        return (f"{name}: tuned, {t['budget']['trials']} trials ({t['seconds']:.1f} s), best valid NDCG@10 "
-                f"{t['best']['valid']:.4f} with {params}; refitted on all training data in {info['train_s']:.1f} s")
+        metric = str(t.get("objective") or "the objective").split(" ", 1)[0]  # "NDCG@10 on ...", "auc on ..."
+        return (f"{name}: tuned, {t['budget']['trials']} trials ({t['seconds']:.1f} s), best valid {metric} "
+                f"{t['best']['valid']:.4f} with {params}; the chosen configuration trained again in "
+                f"{info['train_s']:.1f} s")
     best = info.get("best")
     return (f"{name}: {info['epochs']} epochs, best valid {info.get('metric')} "
             f"{best:.4f} at epoch {info.get('best_epoch')}; stopped: {info['stopped']}; {info['train_s']:.1f} s"

@@ -99,9 +99,21 @@ def _table(title: str, methods: list, by: dict[str, dict[tuple[str, str], ScoreR
     return _with_note(lines)
 
 
+def imported_as(row: ScoreRow) -> str | None:
+    """The kind an imported row was imported as (`score --predictions F --kind reference|finetuned`, or the
+    file's "kind"), None for a row this harness answered or an import of a zero-shot model."""
+    model = (row.extra or {}).get("model") or {}
+    if row.kind == "model" and model.get("backend") == "imported" and model.get("kind") in ("reference", "finetuned"):
+        return model["kind"]
+    return None
+
+
 def finetuned_items(row: ScoreRow) -> str | None:
     """The item representation a fine-tuned model row was trained with (text / id / sid), None for zero-shot:
-    read from the model identity the hf backend records for a `recharness finetune` model."""
+    read from the model identity the hf backend records for a `recharness finetune` model, or the items an
+    imported fine-tune declared (default text)."""
+    if imported_as(row) == "finetuned":
+        return ((row.extra or {}).get("model") or {}).get("items") or "text"
     ft = ((row.extra or {}).get("model") or {}).get("finetune") if row.kind == "model" else None
     return (ft.get("items") or "text") if isinstance(ft, dict) else None
 
@@ -120,8 +132,10 @@ def across_datasets(runs: dict[str, list[ScoreRow]]) -> str | None:
     any_row = {m: next(by[d][m] for d in by if m in by[d]) for m in methods}
     tuned = {m: finetuned_items(any_row[m]) for m in methods}
     parts = []
-    llms = [m for m in methods if m[1] == "model" and tuned[m] is None]
-    refs = [m for m in methods if m[1] == "reference"]
+    # an imported row is filed by the kind it was imported as, like a row of its kind answered here
+    imported_ref = {m for m in methods if imported_as(any_row[m]) == "reference"}
+    llms = [m for m in methods if m[1] == "model" and tuned[m] is None and m not in imported_ref]
+    refs = [m for m in methods if m[1] == "reference" or m in imported_ref]
     ft_rows: list = []
     for items, title in TABLE4_GROUPS.items():
         members = [m for m in methods if tuned[m] == items]
@@ -162,11 +176,11 @@ TABLE5_REFERENCES: dict[str, dict] = {
 def table5_row(row: ScoreRow) -> tuple[str, str, float]:
     """(group, label, order within the group) of a seqrec score row (see the module docstring). An imported
     row is filed by the kind it was imported as (`score --predictions F --kind`, or the file's "kind")."""
-    model = (row.extra or {}).get("model") or {}
-    if row.kind == "model" and model.get("backend") == "imported" and model.get("kind") in ("reference", "finetuned"):
-        if model["kind"] == "reference":
+    kind = imported_as(row)
+    if kind is not None:
+        if kind == "reference":
             return "R", f"{row.method} (imported)", 0.0
-        group = {"id": "I", "sid": "J"}.get(model.get("items"), "F")
+        group = {"id": "I", "sid": "J"}.get(((row.extra or {}).get("model") or {}).get("items"), "F")
         return group, f"{row.method} (imported)", 0.0
     if row.kind == "reference":
         meta = TABLE5_REFERENCES.get(row.method)
