@@ -18,13 +18,15 @@ from recharness.core.io import dumps_safe
 from recharness.core.paths import cache_path, shown_path
 
 
+#: what `json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))` builds on every call, built
+#: once: the same bytes, so every key stays what it was
+_KEY_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+#: keys per `prefetch` query, rows per `flush` statement (SQLite allows 32766 parameters)
+_PREFETCH_CHUNK = 500
+
+
 def cache_key(kind: str, identity: dict, params: dict | None, messages: list, extra: dict | None = None) -> str:
-    payload = json.dumps(
-        {"kind": kind, "model": identity, "params": params, "messages": messages, "extra": extra},
-        sort_keys=True,
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+    payload = _KEY_JSON.encode({"kind": kind, "model": identity, "params": params, "messages": messages, "extra": extra})
     # surrogatepass: untrusted dataset text may hold lone surrogates; the key must still be stable
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -35,14 +37,27 @@ class ResponseCache:
     `buffered=True` (the runner's mode) keeps new entries in memory, visible to
     `get` at once, until `flush` writes them in one transaction: the runner
     flushes from its commit thread, so the event loop never waits on SQLite writes.
+
+    `prefetch(keys)` looks many keys up in one query ahead of their `get`s (the runner
+    does it for the next samples): each answer is kept for one `get` of its key, so
+    that `get` costs a dict lookup instead of a SQLite read (~60 µs of client CPU per
+    request in a run at zero latency, benchmarks/results/overhead.md). It is only a
+    read-ahead: a key it never saw, or whose answer was dropped, is read from SQLite.
     """
 
     def __init__(self, path: Path | None = None, *, buffered: bool = False):
         self.path = Path(path) if path is not None else cache_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.buffered = buffered
+        #: new entries not yet written, and those being written by a `flush` (visible to `get` until committed)
         self._pending: dict[str, str] = {}
-        self._lock = threading.Lock()
+        self._flushing: dict[str, str] = {}
+        #: `prefetch`'s answers, each for one `get`: found values, and keys not in the file then
+        self._ahead: dict[str, str] = {}
+        self._absent: set[str] = set()
+        self._lock = threading.Lock()  # the dicts above: held for dict work only, never across SQLite
+        self._db_lock = threading.Lock()  # the connection
+        self._flush_lock = threading.Lock()  # one flush at a time, so a later entry is written after an earlier
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -60,40 +75,89 @@ class ResponseCache:
         with self._lock:
             data = self._pending.get(key)
             if data is None:
+                data = self._flushing.get(key)
+            if data is None:
+                data = self._ahead.pop(key, None)
+            if data is None and key in self._absent:
+                self._absent.discard(key)
+                return None
+        if data is None:
+            # not buffered here: in the file (a flush removes entries from `_flushing` only once committed)
+            with self._db_lock:
                 row = self._db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
-                data = row[0] if row else None
+            data = row[0] if row else None
         return json.loads(data) if data is not None else None
+
+    def prefetch(self, keys) -> int:
+        """Look `keys` up in one query per 500 and keep the answers for their next `get` (those of an
+        earlier prefetch are dropped: memory stays bounded by one prefetch); returns how many were found."""
+        keys = list(dict.fromkeys(keys))
+        found: dict[str, str] = {}
+        with self._lock:  # buffered before the query (a flush may commit them while it runs): get reads those
+            buffered = self._pending.keys() | self._flushing.keys()
+        with self._db_lock:
+            for i in range(0, len(keys), _PREFETCH_CHUNK):
+                part = keys[i:i + _PREFETCH_CHUNK]
+                found.update(self._db.execute(
+                    f"SELECT key, value FROM responses WHERE key IN ({','.join('?' * len(part))})", part).fetchall())
+        with self._lock:
+            buffered |= self._pending.keys() | self._flushing.keys()  # and since: newer than the query's answer
+            self._ahead = {k: v for k, v in found.items() if k not in buffered}
+            self._absent = {k for k in keys if k not in found and k not in buffered}
+        return len(found)
 
     def put(self, key: str, value: dict) -> None:
         data = dumps_safe(value)
         with self._lock:
+            self._absent.discard(key)
+            self._ahead.pop(key, None)
             if self.buffered:
                 self._pending[key] = data
-            else:
-                self._db.execute("INSERT OR REPLACE INTO responses (key, value) VALUES (?, ?)", (key, data))
+                return
+        with self._db_lock:
+            self._db.execute("INSERT OR REPLACE INTO responses (key, value) VALUES (?, ?)", (key, data))
 
     def flush(self) -> int:
-        """Write buffered entries in one transaction; returns how many."""
-        with self._lock:
-            if not self._pending:
-                return 0
-            items = list(self._pending.items())
-            self._db.execute("BEGIN")
+        """Write buffered entries in one transaction; returns how many. `get` and `put` go on meanwhile (the
+        runner flushes from its commit thread): the entries stay readable until committed."""
+        with self._flush_lock:
+            with self._lock:
+                if not self._pending:
+                    return 0
+                items, self._pending = self._pending, {}
+                self._flushing = items
             try:
-                self._db.executemany("INSERT OR REPLACE INTO responses (key, value) VALUES (?, ?)", items)
-                self._db.execute("COMMIT")
+                rows = list(items.items())
+                with self._db_lock:
+                    self._db.execute("BEGIN")
+                    try:
+                        # one statement per 500 rows, not executemany's one per row: each statement lets the GIL
+                        # go and takes it back from the event loop's thread (this runs in the commit thread), and
+                        # that ping-pong cost the run ~70 µs of CPU per answer (benchmarks/results/overhead.md)
+                        for i in range(0, len(rows), _PREFETCH_CHUNK):
+                            part = rows[i:i + _PREFETCH_CHUNK]
+                            self._db.execute("INSERT OR REPLACE INTO responses (key, value) VALUES "
+                                             + ",".join(["(?,?)"] * len(part)), [x for row in part for x in row])
+                        self._db.execute("COMMIT")
+                    except BaseException:
+                        self._db.execute("ROLLBACK")
+                        raise
             except BaseException:
-                self._db.execute("ROLLBACK")
+                with self._lock:  # kept for the next flush; an entry put since is newer and wins
+                    for k, v in items.items():
+                        self._pending.setdefault(k, v)
+                    self._flushing = {}
                 raise
-            self._pending.clear()
+            with self._lock:
+                self._flushing = {}
             return len(items)
 
     def __len__(self) -> int:
         self.flush()
-        with self._lock:
+        with self._db_lock:
             return self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
 
     def close(self) -> None:
         self.flush()
-        with self._lock:
+        with self._db_lock:
             self._db.close()

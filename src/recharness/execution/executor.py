@@ -27,11 +27,13 @@ committed is asked whole again, its new answers alone committed).
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from itertools import islice
 from pathlib import Path
 from typing import TypeVar
 
@@ -53,6 +55,10 @@ from recharness.models.base import ModelBackend
 from recharness.tasks.base import Task
 
 T = TypeVar("T")
+#: a Completion's fields, as `Completion.to_dict` lists them (its values are str, int, float, None)
+_COMPLETION_FIELDS = tuple(f.name for f in fields(Completion))
+#: samples per cache read-ahead in `run_samples`
+PREFETCH = 64
 
 
 @dataclass
@@ -95,14 +101,44 @@ class CachedModel:
     def __init__(self, backend: ModelBackend, cache: ResponseCache | None):
         self.backend = backend
         self.cache = cache
+        #: `prefetch`'s keys by id of a prompt's last message: (copies of the prompt's messages, its params, a
+        #: copy of the identity, the key, the prompt); a key is used only when the call's prompt, params and
+        #: identity equal those copies, so it is the key `cache_key` would compute, never a stale one
+        self._keys: dict[int, tuple] = {}
 
     def identity(self) -> dict:
         return self.backend.identity()
 
+    def _generate_key(self, messages: Messages, params: GenerationParams) -> str:
+        if messages and self._keys:
+            known = self._keys.pop(id(messages[-1]), None)
+            if (known is not None and known[0] == messages and (known[1] is params or known[1] == params)
+                    and known[2] == self.backend.identity()):
+                return known[3]
+        return cache_key("generate", self.backend.identity(), params.model_dump(mode="json"), messages)
+
+    def prefetch(self, requests: list[tuple[Messages, GenerationParams]]) -> None:
+        """Look the `generate` calls about to be made up in the cache at once (`ResponseCache.prefetch`),
+        remembering their keys for those calls. Only a read-ahead: what it misses is read as before."""
+        ahead = getattr(self.cache, "prefetch", None)
+        if ahead is None or not requests:
+            return
+        identity = self.backend.identity()
+        held = copy.deepcopy(identity)  # compared at the call: nothing shared with the backend's own state
+        keys, memo = [], {}
+        for messages, params in requests:
+            key = cache_key("generate", identity, params.model_dump(mode="json"), messages)
+            keys.append(key)
+            # remembered only for plain text messages: a snapshot of str values cannot change behind it
+            if messages and all(type(m) is dict and all(type(v) is str for v in m.values()) for m in messages):
+                memo[id(messages[-1])] = ([dict(m) for m in messages], params, held, key, messages)
+        self._keys = memo
+        ahead(keys)
+
     async def generate(self, messages: Messages, params: GenerationParams) -> Completion:
         key = None
         if self.cache is not None:
-            key = cache_key("generate", self.backend.identity(), params.model_dump(mode="json"), messages)
+            key = self._generate_key(messages, params)
             hit = self.cache.get(key)
             if hit is not None:
                 c = Completion(**hit)
@@ -110,7 +146,7 @@ class CachedModel:
                 return c
         c = await self.backend.agenerate(messages, params)
         if self.cache is not None:
-            rec = c.to_dict()
+            rec = {f: getattr(c, f) for f in _COMPLETION_FIELDS}  # Completion.to_dict() without asdict's deep copy
             rec["cached"] = False
             self.cache.put(key, rec)
         return c
@@ -266,6 +302,9 @@ async def run_samples(
         batched = getattr(model.backend, "aanswer_samples", None)
         pending = iter(batches(samples, done, getattr(model.backend, "batch_size", None)) if batched is not None
                        else [[s] for s in samples if s["id"] not in done])
+        if batched is None and getattr(model.cache, "prefetch", None) is not None \
+                and getattr(model.backend, "aanswer_sample", None) is None:
+            pending = read_ahead(pending, model, tasks)
         limit = max(1, concurrency or model.backend.max_concurrency)
         identity = model.identity()
         stamp = {"build": build} if build is not None else {}
@@ -323,6 +362,30 @@ async def run_samples(
     stats.commits = log.commits
     stats.transport_retries = Counter(getattr(model.backend, "retries", None) or {})
     return stats
+
+
+def read_ahead(pending, model: CachedModel, tasks: dict, size: int = PREFETCH):
+    """`pending`'s one-sample batches as they are, each `size` of them looked up in the response cache at
+    once before they are handed out: the first question of each `generate` sample (its prompt as
+    built), the call `predict_sample` makes first."""
+    while True:
+        chunk = list(islice(pending, size))
+        if not chunk:
+            return
+        ahead = []
+        for (s,) in chunk:
+            task = tasks.get(s["task"])
+            if getattr(task, "request", None) == "generate" and isinstance(s.get("messages"), list):
+                try:
+                    ahead.append((s["messages"], task.generation_params(s)))
+                except Exception:  # noqa: BLE001 - the sample's own call reports it; a read-ahead only skips it
+                    continue
+        if ahead:
+            try:
+                model.prefetch(ahead)
+            except Exception:  # noqa: BLE001 - a read-ahead that fails leaves each call to read (and report) itself
+                pass
+        yield from chunk
 
 
 def batches(samples: list[dict], done: set[str], size: int | None) -> list[list[dict]]:

@@ -1,0 +1,90 @@
+"""The runner's fast paths keep their guarantees: cache keys unchanged, read-ahead never stale,
+group commit windows bounded, everything committed on close."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from recharness.core.io import GroupCommitLog, dumps_line, dumps_safe, read_jsonl
+from recharness.core.types import GenerationParams
+from recharness.execution.cache import ResponseCache, cache_key
+from recharness.execution.executor import CachedModel
+from recharness.models.fake import FakeBackend
+
+
+def test_cache_keys_are_byte_for_byte_those_of_earlier_releases():
+    # computed by the cache_key of commit 786546c (json.dumps per call): a change here invalidates every cache
+    ident = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:8000/v1",
+             "extra_body": {"repeat_penalty": 1.0}}
+    msgs = [{"role": "system", "content": "Recommend films."}, {"role": "user", "content": 'Héllo ☃ \ud800 "q"'}]
+    params = GenerationParams(max_tokens=48, stop=("\n\n",)).model_dump(mode="json")
+    assert cache_key("generate", ident, params, msgs) == \
+        "50c14d9c29499286208692d7be2eecaabc71a5800898898a62419fdd895ba283"
+    assert cache_key("options", {"backend": "fake", "model": "f"}, None, [{"role": "user", "content": "Yes or No?"}],
+                     {"options": ["Yes", "No"]}) == "d782f734621573fa495287c6f6d91251781f93ccb208c09393ff0f9b2b4193ad"
+
+
+def test_json_lines_are_what_json_dumps_wrote():
+    for rec in ({"t": "héllo ☃", "n": [1, 2.5, None]}, {"t": "x\ud800"}, {"x": float("nan")}):
+        text = json.dumps(rec, ensure_ascii=False, separators=(",", ":"))
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = json.dumps(rec, ensure_ascii=True, separators=(",", ":"))
+        assert dumps_safe(rec) == text and dumps_line(rec) == text.encode("utf-8") + b"\n"
+
+
+def test_prefetch_answers_each_get_as_sqlite_would(tmp_path):
+    c = ResponseCache(tmp_path / "c.sqlite", buffered=True)
+    for i in range(1200):  # more than one flush statement and one prefetch query
+        c.put(f"k{i}", {"text": str(i)})
+    assert c.flush() == 1200 and len(c) == 1200
+    assert c.prefetch([f"k{i}" for i in range(0, 1200, 2)] + ["missing", "later"]) == 600
+    assert c.get("k0") == {"text": "0"} and c.get("k1") == {"text": "1"}  # read ahead, and not
+    assert c.get("missing") is None
+    c.put("later", {"text": "new"})  # absent when looked ahead: its put wins, before and after the flush
+    assert c.get("later") == {"text": "new"}
+    c.flush()
+    assert c.get("later") == {"text": "new"}
+    c.put("k2", {"text": "changed"})  # read ahead, then replaced: the new value
+    assert c.get("k2") == {"text": "changed"}
+    c.close()
+    c2 = ResponseCache(tmp_path / "c.sqlite")
+    assert c2.get("k2") == {"text": "changed"} and c2.get("later") == {"text": "new"} and len(c2) == 1201
+    c2.close()
+
+
+def test_a_prompt_changed_after_its_read_ahead_gets_its_own_key(tmp_path):
+    cache = ResponseCache(tmp_path / "c.sqlite", buffered=True)
+    model = CachedModel(FakeBackend(), cache)
+    params = GenerationParams(max_tokens=8)
+    same = [{"role": "user", "content": "first"}]
+    changed = [{"role": "user", "content": "second"}]
+    model.prefetch([(same, params), (changed, params)])
+    changed[-1]["content"] = "second, edited"
+    asyncio.run(model.generate(list(same), params))
+    asyncio.run(model.generate(list(changed), params))
+    cache.close()
+    ident = FakeBackend().identity()
+    want = {cache_key("generate", ident, params.model_dump(mode="json"), m) for m in (same, changed)}
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "c.sqlite") as db:
+        assert {k for (k,) in db.execute("SELECT key FROM responses")} == want
+
+
+def test_group_commit_window_gathers_lines_and_close_commits_at_once(tmp_path):
+    path = tmp_path / "p.jsonl"
+    log = GroupCommitLog(path, min_interval_s=0.2)
+    log.submit({"id": "first"})
+    time.sleep(0.05)
+    assert [r["id"] for r in read_jsonl(path)] == ["first"]  # after a quiet spell: committed at once
+    for i in range(300):
+        log.submit({"id": str(i)})
+    t0 = time.perf_counter()
+    log.close()
+    assert time.perf_counter() - t0 < 0.15  # close does not wait out the window
+    assert log.commits <= 3 and log.committed == 301
+    assert [r["id"] for r in read_jsonl(path)] == ["first"] + [str(i) for i in range(300)]
