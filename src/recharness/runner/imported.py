@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import time
 from pathlib import Path
 
@@ -459,7 +458,6 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
     from recharness.core.rundir import RunDir, check_name
     from recharness.data.store import load_dataset
     from recharness.runner.coverage import record_run
-    from recharness.core.rundir import RunDir
     from recharness.tasks.registry import suite_context
     from recharness.tasks.registry import get_task
 

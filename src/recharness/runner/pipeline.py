@@ -14,7 +14,6 @@ from pathlib import Path
 
 from recharness.core.errors import ConfigError, InputError
 from recharness.core.io import atomic_write_text, read_jsonl, write_jsonl_atomic
-from recharness.core.paths import shown_path
 from recharness.core.rundir import RunDir, check_name, fingerprint, samples_record
 from recharness.core.types import BuildConfig, GenerationParams, ScoreRow
 from recharness.data.store import load_dataset

@@ -12,8 +12,8 @@ from recharness.metrics.registry import metric as declare_metric
 
 # what `order_metrics` adds to a task's scores (hidden: the report draws position bias from them)
 declare_metric("orders", None, "candidate orders each user was asked under", ci=False, hidden=True)
-declare_metric("target at {p}: HR@1", None, "HR@1 over samples whose target stood at this candidate position (position bias)",
-       hidden=True)
+declare_metric("target at {p}: HR@1", None,
+               "HR@1 over samples whose target stood at this candidate position (position bias)", hidden=True)
 
 
 def candidate_orders(cand: list[str], target: str, k: int, rng) -> list[list[str]]:
