@@ -84,17 +84,24 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _suite_task(suite: str | None, task: str):
+    """The suite's task, or None when it is not known here (a moved run, a renamed task, a plug-in suite not
+    installed): the report then falls back to its generic rules."""
+    if not suite:
+        return None
+    try:
+        from recharness.tasks.registry import get_task
+
+        return get_task(suite, task)
+    except Exception:  # noqa: BLE001 - any failure to find the task: fall back, the report still renders
+        return None
+
+
 def headline_metric(suite: str | None, task: str, cols: list[str]) -> str | None:
     """The task's declared headline (`Task.headline`) if its table has it, else the first of PRIORITY."""
-    if suite:
-        try:
-            from recharness.tasks.registry import get_task
-
-            h = getattr(get_task(suite, task), "headline", None)
-            if h and h in cols:
-                return h
-        except Exception:  # noqa: BLE001 - an unknown suite/task (moved run, renamed task): fall back
-            pass
+    h = getattr(_suite_task(suite, task), "headline", None)
+    if h and h in cols:
+        return h
     # a prefix names a family ("NDCG" → NDCG@5), never a qualified metric ("NDCG@10 order spread", "HR@10 head")
     return next((c for p in PRIORITY for c in cols if c == p or (c.startswith(p) and " " not in c)), None)
 
@@ -902,18 +909,7 @@ def examples_section(out: Path, samples: list[dict], n_examples: int, titles: di
     titles = titles or {}
     by_id = {s["id"]: s for s in samples}
     parts = []
-    tasks: dict = {}
-
-    def task_of(name):
-        """The suite's task, to rank a target as its score does; None (the generic rule) when it is not known."""
-        if name not in tasks:
-            try:
-                from recharness.tasks.registry import get_task
-
-                tasks[name] = get_task(suite, name) if suite else None
-            except Exception:  # noqa: BLE001 - a report of a suite not installed here still renders
-                tasks[name] = None
-        return tasks[name]
+    tasks: dict = {}  # the suite's task of each task name, to rank a target as its score does (None: the generic rule)
 
     for pf in RunDir(out).prediction_files():
         parts.append(f"<h2>Example answers: {e(pf.stem)}</h2>")
@@ -924,7 +920,9 @@ def examples_section(out: Path, samples: list[dict], n_examples: int, titles: di
             if shown[t] >= n_examples:
                 continue
             shown[t] += 1
-            target, hit = _target_and_hit(s, r, task_of(t))
+            if t not in tasks:
+                tasks[t] = _suite_task(suite, t)
+            target, hit = _target_and_hit(s, r, tasks[t])
             verdict = "na" if hit is None else ("hit" if hit.startswith("hit") else "miss")
             status = "valid" if r.get("valid", True) else f"invalid: {r.get('error') or ''}"
             facts = "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in _facts(s, titles))
