@@ -27,7 +27,6 @@ committed is asked whole again, its new answers alone committed).
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import time
 from collections import Counter
@@ -101,44 +100,23 @@ class CachedModel:
     def __init__(self, backend: ModelBackend, cache: ResponseCache | None):
         self.backend = backend
         self.cache = cache
-        #: `prefetch`'s keys by id of a prompt's last message: (copies of the prompt's messages, its params, a
-        #: copy of the identity, the key, the prompt); a key is used only when the call's prompt, params and
-        #: identity equal those copies, so it is the key `cache_key` would compute, never a stale one
-        self._keys: dict[int, tuple] = {}
 
     def identity(self) -> dict:
         return self.backend.identity()
 
-    def _generate_key(self, messages: Messages, params: GenerationParams) -> str:
-        if messages and self._keys:
-            known = self._keys.pop(id(messages[-1]), None)
-            if (known is not None and known[0] == messages and (known[1] is params or known[1] == params)
-                    and known[2] == self.backend.identity()):
-                return known[3]
-        return cache_key("generate", self.backend.identity(), params.model_dump(mode="json"), messages)
-
     def prefetch(self, requests: list[tuple[Messages, GenerationParams]]) -> None:
-        """Look the `generate` calls about to be made up in the cache at once (`ResponseCache.prefetch`),
-        remembering their keys for those calls. Only a read-ahead: what it misses is read as before."""
+        """Look the `generate` calls about to be made up in the cache at once (`ResponseCache.prefetch`). Only
+        a read-ahead: what it misses is read as before."""
         ahead = getattr(self.cache, "prefetch", None)
         if ahead is None or not requests:
             return
         identity = self.backend.identity()
-        held = copy.deepcopy(identity)  # compared at the call: nothing shared with the backend's own state
-        keys, memo = [], {}
-        for messages, params in requests:
-            key = cache_key("generate", identity, params.model_dump(mode="json"), messages)
-            keys.append(key)
-            # remembered only for plain text messages: a snapshot of str values cannot change behind it
-            if messages and all(type(m) is dict and all(type(v) is str for v in m.values()) for m in messages):
-                memo[id(messages[-1])] = ([dict(m) for m in messages], params, held, key, messages)
-        self._keys = memo
-        ahead(keys)
+        ahead([cache_key("generate", identity, params.model_dump(mode="json"), messages) for messages, params in requests])
 
     async def generate(self, messages: Messages, params: GenerationParams) -> Completion:
         key = None
         if self.cache is not None:
-            key = self._generate_key(messages, params)
+            key = cache_key("generate", self.backend.identity(), params.model_dump(mode="json"), messages)
             hit = self.cache.get(key)
             if hit is not None:
                 c = Completion(**hit)
