@@ -4,8 +4,11 @@ The network (`SASRecNet`): item and learned position embeddings (position 0 = th
 shown), `layers` pre-LayerNorm transformer blocks (causal self-attention over `heads` heads through
 `scaled_dot_product_attention`, a GELU feed-forward of `inner` units, dropout on both outputs), a
 final LayerNorm. An item's score after a history is ``h · v_item`` with the item embedding table
-itself (Eq. 8), and training minimises cross-entropy over ALL items (Eq. 7): one (positions ×
-hidden) @ (hidden × items) matmul per batch, no sampled negatives.
+itself (Eq. 8), and training minimises cross-entropy over ALL items (Eq. 7), no sampled negatives,
+through `linear_cross_entropy` (the (positions × items) logits made a chunk at a time in cache, the
+gradients in the same pass; `precision="bf16"` runs its matmuls in bfloat16). Dropout draws its masks
+from one uniform tensor (`Dropout`), Adam is torch's fused one: together 2× the steps per second of
+the plain formulation on 2 cores (benchmarks/results/sasrec_speed.md).
 
 Training data: `TrainData.sequences`, the build's rows (history, target) of
 `<run>/recbench/seqrec_train.parquet` and `seqrec_valid.parquet`. A training row is one sequence
@@ -21,8 +24,9 @@ with the same thread count the same seed gives the same weights and predictions.
 
 Hook (benchmarks): `callback(net, info)`, when given, is called every `callback_steps` training
 steps (0: never mid-epoch) and after each epoch, before validation; `info` holds "epoch", "step"
-(steps so far), "samples" (next-item predictions trained so far), "train_s" (training seconds so
-far) and "end_of_epoch". Seconds spent inside it are not counted as training time, and a true
+(steps so far), "samples" (next-item predictions trained so far), "positions" (sequence positions
+run through the network so far, padding included: the unit to compare with a framework that makes
+one padded pass per prediction), "train_s" (training seconds so far) and "end_of_epoch". Seconds spent inside it are not counted as training time, and a true
 return value stops training there (the epoch in progress is validated and logged as usual).
 
 Tuning (`train --tune N`, `baselines.tuning`): `space` (hidden, dropout, lr) searched with trial 0 =
@@ -36,7 +40,7 @@ target is not ranked (None). `target_ranks_and_tops` adds the top-k list from th
 
 Saved as a directory: `model.pt` (state dict, read back with `weights_only=True`) and `config.json`
 (settings, the item vocabulary, the fit log with samples/s), never a pickled object. Memory: a
-training step holds `batch_size` × items logits (2,048 × 3,706 floats on ML-1M: 30 MB).
+training step holds 512 × items logits at a time (`linear_cross_entropy.CHUNK`; 7.6 MB on ML-1M).
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from torch import nn
 
 from recharness.baselines.base import SEQUENCE_PARTS, Baseline, RankQuery, TrainData
 from recharness.baselines.checkpoint import read_model, save_model
+from recharness.baselines.linear_cross_entropy import linear_cross_entropy
 from recharness.baselines.torch_threads import threads
 from recharness.baselines.training import EarlyStopping, progress_bar
 from recharness.core.errors import ConfigError
@@ -64,10 +69,32 @@ DEFAULTS: dict[str, Any] = {
     "hidden": 64, "heads": 2, "inner": 256, "dropout": 0.2,
     "max_len": None,  # None: the longest history in the training data (the build's history_len)
     "batch_size": 2048, "lr": 1e-3, "weight_decay": 0.0, "max_epochs": 50, "patience": 3,
+    "precision": "fp32",  # "bf16": the catalog cross-entropy's matmuls in bfloat16 (linear_cross_entropy)
 }
+PRECISIONS = ("fp32", "bf16")
 _NET = ("hidden", "heads", "inner", "dropout")
 #: below this many samples a prediction runs on one thread (a few small matmuls; OpenMP spin-waits cost more)
 SMALL_BATCH = 64
+
+
+class Dropout(nn.Module):
+    """`nn.Dropout` drawn from one uniform tensor: on CPU torch's `bernoulli_` took 1 ms per 150k
+    values, three times a uniform draw; with five dropouts a step this saves about 4% of a SASRec step
+    (benchmarks/results/sasrec_speed.md). Same distribution, same scaling by 1 / (1 - p)."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {p}")
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        return x * ((torch.rand_like(x) >= self.p).to(x.dtype) * (1.0 / (1.0 - self.p)))
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
 
 
 class Block(nn.Module):
@@ -81,7 +108,7 @@ class Block(nn.Module):
         self.norm1, self.norm2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
         self.qkv, self.out = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
         self.ff1, self.ff2 = nn.Linear(hidden, inner), nn.Linear(inner, hidden)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
@@ -99,7 +126,7 @@ class SASRecNet(nn.Module):
         super().__init__()
         self.item = nn.Embedding(n_items + 1, hidden, padding_idx=0)
         self.position = nn.Embedding(max_len, hidden)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.blocks = nn.ModuleList(Block(hidden, heads, inner, dropout) for _ in range(layers))
         self.norm = nn.LayerNorm(hidden)
         for m in self.modules():  # RecBole's initialisation: N(0, 0.02), zero biases
@@ -185,6 +212,9 @@ class SASRec(Baseline):
         self.seed, self.threads, self.progress = seed, threads, progress
         self.callback, self.callback_steps = callback, callback_steps
         self.params = {**DEFAULTS, **params}
+        if self.params["precision"] not in PRECISIONS:
+            raise ConfigError(f"{self.name}: precision must be one of {', '.join(PRECISIONS)}, "
+                              f"got {self.params['precision']!r}")
         self.net: SASRecNet | None = None
         self.items: list[str] = []
         self.code: dict[str, int] = {}
@@ -249,19 +279,21 @@ class SASRec(Baseline):
         n_samples = int((lengths - 1).clamp(min=0).sum())
         per_row = max(1.0, n_samples / max(1, x.shape[0]))
         rows_per_step = max(1, round(p["batch_size"] / per_row))
-        opt = torch.optim.Adam(net.parameters(), lr=p["lr"], weight_decay=p["weight_decay"])
+        opt = torch.optim.Adam(net.parameters(), lr=p["lr"], weight_decay=p["weight_decay"], fused=True)
+        bf16 = p["precision"] == "bf16"
         gen = torch.Generator().manual_seed(self.seed)
         can_validate = any(v_target)
         stopper = EarlyStopping(p["patience"])
         epochs: list[dict] = []
-        step_s, done, steps, stopped = 0.0, 0, 0, False
+        step_s, done, steps, positions, stopped = 0.0, 0, 0, 0, False
         bar = progress_bar(self.progress, rate=True)
 
         def notify(epoch: int, samples: int, train_s: float, end: bool) -> float:
             """Call the hook; returns the seconds it took (and sets `stopped` when it says stop)."""
             nonlocal stopped
             t = time.perf_counter()
-            info = {"epoch": epoch, "step": steps, "samples": samples, "train_s": train_s, "end_of_epoch": end}
+            info = {"epoch": epoch, "step": steps, "samples": samples, "positions": positions, "train_s": train_s,
+                    "end_of_epoch": end}
             stopped = bool(self.callback(net, info)) or stopped
             net.train()
             return time.perf_counter() - t
@@ -280,13 +312,13 @@ class SASRec(Baseline):
                     mask = nxt > 0
                     if not mask.any():
                         continue
-                    h = net(inputs)[mask]
-                    loss = F.cross_entropy(h @ net.item_vectors().T, nxt[mask] - 1)
+                    loss = linear_cross_entropy(net(inputs)[mask], net.item_vectors(), nxt[mask] - 1, bf16=bf16)
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
                     opt.step()
                     k = int(mask.sum())
                     total, seen, steps = total + loss.item() * k, seen + k, steps + 1
+                    positions += inputs.numel()
                     if bar is not None:
                         rate = (done + seen) / (step_s + time.perf_counter() - t_epoch)
                         bar.update(bar.task_ids[0], completed=seen, rate=f"{rate:,.0f} samples/s")
@@ -311,7 +343,7 @@ class SASRec(Baseline):
         net.eval()
         self.log = {"epochs": epochs, "best_epoch": stopper.best_epoch,
                     "best_valid_ndcg@10": round(stopper.best, 6) if can_validate else None,
-                    "train_samples": done, "train_step_s": round(step_s, 3),
+                    "train_samples": done, "train_positions": positions, "train_step_s": round(step_s, 3),
                     "samples_per_s": round(done / step_s, 1) if step_s > 0 else None,
                     "threads": torch.get_num_threads(), "rows_per_step": rows_per_step}
         if self.callback is not None:

@@ -69,7 +69,7 @@ from recharness.metrics.full_ranking import rank_metrics
 from recharness.models.cbs import Trie, beam_search, forbid_paths
 
 DEFAULTS: dict[str, Any] = {
-    **SASREC_DEFAULTS,  # hidden 64, 2 heads, FFN 256, dropout 0.2, Adam 1e-3, batch 2,048 next-item predictions
+    **{k: v for k, v in SASREC_DEFAULTS.items() if k != "precision"},  # hidden 64, 2 heads, FFN 256, dropout 0.2, Adam 1e-3, batch 2,048 next-item predictions
     "beams": 20, "valid_rows": 500,
     "sid_method": "rqvae", "sid_levels": 4, "sid_codebook": 256, "sid_epochs": None, "sid_seed": 0,
 }
@@ -226,7 +226,7 @@ class SIDSASRec(Baseline):
         n_samples = int(((lengths // lt) - 1).clamp(min=0).sum())
         per_row = max(1.0, n_samples / max(1, x.shape[0]))
         rows_per_step = max(1, round(p["batch_size"] / per_row))
-        opt = torch.optim.Adam(net.parameters(), lr=p["lr"], weight_decay=p["weight_decay"])
+        opt = torch.optim.Adam(net.parameters(), lr=p["lr"], weight_decay=p["weight_decay"], fused=True)
         gen = torch.Generator().manual_seed(self.seed)
         v_rows = self._valid_rows(valid)
         stopper = EarlyStopping(p["patience"])

@@ -1,0 +1,94 @@
+"""`baselines.linear_cross_entropy` (SASRec's catalog cross-entropy) and SASRec's `Dropout`: by hand,
+against torch's own `F.cross_entropy` / `nn.Dropout`, chunked or not, float32 and bfloat16."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from recharness.baselines.linear_cross_entropy import linear_cross_entropy
+from recharness.baselines.sasrec import Dropout
+
+
+def _grads(loss_fn, h, v):
+    h, v = h.clone().requires_grad_(), v.clone().requires_grad_()
+    loss = loss_fn(h, v)
+    (3.0 * loss).backward()  # an upstream gradient other than 1
+    return loss.item(), h.grad, v.grad
+
+
+def test_hand_worked_example():
+    # one row h = (1, 0) against items e1, e2: logits (1, 0), target item 0
+    h, v = torch.tensor([[1.0, 0.0]]), torch.eye(2)
+    loss, gh, gv = _grads(lambda h, v: linear_cross_entropy(h, v, torch.tensor([0])), h, v)
+    s = 1 / (1 + math.exp(-1))  # softmax of the target logit
+    assert loss == pytest.approx(math.log(1 + math.exp(-1)), abs=1e-6)  # 0.31326
+    # d loss / d logits = softmax - onehot = (s - 1, 1 - s); times the upstream 3
+    assert gh.flatten().tolist() == pytest.approx([3 * (s - 1), 3 * (1 - s)], abs=1e-6)
+    assert gv.flatten().tolist() == pytest.approx([3 * (s - 1), 0.0, 3 * (1 - s), 0.0], abs=1e-6)
+
+
+@pytest.mark.parametrize("n,items,chunk", [(7, 5, 3), (300, 500, 512), (1000, 3706, 128), (1, 9, 1)])
+def test_equals_torch_cross_entropy(n, items, chunk):
+    g = torch.Generator().manual_seed(n)
+    h, v = torch.randn(n, 16, generator=g), torch.randn(items, 16, generator=g)
+    t = torch.randint(0, items, (n,), generator=g)
+    ref = _grads(lambda h, v: F.cross_entropy(h @ v.T, t), h, v)
+    got = _grads(lambda h, v: linear_cross_entropy(h, v, t, chunk=chunk), h, v)
+    assert got[0] == pytest.approx(ref[0], rel=1e-6, abs=1e-6)
+    torch.testing.assert_close(got[1], ref[1], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got[2], ref[2], rtol=1e-5, atol=1e-6)
+
+
+def test_large_logits_do_not_overflow():
+    # the target's probability underflows to 0 in float32: the loss is still its exact -log p
+    h, v = torch.tensor([[100.0]]), torch.tensor([[1.0], [-1.0]])
+    loss = linear_cross_entropy(h, v, torch.tensor([1]))
+    assert loss.item() == pytest.approx(200.0, rel=1e-6)
+    assert math.isfinite(F.cross_entropy(h @ v.T, torch.tensor([1])).item())
+
+
+def test_bf16_close_to_float32():
+    g = torch.Generator().manual_seed(0)
+    h, v = torch.randn(600, 64, generator=g) * 0.5, torch.randn(3706, 64, generator=g) * 0.5
+    t = torch.randint(0, 3706, (600,), generator=g)
+    ref = _grads(lambda h, v: F.cross_entropy(h @ v.T, t), h, v)
+    got = _grads(lambda h, v: linear_cross_entropy(h, v, t, bf16=True), h, v)
+    assert got[0] == pytest.approx(ref[0], rel=1e-3)
+    for a, b in zip(got[1:], ref[1:]):
+        rel = ((a - b).norm() / b.norm()).item()
+        assert 0 < rel < 0.02  # bfloat16 rounding: not exact, but about 0.5% of the gradient's norm
+
+
+def test_bad_shapes_are_named():
+    with pytest.raises(ValueError, match="h \\(n, d\\) and vectors"):
+        linear_cross_entropy(torch.zeros(2, 3), torch.zeros(4, 5), torch.zeros(2, dtype=torch.long))
+    with pytest.raises(ValueError, match="one target per row"):
+        linear_cross_entropy(torch.zeros(2, 3), torch.zeros(4, 3), torch.zeros(3, dtype=torch.long))
+    with pytest.raises(ValueError, match="no rows"):
+        linear_cross_entropy(torch.zeros(0, 3), torch.zeros(4, 3), torch.zeros(0, dtype=torch.long))
+
+
+def test_dropout_matches_nn_dropout_in_distribution():
+    torch.manual_seed(0)
+    x = torch.ones(400_000)
+    d = Dropout(0.2).train()
+    y = d(x)
+    kept = (y != 0).float().mean().item()
+    assert kept == pytest.approx(0.8, abs=0.003)
+    assert torch.unique(y).tolist() == pytest.approx([0.0, 1 / 0.8])
+    assert y.mean().item() == pytest.approx(1.0, abs=0.005)  # expectation kept, as nn.Dropout's
+    d.eval()
+    assert d(x) is x
+    assert Dropout(0.0).train()(x) is x
+    with pytest.raises(ValueError, match="dropout must be in"):
+        Dropout(1.0)
+
+
+def test_dropout_gradient_is_the_mask():
+    torch.manual_seed(1)
+    x = torch.randn(1000, requires_grad=True)
+    y = Dropout(0.5).train()(x)
+    y.sum().backward()
+    assert torch.equal(x.grad, (y != 0).float() * 2.0)
