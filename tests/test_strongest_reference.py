@@ -33,10 +33,15 @@ def test_model_rows_say_whether_they_beat_the_strongest_reference(ml1m, tmp_path
 
 
 def test_tuned_line_names_the_search_objective():
-    from recharness.runner.train_log import summary_line
+    from recharness.runner.train_log import summary_line, tuned_line
 
     tuning = {"budget": {"trials": 50}, "seconds": 593.0, "objective": "auc on the validation pairs",
-              "best": {"valid": 0.8541, "params": {"embed_dim": 8, "lr": 5.41e-4}}}
+              "best": {"trial": 17, "valid": 0.8541, "params": {"embed_dim": 8, "lr": 5.41e-4}}}
     line = summary_line("deepfm", {"tuning": tuning, "train_s": 9.8})
-    assert line == ("deepfm: tuned, 50 trials (593.0 s), best valid auc 0.8541 with embed_dim=8, lr=0.000541; "
-                    "the chosen configuration trained again in 9.8 s")
+    assert line == ("deepfm: tuned, 50 trials (593.0 s), best valid auc 0.8541 (trial 17) with embed_dim=8, "
+                    "lr=0.000541; the chosen configuration trained again in 9.8 s")
+    # a model trained in epochs: the per-trial cap named, and what `train` says of the refit
+    tuning["budget"]["epochs_per_trial"] = 3
+    assert tuned_line("sasrec", tuning, "refitted with its own epoch limit") == (
+        "sasrec: tuned, 50 trials of 3 epochs (593.0 s), best valid auc 0.8541 (trial 17) with embed_dim=8, "
+        "lr=0.000541; refitted with its own epoch limit")

@@ -75,17 +75,6 @@ def _epoch_cap(name: str, tune: int, tune_epochs: int | None) -> int | None:
     return epoch_cap(BASELINES.get(name), tune_epochs)
 
 
-def _tuned_line(name: str, summary: dict) -> str:
-    """What `train` prints for a searched model trained in epochs (after its epochs' line)."""
-    metric = summary["objective"].split(" ", 1)[0]
-    params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                       for k, v in summary["best"]["params"].items())
-    cap = summary["budget"].get("epochs_per_trial")
-    return (f"{name}: tuned, {summary['budget']['trials']} trials{f' of {cap} epochs' if cap else ''} "
-            f"({summary['seconds']:.1f} s), best valid {metric} {summary['best']['valid']:.4f} (trial "
-            f"{summary['best']['trial']}) with {params}; refitted with its own epoch limit")
-
-
 def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = None, seed: int = 0,
           latency_runs: int = LATENCY_RUNS, progress=None, executor: str = "local",
           address: str | None = None, retrain: bool = False, tune: int = 0,
@@ -206,7 +195,7 @@ def _fit(rd: RunDir, name: str, train_data: TrainData, data_id: dict, seed: int,
         logged["tuning"] = summary
         atomic_write_text(train_json_file(rd.model_dir(name)), json.dumps(logged, indent=2, default=str))
         if progress is not None:
-            progress(_tuned_line(name, summary))
+            progress(train_log.tuned_line(name, summary, "refitted with its own epoch limit"))
     return model, seconds
 
 

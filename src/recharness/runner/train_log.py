@@ -88,18 +88,24 @@ def write(model_dir: Path, model, *, seed: int, data: dict, seconds: float) -> d
     return info
 
 
+def tuned_line(name: str, tuning: dict, then: str) -> str:
+    """One line for a search (`train.json`'s "tuning"): trials, its seconds, the best trial and its
+    configuration, then `then` (what became of the chosen configuration)."""
+    params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in tuning["best"]["params"].items())
+    metric = str(tuning.get("objective") or "the objective").split(" ", 1)[0]  # "NDCG@10 on ...", "auc on ..."
+    cap = tuning["budget"].get("epochs_per_trial")
+    return (f"{name}: tuned, {tuning['budget']['trials']} trials{f' of {cap} epochs' if cap else ''} "
+            f"({tuning['seconds']:.1f} s), best valid {metric} {tuning['best']['valid']:.4f} (trial "
+            f"{tuning['best']['trial']}) with {params}; {then}")
+
+
 def summary_line(name: str, info: dict | None) -> str:
     if not info:
         return f"{name}: fitted (no epochs: nothing to log)"
     if not info.get("epochs") and not info.get("tuning"):
         return f"{name}: fitted in {info.get('train_s', 0):.1f} s (no epochs to log; its configuration: train.json)"
     if info.get("tuning"):
-        t = info["tuning"]
-        params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in t["best"]["params"].items())
-        metric = str(t.get("objective") or "the objective").split(" ", 1)[0]  # "NDCG@10 on ...", "auc on ..."
-        return (f"{name}: tuned, {t['budget']['trials']} trials ({t['seconds']:.1f} s), best valid {metric} "
-                f"{t['best']['valid']:.4f} with {params}; the chosen configuration trained again in "
-                f"{info['train_s']:.1f} s")
+        return tuned_line(name, info["tuning"], f"the chosen configuration trained again in {info['train_s']:.1f} s")
     best = info.get("best")
     return (f"{name}: {info['epochs']} epochs, best valid {info.get('metric')} "
             f"{best:.4f} at epoch {info.get('best_epoch')}; stopped: {info['stopped']}; {info['train_s']:.1f} s"
