@@ -26,8 +26,9 @@ Hook (benchmarks): `callback(net, info)`, when given, is called every `callback_
 steps (0: never mid-epoch) and after each epoch, before validation; `info` holds "epoch", "step"
 (steps so far), "samples" (next-item predictions trained so far), "positions" (sequence positions
 run through the network so far, padding included: the unit to compare with a framework that makes
-one padded pass per prediction), "train_s" (training seconds so far) and "end_of_epoch". Seconds spent inside it are not counted as training time, and a true
-return value stops training there (the epoch in progress is validated and logged as usual).
+one padded pass per prediction), "train_s" (training seconds so far) and "end_of_epoch". Seconds
+spent inside it are not counted as training time, and a true return value stops training there
+(the epoch in progress is validated and logged as usual).
 
 Tuning (`train --tune N`, `baselines.tuning`): `space` (hidden, dropout, lr) searched with trial 0 =
 `DEFAULTS`, each trial capped at `tune_epochs` epochs and scored by NDCG@10 on validation rows of the
