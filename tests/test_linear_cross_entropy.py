@@ -46,7 +46,47 @@ def test_large_logits_do_not_overflow():
     h, v = torch.tensor([[100.0]]), torch.tensor([[1.0], [-1.0]])
     loss = linear_cross_entropy(h, v, torch.tensor([1]))
     assert loss.item() == pytest.approx(200.0, rel=1e-6)
-    assert math.isfinite(F.cross_entropy(h @ v.T, torch.tensor([1])).item())
+    assert loss.item() == pytest.approx(F.cross_entropy(h @ v.T, torch.tensor([1])).item(), rel=1e-6)
+
+
+def test_gradients_only_where_asked():
+    g = torch.Generator().manual_seed(3)
+    h, v, t = torch.randn(40, 8, generator=g), torch.randn(30, 8, generator=g), torch.randint(0, 30, (40,), generator=g)
+    hg = h.clone().requires_grad_()
+    linear_cross_entropy(hg, v, t).backward()  # vectors fixed: only h's gradient
+    ref = h.clone().requires_grad_()
+    F.cross_entropy(ref @ v.T, t).backward()
+    torch.testing.assert_close(hg.grad, ref.grad, rtol=1e-5, atol=1e-6)
+    vg = v.clone().requires_grad_()
+    linear_cross_entropy(h, vg, t).backward()  # h fixed: only the vectors'
+    ref = v.clone().requires_grad_()
+    F.cross_entropy(h @ ref.T, t).backward()
+    torch.testing.assert_close(vg.grad, ref.grad, rtol=1e-5, atol=1e-6)
+    with torch.no_grad():  # no gradient at all: the loss alone, not attached to a graph
+        loss = linear_cross_entropy(h.requires_grad_(), vg, t)
+    assert not loss.requires_grad
+    assert loss.item() == pytest.approx(F.cross_entropy(h @ v.T, t).item(), rel=1e-6)
+
+
+def test_non_contiguous_and_float64_inputs():
+    g = torch.Generator().manual_seed(4)
+    wide = torch.randn(50, 16, dtype=torch.float64, generator=g)
+    h = wide[:, ::2]  # a strided view
+    v = torch.randn(20, 8, dtype=torch.float64, generator=g)
+    t = torch.randint(0, 20, (50,), generator=g)
+    ref = _grads(lambda h, v: F.cross_entropy(h @ v.T, t), h, v)
+    got = _grads(lambda h, v: linear_cross_entropy(h, v, t, chunk=7), h, v)
+    assert got[1].dtype == torch.float64 and got[2].dtype == torch.float64
+    assert got[0] == pytest.approx(ref[0], rel=1e-5)  # computed in float32
+    torch.testing.assert_close(got[1], ref[1], rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(got[2], ref[2], rtol=1e-4, atol=1e-6)
+
+
+def test_no_second_derivatives():
+    h, v = torch.randn(4, 3, requires_grad=True), torch.randn(5, 3, requires_grad=True)
+    (gh,) = torch.autograd.grad(linear_cross_entropy(h, v, torch.tensor([0, 1, 2, 3])), h, create_graph=True)
+    with pytest.raises(RuntimeError):
+        gh.sum().backward()
 
 
 def test_bf16_close_to_float32():
@@ -77,6 +117,11 @@ def test_dropout_matches_nn_dropout_in_distribution():
     y = d(x)
     kept = (y != 0).float().mean().item()
     assert kept == pytest.approx(0.8, abs=0.003)
+    theirs = torch.nn.Dropout(0.2).train()(x)
+    assert kept == pytest.approx((theirs != 0).float().mean().item(), abs=0.004)
+    assert torch.unique(theirs).tolist() == pytest.approx(torch.unique(y).tolist())
+    half = Dropout(0.2).train()(torch.ones(400_000, dtype=torch.bfloat16))
+    assert (half != 0).float().mean().item() == pytest.approx(0.8, abs=0.003)  # drawn in float32, not bf16
     assert torch.unique(y).tolist() == pytest.approx([0.0, 1 / 0.8])
     assert y.mean().item() == pytest.approx(1.0, abs=0.005)  # expectation kept, as nn.Dropout's
     d.eval()

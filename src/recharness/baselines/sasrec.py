@@ -41,7 +41,7 @@ target is not ranked (None). `target_ranks_and_tops` adds the top-k list from th
 
 Saved as a directory: `model.pt` (state dict, read back with `weights_only=True`) and `config.json`
 (settings, the item vocabulary, the fit log with samples/s), never a pickled object. Memory: a
-training step holds 512 × items logits at a time (`linear_cross_entropy.CHUNK`; 7.6 MB on ML-1M).
+training step holds 512 × items logits at a time (`linear_cross_entropy.CHUNK`: 7.6 MB on ML-1M).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class Dropout(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0.0:
             return x
-        return x * ((torch.rand_like(x) >= self.p).to(x.dtype) * (1.0 / (1.0 - self.p)))
+        return x * ((torch.rand_like(x, dtype=torch.float32) >= self.p).to(x.dtype) * (1.0 / (1.0 - self.p)))
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
