@@ -47,8 +47,6 @@ from recharness.baselines.sasrec import Dropout, SASRecNet  # noqa: E402
 
 OUT = HERE / "results" / "sasrec_speed.md"
 ITEMS, MAX_LEN, ROWS = 3706, 50, 47
-#: RecBole 1.2.1's SASRec in the same setting, positions per training second, from the side-by-side
-#: run named in the results file (not re-measured here: its own venv and data pipeline)
 VARIANTS = ("plain", "chunked CE", "+ uniform dropout", "+ fused Adam", "+ bf16 CE", "torch.compile", "autocast net")
 
 
