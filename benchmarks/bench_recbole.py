@@ -24,6 +24,13 @@ hidden 64, 2 layers, 2 heads, FFN 256, cross-entropy over all items, batch 2,048
    `Trainer._full_sort_batch_eval` only sets the padding item's score to -inf.
    Evaluation seconds are excluded from training seconds for both.
 
+To convergence (RecBole's early stopping: `--recbole-patience P` epochs without a better validation
+NDCG@10, under a cap of `--recbole-epochs`), over several sittings: give a kept `--work DIR` and run
+the same command again; RecBole resumes after its last finished epoch (`recbole_driver.py`
+checkpoints), our runs are reused while their settings and the curve points they need are the same.
+The report then says whether RecBole converged and, if it did, how long ours took to reach its best
+converged test NDCG@10 against RecBole's time (the goal: ≤ 1/5).
+
 Both run in child processes (their peak RSS is each child's VmHWM). The script checks that both
 saw the same split (sha256 of the test and validation rows with their histories, and of the
 training (user, target) pairs) and writes `benchmarks/results/recbole_side_by_side.md` (+ `.svg`).
@@ -31,6 +38,10 @@ training (user, target) pairs) and writes `benchmarks/results/recbole_side_by_si
 Run by hand (about an hour on 2 shared cores; see the results file for the measured times):
 
     RECHARNESS_HOME=... .venv/bin/python benchmarks/bench_recbole.py
+    # RecBole at dropout 0.2 to convergence, in sittings (run again to continue):
+    RECHARNESS_HOME=... .venv/bin/python benchmarks/bench_recbole.py --recbole-dropout 0.2 --recbole-epochs 200 \
+        --recbole-patience 10 --ours-precision fp32,bf16 --ours-seconds 900 --work ~/recbole-d0.2 \
+        --out benchmarks/results/recbole_side_by_side_dropout0.2.md
     # smoke test (never the real results file):
     RECHARNESS_HOME=... .venv/bin/python benchmarks/bench_recbole.py --users 300 --threads 1 --out /tmp/recbole-smoke.md
 """
@@ -298,10 +309,10 @@ def plot(rb: dict, runs: list[dict], path: Path) -> bool:
     return True
 
 
-def positions_per_s(res: dict, max_len: int) -> float:
+def positions_per_s(res: dict, max_len: int | None = None) -> float:
     """Sequence positions run through the network per training second, padding included: RecBole makes
-    one `max_len`-position pass per prediction, ours logs the positions of its windows."""
-    positions = res.get("positions", res["samples"] * max_len)
+    one `max_len`-position pass per prediction (give `max_len`), ours logs the positions of its windows."""
+    positions = res["samples"] * max_len if max_len is not None else res["positions"]
     return positions / res["train_s"]
 
 
@@ -361,12 +372,17 @@ def report(args, data: dict, rb: dict, runs: list[dict], loads: dict, wall: dict
          "builds no history mask for `ModelType.SEQUENTIAL`), and ours does exactly that here (recharness's own "
          "seqrec scoring excludes the history instead). Evaluated every "
          f"{args.curve_every:g} training seconds and after each epoch; evaluation time is not training time. "
-         "Neither model is selected on validation: the weights at each point are evaluated as they are."),
+         "The curves select nothing on validation: the weights at each point are evaluated as they are (only "
+         "the convergence line below uses RecBole's validation, to find its best epoch). The "
+         "validation NDCG@10 in the epoch tables is each framework's own (RecBole's protocol, nothing excluded; "
+         "ours, SASRec's early-stopping validation, history excluded): not comparable between the two."),
         (f"- RecBole: `Trainer._train_epoch` (the loop of `Trainer.fit`) for {len(rb['epochs'])} epoch(s), "
          f"setup (dataset, augmentation, dataloaders) {rb['setup_s']:.0f} s, not counted. Ours: "
          f"`recharness.baselines.sasrec.SASRec` for a budget of {budget:.0f} training seconds "
          f"({'≥' if budget >= rb['train_s'] else '**<**'} RecBole's {rb['train_s']:.0f}), setup "
-         f"{max(r['setup_s'] for r in runs):.0f} s, not counted. Wall clock: RecBole {wall['recbole']:.0f} s, ours "
+         f"{max(r['setup_s'] for r in runs):.0f} s, not counted. Wall clock: RecBole {wall['recbole']:.0f} s"
+         + (f" (this sitting; the run took {rb['sittings']} sittings, its training seconds and peak memory "
+            "are over all of them)" if rb.get("sittings", 1) > 1 else "") + ", ours "
          + ", ".join(f"{wall[r['precision']]:.0f} s ({r['precision']})" for r in runs)
          + " (child processes, evaluations included)."),
         "- peak memory: each child process's peak RSS (VmHWM), data loading and evaluation included.",
@@ -381,14 +397,14 @@ def report(args, data: dict, rb: dict, runs: list[dict], loads: dict, wall: dict
     for r in runs:
         final = r["curve"][-1]
         lines.append(
-            f"| {r['framework']} | {r['samples_per_s']:,.0f} | {positions_per_s(r, args.max_len):,.0f} | "
+            f"| {r['framework']} | {r['samples_per_s']:,.0f} | {positions_per_s(r):,.0f} | "
             f"{r['train_samples_per_epoch'] / r['samples_per_s']:,.0f} | {_gib(r['peak_rss_bytes'])} | "
             f"{r['samples'] / r['train_samples_per_epoch']:.2f} | {r['train_s']:,.0f} | {final['ndcg@10']:.4f} | "
             f"{final['hit@10']:.4f} |")
     lines.append("")
     for r in runs:
         ratio = r["samples_per_s"] / rb["samples_per_s"]
-        pos_ratio = positions_per_s(r, args.max_len) / rb_pos
+        pos_ratio = positions_per_s(r) / rb_pos
         lines.append(
             f"- **{r['framework']} / RecBole: {pos_ratio:.2f}× in positions per second** (the network's work; goal "
             f"≥ {POSITIONS_TARGET:g}×: {'met' if pos_ratio >= POSITIONS_TARGET else '**not met**'}), {ratio:.1f}× in "
@@ -402,6 +418,7 @@ def report(args, data: dict, rb: dict, runs: list[dict], loads: dict, wall: dict
             lines.append(f"- **Per epoch** ({r['framework']}): " + "; ".join(
                 f"after epoch {e} RecBole {rb_epochs[e]['ndcg@10']:.4f}, ours {ours_epochs[e]['ndcg@10']:.4f}"
                 for e in both) + ".")
+    lines += convergence_lines(rb, runs)
     for r in runs:
         eq = equal_time(rb, r)
         ok = [o is not None and o["ndcg@10"] >= p["ndcg@10"] for p, o, _ in eq]
@@ -443,18 +460,114 @@ def report(args, data: dict, rb: dict, runs: list[dict], loads: dict, wall: dict
             ep = f"{p['epoch']} (end)" if p["end_of_epoch"] else f"{p['epoch']}"
             lines.append(f"| {p['train_s']:,.1f} | {p['samples']:,} | {ep} | {p['ndcg@10']:.4f} | {p['hit@10']:.4f} | "
                          f"{p['eval_s']:.1f} |")
-        lines += ["", "| epoch | training s | samples | samples/s |", "|---:|---:|---:|---:|"]
+        lines += ["", "| epoch | training s | samples | samples/s | valid NDCG@10 | load (1 min) | finished |",
+                  "|---:|---:|---:|---:|---:|---:|---|"]
         for e in res["epochs"]:
-            lines.append(f"| {e['epoch']} | {e['train_s']:,.1f} | {e['samples']:,} | {e['samples_per_s']:,.0f} |")
+            valid = e.get("valid_ndcg@10")
+            load = e.get("load_1min")
+            lines.append(f"| {e['epoch']} | {e['train_s']:,.1f} | {e['samples']:,} | {e['samples_per_s']:,.0f} | "
+                         f"{'–' if valid is None else f'{valid:.4f}'} | {'–' if load is None else f'{load:.1f}'} | "
+                         f"{e.get('finished_at', '–')} |")
     svg = out.with_suffix(".svg")
     if plot(rb, runs, svg):
         lines += ["", f"![test NDCG@10 vs training seconds and vs epochs]({svg.name})"]
-    lines += ["", f"Command: `{' '.join(['python', 'benchmarks/bench_recbole.py', *sys.argv[1:]])}`"]
+    argv = getattr(args, "argv", None) or sys.argv[1:]
+    lines += ["", f"Command: `{' '.join(['python', 'benchmarks/bench_recbole.py', *argv])}`"]
     return "\n".join(lines) + "\n"
+
+
+def code_fingerprint() -> str:
+    """sha256 of what decides our side's numbers: this script, SASRec and its loss, the split code, and
+    torch's version (a kept run of other code is not reused)."""
+    import torch
+
+    from recharness.baselines import linear_cross_entropy, sasrec
+    from recharness.tasks.recbench import seqrec_data
+
+    h = hashlib.sha256(torch.__version__.encode())
+    for path in (Path(__file__).resolve(), Path(sasrec.__file__), Path(linear_cross_entropy.__file__),
+                 Path(seqrec_data.__file__)):
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def reusable(result_path: Path, spec: dict) -> dict | None:
+    """Our earlier run in a kept --work directory if it answers `spec` (None otherwise): finished (the
+    result holds the spec it ran with), the same settings, budget, data and code, and every RecBole curve
+    point within the budget among the points it was evaluated at."""
+    if not result_path.exists():
+        return None
+    done = json.loads(result_path.read_text())
+    old = done.get("spec")
+    if old is None or "wall_s" not in done:
+        return None
+    if {k: v for k, v in old.items() if k != "marks"} != {k: v for k, v in spec.items() if k != "marks"}:
+        return None
+    return done if {m for m in spec["marks"] if m <= spec["budget_s"]} <= set(old["marks"]) else None
+
+
+def sustained_at(curve: list[dict], target: float) -> dict | None:
+    """The first point from which every later point of `curve` has test NDCG@10 >= `target` (a curve
+    crossing it once by noise does not count), None if its last point is below."""
+    hit = None
+    for p in curve:
+        if p["ndcg@10"] >= target:
+            hit = hit or p
+        else:
+            hit = None
+    return hit
+
+
+def convergence_lines(rb: dict, runs: list[dict]) -> list[str]:
+    """RecBole's convergence, and the goal of issue 25: ours at RecBole's best converged test NDCG@10 in
+    at most 1/5 of the training seconds RecBole took to reach it."""
+    best = rb.get("best_valid")
+    if not best or not best.get("epoch"):
+        return ["- Convergence: not recorded for this RecBole run (no validation after its epochs)."]
+    n_epochs = len(rb["epochs"])
+    head = (f"- **RecBole's convergence**: {n_epochs} epoch(s) trained; its best validation NDCG@10 "
+            f"{best['valid']:.4f} came after epoch {best['epoch']} (test NDCG@10 there {best['test']:.4f}, "
+            f"{best['train_s']:,.0f} training seconds). ")
+    if rb.get("stopped") != "patience":
+        cap = f"patience {rb['patience']}" if rb.get("patience") else "no patience set"
+        return [head + f"**Not converged** ({cap}; the run stopped at its epoch cap, {n_epochs - best['epoch']} "
+                "epoch(s) after its best): the goal of reaching RecBole's best converged NDCG@10 in ≤ 1/5 of its "
+                "training time is **not measured**."]
+    lines = [head + f"Converged: more than {rb['patience']} epochs without a better validation NDCG@10 "
+             "(RecBole's early stopping, a tie counting as better)."]
+    for r in runs:
+        hit = sustained_at(r["curve"], best["test"])
+        if hit is not None:
+            share = hit["train_s"] / best["train_s"]
+            lines.append(f"- {r['framework']}: at or above {best['test']:.4f} from {hit['train_s']:,.1f} training "
+                         f"seconds on (every later point too), {share:.3f} of RecBole's {best['train_s']:,.0f} "
+                         f"({1 / share:.1f}× sooner): the ≤ 1/5 goal is {'met' if share <= 0.2 else '**not met**'}.")
+        elif r["train_s"] < 0.2 * best["train_s"]:
+            lines.append(f"- {r['framework']}: below {best['test']:.4f} at the end of its {r['train_s']:,.0f} training "
+                         "seconds, a budget under 1/5 of RecBole's: the ≤ 1/5 goal is **not measured** (give "
+                         f"--ours-seconds ≥ {0.2 * best['train_s']:,.0f}).")
+        else:
+            top = max((p["ndcg@10"] for p in r["curve"]), default=float("nan"))
+            lines.append(f"- {r['framework']}: not at or above {best['test']:.4f} to the end of its "
+                         f"{r['train_s']:,.0f} training seconds (its best {top:.4f}): the ≤ 1/5 goal is **not met**.")
+    return lines
 
 
 def args_budget(args, rb: dict) -> float:
     return args.ours_seconds if args.ours_seconds is not None else rb["train_s"]
+
+
+def report_again(work: Path, out: Path) -> None:
+    """The report of a kept --work directory's run (`run.json`, `recbole.json`, `ours-<precision>.json`)."""
+    saved = json.loads((work / "run.json").read_text())
+    args = argparse.Namespace(**saved["args"])
+    args.argv = saved["argv"]
+    rb = json.loads((work / "recbole.json").read_text())
+    runs = [json.loads((work / f"ours-{p}.json").read_text()) for p in args.ours_precision]
+    text = report(args, saved["data"], rb, runs, saved["loads"], saved["wall"], out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(text)
 
 
 # ---------------------------------------------------------------- main
@@ -464,7 +577,10 @@ def main() -> None:
     ap.add_argument("--users", type=int, default=None, help="a seeded sample of N users (smoke tests)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads for each framework")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--recbole-epochs", type=int, default=1)
+    ap.add_argument("--recbole-epochs", type=int, default=1, help="RecBole's epoch cap")
+    ap.add_argument("--recbole-patience", type=int, default=None,
+                    help="stop RecBole once its validation NDCG@10 has not improved for this many epochs "
+                         "(RecBole's stopping_step, default there 10); the run counts as converged then")
     ap.add_argument("--ours-seconds", type=float, default=None,
                     help="our training budget in seconds (default: RecBole's training seconds)")
     ap.add_argument("--curve-every", type=float, default=150.0, help="evaluate every this many training seconds")
@@ -477,13 +593,21 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=2048)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--venv", type=Path, default=RECBOLE_VENV, help="RecBole's venv (created if missing)")
-    ap.add_argument("--work", type=Path, default=None, help="working directory (default: a temporary one, removed)")
+    ap.add_argument("--work", type=Path, default=None,
+                    help="working directory, kept: run again with the same one to resume RecBole after its last "
+                         "finished epoch (checkpoints) and to reuse our runs whose settings did not change "
+                         "(default: a temporary one, removed)")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--ours-worker", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--report-from", type=Path, default=None,
+                    help="write the report again from a kept --work directory's results (no training)")
     args = ap.parse_args()
     args.dataset = "ml-1m"
     if args.ours_worker is not None:
         ours_worker(args.ours_worker)
+        return
+    if args.report_from is not None:
+        report_again(args.report_from, args.out)
         return
     if args.users is not None and args.out.resolve() == OUT.resolve():
         raise SystemExit(f"--users is a smoke test: give it its own --out (never {OUT})")
@@ -505,10 +629,12 @@ def main() -> None:
                   "layers": 2, "heads": 2, "inner": 256, "max_len": args.max_len, "batch_size": args.batch_size,
                   "lr": args.lr}
         rb_spec = {**common, "data_path": str(work / "data"), "dataset": DATASET, "work": str(work / "recbole"),
-                   "result": str(work / "recbole.json"), "epochs": args.recbole_epochs, "dropout": args.recbole_dropout}
+                   "result": str(work / "recbole.json"), "epochs": args.recbole_epochs, "dropout": args.recbole_dropout,
+                   "patience": args.recbole_patience, "data_sha256": data["sha256"]}
         (work / "recbole").mkdir(exist_ok=True)
         (work / "recbole_spec.json").write_text(json.dumps(rb_spec))
-        _log(f"RecBole: {args.recbole_epochs} epoch(s), {args.threads} thread(s)…")
+        _log(f"RecBole: up to {args.recbole_epochs} epoch(s)"
+             + (f", patience {args.recbole_patience}" if args.recbole_patience else "") + f", {args.threads} thread(s)…")
         t0 = time.perf_counter()
         # RecBole's own deprecation warnings (pandas, torch.cuda.amp, pkg_resources) silenced
         env = {**_child_env(args.threads), "PYTHONWARNINGS": "ignore::FutureWarning,ignore::UserWarning"}
@@ -520,19 +646,34 @@ def main() -> None:
         budget = args_budget(args, rb)
         if budget < rb["train_s"]:
             _log(f"note: --ours-seconds {budget:.0f} is below RecBole's {rb['train_s']:.0f} training seconds")
-        runs = []
+        runs, code = [], code_fingerprint()
         for precision in args.ours_precision:
             ours_spec = {**common, "inter": data["path"], "result": str(work / f"ours-{precision}.json"),
                          "dropout": args.dropout, "precision": precision, "budget_s": budget,
+                         "data_sha256": data["sha256"], "code": code,
                          "marks": [p["train_s"] for p in rb["curve"]]}
-            (work / f"ours_spec-{precision}.json").write_text(json.dumps(ours_spec))
+            spec_path, result_path = work / f"ours_spec-{precision}.json", work / f"ours-{precision}.json"
+            done = reusable(result_path, ours_spec)
+            if done is not None:
+                _log(f"ours ({precision}): reusing {result_path} (same settings, data and code; every curve "
+                     "point it needs)")
+                wall[precision] = done["wall_s"]
+                runs.append(done)
+                continue
+            result_path.unlink(missing_ok=True)  # a killed run must not leave an older result to be reused
+            spec_path.write_text(json.dumps(ours_spec))
             _log(f"ours ({precision}): {budget:.0f} training seconds, {args.threads} thread(s)…")
             t0 = time.perf_counter()
-            subprocess.run([sys.executable, str(Path(__file__).resolve()), "--ours-worker",
-                            str(work / f"ours_spec-{precision}.json")], env=_child_env(args.threads), check=True)
+            subprocess.run([sys.executable, str(Path(__file__).resolve()), "--ours-worker", str(spec_path)],
+                           env=_child_env(args.threads), check=True)
             wall[precision] = time.perf_counter() - t0
-            runs.append(json.loads((work / f"ours-{precision}.json").read_text()))
+            done = {**json.loads(result_path.read_text()), "wall_s": wall[precision], "spec": ours_spec}
+            result_path.write_text(json.dumps(done, indent=1))
+            runs.append(done)
         loads["end"] = os.getloadavg()[0]
+        (work / "run.json").write_text(json.dumps({
+            "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+            "argv": sys.argv[1:], "data": data, "loads": loads, "wall": wall}, indent=1))
         text = report(args, data, rb, runs, loads, wall, args.out)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)

@@ -7,14 +7,28 @@ TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 and OMP_NUM_THREADS set):
     .venv-recbole/bin/python benchmarks/recbole_driver.py SPEC.json
 
 SPEC: {"data_path", "dataset", "work", "result", "seed", "threads", "epochs", "curve_every",
-"dropout", "hidden", "layers", "heads", "inner", "max_len", "batch_size", "lr"}.
+"dropout", "hidden", "layers", "heads", "inner", "max_len", "batch_size", "lr"}, optionally
+"patience" (stop as RecBole's `early_stopping` with `stopping_step` = patience, its default 10:
+after more than `patience` epochs in a row without a validation NDCG@10 at least as good as the
+best; absent or null: run all `epochs`) and anything else that identifies the run (bench_recbole.py
+adds the data's sha256, so a checkpoint of other data is never resumed).
+
+Resumable, for runs longer than a sitting (one epoch on ML-1M is half an hour on 2 cores): after
+each epoch the weights, the optimizer, the RNG states (torch's, the training loader's shuffling
+generator, numpy's, Python's) and the record so far are written to `<work>/checkpoint.pt` (tensors
+only, read back with `weights_only=True`, one file per epoch) and `<work>/checkpoint.json` (the
+rest, naming that file): the JSON's atomic rename is the commit point, the previous epoch's tensors
+are removed after it. Started again with the same settings (the spec but "epochs", "patience"
+and "result") it carries on after the last finished epoch: a killed epoch is trained again from its
+start, and its training seconds are not counted twice. Other settings: it refuses to resume.
 
 Training is RecBole's own `Trainer._train_epoch` (the loop `Trainer.fit` runs), with a loss
 function that wraps `model.calculate_loss` to count samples and, every `curve_every` training
 seconds, evaluate the test split (RecBole's `Trainer.evaluate`, full sort) on the current weights;
 the test split is also evaluated after each epoch. Evaluation time is kept out of the training
-seconds. RecBole's per-epoch validation and checkpointing (`fit`) are not run: nothing is selected
-on validation, so the reported model is the one after the last epoch.
+seconds. After each epoch the validation split is evaluated too (RecBole's `Trainer.evaluate`, as
+`fit` does), for `patience` and for the record; nothing else is selected on it: the curve is the
+test split on the weights as they are.
 
 Writes RESULT (JSON): settings, setup seconds, per-epoch training seconds and samples, the curve
 [(train_s, samples, epoch, ndcg@10, hit@10)], peak RSS (VmHWM, read before the split fingerprints
@@ -26,9 +40,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import random
 import sys
 import time
 from pathlib import Path
+
+#: spec keys that may change between a run and its resumption
+RESUMABLE = ("epochs", "patience", "result")
 
 
 def vm_hwm_bytes() -> int:
@@ -67,6 +86,7 @@ def main() -> None:
     spec = json.loads(Path(sys.argv[1]).read_text())
     del sys.argv[1:]  # RecBole's Config reads --key=value settings from the command line
     t_setup = time.perf_counter()
+    import numpy as np
     import torch
 
     torch.set_num_threads(spec["threads"])
@@ -134,8 +154,60 @@ def main() -> None:
         state["samples"] += len(interaction)
         return model.calculate_loss(interaction)
 
-    epochs = []
-    for epoch in range(spec["epochs"]):
+    work = Path(spec["work"])
+    ckpt_json = work / "checkpoint.json"
+    key = {k: v for k, v in spec.items() if k not in RESUMABLE}
+    epochs: list[dict] = []
+    best = {"valid": float("-inf"), "epoch": 0}
+    sittings, peak_before = 1, 0
+    if ckpt_json.exists():
+        saved = json.loads(ckpt_json.read_text())
+        if saved["spec"] != key:
+            diff = sorted(k for k in {*saved["spec"], *key} if saved["spec"].get(k) != key.get(k))
+            raise SystemExit(f"{ckpt_json}: a checkpoint of other settings ({', '.join(diff)} differ); "
+                             "give another --work directory or remove it")
+        tensors = torch.load(work / saved["tensors"], weights_only=True)
+        model.load_state_dict(tensors["model"])
+        trainer.optimizer.load_state_dict(tensors["optimizer"])
+        torch.set_rng_state(tensors["torch_rng"])
+        train_data.generator.set_state(tensors["loader_rng"])
+        np_state = saved["numpy_rng"]
+        np.random.set_state((np_state[0], np.asarray(np_state[1], dtype=np.uint32), *np_state[2:]))
+        random.setstate((saved["python_rng"][0], tuple(saved["python_rng"][1]), saved["python_rng"][2]))
+        epochs, curve[:], best = saved["epochs"], saved["curve"], saved["best"]
+        sittings = saved["sittings"] + 1
+        peak_before = saved["peak_rss_bytes"]
+        clock["done"], state["samples"] = saved["train_s"], saved["samples"]
+        state["next"] = saved["next_curve_s"]
+        print(f"[recbole] resumed after epoch {len(epochs)} ({clock['done']:.0f} training seconds)",
+              file=sys.stderr, flush=True)
+
+    def save_checkpoint() -> None:
+        tensors = {"model": model.state_dict(), "optimizer": trainer.optimizer.state_dict(),
+                   "torch_rng": torch.get_rng_state(), "loader_rng": train_data.generator.get_state()}
+        np_state = np.random.get_state()
+        name = f"checkpoint-epoch{len(epochs)}.pt"
+        record = {"spec": key, "tensors": name, "epochs": epochs, "curve": curve, "best": best, "train_s": clock["done"],
+                  "samples": state["samples"], "next_curve_s": state["next"], "sittings": sittings,
+                  "peak_rss_bytes": max(peak_before, vm_hwm_bytes()),
+                  "numpy_rng": [np_state[0], np_state[1].tolist(), *np_state[2:]],
+                  "python_rng": list(random.getstate())}
+        torch.save(tensors, work / f"{name}.tmp")
+        os.replace(work / f"{name}.tmp", work / name)
+        ckpt_json.with_suffix(".json.tmp").write_text(json.dumps(record))
+        os.replace(ckpt_json.with_suffix(".json.tmp"), ckpt_json)  # the commit point
+        for old in work.glob("checkpoint-epoch*.pt"):
+            if old.name != name:
+                old.unlink()
+
+    def converged() -> bool:
+        """More than `patience` epochs in a row without a validation NDCG@10 >= the best (RecBole's
+        `early_stopping`: its count of bad epochs exceeds `stopping_step`)."""
+        return bool(spec.get("patience")) and bool(epochs) and len(epochs) - best["epoch"] > spec["patience"]
+
+    for epoch in range(len(epochs), spec["epochs"]):
+        if converged():
+            break
         state["epoch"] = epoch + 1
         before = state["samples"]
         clock["start"], clock["paused"] = time.perf_counter(), 0.0
@@ -144,10 +216,22 @@ def main() -> None:
         clock["done"] += epoch_s
         clock["start"] = None
         samples = state["samples"] - before
-        epochs.append({"epoch": epoch + 1, "train_s": round(epoch_s, 3), "samples": samples,
-                       "samples_per_s": round(samples / epoch_s, 1), "loss_sum": float(loss)})
         evaluate(True)
-    peak = vm_hwm_bytes()
+        while state["next"] <= clock["done"]:  # the epoch's end was evaluated: no second point at once
+            state["next"] += spec["curve_every"] or float("inf")
+        valid = float(trainer.evaluate(valid_data, load_best_model=False, show_progress=False)["ndcg@10"])
+        model.train()
+        if valid >= best["valid"]:  # RecBole's early_stopping: a tie resets the count
+            best = {"valid": valid, "epoch": epoch + 1, "test": curve[-1]["ndcg@10"], "train_s": curve[-1]["train_s"]}
+        epochs.append({"epoch": epoch + 1, "train_s": round(epoch_s, 3), "samples": samples,
+                       "samples_per_s": round(samples / epoch_s, 1), "loss_sum": float(loss),
+                       "valid_ndcg@10": valid, "load_1min": os.getloadavg()[0],
+                       "finished_at": time.strftime("%Y-%m-%d %H:%M:%S")})
+        print(f"[recbole] epoch {epoch + 1}: valid NDCG@10 {valid:.4f} (best {best['valid']:.4f} at epoch "
+              f"{best['epoch']})", file=sys.stderr, flush=True)
+        save_checkpoint()
+    stopped = "patience" if converged() else "epochs"
+    peak = max(peak_before, vm_hwm_bytes())  # over every sitting of the run
     result = {
         "framework": f"RecBole {recbole.__version__}", "torch": torch.__version__, "threads": torch.get_num_threads(),
         "settings": {k: config[k] for k in ("hidden_size", "n_layers", "n_heads", "inner_size", "hidden_dropout_prob",
@@ -157,6 +241,7 @@ def main() -> None:
         "train_samples_per_epoch": len(train_data.dataset), "epochs": epochs,
         "train_s": round(clock["done"], 3), "samples": state["samples"],
         "samples_per_s": round(state["samples"] / clock["done"], 1), "curve": curve, "peak_rss_bytes": peak,
+        "best_valid": best, "stopped": stopped, "patience": spec.get("patience"), "sittings": sittings,
         "fingerprints": fingerprints(train_data.dataset, valid_data.dataset, test_data.dataset),
     }
     Path(spec["result"]).write_text(json.dumps(result, indent=1))
