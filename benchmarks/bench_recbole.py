@@ -619,7 +619,8 @@ def main() -> None:
 
     loads = {"start": os.getloadavg()[0]}
     py = ensure_recbole_venv(args.venv)
-    work = args.work or Path(tempfile.mkdtemp(prefix="bench-recbole-"))
+    # absolute: RecBole's driver runs in <work>/recbole and reads its spec from there
+    work = args.work.resolve() if args.work else Path(tempfile.mkdtemp(prefix="bench-recbole-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
         _log("writing the sequences…")
