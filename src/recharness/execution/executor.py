@@ -31,7 +31,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import TypeVar
@@ -54,8 +54,6 @@ from recharness.models.base import ModelBackend
 from recharness.tasks.base import Task
 
 T = TypeVar("T")
-#: a Completion's fields, as `Completion.to_dict` lists them (its values are str, int, float, None)
-_COMPLETION_FIELDS = tuple(f.name for f in fields(Completion))
 #: samples per cache read-ahead in `run_samples`
 PREFETCH = 64
 
@@ -124,7 +122,7 @@ class CachedModel:
                 return c
         c = await self.backend.agenerate(messages, params)
         if self.cache is not None:
-            rec = {f: getattr(c, f) for f in _COMPLETION_FIELDS}  # Completion.to_dict() without asdict's deep copy
+            rec = c.to_dict()
             rec["cached"] = False
             self.cache.put(key, rec)
         return c
