@@ -146,11 +146,15 @@ def main() -> None:
         print(f"[recbole] epoch {state['epoch']} {point['train_s']:.0f} s trained, {state['samples']:,} samples: "
               f"test NDCG@10 {point['ndcg@10']:.4f} Hit@10 {point['hit@10']:.4f}", file=sys.stderr, flush=True)
 
+    def next_point_after(t: float) -> None:
+        """The next mid-epoch curve point: the first multiple of `curve_every` after `t` training seconds."""
+        while state["next"] <= t:
+            state["next"] += spec["curve_every"]
+
     def loss_func(interaction):
         if train_s() >= state["next"]:
             evaluate(False)
-            while state["next"] <= train_s():
-                state["next"] += spec["curve_every"]
+            next_point_after(train_s())
         state["samples"] += len(interaction)
         return model.calculate_loss(interaction)
 
@@ -217,8 +221,7 @@ def main() -> None:
         clock["start"] = None
         samples = state["samples"] - before
         evaluate(True)
-        while state["next"] <= clock["done"]:  # the epoch's end was evaluated: no second point at once
-            state["next"] += spec["curve_every"] or float("inf")
+        next_point_after(clock["done"])  # the epoch's end was just evaluated: no second point at once
         valid = float(trainer.evaluate(valid_data, load_best_model=False, show_progress=False)["ndcg@10"])
         model.train()
         if valid >= best["valid"]:  # RecBole's early_stopping: a tie resets the count
