@@ -7,14 +7,20 @@ one process, one after another, in rounds (so drift hits every variant alike):
 
 - ``plain``: ``F.cross_entropy(h @ V.T, t)``, torch's ``nn.Dropout``, Adam (the code before this change);
 - ``chunked CE``: `linear_cross_entropy` (logits made 512 rows at a time, gradients in the same pass);
-- ``+ uniform dropout``: SASRec's `Dropout` (a uniform draw instead of ``bernoulli_``);
-- ``+ fused Adam`` (= `SASRec()` now): torch's fused Adam;
-- ``+ bf16 CE`` (= `SASRec(precision="bf16")`): the cross-entropy's matmuls in bfloat16;
+- ``+ uniform dropout``: dropout masks from one float32 uniform draw instead of ``bernoulli_``;
+- ``+ fused Adam``: torch's fused Adam;
+- ``+ 16-bit dropout`` (= `SASRec()` now): SASRec's `Dropout`, four 16-bit uniforms per 64-bit draw;
+- ``+ bf16 CE`` (= `SASRec(precision="bf16")`): the cross-entropy's matmuls and softmax in bfloat16,
+  row counts padded to a multiple of 64 (`linear_cross_entropy.ROW_STEP`);
+- ``bf16 CE, a shape per step``: the same without the padding (as before 2026-11-27: oneDNN compiles
+  a kernel for every new matmul shape);
 - tried and not kept: ``torch.compile`` of the network (default mode, dynamic shapes) and
   ``autocast(bfloat16)`` over the network, each on top of ``+ fused Adam``.
 
-Item ids are drawn at random (a step's cost does not depend on which items), every variant from the
-same initial weights and batch. Writes benchmarks/results/sasrec_speed.md. Run by hand:
+Item ids are drawn at random (a step's cost does not depend on which items); as in a real epoch the
+steps' batches differ in how many positions are padding (each window is full with probability 0.85,
+else 2-50 items long: a new number of predictions almost every step; drawn afresh each step, the
+same sequence for every variant), from the same initial weights. Writes benchmarks/results/sasrec_speed.md. Run by hand:
 
     .venv/bin/python benchmarks/bench_sasrec_speed.py [--rounds 3 --steps 40 --threads 2]
 """
@@ -42,31 +48,54 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
+from recharness.baselines import linear_cross_entropy as lce  # noqa: E402
 from recharness.baselines.linear_cross_entropy import linear_cross_entropy  # noqa: E402
 from recharness.baselines.sasrec import Dropout, SASRecNet  # noqa: E402
 
 OUT = HERE / "results" / "sasrec_speed.md"
 ITEMS, MAX_LEN, ROWS = 3706, 50, 47
-VARIANTS = ("plain", "chunked CE", "+ uniform dropout", "+ fused Adam", "+ bf16 CE", "torch.compile", "autocast net")
+VARIANTS = ("plain", "chunked CE", "+ uniform dropout", "+ fused Adam", "+ 16-bit dropout", "+ bf16 CE",
+            "bf16 CE, a shape per step", "torch.compile", "autocast net")
+#: variants with the dropout of before 2026-11-27 (a float32 uniform draw per element)
+UNIFORM_DROPOUT = ("+ uniform dropout", "+ fused Adam", "torch.compile", "autocast net")
+
+
+class UniformDropout(Dropout):
+    """SASRec's dropout before 2026-11-27: one float32 uniform per element."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        return x * ((torch.rand_like(x, dtype=torch.float32) >= self.p).to(x.dtype) * (1.0 / (1.0 - self.p)))
+
+
+def batch(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(inputs, next items, mask) of `ROWS` windows, as an epoch's steps see them."""
+    x = torch.randint(1, ITEMS + 1, (ROWS, MAX_LEN + 1), generator=g)
+    short = torch.rand(ROWS, generator=g) >= 0.85
+    lengths = torch.where(short, torch.randint(2, MAX_LEN + 1, (ROWS,), generator=g), MAX_LEN + 1)
+    x[torch.arange(MAX_LEN + 1)[None, :] >= lengths[:, None]] = 0
+    x = x[:, : int(lengths.max())]
+    return x[:, :-1], x[:, 1:], x[:, 1:] > 0
 
 
 def make_step(variant: str, seed: int):
     torch.manual_seed(seed)
     net = SASRecNet(ITEMS, MAX_LEN, dropout=0.2)
-    if variant in ("plain", "chunked CE"):  # torch's own dropout, as before
-        for module in list(net.modules()):
-            for name, child in list(module.named_children()):
-                if isinstance(child, Dropout):
-                    setattr(module, name, nn.Dropout(child.p))
+    for module in list(net.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, Dropout) and variant in ("plain", "chunked CE"):  # torch's own, as before
+                setattr(module, name, nn.Dropout(child.p))
+            elif isinstance(child, Dropout) and variant in UNIFORM_DROPOUT:
+                setattr(module, name, UniformDropout(child.p))
     fused = variant not in ("plain", "chunked CE", "+ uniform dropout")
     opt = torch.optim.Adam(net.parameters(), lr=1e-3, fused=fused)
     forward = torch.compile(net, dynamic=True) if variant == "torch.compile" else net
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randint(1, ITEMS + 1, (ROWS, MAX_LEN + 1), generator=g)
-    inputs, nxt = x[:, :-1], x[:, 1:]
-    mask = nxt > 0
+    g = torch.Generator().manual_seed(seed)  # every variant sees the same batches in the same order
+    bf16 = variant in ("+ bf16 CE", "bf16 CE, a shape per step")
 
-    def step() -> float:
+    def step() -> tuple[float, int]:
+        inputs, nxt, mask = batch(g)
         if variant == "autocast net":
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 h = forward(inputs)[mask]
@@ -74,12 +103,18 @@ def make_step(variant: str, seed: int):
             h = forward(inputs)[mask]
         if variant == "plain":
             loss = F.cross_entropy(h @ net.item_vectors().T, nxt[mask] - 1)
+        elif variant == "bf16 CE, a shape per step":
+            lce.ROW_STEP, kept = 1, lce.ROW_STEP
+            try:
+                loss = linear_cross_entropy(h, net.item_vectors(), nxt[mask] - 1, bf16=True)
+            finally:
+                lce.ROW_STEP = kept
         else:
-            loss = linear_cross_entropy(h, net.item_vectors(), nxt[mask] - 1, bf16=variant == "+ bf16 CE")
+            loss = linear_cross_entropy(h, net.item_vectors(), nxt[mask] - 1, bf16=bf16)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        return loss.item()
+        return loss.item(), inputs.numel()
 
     return step
 
@@ -101,14 +136,16 @@ def main() -> None:
             step()
         warm[v] = time.perf_counter() - t
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    rates: dict[str, list[float]] = {v: [] for v in VARIANTS}
     for r in range(args.rounds):
         for v, step in steps.items():
-            t = time.perf_counter()
+            t, positions = time.perf_counter(), 0
             for _ in range(args.steps):
-                step()
-            times[v].append((time.perf_counter() - t) / args.steps)
+                positions += step()[1]
+            took = time.perf_counter() - t
+            times[v].append(took / args.steps)
+            rates[v].append(positions / took)
             print(f"round {r + 1} {v}: {times[v][-1] * 1000:.1f} ms/step", file=sys.stderr, flush=True)
-    positions = ROWS * MAX_LEN
     plain = statistics.median(times["plain"])
     lines = [
         "# SASRec training step: what each change bought",
@@ -117,7 +154,8 @@ def main() -> None:
          f"{platform.machine()}, Python {platform.python_version()}, torch {torch.__version__}, "
          f"CPU capability {torch.backends.cpu.get_cpu_capability()}; {args.threads} torch thread(s); load average "
          f"(1 min) {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end."),
-        (f"- one step: {ROWS} windows × {MAX_LEN} positions = {positions:,} positions against {ITEMS:,} items "
+        (f"- one step: {ROWS} windows of up to {MAX_LEN} positions (each full with probability 0.85, else 2-50 "
+         f"items, a fresh batch each step, the same sequence for every variant) against {ITEMS:,} items "
          "(ML-1M in RecBole's setting: hidden 64, 2 layers, 2 heads, FFN 256, dropout 0.2, Adam 1e-3); "
          f"{args.rounds} rounds × {args.steps} steps per variant after 5 warm-up steps, the variants interleaved "
          "round by round; the median round is shown, min–max beside it."),
@@ -128,13 +166,15 @@ def main() -> None:
     for v in VARIANTS:
         med = statistics.median(times[v])
         lines.append(f"| {v} | {med * 1000:.1f} | {min(times[v]) * 1000:.1f}–{max(times[v]) * 1000:.1f} | "
-                     f"{positions / med:,.0f} | {plain / med:.2f}× | {warm[v]:.1f} |")
+                     f"{statistics.median(rates[v]):,.0f} | {plain / med:.2f}× | {warm[v]:.1f} |")
     lines += [
         "",
-        "Each row from `chunked CE` down adds its change to the row above; `torch.compile` and `autocast net` are "
-        "each `+ fused Adam` plus that one thing. `SASRec()` trains as `+ fused Adam`, `SASRec(precision=\"bf16\")` "
-        "as `+ bf16 CE`. RecBole's positions per second, measured in the same run as ours, are in "
-        "recbole_side_by_side_dropout0.2.md (`bench_recbole.py`).",
+        "Each row from `chunked CE` to `+ bf16 CE` adds its change to the row above; `bf16 CE, a shape per step` is "
+        "`+ bf16 CE` without padding the row count (each step's own matmul shapes); `torch.compile` and "
+        "`autocast net` are each `+ fused Adam` plus that one thing. `SASRec()` trains as `+ 16-bit dropout`, "
+        "`SASRec(precision=\"bf16\")` as `+ bf16 CE`. Positions (padding included, the unit of RecBole's one padded "
+        "pass per prediction) per second are the median round's. RecBole's, measured in one run beside ours, are "
+        "in the recbole_*.md files (`bench_recbole.py`).",
         "",
         f"Command: `{' '.join(['python', 'benchmarks/bench_sasrec_speed.py', *sys.argv[1:]])}`",
     ]

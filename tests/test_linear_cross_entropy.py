@@ -131,12 +131,73 @@ def test_dropout_matches_nn_dropout_in_distribution():
         Dropout(1.0)
 
 
+def test_dropout_of_any_shape_and_its_rounded_p():
+    torch.manual_seed(2)
+    x = torch.ones(3, 7, 1001)  # not a multiple of 4 elements: the last 64-bit draw is used in part
+    y = Dropout(0.3).train()(x)
+    assert y.shape == x.shape
+    assert (y != 0).float().mean().item() == pytest.approx(0.7, abs=0.01)
+    assert Dropout(0.2).threshold == -32768 + 13107  # P(drop) = 13,107 / 65,536 = 0.199997
+    assert Dropout(0.5).threshold == 0  # int16 < 0: exactly half
+    masks = [Dropout(0.5).train()(torch.ones(1000)) for _ in range(2)]
+    assert not torch.equal(masks[0], masks[1])  # a fresh draw each call
+    torch.manual_seed(5)
+    a = Dropout(0.5).train()(torch.ones(999))
+    torch.manual_seed(5)
+    assert torch.equal(a, Dropout(0.5).train()(torch.ones(999)))  # torch's seed makes it repeatable
+
+
 def test_dropout_gradient_is_the_mask():
     torch.manual_seed(1)
     x = torch.randn(1000, requires_grad=True)
     y = Dropout(0.5).train()(x)
     y.sum().backward()
     assert torch.equal(x.grad, (y != 0).float() * 2.0)
+
+
+@pytest.mark.parametrize("n,chunk", [(1, 512), (64, 512), (700, 512), (23, 7), (130, 64)])
+def test_bf16_padding_rows_change_nothing(n, chunk):
+    # the last chunk is padded with zero rows up to a multiple of 64: neither the loss nor any gradient
+    # may see them (a leak would add softmax(0) = 1/items rows to the vectors' gradient)
+    g = torch.Generator().manual_seed(n)
+    h, v = torch.randn(n, 32, generator=g) * 0.5, torch.randn(300, 32, generator=g) * 0.5
+    t = torch.randint(0, 300, (n,), generator=g)
+    ref = _grads(lambda h, v: F.cross_entropy(h @ v.T, t), h, v)
+    got = _grads(lambda h, v: linear_cross_entropy(h, v, t, chunk=chunk, bf16=True), h, v)
+    assert got[0] == pytest.approx(ref[0], rel=2e-3)
+    assert got[1].shape == ref[1].shape and got[2].shape == ref[2].shape
+    for a, b in zip(got[1:], ref[1:]):
+        assert ((a - b).norm() / b.norm()).item() < 0.02
+
+
+def test_bf16_matmuls_have_few_shapes():
+    # oneDNN compiles a kernel per bf16 matmul shape: over every row count from 1 to 1,100 the loss may
+    # use only the padded ones (3 matmuls × 8 row counts), not a new shape per row count
+    from torch.overrides import TorchFunctionMode
+
+    shapes = set()
+
+    class Shapes(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func is torch.mm and args[0].dtype == torch.bfloat16:
+                shapes.add((tuple(args[0].shape), tuple(args[1].shape)))
+            return func(*args, **(kwargs or {}))
+
+    v = torch.randn(50, 8, requires_grad=True)
+    with Shapes():
+        for n in range(1, 1101, 3):
+            h = torch.randn(n, 8, requires_grad=True)
+            linear_cross_entropy(h, v, torch.zeros(n, dtype=torch.long), bf16=True).backward()
+    assert 3 <= len(shapes) <= 3 * 8
+    assert all(a[0] % 64 == 0 or a[0] == 8 for a, _ in shapes)  # row counts padded (8: h.T @ p)
+
+
+def test_bf16_loss_of_an_underflowing_target_is_capped():
+    # the bf16 loss is read from the softmax: a target probability below float32's smallest normal
+    # gives -log(tiny) = 87.34, where float32's exact loss is 200
+    h, v = torch.tensor([[100.0]]), torch.tensor([[1.0], [-1.0]])
+    loss = linear_cross_entropy(h, v, torch.tensor([1]), bf16=True)
+    assert loss.item() == pytest.approx(-math.log(torch.finfo(torch.float32).tiny), rel=1e-6)
 
 
 def test_sasrec_precision_is_checked_and_bf16_trains_alike():

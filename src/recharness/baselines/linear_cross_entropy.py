@@ -29,54 +29,19 @@ from torch.autograd.function import once_differentiable
 
 #: rows of logits made at once: 512 × 3,706 floats (7.6 MB) was the fastest of 128/256/512 on ML-1M
 CHUNK = 512
+#: bf16: row counts are padded up to a multiple of this (oneDNN compiles a kernel per matmul shape)
+ROW_STEP = 64
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h: torch.Tensor, vectors: torch.Tensor, target: torch.Tensor, chunk: int, bf16: bool,
                 want_h: bool, want_v: bool):
-        n, items, d = h.shape[0], vectors.shape[0], h.shape[1]
+        n = h.shape[0]
         f32 = {"dtype": torch.float32, "device": h.device}
         hf, vf = h.detach().to(**f32), vectors.detach().to(**f32)
-        grad_h = torch.empty(n, d, **f32) if want_h else None
-        grad_v = torch.zeros(items, d, **f32) if want_v else None
-        logits = torch.empty(min(chunk, n), items, **f32)
-        rows = torch.arange(min(chunk, n), device=h.device)
-        total = torch.zeros((), dtype=torch.float64, device=h.device)
-        if bf16:
-            vb, hb = vf.to(torch.bfloat16), hf.to(torch.bfloat16)
-            logits_b = torch.empty(min(chunk, n), items, dtype=torch.bfloat16, device=h.device)
-            probs_b = torch.empty(min(chunk, n), items, dtype=torch.bfloat16, device=h.device)
-        for a in range(0, n, chunk):
-            hc, tc = hf[a:a + chunk], target[a:a + chunk]
-            k = hc.shape[0]
-            z = logits[:k]
-            if bf16:
-                torch.mm(hb[a:a + chunk], vb.T, out=logits_b[:k])
-                z.copy_(logits_b[:k])
-            else:
-                torch.mm(hc, vf.T, out=z)
-            picked = z.gather(1, tc[:, None])[:, 0]
-            top = z.amax(1, keepdim=True)
-            z.sub_(top).exp_()
-            norm = z.sum(1, keepdim=True)
-            total += (top[:, 0] + norm[:, 0].log() - picked).sum(dtype=torch.float64)
-            if not (want_h or want_v):
-                continue
-            z.div_(norm)  # softmax
-            z[rows[:k], tc] -= 1  # d loss_i / d logits_i (before the 1/n of the mean)
-            if bf16:
-                pb = probs_b[:k]
-                pb.copy_(z)
-                if want_h:
-                    grad_h[a:a + chunk] = torch.mm(pb, vb)
-                if want_v:
-                    grad_v += torch.mm(pb.T, hb[a:a + chunk])
-            else:
-                if want_h:
-                    torch.mm(z, vf, out=grad_h[a:a + chunk])
-                if want_v:
-                    grad_v.addmm_(z.T, hc)
+        run = _bf16_chunks if bf16 else _f32_chunks
+        total, grad_h, grad_v = run(hf, vf, target, chunk, want_h, want_v)
         ctx.save_for_backward(*(g for g in (grad_h, grad_v) if g is not None))
         ctx.have = (want_h, want_v)
         ctx.dtypes = (h.dtype, vectors.dtype)
@@ -109,3 +74,75 @@ def linear_cross_entropy(h: torch.Tensor, vectors: torch.Tensor, target: torch.T
     grad = torch.is_grad_enabled()
     return _LinearCrossEntropy.apply(h, vectors, target.long(), chunk, bf16,
                                      grad and h.requires_grad, grad and vectors.requires_grad)
+
+
+def _f32_chunks(hf, vf, target, chunk, want_h, want_v):
+    """The summed loss and the gradients of the summed loss, all in float32."""
+    n, items, d = hf.shape[0], vf.shape[0], hf.shape[1]
+    grad_h = torch.empty(n, d, dtype=torch.float32, device=hf.device) if want_h else None
+    grad_v = torch.zeros(items, d, dtype=torch.float32, device=hf.device) if want_v else None
+    logits = torch.empty(min(chunk, n), items, dtype=torch.float32, device=hf.device)
+    rows = torch.arange(min(chunk, n), device=hf.device)
+    total = torch.zeros((), dtype=torch.float64, device=hf.device)
+    for a in range(0, n, chunk):
+        hc, tc = hf[a:a + chunk], target[a:a + chunk]
+        k = hc.shape[0]
+        z = logits[:k]
+        torch.mm(hc, vf.T, out=z)
+        picked = z.gather(1, tc[:, None])[:, 0]
+        top = z.amax(1, keepdim=True)
+        z.sub_(top).exp_()
+        norm = z.sum(1, keepdim=True)
+        total += (top[:, 0] + norm[:, 0].log() - picked).sum(dtype=torch.float64)
+        if not (want_h or want_v):
+            continue
+        z.div_(norm)  # softmax
+        z[rows[:k], tc] -= 1  # d loss_i / d logits_i (before the 1/n of the mean)
+        if want_h:
+            torch.mm(z, vf, out=grad_h[a:a + chunk])
+        if want_v:
+            grad_v.addmm_(z.T, hc)
+    return total, grad_h, grad_v
+
+
+def _bf16_chunks(hf, vf, target, chunk, want_h, want_v):
+    """As `_f32_chunks` with the matmuls and the softmax in bfloat16. Every matmul has one of at most
+    chunk / ROW_STEP shapes: the last chunk is padded with zero rows up to a multiple of `ROW_STEP`,
+    because oneDNN compiles a kernel per shape and a new row count each step made these matmuls 10×
+    slower (and grew memory by the kernels kept). The loss is read from the bf16 softmax,
+    ``-log p_target`` (±0.4% per row; clamped at float32's smallest normal, a loss of at most 87.3
+    per row, where a float32 loss would go on growing)."""
+    n, items, d = hf.shape[0], vf.shape[0], hf.shape[1]
+    width = min(chunk, -(-n // ROW_STEP) * ROW_STEP)
+    on = {"dtype": torch.bfloat16, "device": hf.device}
+    vb, hb = vf.to(torch.bfloat16), hf.to(torch.bfloat16)
+    grad_h = torch.empty(n, d, dtype=torch.float32, device=hf.device) if want_h else None
+    grad_vt = torch.zeros(d, items, dtype=torch.float32, device=hf.device) if want_v else None
+    logits, probs = torch.empty(width, items, **on), torch.empty(width, items, **on)
+    padded = torch.zeros(width, d, **on)
+    rows = torch.arange(width, device=hf.device)
+    total = torch.zeros((), dtype=torch.float64, device=hf.device)
+    tiny = torch.finfo(torch.float32).tiny
+    for a in range(0, n, chunk):
+        tc = target[a:a + chunk]
+        k = tc.shape[0]
+        wide = min(width, -(-k // ROW_STEP) * ROW_STEP)
+        if wide == k:
+            hc = hb[a:a + k]
+        else:
+            hc = padded[:wide]
+            hc[:k] = hb[a:a + k]
+            hc[k:] = 0
+        z, p = logits[:wide], probs[:wide]
+        torch.mm(hc, vb.T, out=z)
+        torch.ops.aten._softmax.out(z, 1, False, out=p)
+        picked = p[rows[:k], tc]
+        total -= picked.float().clamp_min(tiny).log().sum(dtype=torch.float64)
+        if not (want_h or want_v):
+            continue
+        p[rows[:k], tc] = picked - 1  # d loss_i / d logits_i; the padding rows' are never used
+        if want_h:
+            grad_h[a:a + k] = torch.mm(p, vb)[:k]
+        if want_v:
+            grad_vt += torch.mm(hc.T, p)  # padding rows of hc are zero: they add nothing
+    return total, grad_h, None if grad_vt is None else grad_vt.T.contiguous()

@@ -6,8 +6,8 @@ shown), `layers` pre-LayerNorm transformer blocks (causal self-attention over `h
 final LayerNorm. An item's score after a history is ``h · v_item`` with the item embedding table
 itself (Eq. 8), and training minimises cross-entropy over ALL items (Eq. 7), no sampled negatives,
 through `linear_cross_entropy` (the (positions × items) logits made a chunk at a time in cache, the
-gradients in the same pass; `precision="bf16"` runs its matmuls in bfloat16). Dropout draws its masks
-from one uniform tensor (`Dropout`), Adam is torch's fused one: together 2× the steps per second of
+gradients in the same pass; `precision="bf16"` runs its matmuls in bfloat16). Dropout draws four
+16-bit uniforms per 64-bit random number (`Dropout`), Adam is torch's fused one: together 2× the steps per second of
 the plain formulation on 2 cores (benchmarks/results/sasrec_speed.md).
 
 Training data: `TrainData.sequences`, the build's rows (history, target) of
@@ -79,20 +79,28 @@ SMALL_BATCH = 64
 
 
 class Dropout(nn.Module):
-    """`nn.Dropout` drawn from one uniform tensor: on CPU torch's `bernoulli_` took 1 ms per 150k
-    values, three times a uniform draw; with five dropouts a step this saves about 4% of a SASRec step
-    (benchmarks/results/sasrec_speed.md). Same distribution, same scaling by 1 / (1 - p)."""
+    """`nn.Dropout` with cheaper random numbers: torch's CPU generator makes one Mersenne-Twister draw
+    per `bernoulli_` or `uniform_` value (1 ms and 0.4 ms per 150k values), so each 64-bit draw here
+    gives four 16-bit uniforms, one per element, a quarter of the draws; five dropouts a step made up
+    9% of a SASRec step before (benchmarks/results/sasrec_speed.md). The drop probability is `p`
+    rounded to a multiple of 1/65,536 (0.2 → 0.199997); kept values are scaled by 1 / (1 - p), as
+    torch's. Drawn from torch's generator, so `torch.manual_seed` makes it repeatable."""
 
     def __init__(self, p: float):
         super().__init__()
         if not 0.0 <= p < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {p}")
         self.p = p
+        #: an int16 uniform below this is dropped: P(drop) = round(p · 65,536) / 65,536
+        self.threshold = round(p * 65536) - 32768
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0.0:
             return x
-        return x * ((torch.rand_like(x, dtype=torch.float32) >= self.p).to(x.dtype) * (1.0 / (1.0 - self.p)))
+        n = x.numel()
+        words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2 ** 63), 2 ** 63 - 1)
+        keep = words.view(torch.int16)[:n].view(x.shape) >= self.threshold
+        return x * (keep.to(x.dtype) * (1.0 / (1.0 - self.p)))
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
