@@ -12,8 +12,9 @@ one process, one after another, in rounds (so drift hits every variant alike):
 - ``+ 16-bit dropout`` (= `SASRec()` now): SASRec's `Dropout`, four 16-bit uniforms per 64-bit draw;
 - ``+ bf16 CE`` (= `SASRec(precision="bf16")`): the cross-entropy's matmuls and softmax in bfloat16,
   row counts padded to a multiple of 64 (`linear_cross_entropy.ROW_STEP`);
-- ``bf16 CE, a shape per step``: the same without the padding (as before 2026-11-27: oneDNN compiles
-  a kernel for every new matmul shape);
+- ``bf16 CE, a shape per step``: ``+ bf16 CE`` without the row padding, i.e. each step's own matmul
+  shapes, for each of which oneDNN compiles a kernel (all variants share one process and so one
+  oneDNN kernel cache: this variant's kernels may evict or reuse others', a caveat on its row);
 - tried and not kept: ``torch.compile`` of the network (default mode, dynamic shapes) and
   ``autocast(bfloat16)`` over the network, each on top of ``+ fused Adam``.
 
@@ -56,12 +57,12 @@ OUT = HERE / "results" / "sasrec_speed.md"
 ITEMS, MAX_LEN, ROWS = 3706, 50, 47
 VARIANTS = ("plain", "chunked CE", "+ uniform dropout", "+ fused Adam", "+ 16-bit dropout", "+ bf16 CE",
             "bf16 CE, a shape per step", "torch.compile", "autocast net")
-#: variants with the dropout of before 2026-11-27 (a float32 uniform draw per element)
+#: variants with SASRec's dropout before commit 333e8aa (a float32 uniform draw per element)
 UNIFORM_DROPOUT = ("+ uniform dropout", "+ fused Adam", "torch.compile", "autocast net")
 
 
 class UniformDropout(Dropout):
-    """SASRec's dropout before 2026-11-27: one float32 uniform per element."""
+    """SASRec's dropout before commit 333e8aa: one float32 uniform per element."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0.0:

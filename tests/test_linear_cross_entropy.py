@@ -119,10 +119,11 @@ def test_dropout_matches_nn_dropout_in_distribution():
     assert kept == pytest.approx(0.8, abs=0.003)
     theirs = torch.nn.Dropout(0.2).train()(x)
     assert kept == pytest.approx((theirs != 0).float().mean().item(), abs=0.004)
-    assert torch.unique(theirs).tolist() == pytest.approx(torch.unique(y).tolist())
+    assert torch.unique(theirs).tolist() == pytest.approx(torch.unique(y).tolist(), rel=1e-5)
     half = Dropout(0.2).train()(torch.ones(400_000, dtype=torch.bfloat16))
-    assert (half != 0).float().mean().item() == pytest.approx(0.8, abs=0.003)  # drawn in float32, not bf16
-    assert torch.unique(y).tolist() == pytest.approx([0.0, 1 / 0.8])
+    assert (half != 0).float().mean().item() == pytest.approx(0.8, abs=0.003)  # the mask does not depend on x's dtype
+    # kept values scaled by 1 / P(keep) of the rounded p: 65,536 / 52,429
+    assert torch.unique(y).tolist() == pytest.approx([0.0, 65536 / 52429], rel=1e-7)
     assert y.mean().item() == pytest.approx(1.0, abs=0.005)  # expectation kept, as nn.Dropout's
     d.eval()
     assert d(x) is x
@@ -139,6 +140,12 @@ def test_dropout_of_any_shape_and_its_rounded_p():
     assert (y != 0).float().mean().item() == pytest.approx(0.7, abs=0.01)
     assert Dropout(0.2).threshold == -32768 + 13107  # P(drop) = 13,107 / 65,536 = 0.199997
     assert Dropout(0.5).threshold == 0  # int16 < 0: exactly half
+    lanes = (Dropout(0.3).train()(torch.ones(400_000)).view(-1, 4) != 0).float().mean(0)
+    assert lanes.tolist() == pytest.approx([0.7] * 4, abs=0.006)  # each of a draw's four 16-bit lanes alike
+    with pytest.raises(ValueError, match="rounds to 1 in steps of 1/65,536"):
+        Dropout(1 - 1e-6)  # would wrap the int16 threshold and drop nothing
+    with pytest.raises(ValueError, match="rounds to 0 in steps"):
+        Dropout(1e-6)
     masks = [Dropout(0.5).train()(torch.ones(1000)) for _ in range(2)]
     assert not torch.equal(masks[0], masks[1])  # a fresh draw each call
     torch.manual_seed(5)
@@ -190,6 +197,18 @@ def test_bf16_matmuls_have_few_shapes():
             linear_cross_entropy(h, v, torch.zeros(n, dtype=torch.long), bf16=True).backward()
     assert 3 <= len(shapes) <= 3 * 8
     assert all(a[0] % 64 == 0 or a[0] == 8 for a, _ in shapes)  # row counts padded (8: h.T @ p)
+
+
+def test_bf16_keeps_a_confident_rows_gradient():
+    # p_target = 0.999: bf16 rounds p itself to 1.0 (steps of 2^-8 below 1), so p - 1 from the rounded p
+    # would be 0; from the other probabilities' float32 sum it stays -0.001, as the loss stays 0.001
+    h = torch.tensor([[1.0]], requires_grad=True)
+    v = torch.tensor([[math.log(999.0)], [0.0]], requires_grad=True)  # logits (log 999, 0): p = (0.999, 0.001)
+    loss = linear_cross_entropy(h, v, torch.tensor([0]), bf16=True)
+    loss.backward()
+    assert loss.item() == pytest.approx(-math.log(0.999), rel=0.01)
+    # d loss / d h = sum_j (p_j - onehot_j) v_j = (0.999 - 1) * log 999 (v_1 = 0)
+    assert h.grad.item() == pytest.approx(-0.001 * math.log(999.0), rel=0.01)
 
 
 def test_bf16_loss_of_an_underflowing_target_is_capped():

@@ -6,16 +6,21 @@ their gradients); on a 2-core CPU each fresh allocation is page faults plus a pa
 memory. Here the logits are made `chunk` rows at a time into one buffer that stays in cache, and
 the gradients with respect to `h` and `V` are computed in the same pass (the loss is a scalar, so
 backward only scales them): the same three matmuls as the plain formulation, but no large
-temporary and far less memory traffic. A whole SASRec step ran 1.7-1.9× as fast for it
+temporary and far less memory traffic: a SASRec step 1.4-1.9× as fast, by batch
 (benchmarks/results/sasrec_speed.md).
 
-`bf16=True` runs the three matmuls in bfloat16, which AMX/AVX512-BF16 CPUs do several times faster;
-the softmax, the loss and the sum of the chunks' gradients stay in float32, but each matmul's
-result (the logits, and each chunk's gradient contribution) is rounded to bfloat16. The gradients
-then differ from float32's by about 0.5% (relative norm, `tests/test_linear_cross_entropy.py`). The
-step alone gains 5-8% more (the rest of it is not these matmuls), but a whole ML-1M training run
-was 6% slower than float32 and peaked at 3.2 GiB instead of 0.9 (recbole_side_by_side_dropout0.2.md):
-an option, never the default, so a default fit is the same on every CPU.
+`bf16=True` runs the three matmuls and the softmax in bfloat16, which AMX/AVX512-BF16 CPUs do
+several times faster; each chunk's gradient contribution is summed in float32. Rounding: the logits
+and probabilities are bf16 (8 significant bits); the target's ``p - 1`` and the loss come from the
+float32 sum of the other probabilities (so a confident row keeps its small gradient), the loss of an
+unconfident row from ``-log`` of its bf16 probability (about ±0.002 nats, clamped at float32's
+smallest normal: at most 87.3 per row, where float32's exact loss goes on growing). Every matmul
+has one of a few shapes: the last chunk is padded with zero rows up to a multiple of `ROW_STEP`,
+because oneDNN compiles a kernel per bf16 matmul shape, and a new row count every step (as SASRec's
+batches have) made the loss several times slower and kept growing memory with the kernels it kept.
+Gradients differ from float32's by under 2% of their norm (`tests/test_linear_cross_entropy.py`);
+measured speed: benchmarks/results/sasrec_speed.md. An option, never the default, so a default fit
+is the same on every CPU.
 
 The gradients are computed in the forward pass, so: only for the inputs that require them (none
 under `torch.no_grad`), once-differentiable (no second derivatives), and an in-place change to an
@@ -106,12 +111,7 @@ def _f32_chunks(hf, vf, target, chunk, want_h, want_v):
 
 
 def _bf16_chunks(hf, vf, target, chunk, want_h, want_v):
-    """As `_f32_chunks` with the matmuls and the softmax in bfloat16. Every matmul has one of at most
-    chunk / ROW_STEP shapes: the last chunk is padded with zero rows up to a multiple of `ROW_STEP`,
-    because oneDNN compiles a kernel per shape and a new row count each step made these matmuls 10×
-    slower (and grew memory by the kernels kept). The loss is read from the bf16 softmax,
-    ``-log p_target`` (±0.4% per row; clamped at float32's smallest normal, a loss of at most 87.3
-    per row, where a float32 loss would go on growing)."""
+    """As `_f32_chunks` with the matmuls and the softmax in bfloat16 (see the module docstring)."""
     n, items, d = hf.shape[0], vf.shape[0], hf.shape[1]
     width = min(chunk, -(-n // ROW_STEP) * ROW_STEP)
     on = {"dtype": torch.bfloat16, "device": hf.device}
@@ -136,11 +136,16 @@ def _bf16_chunks(hf, vf, target, chunk, want_h, want_v):
         z, p = logits[:wide], probs[:wide]
         torch.mm(hc, vb.T, out=z)
         torch.ops.aten._softmax.out(z, 1, False, out=p)
-        picked = p[rows[:k], tc]
-        total -= picked.float().clamp_min(tiny).log().sum(dtype=torch.float64)
+        picked = p[rows[:k], tc].float()
+        # 1 - p_target from the other probabilities, summed in float32: near p = 1 bf16 steps by 2^-8,
+        # which would round a confident row's gradient (p - 1) and loss to 0
+        others = (p[:k].sum(1, dtype=torch.float32) - picked).clamp_(0.0, 1.0)
+        confident = picked > 0.5
+        nll = torch.where(confident, -torch.log1p(-others.clamp(max=0.5)), -picked.clamp_min(tiny).log())
+        total += nll.sum(dtype=torch.float64)
         if not (want_h or want_v):
             continue
-        p[rows[:k], tc] = picked - 1  # d loss_i / d logits_i; the padding rows' are never used
+        p[rows[:k], tc] = (-others).to(torch.bfloat16)  # d loss_i / d logits_i = p - 1; padding rows unused
         if want_h:
             grad_h[a:a + k] = torch.mm(p, vb)[:k]
         if want_v:

@@ -6,9 +6,10 @@ shown), `layers` pre-LayerNorm transformer blocks (causal self-attention over `h
 final LayerNorm. An item's score after a history is ``h · v_item`` with the item embedding table
 itself (Eq. 8), and training minimises cross-entropy over ALL items (Eq. 7), no sampled negatives,
 through `linear_cross_entropy` (the (positions × items) logits made a chunk at a time in cache, the
-gradients in the same pass; `precision="bf16"` runs its matmuls in bfloat16). Dropout draws four
-16-bit uniforms per 64-bit random number (`Dropout`), Adam is torch's fused one: together 2× the steps per second of
-the plain formulation on 2 cores (benchmarks/results/sasrec_speed.md).
+gradients in the same pass; `precision="bf16"` runs its matmuls and softmax in bfloat16). Dropout
+draws four 16-bit uniforms per 64-bit random number (`Dropout`), Adam is torch's fused one: together
+1.6× the steps per second of the plain formulation on 2 cores, 2.0× with `precision="bf16"`
+(benchmarks/results/sasrec_speed.md).
 
 Training data: `TrainData.sequences`, the build's rows (history, target) of
 `<run>/recbench/seqrec_train.parquet` and `seqrec_valid.parquet`. A training row is one sequence
@@ -70,7 +71,7 @@ DEFAULTS: dict[str, Any] = {
     "hidden": 64, "heads": 2, "inner": 256, "dropout": 0.2,
     "max_len": None,  # None: the longest history in the training data (the build's history_len)
     "batch_size": 2048, "lr": 1e-3, "weight_decay": 0.0, "max_epochs": 50, "patience": 3,
-    "precision": "fp32",  # "bf16": the catalog cross-entropy's matmuls in bfloat16 (linear_cross_entropy)
+    "precision": "fp32",  # "bf16": the catalog cross-entropy's matmuls and softmax in bfloat16 (linear_cross_entropy)
 }
 PRECISIONS = ("fp32", "bf16")
 _NET = ("hidden", "heads", "inner", "dropout")
@@ -79,31 +80,41 @@ SMALL_BATCH = 64
 
 
 class Dropout(nn.Module):
-    """`nn.Dropout` with cheaper random numbers: torch's CPU generator makes one Mersenne-Twister draw
-    per `bernoulli_` or `uniform_` value (1 ms and 0.4 ms per 150k values), so each 64-bit draw here
-    gives four 16-bit uniforms, one per element, a quarter of the draws; five dropouts a step made up
-    9% of a SASRec step before (benchmarks/results/sasrec_speed.md). The drop probability is `p`
-    rounded to a multiple of 1/65,536 (0.2 → 0.199997); kept values are scaled by 1 / (1 - p), as
-    torch's. Drawn from torch's generator, so `torch.manual_seed` makes it repeatable."""
+    """`nn.Dropout` with cheaper random numbers: torch's CPU generator makes a Mersenne-Twister draw per
+    `bernoulli_` or `uniform_` value (1 ms and 0.4 ms per 150k values), where one 64-bit number (two
+    draws) here gives four 16-bit uniforms: half the draws of `uniform_`, and a SASRec step 2.4% faster
+    (benchmarks/results/sasrec_speed.md). The drop probability is `p` rounded to a multiple of
+    1/65,536 (0.2 → 0.199997), and kept values are scaled by the inverse of the rounded keep
+    probability, so the expectation is kept exactly. Drawn from torch's generator: `torch.manual_seed`
+    makes it repeatable."""
 
     def __init__(self, p: float):
         super().__init__()
         if not 0.0 <= p < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {p}")
-        self.p = p
-        #: an int16 uniform below this is dropped: P(drop) = round(p · 65,536) / 65,536
-        self.threshold = round(p * 65536) - 32768
+        dropped = round(p * 65536)
+        if p > 0 and not 0 < dropped < 65536:
+            raise ValueError(f"dropout {p} rounds to {dropped / 65536:g} in steps of 1/65,536: give one in "
+                             f"[{1 / 65536:.2g}, {1 - 1 / 65536:.6f}] (or 0)")
+        self._p = p
+        #: an int16 uniform below this is dropped: P(drop) = `dropped` / 65,536
+        self.threshold = dropped - 32768
+        self.scale = 65536 / (65536 - dropped)
+
+    @property
+    def p(self) -> float:
+        return self._p
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.training or self.p == 0.0:
+        if not self.training or self._p == 0.0:
             return x
         n = x.numel()
-        words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2 ** 63), 2 ** 63 - 1)
+        words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2 ** 63), None)
         keep = words.view(torch.int16)[:n].view(x.shape) >= self.threshold
-        return x * (keep.to(x.dtype) * (1.0 / (1.0 - self.p)))
+        return x * (keep.to(x.dtype) * self.scale)
 
     def extra_repr(self) -> str:
-        return f"p={self.p}"
+        return f"p={self._p}"
 
 
 class Block(nn.Module):
