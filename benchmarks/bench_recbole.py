@@ -35,6 +35,13 @@ Both run in child processes (their peak RSS is each child's VmHWM). The script c
 saw the same split (sha256 of the test and validation rows with their histories, and of the
 training (user, target) pairs) and writes `benchmarks/results/recbole_side_by_side.md` (+ `.svg`).
 
+Intervals: the test user is the independent unit (one target each, the same users and targets on both
+sides), so both children also keep per-user target ranks — RecBole's driver at its best-validation epoch
+and its last epoch, ours at our last point and at our point for RecBole's last training second — and the
+report gives NDCG@10 at those points with 95% percentile bootstrap intervals over users and the paired
+differences (ours − RecBole) with the paired bootstrap's intervals (`recharness.metrics.bootstrap`). A
+result without per-user ranks (an older kept run) is reported without them.
+
 Run by hand (about an hour on 2 shared cores; see the results file for the measured times):
 
     RECHARNESS_HOME=... .venv/bin/python benchmarks/bench_recbole.py
@@ -77,6 +84,8 @@ RECBOLE_ENV = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}  # RecBole 1.2.1's torch
 DATASET = "ml-1m-recharness"
 #: issue 25: per position, our training at least 3x RecBole's
 POSITIONS_TARGET = 3.0
+#: bootstrap resamples of the test users for the report's intervals
+RESAMPLES = 2000
 
 
 def _log(msg: str) -> None:
@@ -208,11 +217,13 @@ def ours_worker(spec_path: Path) -> None:
     marks = sorted({*spec["marks"], budget})
     every = spec["curve_every"] or float("inf")
     curve: list[dict] = []
-    state = {"next_every": every, "mark": 0, "setup_s": None, "hist": None}
+    state = {"next_every": every, "mark": 0, "setup_s": None, "hist": None, "last": None, "at_recbole_end": None}
+    recbole_end = max(spec["marks"], default=None)  # RecBole's last curve point: the end of its last epoch
 
     @torch.inference_mode()
-    def test_metrics(net) -> tuple[float, float]:
-        """RecBole's full sort for sequential models: every catalog item ranked, nothing excluded."""
+    def test_metrics(net) -> tuple[float, float, np.ndarray]:
+        """RecBole's full sort for sequential models: every catalog item ranked, nothing excluded.
+        (NDCG@10, Hit@10, each test row's target rank)."""
         if state["hist"] is None:  # the codes exist once fit() has built the vocabulary
             state["hist"] = [model._encode(h) for h in test_hist_items]
             state["target"] = np.asarray([model.code[t] - 1 for t in test_target_items], dtype=np.int64)
@@ -225,8 +236,9 @@ def ours_worker(spec_path: Path) -> None:
             out = net(torch.from_numpy(right_padded(rows, int(lens.max()))))
             scores = (out[torch.arange(len(rows)), lens - 1] @ vectors.T).numpy()
             ranks.append(target_ranks(scores, target[a:a + 1024]))
-        m = rank_metrics(np.concatenate(ranks), ks=(10,))
-        return m["ndcg@10"], m["hr@10"]
+        ranks = np.concatenate(ranks)
+        m = rank_metrics(ranks, ks=(10,))
+        return m["ndcg@10"], m["hr@10"], ranks
 
     def callback(net, info) -> bool:
         if state["setup_s"] is None:
@@ -240,11 +252,17 @@ def ours_worker(spec_path: Path) -> None:
         while state["next_every"] <= t:
             state["next_every"] += every
         t0 = time.perf_counter()
-        ndcg, hit = test_metrics(net)
+        ndcg, hit, ranks = test_metrics(net)
         curve.append({"train_s": round(t, 3), "samples": info["samples"], "positions": info["positions"],
                       "epoch": info["epoch"],
                       "end_of_epoch": info["end_of_epoch"], "ndcg@10": float(ndcg), "hit@10": float(hit),
                       "eval_s": round(time.perf_counter() - t0, 3)})
+        # per-user ranks of two points only (for intervals over users): our last, and the point `at_time`
+        # picks for RecBole's last training second
+        state["last"] = {"train_s": curve[-1]["train_s"], "epoch": info["epoch"], "ndcg@10": float(ndcg),
+                         "ranks": dict(zip(test_users, ranks.tolist()))}
+        if state["at_recbole_end"] is None and recbole_end is not None and at_time(curve[-1:], recbole_end):
+            state["at_recbole_end"] = state["last"]
         _log(f"[ours {spec['precision']}] epoch {info['epoch']} {t:.0f} s trained, {info['samples']:,} samples: "
              f"test NDCG@10 {ndcg:.4f} Hit@10 {hit:.4f}")
         return t >= budget
@@ -266,6 +284,7 @@ def ours_worker(spec_path: Path) -> None:
         "positions": log["train_positions"],
         "curve": curve, "peak_rss_bytes": peak,
         "fingerprints": fingerprints(sp.test, sp.valid, sp.train),
+        "ranks": {"last": state["last"], "at_recbole_end": state["at_recbole_end"]},
     }
     Path(spec["result"]).write_text(json.dumps(result, indent=1))
 
@@ -326,6 +345,109 @@ def equal_time(rb: dict, run: dict) -> list[tuple[dict, dict | None, bool]]:
     return out
 
 
+def user_ndcg(ranks: dict[str, int], users: list[str]):
+    """Each user's NDCG@10 from their target's rank, in the order of `users` (`rank_metrics`: 1/log2(rank + 1)
+    within the top 10, else 0)."""
+    from recharness.metrics.full_ranking import rank_metrics
+
+    return rank_metrics([ranks[u] for u in users], ks=(10,), per_sample=True)["ndcg@10"]
+
+
+def user_intervals(points: dict[str, dict[str, int] | None], pairs: dict[str, tuple[str, str]],
+                   resamples: int = RESAMPLES, seed: int = 0) -> dict:
+    """Over test users (the independent unit: one target each, the same users on both sides): each point's
+    NDCG@10 with its 95% percentile bootstrap interval, and for each pair label → (a, b) a's minus b's with
+    the paired bootstrap's interval and p; every point resampled with the same counts of users. A point
+    without per-user ranks (None), and a pair with such a point, gets None."""
+    import numpy as np
+
+    from recharness.metrics.bootstrap import MIN_UNITS, mean_units, paired_bootstrap, percentile_ci
+
+    have = {k: v for k, v in points.items() if v}
+    users = sorted(next(iter(have.values()))) if have else []
+    other = [k for k, v in have.items() if set(v) != set(users)]
+    if other:
+        raise ValueError(f"per-user ranks of other users than {next(iter(have))}'s: {', '.join(other)}")
+    if len(users) < MIN_UNITS:  # a bootstrap of so few users claims more than they show
+        have = {}
+    units = {k: mean_units(users, user_ndcg(v, users), how="NDCG@10 per test user") for k, v in have.items()}
+    out: dict = {"users": len(users), "resamples": resamples, "seed": seed, "points": {}, "diffs": {}}
+    for k in points:
+        u = units.get(k)
+        ci = None if u is None else percentile_ci(np.concatenate([u.replicates(w) for w in u.counts(resamples, seed)]))
+        out["points"][k] = None if ci is None else {"ndcg@10": u.point(), "lo": ci[0], "hi": ci[1]}
+    for label, (a, b) in pairs.items():
+        both = a in units and b in units
+        out["diffs"][label] = paired_bootstrap(units[a], units[b], resamples, seed) if both else None
+    return out
+
+
+def _ranks_at(run: dict, point: dict | None) -> dict | None:
+    """The per-user ranks `run` kept for its curve point `point` (None if it kept none for it)."""
+    kept = [r for r in (run.get("ranks") or {}).values() if r]
+    return next((r["ranks"] for r in kept if point is not None and r["train_s"] == point["train_s"]), None)
+
+
+def interval_lines(rb: dict, runs: list[dict], resamples: int = RESAMPLES, seed: int = 0) -> list[str]:
+    """The report's section on NDCG@10 with 95% intervals over test users: RecBole's best-validation epoch and
+    its last point, our last point and our point at RecBole's last training second, and the paired
+    differences (ours at RecBole's end − RecBole's last; ours last − RecBole's best)."""
+    rb_ranks = rb.get("ranks") or {}
+    best, last = rb_ranks.get("best"), rb_ranks.get("last")
+    best_valid = rb.get("best_valid") or {}
+    best_epoch = best_valid.get("epoch")
+    if best is not None and best["epoch"] != best_epoch:  # never so when the driver wrote both
+        best = None
+    if last is not None and last["train_s"] != rb["curve"][-1]["train_s"]:
+        last = None
+    labels = {"rb best": f"RecBole, best validation NDCG@10 (epoch {best_epoch})",
+              "rb last": f"RecBole, last point (epoch {rb['curve'][-1]['epoch']})"}
+    points = {"rb best": best and best["ranks"], "rb last": last and last["ranks"]}
+    times = {"rb best": best_valid.get("train_s"), "rb last": rb["curve"][-1]["train_s"]}
+    pairs: dict[str, tuple[str, str]] = {}
+    for r in runs:
+        p, o, short = equal_time(rb, r)[-1]
+        end, fin = f"{r['framework']} end", f"{r['framework']} last"
+        labels[end] = (f"{r['framework']} at RecBole's last training second ({p['train_s']:,.0f} s)"
+                       + (" — our run had ended: our last point" if short else ""))
+        labels[fin] = f"{r['framework']}, last point"
+        points[end], points[fin] = _ranks_at(r, o), _ranks_at(r, r["curve"][-1] if r["curve"] else None)
+        times[end], times[fin] = o and o["train_s"], r["curve"][-1]["train_s"] if r["curve"] else None
+        pairs[f"(a) {labels[end]} − {labels['rb last']}"] = (end, "rb last")
+        pairs[f"(b) {labels[fin]} − {labels['rb best']}"] = (fin, "rb best")
+    head = ["", "## NDCG@10 with 95% intervals over test users", ""]
+    if not any(points.values()):
+        return head + ["Not available for this run: its results hold no per-user ranks (recorded by runs since "
+                       "per-user ranks were added; a run resumed from an older RecBole checkpoint has them only for "
+                       "its later epochs)."]
+    try:
+        res = user_intervals(points, pairs, resamples, seed)
+    except ValueError as ex:  # ranks of other users: a bug upstream, said rather than losing the report
+        return head + [f"Not available: {ex}."]
+    if not any(res["points"].values()):
+        return head + [f"Not available: {res['users']} test user(s), too few for a bootstrap."]
+    lines = head + [
+        (f"Resampled: the {res['users']:,} test users (one target each, the same users and targets on both sides) "
+         f"are drawn with replacement {resamples:,} times (seed {seed}), and every NDCG@10 and both sides of each "
+         "difference are computed on the same draw of users (a paired percentile bootstrap). A point marked – kept "
+         "no per-user ranks (e.g. an epoch before a resumed run began keeping them)."),
+        "", "| point | training s | NDCG@10 | 95% interval |", "|---|---:|---:|---|"]
+    for k, label in labels.items():
+        v, t = res["points"][k], times[k]
+        lines.append(f"| {label} | {'–' if t is None else f'{t:,.1f}'} | "
+                     + ("– | – |" if v is None else f"{v['ndcg@10']:.4f} | [{v['lo']:.4f}, {v['hi']:.4f}] |"))
+    for rec in (best, last):  # the driver's check: RecBole's own ndcg@10 against the mean of its ranks'
+        if rec and abs(rec["ndcg@10_from_ranks"] - rec["ndcg@10"]) > 1e-4:
+            lines += ["", f"**Rank check failed** at RecBole's epoch {rec['epoch']}: its per-user ranks give "
+                          f"NDCG@10 {rec['ndcg@10_from_ranks']:.5f}, RecBole reported {rec['ndcg@10']:.4f} (ties?)."]
+    lines += ["", "| paired difference (ours − RecBole) | difference | 95% interval | p (bootstrap) |",
+              "|---|---:|---|---:|"]
+    for label, d in res["diffs"].items():
+        lines.append(f"| {label} | " + ("– | – | – |" if d is None else
+                                        f"{d['diff']:+.4f} | [{d['lo']:+.4f}, {d['hi']:+.4f}] | {d['p']:.3f} |"))
+    return lines
+
+
 def report(args, data: dict, rb: dict, runs: list[dict], loads: dict, wall: dict, out: Path) -> str:
     same = all(rb["fingerprints"] == r["fingerprints"] for r in runs)
     rb_final = rb["curve"][-1]
@@ -359,7 +481,7 @@ def report(args, data: dict, rb: dict, runs: list[dict], loads: dict, wall: dict
          f"({'RecBole’s default' if s['hidden_dropout_prob'] == 0.5 else 'set by --recbole-dropout'}), "
          f"ours {runs[0]['settings']['dropout']} (ours has no attention dropout). RecBole: post-LayerNorm blocks "
          "(eps 1e-12); ours: pre-LayerNorm. Ours in float32 (`fp32`) and, where run, with the catalog "
-         "cross-entropy's matmuls in bfloat16 (`bf16`, `SASRec(precision=\"bf16\")`); RecBole in float32."),
+         "cross-entropy's matmuls and softmax in bfloat16 (`bf16`, `SASRec(precision=\"bf16\")`); RecBole in float32."),
         (f"- training samples: one per (prefix → next item) prediction, {rb['train_samples_per_epoch']:,} per epoch "
          f"for both. RecBole builds each sample with its own history (the {args.max_len} items before it) and runs "
          f"one {args.max_len}-position pass per sample; ours trains on windows of {args.max_len + 1} items "
@@ -432,6 +554,7 @@ def report(args, data: dict, rb: dict, runs: list[dict], loads: dict, wall: dict
             + (" — our run had ended, so ours had less training time" if short else "")
             + f" (Hit@10 {p['hit@10']:.4f} vs {o['hit@10']:.4f}); ours ≥ RecBole at {sum(ok)} of {len(ok)} "
             "RecBole curve points.")
+    lines += interval_lines(rb, runs)
     for r in runs:
         eq = equal_time(rb, r)
         over = [o["train_s"] - p["train_s"] for p, o, short in eq if o is not None and not short]

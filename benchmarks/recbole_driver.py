@@ -1,8 +1,10 @@
 """RecBole 1.2.1 SASRec on a prepared atomic .inter file: the RecBole side of bench_recbole.py.
 
 Runs in its own venv (.venv-recbole: RecBole 1.2.1 needs numpy<2, pandas<3, setuptools<81) and
-imports nothing from recharness. Usage (bench_recbole.py writes the spec and starts it with
-TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 and OMP_NUM_THREADS set):
+imports nothing from the recharness package: only `recharness/metrics/full_ranking.py` (numpy only) is
+loaded by its path, so that NDCG@10 is read from a rank by the same function on both sides. Usage
+(bench_recbole.py writes the spec and starts it with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 and
+OMP_NUM_THREADS set):
 
     .venv-recbole/bin/python benchmarks/recbole_driver.py SPEC.json
 
@@ -30,10 +32,23 @@ seconds. After each epoch the validation split is evaluated too (RecBole's `Trai
 `fit` does), for `patience` and for the record; nothing else is selected on it: the curve is the
 test split on the weights as they are.
 
+Per-user ranks, for intervals over test users in bench_recbole.py: at each end-of-epoch test evaluation
+each test user's target rank is also taken with RecBole's own scoring (`Trainer._full_sort_batch_eval`
+on each batch of the test loader: `full_sort_predict`, the padding item at -inf, nothing else excluded)
+as 1 + the items scored strictly higher, keyed by user token; their mean NDCG@10 is checked against
+RecBole's reported ndcg@10 (which RecBole rounds to 4 decimals: to 1e-4, a warning if not — ties could
+differ). The ranks of the last epoch and of the epoch with the best validation NDCG@10 so far are kept in
+the checkpoint record (so the commit point covers them) and written to `<work>/ranks-last.json` and
+`<work>/ranks-best.json` (atomically, before the commit point, and again from the record when a run
+resumes, so a file of an epoch killed before its commit does not survive). A run resumed from a
+checkpoint written before ranks were kept has no ranks of the epochs before it.
+
 Writes RESULT (JSON): settings, setup seconds, per-epoch training seconds and samples, the curve
 [(train_s, samples, epoch, ndcg@10, hit@10)], peak RSS (VmHWM, read before the split fingerprints
 are computed) and fingerprints (sha256) of the test/valid rows and of the training (user, target)
-pairs, for bench_recbole.py to check that both frameworks saw the same split.
+pairs, for bench_recbole.py to check that both frameworks saw the same split; and "ranks": {"best",
+"last"}, each null or {epoch, train_s, "ndcg@10" (RecBole's), "ndcg@10_from_ranks", ranks: {user token:
+rank}}.
 """
 
 from __future__ import annotations
@@ -80,6 +95,18 @@ def fingerprints(train_ds, valid_ds, test_ds) -> dict:
     out["train_pairs"] = digest([f"{a}\t{b}" for a, b in zip(users[f[uid].numpy()], items[f[iid].numpy()])])
     out["train_rows"] = len(f)
     return out
+
+
+def load_rank_metrics():
+    """recharness's `rank_metrics` (the NDCG@10 of a rank), loaded from its file: numpy only, so it runs in
+    RecBole's venv without the recharness package and its dependencies."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "src" / "recharness" / "metrics" / "full_ranking.py"
+    spec = importlib.util.spec_from_file_location("recharness_full_ranking", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.rank_metrics
 
 
 def main() -> None:
@@ -132,14 +159,63 @@ def main() -> None:
 
     curve: list[dict] = []
     state = {"samples": 0, "epoch": 0, "next": spec["curve_every"] or float("inf")}
+    rank_metrics = load_rank_metrics()
+    #: per-user test ranks of the epoch with the best validation NDCG@10 so far, and of the last epoch
+    ranks: dict[str, dict | None] = {"best": None, "last": None}
+
+    @torch.no_grad()
+    def test_ranks() -> dict[str, int]:
+        """Each test user's target rank on the current weights, scored as RecBole's full-sort evaluation
+        scores it (its own `_full_sort_batch_eval` on the test loader's batches, as `Trainer.evaluate`
+        iterates them): 1 + the items with a strictly higher score, by user token."""
+        model.eval()
+        trainer.tot_item_num = test_data._dataset.item_num  # what `evaluate` sets before its batches
+        uid, out = test_data._dataset.uid_field, {}
+        for batched in test_data:
+            interaction, scores, row, target = trainer._full_sort_batch_eval(batched)
+            rank = 1 + (scores > scores[row, target][:, None]).sum(dim=1)
+            users = test_data._dataset.id2token(uid, interaction[uid][row].numpy())
+            out.update(zip(users.tolist(), rank.tolist()))
+        model.train()
+        if len(out) != len(test_data._dataset):
+            raise RuntimeError(f"{len(test_data._dataset)} test rows but {len(out)} distinct users")
+        return out
+
+    def keep_ranks(point: dict) -> None:
+        """The end-of-epoch point's per-user ranks as the last epoch's, checked against RecBole's ndcg@10."""
+        by_user = test_ranks()
+        mine = float(rank_metrics(list(by_user.values()), ks=(10,))["ndcg@10"])
+        ranks["last"] = {"epoch": point["epoch"], "train_s": point["train_s"], "ndcg@10": point["ndcg@10"],
+                         "ndcg@10_from_ranks": mine, "ranks": by_user}
+        if abs(mine - point["ndcg@10"]) <= 1e-4:
+            print(f"[recbole] rank check: mean NDCG@10 of the {len(by_user):,} per-user ranks {mine:.5f}, "
+                  f"RecBole's ndcg@10 {point['ndcg@10']:.4f}: equal to 1e-4", file=sys.stderr, flush=True)
+        else:
+            print(f"[recbole] WARNING: mean NDCG@10 of the per-user ranks {mine:.5f} differs from RecBole's "
+                  f"ndcg@10 {point['ndcg@10']:.4f} by more than 1e-4 (ties ranked differently?)",
+                  file=sys.stderr, flush=True)
+
+    def write_ranks() -> None:
+        """ranks-best.json and ranks-last.json as `ranks` holds them (absent when it holds none), each by an
+        atomic rename."""
+        for which, record in ranks.items():
+            path = work / f"ranks-{which}.json"
+            if record is None:
+                path.unlink(missing_ok=True)
+                continue
+            tmp = path.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(record))
+            os.replace(tmp, path)
 
     def evaluate(end_of_epoch: bool) -> None:
         t = time.perf_counter()
         res = trainer.evaluate(test_data, load_best_model=False, show_progress=False)
         model.train()
         point = {"train_s": round(train_s(), 3), "samples": state["samples"], "epoch": state["epoch"],
-                 "end_of_epoch": end_of_epoch, "ndcg@10": float(res["ndcg@10"]), "hit@10": float(res["hit@10"]),
-                 "eval_s": round(time.perf_counter() - t, 3)}
+                 "end_of_epoch": end_of_epoch, "ndcg@10": float(res["ndcg@10"]), "hit@10": float(res["hit@10"])}
+        if end_of_epoch:
+            keep_ranks(point)
+        point["eval_s"] = round(time.perf_counter() - t, 3)
         curve.append(point)
         if clock["start"] is not None:
             clock["paused"] += time.perf_counter() - t
@@ -183,6 +259,8 @@ def main() -> None:
         peak_before = saved["peak_rss_bytes"]
         clock["done"], state["samples"] = saved["train_s"], saved["samples"]
         state["next"] = saved["next_curve_s"]
+        ranks.update(saved.get("ranks") or {})  # a checkpoint from before ranks were kept has none
+        write_ranks()  # the committed epoch's files, over any of an epoch killed before its commit
         print(f"[recbole] resumed after epoch {len(epochs)} ({clock['done']:.0f} training seconds)",
               file=sys.stderr, flush=True)
 
@@ -195,7 +273,8 @@ def main() -> None:
                   "samples": state["samples"], "next_curve_s": state["next"], "sittings": sittings,
                   "peak_rss_bytes": max(peak_before, vm_hwm_bytes()),
                   "numpy_rng": [np_state[0], np_state[1].tolist(), *np_state[2:]],
-                  "python_rng": list(random.getstate())}
+                  "python_rng": list(random.getstate()),
+                  "ranks": ranks}  # not part of the key: an older checkpoint (without ranks) still resumes
         torch.save(tensors, work / f"{name}.tmp")
         os.replace(work / f"{name}.tmp", work / name)
         ckpt_json.with_suffix(".json.tmp").write_text(json.dumps(record))
@@ -226,12 +305,14 @@ def main() -> None:
         model.train()
         if valid >= best["valid"]:  # RecBole's early_stopping: a tie resets the count
             best = {"valid": valid, "epoch": epoch + 1, "test": curve[-1]["ndcg@10"], "train_s": curve[-1]["train_s"]}
+            ranks["best"] = ranks["last"]
         epochs.append({"epoch": epoch + 1, "train_s": round(epoch_s, 3), "samples": samples,
                        "samples_per_s": round(samples / epoch_s, 1), "loss_sum": float(loss),
                        "valid_ndcg@10": valid, "load_1min": os.getloadavg()[0],
                        "finished_at": time.strftime("%Y-%m-%d %H:%M:%S")})
         print(f"[recbole] epoch {epoch + 1}: valid NDCG@10 {valid:.4f} (best {best['valid']:.4f} at epoch "
               f"{best['epoch']})", file=sys.stderr, flush=True)
+        write_ranks()  # before the commit point: a committed epoch always has its files
         save_checkpoint()
     stopped = "patience" if converged() else "epochs"
     peak = max(peak_before, vm_hwm_bytes())  # over every sitting of the run
@@ -244,7 +325,7 @@ def main() -> None:
         "train_samples_per_epoch": len(train_data.dataset), "epochs": epochs,
         "train_s": round(clock["done"], 3), "samples": state["samples"],
         "samples_per_s": round(state["samples"] / clock["done"], 1), "curve": curve, "peak_rss_bytes": peak,
-        "best_valid": best, "stopped": stopped, "patience": spec.get("patience"), "sittings": sittings,
+        "best_valid": best, "ranks": ranks, "stopped": stopped, "patience": spec.get("patience"), "sittings": sittings,
         "fingerprints": fingerprints(train_data.dataset, valid_data.dataset, test_data.dataset),
     }
     Path(spec["result"]).write_text(json.dumps(result, indent=1))

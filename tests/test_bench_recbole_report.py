@@ -1,8 +1,11 @@
 """What benchmarks/bench_recbole.py concludes from its runs: RecBole's convergence and the ≤ 1/5 goal,
-when a kept run of ours is reused, positions per second. Hand-made results, no training."""
+when a kept run of ours is reused, positions per second, NDCG@10 with intervals over test users from
+per-user ranks. Hand-made results, no training."""
 
+import argparse
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -87,3 +90,103 @@ def test_positions_per_second(bench):
     assert bench.positions_per_s({"samples": 1000, "positions": 1200, "train_s": 2.0}) == 600.0
     with pytest.raises(KeyError):  # ours never falls back to RecBole's count
         bench.positions_per_s({"samples": 1000, "train_s": 2.0})
+
+
+# ---------------------------------------------------------------- intervals over test users
+
+
+def test_user_ndcg_from_ranks(bench):
+    ranks = {"u1": 1, "u2": 3, "u3": 10, "u4": 11}
+    got = bench.user_ndcg(ranks, ["u4", "u3", "u2", "u1"])  # in the order asked for
+    assert got.tolist() == pytest.approx([0.0, 1 / math.log2(11), 0.5, 1.0])
+
+
+def test_identical_sides_differ_by_exactly_zero(bench):
+    ranks = {str(u): r for u, r in enumerate([1, 2, 5, 9, 12, 40, 3, 1, 7, 100])}
+    res = bench.user_intervals({"a": ranks, "b": dict(ranks)}, {"a − b": ("a", "b")}, resamples=500, seed=3)
+    d = res["diffs"]["a − b"]
+    assert (d["diff"], d["lo"], d["hi"]) == (0.0, 0.0, 0.0)
+    assert res["points"]["a"] == res["points"]["b"]  # the same resamples of users on both sides
+    point = res["points"]["a"]
+    assert point["ndcg@10"] == pytest.approx(bench.user_ndcg(ranks, list(ranks)).mean())
+    assert point["lo"] < point["ndcg@10"] < point["hi"]
+
+
+def test_a_side_better_for_every_user_is_above_zero(bench):
+    worse = {str(u): 2 + u % 9 for u in range(30)}  # ranks 2..10: one place up is better for every user
+    better = {u: r - 1 for u, r in worse.items()}
+    res = bench.user_intervals({"better": better, "worse": worse}, {"d": ("better", "worse"), "r": ("worse", "better")})
+    assert res["users"] == 30 and res["resamples"] == bench.RESAMPLES
+    assert 0 < res["diffs"]["d"]["lo"] <= res["diffs"]["d"]["diff"] <= res["diffs"]["d"]["hi"]
+    assert res["diffs"]["r"]["hi"] < 0 and res["diffs"]["d"]["p"] == 0.0
+
+
+def test_missing_ranks_and_too_few_users_give_no_interval(bench):
+    ranks = {str(u): u + 1 for u in range(20)}
+    res = bench.user_intervals({"a": ranks, "b": None}, {"d": ("a", "b")}, resamples=200)
+    assert res["points"]["b"] is None and res["diffs"]["d"] is None and res["points"]["a"] is not None
+    few = {"1": 1, "2": 2, "3": 30}  # under MIN_UNITS users: a bootstrap would claim more than they show
+    res = bench.user_intervals({"a": few, "b": few}, {"d": ("a", "b")}, resamples=200)
+    assert res["points"] == {"a": None, "b": None} and res["diffs"]["d"] is None
+
+
+def _full_results(with_ranks: bool, users: int = 40):
+    """Hand-made results of a whole run (args, data, rb, runs, loads, wall) for `report`."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    ids = [str(u) for u in range(1, users + 1)]
+
+    def ranks_record(train_s, epoch, shift=0):
+        ranks = {u: int(r) + shift for u, r in zip(ids, rng.integers(1, 25, users))}
+        return {"train_s": train_s, "epoch": epoch, "ndcg@10": 0.1, "ndcg@10_from_ranks": 0.1, "ranks": ranks}
+
+    def point(t, epoch, end, n):
+        return {"train_s": t, "samples": int(t * 10), "positions": int(t * 100), "epoch": epoch, "end_of_epoch": end,
+                "ndcg@10": n, "hit@10": 2 * n, "eval_s": 1.0}
+
+    fp = {"test": "f" * 64, "valid": "e" * 64, "train_pairs": "d" * 64}
+    rb = {"framework": "RecBole 1.2.1", "torch": "2.13.0", "threads": 1, "setup_s": 5.0, "users": users,
+          "items": 100, "train_samples_per_epoch": 2000, "train_s": 400.0, "samples": 4000, "samples_per_s": 10.0,
+          "peak_rss_bytes": 2**30, "sittings": 1, "stopped": "epochs", "patience": None, "fingerprints": fp,
+          "settings": {"hidden_size": 64, "n_layers": 2, "n_heads": 2, "inner_size": 256, "hidden_dropout_prob": 0.5,
+                       "attn_dropout_prob": 0.5, "train_batch_size": 2048, "learning_rate": 0.001, "seed": 0},
+          "curve": [point(100.0, 1, False, 0.05), point(200.0, 1, True, 0.08), point(400.0, 2, True, 0.09)],
+          "epochs": [{"epoch": e, "train_s": 200.0, "samples": 2000, "samples_per_s": 10.0, "valid_ndcg@10": v}
+                     for e, v in ((1, 0.12), (2, 0.11))],
+          "best_valid": {"valid": 0.12, "epoch": 1, "test": 0.08, "train_s": 200.0}}
+    ours = {"framework": "recharness SASRec (fp32)", "precision": "fp32", "torch": "2.13.0", "setup_s": 3.0,
+            "settings": {"dropout": 0.2}, "train_samples_per_epoch": 2000, "train_s": 500.0, "samples": 20000,
+            "positions": 200000, "samples_per_s": 40.0, "peak_rss_bytes": 2**29, "fingerprints": fp,
+            "curve": [point(t, 1 + int(t // 250), t == 500.0, 0.02 * i) for i, t in
+                      enumerate((100.0, 200.0, 300.0, 400.5, 500.0), 1)],
+            "epochs": [{"epoch": 1, "train_s": 250.0, "samples": 10000, "samples_per_s": 40.0, "valid_ndcg@10": 0.2}]}
+    if with_ranks:
+        rb["ranks"] = {"best": ranks_record(200.0, 1, shift=3), "last": ranks_record(400.0, 2)}
+        ours["ranks"] = {"at_recbole_end": ranks_record(400.5, 2), "last": ranks_record(500.0, 2)}
+    args = argparse.Namespace(threads=1, dataset="ml-1m", users=users, max_len=50, curve_every=100.0,
+                              ours_seconds=None, argv=["--users", str(users)])
+    data = {"interactions": 5000, "users": users, "items": 100, "sha256": "a" * 64}
+    return args, data, rb, [ours], {"start": 1.0, "after_recbole": 1.0, "end": 1.0}, {"recbole": 500.0, "fp32": 600.0}
+
+
+def test_report_gives_intervals_over_users(bench, tmp_path):
+    args, data, rb, runs, loads, wall = _full_results(with_ranks=True)
+    text = bench.report(args, data, rb, runs, loads, wall, tmp_path / "r.md")
+    assert "## NDCG@10 with 95% intervals over test users" in text
+    assert "Resampled: the 40 test users" in text and f"{bench.RESAMPLES:,} times" in text
+    users = sorted(rb["ranks"]["best"]["ranks"])
+    best = bench.user_ndcg(rb["ranks"]["best"]["ranks"], users).mean()
+    assert f"| RecBole, best validation NDCG@10 (epoch 1) | 200.0 | {best:.4f} | [" in text
+    rows = [line for line in text.splitlines() if line.startswith(("| (a) ", "| (b) "))]
+    assert len(rows) == 2 and all("– |" not in row for row in rows)  # both pairs found their ranks
+    assert "(a) recharness SASRec (fp32) at RecBole's last training second (400 s) − RecBole, last point" in rows[0]
+    assert "Rank check failed" not in text
+
+
+def test_report_without_ranks_still_renders(bench, tmp_path):
+    args, data, rb, runs, loads, wall = _full_results(with_ranks=False)
+    text = bench.report(args, data, rb, runs, loads, wall, tmp_path / "r.md")
+    assert "## NDCG@10 with 95% intervals over test users" in text
+    assert "Not available for this run: its results hold no per-user ranks" in text
+    assert "## Curve: RecBole 1.2.1" in text  # the rest of the report is there
