@@ -135,7 +135,7 @@ def _bf16_chunks(hf, vf, target, chunk, want_h, want_v):
             hc[k:] = 0
         z, p = logits[:wide], probs[:wide]
         torch.mm(hc, vb.T, out=z)
-        torch.ops.aten._softmax.out(z, 1, False, out=p)
+        torch.softmax(z, 1, out=p)
         picked = p[rows[:k], tc].float()
         # 1 - p_target from the other probabilities, summed in float32: near p = 1 bf16 steps by 2^-8,
         # which would round a confident row's gradient (p - 1) and loss to 0
