@@ -20,7 +20,9 @@ each epoch the weights, the optimizer, the RNG states (torch's, the training loa
 generator, numpy's, Python's) and the record so far are written to `<work>/checkpoint.pt` (tensors
 only, read back with `weights_only=True`, one file per epoch) and `<work>/checkpoint.json` (the
 rest, naming that file): the JSON's atomic rename is the commit point, the previous epoch's tensors
-are removed after it. Started again with the same settings (the spec but "epochs", "patience"
+are removed after it. While `<work>/PAUSE` exists the run waits between batches, off the training
+clock (each epoch records its `paused_s`): a quiet machine for a benchmark without losing the epoch.
+Started again with the same settings (the spec but "epochs", "patience"
 and "result") it carries on after the last finished epoch: a killed epoch is trained again from its
 start, and its training seconds are not counted twice. Other settings: it refuses to resume.
 
@@ -227,7 +229,22 @@ def main() -> None:
         while state["next"] <= t:
             state["next"] += spec["curve_every"]
 
+    def hold_while_paused() -> None:
+        """Wait, off the training clock, while `<work>/PAUSE` exists: a quiet machine for something else
+        (a timing benchmark, a test suite) without stopping the run or counting the wait as training."""
+        if not pause_file.exists():
+            return
+        t = time.perf_counter()
+        print(f"[recbole] paused by {pause_file} at {train_s():.0f} training seconds", file=sys.stderr, flush=True)
+        while pause_file.exists():
+            time.sleep(1.0)
+        held = time.perf_counter() - t
+        clock["paused"] += held
+        state["held_s"] = state.get("held_s", 0.0) + held
+        print(f"[recbole] resumed after {held:.0f} s paused", file=sys.stderr, flush=True)
+
     def loss_func(interaction):
+        hold_while_paused()
         if train_s() >= state["next"]:
             evaluate(False)
             next_point_after(train_s())
@@ -235,6 +252,7 @@ def main() -> None:
         return model.calculate_loss(interaction)
 
     work = Path(spec["work"])
+    pause_file = work / "PAUSE"
     ckpt_json = work / "checkpoint.json"
     key = {k: v for k, v in spec.items() if k not in RESUMABLE}
     epochs: list[dict] = []
@@ -309,6 +327,7 @@ def main() -> None:
         epochs.append({"epoch": epoch + 1, "train_s": round(epoch_s, 3), "samples": samples,
                        "samples_per_s": round(samples / epoch_s, 1), "loss_sum": float(loss),
                        "valid_ndcg@10": valid, "load_1min": os.getloadavg()[0],
+                       "paused_s": round(state.pop("held_s", 0.0), 1),
                        "finished_at": time.strftime("%Y-%m-%d %H:%M:%S")})
         print(f"[recbole] epoch {epoch + 1}: valid NDCG@10 {valid:.4f} (best {best['valid']:.4f} at epoch "
               f"{best['epoch']})", file=sys.stderr, flush=True)
