@@ -31,6 +31,10 @@ checkpoints), our runs are reused while their settings and the curve points they
 The report then says whether RecBole converged and, if it did, how long ours took to reach its best
 converged test NDCG@10 against RecBole's time (the goal: ≤ 1/5).
 
+Pausing: while `<work>/PAUSE` exists the child that is training waits between steps, off its training
+clock (RecBole's driver between batches, ours in its training hook): a quiet machine for a timing
+benchmark or a test suite without losing the epoch in progress. `touch <work>/PAUSE`, `rm` it to go on.
+
 Both run in child processes (their peak RSS is each child's VmHWM). The script checks that both
 saw the same split (sha256 of the test and validation rows with their histories, and of the
 training (user, target) pairs) and writes `benchmarks/results/recbole_side_by_side.md` (+ `.svg`).
@@ -92,11 +96,31 @@ def _log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def _child_env(threads: int) -> dict:
+def _child_env(threads: int, pause_file: Path | None = None) -> dict:
     env = {**os.environ, **RECBOLE_ENV}
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[var] = str(threads)
+    if pause_file is not None:
+        env[PAUSE_ENV] = str(pause_file)
     return env
+
+
+#: the environment variable naming the file whose existence holds a training child between steps
+PAUSE_ENV = "RECHARNESS_BENCH_PAUSE_FILE"
+
+
+def hold_while_paused(pause_file: Path | None) -> float:
+    """Wait while `pause_file` exists (polled each second); the seconds waited. Called from inside the
+    training hook, whose seconds are not training time."""
+    if pause_file is None or not pause_file.exists():
+        return 0.0
+    t = time.perf_counter()
+    _log(f"paused by {pause_file}")
+    while pause_file.exists():
+        time.sleep(1.0)
+    held = time.perf_counter() - t
+    _log(f"resumed after {held:.0f} s paused")
+    return held
 
 
 # ---------------------------------------------------------------- RecBole's venv
@@ -240,7 +264,10 @@ def ours_worker(spec_path: Path) -> None:
         m = rank_metrics(ranks, ks=(10,))
         return m["ndcg@10"], m["hr@10"], ranks
 
+    pause_file = Path(os.environ[PAUSE_ENV]) if os.environ.get(PAUSE_ENV) else None
+
     def callback(net, info) -> bool:
+        state["paused_s"] = state.get("paused_s", 0.0) + hold_while_paused(pause_file)
         if state["setup_s"] is None:
             state["setup_s"] = time.perf_counter() - t_setup - info["train_s"]
         t = info["train_s"]
@@ -285,6 +312,7 @@ def ours_worker(spec_path: Path) -> None:
         "curve": curve, "peak_rss_bytes": peak,
         "fingerprints": fingerprints(sp.test, sp.valid, sp.train),
         "ranks": {"last": state["last"], "at_recbole_end": state["at_recbole_end"]},
+        "paused_s": round(state.get("paused_s", 0.0), 1),
     }
     Path(spec["result"]).write_text(json.dumps(result, indent=1))
 
@@ -761,7 +789,7 @@ def main() -> None:
              + (f", patience {args.recbole_patience}" if args.recbole_patience else "") + f", {args.threads} thread(s)…")
         t0 = time.perf_counter()
         # RecBole's own deprecation warnings (pandas, torch.cuda.amp, pkg_resources) silenced
-        env = {**_child_env(args.threads), "PYTHONWARNINGS": "ignore::FutureWarning,ignore::UserWarning"}
+        env = {**_child_env(args.threads, work / "PAUSE"), "PYTHONWARNINGS": "ignore::FutureWarning,ignore::UserWarning"}
         subprocess.run([str(py), str(HERE / "recbole_driver.py"), str(work / "recbole_spec.json")],
                        cwd=work / "recbole", env=env, check=True)
         wall = {"recbole": time.perf_counter() - t0}
@@ -789,7 +817,7 @@ def main() -> None:
             _log(f"ours ({precision}): {budget:.0f} training seconds, {args.threads} thread(s)…")
             t0 = time.perf_counter()
             subprocess.run([sys.executable, str(Path(__file__).resolve()), "--ours-worker", str(spec_path)],
-                           env=_child_env(args.threads), check=True)
+                           env=_child_env(args.threads, work / "PAUSE"), check=True)
             wall[precision] = time.perf_counter() - t0
             done = {**json.loads(result_path.read_text()), "wall_s": wall[precision], "spec": ours_spec}
             result_path.write_text(json.dumps(done, indent=1))

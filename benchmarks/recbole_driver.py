@@ -20,7 +20,8 @@ each epoch the weights, the optimizer, the RNG states (torch's, the training loa
 generator, numpy's, Python's) and the record so far are written to `<work>/checkpoint.pt` (tensors
 only, read back with `weights_only=True`, one file per epoch) and `<work>/checkpoint.json` (the
 rest, naming that file): the JSON's atomic rename is the commit point, the previous epoch's tensors
-are removed after it. While `<work>/PAUSE` exists the run waits between batches, off the training
+are removed after it. While the pause file exists ($RECHARNESS_BENCH_PAUSE_FILE, which bench_recbole.py
+sets to its own `<work>/PAUSE`; else `<work>/PAUSE`) the run waits between batches, off the training
 clock (each epoch records its `paused_s`): a quiet machine for a benchmark without losing the epoch.
 Started again with the same settings (the spec but "epochs", "patience"
 and "result") it carries on after the last finished epoch: a killed epoch is trained again from its
@@ -230,7 +231,7 @@ def main() -> None:
             state["next"] += spec["curve_every"]
 
     def hold_while_paused() -> None:
-        """Wait, off the training clock, while `<work>/PAUSE` exists: a quiet machine for something else
+        """Wait, off the training clock, while the pause file exists: a quiet machine for something else
         (a timing benchmark, a test suite) without stopping the run or counting the wait as training."""
         if not pause_file.exists():
             return
@@ -252,7 +253,8 @@ def main() -> None:
         return model.calculate_loss(interaction)
 
     work = Path(spec["work"])
-    pause_file = work / "PAUSE"
+    # bench_recbole.py names one file for both sides; run alone, the driver's own work directory's
+    pause_file = Path(os.environ.get("RECHARNESS_BENCH_PAUSE_FILE") or work / "PAUSE")
     ckpt_json = work / "checkpoint.json"
     key = {k: v for k, v in spec.items() if k not in RESUMABLE}
     epochs: list[dict] = []

@@ -190,3 +190,15 @@ def test_report_without_ranks_still_renders(bench, tmp_path):
     assert "## NDCG@10 with 95% intervals over test users" in text
     assert "Not available for this run: its results hold no per-user ranks" in text
     assert "## Curve: RecBole 1.2.1" in text  # the rest of the report is there
+
+
+def test_hold_while_paused_waits_for_the_file_and_returns_the_wait(bench, tmp_path):
+    import threading
+
+    assert bench.hold_while_paused(None) == 0.0
+    pause = tmp_path / "PAUSE"
+    assert bench.hold_while_paused(pause) == 0.0  # no file: no wait
+    pause.touch()
+    threading.Timer(1.2, pause.unlink).start()
+    held = bench.hold_while_paused(pause)
+    assert 1.2 <= held < 5.0 and not pause.exists()
