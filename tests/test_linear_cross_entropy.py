@@ -179,7 +179,7 @@ def test_bf16_padding_rows_change_nothing(n, chunk):
 
 def test_bf16_matmuls_have_few_shapes():
     # oneDNN compiles a kernel per bf16 matmul shape: over every row count from 1 to 1,100 the loss may
-    # use only the padded ones (3 matmuls × 8 row counts), not a new shape per row count
+    # use only the padded ones (3 matmuls × 1,024 / 64 row counts), not a new shape per row count
     from torch.overrides import TorchFunctionMode
 
     shapes = set()
@@ -195,7 +195,7 @@ def test_bf16_matmuls_have_few_shapes():
         for n in range(1, 1101, 3):
             h = torch.randn(n, 8, requires_grad=True)
             linear_cross_entropy(h, v, torch.zeros(n, dtype=torch.long), bf16=True).backward()
-    assert 3 <= len(shapes) <= 3 * 8
+    assert 3 <= len(shapes) <= 3 * 16
     assert all(a[0] % 64 == 0 or a[0] == 8 for a, _ in shapes)  # row counts padded (8: h.T @ p)
 
 

@@ -12,7 +12,8 @@ temporary and far less memory traffic: a SASRec step 1.4-1.9× as fast, by batch
 `bf16=True` runs the three matmuls and the softmax in bfloat16, which AMX/AVX512-BF16 CPUs do
 several times faster; each chunk's gradient contribution is summed in float32. Rounding: the logits
 and probabilities are bf16 (8 significant bits); the target's ``p - 1`` and the loss come from the
-float32 sum of the other probabilities (so a confident row keeps its small gradient), the loss of an
+sum of the other probabilities (accumulated in float32, rounded once to bf16: a relative error of at
+most 2^-9, so a confident row keeps its small gradient), the loss of an
 unconfident row from ``-log`` of its bf16 probability (about ±0.002 nats, clamped at float32's
 smallest normal: at most 87.3 per row, where float32's exact loss goes on growing). Every matmul
 has one of a few shapes: the last chunk is padded with zero rows up to a multiple of `ROW_STEP`,
@@ -29,13 +30,34 @@ input between forward and backward is not seen by them.
 
 from __future__ import annotations
 
+import threading
+
 import torch
 from torch.autograd.function import once_differentiable
 
 #: rows of logits made at once: 512 × 3,706 floats (7.6 MB) was the fastest of 128/256/512 on ML-1M
 CHUNK = 512
+#: the same for bf16: 1,024 × 3,706 (two 7.6 MB buffers) was the fastest of 256-2,048 (fewer, larger
+#: matmuls; benchmarks/results/sasrec_speed.md)
+CHUNK_BF16 = 1024
 #: bf16: row counts are padded up to a multiple of this (oneDNN compiles a kernel per matmul shape)
 ROW_STEP = 64
+
+
+_scratch = threading.local()
+
+
+def scratch(count: int, rows: int, items: int, dtype: torch.dtype, device: torch.device) -> list[torch.Tensor]:
+    """`count` (rows, items) buffers, kept per thread and reused while the request is the same: a fresh
+    7-15 MB buffer per call is an mmap and a page fault per 4 kB every step (glibc hands large blocks back
+    to the OS on free), 1-3 ms a step in a run. One set per thread: bounded, and never shared by two
+    calls at once."""
+    key = (count, rows, items, dtype, device)
+    if getattr(_scratch, "key", None) != key:
+        _scratch.key, _scratch.buffers = None, None  # the old set freed before the new one is made
+        _scratch.buffers = [torch.empty(rows, items, dtype=dtype, device=device) for _ in range(count)]
+        _scratch.key = key
+    return _scratch.buffers
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
@@ -63,17 +85,19 @@ class _LinearCrossEntropy(torch.autograd.Function):
 
 
 def linear_cross_entropy(h: torch.Tensor, vectors: torch.Tensor, target: torch.Tensor, *,
-                         chunk: int = CHUNK, bf16: bool = False) -> torch.Tensor:
+                         chunk: int | None = None, bf16: bool = False) -> torch.Tensor:
     """Mean cross-entropy of ``softmax(h @ vectors.T)`` at `target`: (n, d) hidden states, (items, d)
     output vectors, (n,) item indices → a scalar in `h`'s dtype (computed in float32), differentiable in
     `h` and `vectors`; equal to ``F.cross_entropy(h @ vectors.T, target)`` up to float rounding (bf16:
-    see the module docstring)."""
+    see the module docstring). `chunk`: rows of logits made at a time (default `CHUNK`, `CHUNK_BF16`)."""
     if h.ndim != 2 or vectors.ndim != 2 or h.shape[1] != vectors.shape[1]:
         raise ValueError(f"h (n, d) and vectors (items, d) expected, got {tuple(h.shape)} and {tuple(vectors.shape)}")
     if target.shape != (h.shape[0],):
         raise ValueError(f"one target per row of h expected: {tuple(target.shape)} for {h.shape[0]} rows")
     if h.shape[0] == 0:
         raise ValueError("linear_cross_entropy of no rows (the mean of nothing)")
+    if chunk is None:
+        chunk = CHUNK_BF16 if bf16 else CHUNK
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
     grad = torch.is_grad_enabled()
@@ -86,7 +110,7 @@ def _f32_chunks(hf, vf, target, chunk, want_h, want_v):
     n, items, d = hf.shape[0], vf.shape[0], hf.shape[1]
     grad_h = torch.empty(n, d, dtype=torch.float32, device=hf.device) if want_h else None
     grad_v = torch.zeros(items, d, dtype=torch.float32, device=hf.device) if want_v else None
-    logits = torch.empty(min(chunk, n), items, dtype=torch.float32, device=hf.device)
+    (logits,) = scratch(1, min(chunk, n), items, torch.float32, hf.device)
     rows = torch.arange(min(chunk, n), device=hf.device)
     total = torch.zeros((), dtype=torch.float64, device=hf.device)
     for a in range(0, n, chunk):
@@ -118,7 +142,7 @@ def _bf16_chunks(hf, vf, target, chunk, want_h, want_v):
     vb, hb = vf.to(torch.bfloat16), hf.to(torch.bfloat16)
     grad_h = torch.empty(n, d, dtype=torch.float32, device=hf.device) if want_h else None
     grad_vt = torch.zeros(d, items, dtype=torch.float32, device=hf.device) if want_v else None
-    logits, probs = torch.empty(width, items, **on), torch.empty(width, items, **on)
+    logits, probs = scratch(2, width, items, torch.bfloat16, hf.device)
     padded = torch.zeros(width, d, **on)
     rows = torch.arange(width, device=hf.device)
     total = torch.zeros((), dtype=torch.float64, device=hf.device)
@@ -136,16 +160,20 @@ def _bf16_chunks(hf, vf, target, chunk, want_h, want_v):
         z, p = logits[:wide], probs[:wide]
         torch.mm(hc, vb.T, out=z)
         torch.softmax(z, 1, out=p)
-        picked = p[rows[:k], tc].float()
-        # 1 - p_target from the other probabilities, summed in float32: near p = 1 bf16 steps by 2^-8,
-        # which would round a confident row's gradient (p - 1) and loss to 0
-        others = (p[:k].sum(1, dtype=torch.float32) - picked).clamp_(0.0, 1.0)
+        at = (rows[:k], tc)
+        picked = p[at].float()
+        # 1 - p_target as the sum of the other probabilities (the target's zeroed first): near p = 1 bf16
+        # steps by 2^-8, which would round a confident row's gradient (p - 1) and loss to 0. torch sums
+        # bf16 in float32 and rounds the sum once; summing with dtype=float32 instead would copy the chunk
+        # to float32 first (a quarter of the loss's time)
+        p[at] = 0
+        others = p[:k].sum(1).float().clamp_(0.0, 1.0)
         confident = picked > 0.5
         nll = torch.where(confident, -torch.log1p(-others.clamp(max=0.5)), -picked.clamp_min(tiny).log())
         total += nll.sum(dtype=torch.float64)
         if not (want_h or want_v):
             continue
-        p[rows[:k], tc] = (-others).to(torch.bfloat16)  # d loss_i / d logits_i = p - 1; padding rows unused
+        p[at] = (-others).to(torch.bfloat16)  # d loss_i / d logits_i = p - 1; padding rows unused
         if want_h:
             grad_h[a:a + k] = torch.mm(p, vb)[:k]
         if want_v:
