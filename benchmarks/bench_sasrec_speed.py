@@ -10,8 +10,10 @@ one process, one after another, in rounds (so drift hits every variant alike):
 - ``+ uniform dropout``: dropout masks from one float32 uniform draw instead of ``bernoulli_``;
 - ``+ fused Adam``: torch's fused Adam;
 - ``+ 16-bit dropout`` (= `SASRec()` now): SASRec's `Dropout`, four 16-bit uniforms per 64-bit draw;
-- ``+ bf16 CE`` (= `SASRec(precision="bf16")`): the cross-entropy's matmuls and softmax in bfloat16,
-  row counts padded to a multiple of 64 (`linear_cross_entropy.ROW_STEP`);
+- ``+ bf16 CE``: the cross-entropy's matmuls and softmax in bfloat16, row counts padded to a multiple
+  of 64 (`linear_cross_entropy.ROW_STEP`);
+- ``+ bf16 linears`` (= `SASRec(precision="bf16")`): also the network's linear layers in bfloat16 while
+  training (`sasrec.Block`: attention, LayerNorm and the residual stream stay float32);
 - ``bf16 CE, a shape per step``: ``+ bf16 CE`` without the row padding, i.e. each step's own matmul
   shapes, for each of which oneDNN compiles a kernel (all variants share one process and so one
   oneDNN kernel cache: this variant's kernels may evict or reuse others', a caveat on its row);
@@ -56,7 +58,7 @@ from recharness.baselines.sasrec import Dropout, SASRecNet  # noqa: E402
 OUT = HERE / "results" / "sasrec_speed.md"
 ITEMS, MAX_LEN, ROWS = 3706, 50, 47
 VARIANTS = ("plain", "chunked CE", "+ uniform dropout", "+ fused Adam", "+ 16-bit dropout", "+ bf16 CE",
-            "bf16 CE, a shape per step", "torch.compile", "autocast net")
+            "+ bf16 linears", "bf16 CE, a shape per step", "torch.compile", "autocast net")
 #: variants with SASRec's dropout before commit 333e8aa (a float32 uniform draw per element)
 UNIFORM_DROPOUT = ("+ uniform dropout", "+ fused Adam", "torch.compile", "autocast net")
 
@@ -82,7 +84,7 @@ def batch(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 def make_step(variant: str, seed: int):
     torch.manual_seed(seed)
-    net = SASRecNet(ITEMS, MAX_LEN, dropout=0.2)
+    net = SASRecNet(ITEMS, MAX_LEN, dropout=0.2, bf16=variant == "+ bf16 linears")
     for module in list(net.modules()):
         for name, child in list(module.named_children()):
             if isinstance(child, Dropout) and variant in ("plain", "chunked CE"):  # torch's own, as before
@@ -93,7 +95,7 @@ def make_step(variant: str, seed: int):
     opt = torch.optim.Adam(net.parameters(), lr=1e-3, fused=fused)
     forward = torch.compile(net, dynamic=True) if variant == "torch.compile" else net
     g = torch.Generator().manual_seed(seed)  # every variant sees the same batches in the same order
-    bf16 = variant in ("+ bf16 CE", "bf16 CE, a shape per step")
+    bf16 = variant in ("+ bf16 CE", "+ bf16 linears", "bf16 CE, a shape per step")
 
     def step() -> tuple[float, int]:
         inputs, nxt, mask = batch(g)
@@ -170,10 +172,10 @@ def main() -> None:
                      f"{statistics.median(rates[v]):,.0f} | {plain / med:.2f}× | {warm[v]:.1f} |")
     lines += [
         "",
-        "Each row from `chunked CE` to `+ bf16 CE` adds its change to the row above; `bf16 CE, a shape per step` is "
+        "Each row from `chunked CE` to `+ bf16 linears` adds its change to the row above; `bf16 CE, a shape per step` is "
         "`+ bf16 CE` without padding the row count (each step's own matmul shapes); `torch.compile` and "
         "`autocast net` are each `+ fused Adam` plus that one thing. `SASRec()` trains as `+ 16-bit dropout`, "
-        "`SASRec(precision=\"bf16\")` as `+ bf16 CE`. Positions (padding included, the unit of RecBole's one padded "
+        "`SASRec(precision=\"bf16\")` as `+ bf16 linears`. Positions (padding included, the unit of RecBole's one padded "
         "pass per prediction) per second are the median round's. RecBole's, measured in one run beside ours, are "
         "in the recbole_*.md files (`bench_recbole.py`).",
         "",

@@ -242,5 +242,30 @@ def test_sasrec_precision_is_checked_and_bf16_trains_alike():
     # one step per epoch here: epoch 3's loss follows two updates, so a wrong bf16 gradient would show in it
     losses = {p: [e["loss"] for e in m.log["epochs"]] for p, m in fits.items()}
     assert losses["fp32"][2] < losses["fp32"][0]
-    assert losses["bf16"] == pytest.approx(losses["fp32"], rel=1e-3)  # the same model, rounded matmuls in the loss
+    assert losses["bf16"] == pytest.approx(losses["fp32"], rel=1e-3)  # the same model, bf16 loss and linear layers
     assert fits["bf16"].log["train_positions"] == fits["fp32"].log["train_positions"] > 0
+
+
+def test_sasrec_block_bf16_linears_train_close_and_evaluate_exactly_as_float32():
+    from recharness.baselines.sasrec import Block
+
+    torch.manual_seed(0)
+    ref = Block(32, 2, 64, 0.0)
+    mixed = Block(32, 2, 64, 0.0, bf16=True)
+    mixed.load_state_dict(ref.state_dict())
+    x = torch.randn(3, 10, 32)
+    ref.eval(), mixed.eval()
+    assert torch.equal(mixed(x), ref(x))  # evaluation in float32, bit for bit
+    ref.train(), mixed.train()
+    xr, xm = x.clone().requires_grad_(), x.clone().requires_grad_()
+    yr, ym = ref(xr), mixed(xm)
+    assert ym.dtype == torch.float32  # the residual stream stays float32
+    assert not torch.equal(ym, yr)  # the linears did run in bf16
+    assert (ym - yr).norm() / yr.norm() < 1e-2
+    g = torch.randn_like(yr)
+    (yr * g).sum().backward()
+    (ym * g).sum().backward()
+    assert (xm.grad - xr.grad).norm() / xr.grad.norm() < 2e-2
+    for (name, pr), pm in zip(ref.named_parameters(), mixed.parameters()):
+        assert pm.grad.dtype == torch.float32, name  # float32 weights get float32 gradients
+        assert (pm.grad - pr.grad).norm() / pr.grad.norm() < 3e-2, name

@@ -6,9 +6,11 @@ shown), `layers` pre-LayerNorm transformer blocks (causal self-attention over `h
 final LayerNorm. An item's score after a history is ``h · v_item`` with the item embedding table
 itself (Eq. 8), and training minimises cross-entropy over ALL items (Eq. 7), no sampled negatives,
 through `linear_cross_entropy` (the (positions × items) logits made a chunk at a time in cache, the
-gradients in the same pass; `precision="bf16"` runs its matmuls and softmax in bfloat16). Dropout
-draws four 16-bit uniforms per 64-bit random number (`Dropout`), Adam is torch's fused one: together
-1.6× the steps per second of the plain formulation on 2 cores, 2.0× with `precision="bf16"`
+gradients in the same pass). Dropout draws four 16-bit uniforms per 64-bit random number
+(`Dropout`), Adam is torch's fused one: together 1.8× the steps per second of the plain formulation
+on 2 cores. `precision="bf16"` is mixed-precision training: the loss's matmuls and softmax and the
+blocks' linear layers in bfloat16 (AMX / AVX512-BF16), float32 weights, attention, LayerNorm and
+residual stream; evaluation and prediction in float32. 2.45× the plain formulation
 (benchmarks/results/sasrec_speed.md).
 
 Training data: `TrainData.sequences`, the build's rows (history, target) of
@@ -71,7 +73,7 @@ DEFAULTS: dict[str, Any] = {
     "hidden": 64, "heads": 2, "inner": 256, "dropout": 0.2,
     "max_len": None,  # None: the longest history in the training data (the build's history_len)
     "batch_size": 2048, "lr": 1e-3, "weight_decay": 0.0, "max_epochs": 50, "patience": 3,
-    "precision": "fp32",  # "bf16": the catalog cross-entropy's matmuls and softmax in bfloat16 (linear_cross_entropy)
+    "precision": "fp32",  # "bf16": training's loss and linear layers in bfloat16 (module docstring)
 }
 PRECISIONS = ("fp32", "bf16")
 _NET = ("hidden", "heads", "inner", "dropout")
@@ -118,36 +120,48 @@ class Dropout(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-LN transformer block: x + Attn(LN(x)) (causal), then x + FFN(LN(x))."""
+    """Pre-LN transformer block: x + Attn(LN(x)) (causal), then x + FFN(LN(x)).
 
-    def __init__(self, hidden: int, heads: int, inner: int, dropout: float):
+    `bf16`: while training, the four linear layers run in bfloat16 (input, weight and bias cast each
+    call, the float32 weights are what Adam updates; the GELU between the two feed-forward layers too),
+    and attention, LayerNorm, dropout and the residual stream stay float32 (CPU's bf16 flash-attention
+    backward is ~10× slower than its float32 one). In eval mode it computes in float32 as without it."""
+
+    def __init__(self, hidden: int, heads: int, inner: int, dropout: float, bf16: bool = False):
         super().__init__()
         if hidden % heads:
             raise ValueError(f"hidden ({hidden}) must be a multiple of heads ({heads})")
-        self.heads = heads
+        self.heads, self.bf16 = heads, bf16
         self.norm1, self.norm2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
         self.qkv, self.out = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
         self.ff1, self.ff2 = nn.Linear(hidden, inner), nn.Linear(inner, hidden)
         self.drop = Dropout(dropout)
 
+    def _linear(self, layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        if self.bf16 and self.training:
+            bf = torch.bfloat16
+            return F.linear(x.to(bf), layer.weight.to(bf), layer.bias.to(bf))
+        return layer(x)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
-        q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        qkv = self._linear(self.qkv, self.norm1(x)).float()  # `float()` of float32 is the tensor itself
+        q, k, v = qkv.view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
         a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
-        x = x + self.drop(self.out(a))
-        return x + self.drop(self.ff2(F.gelu(self.ff1(self.norm2(x)))))
+        x = x + self.drop(self._linear(self.out, a).float())
+        return x + self.drop(self._linear(self.ff2, F.gelu(self._linear(self.ff1, self.norm2(x)))).float())
 
 
 class SASRecNet(nn.Module):
     """Item codes 1..n_items (0 pads, on the right) → one hidden vector per position."""
 
     def __init__(self, n_items: int, max_len: int, hidden: int = 64, layers: int = 2, heads: int = 2,
-                 inner: int = 256, dropout: float = 0.2):
+                 inner: int = 256, dropout: float = 0.2, bf16: bool = False):
         super().__init__()
         self.item = nn.Embedding(n_items + 1, hidden, padding_idx=0)
         self.position = nn.Embedding(max_len, hidden)
         self.drop = Dropout(dropout)
-        self.blocks = nn.ModuleList(Block(hidden, heads, inner, dropout) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(hidden, heads, inner, dropout, bf16) for _ in range(layers))
         self.norm = nn.LayerNorm(hidden)
         for m in self.modules():  # RecBole's initialisation: N(0, 0.02), zero biases
             if isinstance(m, (nn.Linear, nn.Embedding)):
@@ -285,7 +299,8 @@ class SASRec(Baseline):
         t0 = time.perf_counter()
         with threads(self.threads), torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
-            self.net = SASRecNet(len(self.items), p["max_len"], layers=self.layers, **{k: p[k] for k in _NET})
+            self.net = SASRecNet(len(self.items), p["max_len"], layers=self.layers, bf16=p["precision"] == "bf16",
+                                 **{k: p[k] for k in _NET})
             self._fit(x, v_hist, v_target)
         self.log["seconds"] = round(time.perf_counter() - t0, 3)
         return self
