@@ -508,8 +508,10 @@ def report(args, data: dict, rb: dict, runs: list[dict], loads: dict, wall: dict
          f"{s['seed']}. Dropout: RecBole hidden {s['hidden_dropout_prob']} / attention {s['attn_dropout_prob']} "
          f"({'RecBole’s default' if s['hidden_dropout_prob'] == 0.5 else 'set by --recbole-dropout'}), "
          f"ours {runs[0]['settings']['dropout']} (ours has no attention dropout). RecBole: post-LayerNorm blocks "
-         "(eps 1e-12); ours: pre-LayerNorm. Ours in float32 (`fp32`) and, where run, with the catalog "
-         "cross-entropy's matmuls and softmax in bfloat16 (`bf16`, `SASRec(precision=\"bf16\")`); RecBole in float32."),
+         "(eps 1e-12); ours: pre-LayerNorm. Ours in float32 (`fp32`) and, where run, in mixed precision "
+         "(`bf16`, `SASRec(precision=\"bf16\")`: since commit 1122a9c the loss's matmuls and softmax and the "
+         "blocks' linear layers in bfloat16, float32 weights, attention and LayerNorm; before it, the loss "
+         "only); RecBole in float32."),
         (f"- training samples: one per (prefix → next item) prediction, {rb['train_samples_per_epoch']:,} per epoch "
          f"for both. RecBole builds each sample with its own history (the {args.max_len} items before it) and runs "
          f"one {args.max_len}-position pass per sample; ours trains on windows of {args.max_len + 1} items "
