@@ -269,3 +269,15 @@ def test_sasrec_block_bf16_linears_train_close_and_evaluate_exactly_as_float32()
     for (name, pr), pm in zip(ref.named_parameters(), mixed.parameters()):
         assert pm.grad.dtype == torch.float32, name  # float32 weights get float32 gradients
         assert (pm.grad - pr.grad).norm() / pr.grad.norm() < 3e-2, name
+
+
+def test_scratch_buffers_are_reused_and_released():
+    from recharness.baselines import linear_cross_entropy as lce
+
+    a = lce.scratch(2, 8, 5, torch.bfloat16, torch.device("cpu"))
+    assert lce.scratch(2, 8, 5, torch.bfloat16, torch.device("cpu")) is a  # same request: same buffers
+    b = lce.scratch(1, 8, 5, torch.float32, torch.device("cpu"))
+    assert b is not a and b[0].dtype == torch.float32
+    lce.release_scratch()
+    assert lce.scratch(1, 8, 5, torch.float32, torch.device("cpu")) is not b
+    lce.release_scratch()

@@ -60,6 +60,11 @@ def scratch(count: int, rows: int, items: int, dtype: torch.dtype, device: torch
     return _scratch.buffers
 
 
+def release_scratch() -> None:
+    """Free this thread's buffers (a trainer calls it when its fit ends: they are sized by the catalog)."""
+    _scratch.key, _scratch.buffers = None, None
+
+
 class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h: torch.Tensor, vectors: torch.Tensor, target: torch.Tensor, chunk: int, bf16: bool,

@@ -62,7 +62,7 @@ from torch import nn
 
 from recharness.baselines.base import SEQUENCE_PARTS, Baseline, RankQuery, TrainData
 from recharness.baselines.checkpoint import read_model, save_model
-from recharness.baselines.linear_cross_entropy import linear_cross_entropy
+from recharness.baselines.linear_cross_entropy import linear_cross_entropy, release_scratch
 from recharness.baselines.torch_threads import threads
 from recharness.baselines.training import EarlyStopping, progress_bar
 from recharness.core.errors import ConfigError
@@ -374,6 +374,7 @@ class SASRec(Baseline):
         finally:
             if bar is not None:
                 bar.stop()
+            release_scratch()
         stopper.restore(net)
         net.eval()
         self.log = {"epochs": epochs, "best_epoch": stopper.best_epoch,
