@@ -96,6 +96,10 @@ def _log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+#: the environment variable naming the file whose existence holds a training child between steps
+PAUSE_ENV = "RECHARNESS_BENCH_PAUSE_FILE"
+
+
 def _child_env(threads: int, pause_file: Path | None = None) -> dict:
     env = {**os.environ, **RECBOLE_ENV}
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -103,10 +107,6 @@ def _child_env(threads: int, pause_file: Path | None = None) -> dict:
     if pause_file is not None:
         env[PAUSE_ENV] = str(pause_file)
     return env
-
-
-#: the environment variable naming the file whose existence holds a training child between steps
-PAUSE_ENV = "RECHARNESS_BENCH_PAUSE_FILE"
 
 
 def hold_while_paused(pause_file: Path | None) -> float:

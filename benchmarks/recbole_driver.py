@@ -66,6 +66,8 @@ from pathlib import Path
 
 #: spec keys that may change between a run and its resumption
 RESUMABLE = ("epochs", "patience", "result")
+#: names the pause file (bench_recbole.py's PAUSE_ENV: both sides of one run pause on one file)
+PAUSE_ENV = "RECHARNESS_BENCH_PAUSE_FILE"
 
 
 def vm_hwm_bytes() -> int:
@@ -254,7 +256,7 @@ def main() -> None:
 
     work = Path(spec["work"])
     # bench_recbole.py names one file for both sides; run alone, the driver's own work directory's
-    pause_file = Path(os.environ.get("RECHARNESS_BENCH_PAUSE_FILE") or work / "PAUSE")
+    pause_file = Path(os.environ.get(PAUSE_ENV) or work / "PAUSE")
     ckpt_json = work / "checkpoint.json"
     key = {k: v for k, v in spec.items() if k not in RESUMABLE}
     epochs: list[dict] = []
