@@ -26,8 +26,9 @@ hidden 64, 2 layers, 2 heads, FFN 256, cross-entropy over all items, batch 2,048
 
 To convergence (RecBole's early stopping: `--recbole-patience P` epochs without a better validation
 NDCG@10, under a cap of `--recbole-epochs`), over several sittings: give a kept `--work DIR` and run
-the same command again; RecBole resumes after its last finished epoch (`recbole_driver.py`
-checkpoints), our runs are reused while their settings and the curve points they need are the same.
+the same command again; RecBole resumes from its last checkpoint (`recbole_driver.py` takes one
+after each epoch and every 300 training seconds within one, and a resumed run trains exactly what an
+uninterrupted one would), our runs are reused while their settings and the curve points they need are the same.
 The report then says whether RecBole converged and, if it did, how long ours took to reach its best
 converged test NDCG@10 against RecBole's time (the goal: ≤ 1/5).
 
@@ -747,9 +748,9 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--venv", type=Path, default=RECBOLE_VENV, help="RecBole's venv (created if missing)")
     ap.add_argument("--work", type=Path, default=None,
-                    help="working directory, kept: run again with the same one to resume RecBole after its last "
-                         "finished epoch (checkpoints) and to reuse our runs whose settings did not change "
-                         "(default: a temporary one, removed)")
+                    help="working directory, kept: run again with the same one to resume RecBole from its last "
+                         "checkpoint (each epoch and every 300 training seconds) and to reuse our runs whose "
+                         "settings did not change (default: a temporary one, removed)")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--ours-worker", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--report-from", type=Path, default=None,

@@ -16,16 +16,21 @@ best; absent or null: run all `epochs`) and anything else that identifies the ru
 adds the data's sha256, so a checkpoint of other data is never resumed).
 
 Resumable, for runs longer than a sitting (one epoch on ML-1M is half an hour on 2 cores): after
-each epoch the weights, the optimizer, the RNG states (torch's, the training loader's shuffling
-generator, numpy's, Python's) and the record so far are written to `<work>/checkpoint.pt` (tensors
-only, read back with `weights_only=True`, one file per epoch) and `<work>/checkpoint.json` (the
-rest, naming that file): the JSON's atomic rename is the commit point, the previous epoch's tensors
-are removed after it. While the pause file exists ($RECHARNESS_BENCH_PAUSE_FILE, which bench_recbole.py
+each epoch, and every `checkpoint_every` training seconds within one (default 300), the weights, the
+optimizer, the RNG states (torch's, the training loader's shuffling generator, numpy's, Python's) and
+the record so far are written to `<work>/checkpoint-epochE[-batchB].pt` (tensors only, read back with
+`weights_only=True`) and `<work>/checkpoint.json` (the rest, naming that file): the JSON's atomic
+rename is the commit point, the previous tensors are removed after it. Within an epoch the checkpoint
+is taken between batches, and keeps the loader's generator as it was when the epoch began: resumed,
+the epoch draws the same shuffled order, skips (collates but does not train) the batches already
+trained, and goes on with the same dropout draws, so a run interrupted any number of times trains
+exactly what an uninterrupted run trains. While the pause file exists ($RECHARNESS_BENCH_PAUSE_FILE, which bench_recbole.py
 sets to its own `<work>/PAUSE`; else `<work>/PAUSE`) the run waits between batches, off the training
 clock (each epoch records its `paused_s`): a quiet machine for a benchmark without losing the epoch.
-Started again with the same settings (the spec but "epochs", "patience"
-and "result") it carries on after the last finished epoch: a killed epoch is trained again from its
-start, and its training seconds are not counted twice. Other settings: it refuses to resume.
+Started again with the same settings (the spec but "epochs", "patience",
+"result" and "checkpoint_every") it carries on from the last checkpoint: what a killed sitting trained
+after it is trained again, and those training seconds are not counted twice. Other settings: it
+refuses to resume.
 
 Training is RecBole's own `Trainer._train_epoch` (the loop `Trainer.fit` runs), with a loss
 function that wraps `model.calculate_loss` to count samples and, every `curve_every` training
@@ -65,9 +70,33 @@ import time
 from pathlib import Path
 
 #: spec keys that may change between a run and its resumption
-RESUMABLE = ("epochs", "patience", "result")
+RESUMABLE = ("epochs", "patience", "result", "checkpoint_every")
 #: names the pause file (bench_recbole.py's PAUSE_ENV: both sides of one run pause on one file)
 PAUSE_ENV = "RECHARNESS_BENCH_PAUSE_FILE"
+
+
+class SkipFirst:
+    """The training loader with its first `skip` batches drawn (collated) but not yielded: a resumed epoch
+    trains the batches its interrupted sitting had not, in the same shuffled order (the loader's generator
+    is set back to the epoch's start first). `on_skipped(seconds)` is told how long the skipping took, to
+    keep it off the training clock. Anything else is the loader's."""
+
+    def __init__(self, loader, skip: int, on_skipped) -> None:
+        self.loader, self.skip, self.on_skipped = loader, skip, on_skipped
+
+    def __iter__(self):
+        t = time.perf_counter()
+        batches = iter(self.loader)
+        for _ in range(self.skip):
+            next(batches)
+        self.on_skipped(time.perf_counter() - t)
+        yield from batches
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
 
 
 def vm_hwm_bytes() -> int:
@@ -251,13 +280,30 @@ def main() -> None:
         if train_s() >= state["next"]:
             evaluate(False)
             next_point_after(train_s())
+        if train_s() >= state["next_checkpoint"]:  # between batches: `batch` of them trained so far
+            t = time.perf_counter()
+            save_checkpoint(within_epoch=True)
+            clock["paused"] += time.perf_counter() - t
+            state["next_checkpoint"] = train_s() + checkpoint_every
         state["samples"] += len(interaction)
-        return model.calculate_loss(interaction)
+        state["batch"] += 1
+        loss = model.calculate_loss(interaction)
+        state["loss"] += loss.item()  # as `_train_epoch` sums it, so a resumed epoch's sum is the whole epoch's
+        return loss
+
+    def skipped(seconds: float) -> None:
+        clock["paused"] += seconds
+        print(f"[recbole] epoch {state['epoch']}: skipped the {state['batch']} batches trained before in "
+              f"{seconds:.1f} s", file=sys.stderr, flush=True)
 
     work = Path(spec["work"])
     # bench_recbole.py names one file for both sides; run alone, the driver's own work directory's
     pause_file = Path(os.environ.get(PAUSE_ENV) or work / "PAUSE")
     ckpt_json = work / "checkpoint.json"
+    checkpoint_every = float(spec.get("checkpoint_every") or 300.0)
+    #: the epoch in progress when the checkpoint resumed was taken: {epoch, batches, loss_sum, held_s,
+    #: started: {train_s, samples}}, or None
+    within = None
     key = {k: v for k, v in spec.items() if k not in RESUMABLE}
     epochs: list[dict] = []
     best = {"valid": float("-inf"), "epoch": 0}
@@ -281,17 +327,27 @@ def main() -> None:
         peak_before = saved["peak_rss_bytes"]
         clock["done"], state["samples"] = saved["train_s"], saved["samples"]
         state["next"] = saved["next_curve_s"]
+        within = saved.get("within_epoch")  # a checkpoint taken between epochs, or written before these, has none
         ranks.update(saved.get("ranks") or {})  # a checkpoint from before ranks were kept has none
         write_ranks()  # the committed epoch's files, over any of an epoch killed before its commit
-        print(f"[recbole] resumed after epoch {len(epochs)} ({clock['done']:.0f} training seconds)",
-              file=sys.stderr, flush=True)
+        where = f"{within['batches']} batches into epoch {within['epoch']}" if within else f"after epoch {len(epochs)}"
+        print(f"[recbole] resumed {where} ({clock['done']:.0f} training seconds)", file=sys.stderr, flush=True)
 
-    def save_checkpoint() -> None:
+    def save_checkpoint(within_epoch: bool = False) -> None:
+        """Between epochs, or (`within_epoch`) between two batches of the epoch in progress: then the
+        loader's generator is kept as it was when the epoch began, to draw the epoch's order again."""
+        loader_rng = state["epoch_loader_rng"] if within_epoch else train_data.generator.get_state()
         tensors = {"model": model.state_dict(), "optimizer": trainer.optimizer.state_dict(),
-                   "torch_rng": torch.get_rng_state(), "loader_rng": train_data.generator.get_state()}
+                   "torch_rng": torch.get_rng_state(), "loader_rng": loader_rng}
         np_state = np.random.get_state()
         name = f"checkpoint-epoch{len(epochs)}.pt"
-        record = {"spec": key, "tensors": name, "epochs": epochs, "curve": curve, "best": best, "train_s": clock["done"],
+        progress = None
+        if within_epoch:
+            name = f"checkpoint-epoch{state['epoch']}-batch{state['batch']}.pt"
+            progress = {"epoch": state["epoch"], "batches": state["batch"], "loss_sum": state["loss"],
+                        "held_s": state.get("held_s", 0.0), "started": state["started"]}
+        record = {"spec": key, "tensors": name, "epochs": epochs, "curve": curve, "best": best,
+                  "train_s": train_s() if within_epoch else clock["done"], "within_epoch": progress,
                   "samples": state["samples"], "next_curve_s": state["next"], "sittings": sittings,
                   "peak_rss_bytes": max(peak_before, vm_hwm_bytes()),
                   "numpy_rng": [np_state[0], np_state[1].tolist(), *np_state[2:]],
@@ -301,7 +357,7 @@ def main() -> None:
         os.replace(work / f"{name}.tmp", work / name)
         ckpt_json.with_suffix(".json.tmp").write_text(json.dumps(record))
         os.replace(ckpt_json.with_suffix(".json.tmp"), ckpt_json)  # the commit point
-        for old in work.glob("checkpoint-epoch*.pt"):
+        for old in work.glob("checkpoint-epoch*.pt"):  # the epochs' and the within-epoch ones
             if old.name != name:
                 old.unlink()
 
@@ -314,13 +370,22 @@ def main() -> None:
         if converged():
             break
         state["epoch"] = epoch + 1
-        before = state["samples"]
+        if within is not None and within["epoch"] == epoch + 1:  # carry on where the checkpoint was taken
+            state["batch"], state["loss"], state["held_s"] = within["batches"], within["loss_sum"], within["held_s"]
+            state["started"] = within["started"]
+        else:
+            state["batch"], state["loss"] = 0, 0.0
+            state["started"] = {"train_s": clock["done"], "samples": state["samples"]}
+        within = None
+        state["epoch_loader_rng"] = train_data.generator.get_state()  # before the epoch draws its order
         clock["start"], clock["paused"] = time.perf_counter(), 0.0
-        loss = trainer._train_epoch(train_data, epoch, loss_func=loss_func, show_progress=False)
-        epoch_s = time.perf_counter() - clock["start"] - clock["paused"]
-        clock["done"] += epoch_s
-        clock["start"] = None
-        samples = state["samples"] - before
+        state["next_checkpoint"] = train_s() + checkpoint_every
+        loader = SkipFirst(train_data, state["batch"], skipped) if state["batch"] else train_data
+        trainer._train_epoch(loader, epoch, loss_func=loss_func, show_progress=False)
+        clock["done"], clock["start"] = train_s(), None
+        epoch_s = clock["done"] - state["started"]["train_s"]
+        samples = state["samples"] - state["started"]["samples"]
+        loss = state["loss"]
         evaluate(True)
         next_point_after(clock["done"])  # the epoch's end was just evaluated: no second point at once
         valid = float(trainer.evaluate(valid_data, load_best_model=False, show_progress=False)["ndcg@10"])
