@@ -242,10 +242,10 @@ def main() -> None:
             os.replace(tmp, path)
 
     def evaluate(end_of_epoch: bool) -> None:
-        t = time.perf_counter()
+        t, at = time.perf_counter(), train_s()  # the training seconds before the evaluation's own
         res = trainer.evaluate(test_data, load_best_model=False, show_progress=False)
         model.train()
-        point = {"train_s": round(train_s(), 3), "samples": state["samples"], "epoch": state["epoch"],
+        point = {"train_s": round(at, 3), "samples": state["samples"], "epoch": state["epoch"],
                  "end_of_epoch": end_of_epoch, "ndcg@10": float(res["ndcg@10"]), "hit@10": float(res["hit@10"])}
         if end_of_epoch:
             keep_ranks(point)
@@ -323,6 +323,12 @@ def main() -> None:
         np.random.set_state((np_state[0], np.asarray(np_state[1], dtype=np.uint32), *np_state[2:]))
         random.setstate((saved["python_rng"][0], tuple(saved["python_rng"][1]), saved["python_rng"][2]))
         epochs, curve[:], best = saved["epochs"], saved["curve"], saved["best"]
+        if not saved.get("curve_fixed"):
+            # before 2026-11-26 a within-epoch point's train_s was read after its evaluation, so it
+            # included that evaluation's seconds (its eval_s; the clock itself excluded them)
+            for point in curve:
+                if not point["end_of_epoch"]:
+                    point["train_s"] = round(point["train_s"] - point["eval_s"], 3)
         sittings = saved["sittings"] + 1
         peak_before = saved["peak_rss_bytes"]
         clock["done"], state["samples"] = saved["train_s"], saved["samples"]
@@ -349,6 +355,7 @@ def main() -> None:
         record = {"spec": key, "tensors": name, "epochs": epochs, "curve": curve, "best": best,
                   "train_s": train_s() if within_epoch else clock["done"], "within_epoch": progress,
                   "samples": state["samples"], "next_curve_s": state["next"], "sittings": sittings,
+                  "curve_fixed": True,
                   "peak_rss_bytes": max(peak_before, vm_hwm_bytes()),
                   "numpy_rng": [np_state[0], np_state[1].tolist(), *np_state[2:]],
                   "python_rng": list(random.getstate()),
