@@ -28,7 +28,8 @@ To convergence (RecBole's early stopping: `--recbole-patience P` epochs without 
 NDCG@10, under a cap of `--recbole-epochs`), over several sittings: give a kept `--work DIR` and run
 the same command again; RecBole resumes from its last checkpoint (`recbole_driver.py` takes one
 after each epoch and every 300 training seconds within one, and a resumed run trains exactly what an
-uninterrupted one would), our runs are reused while their settings and the curve points they need are the same.
+uninterrupted one would), our runs are reused while their settings and the curve points they need
+are the same.
 The report then says whether RecBole converged and, if it did, how long ours took to reach its best
 converged test NDCG@10 against RecBole's time (the goal: ≤ 1/5).
 

@@ -24,9 +24,10 @@ rename is the commit point, the previous tensors are removed after it. Within an
 is taken between batches, and keeps the loader's generator as it was when the epoch began: resumed,
 the epoch draws the same shuffled order, skips (collates but does not train) the batches already
 trained, and goes on with the same dropout draws, so a run interrupted any number of times trains
-exactly what an uninterrupted run trains. While the pause file exists ($RECHARNESS_BENCH_PAUSE_FILE, which bench_recbole.py
-sets to its own `<work>/PAUSE`; else `<work>/PAUSE`) the run waits between batches, off the training
-clock (each epoch records its `paused_s`): a quiet machine for a benchmark without losing the epoch.
+exactly what an uninterrupted run trains. While the pause file exists ($RECHARNESS_BENCH_PAUSE_FILE,
+which bench_recbole.py sets to its own `<work>/PAUSE`; else `<work>/PAUSE`) the run waits between
+batches, off the training clock (each epoch records its `paused_s`): a quiet machine for a benchmark
+without losing the epoch.
 Started again with the same settings (the spec but "epochs", "patience",
 "result" and "checkpoint_every") it carries on from the last checkpoint: what a killed sitting trained
 after it is trained again, and those training seconds are not counted twice. Other settings: it
