@@ -205,6 +205,15 @@ def fingerprints(test, valid, train) -> dict:
 
 # ---------------------------------------------------------------- our side (child process)
 
+def run_label(precision: str, stride: int | None) -> str:
+    """Our run's name in file names and the report: its precision, and its `stride` where one is set."""
+    return precision if stride is None else f"{precision}-stride{stride}"
+
+
+def label_of(run: dict) -> str:
+    return run.get("label") or run["precision"]  # results written before strides had no label
+
+
 def vm_hwm_bytes() -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -236,7 +245,9 @@ def ours_worker(spec_path: Path) -> None:
     data = TrainData(sequence_positives(sequences), catalog, sequences=sequences)
     model = SASRec(seed=spec["seed"], threads=spec["threads"], progress=False, max_epochs=10**6, patience=10**6,
                    max_len=spec["max_len"], hidden=spec["hidden"], heads=spec["heads"], inner=spec["inner"],
-                   dropout=spec["dropout"], batch_size=spec["batch_size"], lr=spec["lr"], precision=spec["precision"])
+                   dropout=spec["dropout"], batch_size=spec["batch_size"], lr=spec["lr"], precision=spec["precision"],
+                   stride=spec.get("stride"))
+    label = run_label(spec["precision"], spec.get("stride"))
     test_users = sp.test["user_id"].to_list()
     test_hist_items, test_target_items = sp.test["history"].to_list(), sp.test["target"].to_list()
     budget = float(spec["budget_s"])
@@ -292,7 +303,7 @@ def ours_worker(spec_path: Path) -> None:
                          "ranks": dict(zip(test_users, ranks.tolist()))}
         if state["at_recbole_end"] is None and recbole_end is not None and at_time(curve[-1:], recbole_end):
             state["at_recbole_end"] = state["last"]
-        _log(f"[ours {spec['precision']}] epoch {info['epoch']} {t:.0f} s trained, {info['samples']:,} samples: "
+        _log(f"[ours {label}] epoch {info['epoch']} {t:.0f} s trained, {info['samples']:,} samples: "
              f"test NDCG@10 {ndcg:.4f} Hit@10 {hit:.4f}")
         return t >= budget
 
@@ -302,8 +313,8 @@ def ours_worker(spec_path: Path) -> None:
     log = model.log
     per_epoch = sum(len(h) for h in sp.train["history"].to_list())  # next-item predictions in one epoch
     result = {
-        "framework": f"recharness SASRec ({spec['precision']})", "torch": torch.__version__, "threads": log["threads"],
-        "precision": spec["precision"],
+        "framework": f"recharness SASRec ({label.replace('-stride', ', stride ')})", "torch": torch.__version__,
+        "threads": log["threads"], "precision": spec["precision"], "label": label,
         "settings": {"layers": model.layers, **model.params, "seed": model.seed, "rows_per_step": log["rows_per_step"]},
         "setup_s": round(state["setup_s"] or 0.0, 3), "users": len(test_users), "items": len(catalog),
         "train_samples_per_epoch": per_epoch,
@@ -518,7 +529,12 @@ def report(args, data: dict, rb: dict, runs: list[dict], loads: dict, wall: dict
          f"for both. RecBole builds each sample with its own history (the {args.max_len} items before it) and runs "
          f"one {args.max_len}-position pass per sample; ours trains on windows of {args.max_len + 1} items "
          "(consecutive windows share one item), each position predicting its next item from the window's earlier "
-         "items, so the same predictions are made per epoch from one forward pass per window. Hence two speeds: "
+         "items, so the same predictions are made per epoch from one forward pass per window"
+         + "".join(f" (for {r['framework']}: overlapping windows, one every {n} items of a user's sequence, each "
+                   f"training its last {n} positions, so each prediction sees at least {args.max_len - n + 1} items "
+                   "where the user has them, as the test rows do: more positions per epoch, the same predictions)"
+                   for r in runs if (n := r["settings"].get("stride")))
+         + ". Hence two speeds: "
          "predictions per second (what an epoch costs) and **positions per second** (sequence positions run "
          "through the network, padding included: the work of the network itself, the fair unit)."),
         ("- evaluation (both): the test rows, every catalog item ranked (full sort), NOTHING excluded — RecBole "
@@ -537,7 +553,7 @@ def report(args, data: dict, rb: dict, runs: list[dict], loads: dict, wall: dict
          f"{max(r['setup_s'] for r in runs):.0f} s, not counted. Wall clock: RecBole {wall['recbole']:.0f} s"
          + (f" (this sitting; the run took {rb['sittings']} sittings, its training seconds and peak memory "
             "are over all of them)" if rb.get("sittings", 1) > 1 else "") + ", ours "
-         + ", ".join(f"{wall[r['precision']]:.0f} s ({r['precision']})" for r in runs)
+         + ", ".join(f"{wall[label_of(r)]:.0f} s ({label_of(r)})" for r in runs)
          + " (child processes, evaluations included)."),
         "- peak memory: each child process's peak RSS (VmHWM), data loading and evaluation included.",
         "",
@@ -718,7 +734,8 @@ def report_again(work: Path, out: Path) -> None:
     args = argparse.Namespace(**saved["args"])
     args.argv = saved["argv"]
     rb = json.loads((work / "recbole.json").read_text())
-    runs = [json.loads((work / f"ours-{p}.json").read_text()) for p in args.ours_precision]
+    stride = getattr(args, "ours_stride", None)
+    runs = [json.loads((work / f"ours-{run_label(p, stride)}.json").read_text()) for p in args.ours_precision]
     text = report(args, saved["data"], rb, runs, saved["loads"], saved["wall"], out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
@@ -744,6 +761,9 @@ def main() -> None:
     ap.add_argument("--dropout", type=float, default=0.2, help="our dropout (0.2: our default)")
     ap.add_argument("--ours-precision", type=lambda v: v.split(","), default=["fp32"],
                     help="our SASRec's precision(s), comma-separated, one run each: fp32 (default), bf16")
+    ap.add_argument("--ours-stride", type=int, default=None,
+                    help="our SASRec's `stride`: overlapping training windows every N items, each training its last "
+                         "N positions (1: one window per prediction, as RecBole; default: the build's windows)")
     ap.add_argument("--max-len", type=int, default=50)
     ap.add_argument("--batch-size", type=int, default=2048)
     ap.add_argument("--lr", type=float, default=1e-3)
@@ -804,26 +824,29 @@ def main() -> None:
             _log(f"note: --ours-seconds {budget:.0f} is below RecBole's {rb['train_s']:.0f} training seconds")
         runs, code = [], code_fingerprint()
         for precision in args.ours_precision:
-            ours_spec = {**common, "inter": data["path"], "result": str(work / f"ours-{precision}.json"),
+            label = run_label(precision, args.ours_stride)
+            ours_spec = {**common, "inter": data["path"], "result": str(work / f"ours-{label}.json"),
                          "dropout": args.dropout, "precision": precision, "budget_s": budget,
                          "data_sha256": data["sha256"], "code": code,
                          "marks": [p["train_s"] for p in rb["curve"]]}
-            spec_path, result_path = work / f"ours_spec-{precision}.json", work / f"ours-{precision}.json"
+            if args.ours_stride is not None:  # absent otherwise: runs kept from before the option stay reusable
+                ours_spec["stride"] = args.ours_stride
+            spec_path, result_path = work / f"ours_spec-{label}.json", work / f"ours-{label}.json"
             done = reusable(result_path, ours_spec)
             if done is not None:
-                _log(f"ours ({precision}): reusing {result_path} (same settings, data and code; every curve "
+                _log(f"ours ({label}): reusing {result_path} (same settings, data and code; every curve "
                      "point it needs)")
-                wall[precision] = done["wall_s"]
+                wall[label] = done["wall_s"]
                 runs.append(done)
                 continue
             result_path.unlink(missing_ok=True)  # a killed run must not leave an older result to be reused
             spec_path.write_text(json.dumps(ours_spec))
-            _log(f"ours ({precision}): {budget:.0f} training seconds, {args.threads} thread(s)…")
+            _log(f"ours ({label}): {budget:.0f} training seconds, {args.threads} thread(s)…")
             t0 = time.perf_counter()
             subprocess.run([sys.executable, str(Path(__file__).resolve()), "--ours-worker", str(spec_path)],
                            env=_child_env(args.threads, work / "PAUSE"), check=True)
-            wall[precision] = time.perf_counter() - t0
-            done = {**json.loads(result_path.read_text()), "wall_s": wall[precision], "spec": ours_spec}
+            wall[label] = time.perf_counter() - t0
+            done = {**json.loads(result_path.read_text()), "wall_s": wall[label], "spec": ours_spec}
             result_path.write_text(json.dumps(done, indent=1))
             runs.append(done)
         loads["end"] = os.getloadavg()[0]

@@ -317,3 +317,48 @@ def test_popularity_target_rank_equals_the_full_listing():
         listed = pop.top_k(10**9, exclude=set(history))
         slow = listed.index(target) + 1 if target in listed else None
         assert pop.target_rank(target, history) == slow
+
+
+def test_strided_windows_predict_each_item_once_with_the_context_test_rows_have():
+    """The build's windows chained back into each user's sequence, then cut every `stride` items: every item
+    but the first predicted exactly once, from the items just before it — at least max_len - stride + 1 of
+    them where there are that many, at most max_len; stride 1 is one window per prediction (RecBole's samples),
+    and a sampled build's gap is not bridged."""
+    L = 5
+    seqs = [[(u, k) for k in range(n)] for u, n in enumerate((2, 3, 6, 7, 13, 26))]  # (user, position)
+    users, rows = [], []
+    for seq in seqs:
+        for h, t in windows(seq, L):
+            users.append(seq[0][0])
+            rows.append(h + [t])
+    assert sasrec_mod.chained(users, rows) == seqs
+    for stride in (1, 2, 3, 5):
+        out, first = sasrec_mod.strided_windows(seqs, L, stride)
+        predicted = []
+        for w, f in zip(out, first):
+            assert len(w) <= L + 1 and 0 <= f < len(w) - 1 and len(w) - 1 - f <= stride
+            assert all(b == (a[0], a[1] + 1) for a, b in zip(w, w[1:]))  # consecutive items of one sequence
+            for p in range(f, len(w) - 1):
+                user, i = w[p + 1]
+                context = p + 1  # the items before it in the window: w[0..p]
+                assert min(i, L - stride + 1) <= context <= min(i, L), (stride, w, p)
+                predicted.append(w[p + 1])
+        assert sorted(predicted) == sorted(x for seq in seqs for x in seq[1:]), stride  # each once
+        if stride == 1:  # RecBole's samples: one window per prediction with its full (≤ L) history
+            assert all(len(w) - 1 - f == 1 and len(w) - 1 == min(w[-1][1], L) for w, f in zip(out, first))
+    # rows of one user that do not chain stay apart (a sampled build): no made-up transition
+    assert sasrec_mod.chained(["u", "u"], [[1, 2, 3], [7, 8]]) == [[1, 2, 3], [7, 8]]
+    assert sasrec_mod.chained(["u", "v"], [[1, 2, 3], [3, 8]]) == [[1, 2, 3], [3, 8]]
+
+
+def test_sasrec_with_overlapping_windows_trains_the_same_predictions_and_learns(cyclic, fitted):
+    data, samples = cyclic
+    strided = sasrec_mod.SASRec1L(seed=0, threads=1, progress=False, **SMALL, stride=2).fit(data)
+    plain, task = fitted.log["epochs"][0], SeqrecTask()
+    assert strided.log["epochs"][0]["samples"] == plain["samples"]  # each next item once per epoch, both ways
+    assert strided.log["train_positions"] / strided.log["train_samples"] > \
+        fitted.log["train_positions"] / fitted.log["train_samples"]
+    assert task.score(samples, strided.predict(samples, task))["NDCG@10"] > 0.8
+    assert strided.settings()["stride"] == 2
+    with pytest.raises(ConfigError, match="stride must be between 1 and max_len"):
+        sasrec_mod.SASRec1L(seed=0, threads=1, progress=False, **{**SMALL, "max_epochs": 1}, stride=0).fit(data)

@@ -17,7 +17,10 @@ Training data: `TrainData.sequences`, the build's rows (history, target) of
 `<run>/recbench/seqrec_train.parquet` and `seqrec_valid.parquet`. A training row is one sequence
 (history + target, right-padded) and every position of it predicts its next item under the causal
 mask, so a window of L + 1 items gives its L (prefix → next item) samples in one forward pass:
-the samples RecBole builds one by one. "samples" below (batch size, samples/s) counts those
+the samples RecBole builds one by one. With `stride` = s the windows overlap instead (`strided_windows`):
+one every s items, each training only its last s positions, so each prediction sees at least
+max_len - s + 1 items where the user has them, as the test rows do (about max_len / s times the
+positions per epoch, the same predictions). "samples" below (batch size, samples/s) counts those
 next-item predictions. Adam (lr 1e-3, the paper's rate for non-LLM models), batches of
 `batch_size` samples (RecBole's 2,048), rows shuffled by a seeded generator; after each epoch the
 model ranks the full catalog for the validation rows (history excluded) and training stops after
@@ -74,6 +77,7 @@ DEFAULTS: dict[str, Any] = {
     "max_len": None,  # None: the longest history in the training data (the build's history_len)
     "batch_size": 2048, "lr": 1e-3, "weight_decay": 0.0, "max_epochs": 50, "patience": 3,
     "precision": "fp32",  # "bf16": training's loss and linear layers in bfloat16 (module docstring)
+    "stride": None,  # None: the build's windows; s: overlapping windows every s items (`strided_windows`)
 }
 PRECISIONS = ("fp32", "bf16")
 _NET = ("hidden", "heads", "inner", "dropout")
@@ -207,6 +211,35 @@ def right_padded(rows: list[list[int]], width: int) -> np.ndarray:
     return out
 
 
+def chained(users: Sequence[str], rows: list[list[int]]) -> list[list[int]]:
+    """The build's windows (oldest first per user, consecutive ones sharing one item) joined back into
+    each user's sequence; rows of one user that do not chain (a sampled build) stay apart."""
+    out: list[list[int]] = []
+    prev = None
+    for user, row in zip(users, rows):
+        if out and user == prev and row and out[-1] and out[-1][-1] == row[0]:
+            out[-1].extend(row[1:])
+        else:
+            out.append(list(row))
+        prev = user
+    return out
+
+
+def strided_windows(seqs: list[list[int]], length: int, stride: int) -> tuple[list[list[int]], list[int]]:
+    """Windows of `length` + 1 items ending every `stride` items from each sequence's end, with the
+    first position whose next item each window trains on: its last `stride` next items (the oldest
+    window: all of them). Every item but a sequence's first is still predicted exactly once per
+    epoch, now after at least `length` - `stride` + 1 items where the sequence is that long, as at
+    test time (`stride` = 1: one window per prediction, RecBole's samples)."""
+    rows, first = [], []
+    for seq in seqs:
+        for end in range(len(seq) - 1, 0, -stride):
+            start = max(0, end - length)
+            rows.append(seq[start:end + 1])
+            first.append(max(0, end - stride - start))
+    return rows, first
+
+
 def record_epoch(epochs: list[dict], bar, best: float, epoch: int, total: float, seen: int, score: float,
                  epoch_s: float, valid_s: float | None = None) -> None:
     """Append the epoch's `log["epochs"]` entry and show it on the bar (`best`: before this epoch), so
@@ -294,28 +327,38 @@ class SASRec(Baseline):
         if p["max_len"] is None:
             p["max_len"] = max(1, int(seqs["history"].list.len().max() or 1))
         hist, target = self._rows(rows)
-        x = torch.from_numpy(right_padded([h + [t] for h, t in zip(hist, target)], p["max_len"] + 1))
+        seqs_rows, first = [h + [t] for h, t in zip(hist, target)], None
+        if p["stride"] is not None:
+            if not 1 <= int(p["stride"]) <= p["max_len"]:
+                raise ConfigError(f"{self.name}: stride must be between 1 and max_len ({p['max_len']}), "
+                                  f"got {p['stride']!r}")
+            users = rows["user_id"].to_list() if "user_id" in rows.columns else range(rows.height)
+            seqs_rows, first = strided_windows(chained(users, seqs_rows), p["max_len"], int(p["stride"]))
+        x = torch.from_numpy(right_padded(seqs_rows, p["max_len"] + 1))
+        first = torch.zeros(x.shape[0], dtype=torch.int64) if first is None else torch.tensor(first)
         v_hist, v_target = self._rows(valid)
         t0 = time.perf_counter()
         with threads(self.threads), torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             self.net = SASRecNet(len(self.items), p["max_len"], layers=self.layers, bf16=p["precision"] == "bf16",
                                  **{k: p[k] for k in _NET})
-            self._fit(x, v_hist, v_target)
+            self._fit(x, first, v_hist, v_target)
         self.log["seconds"] = round(time.perf_counter() - t0, 3)
         return self
 
     def _valid_ndcg(self, hist: list[list[int]], target: list[int]) -> float:
         return float(rank_metrics(self._ranks(hist, target), ks=(10,))["ndcg@10"])
 
-    def _fit(self, x: torch.Tensor, v_hist: list[list[int]], v_target: list[int]) -> None:
+    def _fit(self, x: torch.Tensor, first: torch.Tensor, v_hist: list[list[int]], v_target: list[int]) -> None:
+        """`x`: training windows, right-padded; `first`: per window, the first position trained on."""
         net, p = self.net, self.params
         lengths = (x > 0).sum(1)
-        n_samples = int((lengths - 1).clamp(min=0).sum())
+        n_samples = int((lengths - 1 - first).clamp(min=0).sum())
         per_row = max(1.0, n_samples / max(1, x.shape[0]))
         rows_per_step = max(1, round(p["batch_size"] / per_row))
         opt = torch.optim.Adam(net.parameters(), lr=p["lr"], weight_decay=p["weight_decay"], fused=True)
         bf16 = p["precision"] == "bf16"
+        strided = bool(first.any())
         gen = torch.Generator().manual_seed(self.seed)
         can_validate = any(v_target)
         stopper = EarlyStopping(p["patience"])
@@ -345,6 +388,8 @@ class SASRec(Baseline):
                     batch = x[idx, : int(lengths[idx].max())]
                     inputs, nxt = batch[:, :-1], batch[:, 1:]
                     mask = nxt > 0
+                    if strided:
+                        mask &= torch.arange(nxt.shape[1]) >= first[idx, None]
                     if not mask.any():
                         continue
                     loss = linear_cross_entropy(net(inputs)[mask], net.item_vectors(), nxt[mask] - 1, bf16=bf16)
