@@ -23,6 +23,9 @@ hidden 64, 2 layers, 2 heads, FFN 256, cross-entropy over all items, batch 2,048
    `FullSortEvalDataLoader` passes no history mask for `ModelType.SEQUENTIAL`, and
    `Trainer._full_sort_batch_eval` only sets the padding item's score to -inf.
    Evaluation seconds are excluded from training seconds for both.
+   A run named `fp32-stride1` (`--ours-precision`) trains ours on RecBole's own samples and work
+   instead: one window per prediction, with that prediction's whole history (≤ 50 items), so its
+   predictions per second compare with RecBole's on equal work; `-strideN` one window every N items.
 
 To convergence (RecBole's early stopping: `--recbole-patience P` epochs without a better validation
 NDCG@10, under a cap of `--recbole-epochs`), over several sittings: give a kept `--work DIR` and run
@@ -66,6 +69,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -208,6 +212,15 @@ def fingerprints(test, valid, train) -> dict:
 def run_label(precision: str, stride: int | None) -> str:
     """Our run's name in file names and the report: its precision, and its `stride` where one is set."""
     return precision if stride is None else f"{precision}-stride{stride}"
+
+
+def parse_run(label: str) -> tuple[str, int | None]:
+    """`run_label`'s inverse: "fp32" -> ("fp32", None), "bf16-stride1" -> ("bf16", 1); SystemExit if neither."""
+    m = re.fullmatch(r"(fp32|bf16)(?:-stride([1-9][0-9]*))?", label)
+    if m is None:
+        raise SystemExit(f"--ours-precision takes fp32 or bf16, each optionally with -strideN (e.g. fp32-stride1), "
+                         f"comma-separated; got {label!r}")
+    return m[1], int(m[2]) if m[2] else None
 
 
 def label_of(run: dict) -> str:
@@ -734,8 +747,7 @@ def report_again(work: Path, out: Path) -> None:
     args = argparse.Namespace(**saved["args"])
     args.argv = saved["argv"]
     rb = json.loads((work / "recbole.json").read_text())
-    stride = getattr(args, "ours_stride", None)
-    runs = [json.loads((work / f"ours-{run_label(p, stride)}.json").read_text()) for p in args.ours_precision]
+    runs = [json.loads((work / f"ours-{label}.json").read_text()) for label in args.ours_precision]
     text = report(args, saved["data"], rb, runs, saved["loads"], saved["wall"], out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
@@ -760,10 +772,10 @@ def main() -> None:
                     help="RecBole's hidden and attention dropout (0.5: RecBole's SASRec default)")
     ap.add_argument("--dropout", type=float, default=0.2, help="our dropout (0.2: our default)")
     ap.add_argument("--ours-precision", type=lambda v: v.split(","), default=["fp32"],
-                    help="our SASRec's precision(s), comma-separated, one run each: fp32 (default), bf16")
-    ap.add_argument("--ours-stride", type=int, default=None,
-                    help="our SASRec's `stride`: overlapping training windows every N items, each training its last "
-                         "N positions (1: one window per prediction, as RecBole; default: the build's windows)")
+                    help="our SASRec runs, comma-separated, one run each: fp32 (default), bf16; either with "
+                         "-strideN (e.g. fp32-stride1) trains on overlapping windows, one every N items, each "
+                         "training its last N positions (SASRec's `stride`; 1: one window per prediction, "
+                         "RecBole's own samples and work)")
     ap.add_argument("--max-len", type=int, default=50)
     ap.add_argument("--batch-size", type=int, default=2048)
     ap.add_argument("--lr", type=float, default=1e-3)
@@ -786,9 +798,10 @@ def main() -> None:
         return
     if args.users is not None and args.out.resolve() == OUT.resolve():
         raise SystemExit(f"--users is a smoke test: give it its own --out (never {OUT})")
-    bad = [v for v in args.ours_precision if v not in ("fp32", "bf16")]
-    if bad or not args.ours_precision:
-        raise SystemExit(f"--ours-precision takes fp32 and/or bf16, comma-separated (got {','.join(bad) or 'none'})")
+    if not args.ours_precision:
+        raise SystemExit("--ours-precision takes fp32 and/or bf16, comma-separated (got none)")
+    for label in args.ours_precision:
+        parse_run(label)
     if args.ours_seconds is not None and args.ours_seconds <= 0:
         raise SystemExit("--ours-seconds must be positive")
 
@@ -823,14 +836,14 @@ def main() -> None:
         if budget < rb["train_s"]:
             _log(f"note: --ours-seconds {budget:.0f} is below RecBole's {rb['train_s']:.0f} training seconds")
         runs, code = [], code_fingerprint()
-        for precision in args.ours_precision:
-            label = run_label(precision, args.ours_stride)
+        for label in args.ours_precision:
+            precision, stride = parse_run(label)
             ours_spec = {**common, "inter": data["path"], "result": str(work / f"ours-{label}.json"),
                          "dropout": args.dropout, "precision": precision, "budget_s": budget,
                          "data_sha256": data["sha256"], "code": code,
                          "marks": [p["train_s"] for p in rb["curve"]]}
-            if args.ours_stride is not None:  # absent otherwise: runs kept from before the option stay reusable
-                ours_spec["stride"] = args.ours_stride
+            if stride is not None:  # absent otherwise: runs kept from before strides existed stay reusable
+                ours_spec["stride"] = stride
             spec_path, result_path = work / f"ours_spec-{label}.json", work / f"ours-{label}.json"
             done = reusable(result_path, ours_spec)
             if done is not None:

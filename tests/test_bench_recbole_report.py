@@ -202,3 +202,16 @@ def test_hold_while_paused_waits_for_the_file_and_returns_the_wait(bench, tmp_pa
     threading.Timer(1.2, pause.unlink).start()
     held = bench.hold_while_paused(pause)
     assert 1.2 <= held < 5.0 and not pause.exists()
+
+
+def test_run_names_carry_precision_and_stride_both_ways(bench):
+    for precision in ("fp32", "bf16"):
+        for stride in (None, 1, 10):
+            label = bench.run_label(precision, stride)
+            assert bench.parse_run(label) == (precision, stride)
+    assert bench.run_label("fp32", None) == "fp32" and bench.run_label("bf16", 1) == "bf16-stride1"
+    for bad in ("fp16", "fp32-stride0", "fp32-stride", "fp32-stride-1", "fp32 "):
+        with pytest.raises(SystemExit, match="--ours-precision"):
+            bench.parse_run(bad)
+    assert bench.label_of({"precision": "fp32"}) == "fp32"  # a result written before strides
+    assert bench.label_of({"precision": "fp32", "label": "fp32-stride1"}) == "fp32-stride1"
