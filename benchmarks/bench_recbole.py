@@ -223,6 +223,18 @@ def parse_run(label: str) -> tuple[str, int | None]:
     return m[1], int(m[2]) if m[2] else None
 
 
+def stride_text(n: int, labels: list[str], max_len: int) -> str:
+    """What a stride-`n` run of ours trains on, for the report."""
+    names = ", ".join(f"`{x}`" for x in labels)
+    if n == 1:
+        return (f"the {names} run(s) train on RecBole's own samples instead: one window per prediction holding its "
+                f"whole history (≤ {max_len} items), the loss at its last position only — the same windows, "
+                "positions and softmaxes per epoch as RecBole, so there predictions per second is an equal-work speed")
+    return (f"the {names} run(s) train on overlapping windows, one every {n} items of a user's sequence, each "
+            f"training its last {n} positions, so each prediction sees at least {max_len - n + 1} items where the "
+            "user has them (more positions per epoch, the same predictions)")
+
+
 def label_of(run: dict) -> str:
     return run.get("label") or run["precision"]  # results written before strides had no label
 
@@ -543,10 +555,8 @@ def report(args, data: dict, rb: dict, runs: list[dict], loads: dict, wall: dict
          f"one {args.max_len}-position pass per sample; ours trains on windows of {args.max_len + 1} items "
          "(consecutive windows share one item), each position predicting its next item from the window's earlier "
          "items, so the same predictions are made per epoch from one forward pass per window"
-         + "".join(f" (for {r['framework']}: overlapping windows, one every {n} items of a user's sequence, each "
-                   f"training its last {n} positions, so each prediction sees at least {args.max_len - n + 1} items "
-                   "where the user has them, as the test rows do: more positions per epoch, the same predictions)"
-                   for r in runs if (n := r["settings"].get("stride")))
+         + "".join(f"; {stride_text(n, [label_of(r) for r in runs if r['settings'].get('stride') == n], args.max_len)}"
+                   for n in sorted({r["settings"].get("stride") for r in runs} - {None}))
          + ". Hence two speeds: "
          "predictions per second (what an epoch costs) and **positions per second** (sequence positions run "
          "through the network, padding included: the work of the network itself, the fair unit)."),
