@@ -209,18 +209,27 @@ def fingerprints(test, valid, train) -> dict:
 
 # ---------------------------------------------------------------- our side (child process)
 
-def run_label(precision: str, stride: int | None) -> str:
-    """Our run's name in file names and the report: its precision, and its `stride` where one is set."""
-    return precision if stride is None else f"{precision}-stride{stride}"
+def run_label(precision: str, stride: int | None, block: str = "pre") -> str:
+    """Our run's name in file names and the report: its precision, "-post" for RecBole's network, and its
+    `stride` where one is set."""
+    return precision + ("-post" if block == "post" else "") + ("" if stride is None else f"-stride{stride}")
 
 
-def parse_run(label: str) -> tuple[str, int | None]:
-    """`run_label`'s inverse: "fp32" -> ("fp32", None), "bf16-stride1" -> ("bf16", 1); SystemExit if neither."""
-    m = re.fullmatch(r"(fp32|bf16)(?:-stride([1-9][0-9]*))?", label)
+def parse_run(label: str) -> tuple[str, int | None, str]:
+    """`run_label`'s inverse: "fp32" -> ("fp32", None, "pre"), "bf16-post-stride1" -> ("bf16", 1, "post");
+    SystemExit for anything else."""
+    m = re.fullmatch(r"(fp32|bf16)(-post)?(?:-stride([1-9][0-9]*))?", label)
     if m is None:
-        raise SystemExit(f"--ours-precision takes fp32 or bf16, each optionally with -strideN (e.g. fp32-stride1), "
-                         f"comma-separated; got {label!r}")
-    return m[1], int(m[2]) if m[2] else None
+        raise SystemExit(f"--ours-precision takes fp32 or bf16, each optionally with -post and/or -strideN (e.g. "
+                         f"fp32-post-stride1), comma-separated; got {label!r}")
+    return m[1], int(m[3]) if m[3] else None, "post" if m[2] else "pre"
+
+
+def run_name(label: str) -> str:
+    """The report's name of our run `label`."""
+    precision, stride, block = parse_run(label)
+    extra = (["RecBole's network"] if block == "post" else []) + ([f"stride {stride}"] if stride else [])
+    return f"recharness SASRec ({', '.join([precision, *extra])})"
 
 
 def stride_text(n: int, labels: list[str], max_len: int) -> str:
@@ -271,8 +280,9 @@ def ours_worker(spec_path: Path) -> None:
     model = SASRec(seed=spec["seed"], threads=spec["threads"], progress=False, max_epochs=10**6, patience=10**6,
                    max_len=spec["max_len"], hidden=spec["hidden"], heads=spec["heads"], inner=spec["inner"],
                    dropout=spec["dropout"], batch_size=spec["batch_size"], lr=spec["lr"], precision=spec["precision"],
-                   stride=spec.get("stride"))
-    label = run_label(spec["precision"], spec.get("stride"))
+                   stride=spec.get("stride"), block=spec.get("block", "pre"),
+                   attn_dropout=spec.get("attn_dropout", 0.0))
+    label = run_label(spec["precision"], spec.get("stride"), spec.get("block", "pre"))
     test_users = sp.test["user_id"].to_list()
     test_hist_items, test_target_items = sp.test["history"].to_list(), sp.test["target"].to_list()
     budget = float(spec["budget_s"])
@@ -338,7 +348,7 @@ def ours_worker(spec_path: Path) -> None:
     log = model.log
     per_epoch = sum(len(h) for h in sp.train["history"].to_list())  # next-item predictions in one epoch
     result = {
-        "framework": f"recharness SASRec ({label.replace('-stride', ', stride ')})", "torch": torch.__version__,
+        "framework": run_name(label), "torch": torch.__version__,
         "threads": log["threads"], "precision": spec["precision"], "label": label,
         "settings": {"layers": model.layers, **model.params, "seed": model.seed, "rows_per_step": log["rows_per_step"]},
         "setup_s": round(state["setup_s"] or 0.0, 3), "users": len(test_users), "items": len(catalog),
@@ -546,7 +556,12 @@ def report(args, data: dict, rb: dict, runs: list[dict], loads: dict, wall: dict
          f"{s['seed']}. Dropout: RecBole hidden {s['hidden_dropout_prob']} / attention {s['attn_dropout_prob']} "
          f"({'RecBole’s default' if s['hidden_dropout_prob'] == 0.5 else 'set by --recbole-dropout'}), "
          f"ours {runs[0]['settings']['dropout']} (ours has no attention dropout). RecBole: post-LayerNorm blocks "
-         "(eps 1e-12); ours: pre-LayerNorm. Ours in float32 (`fp32`) and, where run, in mixed precision "
+         "(eps 1e-12); ours: pre-LayerNorm"
+         + "".join(f"; the `{label_of(r)}` run: RecBole's network (`SASRec(block=\"post\")`: a LayerNorm of the input "
+                   "embeddings, post-LayerNorm blocks, eps 1e-12, attention dropout "
+                   f"{r['settings'].get('attn_dropout')}, no final LayerNorm)"
+                   for r in runs if r["settings"].get("block") == "post")
+         + ". Ours in float32 (`fp32`) and, where run, in mixed precision "
          "(`bf16`, `SASRec(precision=\"bf16\")`: since commit 1122a9c the loss's matmuls and softmax and the "
          "blocks' linear layers in bfloat16, float32 weights, attention and LayerNorm; before it, the loss "
          "only); RecBole in float32."),
@@ -783,9 +798,10 @@ def main() -> None:
     ap.add_argument("--dropout", type=float, default=0.2, help="our dropout (0.2: our default)")
     ap.add_argument("--ours-precision", type=lambda v: v.split(","), default=["fp32"],
                     help="our SASRec runs, comma-separated, one run each: fp32 (default), bf16; either with "
-                         "-strideN (e.g. fp32-stride1) trains on overlapping windows, one every N items, each "
-                         "training its last N positions (SASRec's `stride`; 1: one window per prediction, "
-                         "RecBole's own samples and work)")
+                         "-post trains RecBole's network (SASRec's block=\"post\", attention dropout = --dropout), "
+                         "with -strideN (e.g. fp32-stride1, fp32-post-stride1) on overlapping windows, one every N "
+                         "items, each training its last N positions (SASRec's `stride`; 1: one window per "
+                         "prediction, RecBole's own samples and work)")
     ap.add_argument("--max-len", type=int, default=50)
     ap.add_argument("--batch-size", type=int, default=2048)
     ap.add_argument("--lr", type=float, default=1e-3)
@@ -847,13 +863,15 @@ def main() -> None:
             _log(f"note: --ours-seconds {budget:.0f} is below RecBole's {rb['train_s']:.0f} training seconds")
         runs, code = [], code_fingerprint()
         for label in args.ours_precision:
-            precision, stride = parse_run(label)
+            precision, stride, block = parse_run(label)
             ours_spec = {**common, "inter": data["path"], "result": str(work / f"ours-{label}.json"),
                          "dropout": args.dropout, "precision": precision, "budget_s": budget,
                          "data_sha256": data["sha256"], "code": code,
                          "marks": [p["train_s"] for p in rb["curve"]]}
             if stride is not None:  # absent otherwise: runs kept from before strides existed stay reusable
                 ours_spec["stride"] = stride
+            if block == "post":  # RecBole's network: its attention dropout is its hidden dropout
+                ours_spec.update(block="post", attn_dropout=args.dropout)
             spec_path, result_path = work / f"ours_spec-{label}.json", work / f"ours-{label}.json"
             done = reusable(result_path, ours_spec)
             if done is not None:

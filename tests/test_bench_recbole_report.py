@@ -204,13 +204,17 @@ def test_hold_while_paused_waits_for_the_file_and_returns_the_wait(bench, tmp_pa
     assert 1.2 <= held < 5.0 and not pause.exists()
 
 
-def test_run_names_carry_precision_and_stride_both_ways(bench):
+def test_run_names_carry_precision_network_and_stride_both_ways(bench):
     for precision in ("fp32", "bf16"):
         for stride in (None, 1, 10):
-            label = bench.run_label(precision, stride)
-            assert bench.parse_run(label) == (precision, stride)
+            for block in ("pre", "post"):
+                label = bench.run_label(precision, stride, block)
+                assert bench.parse_run(label) == (precision, stride, block)
     assert bench.run_label("fp32", None) == "fp32" and bench.run_label("bf16", 1) == "bf16-stride1"
-    for bad in ("fp16", "fp32-stride0", "fp32-stride", "fp32-stride-1", "fp32 "):
+    assert bench.run_label("fp32", 1, "post") == "fp32-post-stride1"
+    assert bench.run_name("fp32") == "recharness SASRec (fp32)"
+    assert bench.run_name("bf16-post-stride1") == "recharness SASRec (bf16, RecBole's network, stride 1)"
+    for bad in ("fp16", "fp32-stride0", "fp32-stride", "fp32-stride-1", "fp32 ", "fp32-stride1-post", "post"):
         with pytest.raises(SystemExit, match="--ours-precision"):
             bench.parse_run(bad)
     assert bench.label_of({"precision": "fp32"}) == "fp32"  # a result written before strides

@@ -362,3 +362,75 @@ def test_sasrec_with_overlapping_windows_trains_the_same_predictions_and_learns(
     assert strided.settings()["stride"] == 2
     with pytest.raises(ConfigError, match="stride must be between 1 and max_len"):
         sasrec_mod.SASRec1L(seed=0, threads=1, progress=False, **{**SMALL, "max_epochs": 1}, stride=0).fit(data)
+
+
+def _recbole_forward(net, seqs):
+    """RecBole 1.2.1's SASRec forward written out (explicit softmax attention, no SDPA): LayerNorm of item +
+    position embeddings, then per layer LN(x + Dense(Attn(x))) and LN(x + FFN(x)), no final LayerNorm."""
+    import math
+
+    import torch
+    import torch.nn.functional as F
+
+    h = net.item(seqs) + net.position.weight[: seqs.shape[1]]
+    h = F.layer_norm(h, (h.shape[-1],), net.input_norm.weight, net.input_norm.bias, eps=1e-12)
+    t = seqs.shape[1]
+    causal = torch.ones(t, t).tril().bool()
+    for blk in net.blocks:
+        b, _, d = h.shape
+        dh = d // blk.heads
+        q, k, v = (w.view(b, t, blk.heads, dh).transpose(1, 2) for w in blk.qkv(h).split(d, dim=-1))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(dh)
+        scores = scores.masked_fill(~causal, -10000.0)  # RecBole's additive mask
+        ctx = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, d)
+        h = F.layer_norm(h + blk.out(ctx), (d,), blk.norm1.weight, blk.norm1.bias, eps=1e-12)
+        f = blk.ff2(F.gelu(blk.ff1(h)))
+        h = F.layer_norm(h + f, (d,), blk.norm2.weight, blk.norm2.bias, eps=1e-12)
+    return h
+
+
+def test_post_block_network_is_recboles_sasrec_written_out():
+    import torch
+
+    torch.manual_seed(0)
+    net = sasrec_mod.SASRecNet(30, 8, hidden=16, layers=2, heads=2, inner=32, dropout=0.2, block="post",
+                               attn_dropout=0.3)
+    with torch.no_grad():  # LayerNorm parameters away from their (1, 0) start, so a swapped or missing norm shows
+        for m in net.modules():
+            if isinstance(m, torch.nn.LayerNorm):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+    seqs = torch.tensor([[3, 7, 1, 9, 0, 0, 0, 0], [5, 6, 7, 8, 9, 10, 11, 12]])
+    net.eval()
+    got, want = net(seqs), _recbole_forward(net, seqs)
+    real = seqs > 0
+    assert torch.allclose(got[real], want[real], atol=1e-5), (got - want).abs().max()
+    assert isinstance(net.norm, torch.nn.Identity) and net.blocks[0].norm1.eps == 1e-12
+    pre = sasrec_mod.SASRecNet(30, 8, hidden=16, layers=2, heads=2, inner=32, dropout=0.2)
+    pre.load_state_dict({k: v for k, v in net.state_dict().items() if not k.startswith("input_norm")}
+                        | {"norm.weight": torch.ones(16), "norm.bias": torch.zeros(16)})
+    pre.eval()
+    assert not torch.allclose(pre(seqs)[real], want[real], atol=1e-3)  # the pre-LN network is another model
+    # attention dropout acts while training only (hidden dropout off here, so it is the only random part)
+    net2 = sasrec_mod.SASRecNet(30, 8, hidden=16, layers=1, heads=2, inner=32, dropout=0.0, block="post",
+                                attn_dropout=0.5)
+    net2.eval()
+    quiet = net2(seqs)
+    net2.train()
+    assert not torch.allclose(net2(seqs), quiet)
+    net2.blocks[0].attn_dropout = 0.0
+    assert torch.allclose(net2(seqs), quiet, atol=1e-6)
+
+
+def test_sasrec_as_recboles_network_learns_saves_and_checks_its_settings(cyclic, tmp_path):
+    data, samples = cyclic
+    model = sasrec_mod.SASRec1L(seed=0, threads=1, progress=False, **SMALL, block="post", attn_dropout=0.1).fit(data)
+    task = SeqrecTask()
+    assert task.score(samples, model.predict(samples, task))["NDCG@10"] > 0.8
+    assert model.settings()["block"] == "post" and "input_norm.weight" in model.net.state_dict()
+    loaded = sasrec_mod.SASRec.load(model.save(tmp_path / "post"))
+    assert loaded.settings() == model.settings() and loaded.predict(samples, task) == model.predict(samples, task)
+    with pytest.raises(ConfigError, match="block must be one of pre, post"):
+        sasrec_mod.SASRec(block="mid")
+    with pytest.raises(ConfigError, match="attn_dropout must be in"):
+        sasrec_mod.SASRec(attn_dropout=1.0)

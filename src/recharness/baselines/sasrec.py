@@ -4,8 +4,11 @@ The network (`SASRecNet`): item and learned position embeddings (position 0 = th
 shown), `layers` pre-LayerNorm transformer blocks (causal self-attention over `heads` heads through
 `scaled_dot_product_attention`, a GELU feed-forward of `inner` units, dropout on both outputs), a
 final LayerNorm. An item's score after a history is ``h · v_item`` with the item embedding table
-itself (Eq. 8), and training minimises cross-entropy over ALL items (Eq. 7), no sampled negatives,
-through `linear_cross_entropy` (the (positions × items) logits made a chunk at a time in cache, the
+itself (Eq. 8). `block="post"` (with `attn_dropout`) is RecBole 1.2.1's SASRec network instead:
+a LayerNorm of the input embeddings, post-LayerNorm blocks (eps 1e-12), dropout on the attention weights,
+no final LayerNorm — the same model as RecBole's, for comparisons of one model with itself (its
+softmax leaves out the padding row, which RecBole's includes). Training minimises cross-entropy over
+ALL items (Eq. 7), no sampled negatives, through `linear_cross_entropy` (the (positions × items) logits made a chunk at a time in cache, the
 gradients in the same pass). Dropout draws four 16-bit uniforms per 64-bit random number
 (`Dropout`), Adam is torch's fused one: together 1.8× the steps per second of the plain formulation
 on 2 cores. `precision="bf16"` is mixed-precision training: the loss's matmuls and softmax and the
@@ -78,9 +81,14 @@ DEFAULTS: dict[str, Any] = {
     "batch_size": 2048, "lr": 1e-3, "weight_decay": 0.0, "max_epochs": 50, "patience": 3,
     "precision": "fp32",  # "bf16": training's loss and linear layers in bfloat16 (module docstring)
     "stride": None,  # None: the build's windows; s: overlapping windows every s items (`strided_windows`)
+    "block": "pre",  # "post": RecBole's network (`Block`), for a comparison of one model with itself
+    "attn_dropout": 0.0,  # dropout on the attention weights (RecBole's attn_dropout_prob)
 }
+BLOCKS = ("pre", "post")
 PRECISIONS = ("fp32", "bf16")
-_NET = ("hidden", "heads", "inner", "dropout")
+_NET = ("hidden", "heads", "inner", "dropout", "block", "attn_dropout")
+#: RecBole's LayerNorm epsilon (`layer_norm_eps`), used by the "post" network
+POST_EPS = 1e-12
 #: below this many samples a prediction runs on one thread (a few small matmuls; OpenMP spin-waits cost more)
 SMALL_BATCH = 64
 
@@ -124,19 +132,23 @@ class Dropout(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-LN transformer block: x + Attn(LN(x)) (causal), then x + FFN(LN(x)).
+    """Pre-LN transformer block: x + Attn(LN(x)) (causal), then x + FFN(LN(x)). With `post`, RecBole's
+    SASRec block instead (its `TransformerLayer`): LN(x + Attn(x)), then LN(x + FFN(x)), LayerNorm eps
+    1e-12; `attn_dropout` drops attention weights (RecBole's `attn_dropout_prob`) in either.
 
     `bf16`: while training, the four linear layers run in bfloat16 (input, weight and bias cast each
     call, the float32 weights are what Adam updates; the GELU between the two feed-forward layers too),
     and attention, LayerNorm, dropout and the residual stream stay float32 (CPU's bf16 flash-attention
     backward is ~10× slower than its float32 one). In eval mode it computes in float32 as without it."""
 
-    def __init__(self, hidden: int, heads: int, inner: int, dropout: float, bf16: bool = False):
+    def __init__(self, hidden: int, heads: int, inner: int, dropout: float, bf16: bool = False, post: bool = False,
+                 attn_dropout: float = 0.0):
         super().__init__()
         if hidden % heads:
             raise ValueError(f"hidden ({hidden}) must be a multiple of heads ({heads})")
-        self.heads, self.bf16 = heads, bf16
-        self.norm1, self.norm2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+        self.heads, self.bf16, self.post, self.attn_dropout = heads, bf16, post, attn_dropout
+        eps = POST_EPS if post else 1e-5
+        self.norm1, self.norm2 = nn.LayerNorm(hidden, eps=eps), nn.LayerNorm(hidden, eps=eps)
         self.qkv, self.out = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
         self.ff1, self.ff2 = nn.Linear(hidden, inner), nn.Linear(inner, hidden)
         self.drop = Dropout(dropout)
@@ -147,26 +159,43 @@ class Block(nn.Module):
             return F.linear(x.to(bf), layer.weight.to(bf), layer.bias.to(bf))
         return layer(x)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def _attend(self, x: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
-        qkv = self._linear(self.qkv, self.norm1(x)).float()  # `float()` of float32 is the tensor itself
+        qkv = self._linear(self.qkv, x).float()  # `float()` of float32 is the tensor itself
         q, k, v = qkv.view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
-        x = x + self.drop(self._linear(self.out, a).float())
-        return x + self.drop(self._linear(self.ff2, F.gelu(self._linear(self.ff1, self.norm2(x)))).float())
+        p = self.attn_dropout if self.training else 0.0
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p).transpose(1, 2).reshape(b, t, d)
+        return self.drop(self._linear(self.out, a).float())
+
+    def _feed_forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self._linear(self.ff2, F.gelu(self._linear(self.ff1, x))).float())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.post:
+            x = self.norm1(x + self._attend(x))
+            return self.norm2(x + self._feed_forward(x))
+        x = x + self._attend(self.norm1(x))
+        return x + self._feed_forward(self.norm2(x))
 
 
 class SASRecNet(nn.Module):
     """Item codes 1..n_items (0 pads, on the right) → one hidden vector per position."""
 
     def __init__(self, n_items: int, max_len: int, hidden: int = 64, layers: int = 2, heads: int = 2,
-                 inner: int = 256, dropout: float = 0.2, bf16: bool = False):
+                 inner: int = 256, dropout: float = 0.2, bf16: bool = False, block: str = "pre",
+                 attn_dropout: float = 0.0):
         super().__init__()
+        if block not in BLOCKS:
+            raise ValueError(f"block must be one of {', '.join(BLOCKS)}, got {block!r}")
+        post = block == "post"
         self.item = nn.Embedding(n_items + 1, hidden, padding_idx=0)
         self.position = nn.Embedding(max_len, hidden)
         self.drop = Dropout(dropout)
-        self.blocks = nn.ModuleList(Block(hidden, heads, inner, dropout, bf16) for _ in range(layers))
-        self.norm = nn.LayerNorm(hidden)
+        self.blocks = nn.ModuleList(Block(hidden, heads, inner, dropout, bf16, post, attn_dropout)
+                                    for _ in range(layers))
+        # pre: a final LayerNorm of the output; post (RecBole): one of the input embeddings, none at the end
+        self.input_norm = nn.LayerNorm(hidden, eps=POST_EPS) if post else nn.Identity()
+        self.norm = nn.Identity() if post else nn.LayerNorm(hidden)
         for m in self.modules():  # RecBole's initialisation: N(0, 0.02), zero biases
             if isinstance(m, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(m.weight, std=0.02)
@@ -177,7 +206,7 @@ class SASRecNet(nn.Module):
 
     def forward(self, seqs: torch.Tensor) -> torch.Tensor:
         """(batch, T) right-padded codes → (batch, T, hidden); position j sees positions ≤ j only."""
-        h = self.drop(self.item(seqs) + self.position.weight[: seqs.shape[1]])
+        h = self.drop(self.input_norm(self.item(seqs) + self.position.weight[: seqs.shape[1]]))
         for block in self.blocks:
             h = block(h)
         return self.norm(h)
@@ -282,6 +311,10 @@ class SASRec(Baseline):
         if self.params["precision"] not in PRECISIONS:
             raise ConfigError(f"{self.name}: precision must be one of {', '.join(PRECISIONS)}, "
                               f"got {self.params['precision']!r}")
+        if self.params["block"] not in BLOCKS:
+            raise ConfigError(f"{self.name}: block must be one of {', '.join(BLOCKS)}, got {self.params['block']!r}")
+        if not 0.0 <= float(self.params["attn_dropout"]) < 1.0:
+            raise ConfigError(f"{self.name}: attn_dropout must be in [0, 1), got {self.params['attn_dropout']!r}")
         self.net: SASRecNet | None = None
         self.items: list[str] = []
         self.code: dict[str, int] = {}
