@@ -8,8 +8,8 @@ itself (Eq. 8). `block="post"` (with `attn_dropout`) is RecBole 1.2.1's SASRec n
 a LayerNorm of the input embeddings, post-LayerNorm blocks (eps 1e-12), dropout on the attention weights,
 no final LayerNorm — the same model as RecBole's, for comparisons of one model with itself (its
 softmax leaves out the padding row, which RecBole's includes). Training minimises cross-entropy over
-ALL items (Eq. 7), no sampled negatives, through `linear_cross_entropy` (the (positions × items) logits made a chunk at a time in cache, the
-gradients in the same pass). Dropout draws four 16-bit uniforms per 64-bit random number
+ALL items (Eq. 7), no sampled negatives, through `linear_cross_entropy` (the (positions × items)
+logits made a chunk at a time in cache, the gradients in the same pass). Dropout draws four 16-bit uniforms per 64-bit random number
 (`Dropout`), Adam is torch's fused one: together 1.8× the steps per second of the plain formulation
 on 2 cores. `precision="bf16"` is mixed-precision training: the loss's matmuls and softmax and the
 blocks' linear layers in bfloat16 (AMX / AVX512-BF16), float32 weights, attention, LayerNorm and

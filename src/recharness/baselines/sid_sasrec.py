@@ -69,9 +69,10 @@ from recharness.metrics.full_ranking import rank_metrics
 from recharness.models.cbs import Trie, beam_search, forbid_paths
 
 DEFAULTS: dict[str, Any] = {
-    # SASRec's training settings but those of its own windows and network variants (this one is pre-LN over
-    # code tokens, with its own cached decoding: `encode_context`, `extend`)
-    **{k: v for k, v in SASREC_DEFAULTS.items() if k not in ("precision", "stride", "block", "attn_dropout")},  # hidden 64, 2 heads, FFN 256, dropout 0.2, Adam 1e-3, batch 2,048 next-item predictions
+    # SASRec's training settings (hidden 64, 2 heads, FFN 256, dropout 0.2, Adam 1e-3, batch 2,048 next-item
+    # predictions) but its precision, windows and network variants: this network is pre-LN over code tokens,
+    # with its own cached decoding (`encode_context`, `extend`)
+    **{k: v for k, v in SASREC_DEFAULTS.items() if k not in ("precision", "stride", "block", "attn_dropout")},
     "beams": 20, "valid_rows": 500,
     "sid_method": "rqvae", "sid_levels": 4, "sid_codebook": 256, "sid_epochs": None, "sid_seed": 0,
 }
