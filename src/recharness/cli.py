@@ -11,14 +11,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import Progress
 from rich.table import Column, Table
 
 from recharness.core.errors import ConfigError, RecharnessError
@@ -49,8 +42,9 @@ EXIT_STOPPED = 4  # the server could not be reached: the run stopped early
 
 
 def _progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TimeRemainingColumn(), console=console)
+    from recharness.core.progress import stage_progress
+
+    return stage_progress(console)
 
 
 def _run_dir(suite: str, dataset: str, out: Path | None) -> Path:

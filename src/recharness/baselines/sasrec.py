@@ -254,6 +254,20 @@ def chained(users: Sequence[str], rows: list[list[int]]) -> list[list[int]]:
     return out
 
 
+def training_sequences(name: str, train: TrainData) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(all sequences, the "train" part, the "valid" part) of a list-wise build's training data; a
+    ConfigError naming the file to build when the data has none."""
+    seqs = getattr(train, "sequences", None)
+    if seqs is None:
+        raise ConfigError(f"{name} fits on a list-wise build's training sequences "
+                          f"(<run>/<suite>/{SEQUENCE_PARTS['train']}.parquet); this training data has none: build "
+                          "the run's list-wise task first (it writes them)")
+    rows, valid = seqs.filter(pl.col("part") == "train"), seqs.filter(pl.col("part") == "valid")
+    if rows.height == 0:
+        raise ConfigError(f"{name}: the build has no training sequences")
+    return seqs, rows, valid
+
+
 def strided_windows(seqs: list[list[int]], length: int, stride: int) -> tuple[list[list[int]], list[int]]:
     """Windows of `length` + 1 items ending every `stride` items from each sequence's end, with the
     first position whose next item each window trains on: its last `stride` next items (the oldest
@@ -345,14 +359,7 @@ class SASRec(Baseline):
     # ------------------------------------------------------------ fitting
 
     def fit(self, train: TrainData) -> Self:
-        seqs = getattr(train, "sequences", None)
-        if seqs is None:
-            raise ConfigError(f"{self.name} fits on a list-wise build's training sequences "
-                              f"(<run>/<suite>/{SEQUENCE_PARTS['train']}.parquet); this training data has none: build "
-                              "the run's list-wise task first (it writes them)")
-        rows, valid = seqs.filter(pl.col("part") == "train"), seqs.filter(pl.col("part") == "valid")
-        if rows.height == 0:
-            raise ConfigError(f"{self.name}: the build has no training sequences")
+        seqs, rows, valid = training_sequences(self.name, train)
         extra = pl.concat([seqs["history"].explode(), seqs["target"]]).drop_nulls().unique(maintain_order=True)
         self.items = list(dict.fromkeys([*train.items, *extra.to_list()]))
         self.code = {i: k for k, i in enumerate(self.items, 1)}

@@ -57,10 +57,10 @@ import polars as pl
 import torch
 import torch.nn.functional as F
 
-from recharness.baselines.base import SEQUENCE_PARTS, Baseline, RankQuery, TrainData
+from recharness.baselines.base import Baseline, RankQuery, TrainData
 from recharness.baselines.checkpoint import read_model, save_model
 from recharness.baselines.sasrec import DEFAULTS as SASREC_DEFAULTS
-from recharness.baselines.sasrec import SASRecNet, record_epoch, right_padded
+from recharness.baselines.sasrec import SASRecNet, record_epoch, right_padded, training_sequences
 from recharness.baselines.torch_threads import threads
 from recharness.baselines.training import EarlyStopping, progress_bar
 from recharness.core.errors import ConfigError
@@ -161,14 +161,7 @@ class SIDSASRec(Baseline):
     # ------------------------------------------------------------ fitting
 
     def fit(self, train: TrainData) -> Self:
-        seqs = getattr(train, "sequences", None)
-        if seqs is None:
-            raise ConfigError(f"{self.name} fits on a list-wise build's training sequences "
-                              f"(<run>/<suite>/{SEQUENCE_PARTS['train']}.parquet); this training data has none: build "
-                              "the run's list-wise task first (it writes them)")
-        rows, valid = seqs.filter(pl.col("part") == "train"), seqs.filter(pl.col("part") == "valid")
-        if rows.height == 0:
-            raise ConfigError(f"{self.name}: the build has no training sequences")
+        seqs, rows, valid = training_sequences(self.name, train)
         sid = self._semantic_ids(train)
         self._set_codes(sid.item_ids, sid.codes, sid.codebook_size)
         self.sid_info = {"method": sid.method, "levels": sid.levels, "codebook_size": sid.codebook_size,

@@ -375,18 +375,9 @@ def _progress_bar(show: bool, description: str, total: int) -> Iterator[Callable
     if not show:
         yield lambda _n: None
         return
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from recharness.core.progress import stage_progress
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=Console(stderr=True), transient=False) as bar:
+    with stage_progress() as bar:
         task = bar.add_task(description, total=total)
         yield lambda n: bar.advance(task, n)
 

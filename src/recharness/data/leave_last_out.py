@@ -21,6 +21,17 @@ class UserSplit:
     target_rating: float | None
 
 
+def select_users(grouped: pl.DataFrame, *, users=None, limit: int | None = None, seed: int = 0) -> pl.DataFrame:
+    """One row per user, sorted by user: only `users` when given, then a seeded sample of `limit` of them
+    (kept in user order), so every split samples its users the same way."""
+    if users is not None:
+        grouped = grouped.filter(pl.col("user_id").is_in(list(users)))
+    if limit is not None and limit < grouped.height:
+        rng = np.random.default_rng(seed)
+        grouped = grouped[np.sort(rng.choice(grouped.height, size=limit, replace=False))]
+    return grouped
+
+
 def leave_last_out(
     interactions: pl.DataFrame,
     *,
@@ -37,12 +48,7 @@ def leave_last_out(
         .filter(pl.col("item_id").list.len() > min_history)
         .sort("user_id")
     )
-    if users is not None:
-        grouped = grouped.filter(pl.col("user_id").is_in(list(users)))
-    if limit is not None and limit < grouped.height:
-        rng = np.random.default_rng(seed)
-        idx = np.sort(rng.choice(grouped.height, size=limit, replace=False))
-        grouped = grouped[idx]
+    grouped = select_users(grouped, users=users, limit=limit, seed=seed)
     out = []
     for uid, items, ratings in grouped.iter_rows():
         out.append(UserSplit(uid, items[:-1], ratings[:-1], items[-1], ratings[-1]))

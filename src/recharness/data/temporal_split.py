@@ -33,7 +33,7 @@ import numpy as np
 import polars as pl
 
 from recharness.core.errors import ConfigError
-from recharness.data.leave_last_out import UserSplit
+from recharness.data.leave_last_out import UserSplit, select_users
 
 
 def _timestamps(interactions: pl.DataFrame, where: str) -> pl.Series:
@@ -96,12 +96,7 @@ def global_time(
         .filter(pl.col("target").is_not_null() & (pl.col("history").list.len() >= min_history))
         .sort("user_id")
     )
-    if users is not None:
-        grouped = grouped.filter(pl.col("user_id").is_in(list(users)))
-    if limit is not None and limit < grouped.height:
-        rng = np.random.default_rng(seed)
-        idx = np.sort(rng.choice(grouped.height, size=limit, replace=False))
-        grouped = grouped[idx]
+    grouped = select_users(grouped, users=users, limit=limit, seed=seed)
     splits = [UserSplit(u, list(h), list(r), tg, tr)
               for u, h, r, tg, tr in grouped.select("user_id", "history", "ratings", "target",
                                                     "target_rating").iter_rows()]

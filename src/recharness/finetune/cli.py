@@ -47,15 +47,9 @@ def finetune_command(
     """Fine-tune a local model with LoRA on the build's training split (never its test samples); resumable."""
     from rich.console import Console
     from rich.markup import escape
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import TextColumn
 
+    from recharness.core.progress import stage_progress
     from recharness.core.rundir import train_log_file
     from recharness.finetune.api import default_out, finetune, recipe
     from recharness.finetune.lora import epoch_line
@@ -65,9 +59,7 @@ def finetune_command(
     run_dir = out if out is not None else default_run_dir(suite, dataset)
     r = recipe(suite, task)
     task = r.task
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"),
-                        TimeElapsedColumn(), TimeRemainingColumn(), console=console)
+    progress = stage_progress(console, TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"))
     with progress:
         bar = progress.add_task(f"finetune {escape(model)}", total=None, loss="–", tps="–")
 
@@ -93,8 +85,7 @@ def finetune_command(
     if res.items in ("id", "sid") and evaluate and r.answerer is not None:
         from recharness.finetune.api import answer_build
 
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      TimeRemainingColumn(), console=console) as prog:
+        with stage_progress(console) as prog:
             b = prog.add_task(f"answering the {task} samples", total=None)
             path = answer_build(run_dir, res.out, name, beams=beams, limit=eval_limit,
                                 on_progress=lambda n: prog.advance(b, n))
