@@ -34,7 +34,9 @@ after each epoch and every 300 training seconds within one, and a resumed run tr
 uninterrupted one would), our runs are reused while their settings and the curve points they need
 are the same.
 The report then says whether RecBole converged and, if it did, how long ours took to reach its best
-converged test NDCG@10 against RecBole's time (the goal: ≤ 1/5).
+converged test NDCG@10 against RecBole's time (the goal: ≤ 1/5), read two ways: ours' raw curve at or
+above it from some point on (no selection at all), and ours' weights chosen by ours' own validation after
+each epoch, as RecBole's value is chosen by RecBole's.
 
 Pausing: while `<work>/PAUSE` exists the child that is training waits between steps, off its training
 clock (RecBole's driver between batches, ours in its training hook): a quiet machine for a timing
@@ -727,6 +729,23 @@ def sustained_at(curve: list[dict], target: float) -> dict | None:
     return hit
 
 
+def selected_curve(run: dict) -> list[dict]:
+    """Our run as RecBole's value is chosen: after each of our epochs, the test NDCG@10 of the epoch
+    with the best validation NDCG@10 so far (a tie counting as better, as in RecBole's early stopping),
+    at that epoch's last evaluated training second. Each side selects by its own validation (ours
+    excludes the history, RecBole's does not); the test rows and protocol are the same."""
+    last_point = {p["epoch"]: p for p in run["curve"] if "epoch" in p}  # time order: an epoch's last wins
+    out, best = [], None
+    for e in run.get("epochs") or []:
+        p, valid = last_point.get(e["epoch"]), e.get("valid_ndcg@10")
+        if p is None or valid is None:
+            continue
+        if best is None or valid >= best["valid"]:
+            best = {"valid": valid, "test": p["ndcg@10"], "epoch": e["epoch"]}
+        out.append({"train_s": p["train_s"], "ndcg@10": best["test"], "selected_epoch": best["epoch"]})
+    return out
+
+
 def convergence_lines(rb: dict, runs: list[dict]) -> list[str]:
     """RecBole's convergence, and the goal of issue 25: ours at RecBole's best converged test NDCG@10 in
     at most 1/5 of the training seconds RecBole took to reach it."""
@@ -759,6 +778,19 @@ def convergence_lines(rb: dict, runs: list[dict]) -> list[str]:
             top = max((p["ndcg@10"] for p in r["curve"]), default=float("nan"))
             lines.append(f"- {r['framework']}: not at or above {best['test']:.4f} to the end of its "
                          f"{r['train_s']:,.0f} training seconds (its best {top:.4f}): the ≤ 1/5 goal is **not met**.")
+        selected = selected_curve(r)
+        if selected:
+            hit = sustained_at(selected, best["test"])
+            what = f"- {r['framework']}, its weights chosen by its own validation NDCG@10 as RecBole's are: "
+            if hit is not None:
+                share = hit["train_s"] / best["train_s"]
+                lines.append(what + f"at or above {best['test']:.4f} from {hit['train_s']:,.1f} training seconds on "
+                             f"(epoch {hit['selected_epoch']}'s weights), {share:.3f} of RecBole's "
+                             f"{best['train_s']:,.0f}: {'met' if share <= 0.2 else '**not met**'} on this reading.")
+            else:
+                top = max(p["ndcg@10"] for p in selected)
+                lines.append(what + f"not at or above {best['test']:.4f} to the end (its best {top:.4f}): "
+                             "**not met** on this reading.")
     return lines
 
 

@@ -63,6 +63,28 @@ def test_goal_not_measured_unless_recbole_converged(bench):
     assert "0 epoch(s) after its best" in lines[0]
 
 
+def _epochs(*valid):
+    return [{"epoch": i, "valid_ndcg@10": v} for i, v in enumerate(valid, 1)]
+
+
+def test_ours_chosen_by_its_own_validation_as_recboles_value_is(bench):
+    # epochs end at 400 / 800 / 1,200 / 1,600 s; a mid-epoch point (600 s) is not an epoch's weights
+    curve = [{"train_s": 400, "epoch": 1, "ndcg@10": 0.12}, {"train_s": 600, "epoch": 2, "ndcg@10": 0.2},
+             {"train_s": 800, "epoch": 2, "ndcg@10": 0.152}, {"train_s": 1200, "epoch": 3, "ndcg@10": 0.149},
+             {"train_s": 1600, "epoch": 4, "ndcg@10": 0.140}]
+    run = _ours(curve, name="ours") | {"epochs": _epochs(0.10, 0.13, 0.13, 0.12)}
+    sel = bench.selected_curve(run)
+    # epoch 3 ties epoch 2 on validation: a tie counts as better, so epoch 3's test value is chosen
+    assert [(p["train_s"], p["ndcg@10"], p["selected_epoch"]) for p in sel] == [
+        (400, 0.12, 1), (800, 0.152, 2), (1200, 0.149, 3), (1600, 0.149, 3)]
+    lines = bench.convergence_lines(_rb(train_s=6000.0, test=0.148), [run])
+    assert "ours: not at or above 0.1480 to the end" in lines[1]  # the raw curve ends at 0.140
+    assert ("- ours, its weights chosen by its own validation NDCG@10 as RecBole's are: at or above 0.1480 from "
+            "800.0 training seconds on (epoch 2's weights), 0.133 of RecBole's 6,000: met on this reading.") == lines[2]
+    lines = bench.convergence_lines(_rb(train_s=6000.0, test=0.15), [run])
+    assert lines[2].endswith("not at or above 0.1500 to the end (its best 0.1520): **not met** on this reading.")
+
+
 def test_short_budget_is_not_a_miss(bench):
     rb = _rb(train_s=6000.0, test=0.15)
     short = _ours(_curve((300, 0.10), (900, 0.12)))  # 900 s < 1,200 s (1/5 of RecBole's)
