@@ -38,6 +38,8 @@ converged test NDCG@10 against RecBole's time (the goal: ≤ 1/5), read two ways
 above it from some point on (no selection at all), and ours' weights chosen by ours' own validation after
 each epoch, as RecBole's value is chosen by RecBole's.
 
+`--status --work DIR` prints RecBole's epochs so far (read only, while it trains).
+
 Pausing: while `<work>/PAUSE` exists the child that is training waits between steps, off its training
 clock (RecBole's driver between batches, ours in its training hook): a quiet machine for a timing
 benchmark or a test suite without losing the epoch in progress. `touch <work>/PAUSE`, `rm` it to go on.
@@ -811,6 +813,48 @@ def report_again(work: Path, out: Path) -> None:
     print(text)
 
 
+def status_text(work: Path) -> str:
+    """RecBole's run in a kept --work directory so far, from its last checkpoint (read only; the run may
+    be training meanwhile): each epoch's training seconds, validation and test NDCG@10, and how many
+    epochs early stopping still needs at the least. A partial result, and it says so."""
+    ckpt_path, spec_path = work / "recbole" / "checkpoint.json", work / "recbole_spec.json"
+    if not ckpt_path.exists():
+        raise SystemExit(f"{ckpt_path}: no checkpoint yet (has RecBole finished an epoch in this --work directory?)")
+    ckpt = json.loads(ckpt_path.read_text())
+    spec = json.loads(spec_path.read_text()) if spec_path.exists() else {}
+    test_at = {p["epoch"]: p["ndcg@10"] for p in ckpt.get("curve", []) if p.get("end_of_epoch")}
+    total, rows = 0.0, []
+    for e in ckpt["epochs"]:
+        total += e["train_s"]
+        test = test_at.get(e["epoch"])
+        rows.append(f"| {e['epoch']} | {e['train_s']:,.0f} | {total:,.0f} | {e['valid_ndcg@10']:.4f} | "
+                    f"{'–' if test is None else f'{test:.4f}'} | {e.get('paused_s') or 0:,.0f} | {e['finished_at']} |")
+    best, done = ckpt["best"], len(ckpt["epochs"])
+    lines = [f"# RecBole's run in {work}, so far (**partial**: not converged until early stopping says so)", "",
+             f"- settings: dropout {spec.get('dropout', '?')}, patience {spec.get('patience', '?')}, epoch cap "
+             f"{spec.get('epochs', '?')}, {spec.get('threads', '?')} thread(s), seed {spec.get('seed', '?')}; "
+             f"data sha256 `{str(spec.get('data_sha256', '?'))[:16]}…`; {ckpt.get('sittings', '?')} sitting(s)", "",
+             "| epoch | training s | cumulative | valid NDCG@10 | test NDCG@10 | paused s | finished at |",
+             "|---:|---:|---:|---:|---:|---:|---:|", *rows, ""]
+    within = ckpt.get("within_epoch")
+    if within:
+        lines.append(f"- epoch {within['epoch']} in progress: {within['batches']} batches, "
+                     f"{ckpt['train_s'] - total:,.0f} training s of it banked at the last checkpoint.")
+    if best and best.get("epoch"):
+        since = done - best["epoch"]
+        lines.append(f"- best validation NDCG@10 {best['valid']:.4f} after epoch {best['epoch']} (test NDCG@10 there "
+                     f"{best['test']:.4f}, {best['train_s']:,.0f} training s); {since} epoch(s) since.")
+        patience = spec.get("patience")
+        if patience:
+            left = max(patience + 1 - since, 0)  # it stops after more than `patience` epochs without one
+            per = sorted(e["train_s"] for e in ckpt["epochs"])[len(ckpt["epochs"]) // 2]
+            lines.append(f"- early stopping (patience {patience}: more than {patience} epochs in a row without a "
+                         f"better value) needs at least {left} more epoch(s): ≥ {left * per / 3600:.1f} training "
+                         "hours at the median epoch "
+                         f"({per:,.0f} s); every better value starts the count again.")
+    return "\n".join(lines) + "\n"
+
+
 # ---------------------------------------------------------------- main
 
 def main() -> None:
@@ -846,8 +890,16 @@ def main() -> None:
     ap.add_argument("--ours-worker", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--report-from", type=Path, default=None,
                     help="write the report again from a kept --work directory's results (no training)")
+    ap.add_argument("--status", action="store_true",
+                    help="with --work: print RecBole's run there so far (epochs, validation and test NDCG@10, "
+                         "epochs early stopping still needs) and exit; reads only, safe while it trains")
     args = ap.parse_args()
     args.dataset = "ml-1m"
+    if args.status:
+        if args.work is None:
+            raise SystemExit("--status reads a kept run: give its --work DIR")
+        print(status_text(args.work), end="")
+        return
     if args.ours_worker is not None:
         ours_worker(args.ours_worker)
         return

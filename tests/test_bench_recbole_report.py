@@ -241,3 +241,26 @@ def test_run_names_carry_precision_network_and_stride_both_ways(bench):
             bench.parse_run(bad)
     assert bench.label_of({"precision": "fp32"}) == "fp32"  # a result written before strides
     assert bench.label_of({"precision": "fp32", "label": "fp32-stride1"}) == "fp32-stride1"
+
+
+def test_status_of_a_run_in_progress(bench, tmp_path):
+    (tmp_path / "recbole").mkdir()
+    epochs = [{"epoch": i, "train_s": s, "valid_ndcg@10": v, "paused_s": p, "finished_at": f"t{i}"}
+              for i, s, v, p in ((1, 100.0, 0.10, None), (2, 120.0, 0.12, 30.0), (3, 110.0, 0.11, 0.0))]
+    curve = [{"epoch": 1, "end_of_epoch": True, "ndcg@10": 0.09}, {"epoch": 2, "end_of_epoch": False, "ndcg@10": 0.5},
+             {"epoch": 2, "end_of_epoch": True, "ndcg@10": 0.115}]  # epoch 3's end not evaluated
+    (tmp_path / "recbole" / "checkpoint.json").write_text(json.dumps({
+        "epochs": epochs, "curve": curve, "best": {"valid": 0.12, "epoch": 2, "test": 0.115, "train_s": 220.0},
+        "train_s": 370.0, "within_epoch": {"epoch": 4, "batches": 7}, "sittings": 2}))
+    (tmp_path / "recbole_spec.json").write_text(json.dumps({"dropout": 0.2, "patience": 2, "epochs": 50}))
+    text = bench.status_text(tmp_path)
+    assert "**partial**" in text
+    assert "| 1 | 100 | 100 | 0.1000 | 0.0900 | 0 | t1 |" in text
+    assert "| 2 | 120 | 220 | 0.1200 | 0.1150 | 30 | t2 |" in text
+    assert "| 3 | 110 | 330 | 0.1100 | – | 0 | t3 |" in text
+    assert "epoch 4 in progress: 7 batches, 40 training s of it banked" in text
+    assert "best validation NDCG@10 0.1200 after epoch 2 (test NDCG@10 there 0.1150, 220 training s); 1 epoch(s) since" in text
+    # patience 2: it stops after 3 epochs in a row without a better value; 1 so far -> 2 more, at the median 110 s
+    assert "needs at least 2 more epoch(s): ≥ 0.1 training hours at the median epoch (110 s)" in text
+    with pytest.raises(SystemExit, match="no checkpoint yet"):
+        bench.status_text(tmp_path / "elsewhere")
