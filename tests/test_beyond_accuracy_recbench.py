@@ -17,7 +17,6 @@ from recharness.baselines import TrainData, fit
 from recharness.baselines.base import SEQUENCE_PARTS
 from recharness.core.io import read_jsonl
 from recharness.core.rundir import RunDir
-from recharness.metrics.beyond_accuracy import Popularity
 from recharness.tasks.recbench.seqrec import SeqrecTask, sample_list
 from recharness.tasks.recbench_plus.condition_tasks import ExplicitTask
 

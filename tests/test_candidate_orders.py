@@ -2,6 +2,7 @@
 Borda aggregation, and the aggregated row scored as its own row through the CLI."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -66,9 +67,20 @@ def test_the_aggregated_row_is_the_borda_of_the_methods_answers(ordered_run):
         hits += [float(ss[0]["target"] in ranking[:10])] * 3
     assert agg["metrics"]["HR@10"] == pytest.approx(np.mean(hits))
     m = rows["fake"]["metrics"]
-    # the order spread: population std of the three orders' mean NDCG@10; positions present in scores.json
-    assert m["orders"] == 3 and m["NDCG@10 order spread"] >= 0
-    assert any(k.startswith("target at ") for k in m)
+    # the order spread: population std of the three orders' mean NDCG@10, worked by hand from the answers
+    # (a target at place r of the answer gains 1/log2(r + 1) within the top 10; an invalid answer 0); and
+    # HR@1 by the target's shown position (position bias), one value per position the targets stood at
+    ndcg, top1 = {}, {}
+    for s in samples:
+        p = preds[s["id"]]
+        ranking = p["parsed"]["ranking"] if p.get("valid", True) and p.get("parsed") else []
+        r = ranking.index(s["target"]) + 1 if s["target"] in ranking[:10] else None
+        ndcg.setdefault(s["order"], []).append(0.0 if r is None else 1 / math.log2(r + 1))
+        top1.setdefault(s["target_position"], []).append(float(r == 1))
+    assert m["orders"] == 3 and sorted(ndcg) == [0, 1, 2]
+    assert m["NDCG@10 order spread"] == pytest.approx(float(np.std([np.mean(ndcg[j]) for j in ndcg])), abs=1e-12)
+    assert {k for k in m if k.startswith("target at ")} == {f"target at {q}: HR@1" for q in top1}
+    assert all(m[f"target at {q}: HR@1"] == pytest.approx(np.mean(v)) for q, v in top1.items())
     # beyond accuracy, from the lists themselves, with intervals over users
     assert 0 < m["coverage@10"] <= 1 and m["ARP@10"] > 0 and 0 <= m["Gini@10"] <= 1 and m["novelty@10"] > 0
     assert "coverage@10" in rows["popularity"]["metrics"] and "lo" in rows["fake"]["ci"]["ARP@10"]

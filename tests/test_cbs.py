@@ -280,7 +280,10 @@ def test_llama_beams_agree_with_one_sequence_cbs(smollm2_path, ml1m):
     fast_scores = {to_item[tuple(p)]: s for p, s in fast}
     exact_scores = {to_item[tuple(p)]: s for p, s in exact}
     assert set(fast_scores) == set(exact_scores) and fast[0][0] == exact[0][0]  # near ties may swap places
-    assert all(fast_scores[i] == pytest.approx(exact_scores[i], abs=0.5) for i in exact_scores)
+    gap = max(abs(fast_scores[i] - exact_scores[i]) for i in exact_scores)
+    # cumulative log-probabilities of whole titles: llama.cpp's batched kernels quantize activations per batch,
+    # so they differ from one-sequence decoding by up to 0.18 nats here (SmolLM2, 2026-11-27); twice is a defect
+    assert gap < 0.36, gap
     banned = [tuple(fast[0][0])]
     again = beams.search(prompt_tokens, trie, trie.max_len, forbid=banned)
     assert banned[0] not in {tuple(p) for p, _ in again} and all(tuple(p) in to_item for p, _ in again)

@@ -272,9 +272,30 @@ def test_perrecbench_compat_averages_over_all_groups_of_a_file(tmp_path):
     assert u["tau_easy"].point() == 1.0 and u["tau_medium"].point() == pytest.approx(1 / 3)
 
 
-def test_compare_generic_path_equals_the_units_path(ctr_run, monkeypatch):
-    """Without units, compare re-scores resampled and swapped samples; with the same counts and swap
-    masks it must give the same intervals and p-values as the vectorised units."""
+def test_compare_generic_path_equals_the_units_path_where_units_are_samples(ml1m, tmp_path, monkeypatch):
+    """Without units, compare re-scores resampled and swapped samples; where each sample is its own unit
+    (LLMRec sequential: one user a sample), the same counts and swap masks must give the same intervals and
+    p-values as the vectorised units."""
+    from recharness.tasks.llmrec.sequential import SequentialTask
+
+    run = _fake_run("llmrec", "sequential", "ml-1m", tmp_path / "seq", limit=30)  # > 20 units: no exact test
+    fast = {r["metric"]: r for r in compare.compare(run, ["fake", "popularity"], resamples=150, permutations=150)}
+    monkeypatch.setattr(SequentialTask, "units", lambda self, samples, predictions: {})
+    slow = {r["metric"]: r for r in compare.compare(run, ["fake", "popularity"], resamples=150, permutations=150)}
+    assert set(fast) == set(slow) and "NDCG@10" in fast
+    differing = [m for m, f in fast.items() if f.get("no_interval") is None and f["lo"] < f["hi"]]
+    assert {"valid_rate", "matched_share", "unrecognised_rate"} <= set(differing)  # the fake differs there
+    for m, f in fast.items():
+        g = slow[m]
+        assert not f["generic"] and g["generic"] and f["units"] == 30 and not f["exact"]
+        assert (f["value_a"], f["diff"], f["p_perm"]) == pytest.approx((g["value_a"], g["diff"], g["p_perm"]), abs=1e-12)
+        if f.get("no_interval") is None:  # (the units know which samples carry a metric; the generic path cannot)
+            assert (f["lo"], f["hi"], f["p_boot"]) == pytest.approx((g["lo"], g["hi"], g["p_boot"]), abs=1e-12), m
+
+
+def test_compare_generic_path_on_user_units_agrees_on_the_points(ctr_run, monkeypatch):
+    """CTR's units are users (a user's pairs resampled together) where the generic path resamples pairs: two
+    designs, so only the point values agree (the units path is the honest one for correlated pairs)."""
     from recharness.tasks.recbench.ctr import CtrTask
 
     fast = {r["metric"]: r for r in compare.compare(ctr_run, ["fake", "item_mean"], resamples=150, permutations=150)}
@@ -285,9 +306,7 @@ def test_compare_generic_path_equals_the_units_path(ctr_run, monkeypatch):
         f, g = fast[m], slow[m]
         assert not f["generic"] and g["generic"] and g["resamples"] == f["resamples"] == 150
         assert f["value_a"] == pytest.approx(g["value_a"], abs=1e-12) and f["diff"] == pytest.approx(g["diff"], abs=1e-12)
-        # the units resample users (a user's pairs together), the generic path samples: different designs,
-        # so only the point values agree; the units path is the honest one for correlated pairs
-        assert f["units"] == 15 and f["exact"]
+        assert f["units"] == 15 and f["exact"] and 0 < f["p_perm"] <= 1 and 0 < g["p_perm"] <= 1
 
 
 def test_one_unit_gets_no_zero_width_interval(ml1m, tmp_path):

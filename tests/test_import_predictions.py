@@ -153,7 +153,7 @@ def test_predictions_need_a_name(ml1m, tmp_path):
     (tmp_path / "x.jsonl").write_text("")
     res = CliRunner().invoke(app, ["score", "llmrec", "-o", str(out), "--predictions", str(tmp_path / "x.jsonl")])
     assert res.exit_code != 0
-    with pytest.raises(Exception, match="empty"):
+    with pytest.raises(ConfigError, match=r"x\.jsonl: empty$"):
         import_predictions(out, tmp_path / "x.jsonl", "x")
 
 

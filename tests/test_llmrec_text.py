@@ -233,10 +233,24 @@ def test_pipeline_build_and_reference_rows(amazon, tmp_path):
     got = {(r.task, r.method) for r in rows}
     assert got == {("rating", m) for m in ("global_mean", "user_mean", "item_mean", "user_item_bias")} | {
         ("explanation", "previous_review"), ("summarization", "lead_words")}
+    from recharness.core.io import read_jsonl
+    from recharness.tasks.validation import normalize_for_metrics
+
+    samples = list(read_jsonl(tmp_path / "samples.jsonl"))
+    # the reference rows' texts, as the tasks define them: the user's previous review; the review's first words
+    hyp = {"explanation": lambda s: s["previous_review"],
+           "summarization": lambda s: " ".join(s["review_text"].split()[: s["lead_words"]])}
+    scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
     for r in rows:
         assert "invalid_rate" in r.metrics and r.kind == "reference"
-        if r.task != "rating":
-            assert 0 <= r.metrics["ROUGE-L"] <= 100 and r.metrics["BLEU-4"] >= 0
+        if r.task != "rating":  # the pipeline's numbers are sacrebleu's and rouge-score's on those texts
+            ss = [s for s in samples if s["task"] == r.task]
+            hyps, refs = [normalize_for_metrics(hyp[r.task](s)) for s in ss], [s["reference"] for s in ss]
+            assert len(ss) == 6 and any(hyps)
+            want_bleu = BLEU(max_ngram_order=4, lowercase=True).corpus_score(hyps, [refs]).score
+            want_rouge = 100 * sum(scorer.score(ref, h)["rougeL"].fmeasure for h, ref in zip(hyps, refs)) / len(ss)
+            assert r.metrics["BLEU-4"] == pytest.approx(want_bleu, abs=1e-9)
+            assert r.metrics["ROUGE-L"] == pytest.approx(want_rouge, abs=1e-9)
 
 
 @pytest.mark.llm

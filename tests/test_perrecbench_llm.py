@@ -11,11 +11,13 @@ from __future__ import annotations
 import math
 
 import pytest
+from scipy.stats import kendalltau
 
 from recharness.core.io import read_jsonl
 from recharness.models.registry import resolve_model
 from recharness.runner.pipeline import build, run, score
 from recharness.tasks.perrecbench.heapsort import max_comparisons
+from recharness.tasks.perrecbench.scoring import prediction_scores
 from recharness.tasks.perrecbench.table import table1_markdown
 
 
@@ -49,6 +51,11 @@ def test_tiny_run_with_smollm2(ml1m, llama_server, tmp_path):
     for t, row in model_rows.items():
         bad = sum(not recs[s]["valid"] for s in samples if s.startswith(t))
         assert row.metrics["invalid"] == bad
-        assert -1 <= row.metrics["tau"] <= 1 and not math.isnan(row.metrics["tau"])
+        # one group per task: its tau is scipy's between the answer's scores and the true relative ratings
+        # (an invalid answer, or one that ties every user, counts 0)
+        (s,) = [samples[sid] for sid in samples if sid.startswith(t)]
+        scores = prediction_scores(s, recs[s["id"]].get("parsed"))[0] if recs[s["id"]]["valid"] else None
+        want = 0.0 if scores is None else kendalltau(scores, s["truth"]["relative_ratings"]).statistic
+        assert row.metrics["tau"] == pytest.approx(0.0 if math.isnan(want) else want, abs=1e-12)
     table = table1_markdown(rows)
     assert table.count("\n| ") >= 4 and "| smollm2-135m |" in table

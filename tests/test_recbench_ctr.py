@@ -372,4 +372,8 @@ def test_train_command_fits_dlrms_once_and_score_reads_them(ml1m, tmp_path, monk
     assert "dnn" not in rows  # not trained, and never fitted on the fly
     recs = list(read_jsonl(out / "predictions" / "reference" / "deepfm.jsonl"))
     assert len(recs) == 240 and all(0 <= r["parsed"]["p_yes"] <= 1 for r in recs)
+    # the row's AUC is scikit-learn's on the saved scores and the samples' labels
+    label = {s["id"]: s["label"] for s in read_jsonl(out / "samples.jsonl")}
+    assert deepfm["AUC"] == pytest.approx(roc_auc_score([label[r["id"]] for r in recs],
+                                                        [r["parsed"]["p_yes"] for r in recs]), abs=1e-12)
     assert recs[0]["latency_runs"] == 30

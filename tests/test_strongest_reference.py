@@ -7,6 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from recharness.cli import app
+from recharness.runner.compare import compare
 
 
 def test_model_rows_say_whether_they_beat_the_strongest_reference(ml1m, tmp_path):
@@ -23,7 +24,11 @@ def test_model_rows_say_whether_they_beat_the_strongest_reference(ml1m, tmp_path
     v = rows["fake"]["extra"]["vs_strongest_reference"]
     assert v["reference"] == strongest and v["test"] == "exact sign-flip"  # 12 users: the exact test
     assert v["diff"] == pytest.approx(rows["fake"]["metrics"]["NDCG@10"] - rows[strongest]["metrics"]["NDCG@10"])
-    # the same test as the table's bold mark against that row when it is the column's best
+    # the same exact test `recharness compare` runs on the pair (12 users: all 2**12 sign flips)
+    pair = [x for x in compare(out, ["fake", strongest], task="direct") if x["metric"] == "NDCG@10"]
+    assert len(pair) == 1 and pair[0]["exact"] and pair[0]["permutations"] == 2**12
+    assert v["p"] == pytest.approx(pair[0]["p_perm"], abs=1e-12) and 0 < v["p"] <= 1
+    # and the table's bold mark against that row when it is the column's best
     if rows[strongest]["ci"]["NDCG@10"].get("top") and rows[strongest]["ci"]["NDCG@10"]["p_vs_best"] is None:
         assert v["p"] == pytest.approx(rows["fake"]["ci"]["NDCG@10"]["p_vs_best"])
     assert v["verdict"] == ("not distinguishable" if v["p"] >= 0.05 else "beats" if v["diff"] > 0 else "below")
