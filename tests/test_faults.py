@@ -8,13 +8,14 @@ kind, or left undone for the next run; and that no sample is ever written twice.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from collections import Counter
 
 import pytest
 
-from recharness.core.errors import ServerUnreachable
+from recharness.core.errors import ServerUnreachable, one_line
 from recharness.core.io import FileLocked, GroupCommitLog, read_jsonl
 from recharness.core.types import GenerationParams, Parsed
 from recharness.execution.cache import ResponseCache
@@ -288,7 +289,14 @@ def test_group_commit_batches_fsyncs(tmp_path):
 
 def test_credentials_never_leave_the_url(tmp_path):
     url = "http://user:s3cret@127.0.0.1:9/v1?api_key=k3y&x=1"
-    assert redact_url(url) == "http://***@127.0.0.1:9/v1?api_key=***&x=1"
+    assert redact_url(url) == "http://***@127.0.0.1:9/v1?api_key=***&x=hidden-6b86b273"  # sha256("1")[:8]
+    # a password holding "/", "?" or "#" ends a URL parser's authority early: hidden whole all the same
+    assert redact_url("http://u:pa/ss#x?y@host.example:8080/v1") == "http://***@host.example:8080/v1"
+    assert one_line("to http://u:pa/ss@h:1/v1 and https://a:b@[::1]:8/x") == "to http://***@h:1/v1 and https://***@[::1]:8/x"
+    # only a version parameter keeps its value; a secret under any other name never shows
+    assert (redact_url("https://x.example/openai?api-version=2024-02-01&code=ZZZ&deployment=d1")
+            == "https://x.example/openai?api-version=2024-02-01&code=***&deployment=hidden-"
+            + hashlib.sha256(b"d1").hexdigest()[:8])
     b = OpenAICompatibleBackend("m", base_url=url, backoff_s=0.01)
     assert b.local and b.extra_body == {"repeat_penalty": 1.0}  # loopback despite the user:password
     assert "s3cret" not in json.dumps(b.identity()) and "k3y" not in json.dumps(b.identity())

@@ -53,11 +53,19 @@ def _run_dir(suite: str, dataset: str, out: Path | None) -> Path:
     return out if out is not None else default_run_dir(suite, dataset)
 
 
+def _public_spec(spec: str) -> str:
+    from recharness.models.registry import public_spec
+
+    return public_spec(spec)
+
+
 def _log_command(run_dir: Path, stage: str, *args, **opts) -> None:
     """Append the stage as a command line to <run>/commands.jsonl (report.html shows them): rebuilt
     from the parameters, so `recharness demo` and tests log what they actually ran."""
     import shlex
     import time
+
+    from recharness.models.registry import public_spec
 
     words = ["recharness", stage, *map(str, args)]
     for k, v in opts.items():
@@ -65,6 +73,8 @@ def _log_command(run_dir: Path, stage: str, *args, **opts) -> None:
         for x in v if isinstance(v, (list, tuple)) else [v]:
             if x is None or x is False:
                 continue
+            if k in ("model", "judge_model") and isinstance(x, str):
+                x = public_spec(x)  # a key in an @URL never reaches commands.jsonl (nor report.html, which shows it)
             words += [flag] if x is True else [flag, str(x)]
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -88,7 +98,7 @@ def _paper_tables(suite: str, rows, run_dir: Path | None = None) -> str | None:
     kw = {}
     build = RunDir(run_dir).build_json if run_dir is not None else None
     if "dataset" in inspect.signature(paper).parameters and build is not None and build.exists():
-        name = json.loads(build.read_text()).get("dataset")
+        name = RunDir(run_dir).build_info().get("dataset")
         if name:  # else the layout's own column label (RecBench: the metric, AUC or NDCG@10)
             kw["dataset"] = name
     return paper(rows, **kw) or None
@@ -433,7 +443,7 @@ def _import(d: Path, predictions: Path, name: str | None, force: bool = False, k
     if bj.exists():  # the suite's released layout (a folder or .json files), where it has one
         from recharness.tasks.registry import get_suite
 
-        st = get_suite(json.loads(bj.read_text()).get("suite"))
+        st = get_suite(RunDir(d).build_info()["suite"])
         native = st.hook("import_files") if st.supports("import_files") else None  # the function, not its lazy name
     with console.status(f"importing {predictions}…"):
         rep = import_predictions(d, predictions, name, native=native, force=force, kind=kind, targets=targets)
@@ -638,12 +648,13 @@ def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, ou
 
     from rich.console import Console
 
-    from recharness.core.paths import runs_dir, shown_path
+    from recharness.core.paths import dataset_runs_name, runs_dir, shown_path
     from recharness.evaluate import evaluate, plan, references_note, summary
+    from recharness.models.registry import public_spec
     from recharness.report.html import find_runs, write_leaderboard
 
     t0 = time.perf_counter()
-    base = out if out is not None else runs_dir() / "eval" / dataset
+    base = out if out is not None else runs_dir() / "eval" / dataset_runs_name(dataset)
     runs = plan(suites, base, limit)
     base.mkdir(parents=True, exist_ok=True)
     sys_text = _read_text(system_prompt, "--system-prompt") if system_prompt is not None else None
@@ -661,7 +672,7 @@ def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, ou
         def log(msg: str) -> None:
             log_console.print(f"{time.strftime('%H:%M:%S')} {msg}", markup=False, highlight=False)
 
-        log(f"recharness eval -m {' -m '.join(models)} --suites {suites} -d {dataset} --limit {limit} --seed {seed}"
+        log(f"recharness eval -m {' -m '.join(map(public_spec, models))} --suites {suites} -d {dataset} --limit {limit} --seed {seed}"
             f" --references {references if train_references else 'none'} generation "
             f"{ {k: v for k, v in (generation or {}).items() if v is not None} }")
         with console.status("evaluating…") as status:
@@ -708,7 +719,7 @@ def eval_command(
     adds a column."""
     generation = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": gen_seed}
     _eval(model, suites=suites, dataset=dataset, limit=limit, out=out, seed=seed, no_cache=no_cache,
-          train_references=train_references, title=f"recharness eval: {', '.join(model)} on {dataset}",
+          train_references=train_references, title=f"recharness eval: {', '.join(map(_public_spec, model))} on {dataset}",
           generation=generation, system_prompt=system_prompt, references=references,
           command=("eval", {"model": model, "suites": suites, "dataset": dataset, "limit": limit, "out": out,
                             "seed": seed, "no_cache": no_cache, "no_train_references": not train_references,
@@ -732,7 +743,7 @@ def demo(
 
     _eval([model], suites=",".join(suite) if suite else "all", dataset=dataset, limit=users,
           out=out if out is not None else runs_dir() / "demo", seed=seed, no_cache=False, train_references=True,
-          title=f"recharness demo: {model} on {dataset}",
+          title=f"recharness demo: {_public_spec(model)} on {dataset}",
           command=("demo", {"model": model, "dataset": dataset, "users": users, "seed": seed, "out": out,
                             "suite": suite}))
 
@@ -822,7 +833,7 @@ def probe_memorization(
 ):
     """Does the model reproduce the dataset's own lines (items, users, next ratings)? Coverage with 95% intervals and
     by popularity decile, as in arXiv 2505.10212; the exact-match rules are written into the result file."""
-    from recharness.core.paths import runs_dir
+    from recharness.core.paths import dataset_runs_name, runs_dir
     from recharness.data.store import load_dataset
     from recharness.core.rundir import check_name
     from recharness.probes.memorization import KINDS, probe
@@ -833,7 +844,7 @@ def probe_memorization(
     if bad or not wanted:
         raise ConfigError(f"--kinds {kinds}: choose from {', '.join(KINDS)}")
     ds = load_dataset(dataset)
-    d = out if out is not None else runs_dir() / "probe-memorization" / dataset
+    d = out if out is not None else runs_dir() / "probe-memorization" / dataset_runs_name(dataset)
     backend = resolve_spec(model, d, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency)
     res = probe(backend, ds, d, check_name(name or default_name(model)), kinds=wanted, limit=limit, seed=seed,
                 use_cache=not no_cache)

@@ -5,6 +5,7 @@ The CLI prints these as one clean message instead of a traceback.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 
@@ -74,9 +75,17 @@ class BuildMismatch(RecharnessError):
     """Predictions made for another build of the run directory."""
 
 
+#: a URL's user-info: everything from "://" to the last "@" that a host (name, IPv4 or [IPv6], optional port)
+#: follows, so a password holding "/", "?" or "#" (which ends the authority for a URL parser) is hidden whole
+_USERINFO = re.compile(r"(://)[^\s]*@(?=(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d+)?(?:[/?#\s\"'<>,;)]|$))")
+
+
+def hide_userinfo(text: str) -> str:
+    """`text` with the user:password part of every URL in it replaced by ***."""
+    return _USERINFO.sub(r"\1***@", text)
+
+
 def one_line(text: str, limit: int = 300) -> str:
     """Collapse a message to one line of bounded length, with credentials in URLs hidden."""
-    import re
-
-    text = re.sub(r"(://)[^/@\s]+@", r"\1***@", " ".join(str(text).split()))
+    text = hide_userinfo(" ".join(str(text).split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -26,12 +26,37 @@ def datasets_dir() -> Path:
     return data_home() / "datasets"
 
 
+def is_plain_name(name: str) -> bool:
+    """A name that stays one folder below its parent: no separator, no leading dot, no NUL."""
+    return bool(name) and not name.startswith(".") and not any(c in name for c in "/\\\0")
+
+
+def plain_name(name: str, what: str = "dataset name") -> str:
+    """`name` if `is_plain_name`, else a ConfigError: user-given names become folders under the data
+    home, and `../x` or `/abs/path` must not reach (and, on a replace, delete) anything outside it."""
+    if not is_plain_name(str(name)):
+        from recharness.core.errors import ConfigError
+
+        raise ConfigError(f"bad {what} {name!r}: expected a plain name such as 'ml-1m' (no '/', '\\', leading "
+                          "'.' or NUL)")
+    return str(name)
+
+
 def dataset_dir(name: str) -> Path:
-    return datasets_dir() / name
+    """A prepared dataset's folder under the data home (`name` must be a plain name)."""
+    return datasets_dir() / plain_name(name)
 
 
 def runs_dir() -> Path:
     return data_home() / "runs"
+
+
+def dataset_runs_name(dataset: str) -> str:
+    """The folder name a dataset's default runs go under: the name itself, or for a dataset given by
+    its path (`-d /data/prepared/ml`) that folder's name, so a run never lands inside the dataset or
+    outside the runs folder."""
+    d = str(dataset)
+    return plain_name(d if is_plain_name(d) else Path(d).name)
 
 
 def models_dir() -> Path:

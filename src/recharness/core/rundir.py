@@ -30,7 +30,7 @@ from pathlib import Path
 
 from recharness.core.errors import ConfigError, InputError
 from recharness.core.io import read_jsonl
-from recharness.core.paths import runs_dir
+from recharness.core.paths import dataset_runs_name, plain_name, runs_dir
 
 #: trained reference models' predictions live in predictions/reference/<baseline>.jsonl: a model's
 #: name cannot hold '/', so its file can never be taken for a reference's (nor the other way round)
@@ -80,7 +80,7 @@ class RunDir:
 
     @classmethod
     def default(cls, suite: str, dataset: str) -> RunDir:
-        return cls(runs_dir() / suite / dataset)
+        return cls(runs_dir() / plain_name(suite, "suite name") / dataset_runs_name(dataset))
 
     def __fspath__(self) -> str:
         return str(self.path)

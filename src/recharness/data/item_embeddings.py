@@ -53,7 +53,7 @@ import numpy as np
 import polars as pl
 
 from recharness.core.errors import ConfigError
-from recharness.core.paths import datasets_dir
+from recharness.core.paths import dataset_dir
 
 #: Encoder names accepted by `item_embeddings`; the first is the default.
 ENCODERS = ("minilm", "minilm-int8")
@@ -387,10 +387,7 @@ def _progress_bar(show: bool, description: str, total: int) -> Iterator[Callable
 
 def embeddings_dir(dataset_name: str) -> Path:
     """Where a dataset's cached item embeddings live."""
-    name = str(dataset_name)
-    if not name or name.startswith(".") or "/" in name or "\\" in name or "\0" in name:
-        raise ConfigError(f"bad dataset name {dataset_name!r}: expected a plain name such as 'ml-1m'")
-    return datasets_dir() / name / "embeddings"
+    return dataset_dir(str(dataset_name)) / "embeddings"
 
 
 def _text_hash(ids: list[str], texts: list[str]) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 import polars as pl
 
 from recharness.core.errors import ConfigError
-from recharness.core.paths import dataset_dir, datasets_dir
+from recharness.core.paths import dataset_dir, datasets_dir, is_plain_name
 
 TABLES = ("interactions", "items", "users")
 
@@ -262,6 +262,10 @@ def save_dataset(ds: Dataset, root: Path | None = None) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     with _locked(target.parent):
         _recover(target.parent)
+        if (target.exists() and not (target / "meta.json").exists()
+                and (not target.is_dir() or any(target.iterdir()))):  # a swap would delete what is there
+            raise ConfigError(f"{target} exists and is not a prepared dataset (no meta.json): not replacing it; "
+                              "choose another name (--as) or remove it yourself")
         tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{target.name}-", dir=target.parent))
         try:
             _write_tables(ds, tmp)
@@ -305,7 +309,8 @@ def _read_dir(p: Path) -> Dataset:
 
 def _locate(name_or_path: str | Path) -> Path | None:
     """The folder holding the dataset's current version (its `.old` one mid-swap), else None."""
-    for p in (Path(name_or_path), dataset_dir(str(name_or_path))):
+    places = [Path(name_or_path)] + ([dataset_dir(str(name_or_path))] if is_plain_name(str(name_or_path)) else [])
+    for p in places:
         for cand in (p, old_path(p)):
             if (cand / "meta.json").exists():
                 return cand
@@ -338,7 +343,7 @@ def load_dataset(name_or_path: str | Path) -> Dataset:
         except FileNotFoundError:
             if attempt == 4:
                 raise
-    p = dataset_dir(str(name_or_path)) if not (Path(name_or_path) / "meta.json").exists() else Path(name_or_path)
+    p = dataset_dir(str(name_or_path)) if is_plain_name(str(name_or_path)) else Path(name_or_path)
     raise ConfigError(
         f"dataset {str(name_or_path)!r} is not prepared (looked in {p}). "
         f"Run `recharness prepare {name_or_path}` first. Prepared: {', '.join(prepared_names()) or 'none'}"

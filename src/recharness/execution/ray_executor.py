@@ -295,8 +295,10 @@ class RayExecutor(ModelBackend):
             raise
         idents = {_key(i["identity"]) for i in self.infos}
         if len(idents) > 1:
+            from recharness.models.registry import public_spec
+
             self._shutdown()
-            raise ConfigError(f"the Ray workers resolved {spec!r} to different models: "
+            raise ConfigError(f"the Ray workers resolved {public_spec(spec)!r} to different models: "
                               + "; ".join(str(i["identity"]) for i in self.infos))
         super().__init__(self.infos[0]["identity"].get("model", spec))
         self._identity = self.infos[0]["identity"]

@@ -17,6 +17,7 @@ inside the client object: it never enters identities, caches, logs or results.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
 import os
@@ -35,6 +36,7 @@ from recharness.core.errors import (
     SampleError,
     ServerUnreachable,
     TransientError,
+    hide_userinfo,
     one_line,
 )
 from recharness.core.types import Completion, GenerationParams, Messages, OptionScores
@@ -54,18 +56,25 @@ UNKNOWN_MODEL = re.compile(
     re.IGNORECASE)
 #: seconds; the longest single wait, even when a server's Retry-After asks for more
 MAX_WAIT_S = 120.0
-_SECRET_KEY = re.compile(r"key|token|secret|password|sig", re.IGNORECASE)
+_SECRET_KEY = re.compile(r"key|token|secret|pass|sig|auth|code|cred|sas", re.IGNORECASE)
+#: query parameters shown as they are (they name a protocol version, never a secret)
+_PUBLIC_QUERY = frozenset({"api-version", "api_version", "version"})
 
 
 def redact_url(url: str) -> str:
-    """The URL without user:password (and key-like query values), safe for identities and logs."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    """The URL without user:password, safe for identities and logs. Query values are shown only for
+    version parameters: a key-like name gives ***, any other value a short hash (so two endpoints that
+    differ there keep different identities, and no secret under an unexpected name is shown)."""
+    parts = urlsplit(hide_userinfo(url))
     pairs = [q.partition("=") for q in parts.query.split("&") if q]
-    query = "&".join(k + (("=***" if _SECRET_KEY.search(k) else "=" + v) if eq else "") for k, eq, v in pairs)
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+    def shown(k: str, v: str) -> str:
+        if k.lower() in _PUBLIC_QUERY:
+            return v
+        return "***" if _SECRET_KEY.search(k) else "hidden-" + hashlib.sha256(v.encode()).hexdigest()[:8]
+
+    query = "&".join(k + ("=" + shown(k, v) if eq else "") for k, eq, v in pairs)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
 
 
 def is_loopback(url: str) -> bool:

@@ -138,6 +138,6 @@ def resolve_model(
             BACKENDS.get(kind), rest, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
             n_ctx=n_ctx, timeout_s=timeout_s, max_attempts=max_attempts)
     if colon and kind not in BACKENDS:
-        raise ConfigError(f"{BACKENDS.unknown(kind)} (in model spec {spec!r})")
-    raise ConfigError(f"unknown model {spec!r}{did_you_mean(spec, BUILTIN_MODELS)}: use a built-in "
+        raise ConfigError(f"{BACKENDS.unknown(kind)} (in model spec {public_spec(spec)!r})")
+    raise ConfigError(f"unknown model {public_spec(spec)!r}{did_you_mean(public_spec(spec), BUILTIN_MODELS)}: use a built-in "
                       f"({', '.join(BUILTIN_MODELS)}) or {_usage()}")

@@ -241,7 +241,7 @@ def probe_results(path: Path | None, dataset: str | None) -> list[tuple[str, dic
     where `recharness probe memorization` writes). Results of another dataset and files that are no probe
     result are left out; a `path` that does not exist is an error (a default folder that does not, is none)."""
     from recharness.core.errors import ConfigError
-    from recharness.core.paths import runs_dir
+    from recharness.core.paths import dataset_runs_name, runs_dir
 
     if path is not None:
         path = Path(path)
@@ -249,7 +249,7 @@ def probe_results(path: Path | None, dataset: str | None) -> list[tuple[str, dic
             raise ConfigError(f"--memorization {path}: no such file or folder (a `recharness probe memorization` "
                               "result NAME.json, or the folder holding them)")
     elif dataset:
-        path = runs_dir() / "probe-memorization" / dataset
+        path = runs_dir() / "probe-memorization" / dataset_runs_name(dataset)
     if path is None or not path.exists():
         return []
     files = sorted(path.glob("*.json")) if path.is_dir() else [path]

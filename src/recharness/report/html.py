@@ -648,7 +648,7 @@ def training_section(out: Path, palette: Palette) -> list[str]:
         if ref_rqvae:
             curves.append(_rqvae_curves(ref_rqvae, "learning curves rqvae"))
         parts += _curves_block(curves, palette)
-        rows = "".join(f"<tr><td>{e(k)}</td><td>{i.get('epochs')}</td><td>{e(str(i.get('best_epoch')))}</td>"
+        rows = "".join(f"<tr><td>{e(k)}</td><td>{e(str(i.get('epochs')))}</td><td>{e(str(i.get('best_epoch')))}</td>"
                        f"<td>{e(fmt(i.get('best')))}</td><td style='text-align:left;white-space:normal'>"
                        f"{e(i.get('stopped', ''))}</td><td>{e(fmt(i.get('train_s')))}</td></tr>"
                        for k, i in infos.items())
@@ -716,8 +716,7 @@ def run_info(out: Path) -> list[str]:
     """Commands, build settings, model identities and software versions of a run directory."""
     items: list[tuple[str, str]] = [("run directory", f"<code>{e(display_path(out))}</code>")]
     rd = RunDir(out)
-    build = rd.build_json
-    info = json.loads(build.read_text(encoding="utf-8")) if build.exists() else {}
+    info = rd.build_info() if rd.build_json.exists() else {}  # a bad build.json: one error naming it
     if info:
         items += [("suite / dataset", e(f"{info.get('suite')} / {info.get('dataset')}")),
                   ("tasks (samples)", e(", ".join(f"{t} ({info.get('counts', {}).get(t, '?')})" for t in info.get("tasks", [])))),
@@ -794,14 +793,15 @@ def invalid_section(out: Path, samples: list[dict]) -> list[str]:
                  "(e.g. a miss for ranking tasks, the fallback for ratings); samples without an answer count as missing."
                  "</small></p>")
     for p in imports:
-        rep = json.loads(p.read_text(encoding="utf-8"))
-        probs = rep.get("problems", [])
-        parts.append(f"<p>Imported <b>{e(rep.get('name', p.stem))}</b> from <code>{e(rep.get('source', ''))}</code>: "
-                     f"{rep.get('lines', 0)} lines, {rep.get('imported', 0)} imported ({rep.get('invalid', 0)} invalid "
-                     f"after parsing, {rep.get('unrecognised', 0)} answered but naming no catalog item), "
+        rep = _read_json(p)  # an unreadable import report shows as empty, never stops the page
+        probs = [x for x in rep.get("problems", []) if isinstance(x, dict)]
+        n = {k: e(str(rep.get(k, 0))) for k in ("lines", "imported", "invalid", "unrecognised")}  # file text: escaped
+        parts.append(f"<p>Imported <b>{e(str(rep.get('name', p.stem)))}</b> from <code>{e(str(rep.get('source', '')))}</code>: "
+                     f"{n['lines']} lines, {n['imported']} imported ({n['invalid']} invalid "
+                     f"after parsing, {n['unrecognised']} answered but naming no catalog item), "
                      f"{len(probs)} not used.</p>")
         if probs:
-            parts.append("<pre>" + e("\n".join(f"{x['where']}: {x['problem']}" for x in probs[:20])
+            parts.append("<pre>" + e("\n".join(f"{x.get('where', '?')}: {x.get('problem', '?')}" for x in probs[:20])
                                      + (f"\n… {len(probs) - 20} more" if len(probs) > 20 else "")) + "</pre>")
     return parts
 
@@ -959,7 +959,7 @@ def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5, sections:
     info = {}
     rd = RunDir(out)
     if rd.build_json.exists():
-        info = json.loads(rd.build_json.read_text(encoding="utf-8"))
+        info = rd.build_info()
     suite = info.get("suite")
     samples = list(read_jsonl(rd.samples_jsonl)) if rd.samples_jsonl.exists() else []
     title = f"recharness report: {suite} on {info.get('dataset')}" if suite else "recharness report"
@@ -1023,8 +1023,7 @@ def leaderboard(runs: list[Path]) -> list[dict]:
     entries = []
     seen = set()
     for d in runs:
-        bj = RunDir(d).build_json
-        info = json.loads(bj.read_text(encoding="utf-8")) if bj.exists() else {}
+        info = RunDir(d).build_info() if RunDir(d).build_json.exists() else {}
         for r in load_scores(d):
             key = (info.get("fingerprint"), r.task, r.method, r.kind)
             if info.get("fingerprint") and key in seen:

@@ -297,4 +297,11 @@ def load_scores(out: Path) -> list[ScoreRow]:
         from recharness.core.errors import ConfigError
 
         raise ConfigError(f"no scores in {out}: run `recharness score` first")
-    return [ScoreRow(**d) for d in json.loads(p.read_text())]
+    from recharness.core.errors import InputError, one_line
+
+    try:
+        rows = json.loads(p.read_text(encoding="utf-8"))
+        return [ScoreRow(**d) for d in rows]
+    except (ValueError, TypeError) as e:  # bad JSON, not a list of rows, or a row with unknown / missing fields
+        raise InputError(p, f"not a scores file written by `recharness score` ({one_line(str(e), 160)}); "
+                            "run `recharness score` again") from None

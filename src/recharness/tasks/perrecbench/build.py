@@ -191,11 +191,11 @@ def _make_build_context(suite: SuiteContext, opts: SuiteOptions) -> Context:
     if opts.profiles:
         p = Path(opts.profiles)
         try:
-            profiles = json.loads(p.read_text())
+            profiles = json.loads(p.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise InputError(p, "file not found") from None
-        except json.JSONDecodeError as e:
-            raise InputError(p, f"not valid JSON ({e})") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise InputError(p, f"not valid UTF-8 JSON ({e})") from None
         if not isinstance(profiles, dict):
             raise InputError(p, "expected a JSON object {user_id: profile}")
     ctx = Context(opts, groups, heldout, suite.history_index(opts.bm25), dataset.domain, sources, profiles)
