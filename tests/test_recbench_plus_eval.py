@@ -197,3 +197,20 @@ def test_paper_tables_layout():
     assert "Misinformed FTR↑" in md and "Explicit FTR↓" in md
     assert "| m1 | 0.100 | 0.400 |" in md  # the with-history table uses the breakdown
     assert "| popularity (ref) | 0.010 | 0.050 | 0.000 | – | – | – | – | – | – |" in md
+
+
+def test_a_users_queries_are_one_unit_of_resampling(task):
+    """Interest records and per_user > 1 give one user several queries (sharing the user's history and
+    ground-truth pool): intervals resample users, a demographic group's queries together, else queries."""
+    from recharness.tasks.recbench_plus.base import unit_of
+
+    samples = []
+    for sid, user, idx in (("a-h", "u1", 0), ("a-n", "u1", 0), ("b-h", "u1", 1), ("c-h", "u2", 2), ("c-n", "u2", 2)):
+        samples.append({**_sample(sid), "source_user": user, "data_idx": idx, "with_history": sid.endswith("-h")})
+    assert [unit_of(s) for s in samples] == ["user u1"] * 3 + ["user u2"] * 2
+    assert unit_of({"id": "demographics-4.1-n", "with_history": False, "data_idx": 4}) == "record 4"
+    assert unit_of({"id": "q7-h", "with_history": True}) == "query q7"
+    preds = {s["id"]: _pred(task, s, ANSWER) for s in samples}
+    u = task.units(samples, preds)
+    assert u["P"].independent == 2 and u["valid_rate"].independent == 2  # two users, not five queries
+    assert u["P"].point() == pytest.approx(task.score(samples, preds)["P"])

@@ -48,6 +48,18 @@ def query_of(sample: dict) -> str:
     return sid[:-2] if "with_history" in sample and sid[-2:] in ("-h", "-n") else sid
 
 
+def unit_of(sample: dict) -> str:
+    """The independent unit a sample's scores resample with: its source user when it has one (a user's
+    queries share the user's history and the pool their ground truth comes from, and interest records and
+    `per_user` > 1 give a user several), else its record (`data_idx`: one demographic group's queries),
+    else its query (with and without history: one query, two correlated answers)."""
+    if sample.get("source_user") is not None:
+        return f"user {sample['source_user']}"
+    if sample.get("data_idx") is not None:
+        return f"record {sample['data_idx']}"
+    return f"query {query_of(sample)}"
+
+
 class ListedTitles(TypedDict):
     """An assistant's answer: the titles it recommends, in order, each one's catalog item (None: no item
     recognised), and whether it declined (`ftr`)."""
@@ -90,14 +102,14 @@ class RecBenchTask(Task):
 
     def beyond_accuracy(self, samples: list[dict], predictions: dict[str, dict]) -> dict:
         """coverage / Gini / ARP / novelty of the first 10 entries of each list, as units over samples with
-        the query as cluster (`evaluate` says why there is no head / tail split); {} without a popularity."""
+        `unit_of` as cluster (`evaluate` says why there is no head / tail split); {} without a popularity."""
         from recharness.metrics.beyond_accuracy import beyond_accuracy_units
 
         if self.popularity is None or not samples:
             return {}
         # targets None: the ground truth is a set of items, no single target to call head or tail
         return beyond_accuracy_units([s["id"] for s in samples], top_lists(samples, predictions, TOP_K), None, None,
-                                     self.popularity, k=TOP_K, clusters=[query_of(s) for s in samples])
+                                     self.popularity, k=TOP_K, clusters=[unit_of(s) for s in samples])
 
     def setup(self, dataset, context: Context | None = None) -> None:
         """Before run / parse / score: the build's shared context (made here when none is given)."""
@@ -232,28 +244,28 @@ class RecBenchTask(Task):
 
     def units(self, samples: list[dict], predictions: dict[str, dict]) -> dict:
         """P, R, FTR: means over the queries with a prediction; CMR and unmatched over those that
-        recommended something; valid_rate over answered queries. The unit resampled is the query: its
-        with- and without-history answers move together (one query, two correlated answers)."""
+        recommended something; valid_rate over answered queries. The unit resampled is `unit_of`: a
+        source user's queries (with and without history) move together, or a demographic group's."""
         from recharness.metrics.bootstrap import mean_units
 
         rows = self._rows(samples, predictions)
         ids = [s["id"] for s in samples]
-        queries = [query_of(s) for s in samples]
+        units = [unit_of(s) for s in samples]
         out = {}
         for key in ("P", "R", "CMR", "FTR", "unmatched"):
             has = [r is not None and key in r for r in rows]
             if any(has):
                 vals = [r[key] if h else 0.0 for r, h in zip(rows, has)]
                 subset = "queries with a prediction" if key in ("P", "R", "FTR") else "queries that recommended something"
-                out[key] = mean_units(ids, vals, has, how=f"mean over {subset}", clusters=queries)
+                out[key] = mean_units(ids, vals, has, how=f"mean over {subset}", clusters=units)
         got = [predictions.get(i) for i in ids]
         if any(p is not None for p in got):
             out["valid_rate"] = mean_units(ids, [bool(p is not None and p.get("valid", True)) for p in got],
                                            [p is not None for p in got], how="mean over answered queries",
-                                           clusters=queries)
+                                           clusters=units)
             out["unrecognised_rate"] = mean_units(ids, [bool(p is not None and unrecognised(p)) for p in got],
                                                   [p is not None for p in got], how="mean over answered queries",
-                                                  clusters=queries)
+                                                  clusters=units)
         out.update(self.beyond_accuracy(samples, predictions))
         return out
 
