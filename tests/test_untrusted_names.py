@@ -94,3 +94,4 @@ def test_a_damaged_scores_file_is_one_error_naming_it(tmp_path):
             load_scores(tmp_path)
         assert str(scores) in str(e.value)
     shutil.rmtree(tmp_path)
+

@@ -283,6 +283,18 @@ def _score_row(task, t: str, samples: list[dict], recs: dict[str, dict], method:
     return ScoreRow(method=method, task=t, metrics=metrics, n=len(samples), kind=kind, extra=extra)
 
 
+def reference_coverage(task_samples: list[dict], recs: dict[str, dict]) -> tuple[list[dict], dict | None]:
+    """A reference row's samples and coverage mark: every sample, or only those it answered, marked
+    (`sample cap` for a method that answers the first N on purpose, e.g. title-cbs; else `partial`), so
+    its n, its interval and its comparisons are those of the samples it was scored on."""
+    answered = [s for s in task_samples if s["id"] in recs]
+    if not recs or len(answered) == len(task_samples):
+        return task_samples, None
+    capped = any(isinstance(r, dict) and isinstance(r.get("parsed"), dict) and r["parsed"].get("sample_cap")
+                 for r in recs.values())
+    return answered, {"answered": len(answered), "of": len(task_samples), "why": "sample cap" if capped else "partial"}
+
+
 def score(out: Path, *, seed: int = 0, references: bool = True, resamples: int = DEFAULT_RESAMPLES,
           ci_seed: int = 0, partial: bool = False) -> list[ScoreRow]:
     """Every predictions file, then the reference rows: from the `train` stage's files where they
@@ -302,7 +314,7 @@ def score(out: Path, *, seed: int = 0, references: bool = True, resamples: int =
         groups: dict[tuple, tuple[list[dict], list]] = {}
         for name, kind, recs, extra in methods:
             task.check_answers(recs, name)  # imported, reference and parsed answers alike: the task's answer type
-            samples, cov = (task_samples, None) if kind != "model" else covered(
+            samples, cov = reference_coverage(task_samples, recs) if kind != "model" else covered(
                 rd, extra.get("derived_from", name), t, task_samples, build_samples, recs, partial=partial)
             own = as_given_samples(samples, recs)  # an import scored against its own targets (--targets as-given)
             row = _score_row(task, t, own, recs, name, kind, extra)
