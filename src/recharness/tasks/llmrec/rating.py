@@ -180,7 +180,10 @@ class RatingAnswer(TypedDict):
 
 
 class RatingTask(Task):
-    headline = "RMSE"
+    #: over every sample (an invalid answer gets the user's mean, the `user_mean` reference's answer): "RMSE"
+    #: covers only a row's valid answers, so two rows with different invalid rates are judged on different
+    #: samples there; the headline (bold marks' summary, the verdict against the strongest reference) must not be
+    headline = "RMSE_fb"
     name = "rating"
     selects_users = True  # honours BuildConfig.users (build --users FILE)
     output_format = NumberInRange(*SCALE)
