@@ -124,7 +124,14 @@ def test_two_references_that_swap_order_are_flagged():
     assert order_swaps(rows) == [("popularity", "markov")]
     note = sampled_vs_full(rows)
     assert "**Order differs**" in note and "popularity above markov sampled (1.0000 vs 0.6309) but below it on the " \
-                                         "whole catalog (0.4307 vs 0.6309)" in note
+                                         "whole catalog (0.4307 vs 0.6309) (no intervals to judge it by)" in note
+    # with intervals: overlapping ones say the swap may be noise, separate ones say so too
+    ci = lambda lo, hi: {"lo": lo, "hi": hi}  # noqa: E731
+    rows[0].ci = {"NDCG@10": ci(0.9, 1.0), "NDCG@10 (full)": ci(0.3, 0.7)}
+    rows[1].ci = {"NDCG@10": ci(0.5, 0.8), "NDCG@10 (full)": ci(0.5, 0.8)}
+    assert "(their 95% intervals overlap on NDCG@10 (full): the swap may be noise)" in sampled_vs_full(rows)
+    rows[0].ci["NDCG@10 (full)"] = ci(0.3, 0.45)
+    assert "(their 95% intervals are apart on both)" in sampled_vs_full(rows)
     # the same two rows in agreeing order: no flag
     rows[0].metrics["NDCG@10 (full)"] = 0.9
     assert order_swaps(rows) == [] and "Order differs" not in sampled_vs_full(rows)

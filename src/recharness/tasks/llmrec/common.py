@@ -206,10 +206,22 @@ def sampled_vs_full(rows, sampled: str = "NDCG@10", full: str = "NDCG@10 (full)"
         swaps = order_swaps(refs, sampled, full)
         if swaps:
             m = {r.method: r.metrics for r in refs}
+            ci = {r.method: r.ci or {} for r in refs}
+
+            def noise(a: str, b: str) -> str:
+                """Point estimates swap; say where the two rows' 95% intervals overlap (the gap may be noise)."""
+                both = [x for x in (sampled, full) if all(ci[k].get(x, {}).get("lo") is not None for k in (a, b))]
+                over = [x for x in both if ci[a][x]["lo"] <= ci[b][x]["hi"] and ci[b][x]["lo"] <= ci[a][x]["hi"]]
+                if not both:
+                    return " (no intervals to judge it by)"
+                return (f" (their 95% intervals overlap on {' and '.join(over)}: the swap may be noise)" if over
+                        else " (their 95% intervals are apart on both)")
+
             named = "; ".join(f"{a} above {b} sampled ({m[a][sampled]:.4f} vs {m[b][sampled]:.4f}) but below it on "
-                              f"the whole catalog ({m[a][full]:.4f} vs {m[b][full]:.4f})" for a, b in swaps)
-            lines.append(f"\n**Order differs** between the sampled candidates and the whole catalog for "
-                         f"{len(swaps)} pair{'s' if len(swaps) > 1 else ''} (Krichene & Rendle 2020): {named}.")
+                              f"the whole catalog ({m[a][full]:.4f} vs {m[b][full]:.4f}){noise(a, b)}"
+                              for a, b in swaps)
+            lines.append(f"\n**Order differs** (point estimates) between the sampled candidates and the whole catalog "
+                         f"for {len(swaps)} pair{'s' if len(swaps) > 1 else ''} (Krichene & Rendle 2020): {named}.")
         else:
             lines.append(f"\nThe references keep their order by {sampled} on the whole catalog.")
         out.append("\n".join(lines) + "\n")
