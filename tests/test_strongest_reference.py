@@ -50,3 +50,19 @@ def test_tuned_line_names_the_search_objective():
     assert tuned_line("sasrec", tuning, "refitted with its own epoch limit") == (
         "sasrec: tuned, 50 trials of 3 epochs (593.0 s), best valid auc 0.8541 (trial 17) with embed_dim=8, "
         "lr=0.000541; refitted with its own epoch limit")
+
+
+def test_each_verdict_names_its_own_reference_when_rows_come_from_several_runs():
+    from recharness.core.types import ScoreRow
+    from recharness.report.tables import ci_note
+
+    def row(name, ref):
+        return ScoreRow(name, "t", {"NDCG@10": 0.1}, 10, ci={"NDCG@10": {"lo": 0.0, "hi": 0.2}},
+                        extra={"vs_strongest_reference": {"metric": "NDCG@10", "reference": ref, "diff": -0.01,
+                                                          "p": 0.5, "test": "paired bootstrap",
+                                                          "verdict": "not distinguishable"}})
+
+    note = ci_note([row("a", "ease"), row("b", "sasrec"), row("c", "ease")])
+    assert note.count("Strongest reference by NDCG@10: ease; a is not distinguishable from it") == 1
+    assert "; c is not distinguishable from it" in note.split("sasrec")[0]
+    assert "Strongest reference by NDCG@10: sasrec; b is not distinguishable from it" in note

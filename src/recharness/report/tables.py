@@ -113,11 +113,14 @@ def ci_note(rows: list[ScoreRow]) -> str | None:
     if any(c.get("overlap") for r in rows for c in r.ci.values()):
         note += " Where rows were not resampled alike, overlapping intervals stand in for the test."
     vs = [(r.method, r.extra["vs_strongest_reference"]) for r in rows if r.extra.get("vs_strongest_reference")]
-    if vs:
-        v0 = vs[0][1]
-        note += (f" Strongest reference by {v0['metric']}: {v0['reference']}; "
-                 + "; ".join(f"{name} {_VERSUS.get(v['verdict'], v['verdict'])} it ({v['diff']:+.4f}, "
-                             f"{_p_text(v['p'], b)}, {v['test']})" for name, v in vs) + ".")
+    if vs:  # one sentence per reference: rows of several runs (a leaderboard) may each have their own
+        by_ref: dict[tuple[str, str], list] = {}
+        for name, v in vs:
+            by_ref.setdefault((v["metric"], v["reference"]), []).append((name, v))
+        for (metric, ref), named in by_ref.items():
+            note += (f" Strongest reference by {metric}: {ref}; "
+                     + "; ".join(f"{name} {_VERSUS.get(v['verdict'], v['verdict'])} it ({v['diff']:+.4f}, "
+                                 f"{_p_text(v['p'], b)}, {v['test']})" for name, v in named) + ".")
     return note
 
 
