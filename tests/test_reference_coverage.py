@@ -35,3 +35,14 @@ def test_a_reference_that_answered_part_is_scored_and_marked_on_that_part(ml1m, 
     # the half row is in no comparison with the full rows: the model's verdict names a full-sample reference
     verdict = rows["fake"].extra.get("vs_strongest_reference")
     assert verdict is None or verdict["reference"] != "popularity"
+
+
+def test_the_note_says_bold_compares_only_rows_on_the_same_samples():
+    from recharness.core.types import ScoreRow
+    from recharness.report.tables import ci_note
+
+    full = ScoreRow("sasrec", "t", {"NDCG@10": 0.1}, 400, kind="reference", ci={"NDCG@10": {"lo": 0.0, "hi": 0.2}})
+    part = ScoreRow("llm", "t", {"NDCG@10": 0.1}, 40, ci={"NDCG@10": {"lo": 0.0, "hi": 0.2}})
+    part.coverage = {"answered": 40, "of": 400, "why": "limit"}
+    assert "compared only with rows scored on the same samples" in ci_note([full, part])
+    assert "compared only with rows scored on the same samples" not in ci_note([full, full])

@@ -112,6 +112,9 @@ def ci_note(rows: list[ScoreRow]) -> str | None:
                  f"{'/'.join(f'{k:,}' for k in fewer)} resamples.")
     if any(c.get("overlap") for r in rows for c in r.ci.values()):
         note += " Where rows were not resampled alike, overlapping intervals stand in for the test."
+    if len({(r.coverage or {}).get("answered") for r in rows}) > 1:  # rows on different sample sets
+        note += (" Rows are compared only with rows scored on the same samples: a row marked with its coverage "
+                 "(n = … of …) is bold against those alone, never against the rows over every sample.")
     vs = [(r.method, r.extra["vs_strongest_reference"]) for r in rows if r.extra.get("vs_strongest_reference")]
     if vs:  # one sentence per reference: rows of several runs (a leaderboard) may each have their own
         by_ref: dict[tuple[str, str], list] = {}
