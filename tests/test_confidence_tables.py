@@ -132,6 +132,28 @@ def test_generic_path_resamples_as_the_units_do():
         assert (u["lo"], u["hi"], u["p_vs_best"], u["top"]) == pytest.approx((g["lo"], g["hi"], g["p_vs_best"], g["top"]))
 
 
+def test_units_that_fail_give_no_interval_not_a_resampling_of_plain_samples(monkeypatch):
+    """A task with units whose `units` raises (a bug) loses those intervals and says why; it never falls
+    back to re-scoring plain samples, which would ignore its users, groups and orders."""
+    monkeypatch.delenv("RECHARNESS_STRICT_UNITS", raising=False)  # strict (the suite's default) raises instead
+
+    class Broken(_MeanTask):
+        def units(self, samples, predictions):
+            raise ValueError("bug")
+
+    samples = [{"id": f"s{i}"} for i in range(40)]
+    preds = [{s["id"]: {"x": float(i % q == 0)} for i, s in enumerate(samples)} for q in (2, 3)]
+    task = Broken(True)
+    scored = [(ScoreRow(m, "toy", task.score(samples, p), 40), p) for m, p in zip("ab", preds)]
+    intervals.add_confidence_intervals(task, samples, scored, resamples=100, seed=0)
+    for row, _ in scored:
+        assert "HR@10" not in row.ci and row.extra["no_interval"]["HR@10"] == "the task's units failed (ValueError)"
+    assert "(no interval: the task's units failed (ValueError))" in to_markdown([r for r, _ in scored])
+    monkeypatch.setenv("RECHARNESS_STRICT_UNITS", "1")
+    with pytest.raises(ValueError, match="bug"):
+        intervals.checked_units(task, samples, preds[0], {"HR@10": 0.5})
+
+
 # ---------------------------------------------------------------- compare
 
 

@@ -9,7 +9,7 @@ import numpy as np
 from recharness.core.errors import ConfigError
 from recharness.core.rundir import RunDir
 from recharness.metrics.bootstrap import DEFAULT_RESAMPLES
-from recharness.runner.intervals import GENERIC_BUDGET_S, checked_units, resampled_score
+from recharness.runner.intervals import GENERIC_BUDGET_S, FailedUnits, checked_units, resampled_score
 from recharness.runner.pipeline import methods_by_task
 
 
@@ -101,6 +101,8 @@ def compare(out: Path, models: list[str] | None = None, task: str | None = None,
                     if notes:
                         row["note"] = "; ".join(notes)
                         pair_notes.extend(n for n in notes if n not in pair_notes)
+                elif isinstance(ua, FailedUnits) or isinstance(ub, FailedUnits):
+                    row["note"] = f"no interval: {(ua if isinstance(ua, FailedUnits) else ub).error}"
                 elif not ua and not ub:  # the task has no units: re-score resampled / swapped samples
                     slow.append(row)
                 else:

@@ -33,6 +33,16 @@ def resampled_score(task, samples: list[dict], recs: dict[str, dict]):
     return fn
 
 
+class FailedUnits(dict):
+    """What `checked_units` returns when a task's `units` raised: no units, and not the "task has none"
+    case either, so no interval is made up by re-scoring plain samples (which would ignore the task's
+    users, groups and orders); `error` says why, and the tables say so."""
+
+    def __init__(self, error: str):
+        super().__init__()
+        self.error = error
+
+
 def checked_units(task, samples: list[dict], recs: dict[str, dict], metrics: dict[str, float]) -> dict:
     """The task's units for the metrics that get an interval: one computation of each. The reported
     value becomes the units' own point value (`metrics` is updated), so the table, the interval and
@@ -55,7 +65,7 @@ def checked_units(task, samples: list[dict], recs: dict[str, dict], metrics: dic
             raise
         logging.getLogger(__name__).warning("%s: units failed (%s: %s): no intervals from units", task.name,
                                             type(ex).__name__, ex)
-        return out
+        return FailedUnits(f"the task's units failed ({type(ex).__name__})")
     for m, u in units.items():
         v = metrics.get(m)
         if not (wants_ci(m) and is_number(v)):
@@ -98,6 +108,11 @@ def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[Score
     generic: list[tuple[int, list[str]]] = []
     for i, (row, recs) in enumerate(scored):
         row_units = units[i] if units is not None else checked_units(task, samples, recs, row.metrics)
+        if isinstance(row_units, FailedUnits):  # never the generic path: it would resample the wrong units
+            for m, v in row.metrics.items():
+                if wants_ci(m) and is_number(v):
+                    row.extra.setdefault("no_interval", {})[m] = row_units.error
+            continue
         if row_units:
             for m, u in row_units.items():
                 k = u.independent_support()
