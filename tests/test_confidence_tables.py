@@ -363,6 +363,18 @@ def test_recbench_plus_history_variants_get_intervals(ml1m, tmp_path):
     r = np.concatenate([u.replicates(w) for w in resample_counts(u.n, 300, 3, u.strata, u.clusters)])
     lo, hi = percentile_ci(r)
     assert bci["history=with"]["P"] == pytest.approx({"lo": lo, "hi": hi})
+    assert "breakdown_no_interval" not in pop.extra  # 12 users in each variant: every group has its interval
+    # 4 users: a group without an interval says why (fewer than 5 independent units), never silently
+    small = tmp_path / "small"
+    pipeline.build("recbench-plus", "ml-1m", small, tasks=["explicit"], seed=0, limit=4)
+    pipeline.run(small, FakeBackend("fake"), "fake", use_cache=False)
+    few = next(r for r in pipeline.score(small, resamples=100) if r.method == "popularity")
+    assert few.extra["breakdown_no_interval"]["history=with"]["P"] == "n too small: 4 units"
+    assert "P" not in (few.extra.get("breakdown_ci") or {}).get("history=with", {})
+    from recharness.report.html import write_report
+
+    html = write_report(pipeline.score(small, resamples=100), small).read_text()
+    assert "no error bar where a group has fewer than 5 independent units: with" in html
     text = paper_tables(rows)
     assert "— with history" in text and re.search(r"\d \[\d\.\d{3}, ", text.split("— with history")[1].split("####")[0])
     assert "the averages over query types carry none" in text and "fewer than 5 queries (no interval)" in text

@@ -452,7 +452,11 @@ def task_section(rows: list[ScoreRow], suite: str | None, task: str, *, title: s
                     if chart is None:
                         nochart.append(f"No chart of {bmetric} by {fam}: it is 0 (or missing) for every "
                                        "method and group.")
-                    figs.append(_figure(chart, f"{key} by {fam}", f"{header(bmetric)} by {fam}"))
+                    bare = sorted({k.split("=", 1)[-1] for r in bd_rows for k in fams[fam]
+                                   if bmetric in ((r.extra.get("breakdown_no_interval") or {}).get(k) or {})})
+                    figs.append(_figure(chart, f"{key} by {fam}", f"{header(bmetric)} by {fam}" + (
+                        f" (no error bar where a group has fewer than 5 independent units: {', '.join(bare)})"
+                        if bare else "")))
         chart = _latency_chart(rows, key, palette)
         if chart is None and len(_latency_points(rows, key)) >= 2:  # (fewer than two timed methods: no comparison)
             nochart.append(f"No chart of {key} against latency: {key} is 0 for every timed method.")

@@ -208,11 +208,14 @@ def _breakdown_intervals(task, samples: list[dict], scored: list[tuple[ScoreRow,
     for row, recs in scored:
         table = row.extra.get("breakdown") or {}
         out: dict[str, dict] = {}
+        why: dict[str, dict] = {}  # a group's metric without an interval, and why (the charts say so)
         for label, idx in members.items():
             if label not in table or not idx:
                 continue
             for m, u in checked_units(task, [samples[j] for j in idx], recs, table[label]).items():
-                if u.independent_support() < MIN_UNITS:
+                k = u.independent_support()
+                if k < MIN_UNITS:
+                    why.setdefault(label, {})[m] = f"n too small: {k} unit{'s' if k != 1 else ''}"
                     continue
                 r = np.concatenate([u.replicates(w) for w in u.counts(resamples, seed)])
                 ci = percentile_ci(r)
@@ -220,6 +223,8 @@ def _breakdown_intervals(task, samples: list[dict], scored: list[tuple[ScoreRow,
                     out.setdefault(label, {})[m] = {"lo": ci[0], "hi": ci[1]}
         if out:
             row.extra["breakdown_ci"] = out
+        if why:
+            row.extra["breakdown_no_interval"] = why
 
 
 def _mark_best(rows: list[ScoreRow], reps: dict[tuple[int, str], np.ndarray], keys: dict[tuple[int, str], tuple],
