@@ -290,6 +290,7 @@ def test_group_commit_batches_fsyncs(tmp_path):
 def test_credentials_never_leave_the_url(tmp_path):
     url = "http://user:s3cret@127.0.0.1:9/v1?api_key=k3y&x=1"
     assert redact_url(url) == "http://***@127.0.0.1:9/v1?api_key=***&x=hidden-6b86b273"  # sha256("1")[:8]
+    assert redact_url(redact_url(url)) == redact_url(url)  # idempotent: a shown URL shown again is the same
     # a password holding "/", "?" or "#" ends a URL parser's authority early: hidden whole all the same
     assert redact_url("http://u:pa/ss#x?y@host.example:8080/v1") == "http://***@host.example:8080/v1"
     assert one_line("to http://u:pa/ss@h:1/v1 and https://a:b@[::1]:8/x") == "to http://***@h:1/v1 and https://***@[::1]:8/x"

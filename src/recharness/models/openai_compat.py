@@ -69,8 +69,8 @@ def redact_url(url: str) -> str:
     pairs = [q.partition("=") for q in parts.query.split("&") if q]
 
     def shown(k: str, v: str) -> str:
-        if k.lower() in _PUBLIC_QUERY:
-            return v
+        if k.lower() in _PUBLIC_QUERY or v == "***" or re.fullmatch(r"hidden-[0-9a-f]{8}", v):
+            return v  # a version, or already redacted (redacting twice changes nothing)
         return "***" if _SECRET_KEY.search(k) else "hidden-" + hashlib.sha256(v.encode()).hexdigest()[:8]
 
     query = "&".join(k + ("=" + shown(k, v) if eq else "") for k, eq, v in pairs)
