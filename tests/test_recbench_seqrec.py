@@ -4,6 +4,7 @@ SASRec learning a sequential pattern, seeded and saved, and the pipeline end to 
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from itertools import pairwise
@@ -15,8 +16,9 @@ import pytest
 from recharness.baselines import BASELINES, TrainData, fit, pairs_path
 from recharness.baselines import sasrec as sasrec_mod
 from recharness.baselines.base import SEQUENCE_PARTS
-from recharness.core.errors import ConfigError
+from recharness.core.errors import ConfigError, InputError
 from recharness.core.io import read_jsonl
+from recharness.core.rundir import RunDir
 from recharness.metrics.full_ranking import rank_metrics, target_ranks
 from recharness.models.fake import FakeBackend
 from recharness.runner import pipeline
@@ -111,6 +113,11 @@ def test_options_and_separate_runs_for_ctr_and_seqrec(ml1m, built, tmp_path):
         pipeline.build("recbench", "ml-1m", both, tasks=["seqrec"], limit=5)
     seq = pairs_path(out, "recbench", SEQUENCE_PARTS["train"])
     pairs_path(both, "recbench", SEQUENCE_PARTS["train"]).write_bytes(seq.read_bytes())
+    with pytest.raises(InputError, match="it recorded none here"):  # not a file this build wrote
+        TrainData.of_build(ml1m, both, "recbench")
+    info = json.loads(RunDir(both).build_json.read_text())
+    info.pop("side_files")  # a build from before side files were recorded: the two splits are still refused
+    RunDir(both).build_json.write_text(json.dumps(info))
     with pytest.raises(ConfigError, match="separate --out"):
         TrainData.of_build(ml1m, both, "recbench")
 

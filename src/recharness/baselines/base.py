@@ -17,7 +17,7 @@ from typing import Self
 import polars as pl
 
 from recharness.core.errors import ConfigError
-from recharness.core.rundir import RunDir
+from recharness.core.rundir import RunDir, check_side_file
 from recharness.core.types import reference_record
 
 
@@ -38,7 +38,7 @@ SEQUENCE_PARTS = {"train": "seqrec_train", "valid": "seqrec_valid"}
 
 def read_sequences(run_dir: Path, suite: str) -> pl.DataFrame | None:
     """A list-wise build's training and validation rows (user_id, history, target, part), or None."""
-    parts = [pl.read_parquet(p).with_columns(pl.lit(part).alias("part"))
+    parts = [pl.read_parquet(check_side_file(run_dir, p)).with_columns(pl.lit(part).alias("part"))
              for part, name in SEQUENCE_PARTS.items() if (p := pairs_path(run_dir, suite, name)).exists()]
     return pl.concat(parts) if parts else None
 
@@ -90,10 +90,10 @@ class TrainData:
             raise ConfigError(f"{run_dir} holds both pair-wise training pairs ({path.name}) and list-wise training "
                               f"sequences ({SEQUENCE_PARTS['train']}.parquet) of different splits: build ctr and "
                               "seqrec into separate --out directories")
-        pairs = pl.read_parquet(path)
+        pairs = pl.read_parquet(check_side_file(run_dir, path))
         clicks = pairs.filter(pl.col("label") == 1).select("user_id", "item_id", "timestamp")
         valid_path = pairs_path(run_dir, suite, "valid")
-        valid = pl.read_parquet(valid_path) if valid_path.exists() else None
+        valid = pl.read_parquet(check_side_file(run_dir, valid_path)) if valid_path.exists() else None
         return cls(clicks, dataset.items["item_id"].to_list(), pairs, valid=valid,
                    item_table=dataset.items, dataset_name=dataset.name)
 

@@ -274,6 +274,26 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def check_side_file(run_dir: Path | str, path: Path) -> Path:
+    """`path`, a training file a build wrote beside its samples, if it is the one the run's build.json
+    recorded (builds that recorded none are taken as they are); else an InputError: a rebuild killed or
+    failed after writing it left the previous build's samples beside another split's training rows, and a
+    model fitted on those could have seen the samples' targets."""
+    rd = RunDir(run_dir)
+    if not rd.build_json.exists():
+        return path
+    recorded = rd.build_info().get("side_files")
+    if recorded is None:
+        return path
+    rel = Path(path).resolve().relative_to(rd.path.resolve()).as_posix()
+    want = recorded.get(rel)
+    if want is None or file_sha256(path) != want:
+        raise InputError(path, f"not the training file {rd.build_json.name} recorded ("
+                               + ("it recorded none here" if want is None else "its sha256 differs")
+                               + "): an interrupted or failed rebuild left it; run `recharness build` again")
+    return path
+
+
 def samples_record(path: Path, n: int) -> dict:
     """What build.json records of the samples file it wrote, so later stages can tell it is unchanged."""
     return {"samples_sha256": file_sha256(path), "samples_count": n}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from recharness.core.errors import ConfigError, InputError
 from recharness.core.io import atomic_write_text, read_jsonl, write_jsonl_atomic
-from recharness.core.rundir import RunDir, check_name, fingerprint, samples_record
+from recharness.core.rundir import RunDir, check_name, file_sha256, fingerprint, samples_record
 from recharness.core.types import BuildConfig, GenerationParams, ScoreRow
 from recharness.data.store import load_dataset
 from recharness.execution.executor import RunStats, answered, check_same_model, prompt_version, run_samples, with_model
@@ -120,8 +120,11 @@ def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None =
     fp = fingerprint(rd.samples_jsonl, {"suite": suite, "tasks": tasks, "seed": seed, "limit": limit,
                                               "options": options, **chosen})
     _stamp_imported_predictions(out, fp, before)
+    side = rd.path / suite  # the training rows a task wrote beside the samples: read later only if unchanged
     info = {"suite": suite, "dataset": dataset_name, "tasks": tasks, "seed": seed, "limit": limit, **chosen,
             **samples_record(rd.samples_jsonl, len(samples)),
+            "side_files": {p.relative_to(rd.path).as_posix(): file_sha256(p)
+                           for p in sorted(side.glob("*.parquet"))} if side.is_dir() else {},
             "options": {k: v for k, v in config.options.items() if isinstance(v, (str, int, float, bool, type(None)))},
             "counts": counts, "fingerprint": fp, "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
     atomic_write_text(rd.build_json, json.dumps(info, indent=2))

@@ -25,6 +25,20 @@ from recharness.models.base import ModelBackend
 BATCH_SIZE = 64
 
 
+def _trained_on(model_dir) -> str | None:
+    """The build fingerprint a saved model's train.json records (None: it records none, e.g. older models)."""
+    import json
+
+    from recharness.core.rundir import train_json_file
+
+    path = train_json_file(model_dir)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")).get("data") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    return data.get("build") if isinstance(data, dict) else None
+
+
 class ReferenceBackend(ModelBackend):
     backend = "baseline"
     #: one batch at a time: a torch model is not shared between threads
@@ -39,6 +53,11 @@ class ReferenceBackend(ModelBackend):
         cls = BASELINES.get(name)
         saved = rd.model_dir(name)
         if saved.exists() and hasattr(cls, "load"):
+            trained_on = _trained_on(saved)
+            if trained_on is not None and trained_on != info["fingerprint"]:
+                raise ConfigError(f"baseline:{name}: the model in {saved} was trained on another build of this run "
+                                  f"directory (build {trained_on[:12]}…, now {info['fingerprint'][:12]}…): run "
+                                  f"`recharness train {info['suite']} -o {rd.path} -b {name} --retrain`")
             self.baseline = cls.load(saved)
         elif BASELINES.meta(name).get("heavy"):
             raise ConfigError(f"baseline:{name}: no trained model in {saved}: run `recharness train "

@@ -17,7 +17,7 @@ import polars as pl
 
 from recharness.baselines.base import SEQUENCE_PARTS
 from recharness.core.errors import ConfigError
-from recharness.core.rundir import RunDir
+from recharness.core.rundir import RunDir, check_side_file
 from recharness.core.types import Parsed
 from recharness.finetune.examples import Example, build_info, check_disjoint, seeded_rows, test_samples
 from recharness.finetune.recipe import Recipe
@@ -40,7 +40,7 @@ def ctr_examples(run_dir: Path, dataset, *, limit: int | None = None, seed: int 
     prompt = {"task_description": opts.task_description, "behaviour": opts.behaviour,
               "format_indicator": opts.format_indicator}
     titles = {i: t or i for i, t in zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list())}
-    pairs = seeded_rows(pl.read_parquet(path), limit, seed)
+    pairs = seeded_rows(pl.read_parquet(check_side_file(run_dir, path)), limit, seed)
     def messages(h: list[str], i: str) -> list[dict]:
         if vocab is not None:
             return vocab.ctr_messages(h, i)
@@ -58,7 +58,7 @@ def seqrec_examples(run_dir: Path, vocab, *, limit: int | None = None, seed: int
     path = RunDir(run_dir).pairs(SUITE, SEQUENCE_PARTS["train"])
     if not path.exists():
         raise ConfigError(f"no training sequences in {path}: build the run with `recharness build recbench -t seqrec`")
-    rows = seeded_rows(pl.read_parquet(path), limit, seed)
+    rows = seeded_rows(pl.read_parquet(check_side_file(run_dir, path)), limit, seed)
     out = [Example(id=f"train-seqrec-{k}", messages=vocab.messages(h), answer=vocab.text(t), key=(u, t))
            for k, (u, h, t) in enumerate(rows.select("user_id", "history", "target").iter_rows())
            if t in vocab.items]
