@@ -43,3 +43,17 @@ def test_a_saved_model_of_another_build_is_not_loaded(ml1m, tmp_path):
     pipeline.build("llmrec", "ml-1m", out, tasks=["sequential"], seed=1, limit=10)  # another build, no retrain
     with pytest.raises(ConfigError, match="trained on another build of this run directory.*--retrain"):
         ReferenceBackend("itemknn", out)
+
+
+def test_eval_does_not_keep_a_build_whose_samples_changed(ml1m, tmp_path):
+    """A build killed between writing its samples and its build.json left samples build.json did not record:
+    `eval` rebuilds instead of keeping them (and then refusing them at every stage)."""
+    from recharness.evaluate import _same_build
+
+    out = tmp_path / "run"
+    pipeline.build("llmrec", "ml-1m", out, tasks=["sequential"], seed=0, limit=5)
+    rd = RunDir(out)
+    assert _same_build(rd, "llmrec", ["sequential"], 0, 5, {}, "ml-1m")
+    with open(rd.samples_jsonl, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"id": "extra", "task": "sequential"}) + "\n")
+    assert not _same_build(rd, "llmrec", ["sequential"], 0, 5, {}, "ml-1m")

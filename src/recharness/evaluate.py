@@ -75,8 +75,17 @@ def _same_build(rd: RunDir, suite: str, tasks: list[str], seed: int, limit: int,
 
     want = {k: v for k, v in validate_options(suite, tasks, options).items()
             if isinstance(v, (str, int, float, bool, type(None)))}
-    return (info.get("suite"), info.get("tasks"), info.get("seed"), info.get("limit"), info.get("options") or {}) == \
+    same = (info.get("suite"), info.get("tasks"), info.get("seed"), info.get("limit"), info.get("options") or {}) == \
         (suite, tasks, seed, limit, want) and (dataset is None or info.get("dataset") == dataset)
+    if same:  # a build killed between its samples and build.json is not this build: built again, not kept
+        from recharness.core.errors import InputError
+        from recharness.core.rundir import check_samples_file
+
+        try:
+            check_samples_file(rd.samples_jsonl, info, rd.build_json)
+        except InputError:
+            return False
+    return same
 
 
 def _entries(folder: Path) -> list[Path]:

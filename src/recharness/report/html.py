@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import NamedTuple
 
-from recharness.core.io import atomic_write_text, read_jsonl
+from recharness.core.io import atomic_write_text, read_jsonl, write_set
 from recharness.core.rundir import RunDir
 from recharness.core.types import ScoreRow
 from recharness.report import fairness
@@ -1070,7 +1070,7 @@ def write_leaderboard(runs: list[Path], out: Path, *, title: str = "recharness l
                                                               for m, c in r.ci.items()}, coverage=r.coverage))
             palette.colours.setdefault(name, palette.colours.get(r.method, "#999999"))
         parts += task_section(rows, suite, task, title=f"{suite} · {task} on {dataset}", palette=palette)
-    atomic_write_text(out / "leaderboard.html", _page(title, parts))
+    page = _page(title, parts)
     allcols = columns([en["row"] for en in entries])
     buf = io.StringIO(newline="")
     w = csv.writer(buf)
@@ -1084,7 +1084,7 @@ def write_leaderboard(runs: list[Path], out: Path, *, title: str = "recharness l
             vals += [r.metrics.get(c, ""), ci.get("lo", ""), ci.get("hi", "")]
         w.writerow([en["suite"], en["dataset"], en["task"], display_path(en["run"]), en["build"], r.method, r.kind, r.n,
                     *vals])
-    atomic_write_text(out / "leaderboard.csv", buf.getvalue())
+    write_set({out / "leaderboard.html": page, out / "leaderboard.csv": buf.getvalue()})  # one set: never a mismatched pair
     return {"html": out / "leaderboard.html", "csv": out / "leaderboard.csv"}
 
 
