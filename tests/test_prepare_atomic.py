@@ -209,3 +209,14 @@ def test_custom_out_folder_only_loses_our_own_leftovers(home):
     target = prepare_dataset(NAME, [home / "v1"], out=out / "ds", progress=False)
     assert sorted(p.name for p in out.iterdir()) == [".keep-me", "ds", "notes.old"]
     assert version(load_dataset(target)) == "v1"
+
+
+def test_preparing_again_keeps_the_embedding_cache(home):
+    """Item embeddings and semantic IDs (content-keyed files in <dataset>/embeddings) survive a new version."""
+    prepare_dataset(NAME, [home / "v1"])
+    cache = datasets_dir() / NAME / "embeddings"
+    cache.mkdir()
+    (cache / "minilm-abc123.npy").write_bytes(b"vectors")
+    prepare_dataset(NAME, [home / "v2"])
+    assert load_dataset(NAME).interactions.height == 4  # the new version
+    assert (cache / "minilm-abc123.npy").read_bytes() == b"vectors"

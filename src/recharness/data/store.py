@@ -32,6 +32,9 @@ from recharness.core.errors import ConfigError
 from recharness.core.paths import dataset_dir, datasets_dir, is_plain_name
 
 TABLES = ("interactions", "items", "users")
+#: folders inside a prepared dataset that a new version of it keeps: item embeddings and semantic IDs,
+#: each file named by a hash of the texts / vectors it was made from
+KEPT_CACHES = ("embeddings",)
 
 #: The domains a dataset name can reveal; meta.json may name any other.
 DOMAINS = ("movie", "game", "book", "product")
@@ -269,6 +272,9 @@ def save_dataset(ds: Dataset, root: Path | None = None) -> Path:
         tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{target.name}-", dir=target.parent))
         try:
             _write_tables(ds, tmp)
+            for cache in KEPT_CACHES:  # keyed by content (a stale entry is never read): minutes of work, kept
+                if (target / cache).is_dir():
+                    shutil.copytree(target / cache, tmp / cache)
             _swap_in(tmp, target)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
