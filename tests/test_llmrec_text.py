@@ -269,7 +269,11 @@ def test_pipeline_real_model_then_judge(amazon, llama_server, tmp_path):
     files = judge_run(tmp_path, resolve_model(spec), "smol-judge", references=False, max_retries=0)
     assert [f.name for f in files] == ["smol__smol-judge.jsonl"]
     first = files[0].read_text()
-    judge_run(tmp_path, resolve_model(spec), "smol-judge", references=False, max_retries=0)  # judge calls are cached
+    # a rerun skips the file it finished (nothing asked, the file as it was)
+    assert judge_run(tmp_path, resolve_model(spec), "smol-judge", references=False, max_retries=0) == files
+    assert files[0].read_text() == first
+    files[0].unlink()  # judged afresh: the judge's calls come from the response cache
+    judge_run(tmp_path, resolve_model(spec), "smol-judge", references=False, max_retries=0)
     again = [json.loads(x) for x in files[0].read_text().splitlines()]
     assert all(j["cached"] for j in again)
     assert [j["output"] for j in again] == [json.loads(x)["output"] for x in first.splitlines()]

@@ -145,9 +145,22 @@ def judge_run(out: Path, backend, judge_slug: str, *, pred_stems: list[str] | No
     identity = backend.identity()
     written: list[Path] = []
 
+    def done(path: Path, recs: dict[str, dict]) -> bool:
+        """The judgments file already holds this judge's judgment of every candidate it would be asked
+        (a rerun after a kill skips the files it finished, even without the response cache)."""
+        if not path.exists():
+            return False
+        have = {(r.get("id"), r.get("candidate_sha")) for r in read_jsonl(path, tolerate_torn_tail=True)
+                if r.get("judge") == identity}
+        want = {(s["id"], candidate_sha(h)) for s in samples if (h := hypothesis(recs.get(s["id"]))) is not None}
+        return want <= have
+
     async def go(model):
         for stem, recs in sets.items():
             path = rd.judgments(stem, judge_slug)
+            if done(path, recs):
+                written.append(path)
+                continue
             log = path.with_name(path.name + ".answers")  # the judge's answers as they come: a kill resumes here
             judged = await judge_predictions(samples, recs, model, max_retries=max_retries, log=log)
             rows = [{**j, "judge": identity, "judge_slug": judge_slug, "prediction_file": stem} for j in judged.values()]
