@@ -214,3 +214,35 @@ def test_list_wise_windows_count_each_transition_once_and_each_user_once():
     assert knn.similarity.shape == (5, 5)
     _, pairs = validation_split(train, 10, 0)
     assert pairs == [(["b"], "c")]  # the build's own validation rows
+
+
+def test_a_killed_search_resumes_with_its_finished_trials(tmp_path, monkeypatch):
+    """Each finished trial is logged; a search killed during trial 3 of 4 replays trials 1-2 (not run
+    again) and runs the other 2, with the same budget and the same first trials."""
+    from recharness.baselines import tuning
+
+    log = tmp_path / "tuning_trials.jsonl"
+    whole = tune(Markov, _train(), trials=4, seed=0)
+    fits = []
+    real_create = Markov.create
+
+    def counting(**kw):
+        fits.append(kw)
+        if len(fits) == 3 and not log.with_suffix(".killed").exists():
+            log.with_suffix(".killed").touch()
+            raise KeyboardInterrupt  # the kill, during trial 3
+        return real_create(**kw)
+
+    monkeypatch.setattr(Markov, "create", staticmethod(counting))
+    with pytest.raises(KeyboardInterrupt):
+        tune(Markov, _train(), trials=4, seed=0, log=log, stamp={"build": "b1"})
+    assert len(log.read_text().splitlines()) == 2
+    fits.clear()
+    resumed = tuning.tune(Markov, _train(), trials=4, seed=0, log=log, stamp={"build": "b1"})
+    assert len(fits) == 2 and len(resumed["trials"]) == 4  # two replayed, two run
+    same = lambda rows: [(t["trial"], t["params"], t["valid"]) for t in rows[:2]]  # noqa: E731 (not the seconds)
+    assert same(resumed["trials"]) == same(whole["trials"])
+    # another build's log is not this search's: it starts afresh
+    fits.clear()
+    tuning.tune(Markov, _train(), trials=4, seed=0, log=log, stamp={"build": "b2"})
+    assert len(fits) == 4

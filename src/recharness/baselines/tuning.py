@@ -31,9 +31,12 @@ trial's parameters, value and seconds) is kept in `models/<name>/tuning.json`.
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -119,16 +122,57 @@ def epoch_cap(cls: type[Baseline], epochs: int | None = None) -> int | None:
     return int(cap)
 
 
-def tune(cls: type[Baseline], train, trials: int, seed: int = 0, progress=None, epochs: int | None = None) -> dict:
+def _distribution(spec: tuple):
+    """The Optuna distribution `_suggest` draws `spec` from (to replay a logged trial)."""
+    import optuna.distributions as d
+
+    kind, *args = spec
+    if kind == "choice":
+        return d.CategoricalDistribution(list(args))
+    low, high = args
+    if kind == "int":
+        return d.IntDistribution(int(low), int(high))
+    if kind == "log":
+        if float(low).is_integer() and float(high).is_integer() and low >= 1:
+            return d.IntDistribution(int(low), int(high), log=True)
+        return d.FloatDistribution(float(low), float(high), log=True)
+    return d.FloatDistribution(float(low), float(high))
+
+
+def _logged_trials(log: Path | None, stamp: dict) -> list[dict]:
+    """The finished trials of this search (same `stamp`) a killed run logged, in order; a torn last line is
+    what the kill cut off."""
+    if log is None or not log.exists():
+        return []
+    rows = []
+    for line in log.read_text(encoding="utf-8").splitlines():
+        try:
+            r = json.loads(line)
+        except ValueError:
+            break
+        if r.get("stamp") != stamp:
+            return []  # another search's log (another build, seed or budget): start afresh
+        rows.append({k: v for k, v in r.items() if k != "stamp"})
+    return rows
+
+
+def tune(cls: type[Baseline], train, trials: int, seed: int = 0, progress=None, epochs: int | None = None,
+         log: Path | None = None, stamp: dict | None = None) -> dict:
     """Search `cls`'s space with `trials` Optuna trials; returns the search record (best params first).
-    `epochs`: the per-trial epoch cap (default: the class's `tune_epochs`)."""
+    `epochs`: the per-trial epoch cap (default: the class's `tune_epochs`). `log`: each finished trial is
+    appended there (with `stamp`, what identifies the search), and a search killed part way resumes from
+    it: its finished trials are replayed into the study, not run again, and the budget is the same (the
+    sampler's later suggestions may differ from an uninterrupted run's)."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     objective_ = objective_for(cls, train, seed)
     cap = epoch_cap(cls, epochs)
     fixed = {"max_epochs": cap, "patience": cap} if cap is not None else {}
-    rows: list[dict] = []
+    stamp = {"baseline": cls.name, "trials": trials, "seed": seed, "epochs": cap, **(stamp or {})}
+    rows: list[dict] = _logged_trials(log, stamp)[:trials]
+    if log is not None and not rows:
+        log.unlink(missing_ok=True)
     metric = objective_.metric
 
     def objective(trial) -> float:
@@ -139,14 +183,26 @@ def tune(cls: type[Baseline], train, trials: int, seed: int = 0, progress=None, 
                      "seconds": round(time.perf_counter() - t0, 3)})
         best = max(r["valid"] for r in rows)
         rows[-1]["best"] = best
+        if log is not None:  # durable before the next trial starts: a kill loses at most the trial running
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(json.dumps({**rows[-1], "stamp": stamp}) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
         if progress is not None:
             progress(f"tuning {cls.name}: trial {trial.number + 1}/{trials}, valid {metric} {value:.4f} "
                      f"(best {best:.4f})")
         return value
 
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
-    study.enqueue_trial({k: v for k, v in cls.defaults().items() if k in cls.space})
-    study.optimize(objective, n_trials=trials)
+    dists = {k: _distribution(spec) for k, spec in cls.space.items()}
+    for r in rows:  # a killed search's finished trials: known to the sampler, not run again
+        study.add_trial(optuna.trial.create_trial(params=r["params"], distributions=dists, value=r["valid"]))
+    if rows and progress is not None:
+        progress(f"tuning {cls.name}: resumed with {len(rows)} of {trials} trials done")
+    if not rows:
+        study.enqueue_trial({k: v for k, v in cls.defaults().items() if k in cls.space})
+    study.optimize(objective, n_trials=trials - len(rows))
     best = max(rows, key=lambda r: (r["valid"], -r["trial"]))
     budget = {"trials": trials, "sampler": "TPE", "seed": seed}
     if cap is not None:

@@ -173,7 +173,9 @@ def _fit(rd: RunDir, name: str, train_data: TrainData, data_id: dict, seed: int,
     if _budget(name, tune):
         from recharness.baselines.tuning import tune as search_space
 
-        search = search_space(BASELINES.get(name), train_data, tune, seed, progress=progress, epochs=tune_epochs)
+        trials_log = rd.tuning_json(name).with_name("tuning_trials.jsonl")  # a killed search resumes from it
+        search = search_space(BASELINES.get(name), train_data, tune, seed, progress=progress, epochs=tune_epochs,
+                              log=trials_log, stamp={"build": data_id["build"]})
         atomic_write_text(rd.tuning_json(name), json.dumps(search, indent=2))
     elif tune and progress is not None:
         progress(f"{name} has no search space: trained with its fixed configuration")
@@ -196,6 +198,8 @@ def _fit(rd: RunDir, name: str, train_data: TrainData, data_id: dict, seed: int,
         atomic_write_text(train_json_file(rd.model_dir(name)), json.dumps(logged, indent=2, default=str))
         if progress is not None:
             progress(train_log.tuned_line(name, summary, "refitted with its own epoch limit"))
+    if search is not None:  # the model is saved: a later --retrain searches afresh
+        rd.tuning_json(name).with_name("tuning_trials.jsonl").unlink(missing_ok=True)
     return model, seconds
 
 
