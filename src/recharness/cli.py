@@ -53,12 +53,6 @@ def _run_dir(suite: str, dataset: str, out: Path | None) -> Path:
     return out if out is not None else default_run_dir(suite, dataset)
 
 
-def _public_spec(spec: str) -> str:
-    from recharness.models.registry import public_spec
-
-    return public_spec(spec)
-
-
 def _log_command(run_dir: Path, stage: str, *args, **opts) -> None:
     """Append the stage as a command line to <run>/commands.jsonl (report.html shows them): rebuilt
     from the parameters, so `recharness demo` and tests log what they actually ran."""
@@ -717,9 +711,11 @@ def eval_command(
     """Evaluate models on every suite in one command: prepare, build (seeded), answer with each model,
     train the references, score, report. Re-running it asks no model again and refits nothing; a new -m
     adds a column."""
+    from recharness.models.registry import public_spec
+
     generation = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": gen_seed}
     _eval(model, suites=suites, dataset=dataset, limit=limit, out=out, seed=seed, no_cache=no_cache,
-          train_references=train_references, title=f"recharness eval: {', '.join(map(_public_spec, model))} on {dataset}",
+          train_references=train_references, title=f"recharness eval: {', '.join(map(public_spec, model))} on {dataset}",
           generation=generation, system_prompt=system_prompt, references=references,
           command=("eval", {"model": model, "suites": suites, "dataset": dataset, "limit": limit, "out": out,
                             "seed": seed, "no_cache": no_cache, "no_train_references": not train_references,
@@ -740,10 +736,11 @@ def demo(
     """`recharness eval` on the built-in defaults: every suite on a tiny sample of ML-1M with one model,
     one report for all, and a summary: per suite, the model beside the reference rows."""
     from recharness.core.paths import runs_dir
+    from recharness.models.registry import public_spec
 
     _eval([model], suites=",".join(suite) if suite else "all", dataset=dataset, limit=users,
           out=out if out is not None else runs_dir() / "demo", seed=seed, no_cache=False, train_references=True,
-          title=f"recharness demo: {_public_spec(model)} on {dataset}",
+          title=f"recharness demo: {public_spec(model)} on {dataset}",
           command=("demo", {"model": model, "dataset": dataset, "users": users, "seed": seed, "out": out,
                             "suite": suite}))
 

@@ -139,5 +139,6 @@ def resolve_model(
             n_ctx=n_ctx, timeout_s=timeout_s, max_attempts=max_attempts)
     if colon and kind not in BACKENDS:
         raise ConfigError(f"{BACKENDS.unknown(kind)} (in model spec {public_spec(spec)!r})")
-    raise ConfigError(f"unknown model {public_spec(spec)!r}{did_you_mean(public_spec(spec), BUILTIN_MODELS)}: use a built-in "
+    shown = public_spec(spec)
+    raise ConfigError(f"unknown model {shown!r}{did_you_mean(shown, BUILTIN_MODELS)}: use a built-in "
                       f"({', '.join(BUILTIN_MODELS)}) or {_usage()}")
