@@ -82,3 +82,43 @@ def test_the_probe_runs_against_an_openai_compatible_server(ml1m, llama_server, 
     assert item["n"] == 3 and 0 <= item["lo"] <= item["value"] <= item["hi"] <= 1
     answers = [json.loads(x) for x in (tmp_path / "smol.answers.jsonl").read_text().splitlines()]
     assert len(answers) == 6  # every probe answered once, kept for a resume
+
+
+def test_a_logged_answer_is_reused_only_for_the_prompt_it_answered(ml1m, tmp_path):
+    """The answer log is keyed by the prompt: a rerun asks nothing, a larger --limit asks only the new
+    probes, and a dataset whose lines changed is asked again where its prompts changed, and only there."""
+    import dataclasses
+
+    import polars as pl
+
+    from recharness.models.fake import FakeBackend
+    from recharness.probes.memorization import probe
+
+    asked: list[str] = []
+
+    class Counting(FakeBackend):
+        async def agenerate(self, messages, params):
+            asked.append(messages[-1]["content"])
+            return await super().agenerate(messages, params)
+
+    def run(dataset, limit):
+        asked.clear()
+        probe(Counting("fake"), dataset, tmp_path, "fake", kinds=("item",), limit=limit, seed=3, use_cache=False)
+        return len(asked)
+
+    assert run(ml1m, 4) == 4
+    assert run(ml1m, 4) == 0  # resumed: every answer reused
+    first = {p.qid for p in build_probes(ml1m, kinds=("item",), limit=4, seed=3)}
+    bigger = {p.qid for p in build_probes(ml1m, kinds=("item",), limit=8, seed=3)}
+    assert run(ml1m, 8) == len(bigger - first) > 0  # only the new probes are asked
+    # one item's title changed: the probes whose prompt shows its line are asked again, no other
+    shown = build_probes(ml1m, kinds=("item",), limit=8, seed=3)[0]
+    line = shown.messages[0]["content"].split("\n")[1]  # a shot line of the first probe
+    item_id = line.split("::")[0]
+    items = ml1m.items.with_columns(pl.when(pl.col("item_id").cast(pl.Utf8) == item_id)
+                                    .then(pl.col("title") + " (edited)").otherwise(pl.col("title")).alias("title"))
+    edited = dataclasses.replace(ml1m, items=items)
+    changed = [p for p in build_probes(edited, kinds=("item",), limit=8, seed=3) if p.qid not in bigger]
+    assert changed and shown.subject in {p.subject for p in changed}
+    assert run(edited, 8) == len(changed)
+    assert all(q.split("@")[0].startswith("item-") for q in bigger)

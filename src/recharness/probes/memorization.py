@@ -22,6 +22,7 @@ asked and answered, so a score can be split into memorized vs probed-and-not-rep
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -40,13 +41,23 @@ HISTORY_LINES = 5
 
 @dataclass(frozen=True)
 class Probe:
-    """One question: its id, the prompt, and what an exact answer holds."""
+    """One question: its id, the prompt, and what an exact answer holds. The id ends in a hash of the
+    prompt (`question_id`), so a logged answer is reused only for the very prompt it answered."""
 
     qid: str
     kind: str
     subject: str  # the item or user id probed
     messages: list[dict]
     truth: dict
+
+
+def question_id(kind: str, subject: str, messages: list[dict]) -> str:
+    """`kind-subject@hash`: the hash (12 hex of the prompt's sha256) ties a logged answer to its prompt, so a
+    dataset prepared again with other contents is asked again where its prompts changed (and only there),
+    while a larger `--limit` reuses every answer it can."""
+    digest = hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode("utf-8",
+                                                                                        "surrogatepass")).hexdigest()
+    return f"{kind}-{subject}@{digest[:12]}"
 
 
 def _ask(file: str, fmt: str, shown: list[str], prefix: str) -> list[dict]:
@@ -117,7 +128,8 @@ def build_probes(dataset, kinds=KINDS, limit: int | None = 200, seed: int = 0) -
             r = rows[int(k)]
             prefix = f"{r[key]}::"
             shots = lines[max(0, k - SHOTS):k] or lines[k + 1:k + 1 + SHOTS]
-            out.append(Probe(f"{kind}-{r[key]}", kind, str(r[key]), _ask(file, fmt, shots, prefix),
+            messages = _ask(file, fmt, shots, prefix)
+            out.append(Probe(question_id(kind, str(r[key]), messages), kind, str(r[key]), messages,
                              {"prefix": prefix, **truth(r)}))
 
     if "item" in kinds:
@@ -149,7 +161,8 @@ def build_probes(dataset, kinds=KINDS, limit: int | None = 200, seed: int = 0) -
             shown = [f"{u}::{i}::{int(r) if float(r).is_integer() else r}::{int(ts)}" for i, r, ts in rows[:HISTORY_LINES]]
             i, r, _ = rows[HISTORY_LINES]
             prefix = f"{u}::"
-            out.append(Probe(f"interaction-{u}", "interaction", str(u), _ask("ratings.dat", fmt, shown, prefix),
+            messages = _ask("ratings.dat", fmt, shown, prefix)
+            out.append(Probe(question_id("interaction", str(u), messages), "interaction", str(u), messages,
                              {"prefix": prefix, "item_id": str(i), "rating": float(r)}))
     return out
 
@@ -203,7 +216,8 @@ def summarise(probes: list[Probe], answers: dict[str, dict], dataset) -> dict:
 
 def probe(backend, dataset, out: Path, name: str, *, kinds=KINDS, limit: int | None = 200, seed: int = 0,
           use_cache: bool = True) -> dict:
-    """Ask `backend` every probe (answers logged in `out`/NAME.answers.jsonl: a killed probe resumes),
+    """Ask `backend` every probe (answers logged in `out`/NAME.answers.jsonl by prompt-keyed id: a killed
+    probe resumes, a changed prompt is asked again),
     then write `out`/NAME.json with the coverages; returns that record."""
     from recharness.core.io import atomic_write_text
     from recharness.execution.executor import with_model
