@@ -188,3 +188,10 @@ def reference_record(sample_id: str, parsed: Any, *, output: str | None = None, 
     if output is not None:
         rec["output"] = output
     return rec
+
+
+def sample_capped(records) -> bool:
+    """Whether a method answered only its first N samples on purpose (a record's parsed answer carries
+    `sample_cap`: title-cbs, an id/sid fine-tune run with a limit): it is judged on the samples it answered."""
+    return any(isinstance(r, dict) and isinstance(r.get("parsed"), dict) and r["parsed"].get("sample_cap")
+               for r in records)

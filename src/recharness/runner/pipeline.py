@@ -15,7 +15,7 @@ from pathlib import Path
 from recharness.core.errors import ConfigError, InputError
 from recharness.core.io import atomic_write_text, read_jsonl, write_jsonl_atomic
 from recharness.core.rundir import RunDir, check_name, file_sha256, fingerprint, samples_record
-from recharness.core.types import BuildConfig, GenerationParams, ScoreRow
+from recharness.core.types import BuildConfig, GenerationParams, ScoreRow, sample_capped
 from recharness.data.store import load_dataset
 from recharness.execution.executor import RunStats, answered, check_same_model, prompt_version, run_samples, with_model
 from recharness.metrics.bootstrap import DEFAULT_RESAMPLES
@@ -293,9 +293,8 @@ def reference_coverage(task_samples: list[dict], recs: dict[str, dict]) -> tuple
     answered = [s for s in task_samples if s["id"] in recs]
     if not recs or len(answered) == len(task_samples):
         return task_samples, None
-    capped = any(isinstance(r, dict) and isinstance(r.get("parsed"), dict) and r["parsed"].get("sample_cap")
-                 for r in recs.values())
-    return answered, {"answered": len(answered), "of": len(task_samples), "why": "sample cap" if capped else "partial"}
+    why = "sample cap" if sample_capped(recs.values()) else "partial"
+    return answered, {"answered": len(answered), "of": len(task_samples), "why": why}
 
 
 def score(out: Path, *, seed: int = 0, references: bool = True, resamples: int = DEFAULT_RESAMPLES,

@@ -50,7 +50,7 @@ from recharness.baselines.base import SEQUENCE_PARTS
 from recharness.core.errors import ConfigError
 from recharness.core.io import atomic_write_parquet, atomic_write_text
 from recharness.core.rundir import RunDir
-from recharness.core.types import BuildConfig, GenerationParams, Parsed
+from recharness.core.types import BuildConfig, GenerationParams, Parsed, sample_capped
 from recharness.matching.twins import with_twins
 from recharness.metrics.full_ranking import rank_metrics
 from recharness.tasks.base import Task
@@ -315,9 +315,8 @@ class SeqrecTask(Task):
         return Parsed(res)
 
     def score(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, float]:
-        capped = any(isinstance(r, dict) and isinstance(r.get("parsed"), dict) and r["parsed"].get("sample_cap")
-                     for r in predictions.values())
-        if capped:  # a method that answers a sample on purpose: judged on that sample (module docstring)
+        capped = sample_capped(predictions.values())
+        if capped:  # judged on the samples it answered (module docstring)
             samples = [s for s in samples if s["id"] in predictions]
         if not samples:
             return {}
@@ -347,8 +346,7 @@ class SeqrecTask(Task):
         answers (ratios of sums); invalid_top1_share is a mean over the answers that report beams."""
         from recharness.metrics.bootstrap import RatioUnits, mean_units
 
-        if any(isinstance(r, dict) and isinstance(r.get("parsed"), dict) and r["parsed"].get("sample_cap")
-               for r in predictions.values()):
+        if sample_capped(predictions.values()):
             samples = [s for s in samples if s["id"] in predictions]  # as `score`: judged on its sample
         if not samples:
             return {}
