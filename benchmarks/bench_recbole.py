@@ -60,7 +60,7 @@ Run by hand (about an hour on 2 shared cores; see the results file for the measu
     RECHARNESS_HOME=... .venv/bin/python benchmarks/bench_recbole.py
     # RecBole at dropout 0.2 to convergence, in sittings (run again to continue):
     RECHARNESS_HOME=... .venv/bin/python benchmarks/bench_recbole.py --recbole-dropout 0.2 --recbole-epochs 200 \
-        --recbole-patience 10 --ours-precision fp32,bf16,fp32-post --ours-seconds 3000 --work .bench-work/recbole-d0.2 \
+        --recbole-patience 10 --ours-precision fp32,bf16,fp32-post --ours-seconds 1800 --work .bench-work/recbole-d0.2 \
         --out benchmarks/results/recbole_converged_dropout0.2.md
     # smoke test (never the real results file):
     RECHARNESS_HOME=... .venv/bin/python benchmarks/bench_recbole.py --users 300 --threads 1 --out /tmp/recbole-smoke.md
