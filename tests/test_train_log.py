@@ -52,11 +52,11 @@ def test_a_killed_train_resumes_with_the_models_it_had_not_finished(ml1m, tmp_pa
     fitted = []
     real_fit = train_mod.fit
 
-    def fit(name, data, seed=0, params=None):
+    def fit(name, data, seed=0, params=None, **kw):
         fitted.append(name)
         if name == "pnn":  # the process dies while training the second model
             raise KeyboardInterrupt
-        return real_fit(name, data, seed, params)
+        return real_fit(name, data, seed, params, **kw)
 
     monkeypatch.setattr(train_mod, "fit", fit)
     with pytest.raises(KeyboardInterrupt):

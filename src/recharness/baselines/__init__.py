@@ -9,6 +9,7 @@ baselines they want (`Task.baselines`), so the `train` stage and the tasks' on-t
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from recharness.baselines.base import (
     Baseline,
@@ -71,12 +72,23 @@ BASELINES.add("sid-sasrec-free", "recharness.baselines.sid_sasrec:SIDSASRecFree"
                           "counted (invalid_share, invalid_top1_share) and dropped from the ranking")
 
 
-def fit(name: str, train: TrainData, seed: int = 0, params: dict | None = None) -> tuple[Baseline, float]:
-    """The named baseline fitted on `train` (with tuned `params` where given), and the seconds fitting took."""
+def fit(name: str, train: TrainData, seed: int = 0, params: dict | None = None, *,
+        checkpoint: tuple[Path, dict] | None = None) -> tuple[Baseline, float]:
+    """The named baseline fitted on `train` (with tuned `params` where given), and the seconds fitting took.
+    `checkpoint`: (folder, stamp) where a model trained in epochs saves each one (`EpochCheckpoint`, the
+    stamp completed with its settings): a killed fit goes on from there, its earlier sittings' seconds added."""
     t0 = time.perf_counter()
     cls = BASELINES.get(name)
-    model = (cls.create(seed=seed, **params) if params else cls.create(seed=seed)).fit(train)
-    return model, time.perf_counter() - t0
+    model = cls.create(seed=seed, **params) if params else cls.create(seed=seed)
+    if checkpoint is not None and hasattr(model, "checkpoint"):
+        from recharness.baselines.checkpoint import EpochCheckpoint
+
+        folder, stamp = checkpoint
+        model.checkpoint = EpochCheckpoint(folder, {**stamp, "baseline": name, "settings": model.settings()})
+    model = model.fit(train)
+    log = getattr(model, "log", None)
+    earlier = log.get("earlier_sittings_s", 0.0) if isinstance(log, dict) else 0.0
+    return model, time.perf_counter() - t0 + earlier
 
 
 __all__ = ["BASELINES", "Baseline", "ItemMeanCtr", "PopularityRanker", "RandomRanker", "Ranker", "TrainData", "fit",

@@ -48,6 +48,10 @@ Prediction: the target's rank over the whole catalog with the history's items re
 target is not ranked (None). `target_ranks_and_tops` adds the top-k list from the same scores
 (`{"rank": r, "top": [...]}`: seqrec's beyond-accuracy metrics read it).
 
+Under `recharness train` each whole epoch is checkpointed (`checkpoint`: weights, Adam's moments, the
+shuffling and dropout RNG states, the early-stopping state and the log), so a killed fit goes on from its
+last whole epoch and, with the same thread count, ends with the weights an uninterrupted fit would.
+
 Saved as a directory: `model.pt` (state dict, read back with `weights_only=True`) and `config.json`
 (settings, the item vocabulary, the fit log with samples/s), never a pickled object. Memory: a
 training step holds 512 × items logits at a time (`linear_cross_entropy.CHUNK`: 7.6 MB on ML-1M).
@@ -67,7 +71,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from recharness.baselines.base import SEQUENCE_PARTS, Baseline, RankQuery, TrainData
-from recharness.baselines.checkpoint import read_model, save_model
+from recharness.baselines.checkpoint import EpochCheckpoint, read_model, save_model
 from recharness.baselines.linear_cross_entropy import linear_cross_entropy, release_scratch
 from recharness.baselines.torch_threads import threads
 from recharness.baselines.training import EarlyStopping, progress_bar
@@ -310,6 +314,9 @@ class SASRec(Baseline):
     #: many epochs (on ML-1M, 2 cores: about a minute each), the chosen configuration is refitted with
     #: `max_epochs` and early stopping
     tune_epochs = 3
+    #: set by `recharness train` before `fit`: the fit is saved after each epoch and a killed one goes on
+    #: from its last whole epoch (`checkpoint.EpochCheckpoint`); None: no checkpoints (tuning trials, tests)
+    checkpoint: EpochCheckpoint | None = None
 
     def __init__(self, seed: int = 0, *, threads: int | None = None, progress: bool = True,
                  callback: Callable[[SASRecNet, dict], Any] | None = None, callback_steps: int = 0, **params):
@@ -383,7 +390,7 @@ class SASRec(Baseline):
             self.net = SASRecNet(len(self.items), p["max_len"], layers=self.layers, bf16=p["precision"] == "bf16",
                                  **{k: p[k] for k in _NET})
             self._fit(x, first, v_hist, v_target)
-        self.log["seconds"] = round(time.perf_counter() - t0, 3)
+        self.log["seconds"] = round(time.perf_counter() - t0 + self.log.get("earlier_sittings_s", 0.0), 3)
         return self
 
     def _valid_ndcg(self, hist: list[list[int]], target: list[int]) -> float:
@@ -416,8 +423,22 @@ class SASRec(Baseline):
             net.train()
             return time.perf_counter() - t
 
+        start, earlier_s = 1, 0.0
+        resumed = self.checkpoint.load() if self.checkpoint is not None else None
+        if resumed is not None:  # a killed fit's last whole epoch: its weights, optimiser, RNGs and counters
+            tensors, state = resumed
+            net.load_state_dict(tensors["net"])
+            opt.load_state_dict(tensors["opt"])
+            gen.set_state(tensors["gen"])
+            torch.set_rng_state(tensors["rng"])
+            stopper.best, stopper.best_epoch, stopper.stale = state["best"], state["best_epoch"], state["stale"]
+            stopper.best_state = tensors.get("best_state")
+            epochs[:] = state["epochs"]
+            step_s, done, steps, positions = state["step_s"], state["done"], state["steps"], state["positions"]
+            start, earlier_s = state["epoch"] + 1, state["fit_s"]
+        t_fit = time.perf_counter()
         try:
-            for epoch in range(1, p["max_epochs"] + 1):
+            for epoch in range(start, p["max_epochs"] + 1):
                 net.train()
                 order = torch.randperm(x.shape[0], generator=gen)
                 total, seen, t_epoch = 0.0, 0, time.perf_counter()
@@ -456,6 +477,13 @@ class SASRec(Baseline):
                 record_epoch(epochs, bar, stopper.best, epoch, total, seen, score, epoch_s)
                 if stopper.update(score, epoch, net) or stopped:
                     break
+                if self.checkpoint is not None and epoch < p["max_epochs"]:
+                    self.checkpoint.save(epoch, {
+                        "net": net.state_dict(), "opt": opt.state_dict(), "gen": gen.get_state(),
+                        "rng": torch.get_rng_state(), "best_state": stopper.best_state}, {
+                        "epoch": epoch, "best": stopper.best, "best_epoch": stopper.best_epoch, "stale": stopper.stale,
+                        "epochs": epochs, "step_s": step_s, "done": done, "steps": steps, "positions": positions,
+                        "fit_s": earlier_s + time.perf_counter() - t_fit})
         finally:
             if bar is not None:
                 bar.stop()
@@ -467,6 +495,8 @@ class SASRec(Baseline):
                     "train_samples": done, "train_positions": positions, "train_step_s": round(step_s, 3),
                     "samples_per_s": round(done / step_s, 1) if step_s > 0 else None,
                     "threads": torch.get_num_threads(), "rows_per_step": rows_per_step}
+        if resumed is not None:  # the killed sittings' epochs are in the log; their time is added to `seconds`
+            self.log["resumed_after_epoch"], self.log["earlier_sittings_s"] = start - 1, round(earlier_s, 3)
         if self.callback is not None:
             self.log["stopped_by_callback"] = stopped
 

@@ -118,6 +118,11 @@ class RunDir:
         """`path` as reports name it: relative to the run directory ("predictions/m.jsonl")."""
         return Path(path).relative_to(self.path).as_posix()
 
+    def fit_checkpoint(self, name: str) -> Path:
+        """A reference fit's last whole epoch while it trains (`baselines.checkpoint.EpochCheckpoint`): a
+        killed `train` goes on from it; removed once the model is saved."""
+        return self.model_dir(name) / "fit-checkpoint"
+
     def tuning_json(self, name: str) -> Path:
         """A tuned reference's search (`train --tune N`): its trials and the chosen configuration."""
         return self.model_dir(name) / "tuning.json"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections import defaultdict
 from pathlib import Path
 
@@ -122,6 +123,8 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
     for n in names:
         if n not in resumed:  # another training's answers, or a model to fit again: its answers start afresh
             remove_log(rd.reference_partial(n))
+        if retrain:  # fitted again from epoch 1, not from a killed fit's checkpoint
+            shutil.rmtree(rd.fit_checkpoint(n), ignore_errors=True)
     fresh = [n for n in names if n not in resumed]
     train_data = data_id = remote = None
     if fresh:
@@ -179,7 +182,11 @@ def _fit(rd: RunDir, name: str, train_data: TrainData, data_id: dict, seed: int,
         atomic_write_text(rd.tuning_json(name), json.dumps(search, indent=2))
     elif tune and progress is not None:
         progress(f"{name} has no search space: trained with its fixed configuration")
-    model, seconds = fit(name, train_data, seed, search["best"]["params"] if search else None)
+    model, seconds = fit(name, train_data, seed, search["best"]["params"] if search else None,
+                         checkpoint=(rd.fit_checkpoint(name), {"build": data_id["build"]}))
+    fit_log = getattr(model, "log", None)
+    if isinstance(fit_log, dict) and fit_log.get("resumed_after_epoch") and progress is not None:
+        progress(f"{name}: went on from a killed fit's checkpoint after epoch {fit_log['resumed_after_epoch']}")
     summary = {k: search[k] for k in ("budget", "objective", "best", "seconds")} if search else None
     if summary is not None and isinstance(getattr(model, "log", None) or {}, dict):
         model.log = {**(getattr(model, "log", None) or {}), "tuning": summary}  # a DLRM's is a FitLog
@@ -189,6 +196,7 @@ def _fit(rd: RunDir, name: str, train_data: TrainData, data_id: dict, seed: int,
     save = getattr(model, "save", None)
     if callable(save):  # trained weights kept beside the run: `score`/`report` never retrain, a killed train resumes
         save(rd.model_dir(name))
+    shutil.rmtree(rd.fit_checkpoint(name), ignore_errors=True)  # the model it led to is saved
     logged = train_log.write(rd.model_dir(name), model, seed=seed, data=data_id, seconds=seconds)
     if progress is not None:
         progress(train_log.summary_line(name, logged))

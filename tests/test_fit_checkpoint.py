@@ -1,0 +1,100 @@
+"""A killed SASRec fit goes on from its last whole epoch (`baselines.checkpoint.EpochCheckpoint`) and ends
+with exactly the weights and log of an uninterrupted fit; a checkpoint of other settings is not resumed."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from recharness.baselines import TrainData, fit  # noqa: E402
+from recharness.baselines import sasrec as sasrec_mod  # noqa: E402
+from recharness.baselines.base import sequence_positives  # noqa: E402
+from recharness.core.rundir import RunDir  # noqa: E402
+
+SMALL = {"hidden": 16, "inner": 32, "batch_size": 64, "max_epochs": 6, "patience": 10, "dropout": 0.3, "lr": 5e-3}
+
+
+@pytest.fixture(scope="module")
+def data() -> TrainData:
+    rng = np.random.default_rng(0)
+    items = [f"i{k}" for k in range(30)]
+    rows = []
+    for u in range(60):
+        start, step = int(rng.integers(30)), int(rng.choice([1, 3]))
+        seq = [items[(start + step * j) % 30] for j in range(9)]
+        rows.append({"user_id": f"u{u}", "history": seq[:-1], "target": seq[-1], "part": "train" if u < 48 else "valid"})
+    seqs = pl.DataFrame(rows)
+    return TrainData(sequence_positives(seqs), items, sequences=seqs)
+
+
+def _dies_at_validation(monkeypatch, call: int) -> None:
+    """The process dies (KeyboardInterrupt) at the `call`-th validation, after that epoch's training."""
+    real, calls = sasrec_mod.SASRec._valid_ndcg, []
+
+    def valid(self, hist, target):
+        calls.append(1)
+        if len(calls) == call:
+            raise KeyboardInterrupt
+        return real(self, hist, target)
+
+    monkeypatch.setattr(sasrec_mod.SASRec, "_valid_ndcg", valid)
+
+
+def _same_weights(a, b) -> bool:
+    sa, sb = a.net.state_dict(), b.net.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def _epochs(model) -> list[tuple]:
+    return [(e["epoch"], e["loss"], e["valid_ndcg@10"], e["samples"]) for e in model.log["epochs"]]
+
+
+def test_a_killed_fit_goes_on_from_its_last_epoch_to_the_uninterrupted_weights(data, tmp_path, monkeypatch):
+    whole, _ = fit("sasrec-1l", data, 3, SMALL)  # as the resumed fits below: the same thread count
+    assert len(whole.log["epochs"]) == SMALL["max_epochs"] and "resumed_after_epoch" not in whole.log
+
+    stamp = {"build": "b1"}
+    _dies_at_validation(monkeypatch, 4)  # epochs 1-3 checkpointed, killed while validating epoch 4
+    with pytest.raises(KeyboardInterrupt):
+        fit("sasrec-1l", data, 3, SMALL, checkpoint=(tmp_path / "ck", stamp))
+    assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == ["epoch-3.pt", "state.json"]  # older epochs removed
+    monkeypatch.undo()
+
+    resumed, seconds = fit("sasrec-1l", data, 3, SMALL, checkpoint=(tmp_path / "ck", stamp))
+    assert resumed.log["resumed_after_epoch"] == 3 and resumed.log["earlier_sittings_s"] > 0
+    assert seconds >= resumed.log["earlier_sittings_s"]  # the killed sitting's training counted
+    assert _epochs(resumed) == _epochs(whole)  # epochs 1-3 from the checkpoint, 4-6 trained again
+    assert resumed.log["best_epoch"] == whole.log["best_epoch"]
+    assert resumed.log["train_samples"] == whole.log["train_samples"]
+    assert _same_weights(resumed, whole)  # bit for bit: RNG states and optimiser moments went on
+
+    # another seed (its settings) or another build: the checkpoint is not this fit's, it starts at epoch 1
+    other, _ = fit("sasrec-1l", data, 4, SMALL, checkpoint=(tmp_path / "ck", stamp))
+    assert "resumed_after_epoch" not in other.log
+    again, _ = fit("sasrec-1l", data, 3, SMALL, checkpoint=(tmp_path / "ck", {"build": "b2"}))
+    assert "resumed_after_epoch" not in again.log and _same_weights(again, whole)
+
+
+def test_train_goes_on_from_the_checkpoint_and_removes_it_once_the_model_is_saved(data, tmp_path, monkeypatch):
+    from recharness.runner import train as train_mod
+
+    monkeypatch.setattr(sasrec_mod, "DEFAULTS", {**sasrec_mod.DEFAULTS, **SMALL})
+    rd = RunDir(tmp_path / "run")
+    data_id = {"build": "b1", "dataset": "toy", "suite": "recbench"}
+    lines: list[str] = []
+    whole, _ = fit("sasrec-1l", data, 0)
+
+    _dies_at_validation(monkeypatch, 3)
+    with pytest.raises(KeyboardInterrupt):
+        train_mod._fit(rd, "sasrec-1l", data, data_id, 0, 0, None, lines.append)
+    assert (rd.fit_checkpoint("sasrec-1l") / "state.json").exists()
+    monkeypatch.undo()
+    monkeypatch.setattr(sasrec_mod, "DEFAULTS", {**sasrec_mod.DEFAULTS, **SMALL})
+
+    model, _ = train_mod._fit(rd, "sasrec-1l", data, data_id, 0, 0, None, lines.append)
+    assert "sasrec-1l: went on from a killed fit's checkpoint after epoch 2" in lines
+    assert _same_weights(model, whole) and _epochs(model) == _epochs(whole)
+    assert not rd.fit_checkpoint("sasrec-1l").exists() and (rd.model_dir("sasrec-1l") / "model.pt").exists()
