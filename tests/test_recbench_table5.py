@@ -239,3 +239,38 @@ def test_title_cbs_answers_catalog_items_on_a_capped_sample(smollm2_path, ml1m):
     assert model.predict([samples[0]]) == {"s0": recs["s0"]} and model.predict([samples[2]]) == {}
     scores = SeqrecTask().score(samples, recs)
     assert scores["n_scored"] == 2 and scores["missing"] == 0 and scores["answer_latency_s"] > 0
+
+
+def test_a_killed_sid_sasrec_fit_goes_on_from_its_last_epoch_to_the_uninterrupted_weights(cyclic, sid, tmp_path,
+                                                                                         monkeypatch):
+    from recharness.baselines.checkpoint import EpochCheckpoint
+
+    settings = {**SMALL, "max_epochs": 4, "patience": 10}
+
+    def model(checkpoint=None):
+        sid_mod._FITTED.clear()  # no in-process reuse of an earlier fit: each fit below trains
+        m = sid_mod.SIDSASRec(seed=0, threads=1, progress=False, sid=sid, **settings)
+        m.checkpoint = checkpoint
+        return m
+
+    whole = model().fit(cyclic[0])
+    real, calls = sid_mod.SIDSASRec._valid_ndcg, []
+
+    def dies(self, rows):
+        calls.append(1)
+        if len(calls) == 3:  # killed while validating epoch 3: epochs 1-2 checkpointed
+            raise KeyboardInterrupt
+        return real(self, rows)
+
+    monkeypatch.setattr(sid_mod.SIDSASRec, "_valid_ndcg", dies)
+    with pytest.raises(KeyboardInterrupt):
+        model(EpochCheckpoint(tmp_path / "ck", {"build": "b"})).fit(cyclic[0])
+    monkeypatch.undo()
+    resumed = model(EpochCheckpoint(tmp_path / "ck", {"build": "b"})).fit(cyclic[0])
+    assert resumed.log["resumed_after_epoch"] == 2
+    assert [(e["loss"], e["valid_ndcg@10"]) for e in resumed.log["epochs"]] == \
+        [(e["loss"], e["valid_ndcg@10"]) for e in whole.log["epochs"]]
+    a, b = resumed.net.state_dict(), whole.net.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in b)
+    other = model(EpochCheckpoint(tmp_path / "ck", {"build": "another"})).fit(cyclic[0])  # not its checkpoint
+    assert "resumed_after_epoch" not in other.log

@@ -74,7 +74,7 @@ from recharness.baselines.base import SEQUENCE_PARTS, Baseline, RankQuery, Train
 from recharness.baselines.checkpoint import EpochCheckpoint, read_model, save_model
 from recharness.baselines.linear_cross_entropy import linear_cross_entropy, release_scratch
 from recharness.baselines.torch_threads import threads
-from recharness.baselines.training import EarlyStopping, progress_bar
+from recharness.baselines.training import EarlyStopping, progress_bar, resume_fit, save_fit
 from recharness.core.errors import ConfigError
 from recharness.metrics.full_ranking import rank_metrics, target_ranks
 
@@ -424,15 +424,9 @@ class SASRec(Baseline):
             return time.perf_counter() - t
 
         start, earlier_s = 1, 0.0
-        resumed = self.checkpoint.load() if self.checkpoint is not None else None
+        resumed = resume_fit(self.checkpoint, net, opt, gen, stopper)
         if resumed is not None:  # a killed fit's last whole epoch: its weights, optimiser, RNGs and counters
-            tensors, state = resumed
-            net.load_state_dict(tensors["net"])
-            opt.load_state_dict(tensors["opt"])
-            gen.set_state(tensors["gen"])
-            torch.set_rng_state(tensors["rng"])
-            stopper.best, stopper.best_epoch, stopper.stale = state["best"], state["best_epoch"], state["stale"]
-            stopper.best_state = tensors.get("best_state")
+            state = resumed
             epochs[:] = state["epochs"]
             step_s, done, steps, positions = state["step_s"], state["done"], state["steps"], state["positions"]
             start, earlier_s = state["epoch"] + 1, state["fit_s"]
@@ -477,11 +471,8 @@ class SASRec(Baseline):
                 record_epoch(epochs, bar, stopper.best, epoch, total, seen, score, epoch_s)
                 if stopper.update(score, epoch, net) or stopped:
                     break
-                if self.checkpoint is not None and epoch < p["max_epochs"]:
-                    self.checkpoint.save(epoch, {
-                        "net": net.state_dict(), "opt": opt.state_dict(), "gen": gen.get_state(),
-                        "rng": torch.get_rng_state(), "best_state": stopper.best_state}, {
-                        "epoch": epoch, "best": stopper.best, "best_epoch": stopper.best_epoch, "stale": stopper.stale,
+                if epoch < p["max_epochs"]:
+                    save_fit(self.checkpoint, epoch, net, opt, gen, stopper, {
                         "epochs": epochs, "step_s": step_s, "done": done, "steps": steps, "positions": positions,
                         "fit_s": earlier_s + time.perf_counter() - t_fit})
         finally:

@@ -58,11 +58,11 @@ import torch
 import torch.nn.functional as F
 
 from recharness.baselines.base import Baseline, RankQuery, TrainData
-from recharness.baselines.checkpoint import read_model, save_model
+from recharness.baselines.checkpoint import EpochCheckpoint, read_model, save_model
 from recharness.baselines.sasrec import DEFAULTS as SASREC_DEFAULTS
 from recharness.baselines.sasrec import SASRecNet, record_epoch, right_padded, training_sequences
 from recharness.baselines.torch_threads import threads
-from recharness.baselines.training import EarlyStopping, progress_bar
+from recharness.baselines.training import EarlyStopping, progress_bar, resume_fit, save_fit
 from recharness.core.errors import ConfigError
 from recharness.data.semantic_ids import SemanticIds, semantic_ids
 from recharness.metrics.full_ranking import rank_metrics
@@ -90,6 +90,9 @@ class SIDSASRec(Baseline):
     name = "sid-sasrec"
     layers = 2
     free = False
+    #: set by `recharness train` before `fit`: each whole epoch checkpointed, a killed fit goes on from it
+    #: (`checkpoint.EpochCheckpoint`, stamped with the fit key: settings, semantic IDs and sequences)
+    checkpoint: EpochCheckpoint | None = None
 
     def __init__(self, seed: int = 0, *, threads: int | None = None, progress: bool = True,
                  sid: SemanticIds | None = None, **params):
@@ -179,12 +182,14 @@ class SIDSASRec(Baseline):
             self.net.eval()
             self.log = {**shared["log"], "shared_fit": True}
             return self
+        if self.checkpoint is not None:  # a checkpoint of other semantic IDs or sequences is not resumed
+            self.checkpoint.stamp = {**self.checkpoint.stamp, "fit_key": key}
         t0 = time.perf_counter()
         with threads(self.threads), torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             self.net = self._new_net()
             self._fit(rows, valid)
-        self.log["seconds"] = round(time.perf_counter() - t0, 3)
+        self.log["seconds"] = round(time.perf_counter() - t0 + self.log.get("earlier_sittings_s", 0.0), 3)
         _FITTED[key] = {"state": {k: v.detach().clone() for k, v in self.net.state_dict().items()}, "log": dict(self.log)}
         while len(_FITTED) > _FITTED_MAX:
             _FITTED.pop(next(iter(_FITTED)))
@@ -227,10 +232,15 @@ class SIDSASRec(Baseline):
         v_rows = self._valid_rows(valid)
         stopper = EarlyStopping(p["patience"])
         epochs: list[dict] = []
-        step_s, done = 0.0, 0
+        step_s, done, start, earlier_s = 0.0, 0, 1, 0.0
+        resumed = resume_fit(self.checkpoint, net, opt, gen, stopper)
+        if resumed is not None:  # a killed fit's last whole epoch: its weights, optimiser, RNGs and counters
+            epochs[:] = resumed["epochs"]
+            step_s, done, start, earlier_s = resumed["step_s"], resumed["done"], resumed["epoch"] + 1, resumed["fit_s"]
+        t_fit = time.perf_counter()
         bar = progress_bar(self.progress, rate=True)
         try:
-            for epoch in range(1, p["max_epochs"] + 1):
+            for epoch in range(start, p["max_epochs"] + 1):
                 net.train()
                 order = torch.randperm(x.shape[0], generator=gen)
                 total, seen, t_epoch = 0.0, 0, time.perf_counter()
@@ -263,6 +273,10 @@ class SIDSASRec(Baseline):
                              valid_s=time.perf_counter() - t_valid)
                 if stopper.update(score, epoch, net):
                     break
+                if epoch < p["max_epochs"]:
+                    save_fit(self.checkpoint, epoch, net, opt, gen, stopper, {
+                        "epochs": epochs, "step_s": step_s, "done": done,
+                        "fit_s": earlier_s + time.perf_counter() - t_fit})
         finally:
             if bar is not None:
                 bar.stop()
@@ -273,6 +287,8 @@ class SIDSASRec(Baseline):
                     "train_samples": done, "train_step_s": round(step_s, 3),
                     "samples_per_s": round(done / step_s, 1) if step_s > 0 else None,
                     "threads": torch.get_num_threads(), "rows_per_step": rows_per_step}
+        if resumed is not None:  # the killed sittings' epochs are in the log; their time is added to `seconds`
+            self.log["resumed_after_epoch"], self.log["earlier_sittings_s"] = start - 1, round(earlier_s, 3)
 
     def _valid_ndcg(self, rows: list[dict]) -> float:
         """Validation NDCG@10 of the CBS rankings (early stopping uses the constrained decoder for both variants)."""

@@ -1,5 +1,6 @@
 """Pieces of the fit loops that SASRec, SID-SASRec and the DLRMs share: the early-stopping rule
-(with the best epoch's weights) and the rich progress bar, so the three stop and report alike.
+(with the best epoch's weights), the epoch checkpoints of a killed fit (SASRec, SID-SASRec) and the
+rich progress bar, so the three stop, resume and report alike.
 Under `epoch_lines(say)` (what `recharness train` and `eval` use) the bar is one line per epoch
 instead (loss, validation metric, best so far), for a terminal and a log file alike."""
 
@@ -39,6 +40,39 @@ class EarlyStopping:
         """Put the best epoch's weights back into `model` (nothing when no epoch was scored)."""
         if self.best_state is not None:
             model.load_state_dict(self.best_state)
+
+
+def resume_fit(checkpoint, net: nn.Module, opt, gen: torch.Generator, stopper: EarlyStopping) -> dict | None:
+    """Put a killed fit's last whole epoch back (`checkpoint.EpochCheckpoint`, None: no checkpoints): the
+    weights, the optimiser, the shuffling generator `gen`, torch's global RNG (dropout) and `stopper`.
+    Returns the loop's other state as `save_fit` was given it (with "epoch"), or None to start at epoch 1."""
+    import torch
+
+    saved = checkpoint.load() if checkpoint is not None else None
+    if saved is None:
+        return None
+    tensors, state = saved
+    net.load_state_dict(tensors["net"])
+    opt.load_state_dict(tensors["opt"])
+    gen.set_state(tensors["gen"])
+    torch.set_rng_state(tensors["rng"])
+    stopper.best, stopper.best_epoch, stopper.stale = state["best"], state["best_epoch"], state["stale"]
+    stopper.best_state = tensors.get("best_state")
+    return state
+
+
+def save_fit(checkpoint, epoch: int, net: nn.Module, opt, gen: torch.Generator, stopper: EarlyStopping,
+             state: dict) -> None:
+    """Checkpoint the fit after `epoch` (what `resume_fit` puts back; `state`: the loop's counters and log,
+    plain values); nothing when `checkpoint` is None."""
+    import torch
+
+    if checkpoint is None:
+        return
+    checkpoint.save(epoch, {"net": net.state_dict(), "opt": opt.state_dict(), "gen": gen.get_state(),
+                            "rng": torch.get_rng_state(), "best_state": stopper.best_state},
+                    {**state, "epoch": epoch, "best": stopper.best, "best_epoch": stopper.best_epoch,
+                     "stale": stopper.stale})
 
 
 _LINES: list[Callable[[str], None]] = []  # the innermost `epoch_lines` sink last
