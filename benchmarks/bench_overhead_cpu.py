@@ -167,7 +167,8 @@ def main() -> None:
         lines.append(f"- concurrency {conc}: bare httpx2 spends {b:,.0f} µs of client CPU per request, so with the "
                      f"harness's {whole:,.0f} µs on top the best ratio one client process could reach is {b:,.0f} / "
                      f"{b + whole:,.0f} = **{b / (b + whole):.3f}**; measured {h['client_us']:,.0f} µs in all "
-                     f"({h['client_us'] - b - whole:+,.0f} µs the two lose to each other in one process). "
+                     f"({h['client_us'] - b - whole:+,.0f} µs not measured apart: the backend's own request code and the two "
+                     "interleaving in one process). "
                      f"0.95 would need the harness's own work under {b / 0.95 - b:,.0f} µs per answer.")
     args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -3,6 +3,8 @@ with exactly the weights and log of an uninterrupted fit; a checkpoint of other 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import polars as pl
 import pytest
@@ -61,21 +63,43 @@ def test_a_killed_fit_goes_on_from_its_last_epoch_to_the_uninterrupted_weights(d
     with pytest.raises(KeyboardInterrupt):
         fit("sasrec-1l", data, 3, SMALL, checkpoint=(tmp_path / "ck", stamp))
     assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == ["epoch-3.pt", "state.json"]  # older epochs removed
+    killed_s = json.loads((tmp_path / "ck" / "state.json").read_text())["state"]["fit_s"]
     monkeypatch.undo()
 
     resumed, seconds = fit("sasrec-1l", data, 3, SMALL, checkpoint=(tmp_path / "ck", stamp))
-    assert resumed.log["resumed_after_epoch"] == 3 and resumed.log["earlier_sittings_s"] > 0
-    assert seconds >= resumed.log["earlier_sittings_s"]  # the killed sitting's training counted
+    assert resumed.log["resumed_after_epoch"] == 3 and resumed.log["earlier_sittings_s"] == round(killed_s, 3) > 0
     assert _epochs(resumed) == _epochs(whole)  # epochs 1-3 from the checkpoint, 4-6 trained again
     assert resumed.log["best_epoch"] == whole.log["best_epoch"]
     assert resumed.log["train_samples"] == whole.log["train_samples"]
     assert _same_weights(resumed, whole)  # bit for bit: RNG states and optimiser moments went on
 
-    # another seed (its settings) or another build: the checkpoint is not this fit's, it starts at epoch 1
+    # another seed (its settings), another build or other data: not this fit's checkpoint, it starts at epoch 1
     other, _ = fit("sasrec-1l", data, 4, SMALL, checkpoint=(tmp_path / "ck", stamp))
     assert "resumed_after_epoch" not in other.log
     again, _ = fit("sasrec-1l", data, 3, SMALL, checkpoint=(tmp_path / "ck", {"build": "b2"}))
     assert "resumed_after_epoch" not in again.log and _same_weights(again, whole)
+    fewer = TrainData(data.interactions, data.items, sequences=data.sequences.head(40))
+    assert "resumed_after_epoch" not in fit("sasrec-1l", fewer, 3, SMALL, checkpoint=(tmp_path / "ck", stamp))[0].log
+
+
+@pytest.mark.parametrize("stride", [None, 3])
+def test_a_fit_resumed_just_before_early_stopping_stops_where_the_whole_one_did(data, tmp_path, monkeypatch, stride):
+    """Patience 2: the whole fit stops early, two epochs after its best; killed while validating its last epoch
+    (or the one before), the resumed fit takes the stale count and the best epoch's weights from the checkpoint."""
+    settings = {**SMALL, "max_epochs": 40, "patience": 2, "lr": 3e-2, "stride": stride}
+    whole, _ = fit("sasrec-1l", data, 1, settings)
+    last = len(whole.log["epochs"])
+    assert last < settings["max_epochs"] and whole.log["best_epoch"] == last - 2  # stopped by patience
+    for kill in (last, last - 1):
+        ck = tmp_path / f"ck{kill}"
+        _dies_at_validation(monkeypatch, kill)
+        with pytest.raises(KeyboardInterrupt):
+            fit("sasrec-1l", data, 1, settings, checkpoint=(ck, {"build": "b"}))
+        monkeypatch.undo()
+        resumed, _ = fit("sasrec-1l", data, 1, settings, checkpoint=(ck, {"build": "b"}))
+        assert resumed.log["resumed_after_epoch"] == kill - 1
+        assert _epochs(resumed) == _epochs(whole) and resumed.log["best_epoch"] == whole.log["best_epoch"]
+        assert _same_weights(resumed, whole)  # the best epoch's weights, put back from the checkpoint
 
 
 def test_train_goes_on_from_the_checkpoint_and_removes_it_once_the_model_is_saved(data, tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 scipy, the ML-1M line formats, and a real run through an OpenAI-compatible server (llama.cpp)."""
 
 import json
+import re
 
 import pytest
 
@@ -121,4 +122,4 @@ def test_a_logged_answer_is_reused_only_for_the_prompt_it_answered(ml1m, tmp_pat
     changed = [p for p in build_probes(edited, kinds=("item",), limit=8, seed=3) if p.qid not in bigger]
     assert changed and shown.subject in {p.subject for p in changed}
     assert run(edited, 8) == len(changed)
-    assert all(q.split("@")[0].startswith("item-") for q in bigger)
+    assert all(re.fullmatch(r"item-\d+@[0-9a-f]{12}", q) for q in bigger)

@@ -55,6 +55,12 @@ def test_a_heavy_baseline_without_a_trained_model_is_one_clear_line(ml1m, tmp_pa
     err = " ".join(res.stderr.split())
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert "baseline:sasrec: no trained model" in err and "recharness train recbench" in err and "-b sasrec" in err
+    # a killed first fit leaves only its checkpoint in the model's folder: still no trained model, the same line
+    (d / "models" / "sasrec" / "fit-checkpoint").mkdir(parents=True)
+    (d / "models" / "sasrec" / "fit-checkpoint" / "state.json").write_text("{}")
+    res = subprocess.run([sys.executable, "-m", "recharness", "run", "recbench", "-d", "ml-1m", "-o", str(d),
+                          "-m", "baseline:sasrec"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2 and "baseline:sasrec: no trained model" in " ".join(res.stderr.split()), res.stderr
 
 
 SLOW_RUN = textwrap.dedent("""

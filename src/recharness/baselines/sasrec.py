@@ -74,7 +74,7 @@ from recharness.baselines.base import SEQUENCE_PARTS, Baseline, RankQuery, Train
 from recharness.baselines.checkpoint import EpochCheckpoint, read_model, save_model
 from recharness.baselines.linear_cross_entropy import linear_cross_entropy, release_scratch
 from recharness.baselines.torch_threads import threads
-from recharness.baselines.training import EarlyStopping, progress_bar, resume_fit, save_fit
+from recharness.baselines.training import EarlyStopping, data_hash, progress_bar, resume_fit, save_fit
 from recharness.core.errors import ConfigError
 from recharness.metrics.full_ranking import rank_metrics, target_ranks
 
@@ -386,6 +386,9 @@ class SASRec(Baseline):
         v_hist, v_target = self._rows(valid)
         t0 = time.perf_counter()
         with threads(self.threads), torch.random.fork_rng(devices=[]):
+            if self.checkpoint is not None:  # a checkpoint of other data, threads or torch is not resumed
+                self.checkpoint.extend(data=data_hash(self.items, x, first, v_hist, v_target),
+                                       threads=torch.get_num_threads(), torch=torch.__version__)
             torch.manual_seed(self.seed)
             self.net = SASRecNet(len(self.items), p["max_len"], layers=self.layers, bf16=p["precision"] == "bf16",
                                  **{k: p[k] for k in _NET})

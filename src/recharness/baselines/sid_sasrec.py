@@ -182,10 +182,10 @@ class SIDSASRec(Baseline):
             self.net.eval()
             self.log = {**shared["log"], "shared_fit": True}
             return self
-        if self.checkpoint is not None:  # a checkpoint of other semantic IDs or sequences is not resumed
-            self.checkpoint.stamp = {**self.checkpoint.stamp, "fit_key": key}
         t0 = time.perf_counter()
         with threads(self.threads), torch.random.fork_rng(devices=[]):
+            if self.checkpoint is not None:  # a checkpoint of other semantic IDs, sequences, threads is not resumed
+                self.checkpoint.extend(fit_key=key, threads=torch.get_num_threads(), torch=torch.__version__)
             torch.manual_seed(self.seed)
             self.net = self._new_net()
             self._fit(rows, valid)

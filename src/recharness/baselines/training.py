@@ -52,6 +52,9 @@ def resume_fit(checkpoint, net: nn.Module, opt, gen: torch.Generator, stopper: E
     if saved is None:
         return None
     tensors, state = saved
+    shapes = {k: v.shape for k, v in net.state_dict().items()}
+    if {k: getattr(v, "shape", None) for k, v in tensors["net"].items()} != shapes:
+        return None  # another network (the stamp should have said so): start at epoch 1, nothing half-loaded
     net.load_state_dict(tensors["net"])
     opt.load_state_dict(tensors["opt"])
     gen.set_state(tensors["gen"])
@@ -59,6 +62,21 @@ def resume_fit(checkpoint, net: nn.Module, opt, gen: torch.Generator, stopper: E
     stopper.best, stopper.best_epoch, stopper.stale = state["best"], state["best_epoch"], state["stale"]
     stopper.best_state = tensors.get("best_state")
     return state
+
+
+def data_hash(*parts) -> str:
+    """sha256 of a fit's data (tensors, lists, vocabularies), for its checkpoint's stamp."""
+    import hashlib
+    import json
+
+    import torch
+
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.contiguous().numpy().tobytes() if isinstance(part, torch.Tensor)
+                 else json.dumps(part, default=str).encode())
+        h.update(b"\0")
+    return h.hexdigest()
 
 
 def save_fit(checkpoint, epoch: int, net: nn.Module, opt, gen: torch.Generator, stopper: EarlyStopping,

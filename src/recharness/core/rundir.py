@@ -118,6 +118,11 @@ class RunDir:
         """`path` as reports name it: relative to the run directory ("predictions/m.jsonl")."""
         return Path(path).relative_to(self.path).as_posix()
 
+    def has_saved_model(self, name: str) -> bool:
+        """Whether `train` saved `name`'s model (its config.json: every saved baseline writes one); the
+        folder alone may hold only a killed fit's checkpoint or a search's trials."""
+        return (self.model_dir(name) / "config.json").is_file()
+
     def fit_checkpoint(self, name: str) -> Path:
         """A reference fit's last whole epoch while it trains (`baselines.checkpoint.EpochCheckpoint`): a
         killed `train` goes on from it; removed once the model is saved."""

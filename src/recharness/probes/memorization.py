@@ -54,7 +54,7 @@ class Probe:
 def question_id(kind: str, subject: str, messages: list[dict]) -> str:
     """`kind-subject@hash`: the hash (12 hex of the prompt's sha256) ties a logged answer to its prompt, so a
     dataset prepared again with other contents is asked again where its prompts changed (and only there),
-    while a larger `--limit` reuses every answer it can."""
+    while another `--limit` or `--seed` reuses the answers of the probes it shares with earlier runs."""
     digest = hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode("utf-8",
                                                                                         "surrogatepass")).hexdigest()
     return f"{kind}-{subject}@{digest[:12]}"

@@ -52,7 +52,7 @@ class ReferenceBackend(ModelBackend):
         info = rd.build_info()
         cls = BASELINES.get(name)
         saved = rd.model_dir(name)
-        if saved.exists() and hasattr(cls, "load"):
+        if rd.has_saved_model(name) and hasattr(cls, "load"):
             trained_on = _trained_on(saved)
             if trained_on is not None and trained_on != info["fingerprint"]:
                 raise ConfigError(f"baseline:{name}: the model in {saved} was trained on another build of this run "

@@ -54,7 +54,7 @@ def _resumable(rd: RunDir, name: str, training: dict):
     model with nothing saved is fitted again and predicts everything again)."""
     first = _first(rd.reference_partial(name))
     cls = BASELINES.get(name)
-    if not _made_by(first, training) or not hasattr(cls, "load") or not rd.model_dir(name).exists():
+    if not _made_by(first, training) or not hasattr(cls, "load") or not rd.has_saved_model(name):
         return None
     model = cls.load(rd.model_dir(name))
     if json.loads(json.dumps(model.identity(), default=str)) != first.get("model"):
@@ -114,6 +114,8 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
     kept = [] if retrain else [n for n in names if _made_by(_first(rd.reference(n)), training[n])]
     if kept and progress is not None:
         progress(f"already trained on this build (seed {seed}), kept: {', '.join(kept)} (--retrain fits them again)")
+    for n in kept:  # a killed --retrain's checkpoint: its model is kept as it was
+        shutil.rmtree(rd.fit_checkpoint(n), ignore_errors=True)
     names = [n for n in names if n not in kept]
     if executor == "ray" and tune and names:
         raise ConfigError("--tune runs locally (one search after another, the same budget each): drop --executor ray")
@@ -153,6 +155,7 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
             r = remote[name]
             for rel, data in r["files"].items():
                 atomic_write_bytes(rd.model_dir(name) / rel, data)
+            shutil.rmtree(rd.fit_checkpoint(name), ignore_errors=True)  # fitted afresh there: a local one is stale
             by_name = {t: (recs, timing) for t, recs, timing in r["predictions"]}
             identity, seconds, answer = r["identity"], r["train_s"], lambda _task, ss, k=by_name: k[ss[0]["task"]]
         else:
@@ -185,7 +188,8 @@ def _fit(rd: RunDir, name: str, train_data: TrainData, data_id: dict, seed: int,
     model, seconds = fit(name, train_data, seed, search["best"]["params"] if search else None,
                          checkpoint=(rd.fit_checkpoint(name), {"build": data_id["build"]}))
     fit_log = getattr(model, "log", None)
-    if isinstance(fit_log, dict) and fit_log.get("resumed_after_epoch") and progress is not None:
+    if isinstance(fit_log, dict) and fit_log.get("resumed_after_epoch") and not fit_log.get("shared_fit") \
+            and progress is not None:
         progress(f"{name}: went on from a killed fit's checkpoint after epoch {fit_log['resumed_after_epoch']}")
     summary = {k: search[k] for k in ("budget", "objective", "best", "seconds")} if search else None
     if summary is not None and isinstance(getattr(model, "log", None) or {}, dict):
@@ -196,7 +200,6 @@ def _fit(rd: RunDir, name: str, train_data: TrainData, data_id: dict, seed: int,
     save = getattr(model, "save", None)
     if callable(save):  # trained weights kept beside the run: `score`/`report` never retrain, a killed train resumes
         save(rd.model_dir(name))
-    shutil.rmtree(rd.fit_checkpoint(name), ignore_errors=True)  # the model it led to is saved
     logged = train_log.write(rd.model_dir(name), model, seed=seed, data=data_id, seconds=seconds)
     if progress is not None:
         progress(train_log.summary_line(name, logged))
@@ -208,6 +211,7 @@ def _fit(rd: RunDir, name: str, train_data: TrainData, data_id: dict, seed: int,
             progress(train_log.tuned_line(name, summary, "refitted with its own epoch limit"))
     if search is not None:  # the model is saved: a later --retrain searches afresh
         rd.tuning_json(name).with_name("tuning_trials.jsonl").unlink(missing_ok=True)
+    shutil.rmtree(rd.fit_checkpoint(name), ignore_errors=True)  # the model it led to is saved with its train.json
     return model, seconds
 
 
