@@ -50,7 +50,8 @@ target is not ranked (None). `target_ranks_and_tops` adds the top-k list from th
 
 Under `recharness train` each whole epoch is checkpointed (`checkpoint`: weights, Adam's moments, the
 shuffling and dropout RNG states, the early-stopping state and the log), so a killed fit goes on from its
-last whole epoch and, with the same thread count, ends with the weights an uninterrupted fit would.
+last whole epoch and ends with the weights an uninterrupted fit would (resumed only for the same data,
+settings, thread count and torch version).
 
 Saved as a directory: `model.pt` (state dict, read back with `weights_only=True`) and `config.json`
 (settings, the item vocabulary, the fit log with samples/s), never a pickled object. Memory: a
