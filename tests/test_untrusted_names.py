@@ -57,6 +57,17 @@ def test_prepare_never_replaces_a_folder_that_is_not_a_dataset(home):
     assert (home / "datasets" / "fresh" / "meta.json").exists()
 
 
+def test_prepare_replaces_a_dataset_of_another_kind_only_with_force(home):
+    games = Path(__file__).parent / "fixtures" / "data" / "llmrank"
+    assert CliRunner().invoke(app, ["prepare", "movielens-dat", str(FIX), "--as", "mine"]).exit_code == 0
+    before = (home / "datasets" / "mine" / "interactions.parquet").read_bytes()
+    res = CliRunner().invoke(app, ["prepare", "llmrank-games", str(games), "--as", "mine"])
+    assert res.exit_code != 0 and "holds a dataset prepared from movielens-dat, not llmrank-games" in str(res.exception)
+    assert (home / "datasets" / "mine" / "interactions.parquet").read_bytes() == before  # untouched
+    assert CliRunner().invoke(app, ["prepare", "llmrank-games", str(games), "--as", "mine", "--force"]).exit_code == 0
+    assert json.loads((home / "datasets" / "mine" / "meta.json").read_text())["preparer"] == "llmrank-games"
+
+
 def test_a_dataset_given_by_path_gets_its_runs_under_the_runs_folder(home, tmp_path):
     assert dataset_runs_name("ml-1m") == "ml-1m"
     assert dataset_runs_name(str(tmp_path / "prepared" / "ml")) == "ml"

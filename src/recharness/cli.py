@@ -123,13 +123,14 @@ def prepare(
     paths: Annotated[list[Path] | None, typer.Argument(help="Input files or folders (not needed for ml-1m / ml-100k).")] = None,
     as_name: Annotated[str | None, typer.Option("--as", help="Store under this dataset name.")] = None,
     timestamp_unit: Annotated[str | None, typer.Option("--timestamp-unit", help="The source's timestamp unit: s, ms or us (default: detected from their magnitude, and printed).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace a dataset of that name prepared from another kind.")] = False,
 ):
     """Convert a published dataset into recharness's canonical Parquet tables."""
     from recharness.core.paths import dataset_dir
     from recharness.data.prepare import prepare_dataset
 
     path = prepare_dataset(name, list(paths) if paths else None, out=dataset_dir(as_name) if as_name else None,
-                           timestamp_unit=timestamp_unit)
+                           timestamp_unit=timestamp_unit, force=force)
     out_console.print(f"prepared [bold]{escape(as_name or name)}[/] → {escape(str(path))}")
 
 

@@ -239,10 +239,12 @@ def normalize(ds, timestamp_unit: str | None = None) -> list[str]:
 
 def prepare_dataset(
     name: str, paths: list[Path] | None = None, *, out: Path | None = None, progress: bool = True,
-    timestamp_unit: str | None = None,
+    timestamp_unit: str | None = None, force: bool = False,
 ) -> Path:
     """Build dataset `name` and save it (to `out`, else the data home); returns its folder.
-    `timestamp_unit` (s, ms, us) overrides the unit detected from the timestamps' magnitude."""
+    `timestamp_unit` (s, ms, us) overrides the unit detected from the timestamps' magnitude. A folder
+    holding a dataset prepared from another kind is not replaced unless `force` (a `--as` typo must not
+    silently swap the data every run directory built on it reads)."""
     build = DATASETS.get(name)  # an unknown name: ConfigError listing the known ones
     recover_leftovers(Path(out).parent if out is not None else datasets_dir())
     t0 = time.perf_counter()
@@ -253,7 +255,7 @@ def prepare_dataset(
             ds.meta.setdefault("domain", domain_for(name))
             ds.meta.update(preparer=name, prepared_in_s=round(time.perf_counter() - t0, 2))
             status.update(f"Writing {name} ({ds.interactions.height:,} interactions)…")
-            target = save_dataset(ds, out)
+            target = save_dataset(ds, out, replace_other=force)
         finally:  # a streamed table (amazon2023 on big files) leaves a spill folder to remove
             for table in (ds.interactions, ds.items, ds.users):
                 cleanup = getattr(table, "cleanup", None)

@@ -257,9 +257,20 @@ def _swap_in(tmp: Path, target: Path) -> None:
     _fsync(target.parent, directory=True)
 
 
-def save_dataset(ds: Dataset, root: Path | None = None) -> Path:
+def _preparer(target: Path) -> str | None:
+    """The kind a prepared dataset was made from (meta.json's `preparer`), None when unknown."""
+    try:
+        meta = json.loads((target / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta.get("preparer") if isinstance(meta, dict) else None
+
+
+def save_dataset(ds: Dataset, root: Path | None = None, *, replace_other: bool = False) -> Path:
     """Write atomically: a crash never leaves a half-written dataset behind, and the next save
-    in the same folder removes whatever a killed one left."""
+    in the same folder removes whatever a killed one left. A dataset prepared from another kind (its
+    meta.json's `preparer`) is replaced only with `replace_other` (`prepare --force`): a `--as` typo
+    must not silently swap the data that run directories read."""
     ds.validate()
     target = Path(root) if root is not None else dataset_dir(ds.name)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -269,6 +280,10 @@ def save_dataset(ds: Dataset, root: Path | None = None) -> Path:
                 and (not target.is_dir() or any(target.iterdir()))):  # a swap would delete what is there
             raise ConfigError(f"{target} exists and is not a prepared dataset (no meta.json): not replacing it; "
                               "choose another name (--as) or remove it yourself")
+        had = _preparer(target)
+        if had and ds.meta.get("preparer") and had != ds.meta["preparer"] and not replace_other:
+            raise ConfigError(f"{target} holds a dataset prepared from {had}, not {ds.meta['preparer']}: give another "
+                              "--as name, or add --force to replace it")
         tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{target.name}-", dir=target.parent))
         try:
             _write_tables(ds, tmp)
