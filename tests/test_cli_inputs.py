@@ -37,6 +37,21 @@ def test_concurrency_below_one(built, c):
     one_error(cli("run", "llmrec", "-o", str(built), "-m", "fake", "-c", c), "'--concurrency' / '-c'")
 
 
+@pytest.mark.parametrize("stage", [["score", "recbench"], ["report", "recbench"], ["run", "recbench", "-m", "fake"],
+                                   ["score", "llmrec", "-d", "amazon2023"]])
+def test_a_run_directory_of_another_suite_or_dataset(built, stage):
+    says = "holds a build of ml-1m, not amazon2023" if "-d" in stage else "holds a llmrec build, not recbench"
+    one_error(cli(*stage[:2], "-o", str(built), *stage[2:]), says)
+    assert not (built / "scores.json").exists()  # nothing scored or logged under the wrong suite
+
+
+def test_recbench_ctr_and_seqrec_in_one_build_are_refused_before_any_work(tmp_path, ml1m):
+    for tasks in (["-t", "ctr", "-t", "seqrec"], ["-t", "seqrec", "-t", "ctr"]):
+        one_error(cli("build", "recbench", *tasks, "-n", "3", "-o", str(tmp_path / "rb")),
+                  "use different splits of the training data: build each into its own run directory")
+    assert not (tmp_path / "rb").exists()
+
+
 def test_a_negative_seed(tmp_path, ml1m):
     one_error(cli("build", "llmrec", "-o", str(tmp_path / "r"), "-n", "2", "--seed", "-1"), "'--seed'")
 
@@ -92,3 +107,24 @@ def test_report_runs_takes_every_path(built, tmp_path):
     p = cli("report", "--runs", *dirs, "-o", str(tmp_path / "board"))
     assert p.returncode == 0 and "leaderboard of 3 runs" in p.stdout, p.stdout + p.stderr
     one_error(cli("report", "llmrec", "perrecbench"), "report takes one SUITE")
+
+
+def test_scores_of_an_earlier_build_are_not_reported_as_this_ones(tmp_path, ml1m):
+    d = tmp_path / "r"
+    pipeline.build("llmrec", "ml-1m", d, tasks=["sequential"], seed=0, limit=3)
+    p = cli("score", "llmrec", "-o", str(d), "--resamples", "0")
+    assert p.returncode == 0 and "no model has answered this build yet" in " ".join(p.stderr.split()), p.stderr
+    assert cli("report", "llmrec", "-o", str(d)).returncode == 0
+    pipeline.build("llmrec", "ml-1m", d, tasks=["sequential"], seed=0, limit=4)  # rebuilt in place
+    one_error(cli("report", "llmrec", "-o", str(d)), "holds the scores of another build of")
+    one_error(cli("report", "--runs", str(d)), "holds the scores of another build of")
+
+
+def test_a_typo_among_report_runs_and_in_a_dataset_name_is_named(built, tmp_path):
+    assert cli("score", "llmrec", "-o", str(built), "--resamples", "0").returncode == 0
+    one_error(cli("report", "--runs", str(built), str(tmp_path / "nosuchdir"), "-o", str(tmp_path / "lb")),
+              f"--runs: no run directory with scores.json in {tmp_path / 'nosuchdir'}")
+    one_error(cli("build", "llmrec", "-d", "ml1m", "-n", "2", "-o", str(tmp_path / "x")),
+              "dataset 'ml1m' is not prepared")
+    p = cli("build", "llmrec", "-d", "ml1m", "-n", "2", "-o", str(tmp_path / "x"))
+    assert "(did you mean 'ml-1m'?)" in p.stderr and "recharness prepare ml1m" not in p.stderr

@@ -47,10 +47,39 @@ def _progress() -> Progress:
     return stage_progress(console)
 
 
-def _run_dir(suite: str, dataset: str, out: Path | None) -> Path:
+def _run_dir(suite: str, dataset: str, out: Path | None, *, built: bool = False) -> Path:
+    """The run directory: `out`, else the suite's and dataset's default. `built`: a stage that reads a
+    build; a build there of another suite (or of another dataset than a `-d` given on the command line) is
+    refused, so `score recbench -o <an llmrec run>` never scores or logs the wrong suite."""
     from recharness.runner.pipeline import default_run_dir
 
-    return out if out is not None else default_run_dir(suite, dataset)
+    d = out if out is not None else default_run_dir(suite, dataset)
+    info_path = RunDir(d).build_json
+    if built and out is not None and info_path.is_file():
+        info = RunDir(d).build_info()
+        if info["suite"] != suite:
+            raise ConfigError(f"{d} holds a {info['suite']} build, not {suite}: give `{info['suite']}` as the suite, or "
+                              "another --out")
+        if _given("dataset") and dataset not in (info["dataset"], Path(str(info["dataset"])).name):
+            raise ConfigError(f"{d} holds a build of {info['dataset']}, not {dataset}: leave -d out, or give another "
+                              "--out")
+    return d
+
+
+def _given(param: str) -> bool:
+    """Whether `param` came from the command line (not its default): the running command's context, from
+    typer's vendored click (typer >= 0.26) or click itself."""
+    import importlib
+
+    for module in ("typer._click.globals", "click.globals"):
+        try:
+            ctx = importlib.import_module(module).get_current_context(silent=True)
+        except ImportError:
+            continue
+        if ctx is not None:
+            src = ctx.get_parameter_source(param)
+            return src is not None and src.name not in ("DEFAULT", "DEFAULT_MAP")
+    return False
 
 
 def _log_command(run_dir: Path, stage: str, *args, **opts) -> None:
@@ -209,7 +238,7 @@ def run(
     from recharness.runner.pipeline import run as do_run
     from recharness.specs import default_name, resolve_spec
 
-    d = _run_dir(suite, dataset, out)
+    d = _run_dir(suite, dataset, out, built=True)
     name = check_name(name or default_name(model))
     with console.status(f"loading {escape(public_spec(model))}…"):
         if executor == "ray":
@@ -308,7 +337,7 @@ def train(
 
     from recharness.baselines.training import epoch_lines
 
-    d = _run_dir(suite, dataset, out)
+    d = _run_dir(suite, dataset, out, built=True)
     shown: set[str] = set()
 
     def progress(msg: str) -> None:  # a step in progress on the spinner; what ended (a model's summary) as a line
@@ -360,7 +389,7 @@ def score(
     from recharness.report.tables import to_rich, write_scores
     from recharness.runner.pipeline import score as do_score
 
-    d = _run_dir(suite, dataset, out)
+    d = _run_dir(suite, dataset, out, built=True)
     if labels is not None:
         if predictions is None:
             raise RecharnessError("--labels goes with --predictions (the released predictions to score against them)")
@@ -391,6 +420,9 @@ def score(
             console.print(f"[yellow]note:[/] {escape(r.task)}: reference {escape(name)} has a model folder but no "
                           f"predictions: its training did not finish — run `recharness train {suite} -o {d} -b "
                           f"{escape(name)}` again")
+    if not any(r.kind == "model" for r in rows):
+        console.print(f"[yellow]note:[/] no model has answered this build yet (only reference rows): `recharness run "
+                      f"{suite} -o {escape(str(d))} -m MODEL`, or `score --predictions FILE` for another tool's answers")
     if md:
         out_console.print("\n[bold]In the paper's layout[/]\n")
         out_console.print(md, markup=False, highlight=False)
@@ -540,11 +572,11 @@ def judge(
     out: OutOpt = None,
     judge_model: Annotated[str, typer.Option("--judge", "-j", help="Judge model spec (see `run --help`).")] = "qwen2.5-coder-0.5b-instruct",
     base_url: Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible endpoint; repeat it or give a file of URLs for several.")] = None,
-    api_key_env: Annotated[str, typer.Option("--api-key-env")] = "OPENAI_API_KEY",
+    api_key_env: Annotated[str, typer.Option("--api-key-env", help="Environment variable holding the judge endpoint's API key (never written anywhere).")] = "OPENAI_API_KEY",
     predictions: Annotated[list[str] | None, typer.Option("--predictions", help="Only these predictions files (stems).")] = None,
     no_references: Annotated[bool, typer.Option("--no-references", help="Do not judge reference rows.")] = False,
-    no_cache: Annotated[bool, typer.Option("--no-cache")] = False,
-    max_retries: Annotated[int, typer.Option("--max-retries")] = 1,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Ask the judge again instead of reading its cached answers.")] = False,
+    max_retries: Annotated[int, typer.Option("--max-retries", min=0, help="Re-asks with a format reminder after an unparseable judgment.")] = 1,
     seed: SeedOpt = 0,
 ):
     """LLM-as-judge: rate generated text for faithfulness and personalization (JSON schema, cached); `score` then shows it."""
@@ -552,7 +584,7 @@ def judge(
     from recharness.tasks.registry import get_suite
 
     judge_run = get_suite(suite).hook("judge")  # a suite without a judge: one error line naming what it supports
-    d = _run_dir(suite, dataset, out)
+    d = _run_dir(suite, dataset, out, built=True)
 
     with console.status(f"judging with {escape(public_spec(judge_model))}…"):
         backend = resolve_model(judge_model, base_url=base_url, api_key_env=api_key_env)
@@ -582,7 +614,8 @@ def report(
 
         dirs = find_runs([*runs, *(targets or [])])  # `--runs A B C`: every path, whitespace in names kept
         paths = write_leaderboard(dirs, out or runs_dir() / "leaderboard")
-        out_console.print(f"leaderboard of {len(dirs)} runs → {paths['html']}, {paths['csv']}", markup=False,
+        plural = "" if len(dirs) == 1 else "s"
+        out_console.print(f"leaderboard of {len(dirs)} run{plural} → {paths['html']}, {paths['csv']}", markup=False,
                           highlight=False)
         return
     if not targets:
@@ -590,7 +623,7 @@ def report(
     if len(targets) > 1:
         raise RecharnessError(f"report takes one SUITE, got {' '.join(targets)} (several run directories go after --runs)")
     suite = targets[0]
-    d = _run_dir(suite, dataset, out)
+    d = _run_dir(suite, dataset, out, built=True)
     rows = load_scores(d)
     md = _paper_tables(suite, rows, d)
     path = write_report(rows, d, n_examples=examples, sections={"In the paper's layout": md} if md else None,
@@ -623,9 +656,9 @@ def models_fetch(name: Annotated[str, typer.Argument(help="Built-in model name."
 @app.command()
 def serve(
     model: Annotated[str, typer.Argument(help="Built-in model name or a GGUF path.")] = "qwen2.5-coder-0.5b-instruct",
-    port: Annotated[int, typer.Option("--port", "-p")] = 8000,
+    port: Annotated[int, typer.Option("--port", "-p", help="TCP port to listen on.")] = 8000,
     host: Annotated[str, typer.Option("--host", help="Bind address (loopback by default).")] = "127.0.0.1",
-    n_ctx: Annotated[int | None, typer.Option("--n-ctx")] = None,
+    n_ctx: Annotated[int | None, typer.Option("--n-ctx", min=1, help="Context window in tokens (default: the built-in model's own, 4096 for a GGUF file).")] = None,
 ):
     """Serve a local model on an OpenAI-compatible API (llama.cpp server); use it with --model openai:NAME@http://HOST:PORT/v1."""
     from recharness.models.server import server_command

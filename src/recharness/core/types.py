@@ -179,6 +179,9 @@ class ScoreRow:
     #: {"answered": 40, "of": 400, "why": "limit"} ("limit": a run limited on purpose, "imported": another
     #: tool's answers, "partial": `score --partial` of an unfinished run). Tables show it as `partial n/M`.
     coverage: dict[str, Any] | None = None
+    #: the fingerprint of the build it was scored on (`report` refuses scores of an older build); None in
+    #: scores written before it was recorded
+    build: str | None = None
 
 
 def reference_record(sample_id: str, parsed: Any, *, output: str | None = None, valid: bool = True) -> dict:

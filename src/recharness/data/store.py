@@ -365,7 +365,14 @@ def load_dataset(name_or_path: str | Path) -> Dataset:
             if attempt == 4:
                 raise
     p = dataset_dir(str(name_or_path)) if is_plain_name(str(name_or_path)) else Path(name_or_path)
+    prepared = prepared_names()
+    from recharness.core.registry import did_you_mean
+
+    hint = did_you_mean(str(name_or_path), prepared)
+    if hint:  # a typo of a prepared name: say which, not "prepare" a name no preparer knows
+        raise ConfigError(f"dataset {str(name_or_path)!r} is not prepared (looked in {p}){hint}; prepared: "
+                          f"{', '.join(prepared)}")
     raise ConfigError(
         f"dataset {str(name_or_path)!r} is not prepared (looked in {p}). "
-        f"Run `recharness prepare {name_or_path}` first. Prepared: {', '.join(prepared_names()) or 'none'}"
+        f"Run `recharness prepare {name_or_path}` first. Prepared: {', '.join(prepared) or 'none'}"
     )

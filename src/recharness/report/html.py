@@ -996,8 +996,10 @@ def find_runs(specs: list[str | Path]) -> list[Path]:
     import glob
 
     found: list[Path] = []
+    empty: list[str] = []  # a spec that names no run: a typo is said, not dropped
     for spec in specs:
         matches = sorted(glob.glob(str(spec))) or [str(spec)]
+        before = len(found)
         for m in matches:
             p = Path(m)
             scores = RunDir(p).scores("json")
@@ -1005,6 +1007,13 @@ def find_runs(specs: list[str | Path]) -> list[Path]:
                 found.append(p)
             elif p.is_dir():
                 found += sorted(q.parent for q in p.rglob(scores.name))
+        if len(found) == before:
+            empty.append(str(spec))
+    if empty and found:
+        from recharness.core.errors import ConfigError
+
+        raise ConfigError(f"--runs: no run directory with scores.json in {', '.join(empty)} (a typo, or run "
+                          "`recharness score` there first); leave it out to merge the others")
     seen, out = set(), []
     for p in found:
         key = p.resolve()
@@ -1067,7 +1076,8 @@ def write_leaderboard(runs: list[Path], out: Path, *, title: str = "recharness l
             name = r.method if len(builds) == 1 else f"{r.method} [{en['run'].name}]"
             rows.append(ScoreRow(method=name, task=r.task, metrics=r.metrics, n=r.n, kind=r.kind, extra=r.extra,
                                  ci=r.ci if same_run else {m: {k: v for k, v in c.items() if k != "top"}
-                                                              for m, c in r.ci.items()}, coverage=r.coverage))
+                                                              for m, c in r.ci.items()}, coverage=r.coverage,
+                                 build=r.build))
             palette.colours.setdefault(name, palette.colours.get(r.method, "#999999"))
         parts += task_section(rows, suite, task, title=f"{suite} · {task} on {dataset}", palette=palette)
     page = _page(title, parts)

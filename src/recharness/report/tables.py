@@ -306,8 +306,17 @@ def load_scores(out: Path) -> list[ScoreRow]:
     from recharness.core.errors import InputError, one_line
 
     try:
-        rows = json.loads(p.read_text(encoding="utf-8"))
-        return [ScoreRow(**d) for d in rows]
+        rows = [ScoreRow(**d) for d in json.loads(p.read_text(encoding="utf-8"))]
     except (ValueError, TypeError) as e:  # bad JSON, not a list of rows, or a row with unknown / missing fields
         raise InputError(p, f"not a scores file written by `recharness score` ({one_line(str(e), 160)}); "
                             "run `recharness score` again") from None
+    rd = RunDir(out)
+    if rd.build_json.is_file():  # scores of an earlier build of this folder are not this build's results
+        now = rd.build_info().get("fingerprint")
+        stale = {r.build for r in rows if r.build is not None and r.build != now}
+        if now and stale:
+            from recharness.core.errors import ConfigError
+
+            raise ConfigError(f"{p} holds the scores of another build of {out} (build {sorted(stale)[0][:12]}…, now "
+                              f"{now[:12]}…): the samples were rebuilt since; run `recharness score` again")
+    return rows

@@ -59,6 +59,11 @@ def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None =
     if seed < 0:
         raise ConfigError(f"--seed must be 0 or more, got {seed}")
     options = validate_options(suite, tasks, options)
+    for t in tasks:
+        apart = [o for o in getattr(get_task(suite, t), "builds_apart_from", ()) if o in tasks]
+        if apart:
+            raise ConfigError(f"{suite}'s {t} and {apart[0]} use different splits of the training data: build each "
+                              f"into its own run directory (`-t {t} -o DIR1`, `-t {apart[0]} -o DIR2`)")
     if users is not None:
         users = list(dict.fromkeys(str(u) for u in users))
         if not users:
@@ -310,7 +315,7 @@ def score(out: Path, *, seed: int = 0, references: bool = True, resamples: int =
     if resamples < 0:
         raise ConfigError(f"--resamples must be 0 or more, got {resamples}")
     rd = RunDir(out)
-    _, build_samples = load_build(out)
+    info, build_samples = load_build(out)
     rows: list[ScoreRow] = []
     for t, task, task_samples, methods in methods_by_task(out, seed=seed, references=references):
         groups: dict[tuple, tuple[list[dict], list]] = {}
@@ -320,7 +325,7 @@ def score(out: Path, *, seed: int = 0, references: bool = True, resamples: int =
                 rd, extra.get("derived_from", name), t, task_samples, build_samples, recs, partial=partial)
             own = as_given_samples(samples, recs)  # an import scored against its own targets (--targets as-given)
             row = _score_row(task, t, own, recs, name, kind, extra)
-            row.coverage = cov
+            row.coverage, row.build = cov, info.get("fingerprint")
             units = checked_units(task, own, recs, row.metrics)  # once: the table's values are the units'
             # rows on other targets than the build's are compared with no other row
             key = tuple(s["id"] for s in samples) + ((("as-given", name),) if own is not samples else ())

@@ -50,6 +50,9 @@ class Task(ABC):
 
     #: whether `score`/`units` read the dataset (then the score stage calls `prepare_scoring` first)
     scoring_needs_dataset: bool = False
+    #: tasks of the suite this one cannot share a build with (they write different splits of the training
+    #: data to the same files): `build` refuses them together, before any work
+    builds_apart_from: tuple[str, ...] = ()
 
     def setup(self, dataset, context: Any = None) -> None:
         """Once before running, parsing or scoring (e.g. build a catalog matcher); `context` as in BuildConfig."""

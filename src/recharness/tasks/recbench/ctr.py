@@ -71,6 +71,7 @@ class CtrTask(Task):
     headline = "AUC"
     name = "ctr"
     selects_users = True  # honours BuildConfig.users (build --users FILE)
+    builds_apart_from = ("seqrec",)  # its own split of the training data (recbench/*.parquet)
     #: the nine DLRMs of §4 Groups A-C and the text / semantic DNNs after the simple references
     baselines = ("popularity", "random", "item_mean", "itemknn", "ease", "als", "markov", *DLRMS)
     request = "options"

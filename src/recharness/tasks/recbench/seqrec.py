@@ -216,6 +216,7 @@ class ListedItems(TypedDict):
 class SeqrecTask(Task):
     name = "seqrec"
     selects_users = True  # honours BuildConfig.users (build --users FILE)
+    builds_apart_from = ("ctr",)  # its own split of the training data (recbench/*.parquet)
     #: §3.2 Group G (SASRec), Group H (SID-SASRec with / without CBS), the zero-shot title-trie LLM row
     baselines = ("popularity", "itemknn", "ease", "als", "markov", "sasrec", "sasrec-1l", "sasrec-3l", "sasrec-4l", "sid-sasrec", "sid-sasrec-free",
                  "title-cbs")

@@ -204,7 +204,7 @@ class DemographicsTask(ProfileTask):
             return None
         if not made["demographics"]:
             return (f"demographics: {dataset.name} has no age and gender of its users (as the paper's book data): "
-                    "build the other tasks (-t explicit,implicit,misinformed,interest)")
+                    "build the other tasks (-t explicit -t implicit -t misinformed -t interest)")
         opts = parse_options(config.options)
         return (f"demographics: no age or gender group has demo_min_users={opts.demo_min_users} users who rated "
                 "anything: lower it with --option demo_min_users=N")
