@@ -128,3 +128,12 @@ def test_a_typo_among_report_runs_and_in_a_dataset_name_is_named(built, tmp_path
               "dataset 'ml1m' is not prepared")
     p = cli("build", "llmrec", "-d", "ml1m", "-n", "2", "-o", str(tmp_path / "x"))
     assert "(did you mean 'ml-1m'?)" in p.stderr and "recharness prepare ml1m" not in p.stderr
+
+
+def test_an_option_set_by_its_own_flag_is_named_as_typed(tmp_path, ml1m):
+    one_error(cli("build", "recbench-plus", "--no-format", "-n", "2", "-o", str(tmp_path / "a")),
+              "--no-format: recbench-plus prompts have no separate format_indicator part to drop")
+    one_error(cli("build", "llmrec", "-t", "sequential", "--orders", "3", "-n", "2", "-o", str(tmp_path / "b")),
+              "--orders: no task built here shows candidates (llmrec: sequential)")
+    one_error(cli("build", "llmrec", "-t", "sequential", "--option", "orders=3", "-n", "2", "-o", str(tmp_path / "c")),
+              "unknown --option 'orders'")  # typed as an --option: named so

@@ -195,9 +195,23 @@ def build(
     if no_description:
         opts["task_description"] = False
     d = _run_dir(suite, dataset, out)
-    with console.status(f"building {suite} on {dataset}…"):
-        info = do_build(suite, dataset, d, tasks=task, seed=seed, limit=limit, options=opts,
-                        users=read_users(users) if users is not None else None)
+    flags = {"behaviour": "--no-history", "format_indicator": "--no-format", "task_description": "--no-description",
+             "orders": "--orders"}
+    given = {k: f for k, f in flags.items() if k in opts and not any(x.startswith(f"{k}=") for x in option or [])}
+    try:
+        with console.status(f"building {suite} on {dataset}…"):
+            info = do_build(suite, dataset, d, tasks=task, seed=seed, limit=limit, options=opts,
+                            users=read_users(users) if users is not None else None)
+    except ConfigError as e:  # an option set by its own flag is named as the user typed it
+        text = str(e)
+        if "orders" in given and "unknown --option 'orders'" in text:
+            raise ConfigError(f"--orders: no task built here shows candidates ({suite}: {', '.join(task or ['default'])}); "
+                              "it is for the tasks that do (llmrec direct, perrecbench list)") from None
+        for key, flag in given.items():
+            text = text.replace(f"--option {key}={opts[key]}", flag).replace(f"--option {key!r}", flag)
+        if text == str(e):
+            raise
+        raise ConfigError(text) from None
     _log_command(d, "build", suite, dataset=dataset, task=task, out=display_path(d), seed=seed, limit=limit,
                  option=option, no_history=no_history, no_format=no_format, no_description=no_description,
                  users=display_path(users) if users is not None else None, orders=orders)
