@@ -137,3 +137,12 @@ def test_an_option_set_by_its_own_flag_is_named_as_typed(tmp_path, ml1m):
               "--orders: no task built here shows candidates (llmrec: sequential)")
     one_error(cli("build", "llmrec", "-t", "sequential", "--option", "orders=3", "-n", "2", "-o", str(tmp_path / "c")),
               "unknown --option 'orders'")  # typed as an --option: named so
+
+
+def test_a_folder_where_a_file_goes_and_a_file_where_a_folder_goes(built, tmp_path):
+    (tmp_path / "folder").mkdir()
+    one_error(cli("compare", str(built), "popularity", "random", "--json", str(tmp_path / "folder")),
+              "folder: is a folder, where a file is to be written (give a file's path)")
+    (tmp_path / "a.jsonl").write_text("")
+    one_error(cli("build", "llmrec", "-n", "2", "-o", str(tmp_path / "a.jsonl")),
+              "a.jsonl: File exists (a file stands where a folder is needed")

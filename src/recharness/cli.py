@@ -934,8 +934,10 @@ def main():
         from recharness.core.paths import shown_path
 
         where = f"{shown_path(e.filename)}: " if getattr(e, "filename", None) else ""
-        console.print(f"error: {where}{e.strerror or e} (check the path's permissions, free space, and that the "
-                      "run directory is a folder you can write)", markup=False, highlight=False)
+        hint = {IsADirectoryError: "give a file's path", NotADirectoryError: "a file stands where a folder is needed",
+                FileExistsError: "a file stands where a folder is needed: give another path"}.get(
+            type(e), "check the path's permissions, free space, and that the run directory is a folder you can write")
+        console.print(f"error: {where}{e.strerror or e} ({hint})", markup=False, highlight=False)
         sys.exit(2)
     sys.exit(rc if isinstance(rc, int) else 0)
 

@@ -141,6 +141,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Temp file + fsync + rename: a reader (or a crash) sees the old file or the new, never half. Temp
     files a killed writer left behind (`.NAME.PID.tmp` of a dead PID) are removed first."""
     path = Path(path)
+    if path.is_dir():  # named as given, not as the temp file the rename would have failed on
+        import errno
+
+        raise IsADirectoryError(errno.EISDIR, "is a folder, where a file is to be written", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
