@@ -146,3 +146,7 @@ def test_a_folder_where_a_file_goes_and_a_file_where_a_folder_goes(built, tmp_pa
     (tmp_path / "a.jsonl").write_text("")
     one_error(cli("build", "llmrec", "-n", "2", "-o", str(tmp_path / "a.jsonl")),
               "a.jsonl: File exists (a file stands where a folder is needed")
+
+
+def test_a_typo_in_a_compared_method_gets_the_nearest_name_and_the_methods_there(built):
+    one_error(cli("compare", str(built), "populrity", "random"), "(did you mean 'popularity'?); methods here: ")

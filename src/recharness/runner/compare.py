@@ -127,9 +127,16 @@ def compare(out: Path, models: list[str] | None = None, task: str | None = None,
         raise ConfigError(f"nothing to compare in {out}: that needs two predictions files, or one and a reference "
                           "(or name two methods with --models)")
     if absent and not results:
+        from recharness.core.registry import did_you_mean
+        from recharness.tasks.registry import get_task
+
         t, missing = next(iter(absent.items()))
+        rd = RunDir(out)
+        known = sorted({p.stem for p in rd.prediction_files() + rd.reference_files()}
+                       | {b for x in info["tasks"] for b in get_task(info["suite"], x).baselines})
+        hints = "".join(did_you_mean(m, known) for m in missing)
         raise ConfigError(f"no task of {out} has predictions of both {' and '.join(models or [])} "
-                          f"({t}: none of {', '.join(missing)})")
+                          f"({t}: none of {', '.join(missing)}){hints}; methods here: {', '.join(known)}")
     return results
 
 
