@@ -93,19 +93,29 @@ def test_second_run_on_the_same_file_exits_at_once(built):
     assert pred_ids(pred) == Counter({i: 1 for i in sample_ids(run)})
 
 
-def test_rebuild_in_place_refuses_old_predictions(built):
+def test_rebuild_in_place_sets_the_old_answers_aside_and_a_stray_old_file_is_refused(built):
     run = built(10, seed=0)
+    pred = run / "predictions" / "openai-fake.jsonl"
     with FakeServerProcess() as srv:
         cli(*run_args(run, srv.base_url), check=True)
-        built(10, seed=1, out=run)
+        first_fp = json.loads((run / "build.json").read_text())["fingerprint"]
+        old = pred.read_bytes()
+        built(10, seed=1, out=run)  # another build: the first one's answers go to earlier-builds/<its fingerprint>/
+        kept = run / "earlier-builds" / first_fp / "predictions" / pred.name
+        assert kept.read_bytes() == old and not pred.exists()
+        cli(*run_args(run, srv.base_url), check=True)  # the same --name answers the new samples
+        assert sorted(r["id"] for r in read_jsonl(pred)) == sorted(sample_ids(run))
+        assert cli("score", "llmrec", "-d", "ml-1m", "-o", str(run), "--resamples", "0").returncode == 0
+        # an old build's file put back by hand beside the new samples: refused, never mixed
+        second = pred.read_bytes()
+        pred.write_bytes(old)
         again = cli(*run_args(run, srv.base_url))
         assert again.returncode == 2 and "another build" in again.stderr and "--name" in again.stderr
         scored = cli("score", "llmrec", "-d", "ml-1m", "-o", str(run))
         assert scored.returncode == 2 and "another build" in scored.stderr
-        cli(*run_args(run, srv.base_url, "--name", "fresh"), check=True)
-    fresh = list(read_jsonl(run / "predictions" / "fresh.jsonl"))
-    assert sorted(r["id"] for r in fresh) == sorted(sample_ids(run))
-    assert {r["build"] for r in fresh} == {json.loads((run / "build.json").read_text())["fingerprint"]}
+        pred.write_bytes(second)
+    built(10, seed=0, out=run)  # the first build again: its answers come back, the second's are kept aside
+    assert pred.read_bytes() == old and json.loads((run / "build.json").read_text())["fingerprint"] == first_fp
 
 
 def test_server_down_and_exhausted_retries_have_their_own_exit_codes(built):

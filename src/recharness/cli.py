@@ -198,25 +198,51 @@ def build(
     flags = {"behaviour": "--no-history", "format_indicator": "--no-format", "task_description": "--no-description",
              "orders": "--orders"}
     given = {k: f for k, f in flags.items() if k in opts and not any(x.startswith(f"{k}=") for x in option or [])}
+    from recharness.evaluate import put_back, set_aside
+
+    rd = RunDir(d)
+    aside = set_aside(rd)  # another build's answers, models, judgments: kept apart, not refused (as `eval` does)
     try:
         with console.status(f"building {suite} on {dataset}…"):
             info = do_build(suite, dataset, d, tasks=task, seed=seed, limit=limit, options=opts,
                             users=read_users(users) if users is not None else None)
-    except ConfigError as e:  # an option set by its own flag is named as the user typed it
-        text = str(e)
-        if "orders" in given and "unknown --option 'orders'" in text:
-            raise ConfigError(f"--orders: no task built here shows candidates ({suite}: {', '.join(task or ['default'])}); "
-                              "it is for the tasks that do (llmrec direct, perrecbench list)") from None
-        for key, flag in given.items():
-            text = text.replace(f"--option {key}={opts[key]}", flag).replace(f"--option {key!r}", flag)
-        if text == str(e):
+    except BaseException as e:
+        if aside is not None:  # the directory still holds the earlier build: its outputs go back at once
+            put_back(rd, aside[1].name)
+        if not isinstance(e, ConfigError):
             raise
-        raise ConfigError(text) from None
+        _named_by_flag(e, opts, given, suite, task)
+        raise
+    back = put_back(rd, info["fingerprint"])
+    if aside is not None and back is None:
+        old, where = aside
+        console.print(f"note: the outputs of the earlier build here (limit {old.get('limit')}, seed {old.get('seed')} "
+                      f"on {old.get('dataset')}) are kept in {display_path(where)}; they come back when that build "
+                      "is made again", markup=False, highlight=False)
+    elif back is not None and aside is not None and aside[1] != back:
+        console.print(f"note: the outputs of this build kept in {display_path(back)} are back; the other build's "
+                      f"are in {display_path(aside[1])}", markup=False, highlight=False)
+    elif back is not None and aside is None:
+        console.print(f"note: the outputs of this build kept in {display_path(back)} are back", markup=False,
+                      highlight=False)
     _log_command(d, "build", suite, dataset=dataset, task=task, out=display_path(d), seed=seed, limit=limit,
                  option=option, no_history=no_history, no_format=no_format, no_description=no_description,
                  users=display_path(users) if users is not None else None, orders=orders)
     out_console.print(f"built {', '.join(f'{k}: {v}' for k, v in info['counts'].items())} samples → {RunDir(d).samples_jsonl}",
                       markup=False, highlight=False)
+
+
+def _named_by_flag(e: ConfigError, opts: dict, given: dict, suite: str, task) -> None:
+    """Raise `e` again naming an option set by its own flag (--no-format, --orders...) as the user typed it;
+    returns when it names none of them."""
+    text = str(e)
+    if "orders" in given and "unknown --option 'orders'" in text:
+        raise ConfigError(f"--orders: no task built here shows candidates ({suite}: {', '.join(task or ['default'])}); "
+                          "it is for the tasks that do (llmrec direct, perrecbench list)") from None
+    for key, flag in given.items():
+        text = text.replace(f"--option {key}={opts[key]}", flag).replace(f"--option {key!r}", flag)
+    if text != str(e):
+        raise ConfigError(text) from None
 
 
 @app.command()
