@@ -198,7 +198,7 @@ def build(
     flags = {"behaviour": "--no-history", "format_indicator": "--no-format", "task_description": "--no-description",
              "orders": "--orders"}
     given = {k: f for k, f in flags.items() if k in opts and not any(x.startswith(f"{k}=") for x in option or [])}
-    from recharness.evaluate import put_back, set_aside
+    from recharness.runner.earlier_builds import put_back, set_aside
 
     rd = RunDir(d)
     aside = set_aside(rd)  # another build's answers, models, judgments: kept apart, not refused (as `eval` does)
