@@ -16,8 +16,8 @@ Layout (default `<data home>/runs/<suite>/<dataset>`):
   judgments/<stem>__<judge>.jsonl         LLM-judge verdicts (suites with a judge)
   scores.json / .md / .csv                metrics per method and task, written as one set
   report.html                             tables and plots
-  earlier-builds/<build>/                 what `eval` set aside when it rebuilt the directory with other
-                                          settings (predictions/, models/, judgments/, imports/ of that
+  earlier-builds/<build>/                 what `build` or `eval` set aside when it rebuilt the directory with
+                                          other settings (predictions/, models/, judgments/, imports/ of that
                                           build), put back when that build is made again
 """
 
