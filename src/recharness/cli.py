@@ -264,7 +264,7 @@ def run(
     temperature: Annotated[float | None, typer.Option("--temperature", min=0.0, help="Sampling temperature for every answer (default: each task's own, 0 for most).")] = None,
     top_p: Annotated[float | None, typer.Option("--top-p", min=0.0, max=1.0, help="Nucleus sampling for every answer (default: each task's own, 1).")] = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1, help="Longest answer in tokens for every sample (default: each task's own).")] = None,
-    gen_seed: Annotated[int | None, typer.Option("--seed", min=0, help="Sampling seed sent with every request (default: each task's own, 0).")] = None,
+    gen_seed: Annotated[int | None, typer.Option("--seed", "--gen-seed", min=0, help="Sampling seed sent with every request (default: each task's own, 0); `eval` calls it --gen-seed, which works here too.")] = None,
     system_prompt: Annotated[Path | None, typer.Option("--system-prompt", help="A text file whose content goes first in every prompt, as the system message.")] = None,
     redo_invalid: Annotated[bool, typer.Option("--redo-invalid", help="Ask again the samples whose committed answers are invalid (the valid ones are kept).")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the answers already in this --name's predictions file (another model's answers are never mixed in: without it, resuming with another model is refused).")] = False,
