@@ -514,7 +514,10 @@ def _import(d: Path, predictions: Path, name: str | None, force: bool = False, k
         native = st.hook("import_files") if st.supports("import_files") else None  # the function, not its lazy name
     with console.status(f"importing {predictions}…"):
         rep = import_predictions(d, predictions, name, native=native, force=force, kind=kind, targets=targets)
-    out_console.print(f"imported {rep['imported']} answers of {rep['lines']} lines from {rep['source']} as {name} "
+    def n(k: int, word: str) -> str:
+        return f"{k} {word}" if k == 1 else f"{k} {word}s"
+
+    out_console.print(f"imported {n(rep['imported'], 'answer')} of {n(rep['lines'], 'line')} from {rep['source']} as {name} "
                       f"({rep['invalid']} invalid after parsing, {rep.get('unrecognised', 0)} answered but naming no "
                       f"catalog item, {rep['unanswered']} samples without an answer, "
                       f"{len(rep['problems'])} lines or items not used)", markup=False, highlight=False)

@@ -590,7 +590,7 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
             records[s["id"]]["as_given"] = over
     if not records:
         raise ConfigError(f"--predictions {source}: no line answers a sample of this run "
-                          f"({len(problems)} problems; first: {problems[0]['where']}: {problems[0]['problem']})"
+                          f"({len(problems)} problem{'' if len(problems) == 1 else 's'}; first: {problems[0]['where']}: {problems[0]['problem']})"
                           if problems else f"--predictions {source}: empty")
     if kind is not None:
         row_kind = _kind_of(kind, {})
