@@ -99,10 +99,3 @@ class EpochCheckpoint:
         for old in self.path.glob("epoch-*.pt"):
             if old.name != name:
                 old.unlink(missing_ok=True)
-
-    def clear(self) -> None:
-        """Remove the checkpoint (the model it led to is saved)."""
-        if self.path.exists():
-            import shutil
-
-            shutil.rmtree(self.path, ignore_errors=True)

@@ -430,10 +430,9 @@ class SASRec(Baseline):
         start, earlier_s = 1, 0.0
         resumed = resume_fit(self.checkpoint, net, opt, gen, stopper)
         if resumed is not None:  # a killed fit's last whole epoch: its weights, optimiser, RNGs and counters
-            state = resumed
-            epochs[:] = state["epochs"]
-            step_s, done, steps, positions = state["step_s"], state["done"], state["steps"], state["positions"]
-            start, earlier_s = state["epoch"] + 1, state["fit_s"]
+            epochs[:] = resumed["epochs"]
+            step_s, done, steps, positions = (resumed[k] for k in ("step_s", "done", "steps", "positions"))
+            start, earlier_s = resumed["epoch"] + 1, resumed["fit_s"]
         t_fit = time.perf_counter()
         try:
             for epoch in range(start, p["max_epochs"] + 1):
