@@ -54,9 +54,9 @@ def _run_dir(suite: str, dataset: str, out: Path | None, *, built: bool = False)
     from recharness.runner.pipeline import default_run_dir
 
     d = out if out is not None else default_run_dir(suite, dataset)
-    info_path = RunDir(d).build_json
-    if built and out is not None and info_path.is_file():
-        info = RunDir(d).build_info()
+    rd = RunDir(d)
+    if built and out is not None and rd.build_json.is_file():
+        info = rd.build_info()
         if info["suite"] != suite:
             raise ConfigError(f"{d} holds a {info['suite']} build, not {suite}: give `{info['suite']}` as the suite, or "
                               "another --out")

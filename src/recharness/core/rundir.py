@@ -128,9 +128,20 @@ class RunDir:
         killed `train` goes on from it; removed once the model is saved."""
         return self.model_dir(name) / "fit-checkpoint"
 
+    def remove_fit_checkpoint(self, name: str) -> None:
+        """Drop `fit_checkpoint(name)`: its model is saved, fitted elsewhere, kept as it was, or fitted afresh."""
+        import shutil
+
+        shutil.rmtree(self.fit_checkpoint(name), ignore_errors=True)
+
     def tuning_json(self, name: str) -> Path:
         """A tuned reference's search (`train --tune N`): its trials and the chosen configuration."""
         return self.model_dir(name) / "tuning.json"
+
+    def tuning_trials(self, name: str) -> Path:
+        """A search's finished trials while it runs (`train --tune N`): a killed search resumes from them;
+        removed once the model is saved."""
+        return self.model_dir(name) / "tuning_trials.jsonl"
 
     def prediction_files(self) -> list[Path]:
         d = self.predictions_dir

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections import defaultdict
 from pathlib import Path
 
@@ -115,7 +114,7 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
     if kept and progress is not None:
         progress(f"already trained on this build (seed {seed}), kept: {', '.join(kept)} (--retrain fits them again)")
     for n in kept:  # a killed --retrain's checkpoint: its model is kept as it was
-        shutil.rmtree(rd.fit_checkpoint(n), ignore_errors=True)
+        rd.remove_fit_checkpoint(n)
     names = [n for n in names if n not in kept]
     if executor == "ray" and tune and names:
         raise ConfigError("--tune runs locally (one search after another, the same budget each): drop --executor ray")
@@ -126,7 +125,7 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
         if n not in resumed:  # another training's answers, or a model to fit again: its answers start afresh
             remove_log(rd.reference_partial(n))
         if retrain:  # fitted again from epoch 1, not from a killed fit's checkpoint
-            shutil.rmtree(rd.fit_checkpoint(n), ignore_errors=True)
+            rd.remove_fit_checkpoint(n)
     fresh = [n for n in names if n not in resumed]
     train_data = data_id = remote = None
     if fresh:
@@ -155,7 +154,7 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
             r = remote[name]
             for rel, data in r["files"].items():
                 atomic_write_bytes(rd.model_dir(name) / rel, data)
-            shutil.rmtree(rd.fit_checkpoint(name), ignore_errors=True)  # fitted afresh there: a local one is stale
+            rd.remove_fit_checkpoint(name)  # fitted afresh there: a local one is stale
             by_name = {t: (recs, timing) for t, recs, timing in r["predictions"]}
             identity, seconds, answer = r["identity"], r["train_s"], lambda _task, ss, k=by_name: k[ss[0]["task"]]
         else:
@@ -179,9 +178,8 @@ def _fit(rd: RunDir, name: str, train_data: TrainData, data_id: dict, seed: int,
     if _budget(name, tune):
         from recharness.baselines.tuning import tune as search_space
 
-        trials_log = rd.tuning_json(name).with_name("tuning_trials.jsonl")  # a killed search resumes from it
         search = search_space(BASELINES.get(name), train_data, tune, seed, progress=progress, epochs=tune_epochs,
-                              log=trials_log, stamp={"build": data_id["build"]})
+                              log=rd.tuning_trials(name), stamp={"build": data_id["build"]})
         atomic_write_text(rd.tuning_json(name), json.dumps(search, indent=2))
     elif tune and progress is not None:
         progress(f"{name} has no search space: trained with its fixed configuration")
@@ -210,8 +208,8 @@ def _fit(rd: RunDir, name: str, train_data: TrainData, data_id: dict, seed: int,
         if progress is not None:
             progress(train_log.tuned_line(name, summary, "refitted with its own epoch limit"))
     if search is not None:  # the model is saved: a later --retrain searches afresh
-        rd.tuning_json(name).with_name("tuning_trials.jsonl").unlink(missing_ok=True)
-    shutil.rmtree(rd.fit_checkpoint(name), ignore_errors=True)  # the model it led to is saved with its train.json
+        rd.tuning_trials(name).unlink(missing_ok=True)
+    rd.remove_fit_checkpoint(name)  # the model it led to is saved with its train.json
     return model, seconds
 
 
