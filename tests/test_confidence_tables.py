@@ -449,3 +449,14 @@ def test_each_metric_is_computed_once_the_table_reads_the_units(caplog, monkeypa
     assert row.metrics["HR@10"] == 0.5 and "a bug in the task" in caplog.text
     add_confidence_intervals(task, samples, [(row, preds)], resamples=300, units=[units])
     assert row.ci["HR@10"]["lo"] < 0.5 < row.ci["HR@10"]["hi"]
+
+
+def test_a_cutoff_placeholder_matches_a_number_only():
+    """"NDCG@{k}" names NDCG@10, not "NDCG@10 order spread" (lower is better: read as NDCG it was ranked the
+    wrong way round wherever the suite that registers it had not been imported); {acc} still takes any text."""
+    from recharness.metrics.registry import _pattern
+
+    assert _pattern("NDCG@{k}").fullmatch("NDCG@10") and not _pattern("NDCG@{k}").fullmatch("NDCG@10 order spread")
+    assert _pattern("target at {p}: HR@1").fullmatch("target at 3: HR@1")
+    assert not _pattern("target at {p}: HR@1").fullmatch("target at x: HR@1")
+    assert _pattern("{acc} head").fullmatch("HR@10 head") and _pattern("faith[{judge}]").fullmatch("faith[gpt-4o]")

@@ -111,7 +111,8 @@ def test_a_logged_answer_is_reused_only_for_the_prompt_it_answered(ml1m, tmp_pat
     assert run(ml1m, 4) == 0  # resumed: every answer reused
     first = {p.qid for p in build_probes(ml1m, kinds=("item",), limit=4, seed=3)}
     bigger = {p.qid for p in build_probes(ml1m, kinds=("item",), limit=8, seed=3)}
-    assert run(ml1m, 8) == len(bigger - first) > 0  # only the new probes are asked
+    assert first < bigger  # nested: a larger limit holds the smaller one's probes
+    assert run(ml1m, 8) == len(bigger) - len(first) == 4  # only the new probes are asked
     # one item's title changed: the probes whose prompt shows its line are asked again, no other
     shown = build_probes(ml1m, kinds=("item",), limit=8, seed=3)[0]
     line = shown.messages[0]["content"].split("\n")[1]  # a shot line of the first probe
@@ -123,3 +124,56 @@ def test_a_logged_answer_is_reused_only_for_the_prompt_it_answered(ml1m, tmp_pat
     assert changed and shown.subject in {p.subject for p in changed}
     assert run(edited, 8) == len(changed)
     assert all(re.fullmatch(r"item-\d+@[0-9a-f]{12}", q) for q in bigger)
+
+
+def test_a_kinds_sample_is_nested_across_limits_and_apart_from_the_other_kinds(ml1m):
+    """Each kind's ids are the first `limit` of its own seeded permutation: limit 3 ⊂ limit 10 for every
+    kind, and the item sample is the same whether users and interactions are probed beside it or not."""
+    small = build_probes(ml1m, limit=3, seed=5)
+    large = build_probes(ml1m, limit=10, seed=5)
+    for kind in ("item", "user", "interaction"):
+        a = {p.subject for p in small if p.kind == kind}
+        b = {p.subject for p in large if p.kind == kind}
+        assert len(a) == 3 and len(b) == 10 and a < b, kind
+    alone = [p.qid for p in build_probes(ml1m, kinds=("item",), limit=10, seed=5)]
+    assert alone == [p.qid for p in large if p.kind == "item"]
+    other_seed = {p.subject for p in build_probes(ml1m, kinds=("item",), limit=10, seed=6)}
+    assert other_seed != {p.subject for p in large if p.kind == "item"}
+
+
+def test_the_probe_refuses_a_dataset_not_prepared_from_movielens_1m(ml1m, tmp_path):
+    """Its questions are lines of MovieLens-1M's files: another dataset (here ML-1M's tables under another
+    preparer, as `prepare amazon2023 --as x` would record) is refused before any model call."""
+    import dataclasses
+
+    from recharness.core.errors import ConfigError
+    from recharness.models.fake import FakeBackend
+    from recharness.probes.memorization import probe
+
+    other = dataclasses.replace(ml1m, name="games", meta={**ml1m.meta, "preparer": "amazon2023"})
+    with pytest.raises(ConfigError, match="prepared from 'amazon2023', not MovieLens-1M"):
+        probe(FakeBackend("fake"), other, tmp_path, "fake", kinds=("item",), limit=2)
+    assert not list(tmp_path.iterdir())  # nothing asked, nothing written
+    renamed = dataclasses.replace(ml1m, name="movies")  # ML-1M prepared `--as movies` is still ML-1M
+    probe(FakeBackend("fake"), renamed, tmp_path, "fake", kinds=("item",), limit=2, use_cache=False)
+
+
+def test_copy_control_counts_what_copying_a_shown_line_reaches(ml1m):
+    """Hand-worked: two user probes. The first's truth equals its first shown line's fields (neighbouring
+    users.dat lines often do), the second's equals none. Both answered exactly: coverage 2/2, of which 1 is
+    reachable by copying (control 1/2) and that one answer is such a copy (copied_hits 1)."""
+    def user(uid, fields, shown):
+        return Probe(f"user-{uid}@x", "user", uid, [], {"prefix": f"{uid}::", "gender": fields[0], "age": fields[1],
+                                                        "occupation": fields[2], "zip": fields[3],
+                                                        "copies": [f"{uid}::{s}" for s in shown]})
+
+    a = user("5", ("M", 25, "4", "22903"), ["M::25::4::22903", "F::18::4::22901"])
+    b = user("9", ("F", 35, "1", "10001"), ["M::25::4::22903"])
+    answers = {a.qid: {"parsed": "5::M::25::4::22903"}, b.qid: {"parsed": "9::F::35::1::10001"}}
+    res = summarise([a, b], answers, ml1m)["kinds"]["user"]
+    assert res["full"]["hits"] == 2 and res["copy_control"]["hits"] == 1 and res["copied_hits"] == 1
+    assert res["copy_control"]["value"] == 0.5
+    # the probes built from the data carry each shown line as a copy, the asked id in front
+    p = next(p for p in build_probes(ml1m, kinds=("user",), limit=3, seed=0))
+    shown = p.messages[0]["content"].split("\n")[1:4]
+    assert p.truth["copies"] == [p.truth["prefix"] + line.split("::", 1)[1] for line in shown]

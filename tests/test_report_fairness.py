@@ -258,7 +258,8 @@ def memo_run(ml1m, tmp_path_factory):
     def result(memorized, item=(6, 200)):
         return {"dataset": "ml-1m", "limit": 200, "seed": 0, "unanswered": 0, "memorized_items": memorized,
                 "kinds": {"item": {"title": _coverage(*item), "full": _coverage(item[0] - 1, item[1])},
-                          "user": {"full": _coverage(0, 200)}, "interaction": {"full": _coverage(3, 200)}}}
+                          "user": {"full": _coverage(0, 200), "copied_hits": 0},
+                          "interaction": {"full": _coverage(3, 200), "copied_hits": 2}}}
 
     targets = [s["target"] for s in samples]
     (probes / "llm-a.json").write_text(json.dumps(result(targets[:6])))
@@ -282,6 +283,8 @@ def test_memorized_targets_split_by_hand(memo_run):
     assert (f"<tr><td>llm-a</td><td>0.030 [{c['lo']:.3f}, {c['hi']:.3f}] (6/200)</td>") in sec
     assert c["lo"] == pytest.approx(0.0111, abs=1e-4) and c["hi"] == pytest.approx(0.0642, abs=1e-4)
     assert "<td>0.000 [0.000, 0.018] (0/200)</td>" in sec  # user coverage: none reproduced, the interval still open
+    c3 = _coverage(3, 200)  # interaction: 3 exact, 2 of them equal to a shown line's fields
+    assert f"<td>0.015 [{c3['lo']:.3f}, {c3['hi']:.3f}] (3/200), 2 copied from the shown lines</td>" in sec
     assert "someone-else" not in sec  # a probe of no method of the run
     rows = re.findall(r"<tr><td>([^<]*)</td><td>direct</td><td>NDCG@10 ↑</td><td>(\d+)</td><td>([^<]*)</td>"
                       r"<td>(\d+)</td><td>([^<]*)</td></tr>", sec)

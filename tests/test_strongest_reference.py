@@ -35,6 +35,21 @@ def test_model_rows_say_whether_they_beat_the_strongest_reference(ml1m, tmp_path
     assert f"Strongest reference by NDCG@10: {strongest}" in (out / "scores.md").read_text()
     said = {"not distinguishable": "is not distinguishable from it", "beats": "beats it", "below": "is below it"}
     assert f"fake {said[v['verdict']]} ({v['diff']:+.4f}" in (out / "scores.md").read_text()
+    # the strongest reference's row is marked in the table, and a run of simple references only says so
+    md = (out / "scores.md").read_text()
+    assert f"| {strongest} (ref) ◆ |" in md and md.count("◆ |") == 1
+    assert rows[strongest]["extra"]["untrained_references"] == ["itemknn", "ease", "als", "markov"]
+    assert (f"No trained reference is in this run, so {strongest} is the strongest only among simple ones "
+            "(this task offers itemknn, ease, als, markov") in md
+    assert r.invoke(app, ["report", "llmrec", "-o", str(out)]).exit_code == 0
+    assert f"<td class='method'>{strongest} (ref) ◆" in (out / "report.html").read_text()
+    # with a trained reference in the run the warning goes, whichever row is the strongest
+    assert r.invoke(app, ["train", "llmrec", "-o", str(out), "-b", "ease"]).exit_code == 0
+    assert r.invoke(app, ["score", "llmrec", "-o", str(out), "--resamples", "200"]).exit_code == 0
+    md = (out / "scores.md").read_text()
+    assert "No trained reference is in this run" not in md and md.count("◆ |") == 1
+    rows = {x["method"]: x for x in json.loads((out / "scores.json").read_text())}
+    assert "ease" in rows and not any(x["extra"].get("untrained_references") for x in rows.values())
 
 
 def test_tuned_line_names_the_search_objective():

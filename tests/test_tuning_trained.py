@@ -140,6 +140,27 @@ def test_sasrec_tune_on_validation_rows_with_an_epoch_cap(dataset_dir, tmp_path,
     # the trial value is the objective's NDCG@10 on exactly those rows: refitting trial 0 gives it again
     first = sasrec_mod.SASRec.create(seed=0, **search["trials"][0]["params"], max_epochs=2, patience=2)
     assert obj.score(real_fit(first, obj.fit_on)) == pytest.approx(search["trials"][0]["valid"])
+    # the report shows the search: budget, the default's and the chosen validation value, the chosen settings
+    from recharness.core.rundir import RunDir
+    from recharness.report.html import Palette, fmt, tuning_section
+
+    html = "".join(tuning_section(RunDir(out), RunDir(out).model_dirs(), Palette([])))
+    default = next(t["valid"] for t in search["trials"] if t["trial"] == 0)
+    assert (f"<td>sasrec</td><td>3 of 3 × 2 epochs</td><td>{fmt(search['seconds'])}</td>" in html
+            and f"<td>{fmt(default)}</td><td>{fmt(search['best']['valid'])} (trial {search['best']['trial']})</td>"
+            in html)
+    for k, v in chosen.items():
+        assert f"{k}={fmt(v) if isinstance(v, float) else v}" in html
+    assert "tuning curves" in html or "No tuning curve" in html
+
+
+def test_best_so_far_is_the_running_maximum_by_trial():
+    from recharness.report.html import best_so_far
+
+    trials = [{"trial": 2, "valid": 0.30}, {"trial": 0, "valid": 0.20}, {"trial": 1, "valid": 0.10},
+              {"trial": 3, "valid": None}, {"trial": 4, "valid": 0.25}]
+    assert best_so_far(trials) == [(0, 0.20), (1, 0.20), (2, 0.30), (3, 0.30), (4, 0.30)]
+    assert best_so_far([{"trial": 0, "valid": None}]) == []
 
 
 def test_dlrm_tune_on_the_validation_pairs_and_refit_the_chosen_configuration(dataset_dir, tmp_path, monkeypatch):

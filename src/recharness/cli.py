@@ -922,14 +922,16 @@ def probe_memorization(
     backend = resolve_spec(model, d, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency)
     res = probe(backend, ds, d, check_name(name or default_name(model)), kinds=wanted, limit=limit, seed=seed,
                 use_cache=not no_cache)
-    t = Table("kind", "rule", "coverage [95% CI]", "n")
+    t = Table("kind", "rule", "coverage [95% CI]", "reachable by copying a shown line", "n")
     for kind, entry in res["kinds"].items():
         for rule in ("title", "full"):
             c = entry.get(rule)
             if c is None or c.get("value") is None:
                 continue
             ci = f" [{c['lo']:.3f}, {c['hi']:.3f}]"
-            t.add_row(kind, rule, f"{c['value']:.3f}{ci}", str(c["n"]))
+            cc = entry.get("copy_control") if rule == "full" else None
+            t.add_row(kind, rule, f"{c['value']:.3f}{ci}", f"{cc['value']:.3f}" if cc and cc.get("value") is not None
+                      else "–", str(c["n"]))
     out_console.print(t)
     if res["unanswered"]:
         out_console.print(f"{res['unanswered']} probes unanswered (transport): not counted; run again to finish",

@@ -55,8 +55,14 @@ def metric(name: str, higher_is_better: bool | None, description: str, *, lead: 
     return m
 
 
+#: what a placeholder of a registered pattern stands for: a cut-off or position is a number (so "NDCG@{k}" is not
+#: "NDCG@10 order spread"); any other ({acc}, {judge}) is any text
+_PLACEHOLDER = {"{k}": r"\d+", "{p}": r"\d+"}
+
+
 def _pattern(name: str) -> re.Pattern:
-    return re.compile("".join(".+?" if p.startswith("{") else re.escape(p) for p in re.split(r"(\{[^}]*\})", name)))
+    return re.compile("".join(_PLACEHOLDER.get(p, ".+?") if p.startswith("{") else re.escape(p)
+                              for p in re.split(r"(\{[^}]*\})", name)))
 
 
 def metric_info(name: str) -> Metric | None:

@@ -14,7 +14,9 @@ answer matches the dataset exactly under the rule written here:
 
 Few-shot context is the file's neighbouring lines (the `SHOTS` lines before the probed id), as the
 paper prompts. Coverage gets an exact 95% (Clopper-Pearson) interval over the probed ids, each an
-independent trial; item coverage is also
+independent trial, and beside it `copy_control`: the share of probed ids for which repeating one of the
+shown lines' fields after the asked id would be exact (what copying the context, not recalling the file, can
+reach), with `copied_hits`: the exact answers that equal such a copy; item coverage is also
 given per popularity decile (items ranked by training interactions, decile 1 = most popular).
 `memorized_items` in the result lists the item ids whose title was reproduced and `probed_items` those
 asked and answered, so a score can be split into memorized vs probed-and-not-reproduced targets. Answers go through the one executor (cached, resumable).
@@ -54,7 +56,8 @@ class Probe:
 def question_id(kind: str, subject: str, messages: list[dict]) -> str:
     """`kind-subject@hash`: the hash (12 hex of the prompt's sha256) ties a logged answer to its prompt, so a
     dataset prepared again with other contents is asked again where its prompts changed (and only there),
-    while another `--limit` or `--seed` reuses the answers of the probes it shares with earlier runs."""
+    while another `--limit` (a larger one holds a smaller one's probes) or `--seed` reuses the answers of the
+    probes it shares with earlier runs."""
     digest = hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode("utf-8",
                                                                                         "surrogatepass")).hexdigest()
     return f"{kind}-{subject}@{digest[:12]}"
@@ -114,23 +117,27 @@ def _rating(s: str) -> float | None:
 
 
 def build_probes(dataset, kinds=KINDS, limit: int | None = 200, seed: int = 0) -> list[Probe]:
-    """The probes of `kinds`, `limit` ids of each (a seeded sample; None: all)."""
-    rng = np.random.default_rng(seed)
+    """The probes of `kinds`, `limit` ids of each (None: all): the first `limit` of one seeded permutation
+    per kind, so the sample of a smaller limit is part of a larger one's (a larger `--limit` asks only the
+    probes it adds) and one kind's sample does not depend on which other kinds are probed."""
     out: list[Probe] = []
 
-    def pick(n: int) -> np.ndarray:
-        return np.sort(rng.choice(n, size=min(limit, n), replace=False)) if limit is not None else np.arange(n)
+    def pick(n: int, kind: str) -> np.ndarray:
+        if limit is None:
+            return np.arange(n)
+        order = np.random.default_rng([seed, KINDS.index(kind)]).permutation(n)
+        return np.sort(order[:limit])
 
     def file_probes(kind: str, file: str, fmt: str, rows: list[dict], key: str, line, truth) -> None:
         """One probe per picked row of a `::` file: the SHOTS lines before it (after it, for the first) shown."""
         lines = [line(r) for r in rows]
-        for k in pick(len(rows)):
+        for k in pick(len(rows), kind):
             r = rows[int(k)]
             prefix = f"{r[key]}::"
             shots = lines[max(0, k - SHOTS):k] or lines[k + 1:k + 1 + SHOTS]
             messages = _ask(file, fmt, shots, prefix)
             out.append(Probe(question_id(kind, str(r[key]), messages), kind, str(r[key]), messages,
-                             {"prefix": prefix, **truth(r)}))
+                             {"prefix": prefix, **truth(r), "copies": copy_lines(prefix, shots)}))
 
     if "item" in kinds:
         file_probes("item", "movies.dat", "MovieID::Title::Genres", dataset.items.to_dicts(), "item_id", item_line,
@@ -155,7 +162,7 @@ def build_probes(dataset, kinds=KINDS, limit: int | None = 200, seed: int = 0) -
             per.setdefault(u, []).append((i, r, ts))
         eligible = [u for u, rows in per.items() if len(rows) > HISTORY_LINES]
         fmt = "UserID::MovieID::Rating::Timestamp"
-        for k in pick(len(eligible)):
+        for k in pick(len(eligible), "interaction"):
             u = eligible[int(k)]
             rows = per[u]
             shown = [f"{u}::{i}::{int(r) if float(r).is_integer() else r}::{int(ts)}" for i, r, ts in rows[:HISTORY_LINES]]
@@ -163,12 +170,32 @@ def build_probes(dataset, kinds=KINDS, limit: int | None = 200, seed: int = 0) -
             prefix = f"{u}::"
             messages = _ask("ratings.dat", fmt, shown, prefix)
             out.append(Probe(question_id("interaction", str(u), messages), "interaction", str(u), messages,
-                             {"prefix": prefix, "item_id": str(i), "rating": float(r)}))
+                             {"prefix": prefix, "item_id": str(i), "rating": float(r),
+                              "copies": copy_lines(prefix, shown)}))
     return out
 
 
+def copy_lines(prefix: str, shown: list[str]) -> list[str]:
+    """The control answers: the asked id followed by the fields of each shown line. A model that copies its
+    context instead of recalling the file writes one of these; neighbouring users.dat lines often share a
+    gender, age, occupation and zip code, so copying can score there by itself."""
+    return [prefix + line.split("::", 1)[1] for line in shown if "::" in line]
+
+
+def check_movielens_1m(dataset) -> None:
+    """The probe asks for lines of MovieLens-1M's own files (movies.dat, users.dat, ratings.dat in their `::`
+    formats, as arXiv 2505.10212 does): on a dataset prepared from anything else the question is meaningless
+    and every coverage would be a confident 0, so it is refused."""
+    source = (getattr(dataset, "meta", None) or {}).get("preparer") or dataset.name
+    if source != "ml-1m":
+        raise ConfigError(f"dataset {dataset.name!r} was prepared from {source!r}, not MovieLens-1M: the memorization "
+                          "probe asks the model to continue MovieLens-1M's own files (movies.dat, users.dat, "
+                          "ratings.dat), so it runs on a dataset prepared with `recharness prepare ml-1m` only")
+
+
 def popularity_deciles(dataset) -> dict[str, int]:
-    """Each item's popularity decile (1 = the 10% most interacted), ties by item id."""
+    """Each item's popularity decile (1 = the 10% most interacted, over all of the dataset's interactions),
+    ties by item id."""
     counts = dict(dataset.interactions.group_by("item_id").len().iter_rows())
     order = sorted(dataset.items["item_id"].to_list(), key=lambda i: (-counts.get(i, 0), i))
     n = len(order)
@@ -202,6 +229,10 @@ def summarise(probes: list[Probe], answers: dict[str, dict], dataset) -> dict:
         if not ps and not any(p.kind == kind for p in probes):
             continue
         entry = {"full": coverage([checked[p.qid]["full"] for p in ps])}
+        if all("copies" in p.truth for p in ps):  # the control: what copying one of the shown lines could reach
+            entry["copy_control"] = coverage([any(check(p, c)["full"] for c in p.truth["copies"]) for p in ps])
+            entry["copied_hits"] = sum(checked[p.qid]["full"] and any(check(p, c)["full"] for c in p.truth["copies"])
+                                       for p in ps)
         if kind == "item":
             entry["title"] = coverage([checked[p.qid]["title"] for p in ps])
             entry["by_decile"] = {
@@ -223,6 +254,7 @@ def probe(backend, dataset, out: Path, name: str, *, kinds=KINDS, limit: int | N
     from recharness.execution.executor import with_model
     from recharness.execution.requests import TextRequest, answer_messages
 
+    check_movielens_1m(dataset)
     probes = build_probes(dataset, kinds, limit, seed)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -273,6 +273,12 @@ def _coverage_text(c: dict | None) -> str:
     return f"{fmt(c['value'])} [{fmt(c['lo'])}, {fmt(c['hi'])}] ({c.get('hits')}/{c.get('n')})"
 
 
+def _copied_text(entry: dict, rule: str) -> str:
+    """", 1 copied from the shown lines" when exact answers of the `full` rule equal a shown line's fields."""
+    n = entry.get("copied_hits") if rule == "full" else None
+    return f", {n} copied from the shown lines" if isinstance(n, int) and n > 0 else ""
+
+
 def _split_text(part: dict) -> str:
     if not part.get("n"):
         return "–"
@@ -358,11 +364,13 @@ def memorization_parts(out: Path, rows: list[ScoreRow], dataset: str | None, hea
         return []
     kinds = [("item", "title", "item coverage (title)"), ("item", "full", "item (title and genres)"),
              ("user", "full", "user coverage"), ("interaction", "full", "interaction coverage")]
-    body = [[name] + [_coverage_text(res["kinds"].get(k, {}).get(rule)) for k, rule, _ in kinds]
+    body = [[name] + [_coverage_text(res["kinds"].get(k, {}).get(rule)) + _copied_text(res["kinds"].get(k, {}), rule)
+                      for k, rule, _ in kinds]
             for name, res, _ in matched]
     parts = ["<h2>Memorization beside accuracy</h2>",
              "<p>What the model reproduces of the dataset's own files (<code>recharness probe memorization</code>): "
-             "the share of probed ids answered exactly, with its exact 95% interval and hits / probed.</p>",
+             "the share of probed ids answered exactly, with its exact 95% interval and hits / probed; where an "
+             "exact answer equals one of the lines shown as context, how many did (copied, not recalled).</p>",
              _table(["method"] + [h for *_, h in kinds], body)]
     memorized = {name: {str(i) for i in res["memorized_items"]} for name, res, _ in matched
                  if isinstance(res.get("memorized_items"), list)}

@@ -29,7 +29,7 @@ from recharness.core.io import atomic_write_text, read_jsonl, write_set
 from recharness.core.rundir import RunDir
 from recharness.core.types import ScoreRow
 from recharness.report import fairness
-from recharness.report.tables import cells, ci_note, columns, display_name, finetune_label, fmt, header, value_text
+from recharness.report.tables import cells, ci_note, columns, display_name, finetune_label, table_name, fmt, header, value_text
 from recharness.tasks.base import listed_rank
 
 e = html.escape
@@ -378,7 +378,7 @@ def _score_table(rows: list[ScoreRow], cols: list[str], *, identities: bool = Tr
             v, ci = fmt(r.metrics.get(c)), _ci_text(r, c)
             body = (f"<b>{e(v)}</b>" if top else e(v)) + (f"<small class='ci'>{e(ci)}</small>" if ci else "")
             tds.append(f"<td>{body}</td>")
-        out.append(f"<tr{cls}><td class='method'>{e(display_name(r))}"
+        out.append(f"<tr{cls}><td class='method'>{e(table_name(r))}"
                    + (f"<small class='id'>{e(ident)}</small>" if ident else "") + "</td>" + "".join(tds) + "</tr>")
     out.append("</table></div>")
     return "".join(out)
@@ -662,6 +662,7 @@ def training_section(out: Path, palette: Palette) -> list[str]:
                          "<p class='note'><small>Every epoch's loss and validation score: models/&lt;name&gt;/"
                          "train_log.jsonl; the full configuration (settings, seed, training data): models/&lt;name&gt;/"
                          "train.json.</small></p>")
+    parts += tuning_section(rd, model_dirs, palette)
     ft_rqvae = _rqvae_series(dataset, ft_sids)
     if ft_logs or ft_rqvae:
         parts.append("<h2>Fine-tuning</h2>")
@@ -694,6 +695,52 @@ def training_section(out: Path, palette: Palette) -> list[str]:
                          "when a killed fine-tune resumes); the settings: finetuned/&lt;name&gt;/finetune.json."
                          "</small></p>")
     return parts
+
+
+def best_so_far(trials: list[dict]) -> list[tuple[float, float]]:
+    """(trial number, the best validation value of the trials up to it): what the search had found after each
+    trial, the curve that shows whether its budget was enough (still rising at the end, or flat)."""
+    out, best = [], None
+    for t in sorted(trials, key=lambda t: t["trial"]):
+        v = t.get("valid")
+        if _number(v):
+            best = v if best is None else max(best, v)
+        if best is not None:
+            out.append((t["trial"], best))
+    return out
+
+
+def tuning_section(rd: RunDir, model_dirs: list[Path], palette: Palette) -> list[str]:
+    """The searches of the tuned references (`train --tune N`, `models/<name>/tuning.json`): the budget, the
+    objective, the chosen configuration and its validation value beside the default's (trial 0), and the best
+    validation value found after each trial: the configuration each row of the tables was trained with."""
+    searches = {d.name: _read_json(rd.tuning_json(d.name)) for d in model_dirs}
+    searches = {k: v for k, v in searches.items() if isinstance(v.get("best"), dict) and v.get("trials")}
+    if not searches:
+        return []
+    rows = []
+    for name, t in searches.items():
+        b, budget = t["best"], t.get("budget") or {}
+        default = next((x.get("valid") for x in t["trials"] if x.get("trial") == 0), None)
+        chosen = ", ".join(f"{k}={fmt(v) if isinstance(v, float) else v}" for k, v in (b.get("params") or {}).items())
+        per = f" × {budget['epochs_per_trial']} epochs" if budget.get("epochs_per_trial") else ""
+        rows.append(f"<tr><td>{e(name)}</td><td>{len(t['trials'])} of {e(str(budget.get('trials')))}{e(per)}</td>"
+                    f"<td>{e(fmt(t.get('seconds')))}</td><td style='text-align:left;white-space:normal'>"
+                    f"{e(str(t.get('objective') or ''))}</td><td>{e(fmt(default))}</td><td>{e(fmt(b.get('valid')))} "
+                    f"(trial {e(str(b.get('trial')))})</td><td style='text-align:left;white-space:normal'>{e(chosen)}"
+                    "</td></tr>")
+    curves = [Curves({k: best_so_far(v["trials"]) for k, v in searches.items()},
+                     {"xlabel": "trial", "ylabel": "best validation value so far"},
+                     "No tuning curve: every trial's validation value is 0 (or missing).", "tuning curves",
+                     "the best validation value found after each trial (trial 0: the default configuration)")]
+    return (["<h2>Tuning of the reference models</h2>",
+             "<div class='scroll'><table><tr><th>model</th><th>trials</th><th>search seconds</th><th>objective</th>"
+             "<th>default valid</th><th>chosen valid</th><th>chosen configuration</th></tr>" + "".join(rows)
+             + "</table></div>"]
+            + _curves_block(curves, palette)
+            + ["<p class='note'><small>Searched on a validation split carved from the training data, never the test "
+               "samples; the chosen configuration refitted and scored on the test samples once. Every trial: "
+               "models/&lt;name&gt;/tuning.json.</small></p>"])
 
 
 # ------------------------------------------------------------------ what was run

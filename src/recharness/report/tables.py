@@ -121,10 +121,28 @@ def ci_note(rows: list[ScoreRow]) -> str | None:
         for name, v in vs:
             by_ref.setdefault((v["metric"], v["reference"]), []).append((name, v))
         for (metric, ref), named in by_ref.items():
-            note += (f" Strongest reference by {metric}: {ref}; "
+            note += (f" {STRONGEST} Strongest reference by {metric}: {ref}; "
                      + "; ".join(f"{name} {_VERSUS.get(v['verdict'], v['verdict'])} it ({v['diff']:+.4f}, "
                                  f"{_p_text(v['p'], b)}, {v['test']})" for name, v in named) + ".")
+    if not vs:
+        marked = next((r for r in rows if r.extra.get("strongest_reference")), None)
+        if marked is not None:
+            note += f" {STRONGEST} the strongest reference by {marked.extra['strongest_reference']}."
+    for r in rows:
+        left_out = r.extra.get("untrained_references")
+        if left_out and r.extra.get("strongest_reference"):
+            note += (f" No trained reference is in this run, so {r.method} is the strongest only among simple ones "
+                     f"(this task offers {', '.join(left_out)}: `recharness train`).")
     return note
+
+
+#: the mark of the strongest reference's row (the one each model row is tested against), in every table
+STRONGEST = "◆"
+
+
+def table_name(row: ScoreRow) -> str:
+    """A row's name in a table: `display_name`, and the strongest reference marked (`STRONGEST`)."""
+    return display_name(row) + (f" {STRONGEST}" if row.extra.get("strongest_reference") else "")
 
 
 def to_markdown(rows: list[ScoreRow]) -> str:
@@ -137,7 +155,7 @@ def to_markdown(rows: list[ScoreRow]) -> str:
         out.append("| method | " + " | ".join(map(header, cols)) + " |")
         out.append("|---|" + "---:|" * len(cols))
         for r, cs in zip(trs, cells(trs, cols)):
-            name = display_name(r).replace("|", "\\|")  # Markdown: only a pipe would break the row
+            name = table_name(r).replace("|", "\\|")  # Markdown: only a pipe would break the row
             out.append(f"| {name} | " + " | ".join(f"**{t}**" if top else t for t, top in cs) + " |")
         out.append("")
         note = ci_note(trs)

@@ -178,6 +178,9 @@ def versus_strongest_reference(task, rows: list[ScoreRow], reps: dict, keys: dic
         return
     strongest = max(refs, key=lambda r: sign * r.metrics[m])
     strongest.extra["strongest_reference"] = m
+    untrained = untrained_references(task, rows)
+    if untrained:  # the verdicts below are against a simple reference only: the table says which were left out
+        strongest.extra["untrained_references"] = untrained
     j = idx[id(strongest)]
     for r in rows:
         if r.kind != "model" or m not in r.ci or keys.get((idx[id(r)], m)) != keys.get((j, m)):
@@ -194,6 +197,19 @@ def versus_strongest_reference(task, rows: list[ScoreRow], reps: dict, keys: dic
         verdict = ("not distinguishable" if not p < SIGNIFICANCE else "beats" if sign * diff > 0 else "below")
         r.extra["vs_strongest_reference"] = {"metric": m, "reference": strongest.method, "diff": diff, "p": p,
                                              "test": test, "verdict": verdict}
+
+
+def untrained_references(task, rows: list[ScoreRow]) -> list[str]:
+    """The trained references (`heavy` in `BASELINES`: ItemKNN, EASE, ALS, Markov, SASRec, the DLRMs) the task
+    offers when every reference row is a simple one (popularity, random, the item mean), else []: a model that
+    "beats the strongest reference" of such a run beats popularity, which a reader must be told. A reference
+    of any other name (trained, or imported) counts as present."""
+    from recharness.baselines import BASELINES
+
+    offered = [b for b in getattr(task, "baselines", ()) if b in BASELINES and BASELINES.meta(b).get("heavy")]
+    simple = {b for b in BASELINES if not BASELINES.meta(b).get("heavy")}
+    present = {r.method for r in rows if r.kind == "reference"}
+    return offered if offered and present <= simple else []
 
 
 def _breakdown_intervals(task, samples: list[dict], scored: list[tuple[ScoreRow, dict[str, dict]]], *,

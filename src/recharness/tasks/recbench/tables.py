@@ -42,8 +42,14 @@ CI_NOTE = ("[lo, hi] = the 95% bootstrap interval over the independent units (us
 
 def _with_note(lines: list[str]) -> str:
     """The table, with the [lo, hi] explained under it when a cell carries an interval."""
+    from recharness.report.tables import STRONGEST
+
     text = "\n".join(lines) + "\n"
-    return text + f"\n{CI_NOTE}\n" if any(" [" in line for line in lines[3:]) else text
+    text = text + f"\n{CI_NOTE}\n" if any(" [" in line for line in lines[3:]) else text
+    if any(f" {STRONGEST} " in line or line.endswith(f" {STRONGEST}") for line in lines[3:]):
+        text += (f"\n{STRONGEST} the strongest reference on that dataset (the task's headline metric): the row each "
+                 "model row is tested against in scores.md.\n")
+    return text
 
 
 def coverage_mark(r: ScoreRow | None) -> str:
@@ -64,11 +70,14 @@ def overall_mark(rows: list) -> str:
 def _cell(r: ScoreRow, metric: str) -> str:
     """The paper's 4-decimal value, with its 95% bootstrap interval [lo, hi] when scored with one, and its
     coverage mark when the row covers part of the task's samples."""
+    from recharness.report.tables import STRONGEST
+
     v = r.metrics.get(metric)
     ci = (r.ci or {}).get(metric) or {}
+    mark = coverage_mark(r) + (f" {STRONGEST}" if (r.extra or {}).get("strongest_reference") == metric else "")
     if ci.get("lo") is None or ci.get("hi") is None:
-        return f"{v:.4f}" + coverage_mark(r)
-    return f"{v:.4f} [{ci['lo']:.3f}, {ci['hi']:.3f}]" + coverage_mark(r)
+        return f"{v:.4f}" + mark
+    return f"{v:.4f} [{ci['lo']:.3f}, {ci['hi']:.3f}]" + mark
 
 
 def _table(title: str, methods: list, by: dict[str, dict[tuple[str, str], ScoreRow]]) -> str:

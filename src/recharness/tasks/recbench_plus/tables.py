@@ -7,6 +7,8 @@ is given overall and, where the run had both, with and without history.
 
 from __future__ import annotations
 
+from recharness.report.tables import STRONGEST
+
 CONDITION_TYPES = (("explicit", "Explicit"), ("implicit", "Implicit"), ("misinformed", "Misinformed"))
 PROFILE_TYPES = (("interest", "Interest"), ("demographics", "Demographics"))
 
@@ -62,7 +64,7 @@ def _table(rows, types, metrics, variant: str | None, title: str) -> str | None:
     avg_metrics = [m for m in metrics if m != "FTR"] if "CMR" in metrics else metrics
     cols += [f"Average {m}" for m in avg_metrics]
     lines = [f"#### {title}\n", "| method | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
-    any_row = False
+    any_row = marked = False
     for method, kind in methods:
         cells, per_metric = [], {m: [] for m in avg_metrics}
         for t, _ in types:
@@ -71,7 +73,9 @@ def _table(rows, types, metrics, variant: str | None, title: str) -> str | None:
             ci = _intervals(r, variant) if r is not None else {}
             for m in metrics:
                 v = mm.get(m) if mm else None
-                cells.append(_fmt(v, ci.get(m)) + (_mark(r) if v is not None else ""))
+                strongest = variant is None and v is not None and (r.extra or {}).get("strongest_reference") == m
+                cells.append(_fmt(v, ci.get(m)) + (_mark(r) if v is not None else "") + (f" {STRONGEST}" if strongest else ""))
+                marked = marked or strongest
                 if v is not None and m in per_metric:
                     per_metric[m].append(v)
         whys = sorted({by[(method, t)].coverage["why"] for t, _ in types
@@ -84,6 +88,9 @@ def _table(rows, types, metrics, variant: str | None, title: str) -> str | None:
             any_row = True
             name = method + (" (ref)" if kind == "reference" else "")
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    if marked:
+        lines.append(f"\n{STRONGEST} the strongest reference of that query type (its headline metric): the row each "
+                     "model row is tested against in scores.md.")
     return "\n".join(lines) + "\n" if any_row else None
 
 
