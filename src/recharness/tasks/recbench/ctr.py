@@ -112,10 +112,11 @@ class CtrTask(Task):
         self._seen = {"mode": mode, "funnel": {"users": 0}}  # what `why_empty` reports if nothing is kept
         if events.is_empty():
             return
+        cut_t = self._cut_time(dataset, opts)
         sp = split(events, test_users=config.limit or (len(config.users) if config.users else opts.test_users),
                    only=config.users, per_user=opts.test_pairs_per_user,
                    train_pairs=opts.train_pairs, valid_fraction=opts.valid_fraction, history_len=opts.history_len,
-                   min_history=opts.min_history, seed=config.seed)
+                   min_history=opts.min_history, seed=config.seed, cut_time=cut_t)
         self._seen["funnel"] = sp.funnel
         # an item without a title (MicroLens and Amazon have some) is shown by its id, never as "None"
         titles = {i: t or i for i, t in zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list())}
@@ -129,11 +130,21 @@ class CtrTask(Task):
         if config.out is not None:
             for part, df in (("train", sp.train), ("valid", sp.valid)):
                 atomic_write_parquet(RunDir(config.out).pairs(SUITE, part), df)
-            info = {"negatives": mode, "eligible_users": sp.eligible_users, "test_users": sp.test["user_id"].n_unique(),
+            info = {"split": opts.split, **({"cut": opts.cut or 0.9, "cut_time": cut_t} if cut_t is not None else {}),
+                    "negatives": mode, "eligible_users": sp.eligible_users, "test_users": sp.test["user_id"].n_unique(),
                     **{f"{part}_{what}": v for part, df in (("test", sp.test), ("train", sp.train), ("valid", sp.valid))
                        for what, v in (("pairs", df.height), ("positive_rate", float(df["label"].mean() or 0)))}}
             atomic_write_text(RunDir(config.out).pairs(SUITE, "split", "json"), json.dumps(info, indent=2))
         yield from samples
+
+    @staticmethod
+    def _cut_time(dataset, opts):
+        """The global split's cut time (None for leave_last_out): the interaction time at quantile `cut`."""
+        if opts.split != "global_time":
+            return None
+        from recharness.data.temporal_split import cut_time
+
+        return cut_time(dataset.interactions, opts.cut or 0.9)
 
     def why_empty(self, dataset, config: BuildConfig) -> str | None:
         """Which filter of the split (`data.split`) removed every test user, with its numbers."""
@@ -146,6 +157,10 @@ class CtrTask(Task):
             rule = {"ratings": " (rating > 3 a click, < 3 not, 3 dropped)", "labels": " (impressions' labels)"}
             return f"ctr: negatives={mode}: {dataset.name} gives no labelled pair{rule.get(mode, '')}"
         if not f["with_pairs"]:
+            if opts.split == "global_time":
+                return (f"ctr: split=global_time cut={opts.cut or 0.9}: test_pairs_per_user={opts.test_pairs_per_user} "
+                        f"keeps 0 of the {f['users']} users with labelled pairs at or after the cut (the most any "
+                        f"has there is {f['most_pairs']}): lower it, or cut earlier with --option cut=Q")
             return (f"ctr: test_pairs_per_user={opts.test_pairs_per_user} keeps 0 of the {f['users']} users with "
                     f"labelled pairs (a test user needs that many; the most any user has is {f['most_pairs']}): "
                     "lower it with --option test_pairs_per_user=N")

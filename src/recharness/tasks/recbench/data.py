@@ -21,7 +21,17 @@ That user's training pairs are the pairs strictly earlier in time than the first
 in its second but before it in order belong to neither. Users not drawn for testing give all their
 pairs to training. So for every test pair, its history and every training pair of its user precede
 it. It is not a global time cut: another user's training pair may be later (ML-1M's users are
-active in different years, and a global cut would leave few test users). Training pairs are a
+active in different years, and a global cut leaves fewer test users).
+
+Split `global_time` (`--option split=global_time cut=q`): one cut time T for every user, the time
+of the interaction at quantile q of all interactions (`data.temporal_split.cut_time`). A test user's
+window is their first `per_user` labelled pairs at or after T (widened to whole impressions, as
+above); a user needs that many pairs at or after T and `min_history` positives before the first.
+Training pairs are drawn from every user's pairs strictly before T, and no pair at or after T is
+trained on, so no training pair is later than any test pair. Ties: the pairs' order is (user,
+timestamp, the file's order), and a pair stamped exactly T is after the cut.
+
+Training pairs are a
 seeded sample of `train_pairs` (100,000) of those with at least `min_history` earlier positives; a
 seeded `valid_fraction` of them is the validation slice.
 """
@@ -184,14 +194,23 @@ class History:
 
 
 def split(events: pl.DataFrame, *, test_users: int, per_user: int, train_pairs: int, valid_fraction: float,
-          history_len: int, min_history: int, seed: int, only: tuple[str, ...] | list[str] | None = None) -> CtrSplit:
+          history_len: int, min_history: int, seed: int, only: tuple[str, ...] | list[str] | None = None,
+          cut_time=None) -> CtrSplit:
     """Test windows for a seeded draw of users (of `only` when given, every eligible one of them unless
-    `test_users` is fewer), training pairs before them (see the module docstring)."""
+    `test_users` is fewer), training pairs before them (see the module docstring). `cut_time`: the global
+    temporal split instead (one cut for every user: the first `per_user` pairs at or after it are a test
+    user's window, every pair strictly before it of any user may be trained on, nothing after it is)."""
     ev = events.with_row_index("seq").with_columns(pl.col("seq").min().over("user_id", "impression").alias("first"))
     hist = History(ev, history_len)
     if "pair" in ev.columns:  # real labels: history-only positives feed `hist`, never a pair
         ev = ev.filter(pl.col("pair"))
-    starts = ev.group_by("user_id").agg(pl.len().alias("n"), pl.col("first").sort_by("seq").tail(per_user).first().alias("start"))
+    if cut_time is None:
+        starts = ev.group_by("user_id").agg(pl.len().alias("n"),
+                                            pl.col("first").sort_by("seq").tail(per_user).first().alias("start"))
+    else:  # the window: from the first pair at or after the cut to the impression of its per_user-th
+        starts = (ev.filter(pl.col("timestamp") >= cut_time).group_by("user_id")
+                  .agg(pl.len().alias("n"), pl.col("first").min().alias("start"),
+                       pl.col("first").sort_by("seq").head(per_user).last().alias("end")))
     funnel = {"users": starts.height, "most_pairs": int(starts["n"].max() or 0)}
     starts = (starts.filter(pl.col("n") >= per_user)
               .join(ev.select(pl.col("seq").alias("start"), pl.col("timestamp").alias("t_start")), on="start")
@@ -205,9 +224,14 @@ def split(events: pl.DataFrame, *, test_users: int, per_user: int, train_pairs: 
     rng = np.random.default_rng(seed)
     n_test = min(test_users, starts.height)
     chosen = starts[np.sort(rng.choice(starts.height, size=n_test, replace=False))] if n_test else starts.head(0)
-    ev = ev.join(chosen.select("user_id", "start", "t_start"), on="user_id", how="left")
-    test = ev.filter(pl.col("seq") >= pl.col("start"))
-    pool = ev.filter(pl.col("start").is_null() | (pl.col("timestamp") < pl.col("t_start")))
+    if cut_time is None:
+        ev = ev.join(chosen.select("user_id", "start", "t_start"), on="user_id", how="left")
+        test = ev.filter(pl.col("seq") >= pl.col("start"))
+        pool = ev.filter(pl.col("start").is_null() | (pl.col("timestamp") < pl.col("t_start")))
+    else:
+        ev = ev.join(chosen.select("user_id", "start", "end"), on="user_id", how="left")
+        test = ev.filter((pl.col("seq") >= pl.col("start")) & (pl.col("first") <= pl.col("end")))
+        pool = ev.filter(pl.col("timestamp") < cut_time)
     pool = pool.filter(hist.counts(pool) >= min_history)
     take = np.sort(rng.choice(pool.height, size=min(train_pairs, pool.height), replace=False))
     in_valid = rng.random(take.size) < valid_fraction

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from recharness.tasks.options import TaskOptions
+from recharness.tasks.options import OptionError, TaskOptions
 
 
 class CtrOptions(TaskOptions):
@@ -22,6 +22,19 @@ class CtrOptions(TaskOptions):
         "auto", description="ratings: rating > 3 is a click, < 3 a non-click, 3 dropped; sampled: every "
         "interaction is a click plus neg_ratio unseen items; auto: ratings when the dataset has ratings")
     neg_ratio: int = Field(2, ge=1, description="sampled negatives per positive (negatives=sampled)")
+    split: Literal["leave_last_out", "global_time"] = Field(
+        "leave_last_out", description="leave_last_out: each test user's last test_pairs_per_user pairs are the "
+        "test pairs (the paper's); global_time: one cut time for all users, each test user's first "
+        "test_pairs_per_user pairs at or after it tested, nothing at or after it trained on")
+    cut: float | None = Field(None, gt=0, lt=1, description="split=global_time: the cut is the time of the "
+                              "interaction at this quantile of all interactions' times (default 0.9)")
+
+    @model_validator(mode="after")
+    def _cut_needs_global_time(self):
+        if self.cut is not None and self.split != "global_time":
+            raise OptionError("cut", "a cut time applies to split=global_time only (split=leave_last_out holds out "
+                                     "each test user's last pairs): add --option split=global_time")
+        return self
 
 
 class SeqrecOptions(TaskOptions):
