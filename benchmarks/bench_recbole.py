@@ -689,17 +689,26 @@ def report(args, data: dict, rb: dict, runs: list[dict], loads: dict, wall: dict
     return "\n".join(lines) + "\n"
 
 
+#: the code our runs execute, for `code_fingerprint`
+WORKER_CODE = (ours_worker, read_inter, run_label, parse_run, at_time, fingerprints, _digest, hold_while_paused,
+               vm_hwm_bytes, _child_env)
+
+
 def code_fingerprint() -> str:
-    """sha256 of what decides our side's numbers: this script, SASRec and its loss, the split code, and
-    torch's version (a kept run of other code is not reused)."""
+    """sha256 of what decides our side's numbers: this script's worker and the functions it calls (not its
+    report, so rewording a report keeps a kept run), SASRec and its loss, the split code, and torch's version
+    (a kept run of other code is not reused)."""
+    import inspect
+
     import torch
 
     from recharness.baselines import linear_cross_entropy, sasrec
     from recharness.tasks.recbench import seqrec_data
 
     h = hashlib.sha256(torch.__version__.encode())
-    for path in (Path(__file__).resolve(), Path(sasrec.__file__), Path(linear_cross_entropy.__file__),
-                 Path(seqrec_data.__file__)):
+    for fn in WORKER_CODE:
+        h.update(inspect.getsource(fn).encode())
+    for path in (Path(sasrec.__file__), Path(linear_cross_entropy.__file__), Path(seqrec_data.__file__)):
         h.update(path.read_bytes())
     return h.hexdigest()
 
@@ -857,6 +866,90 @@ def status_text(work: Path) -> str:
 
 # ---------------------------------------------------------------- main
 
+def run_ours(args, work: Path, data: dict, common: dict, marks: list[float], budget: float, pause_file: Path,
+             wall: dict) -> list[dict]:
+    """Our runs (`--ours-precision`), each evaluated at RecBole's curve points `marks` within `budget` training
+    seconds; a kept result with the same settings, data and code and every point it needs is reused. Each
+    run's wall seconds go into `wall`."""
+    runs, code = [], code_fingerprint()
+    for label in args.ours_precision:
+        precision, stride, block = parse_run(label)
+        ours_spec = {**common, "inter": data["path"], "result": str(work / f"ours-{label}.json"),
+                     "dropout": args.dropout, "precision": precision, "budget_s": budget,
+                     "data_sha256": data["sha256"], "code": code, "marks": marks}
+        if stride is not None:  # absent otherwise: runs kept from before strides existed stay reusable
+            ours_spec["stride"] = stride
+        if block == "post":  # RecBole's network: its attention dropout is its hidden dropout
+            ours_spec.update(block="post", attn_dropout=args.dropout)
+        spec_path, result_path = work / f"ours_spec-{label}.json", work / f"ours-{label}.json"
+        done = reusable(result_path, ours_spec)
+        if done is not None:
+            _log(f"ours ({label}): reusing {result_path} (same settings, data and code; every curve "
+                 "point it needs)")
+            wall[label] = done["wall_s"]
+            runs.append(done)
+            continue
+        result_path.unlink(missing_ok=True)  # a killed run must not leave an older result to be reused
+        spec_path.write_text(json.dumps(ours_spec))
+        _log(f"ours ({label}): {budget:.0f} training seconds, {args.threads} thread(s)…")
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, str(Path(__file__).resolve()), "--ours-worker", str(spec_path)],
+                       env=_child_env(args.threads, pause_file), check=True)
+        wall[label] = time.perf_counter() - t0
+        done = {**json.loads(result_path.read_text()), "wall_s": wall[label], "spec": ours_spec}
+        result_path.write_text(json.dumps(done, indent=1))
+        runs.append(done)
+    return runs
+
+
+def common_settings(args) -> dict:
+    """The settings both frameworks train with."""
+    return {"seed": args.seed, "threads": args.threads, "curve_every": args.curve_every, "hidden": 64,
+            "layers": 2, "heads": 2, "inner": 256, "max_len": args.max_len, "batch_size": args.batch_size,
+            "lr": args.lr}
+
+
+def ours_now(args) -> None:
+    """`--ours-now`: our runs while RecBole's run in the kept --work directory is unfinished, evaluated at its
+    curve points so far (its last checkpoint). RecBole is paused meanwhile (`<work>/PAUSE`, removed at the end;
+    our runs pause on `<work>/PAUSE-ours`). Our budget must lie within the seconds RecBole has trained, so every
+    curve point a run needs already exists: the full command, run again later, reuses these runs (`reusable`)
+    and ends with the report. Prints each run's partial reading against RecBole's best so far."""
+    if args.work is None or args.ours_seconds is None:
+        raise SystemExit("--ours-now runs ours beside a kept RecBole run: give its --work DIR and --ours-seconds")
+    work = args.work.resolve()
+    ckpt_path = work / "recbole" / "checkpoint.json"
+    if not ckpt_path.exists():
+        raise SystemExit(f"{ckpt_path}: no RecBole checkpoint yet: start the full command first")
+    ckpt = json.loads(ckpt_path.read_text())
+    if args.ours_seconds > ckpt["train_s"]:
+        raise SystemExit(f"--ours-seconds {args.ours_seconds:.0f} is beyond the {ckpt['train_s']:.0f} seconds RecBole "
+                         "has trained: its curve points up to there do not exist yet")
+    pause = work / "PAUSE"
+    paused_here = not pause.exists()
+    pause.touch()
+    try:
+        data = write_inter(work, args.users, args.seed)
+        wall: dict = {}
+        runs = run_ours(args, work, data, common_settings(args), [p["train_s"] for p in ckpt["curve"]],
+                        args.ours_seconds, work / "PAUSE-ours", wall)
+    finally:
+        if paused_here:
+            pause.unlink(missing_ok=True)
+    best = ckpt.get("best") or {}
+    for r in runs:
+        top = max(r["curve"], key=lambda p: p["ndcg@10"])
+        line = (f"ours ({label_of(r)}): last test NDCG@10 {r['curve'][-1]['ndcg@10']:.4f} at {r['curve'][-1]['train_s']:,.0f} "
+                f"s, best {top['ndcg@10']:.4f} at {top['train_s']:,.0f} s")
+        if best.get("test") is not None:
+            hit = sustained_at(r["curve"], best["test"])
+            line += (f"; RecBole's best so far (PARTIAL, epoch {best['epoch']}): test {best['test']:.4f} at "
+                     f"{best['train_s']:,.0f} s — ours at or above it from "
+                     + (f"{hit['train_s']:,.1f} s on ({hit['train_s'] / best['train_s']:.3f} of RecBole's)" if hit
+                        else "no point (not reached)"))
+        _log(line)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--users", type=int, default=None, help="a seeded sample of N users (smoke tests)")
@@ -890,6 +983,9 @@ def main() -> None:
     ap.add_argument("--ours-worker", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--report-from", type=Path, default=None,
                     help="write the report again from a kept --work directory's results (no training)")
+    ap.add_argument("--ours-now", action="store_true",
+                    help="with --work and --ours-seconds: our runs now, at RecBole's curve points so far, RecBole "
+                         "paused meanwhile; the full command later reuses them")
     ap.add_argument("--status", action="store_true",
                     help="with --work: print RecBole's run there so far (epochs, validation and test NDCG@10, "
                          "epochs early stopping still needs) and exit; reads only, safe while it trains")
@@ -905,6 +1001,11 @@ def main() -> None:
         return
     if args.report_from is not None:
         report_again(args.report_from, args.out)
+        return
+    if args.ours_now:
+        for label in args.ours_precision:
+            parse_run(label)
+        ours_now(args)
         return
     if args.users is not None and args.out.resolve() == OUT.resolve():
         raise SystemExit(f"--users is a smoke test: give it its own --out (never {OUT})")
@@ -924,9 +1025,7 @@ def main() -> None:
         _log("writing the sequences…")
         data = write_inter(work, args.users, args.seed)
         _log(f"{data['interactions']:,} interactions, {data['users']:,} users, {data['items']:,} items → {data['path']}")
-        common = {"seed": args.seed, "threads": args.threads, "curve_every": args.curve_every, "hidden": 64,
-                  "layers": 2, "heads": 2, "inner": 256, "max_len": args.max_len, "batch_size": args.batch_size,
-                  "lr": args.lr}
+        common = common_settings(args)
         rb_spec = {**common, "data_path": str(work / "data"), "dataset": DATASET, "work": str(work / "recbole"),
                    "result": str(work / "recbole.json"), "epochs": args.recbole_epochs, "dropout": args.recbole_dropout,
                    "patience": args.recbole_patience, "data_sha256": data["sha256"]}
@@ -945,35 +1044,7 @@ def main() -> None:
         budget = args_budget(args, rb)
         if budget < rb["train_s"]:
             _log(f"note: --ours-seconds {budget:.0f} is below RecBole's {rb['train_s']:.0f} training seconds")
-        runs, code = [], code_fingerprint()
-        for label in args.ours_precision:
-            precision, stride, block = parse_run(label)
-            ours_spec = {**common, "inter": data["path"], "result": str(work / f"ours-{label}.json"),
-                         "dropout": args.dropout, "precision": precision, "budget_s": budget,
-                         "data_sha256": data["sha256"], "code": code,
-                         "marks": [p["train_s"] for p in rb["curve"]]}
-            if stride is not None:  # absent otherwise: runs kept from before strides existed stay reusable
-                ours_spec["stride"] = stride
-            if block == "post":  # RecBole's network: its attention dropout is its hidden dropout
-                ours_spec.update(block="post", attn_dropout=args.dropout)
-            spec_path, result_path = work / f"ours_spec-{label}.json", work / f"ours-{label}.json"
-            done = reusable(result_path, ours_spec)
-            if done is not None:
-                _log(f"ours ({label}): reusing {result_path} (same settings, data and code; every curve "
-                     "point it needs)")
-                wall[label] = done["wall_s"]
-                runs.append(done)
-                continue
-            result_path.unlink(missing_ok=True)  # a killed run must not leave an older result to be reused
-            spec_path.write_text(json.dumps(ours_spec))
-            _log(f"ours ({label}): {budget:.0f} training seconds, {args.threads} thread(s)…")
-            t0 = time.perf_counter()
-            subprocess.run([sys.executable, str(Path(__file__).resolve()), "--ours-worker", str(spec_path)],
-                           env=_child_env(args.threads, work / "PAUSE"), check=True)
-            wall[label] = time.perf_counter() - t0
-            done = {**json.loads(result_path.read_text()), "wall_s": wall[label], "spec": ours_spec}
-            result_path.write_text(json.dumps(done, indent=1))
-            runs.append(done)
+        runs = run_ours(args, work, data, common, [p["train_s"] for p in rb["curve"]], budget, work / "PAUSE", wall)
         loads["end"] = os.getloadavg()[0]
         (work / "run.json").write_text(json.dumps({
             "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},

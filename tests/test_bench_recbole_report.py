@@ -264,3 +264,33 @@ def test_status_of_a_run_in_progress(bench, tmp_path):
     assert "needs at least 2 more epoch(s): ≥ 0.1 training hours at the median epoch (110 s)" in text
     with pytest.raises(SystemExit, match="no checkpoint yet"):
         bench.status_text(tmp_path / "elsewhere")
+
+
+def test_ours_now_guards_and_its_runs_are_reused_by_the_full_run(bench, tmp_path):
+    """`--ours-now` needs a kept RecBole checkpoint and a budget within what RecBole has trained (every curve
+    point it needs exists); its runs' spec differs from the later full run's only in the marks beyond the
+    budget, so `reusable` takes them."""
+    args = argparse.Namespace(work=tmp_path, ours_seconds=None, users=None, seed=0)
+    with pytest.raises(SystemExit, match="--work DIR and --ours-seconds"):
+        bench.ours_now(args)
+    args.ours_seconds = 500.0
+    with pytest.raises(SystemExit, match="no RecBole checkpoint yet"):
+        bench.ours_now(args)
+    (tmp_path / "recbole").mkdir()
+    (tmp_path / "recbole" / "checkpoint.json").write_text(json.dumps(
+        {"train_s": 400.0, "curve": [{"train_s": 150.0}, {"train_s": 300.0}], "best": {}}))
+    with pytest.raises(SystemExit, match="beyond the 400 seconds RecBole has trained"):
+        bench.ours_now(args)
+    assert not (tmp_path / "PAUSE").exists()  # refused before pausing anything
+    now = {"budget_s": 300.0, "marks": [150.0, 300.0], "precision": "fp32"}
+    (tmp_path / "ours-fp32.json").write_text(json.dumps({"wall_s": 1.0, "spec": now, "curve": []}))
+    later = {**now, "marks": [150.0, 300.0, 450.0, 9000.0]}  # RecBole's finished curve: more points, beyond
+    assert bench.reusable(tmp_path / "ours-fp32.json", later) is not None
+    assert bench.reusable(tmp_path / "ours-fp32.json", {**later, "marks": [150.0, 290.0]}) is None
+
+
+def test_the_code_fingerprint_covers_the_worker_not_the_report(bench):
+    import inspect
+
+    assert bench.ours_worker in bench.WORKER_CODE and bench.report not in bench.WORKER_CODE
+    assert "test_metrics" in inspect.getsource(bench.ours_worker)  # its evaluation is inside the worker
