@@ -39,6 +39,9 @@ above it from some point on (no selection at all), and ours' weights chosen by o
 each epoch, as RecBole's value is chosen by RecBole's.
 
 `--status --work DIR` prints RecBole's epochs so far (read only, while it trains).
+`--ours-now --work DIR --ours-seconds S` runs ours before RecBole has finished, evaluated at RecBole's curve
+points so far (S must lie within the seconds RecBole has trained), RecBole paused meanwhile; the full command,
+run again later, reuses those runs and writes the report.
 
 Pausing: while `<work>/PAUSE` exists the child that is training waits between steps, off its training
 clock (RecBole's driver between batches, ours in its training hook): a quiet machine for a timing
