@@ -135,3 +135,24 @@ def test_a_rebuild_that_fails_leaves_the_earlier_answers_in_place(ml1m, tmp_path
     assert not rd.predictions("fake").exists()
     runs = evaluate(["fake"], plan("llmrec", out, 2), **quiet)
     assert rd.predictions("fake").read_bytes() == first and runs[0].answered["fake"][0] == 0
+
+
+def test_summary_marks_the_strongest_reference_and_each_models_verdict(ml1m, tmp_path):
+    """With enough users for intervals (12), the summary marks each task's strongest reference ◆ and puts the
+    model's paired-test verdict against it in its cell (as scores.md's sentence), with one legend line; with 4
+    users there is no interval, so no strongest reference and no mark."""
+    import json
+    import re
+
+    out = tmp_path / "ev"
+    text = ev("-m", "fake", "--suites", "llmrec", "-o", str(out), "--limit", "12", "--no-train-references")
+    assert "◆ = the strongest reference of a task" in text
+    rows = json.loads((out / "llmrec" / "scores.json").read_text())
+    said = {"beats": ">", "below": "<", "not distinguishable": "≈"}
+    for task in ("sequential", "direct"):
+        strongest = next(r["method"] for r in rows if r["task"] == task and r["extra"].get("strongest_reference"))
+        verdict = next(r["extra"]["vs_strongest_reference"]["verdict"] for r in rows
+                       if r["task"] == task and r["method"] == "fake")
+        line = next(x for x in text.splitlines() if "│ llmrec" in x and f" {task} " in x)
+        assert re.search(rf"{strongest} ◆ \d", line), line
+        assert f"{said[verdict]} ◆" in line, line

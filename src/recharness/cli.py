@@ -720,7 +720,8 @@ def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, ou
     from rich.console import Console
 
     from recharness.core.paths import dataset_runs_name, runs_dir, shown_path
-    from recharness.evaluate import evaluate, plan, references_note, summary
+    from recharness.evaluate import VERSUS_LEGEND, evaluate, plan, references_note, summary
+    from recharness.report.tables import STRONGEST
     from recharness.models.registry import public_spec
     from recharness.report.html import find_runs, write_leaderboard
 
@@ -761,6 +762,8 @@ def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, ou
     for row in rows:
         t.add_row(*map(escape, row))
     out_console.print(t)
+    if any(STRONGEST in c for row in rows for c in row):
+        out_console.print(VERSUS_LEGEND, markup=False, highlight=False)
     for line in references_note(runs, train_references):
         out_console.print(line, markup=False, highlight=False)
     out_console.print(f"report: {shown_path(paths['html'])} (all suites and models; CSV beside it); per run: "

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from recharness.core.rundir import RunDir
 from recharness.runner.earlier_builds import put_back, set_aside
+from recharness.report.tables import STRONGEST
 
 #: references `eval` trains only with `--references all` (`recharness train -b NAME` fits any of them on a run):
 #: on the demo builds (2 cores) each takes minutes where the others take seconds. A baseline registered with
@@ -314,9 +315,22 @@ def summary(runs: list[EvalRun], models: list[str]) -> tuple[list[str], list[lis
 
             def cell(x) -> str:
                 cov = label(x.coverage)
-                return value_text(x, key) + (f" ({cov})" if cov else "")
+                v = (x.extra or {}).get("vs_strongest_reference") or {}
+                versus = f" {VERSUS_MARK[v['verdict']]} {STRONGEST}" if v.get("metric") == key else ""
+                return value_text(x, key) + (f" ({cov})" if cov else "") + versus
+
+            def ref(x) -> str:
+                mark = f" {STRONGEST}" if (x.extra or {}).get("strongest_reference") == key else ""
+                return f"{x.method}{mark} {cell(x)}"
 
             by = {x.method: x for x in trows}
             out.append([r.label, task, key, *(cell(by[n]) if n in by else "–" for n in names),
-                        "; ".join(f"{x.method} {cell(x)}" for x in trows if x.kind == "reference") or "–"])
+                        "; ".join(ref(x) for x in trows if x.kind == "reference") or "–"])
     return header, out
+
+
+#: a model cell's verdict against the strongest reference (`STRONGEST`), by the tables' paired test
+VERSUS_MARK = {"beats": ">", "below": "<", "not distinguishable": "≈"}
+#: the summary's legend line for those marks
+VERSUS_LEGEND = (f"{STRONGEST} = the strongest reference of a task; a model's > / < / ≈ {STRONGEST}: above it, below it, "
+                 "or not distinguishable from it by the paired test (scores.md says how)")
