@@ -17,7 +17,7 @@ paper prompts. Coverage gets an exact 95% (Clopper-Pearson) interval over the pr
 independent trial, and beside it `copy_control`: the share of probed ids for which repeating one of the
 shown lines' fields after the asked id would be exact (what copying the context, not recalling the file, can
 reach), with `copied_hits`: the exact answers that equal such a copy; item coverage is also
-given per popularity decile (items ranked by training interactions, decile 1 = most popular).
+given per popularity decile (items ranked by their interactions in the dataset, decile 1 = most popular).
 `memorized_items` in the result lists the item ids whose title was reproduced and `probed_items` those
 asked and answered, so a score can be split into memorized vs probed-and-not-reproduced targets. Answers go through the one executor (cached, resumable).
 """
