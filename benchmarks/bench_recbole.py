@@ -40,8 +40,9 @@ each epoch, as RecBole's value is chosen by RecBole's.
 
 `--status --work DIR` prints RecBole's epochs so far (read only, while it trains).
 `--ours-now --work DIR --ours-seconds S` runs ours before RecBole has finished, evaluated at RecBole's curve
-points so far (S must lie within the seconds RecBole has trained), RecBole paused meanwhile; the full command,
-run again later, reuses those runs and writes the report.
+points so far (S must lie within the seconds RecBole has trained; its settings and .inter file must be those of
+RecBole's run there), RecBole paused meanwhile; the full command, run again later with the same --ours-seconds and
+settings, reuses those runs and writes the report.
 
 Pausing: while `<work>/PAUSE` exists the child that is training waits between steps, off its training
 clock (RecBole's driver between batches, ours in its training hook): a quiet machine for a timing
@@ -701,7 +702,7 @@ def code_fingerprint() -> str:
     """sha256 of what decides our side's numbers: this script's worker and the functions it calls (not its
     report, so rewording a report keeps a kept run), SASRec and its loss, the split code, and torch's version
     (a kept run of other code is not reused)."""
-    import inspect
+    import ast
 
     import torch
 
@@ -709,8 +710,12 @@ def code_fingerprint() -> str:
     from recharness.tasks.recbench import seqrec_data
 
     h = hashlib.sha256(torch.__version__.encode())
+    # from the file on disk (what a worker started now runs), not from this process's code objects: a parent
+    # that has run for hours may have a file edited under it
+    text = Path(__file__).resolve().read_text()
+    defs = {n.name: n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef)}
     for fn in WORKER_CODE:
-        h.update(inspect.getsource(fn).encode())
+        h.update((ast.get_source_segment(text, defs[fn.__name__]) + "\n").encode())
     for path in (Path(sasrec.__file__), Path(linear_cross_entropy.__file__), Path(seqrec_data.__file__)):
         h.update(path.read_bytes())
     return h.hexdigest()
@@ -928,13 +933,24 @@ def ours_now(args) -> None:
     if args.ours_seconds > ckpt["train_s"]:
         raise SystemExit(f"--ours-seconds {args.ours_seconds:.0f} is beyond the {ckpt['train_s']:.0f} seconds RecBole "
                          "has trained: its curve points up to there do not exist yet")
+    rb_spec = json.loads((work / "recbole_spec.json").read_text())
+    common = common_settings(args)
+    differ = {k: (rb_spec.get(k), v) for k, v in common.items() if rb_spec.get(k) != v}
+    if differ:
+        raise SystemExit("--ours-now with other settings than RecBole's run in --work: "
+                         + ", ".join(f"{k} {a} there, {b} here" for k, (a, b) in differ.items()))
+    inter = work / "data" / DATASET / f"{DATASET}.inter"
+    sha = hashlib.sha256(inter.read_bytes()).hexdigest() if inter.exists() else None
+    if sha != rb_spec.get("data_sha256"):
+        raise SystemExit(f"{inter}: not the file RecBole's run read (sha256 {str(sha)[:12]}…, its "
+                         f"{str(rb_spec.get('data_sha256'))[:12]}…)")
+    data = {"path": str(inter), "sha256": sha}  # the file RecBole reads, left as it is
     pause = work / "PAUSE"
     paused_here = not pause.exists()
     pause.touch()
     try:
-        data = write_inter(work, args.users, args.seed)
         wall: dict = {}
-        runs = run_ours(args, work, data, common_settings(args), [p["train_s"] for p in ckpt["curve"]],
+        runs = run_ours(args, work, data, common, [p["train_s"] for p in ckpt["curve"]],
                         args.ours_seconds, work / "PAUSE-ours", wall)
     finally:
         if paused_here:

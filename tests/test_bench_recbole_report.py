@@ -282,6 +282,17 @@ def test_ours_now_guards_and_its_runs_are_reused_by_the_full_run(bench, tmp_path
     with pytest.raises(SystemExit, match="beyond the 400 seconds RecBole has trained"):
         bench.ours_now(args)
     assert not (tmp_path / "PAUSE").exists()  # refused before pausing anything
+    # settings or data other than RecBole's run: refused, named
+    args.ours_seconds = 300.0
+    args.__dict__.update(threads=2, curve_every=150.0, max_len=50, batch_size=2048, lr=1e-3)
+    spec = {**bench.common_settings(args), "data_sha256": "0" * 64}
+    (tmp_path / "recbole_spec.json").write_text(json.dumps({**spec, "lr": 5e-3}))
+    with pytest.raises(SystemExit, match="lr 0.005 there, 0.001 here"):
+        bench.ours_now(args)
+    (tmp_path / "recbole_spec.json").write_text(json.dumps(spec))
+    with pytest.raises(SystemExit, match="not the file RecBole's run read"):
+        bench.ours_now(args)  # no .inter file at all here
+    assert not (tmp_path / "PAUSE").exists()
     now = {"budget_s": 300.0, "marks": [150.0, 300.0], "precision": "fp32"}
     (tmp_path / "ours-fp32.json").write_text(json.dumps({"wall_s": 1.0, "spec": now, "curve": []}))
     later = {**now, "marks": [150.0, 300.0, 450.0, 9000.0]}  # RecBole's finished curve: more points, beyond
@@ -289,8 +300,18 @@ def test_ours_now_guards_and_its_runs_are_reused_by_the_full_run(bench, tmp_path
     assert bench.reusable(tmp_path / "ours-fp32.json", {**later, "marks": [150.0, 290.0]}) is None
 
 
-def test_the_code_fingerprint_covers_the_worker_not_the_report(bench):
+def test_the_code_fingerprint_covers_the_worker_not_the_report(bench, monkeypatch, tmp_path):
+    """Hashed from the file on disk: the worker's functions count, the report's do not."""
     import inspect
 
     assert bench.ours_worker in bench.WORKER_CODE and bench.report not in bench.WORKER_CODE
     assert "test_metrics" in inspect.getsource(bench.ours_worker)  # its evaluation is inside the worker
+    before = bench.code_fingerprint()
+    text = BENCH.read_text()
+    copy = tmp_path / "bench_recbole.py"
+    monkeypatch.setattr(bench, "__file__", str(copy))
+    copy.write_text(text.replace('def report(args,', '# a comment\ndef report(args,', 1))
+    assert bench.code_fingerprint() == before  # the report's code moved and changed: same fingerprint
+    copy.write_text(text.replace('"eval_s": round(time.perf_counter() - t0, 3)})',
+                                 '"eval_s": round(time.perf_counter() - t0, 4)})', 1))
+    assert bench.code_fingerprint() != before  # the worker's code changed

@@ -91,3 +91,20 @@ def test_cut_needs_the_global_split(ml1m, tmp_path):
 
     with pytest.raises(ConfigError, match="cut time applies to split=global_time only"):
         pipeline.build("recbench", "ml-1m", tmp_path / "r", tasks=["ctr"], seed=0, limit=5, options={"cut": 0.5})
+
+
+def test_an_empty_global_split_says_why(ml1m, tmp_path):
+    """A cut after every pair keeps no test user, and the build says it is the cut, not the labels."""
+    from recharness.core.errors import ConfigError
+    from recharness.core.types import BuildConfig
+    from recharness.tasks.recbench.ctr import CtrTask
+
+    task = CtrTask()
+    config = BuildConfig(seed=0, limit=5, options={"split": "global_time", "cut": 0.9999999})
+    got = list(task.build(ml1m, config))
+    why = task.why_empty(ml1m, config)
+    assert not got
+    assert why and "split=global_time" in why and ("at or after the cut" in why), why
+    with pytest.raises(ConfigError):
+        pipeline.build("recbench", "ml-1m", tmp_path / "r", tasks=["ctr"], seed=0, limit=5,
+                       options={"split": "global_time", "cut": 0.9999999})

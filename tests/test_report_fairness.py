@@ -284,7 +284,7 @@ def test_memorized_targets_split_by_hand(memo_run):
     assert c["lo"] == pytest.approx(0.0111, abs=1e-4) and c["hi"] == pytest.approx(0.0642, abs=1e-4)
     assert "<td>0.000 [0.000, 0.018] (0/200)</td>" in sec  # user coverage: none reproduced, the interval still open
     c3 = _coverage(3, 200)  # interaction: 3 exact, 2 of them equal to a shown line's fields
-    assert f"<td>0.015 [{c3['lo']:.3f}, {c3['hi']:.3f}] (3/200), 2 copied from the shown lines</td>" in sec
+    assert f"<td>0.015 [{c3['lo']:.3f}, {c3['hi']:.3f}] (3/200), 2 equal to a shown line</td>" in sec
     assert "someone-else" not in sec  # a probe of no method of the run
     rows = re.findall(r"<tr><td>([^<]*)</td><td>direct</td><td>NDCG@10 ↑</td><td>(\d+)</td><td>([^<]*)</td>"
                       r"<td>(\d+)</td><td>([^<]*)</td></tr>", sec)

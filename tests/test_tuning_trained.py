@@ -151,7 +151,26 @@ def test_sasrec_tune_on_validation_rows_with_an_epoch_cap(dataset_dir, tmp_path,
             in html)
     for k, v in chosen.items():
         assert f"{k}={fmt(v) if isinstance(v, float) else v}" in html
-    assert "tuning curves" in html or "No tuning curve" in html
+    if any(t["valid"] for t in search["trials"]):  # a chart when some value is not 0, else a line saying so
+        assert "alt='tuning curves'" in html or 'alt="tuning curves"' in html, html[:300]
+    else:
+        assert "No tuning curve" in html
+
+
+def test_tuning_section_escapes_what_it_shows(tmp_path):
+    """A search's texts (objective, settings) come from files: shown escaped, never as markup."""
+    from recharness.core.rundir import RunDir
+    from recharness.report.html import Palette, tuning_section
+
+    d = tmp_path / "models" / "evil<b>"
+    d.mkdir(parents=True)
+    (d / "tuning.json").write_text(json.dumps({
+        "budget": {"trials": 2}, "seconds": 1.5, "objective": "<script>alert(1)</script>",
+        "best": {"trial": 1, "valid": 0.2, "params": {"k": "<img src=x>"}},
+        "trials": [{"trial": 0, "valid": 0.1, "params": {}}, {"trial": 1, "valid": 0.2, "params": {}}]}))
+    html = "".join(tuning_section(RunDir(tmp_path), RunDir(tmp_path).model_dirs(), Palette([])))
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<img src=x>" not in html and "k=&lt;img src=x&gt;" in html and "evil&lt;b&gt;" in html
 
 
 def test_best_so_far_is_the_running_maximum_by_trial():

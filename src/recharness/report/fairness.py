@@ -274,9 +274,10 @@ def _coverage_text(c: dict | None) -> str:
 
 
 def _copied_text(entry: dict, rule: str) -> str:
-    """", 1 copied from the shown lines" when exact answers of the `full` rule equal a shown line's fields."""
+    """", 1 equal to a shown line" when exact answers of the `full` rule equal a shown line's fields: there a copy
+    of the context cannot be told from recall."""
     n = entry.get("copied_hits") if rule == "full" else None
-    return f", {n} copied from the shown lines" if isinstance(n, int) and n > 0 else ""
+    return f", {n} equal to a shown line" if isinstance(n, int) and n > 0 else ""
 
 
 def _split_text(part: dict) -> str:
@@ -370,7 +371,7 @@ def memorization_parts(out: Path, rows: list[ScoreRow], dataset: str | None, hea
     parts = ["<h2>Memorization beside accuracy</h2>",
              "<p>What the model reproduces of the dataset's own files (<code>recharness probe memorization</code>): "
              "the share of probed ids answered exactly, with its exact 95% interval and hits / probed; where an "
-             "exact answer equals one of the lines shown as context, how many did (copied, not recalled).</p>",
+             "exact answer equals one of the lines shown as context, how many did (indistinguishable from copying the context).</p>",
              _table(["method"] + [h for *_, h in kinds], body)]
     memorized = {name: {str(i) for i in res["memorized_items"]} for name, res, _ in matched
                  if isinstance(res.get("memorized_items"), list)}

@@ -109,7 +109,7 @@ class CtrTask(Task):
         opts = check(CtrOptions, config.options, f"{SUITE}/{self.name}")
         events, mode = labelled_events(dataset.interactions, dataset.items["item_id"].to_list(),
                                        negatives=opts.negatives, neg_ratio=opts.neg_ratio, seed=config.seed)
-        self._seen = {"mode": mode, "funnel": {"users": 0}}  # what `why_empty` reports if nothing is kept
+        self._seen = {"mode": mode, "funnel": {"users": 0}, "pairs": events.height}  # what `why_empty` reports
         if events.is_empty():
             return
         cut_t = self._cut_time(dataset, opts)
@@ -153,6 +153,9 @@ class CtrTask(Task):
             return None
         opts = check(CtrOptions, config.options, f"{SUITE}/{self.name}")
         f, mode = seen["funnel"], seen["mode"]
+        if not f.get("users") and opts.split == "global_time" and seen.get("pairs"):
+            return (f"ctr: split=global_time cut={opts.cut or 0.9}: no labelled pair of {dataset.name} is at or after "
+                    "the cut time: cut earlier with --option cut=Q")
         if not f.get("users"):
             rule = {"ratings": " (rating > 3 a click, < 3 not, 3 dropped)", "labels": " (impressions' labels)"}
             return f"ctr: negatives={mode}: {dataset.name} gives no labelled pair{rule.get(mode, '')}"

@@ -23,7 +23,7 @@ pairs to training. So for every test pair, its history and every training pair o
 it. It is not a global time cut: another user's training pair may be later (ML-1M's users are
 active in different years, and a global cut leaves fewer test users).
 
-Split `global_time` (`--option split=global_time cut=q`): one cut time T for every user, the time
+Split `global_time` (`--option split=global_time --option cut=q`): one cut time T for every user, the time
 of the interaction at quantile q of all interactions (`data.temporal_split.cut_time`). A test user's
 window is their first `per_user` labelled pairs at or after T (widened to whole impressions, as
 above); a user needs that many pairs at or after T and `min_history` positives before the first.
@@ -230,7 +230,9 @@ def split(events: pl.DataFrame, *, test_users: int, per_user: int, train_pairs: 
         pool = ev.filter(pl.col("start").is_null() | (pl.col("timestamp") < pl.col("t_start")))
     else:
         ev = ev.join(chosen.select("user_id", "start", "end"), on="user_id", how="left")
-        test = ev.filter((pl.col("seq") >= pl.col("start")) & (pl.col("first") <= pl.col("end")))
+        # (an impression is one moment, so its pairs are all at or after T; the time filter keeps that true)
+        test = ev.filter((pl.col("seq") >= pl.col("start")) & (pl.col("first") <= pl.col("end"))
+                         & (pl.col("timestamp") >= cut_time))
         pool = ev.filter(pl.col("timestamp") < cut_time)
     pool = pool.filter(hist.counts(pool) >= min_history)
     take = np.sort(rng.choice(pool.height, size=min(train_pairs, pool.height), replace=False))

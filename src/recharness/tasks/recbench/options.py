@@ -13,7 +13,8 @@ class CtrOptions(TaskOptions):
     suite: ClassVar[str] = "recbench"
 
     test_users: int = Field(5000, ge=1, description="users drawn for testing (--limit N overrides)")
-    test_pairs_per_user: int = Field(4, ge=1, description="each test user's last N labelled pairs are the test pairs")
+    test_pairs_per_user: int = Field(4, ge=1, description="each test user's last N labelled pairs are the test pairs "
+                                     "(split=global_time: their first N at or after the cut)")
     train_pairs: int = Field(100_000, ge=1, description="labelled pairs sampled for training, validation slice included")
     valid_fraction: float = Field(0.1, ge=0.0, lt=1.0, description="share of the training pairs kept apart for validation")
     history_len: int = Field(20, ge=1, description="positives before the candidate shown as the user's history")
