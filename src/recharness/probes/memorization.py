@@ -230,9 +230,9 @@ def summarise(probes: list[Probe], answers: dict[str, dict], dataset) -> dict:
             continue
         entry = {"full": coverage([checked[p.qid]["full"] for p in ps])}
         if all("copies" in p.truth for p in ps):  # the control: what copying one of the shown lines could reach
-            entry["copy_control"] = coverage([any(check(p, c)["full"] for c in p.truth["copies"]) for p in ps])
-            entry["copied_hits"] = sum(checked[p.qid]["full"] and any(check(p, c)["full"] for c in p.truth["copies"])
-                                       for p in ps)
+            copyable = [any(check(p, c)["full"] for c in p.truth["copies"]) for p in ps]
+            entry["copy_control"] = coverage(copyable)
+            entry["copied_hits"] = sum(checked[p.qid]["full"] and c for p, c in zip(ps, copyable))
         if kind == "item":
             entry["title"] = coverage([checked[p.qid]["title"] for p in ps])
             entry["by_decile"] = {
