@@ -127,3 +127,22 @@ def test_options_and_errors_name_the_option_and_value():
     why = why_empty("sequential", dataset(), 4, {"split": "global_time", "cut": 0.6})
     assert why == ("sequential: split=global_time cut=0.6: none of the 3 users with an interaction after the cut has "
                    "min_history=4 before it (the most: 3); lower --option min_history or raise --option cut")
+
+
+def test_every_split_task_takes_split_and_cut_from_one_definition():
+    """llmrec sequential/direct and recbench ctr/seqrec: the same two options, the same checks, each refusal
+    naming what that task's leave_last_out holds out; the default cut is 0.9 wherever it is read."""
+    from recharness.tasks.options import DEFAULT_CUT, TemporalSplitOptions, suite_models
+
+    models = {**{f"llmrec.{k}": v for k, v in suite_models("llmrec").items()},
+              **{f"recbench.{k}": v for k, v in suite_models("recbench").items()}}
+    split_tasks = {k for k, m in models.items() if issubclass(m, TemporalSplitOptions)}
+    assert split_tasks == {"llmrec.sequential", "llmrec.direct", "recbench.ctr", "recbench.seqrec"}
+    held = {"recbench.seqrec": "each user's last positive", "recbench.ctr": "each test user's last pairs",
+            "llmrec.direct": "each user's last item"}
+    for key, what in held.items():
+        suite, task = key.split(".")
+        with pytest.raises(ConfigError, match=f"--option cut=0.7: .*holds out {what}\\): add --option split=global_time"):
+            validate_options(suite, [task], {"cut": 0.7})  # seqrec ignored such a cut before
+        assert models[key](split="global_time").cut_quantile == DEFAULT_CUT == 0.9
+        assert models[key](split="global_time", cut=0.7).cut_quantile == 0.7

@@ -9,7 +9,7 @@ task code that reads `opts.get(key, default)` behaves as before.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -56,6 +56,40 @@ class TaskOptions(BaseModel):
             if part not in self.droppable and not getattr(self, part):
                 raise OptionError(part, f"{self.suite or 'these'} prompts have no separate {part} part to drop")
         return self
+
+
+#: the splits of a task's interactions into training and test (`data.leave_last_out`, `data.temporal_split`)
+SPLITS = ("leave_last_out", "global_time")
+#: split=global_time's cut when none is given: the time of the interaction at this quantile of all of them
+DEFAULT_CUT = 0.9
+
+
+class TemporalSplitOptions(TaskOptions):
+    """`split` and `cut`, one definition for every task that holds test interactions out (LLMRec
+    sequential and direct, RecBench ctr and seqrec): leave-last-out per user, the papers' protocol,
+    lets training see interactions stamped after a test target; a global cut time does not."""
+
+    #: what leave_last_out holds out in this task, for the message that refuses a cut without global_time
+    held_out: ClassVar[str] = "each user's last item"
+
+    split: Literal["leave_last_out", "global_time"] = Field(
+        "leave_last_out", description="leave_last_out: each user's last interaction(s) are tested (the paper's); "
+        "global_time: one cut time for all users, each test user's first interaction(s) at or after it tested, "
+        "nothing at or after it trained on")
+    cut: float | None = Field(None, gt=0, lt=1, description="split=global_time: the cut is the time of the "
+                              f"interaction at this quantile of all interactions' times; none: {DEFAULT_CUT}")
+
+    @model_validator(mode="after")
+    def _cut_needs_global_time(self):
+        if self.cut is not None and self.split != "global_time":
+            raise OptionError("cut", f"a cut time applies to split=global_time only (split=leave_last_out holds out "
+                                     f"{self.held_out}): add --option split=global_time")
+        return self
+
+    @property
+    def cut_quantile(self) -> float:
+        """The cut quantile in force: the option, else `DEFAULT_CUT`."""
+        return DEFAULT_CUT if self.cut is None else self.cut
 
 
 def option_keys(model: type[BaseModel]) -> dict[str, str]:

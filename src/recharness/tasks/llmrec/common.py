@@ -6,10 +6,9 @@ from __future__ import annotations
 from recharness.core.errors import ConfigError
 from recharness.matching.answers import CatalogContext  # noqa: F401 - the suite's tasks read it from here
 from recharness.tasks.llmrec.prompts import PromptParts
+from recharness.tasks.options import DEFAULT_CUT, SPLITS
 
 SUITE = "llmrec"
-#: `--option split=`: leave-last-out (each user's last item, the paper's) or one cut time for all users
-SPLITS = ("leave_last_out", "global_time")
 
 
 def parts_from_options(opts: dict) -> PromptParts:
@@ -58,7 +57,7 @@ def split_users(dataset, opts: dict, config, *, min_history: int, interactions=N
     if how == "global_time":
         from recharness.data.temporal_split import global_time
 
-        cut = float(opts.get("cut", 0.9))
+        cut = float(opts.get("cut") or DEFAULT_CUT)
         splits, t = global_time(interactions, cut=cut, **kw)
         return splits, {"split": "global_time", "cut": cut, "cut_time": t}
     raise ConfigError(f"--option split={how}: known splits are {', '.join(SPLITS)}")
@@ -109,7 +108,7 @@ def why_empty(task_name: str, dataset, min_history: int, opts: dict | None = Non
     if (opts or {}).get("split") == "global_time":
         from recharness.data.temporal_split import why_empty as why_empty_global
 
-        why = why_empty_global(dataset.interactions, float(opts.get("cut", 0.9)), min_history)
+        why = why_empty_global(dataset.interactions, float(opts.get("cut") or DEFAULT_CUT), min_history)
         return f"{task_name}: {why}" if why else None
     lengths = dataset.interactions.group_by("user_id").len()["len"]
     if lengths.is_empty():

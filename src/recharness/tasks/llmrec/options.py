@@ -4,13 +4,13 @@ models only reject typos and bad values before a build starts."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from recharness.core.errors import ConfigError
 from recharness.tasks.llmrec.explanation import MAX_REVIEW_CHARS
-from recharness.tasks.options import OptionError, TaskOptions
+from recharness.tasks.options import OptionError, TaskOptions, TemporalSplitOptions
 
 _TOKENS = "answer length in tokens; none keeps the task's own"
 _MIN_HIST = "users need more than this many interactions"
@@ -24,20 +24,8 @@ class LLMRecOptions(TaskOptions):
     max_tokens: int | None = Field(None, ge=1, description=_TOKENS)
 
 
-class SplitOptions(LLMRecOptions):
-    split: Literal["leave_last_out", "global_time"] = Field(
-        "leave_last_out", description="which interaction is each user's test target: their last (leave-last-out, "
-                                      "the paper's) or their first after one cut time for all users (global_time: "
-                                      "references learn from everything before the cut)")
-    cut: float | None = Field(None, gt=0, lt=1, description="split=global_time: the cut time is this quantile of "
-                                                            "all interactions' times; none: 0.9")
-
-    @model_validator(mode="after")
-    def _cut_needs_global_time(self):
-        if self.cut is not None and self.split != "global_time":
-            raise OptionError("cut", "a cut time applies to split=global_time only (split=leave_last_out holds out "
-                                     "each user's last item)")
-        return self
+class SplitOptions(LLMRecOptions, TemporalSplitOptions):
+    """The ranking tasks, which hold each user's target out by `split` (the others hold nothing out)."""
 
 
 class SequentialOptions(SplitOptions):

@@ -67,11 +67,6 @@ class CtrAnswer(TypedDict):
     p_yes: float | None
 
 
-def cut_quantile(opts) -> float:
-    """The global split's cut quantile: the option, else 0.9 (as seqrec's and llmrec's default)."""
-    return opts.cut if opts.cut is not None else 0.9
-
-
 class CtrTask(Task):
     headline = "AUC"
     name = "ctr"
@@ -135,7 +130,7 @@ class CtrTask(Task):
         if config.out is not None:
             for part, df in (("train", sp.train), ("valid", sp.valid)):
                 atomic_write_parquet(RunDir(config.out).pairs(SUITE, part), df)
-            info = {"split": opts.split, **({"cut": cut_quantile(opts), "cut_time": cut_t} if cut_t is not None else {}),
+            info = {"split": opts.split, **({"cut": opts.cut_quantile, "cut_time": cut_t} if cut_t is not None else {}),
                     "negatives": mode, "eligible_users": sp.eligible_users, "test_users": sp.test["user_id"].n_unique(),
                     **{f"{part}_{what}": v for part, df in (("test", sp.test), ("train", sp.train), ("valid", sp.valid))
                        for what, v in (("pairs", df.height), ("positive_rate", float(df["label"].mean() or 0)))}}
@@ -149,7 +144,7 @@ class CtrTask(Task):
             return None
         from recharness.data.temporal_split import cut_time
 
-        return cut_time(dataset.interactions, cut_quantile(opts))
+        return cut_time(dataset.interactions, opts.cut_quantile)
 
     def why_empty(self, dataset, config: BuildConfig) -> str | None:
         """Which filter of the split (`data.split`) removed every test user, with its numbers."""
@@ -159,14 +154,14 @@ class CtrTask(Task):
         opts = check(CtrOptions, config.options, f"{SUITE}/{self.name}")
         f, mode = seen["funnel"], seen["mode"]
         if not f.get("users") and opts.split == "global_time" and seen.get("pairs"):
-            return (f"ctr: split=global_time cut={cut_quantile(opts)}: no labelled pair of {dataset.name} is at or after "
+            return (f"ctr: split=global_time cut={opts.cut_quantile}: no labelled pair of {dataset.name} is at or after "
                     "the cut time: cut earlier with --option cut=Q")
         if not f.get("users"):
             rule = {"ratings": " (rating > 3 a click, < 3 not, 3 dropped)", "labels": " (impressions' labels)"}
             return f"ctr: negatives={mode}: {dataset.name} gives no labelled pair{rule.get(mode, '')}"
         if not f["with_pairs"]:
             if opts.split == "global_time":
-                return (f"ctr: split=global_time cut={cut_quantile(opts)}: test_pairs_per_user={opts.test_pairs_per_user} "
+                return (f"ctr: split=global_time cut={opts.cut_quantile}: test_pairs_per_user={opts.test_pairs_per_user} "
                         f"keeps 0 of the {f['users']} users with labelled pairs at or after the cut (the most any "
                         f"has there is {f['most_pairs']}): lower it, or cut earlier with --option cut=Q")
             return (f"ctr: test_pairs_per_user={opts.test_pairs_per_user} keeps 0 of the {f['users']} users with "

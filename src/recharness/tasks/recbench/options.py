@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from recharness.tasks.options import OptionError, TaskOptions
+from recharness.tasks.options import TaskOptions, TemporalSplitOptions
 
 
-class CtrOptions(TaskOptions):
+class CtrOptions(TemporalSplitOptions):
     suite: ClassVar[str] = "recbench"
+    held_out: ClassVar[str] = "each test user's last pairs"
 
     test_users: int = Field(5000, ge=1, description="users drawn for testing (--limit N overrides)")
     test_pairs_per_user: int = Field(4, ge=1, description="each test user's last N labelled pairs are the test pairs "
@@ -23,25 +24,13 @@ class CtrOptions(TaskOptions):
         "auto", description="ratings: rating > 3 is a click, < 3 a non-click, 3 dropped; sampled: every "
         "interaction is a click plus neg_ratio unseen items; auto: ratings when the dataset has ratings")
     neg_ratio: int = Field(2, ge=1, description="sampled negatives per positive (negatives=sampled)")
-    split: Literal["leave_last_out", "global_time"] = Field(
-        "leave_last_out", description="leave_last_out: each test user's last test_pairs_per_user pairs are the "
-        "test pairs (the paper's); global_time: one cut time for all users, each test user's first "
-        "test_pairs_per_user pairs at or after it tested, nothing at or after it trained on")
-    cut: float | None = Field(None, gt=0, lt=1, description="split=global_time: the cut is the time of the "
-                              "interaction at this quantile of all interactions' times (default 0.9)")
-
-    @model_validator(mode="after")
-    def _cut_needs_global_time(self):
-        if self.cut is not None and self.split != "global_time":
-            raise OptionError("cut", "a cut time applies to split=global_time only (split=leave_last_out holds out "
-                                     "each test user's last pairs): add --option split=global_time")
-        return self
 
 
-class SeqrecOptions(TaskOptions):
+class SeqrecOptions(TemporalSplitOptions):
     """List-wise (next-item) recommendation: leave-last-out per user, Table 2's sizes as defaults."""
 
     suite: ClassVar[str] = "recbench"
+    held_out: ClassVar[str] = "each user's last positive"
 
     test_users: int = Field(5000, ge=1, description="users drawn for testing: each user's last positive is their "
                             "test target (--limit N overrides)")
@@ -56,12 +45,6 @@ class SeqrecOptions(TaskOptions):
     positives: Literal["auto", "ratings", "all"] = Field(
         "auto", description="ratings: rating > 3 is a positive (as ctr); all: every interaction; auto: the "
         "dataset's click labels when it has them, else ratings when it has ratings, else all")
-    split: Literal["leave_last_out", "global_time"] = Field(
-        "leave_last_out", description="leave_last_out: each user's last positive is the test target (the paper's); "
-        "global_time: one cut time for all users, the first positive at or after it the test target, nothing "
-        "at or after it trained on")
-    cut: float = Field(0.9, gt=0, lt=1, description="split=global_time: the cut is the time of the interaction at "
-                       "this quantile of all interactions' times")
 
 
 OPTIONS: dict[str, type[TaskOptions]] = {"ctr": CtrOptions, "seqrec": SeqrecOptions}

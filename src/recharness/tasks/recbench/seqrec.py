@@ -256,7 +256,7 @@ class SeqrecTask(Task):
         if opts.split == "global_time":
             from recharness.data.temporal_split import cut_time
 
-            cut_t = cut_time(dataset.interactions, opts.cut)
+            cut_t = cut_time(dataset.interactions, opts.cut_quantile)
             sp = global_split(seqs, cut_t, **sizes)
         else:
             sp = split(seqs, **sizes)
@@ -272,7 +272,7 @@ class SeqrecTask(Task):
         if config.out is not None:
             for part, df in (("train", sp.train), ("valid", sp.valid)):
                 atomic_write_parquet(RunDir(config.out).pairs(SUITE, SEQUENCE_PARTS[part]), df)
-            info = {"split": opts.split, **({"cut": opts.cut, "cut_time": cut_t} if cut_t is not None else {}),
+            info = {"split": opts.split, **({"cut": opts.cut_quantile, "cut_time": cut_t} if cut_t is not None else {}),
                     **split_facts(seqs, sp),
                     "positives": rule, "eligible_users": sp.eligible_users, "history_len": opts.history_len,
                     "test_sequences": sp.test.height, "valid_sequences": sp.valid.height,
@@ -293,10 +293,10 @@ class SeqrecTask(Task):
         if opts.split == "global_time":
             from recharness.data.temporal_split import cut_time
 
-            t = cut_time(dataset.interactions, opts.cut)
+            t = cut_time(dataset.interactions, opts.cut_quantile)
             if not global_eligible(seqs, t, opts.min_history)[1]:
                 after = sum(1 for ts in seqs["times"].to_list() if ts and ts[-1] >= t)
-                return (f"seqrec: split=global_time cut={opts.cut} (time {t}): {after} of the {seqs.height} users "
+                return (f"seqrec: split=global_time cut={opts.cut_quantile} (time {t}): {after} of the {seqs.height} users "
                         "with positives have one at or after the cut, and none of them has min_history="
                         f"{opts.min_history} positives before their validation target (the last before the cut): "
                         "lower --option cut or min_history")
