@@ -362,3 +362,43 @@ def test_registered_lazily_without_importing_torch():
     code = ("import sys; from recharness.core.registry import Registry; from recharness.baselines.dlrm import register_dlrms; "
             "register_dlrms(Registry('b')); assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_killed_dlrm_fit_goes_on_from_its_last_epoch_to_the_uninterrupted_weights(data, tmp_path, monkeypatch):
+    """Killed (KeyboardInterrupt) while validating epoch 4, a DeepFM fit under a checkpoint goes on from
+    epoch 3's: the same epochs' log, best epoch and weights bit for bit as one uninterrupted fit; another
+    seed (another stamp) starts afresh. Dropout on, so the RNG states must be carried too."""
+    from recharness.baselines import fit as fit_named
+    from recharness.baselines import resumed_from
+    from recharness.baselines.dlrm import trainer as trainer_mod
+
+    td, samples = data
+    settings = {**FAST, "max_epochs": 7, "patience": 10, "dropout": 0.3}
+    whole, _ = fit_named("deepfm", td, 0, settings)
+    assert resumed_from(whole) == (None, 0.0) and len(whole.log.epochs) == 7
+
+    real, calls = trainer_mod.auc, []
+
+    def dies(*args):
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(trainer_mod, "auc", dies)
+    with pytest.raises(KeyboardInterrupt):
+        fit_named("deepfm", td, 0, settings, checkpoint=(tmp_path / "ck", {"build": "b"}))
+    assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == ["epoch-3.pt", "state.json"]
+    monkeypatch.undo()
+
+    resumed, seconds = fit_named("deepfm", td, 0, settings, checkpoint=(tmp_path / "ck", {"build": "b"}))
+    after, earlier = resumed_from(resumed)
+    assert after == 3 and 0 < earlier < seconds and resumed.log.seconds >= earlier
+    strip = lambda log: [{k: v for k, v in e.items() if not k.endswith("_s")} for e in log.epochs]  # noqa: E731
+    assert strip(resumed.log) == strip(whole.log) and resumed.log.best_epoch == whole.log.best_epoch
+    sa, sb = resumed.model.state_dict(), whole.model.state_dict()
+    assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert np.array_equal(resumed.predict_proba(samples), whole.predict_proba(samples))
+
+    other, _ = fit_named("deepfm", td, 1, settings, checkpoint=(tmp_path / "ck", {"build": "b"}))
+    assert resumed_from(other) == (None, 0.0)

@@ -86,9 +86,16 @@ def fit(name: str, train: TrainData, seed: int = 0, params: dict | None = None, 
         folder, stamp = checkpoint
         model.checkpoint = EpochCheckpoint(folder, {**stamp, "baseline": name, "settings": model.settings()})
     model = model.fit(train)
+    return model, time.perf_counter() - t0 + resumed_from(model)[1]
+
+
+def resumed_from(model) -> tuple[int | None, float]:
+    """(the epoch a fitted model's fit went on after, the seconds its killed sittings took), from its log (a
+    dict, or a DLRM's `FitLog`); (None, 0.0) for a fit that ran in one go."""
     log = getattr(model, "log", None)
-    earlier = log.get("earlier_sittings_s", 0.0) if isinstance(log, dict) else 0.0
-    return model, time.perf_counter() - t0 + earlier
+    if isinstance(log, dict):
+        return log.get("resumed_after_epoch"), log.get("earlier_sittings_s", 0.0)
+    return getattr(log, "resumed_after_epoch", None), getattr(log, "earlier_sittings_s", 0.0)
 
 
 __all__ = ["BASELINES", "Baseline", "ItemMeanCtr", "PopularityRanker", "RandomRanker", "Ranker", "TrainData", "fit",

@@ -16,7 +16,7 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
-from recharness.baselines import BASELINES, TrainData, fit
+from recharness.baselines import BASELINES, TrainData, fit, resumed_from
 from recharness.core.errors import ConfigError, RecharnessError
 from recharness.core.io import atomic_write_bytes, atomic_write_text, read_jsonl, remove_log
 from recharness.core.rundir import RunDir, train_json_file
@@ -185,10 +185,9 @@ def _fit(rd: RunDir, name: str, train_data: TrainData, data_id: dict, seed: int,
         progress(f"{name} has no search space: trained with its fixed configuration")
     model, seconds = fit(name, train_data, seed, search["best"]["params"] if search else None,
                          checkpoint=(rd.fit_checkpoint(name), {"build": data_id["build"]}))
-    fit_log = getattr(model, "log", None)
-    if isinstance(fit_log, dict) and fit_log.get("resumed_after_epoch") and not fit_log.get("shared_fit") \
-            and progress is not None:
-        progress(f"{name}: went on from a killed fit's checkpoint after epoch {fit_log['resumed_after_epoch']}")
+    fit_log, (after, _) = getattr(model, "log", None), resumed_from(model)
+    if after and not (isinstance(fit_log, dict) and fit_log.get("shared_fit")) and progress is not None:
+        progress(f"{name}: went on from a killed fit's checkpoint after epoch {after}")
     summary = {k: search[k] for k in ("budget", "objective", "best", "seconds")} if search else None
     if summary is not None and isinstance(getattr(model, "log", None) or {}, dict):
         model.log = {**(getattr(model, "log", None) or {}), "tuning": summary}  # a DLRM's is a FitLog

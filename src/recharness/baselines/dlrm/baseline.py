@@ -114,6 +114,9 @@ class DlrmBaseline(Baseline):
     space: dict[str, tuple] = {"embed_dim": ("choice", 4, 8, 16, 32), "lr": ("log", 1e-4, 3e-3),
                                "dropout": ("float", 0.0, 0.7), "embedding_l2": ("log", 1e-4, 1e-1)}
     tune_epochs: int | None = None
+    #: set by `recharness train` before `fit`: each whole epoch checkpointed, a killed fit goes on from it
+    #: (`checkpoint.EpochCheckpoint`, stamped with the settings and the fit's data); None: none (tuning, tests)
+    checkpoint = None
 
     def __init__(self, seed: int = 0, *, vectors: Vectors | Callable[[], Vectors] | None = None,
                  encoder: str = "minilm", threads: int | None = 1, progress: bool = True, **params):
@@ -196,7 +199,8 @@ class DlrmBaseline(Baseline):
         config = TrainConfig(**{k: p[k] for k in _TRAIN}, seed=self.seed, threads=self.threads, progress=self.progress)
         self.log = fit(self.model, to_tensors(self.space.encode_frame(pairs)),
                        torch.from_numpy(pairs["label"].to_numpy().astype(np.float32)),
-                       to_tensors(self.space.encode_frame(valid)), valid["label"].to_numpy(), config, self.name)
+                       to_tensors(self.space.encode_frame(valid)), valid["label"].to_numpy(), config, self.name,
+                       checkpoint=self.checkpoint)
         return self
 
     # ------------------------------------------------------------ predicting

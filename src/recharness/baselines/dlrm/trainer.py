@@ -4,6 +4,8 @@ RecBench's settings (§4.3): batch 5,000, learning rate 1e-3. After each epoch t
 on the validation pairs; training stops after `patience` epochs without a better AUC (or at
 `max_epochs`) and the best epoch's weights are put back. Seeded: the initial weights, the shuffling
 and dropout come from `seed`, inside a forked RNG so the caller's torch random state is untouched.
+Under `recharness train` each whole epoch is checkpointed (`checkpoint.EpochCheckpoint`, as SASRec's):
+a killed fit goes on from its last whole epoch and ends with the weights an uninterrupted fit ends with.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import torch
 from torch import nn
 
 from recharness.baselines.torch_threads import threads
-from recharness.baselines.training import EarlyStopping, progress_bar
+from recharness.baselines.training import EarlyStopping, data_hash, progress_bar, resume_fit, save_fit
 from recharness.metrics.classification import auc
 
 
@@ -41,7 +43,11 @@ class FitLog:
     epochs: list[dict] = field(default_factory=list)
     best_epoch: int = 0
     best_auc: float = float("nan")
+    #: the fit's seconds, a killed fit's earlier sittings included (`earlier_sittings_s`)
     seconds: float = 0.0
+    #: set when the fit went on from a checkpoint: the last epoch it held, and the seconds spent before
+    resumed_after_epoch: int | None = None
+    earlier_sittings_s: float = 0.0
 
 
 def to_tensors(arrays: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
@@ -81,18 +87,25 @@ def _embedding_tables(model: nn.Module) -> list[nn.Parameter]:
 
 
 def fit(model: nn.Module, train_x: dict[str, torch.Tensor], train_y: torch.Tensor,
-        valid_x: dict[str, torch.Tensor], valid_y: np.ndarray, config: TrainConfig, name: str = "dlrm") -> FitLog:
-    """Train `model` in place; it ends holding the weights of its best validation epoch."""
+        valid_x: dict[str, torch.Tensor], valid_y: np.ndarray, config: TrainConfig, name: str = "dlrm",
+        checkpoint=None) -> FitLog:
+    """Train `model` in place; it ends holding the weights of its best validation epoch. `checkpoint`: an
+    `EpochCheckpoint` to save each epoch to and go on from (None: none)."""
     t0 = time.perf_counter()
     log = FitLog()
     with threads(config.threads), torch.random.fork_rng(devices=[]):
+        if checkpoint is not None:  # a checkpoint of other data, threads or torch is not resumed
+            labels = torch.tensor(np.asarray(valid_y))
+            checkpoint.extend(data=data_hash(*train_x.values(), train_y, *valid_x.values(), labels),
+                              threads=torch.get_num_threads(), torch=torch.__version__)
         torch.manual_seed(config.seed)
-        _fit(model, train_x, train_y.float(), valid_x, np.asarray(valid_y), config, name, log)
-    log.seconds = time.perf_counter() - t0
+        _fit(model, train_x, train_y.float(), valid_x, np.asarray(valid_y), config, name, log, checkpoint)
+    log.seconds = time.perf_counter() - t0 + log.earlier_sittings_s
     return log
 
 
-def _fit(model, train_x, train_y, valid_x, valid_y, config: TrainConfig, name: str, log: FitLog) -> None:
+def _fit(model, train_x, train_y, valid_x, valid_y, config: TrainConfig, name: str, log: FitLog,
+         checkpoint=None) -> None:
     tables = _embedding_tables(model)
     table_ids = {id(p) for p in tables}
     others = [p for p in model.parameters() if p.requires_grad and id(p) not in table_ids]
@@ -104,9 +117,15 @@ def _fit(model, train_x, train_y, valid_x, valid_y, config: TrainConfig, name: s
     can_score = len(valid_y) > 0 and 0 < valid_y.sum() < len(valid_y)
     stopper = EarlyStopping(config.patience)
     bar = progress_bar(config.progress, config.max_epochs, f"{name} epoch")
-    steps = 0
+    steps, start, t_fit = 0, 1, time.perf_counter()
+    resumed = resume_fit(checkpoint, model, opt, gen, stopper)
+    if resumed is not None:  # a killed fit's last whole epoch: weights, optimiser, RNGs, stopper, log
+        log.epochs, steps, start = resumed["epochs"], resumed["steps"], resumed["epoch"] + 1
+        log.resumed_after_epoch, log.earlier_sittings_s = resumed["epoch"], round(resumed["fit_s"], 3)
+        if bar is not None:
+            bar.update(bar.task_ids[0], advance=resumed["epoch"])
     try:
-        for epoch in range(1, config.max_epochs + 1):
+        for epoch in range(start, config.max_epochs + 1):
             t_epoch = time.perf_counter()
             model.train()
             order = torch.randperm(n, generator=gen)
@@ -136,6 +155,10 @@ def _fit(model, train_x, train_y, valid_x, valid_y, config: TrainConfig, name: s
                                   f"(best {max(stopper.best, score):.4f})")
             if stopper.update(score, epoch, model):
                 break
+            if epoch < config.max_epochs:
+                save_fit(checkpoint, epoch, model, opt, gen, stopper, {
+                    "epochs": log.epochs, "steps": steps,
+                    "fit_s": log.earlier_sittings_s + time.perf_counter() - t_fit})
     finally:
         if bar is not None:
             bar.stop()
