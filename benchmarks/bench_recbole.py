@@ -845,14 +845,15 @@ def status_text(work: Path) -> str:
         total += e["train_s"]
         test = test_at.get(e["epoch"])
         rows.append(f"| {e['epoch']} | {e['train_s']:,.0f} | {total:,.0f} | {e['valid_ndcg@10']:.4f} | "
-                    f"{'–' if test is None else f'{test:.4f}'} | {e.get('paused_s') or 0:,.0f} | {e['finished_at']} |")
+                    f"{'–' if test is None else f'{test:.4f}'} | {e.get('paused_s') or 0:,.0f} | {e['finished_at']} | "
+                    f"{e.get('sitting', '?')}: {e.get('cpu', '?')} |")
     best, done = ckpt["best"], len(ckpt["epochs"])
     lines = [f"# RecBole's run in {work}, so far (**partial**: not converged until early stopping says so)", "",
              f"- settings: dropout {spec.get('dropout', '?')}, patience {spec.get('patience', '?')}, epoch cap "
              f"{spec.get('epochs', '?')}, {spec.get('threads', '?')} thread(s), seed {spec.get('seed', '?')}; "
              f"data sha256 `{str(spec.get('data_sha256', '?'))[:16]}…`; {ckpt.get('sittings', '?')} sitting(s)", "",
-             "| epoch | training s | cumulative | valid NDCG@10 | test NDCG@10 | paused s | finished at |",
-             "|---:|---:|---:|---:|---:|---:|---:|", *rows, ""]
+             "| epoch | training s | cumulative | valid NDCG@10 | test NDCG@10 | paused s | finished at | sitting: CPU |",
+             "|---:|---:|---:|---:|---:|---:|---:|---|", *rows, ""]
     within = ckpt.get("within_epoch")
     if within:
         lines.append(f"- epoch {within['epoch']} in progress: {within['batches']} batches, "
@@ -870,6 +871,66 @@ def status_text(work: Path) -> str:
                          "hours at the median epoch "
                          f"({per:,.0f} s); every better value starts the count again.")
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- carrying a run across machines
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def save_state(work: Path, state: Path) -> str:
+    """Copy a kept run's resumable state from `work` to `state` (a directory that can be committed: a run
+    to convergence outlives a sitting, and a sitting's machine may not outlive it). Only what a resumption
+    reads: the spec, the last checkpoint (JSON + its tensors file), our kept runs, and a MANIFEST of their
+    sha256. Written to a sibling directory first and renamed over `state`, so an interrupted save leaves the
+    previous one whole."""
+    ckpt = work / "recbole" / "checkpoint.json"
+    if not ckpt.exists():
+        raise SystemExit(f"{ckpt}: no checkpoint to save")
+    record = json.loads(ckpt.read_text())
+    files = [work / "recbole_spec.json", ckpt, work / "recbole" / record["tensors"], *sorted(work.glob("ours-*.json"))]
+    tmp = state.with_name(state.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    manifest = {}
+    for f in files:
+        rel = f.relative_to(work)
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, tmp / rel)
+        manifest[str(rel)] = _sha256(tmp / rel)
+    if _sha256(tmp / "recbole" / "checkpoint.json") != _sha256(ckpt):  # the run committed a newer one meanwhile
+        shutil.rmtree(tmp)
+        return save_state(work, state)
+    (tmp / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    old = state.with_name(state.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if state.exists():
+        state.rename(old)
+    tmp.rename(state)
+    shutil.rmtree(old, ignore_errors=True)
+    return (f"saved {len(manifest)} files to {state}: {len(record['epochs'])} epoch(s), "
+            f"{record['train_s']:,.0f} training s")
+
+
+def restore_state(state: Path, work: Path) -> str:
+    """Put a saved state (`save_state`) into `work`, checked against its MANIFEST; refused when `work` already
+    holds a checkpoint with at least as many training seconds (the newer run is never overwritten)."""
+    manifest_path = state / "MANIFEST.json"
+    if not manifest_path.exists():
+        raise SystemExit(f"{manifest_path}: not a saved state (no MANIFEST.json)")
+    manifest = json.loads(manifest_path.read_text())
+    for rel, digest in manifest.items():
+        if not (state / rel).exists() or _sha256(state / rel) != digest:
+            raise SystemExit(f"{state / rel}: missing or not the file MANIFEST.json names (sha256 differs)")
+    saved = json.loads((state / "recbole" / "checkpoint.json").read_text())
+    here = work / "recbole" / "checkpoint.json"
+    if here.exists() and json.loads(here.read_text())["train_s"] >= saved["train_s"]:
+        return f"{here} already has at least the saved state's {saved['train_s']:,.0f} training s: left alone"
+    for rel in manifest:
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(state / rel, work / rel)
+    return (f"restored {len(manifest)} files into {work}: {len(saved['epochs'])} epoch(s), "
+            f"{saved['train_s']:,.0f} training s; run the same command to go on")
 
 
 # ---------------------------------------------------------------- main
@@ -1008,8 +1069,19 @@ def main() -> None:
     ap.add_argument("--status", action="store_true",
                     help="with --work: print RecBole's run there so far (epochs, validation and test NDCG@10, "
                          "epochs early stopping still needs) and exit; reads only, safe while it trains")
+    ap.add_argument("--save-state", type=Path, default=None, metavar="DIR",
+                    help="with --work: copy the run's resumable state (RecBole's last checkpoint, our kept runs) to "
+                         "DIR, to commit or carry to another machine, and exit")
+    ap.add_argument("--restore-state", type=Path, default=None, metavar="DIR",
+                    help="with --work: put a state saved by --save-state into the work directory and exit")
     args = ap.parse_args()
     args.dataset = "ml-1m"
+    if args.save_state or args.restore_state:
+        if args.work is None:
+            raise SystemExit("--save-state/--restore-state need the run's --work DIR")
+        work = args.work.resolve()
+        print(save_state(work, args.save_state) if args.save_state else restore_state(args.restore_state, work))
+        return
     if args.status:
         if args.work is None:
             raise SystemExit("--status reads a kept run: give its --work DIR")

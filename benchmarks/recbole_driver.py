@@ -29,7 +29,7 @@ which bench_recbole.py sets to its own `<work>/PAUSE`; else `<work>/PAUSE`) the 
 batches, off the training clock (each epoch records its `paused_s`): a quiet machine for a benchmark
 without losing the epoch.
 Started again with the same settings (the spec but "epochs", "patience",
-"result" and "checkpoint_every") it carries on from the last checkpoint: what a killed sitting trained
+"result", "checkpoint_every" and the paths) it carries on from the last checkpoint: what a killed sitting trained
 after it is trained again, and those training seconds are not counted twice. Other settings: it
 refuses to resume.
 
@@ -70,8 +70,10 @@ import sys
 import time
 from pathlib import Path
 
-#: spec keys that may change between a run and its resumption
-RESUMABLE = ("epochs", "patience", "result", "checkpoint_every")
+#: spec keys that may change between a run and its resumption: the caps, where results go, and the paths (a
+#: run carried to another machine or checkout by bench_recbole.py --save-state/--restore-state; the data
+#: itself is pinned by the spec's "data_sha256")
+RESUMABLE = ("epochs", "patience", "result", "checkpoint_every", "work", "data_path")
 #: names the pause file (bench_recbole.py's PAUSE_ENV: both sides of one run pause on one file)
 PAUSE_ENV = "RECHARNESS_BENCH_PAUSE_FILE"
 
@@ -107,6 +109,17 @@ def vm_hwm_bytes() -> int:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def cpu_model() -> str:
+    """The CPU this epoch trained on: a run carried across machines (sittings) says which epoch ran where."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
 
 
 def digest(lines: list[str]) -> str:
@@ -311,8 +324,9 @@ def main() -> None:
     sittings, peak_before = 1, 0
     if ckpt_json.exists():
         saved = json.loads(ckpt_json.read_text())
-        if saved["spec"] != key:
-            diff = sorted(k for k in {*saved["spec"], *key} if saved["spec"].get(k) != key.get(k))
+        saved_key = {k: v for k, v in saved["spec"].items() if k not in RESUMABLE}  # older ones kept the paths
+        if saved_key != key:
+            diff = sorted(k for k in {*saved_key, *key} if saved_key.get(k) != key.get(k))
             raise SystemExit(f"{ckpt_json}: a checkpoint of other settings ({', '.join(diff)} differ); "
                              "give another --work directory or remove it")
         tensors = torch.load(work / saved["tensors"], weights_only=True)
@@ -405,7 +419,8 @@ def main() -> None:
                        "samples_per_s": round(samples / epoch_s, 1), "loss_sum": float(loss),
                        "valid_ndcg@10": valid, "load_1min": os.getloadavg()[0],
                        "paused_s": round(state.pop("held_s", 0.0), 1),
-                       "finished_at": time.strftime("%Y-%m-%d %H:%M:%S")})
+                       "finished_at": time.strftime("%Y-%m-%d %H:%M:%S"), "cpu": cpu_model(),
+                       "sitting": sittings})
         print(f"[recbole] epoch {epoch + 1}: valid NDCG@10 {valid:.4f} (best {best['valid']:.4f} at epoch "
               f"{best['epoch']})", file=sys.stderr, flush=True)
         write_ranks()  # before the commit point: a committed epoch always has its files

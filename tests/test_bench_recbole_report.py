@@ -247,6 +247,7 @@ def test_status_of_a_run_in_progress(bench, tmp_path):
     (tmp_path / "recbole").mkdir()
     epochs = [{"epoch": i, "train_s": s, "valid_ndcg@10": v, "paused_s": p, "finished_at": f"t{i}"}
               for i, s, v, p in ((1, 100.0, 0.10, None), (2, 120.0, 0.12, 30.0), (3, 110.0, 0.11, 0.0))]
+    epochs[2].update(cpu="AMD EPYC", sitting=2)  # older epochs recorded neither
     curve = [{"epoch": 1, "end_of_epoch": True, "ndcg@10": 0.09}, {"epoch": 2, "end_of_epoch": False, "ndcg@10": 0.5},
              {"epoch": 2, "end_of_epoch": True, "ndcg@10": 0.115}]  # epoch 3's end not evaluated
     (tmp_path / "recbole" / "checkpoint.json").write_text(json.dumps({
@@ -257,7 +258,7 @@ def test_status_of_a_run_in_progress(bench, tmp_path):
     assert "**partial**" in text
     assert "| 1 | 100 | 100 | 0.1000 | 0.0900 | 0 | t1 |" in text
     assert "| 2 | 120 | 220 | 0.1200 | 0.1150 | 30 | t2 |" in text
-    assert "| 3 | 110 | 330 | 0.1100 | – | 0 | t3 |" in text
+    assert "| 3 | 110 | 330 | 0.1100 | – | 0 | t3 | 2: AMD EPYC |" in text and "| t1 | ?: ? |" in text
     assert "epoch 4 in progress: 7 batches, 40 training s of it banked" in text
     assert "best validation NDCG@10 0.1200 after epoch 2 (test NDCG@10 there 0.1150, 220 training s); 1 epoch(s) since" in text
     # patience 2: it stops after 3 epochs in a row without a better value; 1 so far -> 2 more, at the median 110 s
@@ -315,3 +316,41 @@ def test_the_code_fingerprint_covers_the_worker_not_the_report(bench, monkeypatc
     copy.write_text(text.replace('"eval_s": round(time.perf_counter() - t0, 3)})',
                                  '"eval_s": round(time.perf_counter() - t0, 4)})', 1))
     assert bench.code_fingerprint() != before  # the worker's code changed
+
+
+def test_a_saved_state_restores_elsewhere_checked_and_never_over_a_newer_run(bench, tmp_path):
+    """--save-state copies what a resumption reads (spec, last checkpoint and the tensors it names, our kept
+    runs) with a MANIFEST of sha256; --restore-state checks it, and leaves a work directory holding a run at
+    least as far along alone."""
+    work = tmp_path / "work"
+    (work / "recbole").mkdir(parents=True)
+    (work / "recbole_spec.json").write_text('{"dropout": 0.2}')
+    (work / "recbole" / "checkpoint-epoch2.pt").write_bytes(b"tensors of epoch 2")
+    (work / "recbole" / "checkpoint-epoch1.pt").write_bytes(b"stale: not named by the checkpoint")
+    (work / "recbole" / "checkpoint.json").write_text(json.dumps(
+        {"tensors": "checkpoint-epoch2.pt", "epochs": [{}, {}], "train_s": 3000.0}))
+    (work / "ours-fp32.json").write_text('{"framework": "ours"}')
+    (work / "data").mkdir()  # rebuilt from the dataset, not saved
+    (work / "data" / "x.inter").write_text("big")
+    state = tmp_path / "state" / "recbole-d0.2"
+    assert bench.save_state(work, state) == f"saved 4 files to {state}: 2 epoch(s), 3,000 training s"
+    manifest = json.loads((state / "MANIFEST.json").read_text())
+    assert sorted(manifest) == ["ours-fp32.json", "recbole/checkpoint-epoch2.pt", "recbole/checkpoint.json",
+                                "recbole_spec.json"]
+    assert not (state / "data").exists() and not list(state.parent.glob("*.tmp"))
+
+    fresh = tmp_path / "fresh"
+    assert bench.restore_state(state, fresh).startswith(f"restored 4 files into {fresh}: 2 epoch(s)")
+    assert (fresh / "recbole" / "checkpoint-epoch2.pt").read_bytes() == b"tensors of epoch 2"
+    assert "left alone" in bench.restore_state(state, fresh)  # as far along: not overwritten
+    (work / "recbole" / "checkpoint.json").write_text(json.dumps(
+        {"tensors": "checkpoint-epoch2.pt", "epochs": [{}, {}, {}], "train_s": 4500.0}))
+    assert "left alone" in bench.restore_state(state, work)  # further along than the state
+
+    bench.save_state(work, state)  # saved again over the old one
+    assert json.loads((state / "recbole" / "checkpoint.json").read_text())["train_s"] == 4500.0
+    (state / "recbole" / "checkpoint-epoch2.pt").write_bytes(b"damaged")
+    with pytest.raises(SystemExit, match="checkpoint-epoch2.pt: missing or not the file MANIFEST.json names"):
+        bench.restore_state(state, tmp_path / "other")
+    with pytest.raises(SystemExit, match="no checkpoint to save"):
+        bench.save_state(tmp_path / "nothing", state)
