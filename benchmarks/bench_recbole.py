@@ -38,6 +38,11 @@ converged test NDCG@10 against RecBole's time (the goal: ≤ 1/5), read two ways
 above it from some point on (no selection at all), and ours' weights chosen by ours' own validation after
 each epoch, as RecBole's value is chosen by RecBole's.
 
+A sitting's machine may not outlive it: `--save-state STATE --work DIR` copies what a resumption reads (RecBole's
+spec and last checkpoint, our kept runs, a MANIFEST of sha256) to a directory that can be committed
+(benchmarks/state/), and `--restore-state STATE --work DIR` puts it back on the next machine; each RecBole
+epoch records the CPU it finished on and its sitting.
+
 `--status --work DIR` prints RecBole's epochs so far (read only, while it trains).
 `--ours-now --work DIR --ours-seconds S` runs ours before RecBole has finished, evaluated at RecBole's curve
 points so far (S must lie within the seconds RecBole has trained; its settings and .inter file must be those of
