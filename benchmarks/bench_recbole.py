@@ -537,6 +537,23 @@ def interval_lines(rb: dict, runs: list[dict], resamples: int = RESAMPLES, seed:
     return lines
 
 
+def machines_line(rb: dict, runs: list[dict]) -> str:
+    """Which CPU each side's training seconds were measured on: RecBole's epochs by the CPU each finished on
+    (a run to convergence spans sittings, which may run on different machines), and each run of ours'. Times
+    compare on equal terms only on one CPU model; when they differ the line says so."""
+    by_cpu: dict[str, list[float]] = {}
+    for e in rb["epochs"]:
+        by_cpu.setdefault(e.get("cpu") or "not recorded", []).append(e["train_s"])
+    parts = [f"{len(v)} epoch(s) on {cpu} (median {sorted(v)[len(v) // 2]:,.0f} s)" for cpu, v in by_cpu.items()]
+    ours = {r.get("cpu") or "not recorded" for r in runs}
+    cpus = set(by_cpu) | ours
+    text = f"- CPUs: RecBole {'; '.join(parts)}; ours on {', '.join(sorted(ours))}."
+    if len(cpus) > 1:
+        text += (" **Not one CPU model**: training seconds from different machines are compared; per-epoch "
+                 "medians above show how far the machines differ.")
+    return text
+
+
 def report(args, data: dict, rb: dict, runs: list[dict], loads: dict, wall: dict, out: Path) -> str:
     same = all(rb["fingerprints"] == r["fingerprints"] for r in runs)
     rb_final = rb["curve"][-1]
@@ -607,6 +624,7 @@ def report(args, data: dict, rb: dict, runs: list[dict], loads: dict, wall: dict
          + ", ".join(f"{wall[label_of(r)]:.0f} s ({label_of(r)})" for r in runs)
          + " (child processes, evaluations included)."),
         "- peak memory: each child process's peak RSS (VmHWM), data loading and evaluation included.",
+        machines_line(rb, runs),
         "",
         ("| framework | predictions/s | positions/s | s / epoch | peak memory | epochs | training s | "
          "final test NDCG@10 | final test Hit@10 |"),
@@ -970,7 +988,8 @@ def run_ours(args, work: Path, data: dict, common: dict, marks: list[float], bud
         subprocess.run([sys.executable, str(Path(__file__).resolve()), "--ours-worker", str(spec_path)],
                        env=_child_env(args.threads, pause_file), check=True)
         wall[label] = time.perf_counter() - t0
-        done = {**json.loads(result_path.read_text()), "wall_s": wall[label], "spec": ours_spec}
+        done = {**json.loads(result_path.read_text()), "wall_s": wall[label], "spec": ours_spec, "cpu": cpu_model(),
+                "finished_at": time.strftime("%Y-%m-%d %H:%M:%S")}
         result_path.write_text(json.dumps(done, indent=1))
         runs.append(done)
     return runs

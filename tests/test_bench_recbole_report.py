@@ -354,3 +354,16 @@ def test_a_saved_state_restores_elsewhere_checked_and_never_over_a_newer_run(ben
         bench.restore_state(state, tmp_path / "other")
     with pytest.raises(SystemExit, match="no checkpoint to save"):
         bench.save_state(tmp_path / "nothing", state)
+
+
+def test_the_report_names_each_sides_cpus_and_flags_a_mix(bench):
+    rb = {"epochs": [{"train_s": 1500.0, "cpu": "AMD EPYC"}, {"train_s": 1400.0, "cpu": "AMD EPYC"},
+                     {"train_s": 1700.0, "cpu": "AMD EPYC"}, {"train_s": 1300.0, "cpu": "Intel Xeon"}]}
+    text = bench.machines_line(rb, [{"cpu": "AMD EPYC"}])
+    assert text.startswith("- CPUs: RecBole 3 epoch(s) on AMD EPYC (median 1,500 s); 1 epoch(s) on Intel Xeon "
+                           "(median 1,300 s); ours on AMD EPYC.")
+    assert "**Not one CPU model**" in text
+    one = bench.machines_line({"epochs": rb["epochs"][:3]}, [{"cpu": "AMD EPYC"}])
+    assert one == "- CPUs: RecBole 3 epoch(s) on AMD EPYC (median 1,500 s); ours on AMD EPYC."
+    old = bench.machines_line({"epochs": [{"train_s": 10.0}]}, [{}])  # kept from before CPUs were recorded
+    assert old == "- CPUs: RecBole 1 epoch(s) on not recorded (median 10 s); ours on not recorded."
