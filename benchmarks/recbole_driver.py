@@ -70,6 +70,8 @@ import sys
 import time
 from pathlib import Path
 
+from machine import cpu_model  # the CPU each epoch trained on (benchmarks/machine.py: stdlib only)
+
 #: spec keys that may change between a run and its resumption: the caps, where results go, and the paths (a
 #: run carried to another machine or checkout by bench_recbole.py --save-state/--restore-state; the data
 #: itself is pinned by the spec's "data_sha256")
@@ -109,17 +111,6 @@ def vm_hwm_bytes() -> int:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def cpu_model() -> str:
-    """The CPU this epoch trained on: a run carried across machines (sittings) says which epoch ran where."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 def digest(lines: list[str]) -> str:
