@@ -902,33 +902,39 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def save_state(work: Path, state: Path) -> str:
+def save_state(work: Path, state: Path, tries: int = 5) -> str:
     """Copy a kept run's resumable state from `work` to `state` (a directory that can be committed: a run
     to convergence outlives a sitting, and a sitting's machine may not outlive it). Only what a resumption
     reads: the spec, the last checkpoint (JSON + its tensors file), our kept runs, and a MANIFEST of their
-    sha256. Written to a sibling directory first and renamed over `state`, so an interrupted save leaves the
+    sha256. Safe while the run trains: the checkpoint JSON is read once and written as read, with the tensors
+    file it names (the driver removes that file only after committing a newer JSON: then the copy is begun
+    again). Written to a sibling directory first and renamed over `state`, so an interrupted save leaves the
     previous one whole."""
     ckpt = work / "recbole" / "checkpoint.json"
     if not ckpt.exists():
         raise SystemExit(f"{ckpt}: no checkpoint to save")
-    record = json.loads(ckpt.read_text())
-    files = [work / "recbole_spec.json", ckpt, work / "recbole" / record["tensors"], *sorted(work.glob("ours-*.json"))]
     tmp = state.with_name(state.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    manifest = {}
-    for f in files:
-        rel = f.relative_to(work)
-        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(f, tmp / rel)
-        manifest[str(rel)] = _sha256(tmp / rel)
-    if _sha256(tmp / "recbole" / "checkpoint.json") != _sha256(ckpt):  # the run committed a newer one meanwhile
-        shutil.rmtree(tmp)
-        return save_state(work, state)
+    for _ in range(tries):
+        shutil.rmtree(tmp, ignore_errors=True)
+        text = ckpt.read_text()
+        record = json.loads(text)
+        (tmp / "recbole").mkdir(parents=True)
+        (tmp / "recbole" / "checkpoint.json").write_text(text)
+        try:
+            for f in [work / "recbole_spec.json", work / "recbole" / record["tensors"], *sorted(work.glob("ours-*.json"))]:
+                shutil.copy2(f, tmp / f.relative_to(work))
+        except FileNotFoundError:  # a newer checkpoint was committed meanwhile and the named tensors removed
+            continue
+        break
+    else:
+        raise SystemExit(f"{ckpt}: the checkpoint kept changing while it was copied ({tries} tries)")
+    manifest = {str(f.relative_to(tmp)): _sha256(f) for f in sorted(tmp.rglob("*")) if f.is_file()}
     (tmp / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     old = state.with_name(state.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
     if state.exists():
         state.rename(old)
+    state.parent.mkdir(parents=True, exist_ok=True)
     tmp.rename(state)
     shutil.rmtree(old, ignore_errors=True)
     return (f"saved {len(manifest)} files to {state}: {len(record['epochs'])} epoch(s), "

@@ -367,3 +367,34 @@ def test_the_report_names_each_sides_cpus_and_flags_a_mix(bench):
     assert one == "- CPUs: RecBole 3 epoch(s) on AMD EPYC (median 1,500 s); ours on AMD EPYC."
     old = bench.machines_line({"epochs": [{"train_s": 10.0}]}, [{}])  # kept from before CPUs were recorded
     assert old == "- CPUs: RecBole 1 epoch(s) on not recorded (median 10 s); ours on not recorded."
+
+
+def test_a_state_saved_while_the_driver_commits_a_newer_checkpoint_is_the_newer_one_whole(bench, tmp_path,
+                                                                                           monkeypatch):
+    """The driver commits a checkpoint (tensors, then the JSON naming them, then removes the older tensors) between
+    save_state's read of the JSON and its copy of the tensors: the copy fails, and the save begins again with the
+    newer JSON, never a JSON naming tensors that are not beside it."""
+    work = tmp_path / "work"
+    (work / "recbole").mkdir(parents=True)
+    (work / "recbole_spec.json").write_text("{}")
+    (work / "recbole" / "checkpoint-epoch2.pt").write_bytes(b"epoch 2")
+    (work / "recbole" / "checkpoint.json").write_text(json.dumps(
+        {"tensors": "checkpoint-epoch2.pt", "epochs": [{}, {}], "train_s": 3000.0}))
+    real, commits = bench.shutil.copy2, []
+
+    def copy2(src, dst):
+        if Path(src).suffix == ".pt" and not commits:  # the driver's commit, just before this copy
+            commits.append(1)
+            (work / "recbole" / "checkpoint-epoch3.pt").write_bytes(b"epoch 3")
+            (work / "recbole" / "checkpoint.json").write_text(json.dumps(
+                {"tensors": "checkpoint-epoch3.pt", "epochs": [{}, {}, {}], "train_s": 4500.0}))
+            (work / "recbole" / "checkpoint-epoch2.pt").unlink()
+        return real(src, dst)
+
+    monkeypatch.setattr(bench.shutil, "copy2", copy2)
+    state = tmp_path / "state"
+    assert bench.save_state(work, state).endswith("3 epoch(s), 4,500 training s") and commits == [1]
+    assert sorted(json.loads((state / "MANIFEST.json").read_text())) == [
+        "recbole/checkpoint-epoch3.pt", "recbole/checkpoint.json", "recbole_spec.json"]
+    assert (state / "recbole" / "checkpoint-epoch3.pt").read_bytes() == b"epoch 3"
+    assert not (state / "recbole" / "checkpoint-epoch2.pt").exists()
