@@ -541,16 +541,21 @@ def machines_line(rb: dict, runs: list[dict]) -> str:
     """Which CPU each side's training seconds were measured on: RecBole's epochs by the CPU each finished on
     (a run to convergence spans sittings, which may run on different machines), and each run of ours'. Times
     compare on equal terms only on one CPU model; when they differ the line says so."""
+    import statistics
+
+    unknown = "not recorded"
     by_cpu: dict[str, list[float]] = {}
     for e in rb["epochs"]:
-        by_cpu.setdefault(e.get("cpu") or "not recorded", []).append(e["train_s"])
-    parts = [f"{len(v)} epoch(s) on {cpu} (median {sorted(v)[len(v) // 2]:,.0f} s)" for cpu, v in by_cpu.items()]
-    ours = {r.get("cpu") or "not recorded" for r in runs}
-    cpus = set(by_cpu) | ours
+        by_cpu.setdefault(e.get("cpu") or unknown, []).append(e["train_s"])
+    parts = [f"{len(v)} epoch(s) finished on {cpu} (median {statistics.median(v):,.0f} s)" for cpu, v in by_cpu.items()]
+    ours = {r.get("cpu") or unknown for r in runs}
     text = f"- CPUs: RecBole {'; '.join(parts)}; ours on {', '.join(sorted(ours))}."
-    if len(cpus) > 1:
+    known = (set(by_cpu) | ours) - {unknown}
+    if len(known) > 1:
         text += (" **Not one CPU model**: training seconds from different machines are compared; per-epoch "
                  "medians above show how far the machines differ.")
+    elif unknown in set(by_cpu) | ours:
+        text += " Some CPUs were not recorded (runs kept from before they were): one model cannot be confirmed."
     return text
 
 
@@ -744,6 +749,11 @@ def code_fingerprint() -> str:
     return h.hexdigest()
 
 
+#: spec keys a kept run of ours may differ in and still be reused: the curve points (checked apart, below) and
+#: the paths (a run carried to another checkout by --save-state/--restore-state; "data_sha256" pins the data)
+REUSE_IGNORES = ("marks", "inter", "result")
+
+
 def reusable(result_path: Path, spec: dict) -> dict | None:
     """Our earlier run in a kept --work directory if it answers `spec` (None otherwise): finished (the
     result holds the spec it ran with), the same settings, budget, data and code, and every RecBole curve
@@ -754,7 +764,10 @@ def reusable(result_path: Path, spec: dict) -> dict | None:
     old = done.get("spec")
     if old is None or "wall_s" not in done:
         return None
-    if {k: v for k, v in old.items() if k != "marks"} != {k: v for k, v in spec.items() if k != "marks"}:
+    def compared(d: dict) -> dict:
+        return {k: v for k, v in d.items() if k not in REUSE_IGNORES}
+
+    if compared(old) != compared(spec):
         return None
     return done if {m for m in spec["marks"] if m <= spec["budget_s"]} <= set(old["marks"]) else None
 
@@ -953,11 +966,17 @@ def restore_state(state: Path, work: Path) -> str:
             raise SystemExit(f"{state / rel}: missing or not the file MANIFEST.json names (sha256 differs)")
     saved = json.loads((state / "recbole" / "checkpoint.json").read_text())
     here = work / "recbole" / "checkpoint.json"
-    if here.exists() and json.loads(here.read_text())["train_s"] >= saved["train_s"]:
+    try:
+        here_s = json.loads(here.read_text())["train_s"]
+    except (OSError, ValueError, KeyError, TypeError):  # none, or torn by an interrupted restore: restored over
+        here_s = None
+    if here_s is not None and here_s >= saved["train_s"]:
         return f"{here} already has at least the saved state's {saved['train_s']:,.0f} training s: left alone"
-    for rel in manifest:
+    commit = "recbole/checkpoint.json"
+    for rel in [r for r in manifest if r != commit] + [commit]:  # the JSON naming the tensors last, atomically
         (work / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(state / rel, work / rel)
+        shutil.copy2(state / rel, work / f"{rel}.tmp")
+        os.replace(work / f"{rel}.tmp", work / rel)
     return (f"restored {len(manifest)} files into {work}: {len(saved['epochs'])} epoch(s), "
             f"{saved['train_s']:,.0f} training s; run the same command to go on")
 

@@ -347,6 +347,11 @@ def test_a_saved_state_restores_elsewhere_checked_and_never_over_a_newer_run(ben
         {"tensors": "checkpoint-epoch2.pt", "epochs": [{}, {}, {}], "train_s": 4500.0}))
     assert "left alone" in bench.restore_state(state, work)  # further along than the state
 
+    (fresh / "recbole" / "checkpoint.json").write_text('{"tensors": "checkpoint-ep')  # a restore killed mid-write
+    assert bench.restore_state(state, fresh).startswith("restored 4 files")
+    assert json.loads((fresh / "recbole" / "checkpoint.json").read_text())["train_s"] == 3000.0
+    assert not list(fresh.rglob("*.tmp"))
+
     bench.save_state(work, state)  # saved again over the old one
     assert json.loads((state / "recbole" / "checkpoint.json").read_text())["train_s"] == 4500.0
     (state / "recbole" / "checkpoint-epoch2.pt").write_bytes(b"damaged")
@@ -360,13 +365,14 @@ def test_the_report_names_each_sides_cpus_and_flags_a_mix(bench):
     rb = {"epochs": [{"train_s": 1500.0, "cpu": "AMD EPYC"}, {"train_s": 1400.0, "cpu": "AMD EPYC"},
                      {"train_s": 1700.0, "cpu": "AMD EPYC"}, {"train_s": 1300.0, "cpu": "Intel Xeon"}]}
     text = bench.machines_line(rb, [{"cpu": "AMD EPYC"}])
-    assert text.startswith("- CPUs: RecBole 3 epoch(s) on AMD EPYC (median 1,500 s); 1 epoch(s) on Intel Xeon "
-                           "(median 1,300 s); ours on AMD EPYC.")
+    assert text.startswith("- CPUs: RecBole 3 epoch(s) finished on AMD EPYC (median 1,500 s); 1 epoch(s) finished "
+                           "on Intel Xeon (median 1,300 s); ours on AMD EPYC.")
     assert "**Not one CPU model**" in text
-    one = bench.machines_line({"epochs": rb["epochs"][:3]}, [{"cpu": "AMD EPYC"}])
-    assert one == "- CPUs: RecBole 3 epoch(s) on AMD EPYC (median 1,500 s); ours on AMD EPYC."
-    old = bench.machines_line({"epochs": [{"train_s": 10.0}]}, [{}])  # kept from before CPUs were recorded
-    assert old == "- CPUs: RecBole 1 epoch(s) on not recorded (median 10 s); ours on not recorded."
+    one = bench.machines_line({"epochs": rb["epochs"][:2]}, [{"cpu": "AMD EPYC"}])
+    assert one == "- CPUs: RecBole 2 epoch(s) finished on AMD EPYC (median 1,450 s); ours on AMD EPYC."
+    old = bench.machines_line({"epochs": [{"train_s": 10.0}]}, [{"cpu": "AMD EPYC"}])  # from before CPUs were kept
+    assert old.startswith("- CPUs: RecBole 1 epoch(s) finished on not recorded (median 10 s); ours on AMD EPYC.")
+    assert "one model cannot be confirmed" in old and "Not one CPU model" not in old
 
 
 def test_a_state_saved_while_the_driver_commits_a_newer_checkpoint_is_the_newer_one_whole(bench, tmp_path,
@@ -398,3 +404,16 @@ def test_a_state_saved_while_the_driver_commits_a_newer_checkpoint_is_the_newer_
         "recbole/checkpoint-epoch3.pt", "recbole/checkpoint.json", "recbole_spec.json"]
     assert (state / "recbole" / "checkpoint-epoch3.pt").read_bytes() == b"epoch 3"
     assert not (state / "recbole" / "checkpoint-epoch2.pt").exists()
+
+
+def test_a_kept_run_of_ours_is_reused_from_another_checkout(bench, tmp_path):
+    """Carried to another path by --save-state/--restore-state, our kept run still answers the same spec: only
+    its paths differ (the data is pinned by its sha256); other settings or data are not reused."""
+    spec = {"seed": 0, "budget_s": 100.0, "data_sha256": "abc", "code": "c1", "marks": [50.0, 150.0],
+            "inter": "/old/checkout/.bench-work/x.inter", "result": "/old/checkout/.bench-work/ours-fp32.json"}
+    path = tmp_path / "ours-fp32.json"
+    path.write_text(json.dumps({"spec": spec, "wall_s": 120.0, "curve": []}))
+    moved = {**spec, "inter": "/new/place/x.inter", "result": str(path)}
+    assert bench.reusable(path, moved)["wall_s"] == 120.0
+    assert bench.reusable(path, {**moved, "data_sha256": "other"}) is None
+    assert bench.reusable(path, {**moved, "seed": 1}) is None

@@ -367,25 +367,20 @@ def test_registered_lazily_without_importing_torch():
 def test_a_killed_dlrm_fit_goes_on_from_its_last_epoch_to_the_uninterrupted_weights(data, tmp_path, monkeypatch):
     """Killed (KeyboardInterrupt) while validating epoch 4, a DeepFM fit under a checkpoint goes on from
     epoch 3's: the same epochs' log, best epoch and weights bit for bit as one uninterrupted fit; another
-    seed (another stamp) starts afresh. Dropout on, so the RNG states must be carried too."""
+    seed, other training pairs or other frozen item vectors start afresh. Dropout on, so the RNG states
+    must be carried too. Under `epoch_lines` the resumed epochs keep their numbers."""
     from recharness.baselines import fit as fit_named
     from recharness.baselines import resumed_from
     from recharness.baselines.dlrm import trainer as trainer_mod
+    from recharness.baselines.training import epoch_lines
 
     td, samples = data
     settings = {**FAST, "max_epochs": 7, "patience": 10, "dropout": 0.3}
     whole, _ = fit_named("deepfm", td, 0, settings)
     assert resumed_from(whole) == (None, 0.0) and len(whole.log.epochs) == 7
 
-    real, calls = trainer_mod.auc, []
-
-    def dies(*args):
-        calls.append(1)
-        if len(calls) == 4:
-            raise KeyboardInterrupt
-        return real(*args)
-
-    monkeypatch.setattr(trainer_mod, "auc", dies)
+    real = trainer_mod.auc
+    _die_at(monkeypatch, trainer_mod, real, 4)
     with pytest.raises(KeyboardInterrupt):
         fit_named("deepfm", td, 0, settings, checkpoint=(tmp_path / "ck", {"build": "b"}))
     assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == ["epoch-3.pt", "state.json"]
@@ -402,3 +397,40 @@ def test_a_killed_dlrm_fit_goes_on_from_its_last_epoch_to_the_uninterrupted_weig
 
     other, _ = fit_named("deepfm", td, 1, settings, checkpoint=(tmp_path / "ck", {"build": "b"}))
     assert resumed_from(other) == (None, 0.0)
+    # other training pairs, or other frozen item vectors (the same encoder name): not this fit's checkpoint
+    _die_at(monkeypatch, trainer_mod, real, 2)
+    with pytest.raises(KeyboardInterrupt):
+        fit_named("dnn_semantic", td, 0, {**settings, **_semantic()}, checkpoint=(tmp_path / "ck2", {"build": "b"}))
+    monkeypatch.undo()
+    moved = {**settings, **_semantic(seed=1)}
+    assert resumed_from(fit_named("dnn_semantic", td, 0, moved, checkpoint=(tmp_path / "ck2", {"build": "b"}))[0]) \
+        == (None, 0.0)
+    fewer = TrainData(td.interactions, td.items, td.pairs.head(2000), valid=td.valid, item_table=ITEMS,
+                      dataset_name="synthetic")
+    assert resumed_from(fit_named("deepfm", fewer, 0, settings, checkpoint=(tmp_path / "ck", {"build": "b"}))[0]) \
+        == (None, 0.0)
+    lines: list[str] = []
+    _die_at(monkeypatch, trainer_mod, real, 3)
+    with pytest.raises(KeyboardInterrupt):
+        fit_named("deepfm", td, 0, settings, checkpoint=(tmp_path / "ck3", {"build": "b"}))
+    monkeypatch.undo()
+    with epoch_lines(lines.append):  # as `recharness train` shows a fit: the resumed epochs keep their numbers
+        fit_named("deepfm", td, 0, settings, checkpoint=(tmp_path / "ck3", {"build": "b"}))
+    assert [line.split(":")[0] for line in lines] == [f"deepfm epoch {e}" for e in range(3, 8)]
+
+
+def _semantic(seed: int = 0) -> dict:
+    return {"vectors": _vectors(seed=seed), "encoder": "synthetic", "progress": False}
+
+
+def _die_at(monkeypatch, trainer_mod, real, call: int) -> None:
+    """The fit dies (KeyboardInterrupt) at its `call`-th validation."""
+    calls = []
+
+    def dies(*args):
+        calls.append(1)
+        if len(calls) == call:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(trainer_mod, "auc", dies)

@@ -146,3 +146,10 @@ def test_every_split_task_takes_split_and_cut_from_one_definition():
             validate_options(suite, [task], {"cut": 0.7})  # seqrec ignored such a cut before
         assert models[key](split="global_time").cut_quantile == DEFAULT_CUT == 0.9
         assert models[key](split="global_time", cut=0.7).cut_quantile == 0.7
+    from recharness.tasks.options import option_table
+
+    for key in split_tasks:  # listed after the task's own options, `split` in the task's words
+        table = {k: text for k, _, text in option_table(*key.split("."))}
+        assert list(table)[-2:] == ["split", "cut"]
+        assert ("test_pairs_per_user" in table["split"]) == (key == "recbench.ctr")
+        assert ("last positive is the test target" in table["split"]) == (key == "recbench.seqrec")

@@ -109,7 +109,8 @@ def epoch_lines(say: Callable[[str], None]) -> Iterator[None]:
 
 class _EpochLines:
     """The part of a rich Progress the fit loops use, as one line per epoch: a `status` update (sent
-    once per epoch, after validation) becomes "<description>: <status>"; the other fields are ignored."""
+    once per epoch, after validation) becomes "<description>: <status>"; an `advance` without a status (a
+    resumed fit's epochs) moves the count on silently; the other fields are ignored."""
 
     def __init__(self, say: Callable[[str], None], description: str):
         self.say, self.description, self.task_ids, self.epoch = say, description, [0], 0
@@ -118,8 +119,10 @@ class _EpochLines:
         if description is not None:
             self.description = description
 
-    def update(self, task_id, *, status: str | None = None, **_) -> None:
-        if status:
+    def update(self, task_id, *, status: str | None = None, advance: float | None = None, **_) -> None:
+        if not status:  # epochs passed over without a line: a resumed fit's, taken from its checkpoint
+            self.epoch += int(advance or 0)
+        else:
             self.epoch += 1
             label = self.description if "epoch " in self.description else f"{self.description} {self.epoch}".strip()
             self.say(f"{label}: {status}")

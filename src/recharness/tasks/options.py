@@ -71,11 +71,13 @@ class TemporalSplitOptions(TaskOptions):
 
     #: what leave_last_out holds out in this task, for the message that refuses a cut without global_time
     held_out: ClassVar[str] = "each user's last item"
+    #: `split`'s help in this task's words (`option_table`), where the shared description is too general
+    split_help: ClassVar[str | None] = None
 
-    split: Literal["leave_last_out", "global_time"] = Field(
-        "leave_last_out", description="leave_last_out: each user's last interaction(s) are tested (the paper's); "
-        "global_time: one cut time for all users, each test user's first interaction(s) at or after it tested, "
-        "nothing at or after it trained on")
+    split: Literal[SPLITS] = Field(
+        "leave_last_out", description="which interaction is each user's test target: their last (leave-last-out, "
+        "the paper's) or their first after one cut time for all users (global_time: references learn from "
+        "everything before the cut)")
     cut: float | None = Field(None, gt=0, lt=1, description="split=global_time: the cut is the time of the "
                               f"interaction at this quantile of all interactions' times; none: {DEFAULT_CUT}")
 
@@ -173,21 +175,25 @@ def validate_options(suite: str, tasks: list[str] | None, options: dict[str, Any
 
 
 def option_table(suite: str, task: str) -> list[tuple[str, str, str]]:
-    """(key, default as typed on the command line, help) for one task's options, in declaration order."""
+    """(key, default as typed on the command line, help) for one task's options, in declaration order, the
+    split options (`TemporalSplitOptions`) last."""
     models = suite_models(suite)
     if task not in models:
         raise unknown_task(suite, task, models)
     model = models[task]
     out: list[tuple[str, str, str]] = []
     listed: set[str] = set()
-    for key, name in option_keys(model).items():
+    shared = set(TemporalSplitOptions.model_fields) - set(TaskOptions.model_fields)
+    # the task's own options first, then the split's (shared by every task that holds interactions out)
+    for key, name in sorted(option_keys(model).items(), key=lambda kv: kv[1] in shared):
         if name in listed or (name in PROMPT_PARTS and name not in model.droppable):
             continue  # an alias of a key already listed, or a part the suite cannot drop
         listed.add(name)
         f = model.model_fields[name]
         default = f.default
         shown = "none" if default is None else str(default).lower() if isinstance(default, bool) else str(default)
-        out.append((key, shown, f.description or ""))
+        text = (getattr(model, "split_help", None) if name == "split" else None) or f.description or ""
+        out.append((key, shown, text))
     return out
 
 

@@ -94,9 +94,12 @@ def fit(model: nn.Module, train_x: dict[str, torch.Tensor], train_y: torch.Tenso
     t0 = time.perf_counter()
     log = FitLog()
     with threads(config.threads), torch.random.fork_rng(devices=[]):
-        if checkpoint is not None:  # a checkpoint of other data, threads or torch is not resumed
+        if checkpoint is not None:  # a checkpoint of other data, network, threads or torch is not resumed
             labels = torch.tensor(np.asarray(valid_y))
             checkpoint.extend(data=data_hash(*train_x.values(), train_y, *valid_x.values(), labels),
+                              # the initial weights: the architecture, and the frozen item vectors and title
+                              # tokens a text or semantic model holds, which the encoded pairs do not show
+                              network=data_hash(*model.state_dict().values()),
                               threads=torch.get_num_threads(), torch=torch.__version__)
         torch.manual_seed(config.seed)
         _fit(model, train_x, train_y.float(), valid_x, np.asarray(valid_y), config, name, log, checkpoint)

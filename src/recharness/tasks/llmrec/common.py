@@ -50,7 +50,7 @@ def split_users(dataset, opts: dict, config, *, min_history: int, interactions=N
     if how == "leave_last_out":
         if opts.get("cut") is not None:
             raise ConfigError(f"--option cut={opts['cut']}: a cut time applies to split=global_time only "
-                              "(split=leave_last_out holds out each user's last item)")
+                              "(split=leave_last_out holds out each user's last item): add --option split=global_time")
         from recharness.data.leave_last_out import leave_last_out
 
         return leave_last_out(interactions, **kw), {"split": "leave_last_out"}

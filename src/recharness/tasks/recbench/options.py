@@ -12,6 +12,10 @@ from recharness.tasks.options import TaskOptions, TemporalSplitOptions
 class CtrOptions(TemporalSplitOptions):
     suite: ClassVar[str] = "recbench"
     held_out: ClassVar[str] = "each test user's last pairs"
+    split_help: ClassVar[str] = (
+        "leave_last_out: each test user's last test_pairs_per_user pairs are the test pairs (the paper's); "
+        "global_time: one cut time for all users, each test user's first test_pairs_per_user pairs at or after it "
+        "tested, nothing at or after it trained on")
 
     test_users: int = Field(5000, ge=1, description="users drawn for testing (--limit N overrides)")
     test_pairs_per_user: int = Field(4, ge=1, description="each test user's last N labelled pairs are the test pairs "
@@ -31,6 +35,9 @@ class SeqrecOptions(TemporalSplitOptions):
 
     suite: ClassVar[str] = "recbench"
     held_out: ClassVar[str] = "each user's last positive"
+    split_help: ClassVar[str] = (
+        "leave_last_out: each user's last positive is the test target (the paper's); global_time: one cut time "
+        "for all users, the first positive at or after it the test target, nothing at or after it trained on")
 
     test_users: int = Field(5000, ge=1, description="users drawn for testing: each user's last positive is their "
                             "test target (--limit N overrides)")
