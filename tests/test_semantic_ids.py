@@ -122,3 +122,44 @@ def test_import_is_light():
             "print(any(m in sys.modules for m in ('torch', 'sklearn', 'vector_quantize_pytorch')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_killed_rqvae_fit_goes_on_from_its_checkpoint_to_the_uninterrupted_codes(tmp_path, monkeypatch):
+    """Killed just after its epoch-20 checkpoint (of 25; one every 10 epochs), `semantic_ids` goes on from epoch
+    20 on the next call: the same codes, epochs' log and training info as one uninterrupted fit, and the
+    checkpoint folder is gone once the codes are cached. The codebooks' k-means init and EMA state, Adam and
+    both RNGs must come back for that."""
+    pytest.importorskip("vector_quantize_pytorch")
+    from recharness.baselines.checkpoint import EpochCheckpoint
+
+    ids, v, _ = clustered(n_clusters=4, per=8, dim=16)
+    items = pl.DataFrame({"item_id": ids, "title": ids})
+    monkeypatch.setattr(si, "item_embeddings", lambda name, df, enc, **k: (list(ids), v))
+    settings = {"method": "rqvae", "levels": 2, "codebook_size": 8, "seed": 1, "epochs": 25, "progress": False}
+    whole = si.fit_semantic_ids(ids, v, **{k: x for k, x in settings.items() if k != "progress"})
+
+    monkeypatch.setenv("RECHARNESS_HOME", str(tmp_path / "home"))
+    real_save, saves = EpochCheckpoint.save, []
+
+    def dies_after_second_save(self, epoch, tensors, state):
+        real_save(self, epoch, tensors, state)
+        saves.append(epoch)
+        if len(saves) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(EpochCheckpoint, "save", dies_after_second_save)
+    with pytest.raises(KeyboardInterrupt):
+        si.semantic_ids("toy", items, **settings)
+    assert saves == [10, 20]
+    folder = tmp_path / "home" / "datasets" / "toy" / "embeddings"
+    (ck,) = folder.glob("*.fit-checkpoint")
+    assert sorted(p.name for p in ck.iterdir()) == ["epoch-20.pt", "state.json"]
+    monkeypatch.undo()
+    monkeypatch.setenv("RECHARNESS_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(si, "item_embeddings", lambda name, df, enc, **k: (list(ids), v))
+
+    resumed = si.semantic_ids("toy", items, **settings)
+    assert np.array_equal(resumed.codes, whole.codes)
+    strip = lambda log: [{k: x for k, x in e.items() if k != "seconds"} for e in log]  # noqa: E731
+    assert strip(resumed.log) == strip(whole.log) and len(resumed.log) == 25 and resumed.info == whole.info
+    assert not list(folder.glob("*.fit-checkpoint"))

@@ -22,7 +22,9 @@ The vectors are `item_embeddings(dataset_name, items, encoder)`. Results are cac
 ``<datasets dir>/<name>/embeddings/sid-<method>-<key>.npz`` (item ids and codes, loaded with
 ``allow_pickle=False``) beside a JSON with the settings, collision rate, codebook usage and
 seconds, and for ``rqvae`` its training, one line per epoch (epoch, step, loss and its two parts,
-seconds), in ``sid-rqvae-<key>.train_log.jsonl``. The key hashes the item ids and the exact embedding bytes (so another encoder, model
+seconds), in ``sid-rqvae-<key>.train_log.jsonl``. An RQ-VAE fit is checkpointed every 10 epochs in
+``sid-rqvae-<key>.fit-checkpoint/`` (removed once the codes are cached): a killed fit goes on from there and
+ends with the codes of an uninterrupted one. The key hashes the item ids and the exact embedding bytes (so another encoder, model
 version or item text gives a new key, as the embedding cache does) and every setting.
 
 torch, vector_quantize_pytorch and sklearn are imported only when codes are computed.
@@ -142,9 +144,16 @@ def _rqkmeans(vectors: np.ndarray, levels: int, codebook_size: int, seed: int) -
     return codes
 
 
+#: epochs between two checkpoints of an RQ-VAE fit (a save is ~7 MB; an epoch on ML-1M about a second)
+CHECKPOINT_EVERY = 10
+
+
 def _rqvae(vectors: np.ndarray, levels: int, codebook_size: int, seed: int, epochs: int,
            progress: bool, batch_size: int = 1024, latent_dim: int = 32,
-           lr: float = 1e-3) -> tuple[np.ndarray, dict, list[dict]]:
+           lr: float = 1e-3, checkpoint=None) -> tuple[np.ndarray, dict, list[dict]]:
+    """`checkpoint`: an `EpochCheckpoint` the fit saves every `CHECKPOINT_EVERY` epochs and goes on from (the
+    weights, the codebooks' k-means and EMA state, Adam's moments, both RNGs, the log), so a killed fit ends
+    with the codes an uninterrupted one gives; None: no checkpoints."""
     try:
         import torch
         from torch import nn
@@ -171,8 +180,19 @@ def _rqvae(vectors: np.ndarray, levels: int, codebook_size: int, seed: int, epoc
     params = list(encoder.parameters()) + list(decoder.parameters()) + list(rvq.parameters())
     opt = torch.optim.Adam(params, lr=lr)
     bs = min(batch_size, len(x))
-    last, log, steps = {}, [], 0
-    for epoch in range(epochs):
+    last, log, steps, start = {}, [], 0, 0
+    parts = {"encoder": encoder, "decoder": decoder, "rvq": rvq, "opt": opt}
+    if checkpoint is not None:  # a checkpoint of other vectors, settings, threads or torch is not resumed
+        checkpoint.extend(threads=torch.get_num_threads(), torch=torch.__version__)
+        saved = checkpoint.load()
+        if saved is not None:
+            tensors, state = saved
+            for name, part in parts.items():
+                part.load_state_dict(tensors[name])
+            gen.set_state(tensors["gen"])
+            torch.set_rng_state(tensors["rng"])
+            last, log, steps, start = state["last"], state["log"], state["steps"], state["epoch"]
+    for epoch in range(start, epochs):
         t_epoch = time.perf_counter()
         encoder.train(), decoder.train(), rvq.train()
         perm = torch.randperm(len(x), generator=gen)
@@ -196,6 +216,10 @@ def _rqvae(vectors: np.ndarray, levels: int, codebook_size: int, seed: int, epoc
         if progress and (epoch + 1) % max(1, epochs // 10) == 0:
             print(f"recharness: rqvae epoch {epoch + 1}/{epochs} rec {last['reconstruction_mse']:.5f} "
                   f"commit {last['commitment']:.5f}", file=sys.stderr)
+        if checkpoint is not None and (epoch + 1) % CHECKPOINT_EVERY == 0 and epoch + 1 < epochs:
+            checkpoint.save(epoch + 1, {**{k: v.state_dict() for k, v in parts.items()}, "gen": gen.get_state(),
+                                        "rng": torch.get_rng_state()},
+                            {"epoch": epoch + 1, "last": last, "log": log, "steps": steps})
     encoder.eval(), rvq.eval()
     with torch.no_grad():
         _, indices, _ = rvq(encoder(x))
@@ -204,8 +228,9 @@ def _rqvae(vectors: np.ndarray, levels: int, codebook_size: int, seed: int, epoc
 
 def fit_semantic_ids(item_ids: list[str], vectors: np.ndarray, *, method: str = "rqvae", levels: int = 4,
                      codebook_size: int = 256, seed: int = 0, epochs: int | None = None,
-                     encoder: str = DEFAULT_ENCODER, progress: bool = False) -> SemanticIds:
-    """Quantise `vectors` (one row per item id) into disambiguated semantic IDs. No cache."""
+                     encoder: str = DEFAULT_ENCODER, progress: bool = False, checkpoint=None) -> SemanticIds:
+    """Quantise `vectors` (one row per item id) into disambiguated semantic IDs. No cache. `checkpoint`: an
+    `EpochCheckpoint` for the RQ-VAE's fit (`_rqvae`)."""
     if method not in METHODS:
         raise ConfigError(f"unknown semantic-id method {method!r}; known: {', '.join(METHODS)}")
     if int(levels) < 1 or int(codebook_size) < 2:
@@ -222,7 +247,8 @@ def fit_semantic_ids(item_ids: list[str], vectors: np.ndarray, *, method: str = 
     elif method == "rqkmeans":
         raw = _rqkmeans(vectors, int(levels), int(codebook_size), int(seed))
     else:
-        raw, info, log = _rqvae(vectors, int(levels), int(codebook_size), int(seed), max(1, epochs), progress)
+        raw, info, log = _rqvae(vectors, int(levels), int(codebook_size), int(seed), max(1, epochs), progress,
+                                checkpoint=checkpoint)
     seconds = time.perf_counter() - t0
     return SemanticIds(
         item_ids=[str(i) for i in item_ids], codes=disambiguate(raw), method=method, levels=int(levels),
@@ -292,8 +318,13 @@ def semantic_ids(dataset_name: str, items_df: pl.DataFrame, *, method: str = "rq
     if cached is not None:
         return cached
 
+    checkpoint = None
+    if method == "rqvae":  # a killed fit goes on from its last checkpoint, removed once the codes are cached
+        from recharness.baselines.checkpoint import EpochCheckpoint
+
+        checkpoint = EpochCheckpoint(path.with_suffix(".fit-checkpoint"), {"settings": settings, "file": path.name})
     sid = fit_semantic_ids(ids, vectors, method=method, levels=levels, codebook_size=codebook_size, seed=seed,
-                           epochs=epochs, encoder=encoder, progress=progress)
+                           epochs=epochs, encoder=encoder, progress=progress, checkpoint=checkpoint)
     log_path = path.with_suffix(".train_log.jsonl")
     info = {
         "dataset": str(dataset_name), **settings, "n_items": len(ids), "train_log": log_path.name if sid.log else None,
@@ -311,6 +342,10 @@ def semantic_ids(dataset_name: str, items_df: pl.DataFrame, *, method: str = "rq
         atomic_write_text(info_path, json.dumps(info, indent=2, sort_keys=True) + "\n")
         atomic_write_bytes(path, buf.getvalue())
         sid.log_file = log_path.name if sid.log else None
+        if checkpoint is not None:
+            import shutil
+
+            shutil.rmtree(checkpoint.path, ignore_errors=True)
     except OSError as e:
         print(f"recharness: could not cache semantic ids in {folder} ({e})", file=sys.stderr)
     return sid
