@@ -161,5 +161,37 @@ def test_a_killed_rqvae_fit_goes_on_from_its_checkpoint_to_the_uninterrupted_cod
     resumed = si.semantic_ids("toy", items, **settings)
     assert np.array_equal(resumed.codes, whole.codes)
     strip = lambda log: [{k: x for k, x in e.items() if k != "seconds"} for e in log]  # noqa: E731
-    assert strip(resumed.log) == strip(whole.log) and len(resumed.log) == 25 and resumed.info == whole.info
+    assert strip(resumed.log) == strip(whole.log) and len(resumed.log) == 25
+    earlier = resumed.info.pop("earlier_sittings_s")
+    assert resumed.info == {**whole.info, "resumed_after_epoch": 20} and 0 < earlier < resumed.seconds
     assert not list(folder.glob("*.fit-checkpoint"))
+
+
+def test_an_rqvae_checkpoint_that_cannot_be_written_or_read_does_not_stop_the_fit(tmp_path, monkeypatch, capsys):
+    """A data home where the checkpoint cannot be written: one note, the fit goes on to the same codes. A
+    checkpoint whose tensors do not fit the network (another library version under the same stamp): started
+    afresh, nothing half-loaded."""
+    pytest.importorskip("vector_quantize_pytorch")
+    import torch
+
+    from recharness.baselines.checkpoint import EpochCheckpoint
+
+    ids, v, _ = clustered(n_clusters=4, per=8, dim=16)
+    args = dict(levels=2, codebook_size=8, seed=1, epochs=12, progress=False)
+    whole = si._rqvae(v, **args)
+
+    def full(self, *a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(EpochCheckpoint, "save", full)
+    codes, info, _ = si._rqvae(v, **args, checkpoint=EpochCheckpoint(tmp_path / "ck", {"k": 1}))
+    assert np.array_equal(codes, whole[0]) and "could not checkpoint the RQ-VAE fit" in capsys.readouterr().err
+    monkeypatch.undo()
+
+    ck = EpochCheckpoint(tmp_path / "ck2", {"k": 1})
+    si._rqvae(v, **{**args, "epochs": 15}, checkpoint=ck)  # leaves epoch 10's checkpoint (nothing removes it here)
+    state = torch.load(tmp_path / "ck2" / "epoch-10.pt", weights_only=True)
+    state["rvq"] = {k + "_renamed": t for k, t in state["rvq"].items()}
+    torch.save(state, tmp_path / "ck2" / "epoch-10.pt")
+    codes, info, _ = si._rqvae(v, **args, checkpoint=EpochCheckpoint(tmp_path / "ck2", {"k": 1}))
+    assert "resumed_after_epoch" not in info and np.array_equal(codes, whole[0])

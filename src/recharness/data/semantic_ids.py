@@ -23,8 +23,9 @@ The vectors are `item_embeddings(dataset_name, items, encoder)`. Results are cac
 ``allow_pickle=False``) beside a JSON with the settings, collision rate, codebook usage and
 seconds, and for ``rqvae`` its training, one line per epoch (epoch, step, loss and its two parts,
 seconds), in ``sid-rqvae-<key>.train_log.jsonl``. An RQ-VAE fit is checkpointed every 10 epochs in
-``sid-rqvae-<key>.fit-checkpoint/`` (removed once the codes are cached): a killed fit goes on from there and
-ends with the codes of an uninterrupted one. The key hashes the item ids and the exact embedding bytes (so another encoder, model
+``sid-rqvae-<key>.fit-checkpoint/`` (removed once the codes are cached): a killed fit goes on from
+there and ends with the codes of an uninterrupted one (same CPU kind, threads, torch and
+vector-quantize-pytorch). The key hashes the item ids and the exact embedding bytes (so another encoder, model
 version or item text gives a new key, as the embedding cache does) and every setting.
 
 torch, vector_quantize_pytorch and sklearn are imported only when codes are computed.
@@ -180,25 +181,27 @@ def _rqvae(vectors: np.ndarray, levels: int, codebook_size: int, seed: int, epoc
     params = list(encoder.parameters()) + list(decoder.parameters()) + list(rvq.parameters())
     opt = torch.optim.Adam(params, lr=lr)
     bs = min(batch_size, len(x))
-    last, log, steps, start = {}, [], 0, 0
+    last, log, steps, first_epoch, earlier_s = {}, [], 0, 0, 0.0
     parts = {"encoder": encoder, "decoder": decoder, "rvq": rvq, "opt": opt}
-    if checkpoint is not None:  # a checkpoint of other vectors, settings, threads or torch is not resumed
-        checkpoint.extend(threads=torch.get_num_threads(), torch=torch.__version__)
+    t_fit = time.perf_counter()
+    if checkpoint is not None:  # a checkpoint of other vectors, settings, threads, torch or quantiser is not resumed
+        checkpoint.extend(threads=torch.get_num_threads(), **_runtime_versions("rqvae"))
         saved = checkpoint.load()
-        if saved is not None:
+        if saved is not None and _same_shapes(saved[0], parts):  # else start afresh, nothing half-loaded
             tensors, state = saved
             for name, part in parts.items():
                 part.load_state_dict(tensors[name])
             gen.set_state(tensors["gen"])
             torch.set_rng_state(tensors["rng"])
-            last, log, steps, start = state["last"], state["log"], state["steps"], state["epoch"]
-    for epoch in range(start, epochs):
+            last, log, steps, first_epoch = state["last"], state["log"], state["steps"], state["epoch"]
+            earlier_s = state["fit_s"]
+    for epoch in range(first_epoch, epochs):
         t_epoch = time.perf_counter()
         encoder.train(), decoder.train(), rvq.train()
         perm = torch.randperm(len(x), generator=gen)
         tot_rec = tot_commit = 0.0
-        for start in range(0, len(x), bs):
-            batch = x[perm[start : start + bs]]
+        for a in range(0, len(x), bs):
+            batch = x[perm[a : a + bs]]
             z = encoder(batch)
             zq, _, commit = rvq(z)
             rec = torch.nn.functional.mse_loss(decoder(zq), batch)
@@ -217,13 +220,32 @@ def _rqvae(vectors: np.ndarray, levels: int, codebook_size: int, seed: int, epoc
             print(f"recharness: rqvae epoch {epoch + 1}/{epochs} rec {last['reconstruction_mse']:.5f} "
                   f"commit {last['commitment']:.5f}", file=sys.stderr)
         if checkpoint is not None and (epoch + 1) % CHECKPOINT_EVERY == 0 and epoch + 1 < epochs:
-            checkpoint.save(epoch + 1, {**{k: v.state_dict() for k, v in parts.items()}, "gen": gen.get_state(),
-                                        "rng": torch.get_rng_state()},
-                            {"epoch": epoch + 1, "last": last, "log": log, "steps": steps})
+            try:
+                checkpoint.save(epoch + 1, {**{k: v.state_dict() for k, v in parts.items()}, "gen": gen.get_state(),
+                                            "rng": torch.get_rng_state()},
+                                {"epoch": epoch + 1, "last": last, "log": log, "steps": steps,
+                                 "fit_s": earlier_s + time.perf_counter() - t_fit})
+            except OSError as e:  # a full or read-only data home: the fit goes on without checkpoints
+                print(f"recharness: could not checkpoint the RQ-VAE fit in {checkpoint.path} ({e}); going on "
+                      "without", file=sys.stderr)
+                checkpoint = None
     encoder.eval(), rvq.eval()
     with torch.no_grad():
         _, indices, _ = rvq(encoder(x))
-    return indices.cpu().numpy().astype(np.int32), {k: round(v, 6) for k, v in last.items()}, log
+    info = {k: round(v, 6) for k, v in last.items()}
+    if first_epoch:  # the killed sittings' epochs are in the log; their seconds are added to the fit's
+        info.update(resumed_after_epoch=first_epoch, earlier_sittings_s=round(earlier_s, 3))
+    return indices.cpu().numpy().astype(np.int32), info, log
+
+
+def _same_shapes(tensors: dict, parts: dict) -> bool:
+    """Whether a checkpoint's state dicts fit these modules (same keys, same tensor shapes): a checkpoint of
+    another network or library version is not loaded at all."""
+    def shapes(state: dict) -> dict:
+        return {k: getattr(v, "shape", None) for k, v in state.items()}
+
+    return all(name in tensors and shapes(tensors[name]) == shapes(part.state_dict())
+               for name, part in parts.items() if name != "opt")
 
 
 def fit_semantic_ids(item_ids: list[str], vectors: np.ndarray, *, method: str = "rqvae", levels: int = 4,
@@ -249,7 +271,7 @@ def fit_semantic_ids(item_ids: list[str], vectors: np.ndarray, *, method: str = 
     else:
         raw, info, log = _rqvae(vectors, int(levels), int(codebook_size), int(seed), max(1, epochs), progress,
                                 checkpoint=checkpoint)
-    seconds = time.perf_counter() - t0
+    seconds = time.perf_counter() - t0 + info.get("earlier_sittings_s", 0.0)
     return SemanticIds(
         item_ids=[str(i) for i in item_ids], codes=disambiguate(raw), method=method, levels=int(levels),
         codebook_size=int(codebook_size), seed=int(seed), epochs=epochs if method == "rqvae" else 0,
@@ -316,6 +338,9 @@ def semantic_ids(dataset_name: str, items_df: pl.DataFrame, *, method: str = "rq
     info_path = path.with_suffix(".json")
     cached = _load(path, info_path, ids, settings)
     if cached is not None:
+        import shutil
+
+        shutil.rmtree(path.with_suffix(".fit-checkpoint"), ignore_errors=True)  # left by a kill after the caching
         return cached
 
     checkpoint = None
