@@ -122,3 +122,16 @@ def test_train_goes_on_from_the_checkpoint_and_removes_it_once_the_model_is_save
     assert "sasrec-1l: went on from a killed fit's checkpoint after epoch 2" in lines
     assert _same_weights(model, whole) and _epochs(model) == _epochs(whole)
     assert not rd.fit_checkpoint("sasrec-1l").exists() and (rd.model_dir("sasrec-1l") / "model.pt").exists()
+
+
+def test_a_checkpoint_from_another_cpu_kind_is_not_resumed(data, tmp_path, monkeypatch):
+    """Another vector instruction set rounds differently: a run directory moved to such a machine fits afresh
+    rather than end with weights no uninterrupted fit gives."""
+    _dies_at_validation(monkeypatch, 3)
+    with pytest.raises(KeyboardInterrupt):
+        fit("sasrec-1l", data, 3, SMALL, checkpoint=(tmp_path / "ck", {"build": "b1"}))
+    monkeypatch.undo()
+    here = torch.backends.cpu.get_cpu_capability()
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "NO AVX" if here != "NO AVX" else "AVX2")
+    elsewhere, _ = fit("sasrec-1l", data, 3, SMALL, checkpoint=(tmp_path / "ck", {"build": "b1"}))
+    assert "resumed_after_epoch" not in elsewhere.log

@@ -60,14 +60,17 @@ class EpochCheckpoint:
 
     `<dir>/epoch-N.pt` holds the tensors (weights, optimiser moments, RNG states, the best epoch's
     weights), read back with `weights_only=True`; `<dir>/state.json` the rest (epoch, counters, the epochs'
-    log) and the `stamp` it was saved for (build, baseline, settings, seed; and, added by the fit, a hash
-    of its training and validation data, its thread count and torch version): its atomic rename is the
+    log) and the `stamp` it was saved for (build, baseline, settings, seed, the CPU's instruction set; and,
+    added by the fit, a hash of its training and validation data, its thread count and torch version): its atomic rename is the
     commit point, the previous epoch's tensors are removed after it. A checkpoint of another stamp is
     never resumed (the fit starts afresh), so a resumed loop trains exactly what an uninterrupted run
     would: the shuffling and dropout generators' states are part of it."""
 
     def __init__(self, path: Path, stamp: dict[str, Any]):
         self.path = Path(path)
+        # the CPU's vector instruction set too: another one computes other roundings, so a resumed fit would no
+        # longer end with the uninterrupted fit's weights (a run directory moved to another machine starts afresh)
+        stamp = {**stamp, "cpu": torch.backends.cpu.get_cpu_capability()}
         self.stamp = json.loads(json.dumps(stamp, default=str))  # as it reads back
 
     def extend(self, **parts: Any) -> None:
