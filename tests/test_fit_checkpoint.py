@@ -1,4 +1,4 @@
-"""A killed SASRec fit goes on from its last whole epoch (`baselines.checkpoint.EpochCheckpoint`) and ends
+"""A killed SASRec fit goes on from its last whole epoch (`core.fit_checkpoint.EpochCheckpoint`) and ends
 with exactly the weights and log of an uninterrupted fit; a checkpoint of other settings is not resumed."""
 
 from __future__ import annotations

@@ -243,7 +243,7 @@ def test_title_cbs_answers_catalog_items_on_a_capped_sample(smollm2_path, ml1m):
 
 def test_a_killed_sid_sasrec_fit_goes_on_from_its_last_epoch_to_the_uninterrupted_weights(cyclic, sid, tmp_path,
                                                                                          monkeypatch):
-    from recharness.baselines.checkpoint import EpochCheckpoint
+    from recharness.core.fit_checkpoint import EpochCheckpoint
 
     settings = {**SMALL, "max_epochs": 4, "patience": 10}
 

@@ -130,7 +130,7 @@ def test_a_killed_rqvae_fit_goes_on_from_its_checkpoint_to_the_uninterrupted_cod
     checkpoint folder is gone once the codes are cached. The codebooks' k-means init and EMA state, Adam and
     both RNGs must come back for that."""
     pytest.importorskip("vector_quantize_pytorch")
-    from recharness.baselines.checkpoint import EpochCheckpoint
+    from recharness.core.fit_checkpoint import EpochCheckpoint
 
     ids, v, _ = clustered(n_clusters=4, per=8, dim=16)
     items = pl.DataFrame({"item_id": ids, "title": ids})
@@ -174,7 +174,7 @@ def test_an_rqvae_checkpoint_that_cannot_be_written_or_read_does_not_stop_the_fi
     pytest.importorskip("vector_quantize_pytorch")
     import torch
 
-    from recharness.baselines.checkpoint import EpochCheckpoint
+    from recharness.core.fit_checkpoint import EpochCheckpoint
 
     ids, v, _ = clustered(n_clusters=4, per=8, dim=16)
     args = dict(levels=2, codebook_size=8, seed=1, epochs=12, progress=False)

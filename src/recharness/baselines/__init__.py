@@ -81,7 +81,7 @@ def fit(name: str, train: TrainData, seed: int = 0, params: dict | None = None, 
     cls = BASELINES.get(name)
     model = cls.create(seed=seed, **params) if params else cls.create(seed=seed)
     if checkpoint is not None and hasattr(model, "checkpoint"):
-        from recharness.baselines.checkpoint import EpochCheckpoint
+        from recharness.core.fit_checkpoint import EpochCheckpoint
 
         folder, stamp = checkpoint
         model.checkpoint = EpochCheckpoint(folder, {**stamp, "baseline": name, "settings": model.settings()})

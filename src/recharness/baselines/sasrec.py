@@ -72,7 +72,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from recharness.baselines.base import SEQUENCE_PARTS, Baseline, RankQuery, TrainData
-from recharness.baselines.checkpoint import EpochCheckpoint, read_model, save_model
+from recharness.baselines.checkpoint import read_model, save_model
+from recharness.core.fit_checkpoint import EpochCheckpoint
 from recharness.baselines.linear_cross_entropy import linear_cross_entropy, release_scratch
 from recharness.baselines.torch_threads import threads
 from recharness.baselines.training import EarlyStopping, data_hash, progress_bar, resume_fit, save_fit
@@ -316,7 +317,7 @@ class SASRec(Baseline):
     #: `max_epochs` and early stopping
     tune_epochs = 3
     #: set by `recharness train` before `fit`: the fit is saved after each epoch and a killed one goes on
-    #: from its last whole epoch (`checkpoint.EpochCheckpoint`); None: no checkpoints (tuning trials, tests)
+    #: from its last whole epoch (`core.fit_checkpoint.EpochCheckpoint`); None: no checkpoints (tuning trials, tests)
     checkpoint: EpochCheckpoint | None = None
 
     def __init__(self, seed: int = 0, *, threads: int | None = None, progress: bool = True,

@@ -58,7 +58,8 @@ import torch
 import torch.nn.functional as F
 
 from recharness.baselines.base import Baseline, RankQuery, TrainData
-from recharness.baselines.checkpoint import EpochCheckpoint, read_model, save_model
+from recharness.baselines.checkpoint import read_model, save_model
+from recharness.core.fit_checkpoint import EpochCheckpoint
 from recharness.baselines.sasrec import DEFAULTS as SASREC_DEFAULTS
 from recharness.baselines.sasrec import SASRecNet, record_epoch, right_padded, training_sequences
 from recharness.baselines.torch_threads import threads
@@ -91,7 +92,7 @@ class SIDSASRec(Baseline):
     layers = 2
     free = False
     #: set by `recharness train` before `fit`: each whole epoch checkpointed, a killed fit goes on from it
-    #: (`checkpoint.EpochCheckpoint`, stamped with the fit key: settings, semantic IDs and sequences)
+    #: (`core.fit_checkpoint.EpochCheckpoint`, stamped with the fit key: settings, semantic IDs and sequences)
     checkpoint: EpochCheckpoint | None = None
 
     def __init__(self, seed: int = 0, *, threads: int | None = None, progress: bool = True,

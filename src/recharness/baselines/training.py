@@ -43,7 +43,7 @@ class EarlyStopping:
 
 
 def resume_fit(checkpoint, net: nn.Module, opt, gen: torch.Generator, stopper: EarlyStopping) -> dict | None:
-    """Put a killed fit's last whole epoch back (`checkpoint.EpochCheckpoint`, None: no checkpoints): the
+    """Put a killed fit's last whole epoch back (`core.fit_checkpoint.EpochCheckpoint`, None: no checkpoints): the
     weights, the optimiser, the shuffling generator `gen`, torch's global RNG (dropout) and `stopper`.
     Returns the loop's other state as `save_fit` was given it (with "epoch"), or None to start at epoch 1."""
     import torch

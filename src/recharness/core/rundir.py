@@ -124,7 +124,7 @@ class RunDir:
         return (self.model_dir(name) / "config.json").is_file()
 
     def fit_checkpoint(self, name: str) -> Path:
-        """A reference fit's last whole epoch while it trains (`baselines.checkpoint.EpochCheckpoint`): a
+        """A reference fit's last whole epoch while it trains (`core.fit_checkpoint.EpochCheckpoint`): a
         killed `train` goes on from it; removed once the model is saved."""
         return self.model_dir(name) / "fit-checkpoint"
 

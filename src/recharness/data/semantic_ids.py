@@ -345,7 +345,7 @@ def semantic_ids(dataset_name: str, items_df: pl.DataFrame, *, method: str = "rq
 
     checkpoint = None
     if method == "rqvae":  # a killed fit goes on from its last checkpoint, removed once the codes are cached
-        from recharness.baselines.checkpoint import EpochCheckpoint
+        from recharness.core.fit_checkpoint import EpochCheckpoint
 
         checkpoint = EpochCheckpoint(path.with_suffix(".fit-checkpoint"), {"settings": settings, "file": path.name})
     sid = fit_semantic_ids(ids, vectors, method=method, levels=levels, codebook_size=codebook_size, seed=seed,

@@ -115,7 +115,7 @@ class DlrmBaseline(Baseline):
                                "dropout": ("float", 0.0, 0.7), "embedding_l2": ("log", 1e-4, 1e-1)}
     tune_epochs: int | None = None
     #: set by `recharness train` before `fit`: each whole epoch checkpointed, a killed fit goes on from it
-    #: (`checkpoint.EpochCheckpoint`, stamped with the settings and the fit's data); None: none (tuning, tests)
+    #: (`core.fit_checkpoint.EpochCheckpoint`, stamped with the settings and the fit's data); None: none (tuning, tests)
     checkpoint = None
 
     def __init__(self, seed: int = 0, *, vectors: Vectors | Callable[[], Vectors] | None = None,

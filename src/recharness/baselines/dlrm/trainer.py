@@ -4,7 +4,7 @@ RecBench's settings (§4.3): batch 5,000, learning rate 1e-3. After each epoch t
 on the validation pairs; training stops after `patience` epochs without a better AUC (or at
 `max_epochs`) and the best epoch's weights are put back. Seeded: the initial weights, the shuffling
 and dropout come from `seed`, inside a forked RNG so the caller's torch random state is untouched.
-Under `recharness train` each whole epoch is checkpointed (`checkpoint.EpochCheckpoint`, as SASRec's):
+Under `recharness train` each whole epoch is checkpointed (`core.fit_checkpoint.EpochCheckpoint`, as SASRec's):
 a killed fit goes on from its last whole epoch and ends with the weights an uninterrupted fit ends with.
 """
 
