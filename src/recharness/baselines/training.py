@@ -48,12 +48,13 @@ def resume_fit(checkpoint, net: nn.Module, opt, gen: torch.Generator, stopper: E
     Returns the loop's other state as `save_fit` was given it (with "epoch"), or None to start at epoch 1."""
     import torch
 
+    from recharness.core.fit_checkpoint import same_shapes
+
     saved = checkpoint.load() if checkpoint is not None else None
     if saved is None:
         return None
     tensors, state = saved
-    shapes = {k: v.shape for k, v in net.state_dict().items()}
-    if {k: getattr(v, "shape", None) for k, v in tensors["net"].items()} != shapes:
+    if not same_shapes(tensors["net"], net):
         return None  # another network (the stamp should have said so): start at epoch 1, nothing half-loaded
     net.load_state_dict(tensors["net"])
     opt.load_state_dict(tensors["opt"])

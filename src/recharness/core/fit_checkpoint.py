@@ -15,6 +15,15 @@ from typing import Any
 from recharness.core.io import atomic_write_bytes, atomic_write_text
 
 
+def same_shapes(saved: dict[str, Any], module) -> bool:
+    """Whether a saved state dict fits `module` (the same keys, the same tensor shapes): a checkpoint of
+    another network or library version is then not loaded at all, rather than half-loaded or crashing."""
+    def shapes(state: dict[str, Any]) -> dict[str, Any]:
+        return {k: getattr(v, "shape", None) for k, v in state.items()}
+
+    return shapes(saved) == shapes(module.state_dict())
+
+
 class EpochCheckpoint:
     """A fit loop's whole state after each epoch, so a killed `train` goes on from its last whole epoch
     instead of epoch 1 (SASRec's fits take minutes to tens of minutes).

@@ -185,9 +185,12 @@ def _rqvae(vectors: np.ndarray, levels: int, codebook_size: int, seed: int, epoc
     parts = {"encoder": encoder, "decoder": decoder, "rvq": rvq, "opt": opt}
     t_fit = time.perf_counter()
     if checkpoint is not None:  # a checkpoint of other vectors, settings, threads, torch or quantiser is not resumed
+        from recharness.core.fit_checkpoint import same_shapes
+
         checkpoint.extend(threads=torch.get_num_threads(), **_runtime_versions("rqvae"))
         saved = checkpoint.load()
-        if saved is not None and _same_shapes(saved[0], parts):  # else start afresh, nothing half-loaded
+        fits = saved is not None and all(same_shapes(saved[0].get(k, {}), m) for k, m in parts.items() if k != "opt")
+        if fits:  # else start afresh, nothing half-loaded
             tensors, state = saved
             for name, part in parts.items():
                 part.load_state_dict(tensors[name])
@@ -236,16 +239,6 @@ def _rqvae(vectors: np.ndarray, levels: int, codebook_size: int, seed: int, epoc
     if first_epoch:  # the killed sittings' epochs are in the log; their seconds are added to the fit's
         info.update(resumed_after_epoch=first_epoch, earlier_sittings_s=round(earlier_s, 3))
     return indices.cpu().numpy().astype(np.int32), info, log
-
-
-def _same_shapes(tensors: dict, parts: dict) -> bool:
-    """Whether a checkpoint's state dicts fit these modules (same keys, same tensor shapes): a checkpoint of
-    another network or library version is not loaded at all."""
-    def shapes(state: dict) -> dict:
-        return {k: getattr(v, "shape", None) for k, v in state.items()}
-
-    return all(name in tensors and shapes(tensors[name]) == shapes(part.state_dict())
-               for name, part in parts.items() if name != "opt")
 
 
 def fit_semantic_ids(item_ids: list[str], vectors: np.ndarray, *, method: str = "rqvae", levels: int = 4,
