@@ -104,3 +104,110 @@ def test_compare_gives_no_interval_from_fewer_than_five_units(ml1m, tmp_path):
     con.print(tab)
     text = con.export_text()
     assert "│ tau_easy ↑   │ 0.000 │ 1.000  │ -1.000 " in text and "[-1.000, -1.000]" not in text
+
+
+class _SubsetTask(_MeanTask):
+    """MAE over each method's own valid answers (`valid` in the record), as llmrec rating's MAE."""
+
+    name = "toy-subset"
+    headline = "MAE"
+
+    def __init__(self):
+        super().__init__(with_units=True)
+
+    def _parts(self, samples, predictions):
+        recs = [predictions.get(s["id"]) or {} for s in samples]
+        return [float(r.get("x", 0.0)) for r in recs], [bool(r.get("valid", True)) for r in recs]
+
+    def score(self, samples, predictions):
+        x, ok = self._parts(samples, predictions)
+        kept = [v for v, k in zip(x, ok) if k]
+        return {"MAE": float(sum(kept) / len(kept)) if kept else float("nan")}
+
+    def units(self, samples, predictions):
+        from recharness.metrics.bootstrap import mean_units
+
+        x, ok = self._parts(samples, predictions)
+        return {"MAE": mean_units([s["id"] for s in samples], x, ok)}
+
+
+def test_rows_over_different_subsets_get_no_best_mark_and_no_verdict():
+    """A model valid on 10 easy samples of 400 has MAE 0 there; the reference's MAE over all 400 is higher. The
+    two rest on different samples: neither is bold, the model gets no verdict against the reference, and the
+    table says why (it used to be bold, the reference 'below' it at p = 0)."""
+    task = _SubsetTask()
+    samples = [{"id": f"s{i}"} for i in range(400)]
+    model = {s["id"]: ({"x": 0.0} if i < 10 else {"x": 3.0, "valid": False}) for i, s in enumerate(samples)}
+    ref = {s["id"]: {"x": 0.5 + (i % 3) * 0.25} for i, s in enumerate(samples)}
+    scored = [(ScoreRow("llm", "toy-subset", task.score(samples, model), 400), model),
+              (ScoreRow("ref", "toy-subset", task.score(samples, ref), 400, kind="reference"), ref)]
+    intervals.add_confidence_intervals(task, samples, scored, resamples=200, seed=0)
+    llm, reference = (r for r, _ in scored)
+    assert llm.metrics["MAE"] == 0.0 and reference.metrics["MAE"] == pytest.approx(0.75, abs=0.01)
+    for r in (llm, reference):
+        assert "top" not in r.ci["MAE"] and r.ci["MAE"]["not_compared"] == intervals.DIFFERENT_SUBSETS
+    assert reference.extra["strongest_reference"] == "MAE"
+    assert "vs_strongest_reference" not in llm.extra and "different samples" in llm.extra["no_verdict"]
+    md = to_markdown([llm, reference])
+    assert "**" not in md and "No bold in MAE" in md and "No verdict against" in md
+    # on the same subset (both valid everywhere) the mark and the verdict are back
+    model_all = {s["id"]: {"x": 0.0} for s in samples}
+    scored = [(ScoreRow("llm", "toy-subset", task.score(samples, model_all), 400), model_all),
+              (ScoreRow("ref", "toy-subset", task.score(samples, ref), 400, kind="reference"), ref)]
+    intervals.add_confidence_intervals(task, samples, scored, resamples=200, seed=0)
+    assert scored[0][0].ci["MAE"]["top"] is True and scored[0][0].extra["vs_strongest_reference"]["verdict"] == "beats"
+
+
+def test_the_strongest_reference_is_the_best_one_even_without_an_interval():
+    """A stronger reference without an interval (4 units: n too small) is still the strongest: no verdict is
+    given against the weaker one that has an interval."""
+    task = _SubsetTask()
+    samples = [{"id": f"s{i}"} for i in range(30)]
+    weak = {s["id"]: {"x": 1.0 + (i % 2)} for i, s in enumerate(samples)}
+    strong = {s["id"]: ({"x": 0.1} if i < 4 else {"x": 9.0, "valid": False}) for i, s in enumerate(samples)}
+    model = {s["id"]: {"x": 0.5 + (i % 2)} for i, s in enumerate(samples)}
+    scored = [(ScoreRow("llm", "toy-subset", task.score(samples, model), 30), model),
+              (ScoreRow("weak", "toy-subset", task.score(samples, weak), 30, kind="reference"), weak),
+              (ScoreRow("strong", "toy-subset", task.score(samples, strong), 30, kind="reference"), strong)]
+    intervals.add_confidence_intervals(task, samples, scored, resamples=200, seed=0)
+    llm, weak_row, strong_row = (r for r, _ in scored)
+    assert "MAE" not in strong_row.ci and strong_row.extra["no_interval"]["MAE"] == "n too small: 4 units"
+    assert "strongest_reference" not in strong_row.extra and "strongest_reference" not in weak_row.extra
+    assert "vs_strongest_reference" not in llm.extra
+    assert strong_row.extra["no_verdicts"] == {"metric": "MAE", "why": "n too small: 4 units"}
+    assert "the best reference by MAE, strong, has no interval" in to_markdown([llm, weak_row, strong_row])
+
+
+def test_a_task_with_units_is_never_resampled_sample_by_sample():
+    """Units offered but none a number on these samples (every answer invalid: MAE undefined): no interval from
+    re-scoring resampled samples either, which would ignore the task's clusters."""
+    task = _SubsetTask()
+    samples = [{"id": f"s{i}"} for i in range(30)]
+    bad = {s["id"]: {"x": 1.0, "valid": False} for s in samples}
+    good = {s["id"]: {"x": float(i % 3)} for i, s in enumerate(samples)}
+    scored = [(ScoreRow("bad", "toy-subset", task.score(samples, bad), 30), bad),
+              (ScoreRow("good", "toy-subset", task.score(samples, good), 30), good)]
+    intervals.add_confidence_intervals(task, samples, scored, resamples=100, seed=0)
+    assert math.isnan(scored[0][0].metrics["MAE"]) and scored[0][0].ci == {}
+    assert not scored[1][0].ci["MAE"]["generic"]
+
+
+def test_undefined_values_are_null_in_scores_json_and_a_dash_in_tables(tmp_path):
+    import json
+
+    from recharness.report.tables import fmt, write_scores
+
+    row = ScoreRow("m", "toy", {"RMSE": float("nan"), "MAE": 0.5, "AUC": float("inf")}, 3)
+    paths = write_scores([row], tmp_path)
+    text = paths["json"].read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text)[0]["metrics"] == {"RMSE": None, "MAE": 0.5, "AUC": None}
+    assert fmt(float("nan")) == "–" and fmt(float("inf")) == "–"
+    assert "nan" not in paths["csv"].read_text() and "nan" not in paths["md"].read_text()
+    assert "| m | – | 0.500 | – |" in to_markdown([row])  # RMSE, MAE, AUC
+
+
+def test_a_bootstrap_p_of_zero_is_stated_as_below_two_over_the_resamples():
+    from recharness.report.tables import _p_text
+
+    assert _p_text(0.0, 1000) == "p < 0.002" and _p_text(0.03, 1000) == "p = 0.03"

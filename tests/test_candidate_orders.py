@@ -22,12 +22,49 @@ def test_orders_keep_the_candidates_and_balance_the_targets_position():
     assert candidate_orders(cand, "i7", 4, np.random.default_rng(0)) == orders  # seeded
 
 
+@pytest.mark.parametrize("negatives", ["uniform", "retriever:popularity"])
+def test_order_zero_is_the_single_order_build(ml1m, negatives):
+    """Asking for more orders changes no user's candidates: order 0 of an `orders=3` build is the `orders=1`
+    build, sample for sample (the later orders come from each user's own seeded stream)."""
+    from recharness.core.types import BuildConfig
+    from recharness.tasks.llmrec.direct import DirectTask
+
+    def build(orders):
+        return list(DirectTask().build(ml1m, BuildConfig(seed=0, limit=8, options={"orders": orders,
+                                                                                  "negatives": negatives})))
+
+    single, three = build(1), build(3)
+    assert len(three) == 3 * len(single) == 24
+    zero = [s for s in three if s["order"] == 0]
+    keys = ("user_id", "target", "candidates", "candidate_titles", "messages")
+    assert [{k: s[k] for k in keys} for s in zero] == [{k: s[k] for k in keys} for s in single]
+    assert build(3) == three  # seeded
+
+
 def test_borda_hand_worked():
     cands = ["a", "b", "c", "d"]
     # a: 4+3+4 = 11, b: 3+4+1.5 = 8.5 (third ranking names only a, c: b, d share (2+1)/2), c: 2+2+3 = 7, d: 1+1+1.5
     assert borda([["a", "b", "c", "d"], ["b", "a", "c", "d"], ["a", "c"]], cands) == ["a", "b", "c", "d"]
     assert borda([["d", "c"], ["c", "d"]], cands) == ["c", "d", "a", "b"]  # c, d tie 7; order of candidates breaks it
     assert borda([], cands) == []
+
+
+def test_the_borda_answer_says_how_many_orders_it_rests_on():
+    """An order whose answer is invalid adds nothing (as LLMRank's bootstrapping scores it: every candidate
+    alike); the aggregate of the valid ones says so; no valid order: an invalid answer."""
+    from recharness.tasks.orders import borda_method
+
+    cands = ["a", "b", "c"]
+    samples = [{"id": f"u@o{k}", "order_of": "u", "order": k} for k in range(3)]
+    recs = {"u@o0": {"r": ["b", "a", "c"]}, "u@o1": {"r": None}, "u@o2": {"r": ["b", "c", "a"]}}
+    kw = {"ranking": lambda s, rec: rec["r"], "candidates": lambda ss: cands,
+          "answer": lambda s, agg: {"ranking": agg}, "error": "no valid order"}
+    (name, out), = borda_method(samples, recs, **kw).items()
+    assert name == "(Borda over 3 orders)"
+    assert {a["parsed"]["how"] for a in out.values()} == {"borda over 2 of 3 orders"}
+    assert out["u@o0"]["parsed"]["ranking"] == ["b", "a", "c"]  # b 6, a 2 + 1 = 3 vs c 1 + 2 = 3: tie by order
+    none = {k: {"r": None} for k in recs}
+    assert all(not a["valid"] and a["error"] == "no valid order" for a in borda_method(samples, none, **kw)[name].values())
 
 
 @pytest.fixture(scope="module")

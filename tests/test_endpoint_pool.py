@@ -311,3 +311,16 @@ def test_cli_run_with_repeated_base_url(built):
     assert "endpoints: 2" in p.stdout and a.base_url in p.stdout and b.base_url in p.stdout
     assert ids_in(built / "predictions" / "openai-fake.jsonl") == Counter(
         {r["id"]: 1 for r in read_jsonl(built / "samples.jsonl")})
+
+
+def test_an_unreadable_body_is_retried_without_taking_the_endpoint_out(tmp_path):
+    """A cut JSON body (the fake server's `truncated-json`, once per prompt) is a glitch of that reply: the pool
+    asks again and keeps the endpoint in rotation (it used to count a failure and take it out for a while)."""
+    items = [{"id": f"s{i}", "task": "echo", "messages": [{"role": "user", "content": f"q{i} FAULT:truncated-json"}]}
+             for i in range(3)]
+    with FakeServerProcess() as a:
+        p = pool([a.base_url])
+        stats = run(p, items, tmp_path / "p.jsonl")
+    assert stats.done == 3 and ids_in(tmp_path / "p.jsonl") == once(items)
+    (t,) = endpoint_totals(p)
+    assert t["failures"] == 0 and stats.transport_retries == Counter({"bad_response": 3})

@@ -134,4 +134,5 @@ def test_generation_settings_skip_tasks_that_drive_the_model_themselves(ml1m, tm
     res = CliRunner().invoke(app, ["eval", "-m", "fake", "--suites", "perrecbench", "--temperature", "0.7",
                                    "--no-train-references", "--out", str(tmp_path / "ev")])
     assert res.exit_code == 0, res.output
-    assert "the generation settings given do not apply there" in " ".join(res.output.split())
+    assert "so the generation settings and system prompt given are not used anywhere in perrecbench" in \
+        " ".join(res.output.split())

@@ -301,3 +301,18 @@ def test_latency_summary_skips_failed_samples():
             {"latency_s": 3.0, "completion_tokens": 20, "cached": True}]
     assert _latency_summary(recs) == {"latency_s": 2.0, "latency_uncached_s": 1.0, "completion_tokens": 15.0}
     assert _latency_summary(recs[:2]) == {}
+
+
+def test_recbench_plus_unreadable_answer_is_not_a_decline(ml1m):
+    """An answer with neither a title nor a refusal in it (cut off before its list) is invalid and scores the worst
+    FTR: 0 on misinformed queries, where declining (FTR 1) is the right answer, 1 elsewhere."""
+    for name, worst in (("misinformed", 0.0), ("explicit", 1.0)):
+        task, samples = build("recbench-plus", name, ml1m, limit=5)
+        garbled = {}
+        for s in samples:
+            p = task.parse(s, "Here are my recommendations:")  # then nothing: cut off
+            assert not p.valid and p.error == "no titles and no refusal found in the answer"
+            garbled[s["id"]] = {"id": s["id"], "output": "Here are my recommendations:", "parsed": p.value, "valid": False,
+                                "error": p.error}
+        m = task.score(samples, garbled)
+        assert (m["FTR"], m["P"], m["R"], m["valid_rate"]) == (worst, 0.0, 0.0, 0.0), name

@@ -177,3 +177,45 @@ def test_copy_control_counts_what_copying_a_shown_line_reaches(ml1m):
     p = next(p for p in build_probes(ml1m, kinds=("user",), limit=3, seed=0))
     shown = p.messages[0]["content"].split("\n")[1:4]
     assert p.truth["copies"] == [p.truth["prefix"] + line.split("::", 1)[1] for line in shown]
+
+
+def test_the_interaction_probe_shows_ratings_dat_in_its_own_order(ml1m):
+    """ratings.dat is not in time order within a user: user 1's file begins 1193, 661, 914, 3408, 2355 (then
+    1197); the prepared table, sorted by time, begins 3186. The probe shows the file's lines and asks for the
+    file's next one."""
+    p = next(p for p in build_probes(ml1m, kinds=("interaction",), limit=None, seed=0) if p.subject == "1")
+    assert p.truth["shown"] == ["1::1193::5::978300760", "1::661::3::978302109", "1::914::3::978301968",
+                                "1::3408::4::978300275", "1::2355::5::978824291"]
+    assert (p.truth["item_id"], p.truth["rating"]) == ("1197", 3.0)
+    assert "\n".join(p.truth["shown"]) in p.messages[0]["content"]
+    assert ml1m.interactions.filter(ml1m.interactions["user_id"] == "1")["item_id"][0] == "3186"  # time order
+
+
+def test_an_answer_that_echoes_the_shown_lines_is_judged_on_its_continuation():
+    i = Probe("interaction-1", "interaction", "1", [], {"prefix": "1::", "item_id": "1197", "rating": 3.0,
+                                                        "shown": ["1::1193::5::978300760", "1::661::3::978302109"]})
+    assert check(i, "1::1193::5::978300760\n1::661::3::978302109\n1::1197::3::978302268")["full"]
+    assert not check(i, "1::1193::5::978300760\n1::1196::3::978302268")["full"]
+
+
+def test_the_result_file_holds_the_rules(ml1m, tmp_path):
+    from recharness.models.fake import FakeBackend
+    from recharness.probes.memorization import probe
+
+    res = probe(FakeBackend("fake"), ml1m, tmp_path, "fake", kinds=("item",), limit=2, use_cache=False)
+    for kind in ("**item**", "**user**", "**interaction**", "MovieID::Title::Genres", "not one of the shown lines"):
+        assert kind in res["rules"]
+
+
+def test_the_interaction_probe_needs_the_file_prepare_read(ml1m, tmp_path):
+    """Without the source file (here: metadata naming a ratings.dat that is gone) the file order is unknown:
+    a ConfigError naming the file, not a probe of another order."""
+    import dataclasses
+
+    from recharness.core.errors import ConfigError
+
+    gone = dataclasses.replace(ml1m, meta={**ml1m.meta, "source": "movielens-dat",
+                                           "files": {"ratings.dat": str(tmp_path / "ratings.dat")}})
+    with pytest.raises(ConfigError, match="ratings.dat .* is gone"):
+        build_probes(gone, kinds=("interaction",), limit=3)
+    assert build_probes(gone, kinds=("item",), limit=3)  # the other kinds do not need it

@@ -40,6 +40,11 @@ def build(ds, seed=0, users=None, **opts) -> list[dict]:
                                                    users=tuple(users) if users else None)))
 
 
+def picked(samples) -> dict[str, list[str]]:
+    """Each user's negatives, sorted: which items the retriever picked (the prompt shows them shuffled)."""
+    return {u: sorted(v) for u, v in negatives(samples).items()}
+
+
 def negatives(samples) -> dict[str, list[str]]:
     """Each user's candidates but the target, in the order given."""
     return {s["user_id"]: [c for c in s["candidates"] if c != s["target"]] for s in samples}
@@ -52,7 +57,7 @@ def ds():
 
 def test_popularity_retriever_picks_the_most_popular_unseen_items(ds):
     samples = build(ds, negatives="retriever:popularity", n_candidates=3)
-    assert negatives(samples) == {"u1": ["i3", "i5"], "u2": ["i5", "i6"], "u3": ["i5", "i6"], "u4": ["i0", "i3"]}
+    assert picked(samples) == {"u1": ["i3", "i5"], "u2": ["i5", "i6"], "u3": ["i5", "i6"], "u4": ["i0", "i3"]}
     assert [s["target"] for s in samples] == ["i2", "i3", "i4", "i7"]
 
 
@@ -60,7 +65,7 @@ def test_markov_retriever_picks_what_followed_the_last_item(ds):
     samples = build(ds, negatives="retriever:markov", n_candidates=3)
     # u1 after i1: i3, i6 (once each, equally popular: by id); u2: i6 then (i3 is the
     # target) the most popular item left, i5; u3, u4: nothing followed i3 / i6: popularity order
-    assert negatives(samples) == {"u1": ["i3", "i6"], "u2": ["i6", "i5"], "u3": ["i5", "i6"], "u4": ["i0", "i3"]}
+    assert picked(samples) == {"u1": ["i3", "i6"], "u2": ["i5", "i6"], "u3": ["i5", "i6"], "u4": ["i0", "i3"]}
     s = samples[0]
     assert s["retriever"] == "retriever:markov"
     assert s["retriever_model"] == {"baseline": "markov", "settings": {"order": 1, "decay": 0.5}}
@@ -68,6 +73,9 @@ def test_markov_retriever_picks_what_followed_the_last_item(ds):
     positions = {tuple(s["candidates"].index(s["target"]) for s in build(ds, seed=k, negatives="retriever:markov",
                                                                         n_candidates=3)) for k in range(8)}
     assert len(positions) > 1  # the target's position is drawn, not always first or last
+    # and the negatives are shown in a seeded random order, not the retriever's (best first)
+    shown = {tuple(negatives(build(ds, seed=k, negatives="retriever:markov", n_candidates=3))["u2"]) for k in range(8)}
+    assert shown == {("i6", "i5"), ("i5", "i6")}
 
 
 def test_retriever_ranking_its_own_candidates_scores_its_full_catalog_rank(ds):

@@ -30,6 +30,24 @@ def test_torn_tail_is_cut_and_whole_lines_kept(tmp_path):
     assert [r["id"] for r in read_jsonl(p)] == ["a", "b", "c"]
 
 
+def test_a_torn_tail_cut_after_an_inner_brace_is_dropped_when_reading(tmp_path):
+    """A kill can cut a record right after a nested object's `}`: the reader still takes it for a torn tail (no
+    newline after it), so a run resumes; a bad line followed by a newline is an error as before."""
+    from recharness.core.errors import InputError
+    from recharness.execution.executor import answered
+
+    p = tmp_path / "p.jsonl"
+    p.write_bytes(b'{"id":"a","model":{"backend":"fake"}}\n{"id":"b","task":"t","model":{"backend":"fake"}')
+    assert [r["id"] for r in read_jsonl(p, tolerate_torn_tail=True)] == ["a"]
+    assert list(answered(p)) == ["a"]
+    p.write_bytes(b'{"id":"a"}\n{"id":"b","model":{"backend":"fake"}\n{"id":"c"}\n')
+    with pytest.raises(InputError, match="line 2"):
+        list(read_jsonl(p, tolerate_torn_tail=True))
+    p.write_bytes(b'{"id":"a"}\n{"task":"t"}\n')  # a record without an id: named, not a KeyError
+    with pytest.raises(InputError, match=r"line 2.*without a sample id|without a sample id.*line 2"):
+        answered(p)
+
+
 def test_bad_line_names_file_and_line(tmp_path):
     p = tmp_path / "s.jsonl"
     p.write_text('{"id": 1}\n\n[1, 2]\n')

@@ -246,3 +246,44 @@ def test_a_killed_search_resumes_with_its_finished_trials(tmp_path, monkeypatch)
     fits.clear()
     tuning.tune(Markov, _train(), trials=4, seed=0, log=log, stamp={"build": "b2"})
     assert len(fits) == 4
+
+
+def test_a_search_under_another_space_starts_afresh(tmp_path, monkeypatch):
+    """Trials logged under one search space are not replayed into another (a widened range): the stamp holds the
+    space and the defaults, and the progress line names the log it set aside."""
+    log = tmp_path / "tuning_trials.jsonl"
+    tune(Markov, _train(), trials=2, seed=0, log=log, stamp={"build": "b1"})
+    assert len(log.read_text().splitlines()) == 2
+    monkeypatch.setattr(Markov, "space", {**Markov.space, "order": ("int", 1, 40)})
+    said: list[str] = []
+    fits = []
+    real_create = Markov.create
+    monkeypatch.setattr(Markov, "create", staticmethod(lambda **kw: fits.append(kw) or real_create(**kw)))
+    tune(Markov, _train(), trials=2, seed=0, log=log, stamp={"build": "b1"}, progress=said.append)
+    assert len(fits) == 2  # both trials run again
+    assert any(str(log) in x and "another search" in x for x in said)
+
+
+def test_log_spaces_are_floats_and_logint_whole_numbers():
+    """"log" searches a float on a log scale, "logint" a whole number, as the recorded space says."""
+    import optuna
+
+    from recharness.baselines.ease import EASE
+    from recharness.baselines.tuning import _distribution
+
+    assert EASE.space["l2"][0] == "logint"
+    assert _distribution(("log", 1, 10_000)) == optuna.distributions.FloatDistribution(1.0, 10_000.0, log=True)
+    assert _distribution(("logint", 1, 10_000)) == optuna.distributions.IntDistribution(1, 10_000, log=True)
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
+    values = []
+    for _ in range(5):
+        t = study.ask()
+        values.append(tuning_suggest(t))
+        study.tell(t, 0.0)
+    assert all(isinstance(v, float) for v in values) and any(not float(v).is_integer() for v in values)
+
+
+def tuning_suggest(trial):
+    from recharness.baselines.tuning import _suggest
+
+    return _suggest(trial, "x", ("log", 1, 10_000))

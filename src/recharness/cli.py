@@ -266,7 +266,7 @@ def run(
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1, help="Longest answer in tokens for every sample (default: each task's own).")] = None,
     gen_seed: Annotated[int | None, typer.Option("--seed", "--gen-seed", min=0, help="Sampling seed sent with every request (default: each task's own, 0); `eval` calls it --gen-seed, which works here too.")] = None,
     system_prompt: Annotated[Path | None, typer.Option("--system-prompt", help="A text file whose content goes first in every prompt, as the system message.")] = None,
-    redo_invalid: Annotated[bool, typer.Option("--redo-invalid", help="Ask again the samples whose committed answers are invalid (the valid ones are kept).")] = False,
+    redo_invalid: Annotated[bool, typer.Option("--redo-invalid", help="Ask again, past the response cache, the samples of this run (its --task / --limit) whose committed answers are invalid (every other answer is kept).")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the answers already in this --name's predictions file (another model's answers are never mixed in: without it, resuming with another model is refused).")] = False,
     executor: Annotated[str, typer.Option("--executor", help="local (this process) or ray: samples sharded over Ray actors, one backend each; the driver alone writes predictions and cache.")] = "local",
     address: Annotated[str | None, typer.Option("--address", help="With --executor ray: the cluster to join (auto, ray://HOST:PORT, HOST:PORT); default: start Ray on this machine.")] = None,
@@ -573,8 +573,12 @@ def _compare_tables(results: list[dict]) -> list[tuple[Table, str]]:
     from recharness.metrics.registry import header
     from recharness.report.tables import fmt
 
-    def p_text(p) -> str:
-        return "–" if p is None or p != p else ("< 0.001" if p < 0.001 else f"{p:.3f}")
+    def p_text(p, resamples: int | None = None) -> str:
+        if p is None or p != p:
+            return "–"
+        if p == 0 and resamples:  # a two-sided bootstrap p of 0: below 2 / resamples, its smallest above 0
+            return f"< {2 / resamples:.2g}"
+        return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
     groups: dict[tuple, list[dict]] = {}
     for r in results:
@@ -592,7 +596,7 @@ def _compare_tables(results: list[dict]) -> list[tuple[Table, str]]:
             ci = f"[{fmt(r['lo'])}, {fmt(r['hi'])}]" if r.get("lo") == r.get("lo") and "lo" in r else ""
             perm = p_text(r.get("p_perm")) + (" (exact)" if r.get("exact") else "")
             tab.add_row(escape(header(r["metric"])), fmt(r["value_a"]), fmt(r["value_b"]),
-                        f"{fmt(r['diff'])} {ci}".strip(), p_text(r.get("p_boot")), perm)
+                        f"{fmt(r['diff'])} {ci}".strip(), p_text(r.get("p_boot"), r.get("resamples")), perm)
         notes = [f"paired over the {first['n']} of {first['n_task']} samples both answered"]
         if first["only_a"] or first["only_b"]:
             notes.append(f"answered by only one: {first['only_a']} by {a}, {first['only_b']} by {b} (left out)")

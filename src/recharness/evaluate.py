@@ -197,7 +197,8 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
             if own and (generation or system_prompt is not None):  # such a task sets its own calls' decoding
                 run_gen, run_sys = None, None
                 say(f"{r.label}: {', '.join(own)} drive{'s' if len(own) == 1 else ''} the model with several calls "
-                    "of their own decoding settings: the generation settings given do not apply there")
+                    "of their own decoding settings, so the generation settings and system prompt given are not "
+                    f"used anywhere in {r.label} (its answers are one method, asked one way)")
             path, stats = pipeline.run(r.path, backend, name, use_cache=use_cache, generation=run_gen,
                                        system_prompt=run_sys)
             r.answered[name] = (stats.done, stats.skipped)

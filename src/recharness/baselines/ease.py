@@ -17,7 +17,8 @@ from recharness.baselines.history_scorer import HistoryScorer
 
 class EASE(HistoryScorer):
     name = "ease"
-    space = {"l2": ("log", 1.0, 10_000.0)}
+    #: a whole number on a log scale (1, 2, ... 10,000): fine enough where EASE's best l2 lies (hundreds)
+    space = {"l2": ("logint", 1, 10_000)}
 
     @classmethod
     def defaults(cls) -> dict:

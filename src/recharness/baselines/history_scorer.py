@@ -80,7 +80,7 @@ class HistoryScorer(Ranker):
     (`user=`), whose training history the model kept; an unknown user with no history gets the
     popularity order (every score 0, ties by popularity)."""
 
-    #: Optuna search space: {parameter: ("int"|"float"|"log", low, high)}; see `baselines.tuning`
+    #: Optuna search space: {parameter: ("int"|"float"|"log"|"logint", low, high)}; see `baselines.tuning`
     space: dict[str, tuple[str, float, float]] = {}
 
     def __init__(self, seed: int = 0, **params):

@@ -15,7 +15,7 @@ from recharness.baselines.history_scorer import HistoryScorer
 
 class ALS(HistoryScorer):
     name = "als"
-    space = {"factors": ("log", 8, 256), "regularization": ("log", 1e-3, 10.0), "alpha": ("log", 0.5, 50.0),
+    space = {"factors": ("logint", 8, 256), "regularization": ("log", 1e-3, 10.0), "alpha": ("log", 0.5, 50.0),
              "iterations": ("int", 5, 30)}
 
     @classmethod

@@ -1,7 +1,7 @@
 """`recharness train --tune N`: every tunable reference searched with the same budget, on validation only.
 
-A baseline class is tunable when it has a `space` ({parameter: ("int"|"float"|"log", low, high), or
-("choice", a, b, ...)}), `defaults()` and `create(seed, **params)`. Each gets N Optuna trials (TPE,
+A baseline class is tunable when it has a `space` ({parameter: ("int"|"float"|"log"|"logint", low, high), or
+("choice", a, b, ...)}: "log" a float on a log scale, "logint" a whole number on one, as recorded), `defaults()` and `create(seed, **params)`. Each gets N Optuna trials (TPE,
 seeded; trial 0 is its default configuration, so tuning never reports worse than the default on
 validation). What a trial is fitted on and scored by (`objective_for`) is carved from the training
 data — never a test sample:
@@ -106,9 +106,9 @@ def _suggest(trial, name: str, spec: tuple):
     low, high = args
     if kind == "int":
         return trial.suggest_int(name, int(low), int(high))
+    if kind == "logint":
+        return trial.suggest_int(name, int(low), int(high), log=True)
     if kind == "log":
-        if float(low).is_integer() and float(high).is_integer() and low >= 1:
-            return trial.suggest_int(name, int(low), int(high), log=True)
         return trial.suggest_float(name, float(low), float(high), log=True)
     return trial.suggest_float(name, float(low), float(high))
 
@@ -132,9 +132,9 @@ def _distribution(spec: tuple):
     low, high = args
     if kind == "int":
         return d.IntDistribution(int(low), int(high))
+    if kind == "logint":
+        return d.IntDistribution(int(low), int(high), log=True)
     if kind == "log":
-        if float(low).is_integer() and float(high).is_integer() and low >= 1:
-            return d.IntDistribution(int(low), int(high), log=True)
         return d.FloatDistribution(float(low), float(high), log=True)
     return d.FloatDistribution(float(low), float(high))
 
@@ -169,9 +169,15 @@ def tune(cls: type[Baseline], train, trials: int, seed: int = 0, progress=None, 
     objective_ = objective_for(cls, train, seed)
     cap = epoch_cap(cls, epochs)
     fixed = {"max_epochs": cap, "patience": cap} if cap is not None else {}
-    stamp = {"baseline": cls.name, "trials": trials, "seed": seed, "epochs": cap, **(stamp or {})}
+    # the space and the defaults too: trials of another space (a widened range) must not fill this one's budget
+    stamp = {"baseline": cls.name, "trials": trials, "seed": seed, "epochs": cap,
+             "space": {k: list(v) for k, v in cls.space.items()}, "default": cls.defaults(), **(stamp or {})}
+    stamp = json.loads(json.dumps(stamp, default=str))  # as the log holds it
     rows: list[dict] = _logged_trials(log, stamp)[:trials]
     if log is not None and not rows:
+        if log.exists() and log.stat().st_size and progress is not None:
+            progress(f"tuning {cls.name}: {log} holds trials of another search (its space, defaults, budget or "
+                     "build differ): starting afresh")
         log.unlink(missing_ok=True)
     metric = objective_.metric
 

@@ -45,7 +45,9 @@ def dumps_line(record: dict) -> bytes:
 
 
 def read_jsonl(path: Path, *, tolerate_torn_tail: bool = False) -> Iterator[dict]:
-    """Yield records; a bad line is an InputError naming file and line."""
+    """Yield records; a bad line is an InputError naming file and line. `tolerate_torn_tail`: a last line
+    that does not decode and has no newline after it (a killed writer's, cut anywhere, even right after an
+    inner `}`) ends the file instead; a bad line with its newline is never dropped."""
     path = Path(path)
     if not path.exists():
         raise InputError(path, "file not found")
@@ -58,7 +60,7 @@ def read_jsonl(path: Path, *, tolerate_torn_tail: bool = False) -> Iterator[dict
         try:
             rec = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            if tolerate_torn_tail and i >= last - 1 and not raw.endswith(b"}"):
+            if tolerate_torn_tail and i == last:  # no newline after it: the write was cut
                 return
             raise InputError(path, f"not valid JSON ({e})", line=i) from None
         if not isinstance(rec, dict):
@@ -248,6 +250,21 @@ def remove_log(path: Path) -> None:
         except BlockingIOError:
             raise FileLocked(Path(path)) from None
         Path(path).unlink()
+
+
+def rewrite_log(path: Path, records: Iterable[dict]) -> int:
+    """Replace a log file no writer holds (`GroupCommitLog`'s lock) with `records`, atomically: FileLocked if
+    a run is writing it, which would go on appending to the replaced file, its answers lost."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return write_jsonl_atomic(path, records)
+    with f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise FileLocked(Path(path)) from None
+        return write_jsonl_atomic(path, records)
 
 
 class GroupCommitLog:

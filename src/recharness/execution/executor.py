@@ -37,10 +37,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from recharness.core.errors import (
+    AnswerError,
     BuildMismatch,
     ConfigError,
     EndpointRefused,
     InputError,
+    RecharnessError,
+    SampleError,
     ServerUnreachable,
     TransientError,
     one_line,
@@ -95,9 +98,15 @@ class RunStats:
 class CachedModel:
     """A backend behind the response cache; the unit every task calls."""
 
-    def __init__(self, backend: ModelBackend, cache: ResponseCache | None):
+    def __init__(self, backend: ModelBackend, cache: ResponseCache | None, *, read: bool = True):
         self.backend = backend
         self.cache = cache
+        #: False: every call goes to the backend and its answer replaces the cached one (`run --redo-invalid`)
+        self.read = read
+
+    def asking_again(self) -> "CachedModel":
+        """This model past the cache: asks the backend, writes what it answers."""
+        return CachedModel(self.backend, self.cache, read=False)
 
     def identity(self) -> dict:
         return self.backend.identity()
@@ -115,7 +124,7 @@ class CachedModel:
         key = None
         if self.cache is not None:
             key = cache_key("generate", self.backend.identity(), params.model_dump(mode="json"), messages)
-            hit = self.cache.get(key)
+            hit = self.cache.get(key) if self.read else None
             if hit is not None:
                 c = Completion(**hit)
                 c.cached = True
@@ -133,7 +142,7 @@ class CachedModel:
         key = None
         if self.cache is not None:
             key = cache_key("options", self.backend.identity(), None, messages, {"options": options})
-            hit = self.cache.get(key)
+            hit = self.cache.get(key) if self.read else None
             if hit is not None:
                 return OptionScores(logprobs=hit["logprobs"], latency_s=hit["latency_s"], cached=True)
         s = await self.backend.ascore_options(messages, options)
@@ -206,6 +215,10 @@ def answered(path: Path, build: str | None = None, *, redo: str = "run the model
             raise BuildMismatch(
                 f"{path} holds answers to another build of this run directory (build {r.get('build') or 'unknown'}, "
                 f"samples now {build}): the samples were rebuilt. Move that file away, or {redo}")
+        rid = r.get("id")
+        if not isinstance(rid, (str, int)) or isinstance(rid, bool):
+            raise InputError(path, f"a record without a sample id ({'none' if rid is None else type(rid).__name__}): "
+                                   f"remove the line, or {redo}", line=k, field="id")
         if r["id"] in line_of:
             raise InputError(path, f"sample {r['id']!r} is answered twice (first on line {line_of[r['id']]}): remove "
                                    f"one, or {redo}", line=k, field="id")
@@ -217,6 +230,13 @@ def answered(path: Path, build: str | None = None, *, redo: str = "run the model
 def completed_ids(path: Path, build: str | None = None, identity: dict | None = None) -> set[str]:
     """Ids already answered in `path` (`answered`'s checks)."""
     return set(answered(path, build, identity=identity))
+
+
+def configuration_error(e: BaseException) -> bool:
+    """A failure of the setup, not of one sample: a ConfigError or any other of recharness's own errors but a
+    SampleError (a model that cannot load, a backend without the request kind the task needs, a GGUF with no
+    chat template). Committed per sample, each would stand as an invalid answer a resume never asks again."""
+    return isinstance(e, RecharnessError) and not isinstance(e, (SampleError, AnswerError))
 
 
 def failure_record(e: BaseException, params: GenerationParams | None = None) -> dict:
@@ -256,15 +276,17 @@ async def run_samples(
     on_progress: Callable[[int], None] | None = None,
     build: str | None = None,
     fsync: bool = True,
+    fresh: set[str] | None = None,
 ) -> RunStats:
     """Predict every sample not yet in `out_path`; commit each result as it completes (a batched backend's
     batch by batch: one failure of its call is an invalid record for each of the batch's samples, an id
     its answer leaves out is `unanswered`). A backend whose answers read no prompt (`reads_prompts =
-    False`: a trained reference) gets no `prompt_version` on its records."""
+    False`: a trained reference) gets no `prompt_version` on its records. The samples in `fresh` are asked
+    past the response cache (`CachedModel.asking_again`: `run --redo-invalid`)."""
     if getattr(model.backend, "executes_samples", False):  # e.g. the Ray executor: its driver loop, same contract
         return await model.backend.run_samples(samples, tasks, model, out_path, max_retries=max_retries,
                                                concurrency=concurrency, on_progress=on_progress, build=build,
-                                               fsync=fsync)
+                                               fsync=fsync, fresh=fresh)
     stats = RunStats(total=len(samples))
     cache = model.cache
     flush = cache.flush if cache is not None and cache.buffered else None
@@ -293,7 +315,8 @@ async def run_samples(
             if batched is not None:
                 return await batched(task, batch)
             s = batch[0]
-            return {s["id"]: (await predict_sample(model, task, s, max_retries)).to_record()}
+            asked = model.asking_again() if fresh and s["id"] in fresh else model
+            return {s["id"]: (await predict_sample(asked, task, s, max_retries)).to_record()}
 
         async def worker():
             for batch in pending:
@@ -316,6 +339,10 @@ async def run_samples(
                     stop.set()
                     return
                 except Exception as e:  # noqa: BLE001 - one bad sample must not stop the run
+                    if configuration_error(e):  # every sample would fail alike: no answer, stop the run
+                        refused.append(e)
+                        stop.set()
+                        return
                     got = {s["id"]: failure_record(e, params_or_none(task, s)) for s in left}
                     stats.errors.update(r["error_kind"] for r in got.values())
                 for s in left:

@@ -197,7 +197,13 @@ class Worker:
         is `[ray.put(tasks)]`, sent with every shard."""
         import asyncio
 
-        from recharness.execution.executor import CachedModel, failure_record, params_or_none, predict_sample
+        from recharness.execution.executor import (
+            CachedModel,
+            configuration_error,
+            failure_record,
+            params_or_none,
+            predict_sample,
+        )
 
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.slots)
@@ -218,6 +224,8 @@ class Worker:
                 except EndpointRefused as e:
                     return ("refused", sample["id"], str(e), cache.new)
                 except Exception as e:  # noqa: BLE001 - one bad sample must not stop the run
+                    if configuration_error(e):  # the setup, not this sample: stops the run, as a refusal does
+                        return ("refused", sample["id"], str(e), cache.new)
                     return ("failed", sample["id"], failure_record(e, params_or_none(task, sample)), cache.new)
 
         return list(await asyncio.gather(*(one(s, h) for s, h in shard)))
@@ -381,7 +389,7 @@ async def _replay(model, identity: dict, task, sample: dict, max_retries: int):
 
 async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, model, out_path: Path, *,
                           max_retries: int = 1, concurrency: int | None = None, on_progress=None,
-                          build: str | None = None, fsync: bool = True):
+                          build: str | None = None, fsync: bool = True, fresh: set[str] | None = None):
     """The driver loop: the same contract as `execution.executor.run_samples`, the work done by `ex`'s actors."""
     from recharness.core.io import GroupCommitLog
     from recharness.execution.executor import RunStats, commit_record, completed_ids, prompt_version
@@ -419,7 +427,7 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
         # 1. the cache first, in the driver: what it answers whole is committed now
         outgoing: list[tuple[dict, dict]] = []
         for s in todo:
-            if cache is None:
+            if cache is None or (fresh and s["id"] in fresh):  # asked again (`--redo-invalid`): no cache hits sent
                 outgoing.append((s, {}))
                 continue
             rec, hits = await _replay(model, identity, tasks[s["task"]], s, max_retries)

@@ -7,7 +7,8 @@ training data (interactions per item):
 - **ARP@k** (average recommended popularity, Abdollahpouri et al. 2019): per sample, the mean
   training popularity of its list; averaged over samples with a non-empty list.
 - **Gini@k** of exposure: how unequally the catalog's items appear in the lists, 0 = every item
-  equally often, 1 = one item takes all; over every catalog item (never-recommended ones at 0):
+  equally often, up to (m − 1)/m when one item takes all (the standard, uncorrected formula, as
+  RecBole's; 0.75 for m = 4); over every catalog item (never-recommended ones at 0):
   G = Σᵢ (2i − m − 1)·xᵢ / (m · Σ x) over exposures x sorted ascending, i = 1..m.
 - **novelty@k**: mean self-information −log₂ p(i) of the recommended items, p(i) = (nᵢ + 1)/(U + 1)
   with nᵢ the training users of item i and U the training users (add-one, so an item nobody had is

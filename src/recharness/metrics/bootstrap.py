@@ -268,6 +268,11 @@ class Units:
         """How many units carry the metric: below 2 a bootstrap interval has zero width by construction."""
         return self.n
 
+    def subset(self) -> bytes | None:
+        """Which units the metric is over when that is a part of them (a mean over each method's own valid
+        answers), else None: two methods whose subsets differ are not scored on the same samples."""
+        return None
+
     def replicates(self, counts: np.ndarray) -> np.ndarray:
         """The metric under each row of unit weights (rows, n) → (rows,)."""
         raise NotImplementedError
@@ -334,6 +339,10 @@ class RatioUnits(Units):
 
     def _carrying(self) -> np.ndarray:
         return self.den > 0
+
+    def subset(self) -> bytes | None:
+        carrying = self.den > 0
+        return None if carrying.all() else np.packbits(carrying).tobytes() + self.n.to_bytes(8, "little")
 
     def point(self) -> float:
         ns, ds = self._sums(np.ones((1, self.n)), self.num, self.den)

@@ -163,7 +163,7 @@ BEYOND = "beyond accuracy"
 # distinct items: the percentile interval of coverage lies below its own value, of Gini above it)
 metric("coverage@{k}", None, "distinct recommended items in the top k over the catalog size (beyond accuracy)",
        ci=False, group=BEYOND)
-metric("Gini@{k}", None, "Gini index of item exposure in the top-k lists, 0 equal to 1 concentrated (beyond accuracy)",
+metric("Gini@{k}", None, "Gini index of item exposure in the top-k lists, 0 equal, up to (m-1)/m for m items when one item takes all (beyond accuracy)",
        ci=False, group=BEYOND)
 metric("ARP@{k}", None, "average recommended popularity: mean training interactions of the top-k items (beyond accuracy)",
        group=BEYOND)

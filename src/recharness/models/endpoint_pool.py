@@ -39,6 +39,9 @@ T = TypeVar("T")
 
 #: seconds; the longest an endpoint stays out between two probes (unless Retry-After asks for more)
 MAX_DOWN_S = 30.0
+#: transport failures of a reply that came (an unreadable body, no choices, an error inside a 200): retried,
+#: without taking the endpoint out of rotation
+ANSWERED_BADLY = ("bad_response", "empty_choices", "error_choice")
 #: seconds a probe (`GET /models`) may take
 PROBE_TIMEOUT_S = 5.0
 
@@ -209,7 +212,6 @@ class EndpointPool(ModelBackend):
     # -- one request, with failover -------------------------------------------------------------
     async def _call(self, op: Callable[[OpenAICompatibleBackend], Awaitable[T]]) -> T:
         tried: list[str] = []
-        bad_bodies = 0
         for attempt in range(1, 1 << 30):
             ep = await self._acquire()
             ep.requests += 1
@@ -217,7 +219,10 @@ class EndpointPool(ModelBackend):
             try:
                 result = await op(ep.client)
             except TransientError as e:
-                self._failed(ep, e.kind, getattr(e, "retry_after_s", None))
+                if e.kind in ANSWERED_BADLY:  # it answered, unreadably: a glitch of that answer, not a server down
+                    ep.errors[e.kind] += 1
+                else:
+                    self._failed(ep, e.kind, getattr(e, "retry_after_s", None))
                 tried.append(f"{ep.url}: {e.kind}")
                 if attempt >= self.max_attempts:
                     raise TransientError(e.kind, f"{self.name}: gave up after {attempt} tries on the pool ("
@@ -226,11 +231,6 @@ class EndpointPool(ModelBackend):
                 continue
             except SampleError as e:
                 ep.errors[e.kind] += 1
-                # an unreadable body may be a glitch: once is retried (as one endpoint does), twice is the answer
-                if e.kind == "bad_response" and not bad_bodies and attempt < self.max_attempts:
-                    bad_bodies += 1
-                    self.retries["bad_response"] += 1
-                    continue
                 raise
             finally:
                 ep.inflight -= 1

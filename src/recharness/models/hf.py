@@ -11,7 +11,7 @@ import math
 import threading
 import time
 
-from recharness.core.errors import ConfigError
+from recharness.core.errors import ConfigError, one_line
 from recharness.core.types import (
     Completion,
     ConstrainedRequest,
@@ -73,8 +73,13 @@ class HFBackend(ModelBackend):
                 where, kw = str(path.parent), {**kw, "gguf_file": path.name, "dtype": torch.float32}
             elif path.is_dir() and not (path / "config.json").exists() and (ggufs := sorted(path.glob("*.gguf"))):
                 kw = {**kw, "gguf_file": ggufs[0].name, "dtype": torch.float32}
-            self._tok = AutoTokenizer.from_pretrained(where, **kw)
-            self._model = AutoModelForCausalLM.from_pretrained(where, **kw)
+            try:
+                self._tok = AutoTokenizer.from_pretrained(where, **kw)
+                self._model = AutoModelForCausalLM.from_pretrained(where, **kw)
+            except (OSError, ValueError) as e:  # not downloaded, a typo, not a causal LM: the model, not a sample
+                self._tok = self._model = None
+                raise ConfigError(f"hf:{self.model}: cannot load it from local files ({one_line(e)}): give a local "
+                                  "folder or GGUF file, or a Hugging Face name already in the local cache") from None
             self._model.eval()
         return self._tok, self._model
 

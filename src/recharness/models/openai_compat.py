@@ -159,11 +159,20 @@ class OpenAICompatibleBackend(ModelBackend):
                 key = "sk-local"  # local servers accept any key
             else:
                 raise ConfigError(f"set the API key in the environment variable {api_key_env} for {self.public_url}")
+        if any(not 32 < ord(c) < 127 for c in key):  # never shown: it is the key
+            raise ConfigError(f"the API key for {self.public_url} (from {api_key_env} or the URL) holds a space, a "
+                              "control or a non-ASCII character (a stray quote or newline?): HTTP headers carry "
+                              "printable ASCII only")
         self._headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
-        self._url = self.base_url.rstrip("/") + "/chat/completions"
+        self._url = self._endpoint("chat/completions")
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout_s), trust_env=not self.local,  # proxies from the environment, not for loopback
             limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency))
+
+    def _endpoint(self, tail: str) -> str:
+        """`tail` under the base URL's path, its query kept (`...?api-version=...` as Azure's URLs have)."""
+        parts = urlsplit(self.base_url)
+        return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + "/" + tail, parts.query, ""))
 
     def identity(self) -> dict:
         ident = {"backend": self.backend, "model": self.model, "base_url": self.public_url}
@@ -188,7 +197,7 @@ class OpenAICompatibleBackend(ModelBackend):
         """Is the server up? None when `/models` answers below 500, else the failure's kind (a pool
         takes an endpoint back in when its probe passes)."""
         try:
-            r = await self._client.get(self.base_url.rstrip("/") + "/models", headers=self._headers, timeout=timeout_s)
+            r = await self._client.get(self._endpoint("models"), headers=self._headers, timeout=timeout_s)
         except Exception as e:  # noqa: BLE001 - any failure keeps the endpoint out
             return self._classify(e) or type(e).__name__
         return f"http_{r.status_code}" if r.status_code >= 500 else None
@@ -268,8 +277,15 @@ class OpenAICompatibleBackend(ModelBackend):
         data = await self._post(body)
         latency = time.perf_counter() - t0
         choice = data["choices"][0] if isinstance(data["choices"], list) else {}
+        if isinstance(choice, dict) and (choice.get("finish_reason") == "error" or choice.get("error")):
+            # an error reported inside a 200 (OpenRouter-style): no answer, the sample stays undone
+            raise TransientError("error_choice", f"{self._where()}: the reply's choice is an error "
+                                 f"({one_line(str(choice.get('error') or 'finish_reason: error'))})")
         message = choice.get("message") if isinstance(choice, dict) else None
         text = message.get("content") if isinstance(message, dict) else None
+        if isinstance(text, list):  # content as parts ([{"type": "text", "text": ...}]): their text, in order
+            text = "".join(x.get("text") or "" for x in text if isinstance(x, dict) and x.get("type") in ("text", None)
+                           and isinstance(x.get("text") or "", str))
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         return Completion(
             text=text if isinstance(text, str) else "",

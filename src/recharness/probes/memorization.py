@@ -9,8 +9,14 @@ answer matches the dataset exactly under the rule written here:
   dataset's after trimming spaces (case and punctuation count); *full*: the title and the set of
   genres (`|`-separated) both equal.
 - **user**: given `UserID::`, `UserID::Gender::Age::Occupation::Zip-code`: all four fields equal.
-- **interaction**: given a user's first `k` ratings lines (in time order: the file's own order is
-  not kept by `prepare`), the next line `UserID::MovieID::Rating::Timestamp`: MovieID and Rating equal.
+- **interaction**: given a user's first `k` lines of ratings.dat (the file's own order, which is not time
+  order within a user: read again from the file `prepare` read), the next line
+  `UserID::MovieID::Rating::Timestamp`: MovieID and Rating equal.
+
+How an answer is read: its lines are trimmed, runs of spaces made one and backticks stripped; the line
+judged is the first that starts with the asked prefix (`ID::`) and is not one of the shown lines repeated
+(a model that echoes its context before continuing is judged on its continuation), else its first
+non-empty line with the prefix put in front when the model left it out.
 
 Few-shot context is the file's neighbouring lines (the `SHOTS` lines before the probed id), as the
 paper prompts. Coverage gets an exact 95% (Clopper-Pearson) interval over the probed ids, each an
@@ -35,6 +41,8 @@ import numpy as np
 from recharness.core.errors import ConfigError
 from recharness.core.types import GenerationParams, Parsed
 
+#: the exact-match rules and how an answer is read, as each result file records them
+RULES = "\n\n".join(__doc__.split("\n\n")[1:4]).strip()
 KINDS = ("item", "user", "interaction")
 PARAMS = GenerationParams(max_tokens=64, temperature=0.0)
 SHOTS = 3
@@ -79,12 +87,14 @@ def _clean(s: str) -> str:
     return re.sub(r"\s+", " ", s.strip().strip("`").strip())
 
 
-def answer_line(text: str, prefix: str) -> str | None:
-    """The answer's line for `prefix`: the first line that starts with it, else the first non-empty line
-    (with the prefix added when the model left it out); None for an empty answer."""
+def answer_line(text: str, prefix: str, shown: list[str] = ()) -> str | None:
+    """The answer's line for `prefix`: the first line that starts with it and is not one of the `shown` lines
+    repeated, else the first non-empty line (with the prefix added when the model left it out); None for an
+    empty answer."""
     lines = [_clean(x) for x in (text or "").splitlines() if _clean(x)]
+    echoed = {_clean(x) for x in shown}
     for x in lines:
-        if x.startswith(prefix):
+        if x.startswith(prefix) and x not in echoed:
             return x
     return (lines[0] if lines[0].startswith(prefix) else prefix + lines[0]) if lines else None
 
@@ -92,7 +102,7 @@ def answer_line(text: str, prefix: str) -> str | None:
 def check(probe: Probe, text: str) -> dict:
     """{"title": bool, "full": bool} for items, {"full": bool} otherwise: the exact-match rules above."""
     prefix = probe.truth["prefix"]
-    line = answer_line(text, prefix)
+    line = answer_line(text, prefix, probe.truth.get("shown", ()))
     if line is None:
         return {"full": False, **({"title": False} if probe.kind == "item" else {})}
     fields = line[len(prefix):].split("::")
@@ -137,7 +147,7 @@ def build_probes(dataset, kinds=KINDS, limit: int | None = 200, seed: int = 0) -
             shots = lines[max(0, k - SHOTS):k] or lines[k + 1:k + 1 + SHOTS]
             messages = _ask(file, fmt, shots, prefix)
             out.append(Probe(question_id(kind, str(r[key]), messages), kind, str(r[key]), messages,
-                             {"prefix": prefix, **truth(r), "copies": copy_lines(prefix, shots)}))
+                             {"prefix": prefix, **truth(r), "shown": shots, "copies": copy_lines(prefix, shots)}))
 
     if "item" in kinds:
         file_probes("item", "movies.dat", "MovieID::Title::Genres", dataset.items.to_dicts(), "item_id", item_line,
@@ -154,11 +164,10 @@ def build_probes(dataset, kinds=KINDS, limit: int | None = 200, seed: int = 0) -
         inter = dataset.interactions
         if "rating" not in inter.columns or inter["rating"].null_count() == inter.height:
             raise ConfigError(f"{dataset.name} has no ratings: drop `interaction` from --kinds")
-        df = inter.with_row_index("_pos").sort(["user_id", "timestamp", "_pos"]) if "timestamp" in inter.columns \
-            else inter
-        per: dict[str, list[tuple]] = {}
-        for u, i, r, ts in df.select("user_id", "item_id", "rating",
-                                     "timestamp" if "timestamp" in df.columns else "rating").iter_rows():
+        from recharness.data.movielens import ml1m_rating_lines
+
+        per: dict[str, list[tuple]] = {}  # each user's lines of ratings.dat, in the file's order
+        for u, i, r, ts in ml1m_rating_lines(dataset).select("user_id", "item_id", "rating", "timestamp").iter_rows():
             per.setdefault(u, []).append((i, r, ts))
         eligible = [u for u, rows in per.items() if len(rows) > HISTORY_LINES]
         fmt = "UserID::MovieID::Rating::Timestamp"
@@ -170,7 +179,7 @@ def build_probes(dataset, kinds=KINDS, limit: int | None = 200, seed: int = 0) -
             prefix = f"{u}::"
             messages = _ask("ratings.dat", fmt, shown, prefix)
             out.append(Probe(question_id("interaction", str(u), messages), "interaction", str(u), messages,
-                             {"prefix": prefix, "item_id": str(i), "rating": float(r),
+                             {"prefix": prefix, "item_id": str(i), "rating": float(r), "shown": shown,
                               "copies": copy_lines(prefix, shown)}))
     return out
 
@@ -222,7 +231,7 @@ def summarise(probes: list[Probe], answers: dict[str, dict], dataset) -> dict:
         rec = answers.get(p.qid)
         if rec is not None and rec.get("valid", True):
             checked[p.qid] = check(p, (rec.get("parsed") or rec.get("text") or ""))
-    res: dict = {"rules": __doc__.split("\n\n")[1].strip(), "unanswered": len(probes) - len(checked), "kinds": {}}
+    res: dict = {"rules": RULES, "unanswered": len(probes) - len(checked), "kinds": {}}
     deciles = popularity_deciles(dataset)
     for kind in KINDS:
         ps = [p for p in probes if p.kind == kind and p.qid in checked]

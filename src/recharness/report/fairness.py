@@ -399,7 +399,7 @@ def memorization_parts(out: Path, rows: list[ScoreRow], dataset: str | None, hea
                  "often: compare with the head / tail accuracy of the references above. "
                  + ("\"Other\" targets are those the probe asked about and the model did not reproduce; samples "
                     "whose target the probe never asked about are left out of both ("
-                    + "; ".join(f"{display_name(x['row'])} on {e(x['task'])}: {x['unprobed']}" for x in split
+                    + "; ".join(f"{e(display_name(x['row']))} on {e(x['task'])}: {x['unprobed']}" for x in split
                                 if x.get("unprobed") is not None) + "). "
                     if any(x.get("unprobed") is not None for x in split) else
                     "\"Other\" targets include items the probe never asked about (a result written before the "

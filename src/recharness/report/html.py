@@ -345,8 +345,15 @@ def _no_interval_note(rows: list[ScoreRow]) -> str:
     whys = sorted({w for r in rows for w in ((r.extra or {}).get("no_interval") or {}).values()})
     if not whys:
         return ""
-    return ("No interval where a metric rests on fewer than 5 independent units (a bootstrap of so few claims "
-            f"more than they show): {'; '.join(whys)}.")
+    few = [w for w in whys if w.startswith("n too small")]
+    other = [w for w in whys if w not in few]
+    parts = []
+    if few:
+        parts.append("No interval where a metric rests on fewer than 5 independent units (a bootstrap of so few "
+                     f"claims more than they show): {'; '.join(few)}.")
+    if other:
+        parts.append(f"No interval elsewhere: {'; '.join(other)}.")
+    return " ".join(parts)
 
 
 def identity_text(model: dict | None) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 from dataclasses import asdict
 from pathlib import Path
@@ -46,9 +47,12 @@ def columns(rows: list[ScoreRow]) -> list[str]:
 
 
 def fmt(v) -> str:
+    """A number as tables show it; "–" for none and for an undefined one (NaN: e.g. RMSE with no valid answer)."""
     if v is None:
         return "–"
     if isinstance(v, float):
+        if not math.isfinite(v):
+            return "–"
         if 0 < abs(v) < 0.001:  # a trained model's latency in seconds: keep its digits
             return f"{v:.2e}"
         return f"{v:.3f}" if abs(v) < 100 else f"{v:.1f}"
@@ -85,9 +89,10 @@ def cells(rows: list[ScoreRow], cols: list[str]) -> list[list[tuple[str, bool]]]
 
 
 def _p_text(p: float, resamples: int | None) -> str:
-    """A p-value as the test can state it: a bootstrap p of 0 means below 1 / resamples, not 0."""
+    """A p-value as the test can state it: a two-sided bootstrap p (2 x the smaller tail) of 0 means below
+    2 / resamples, the smallest p it gives above 0, not 0."""
     if p == 0 and resamples:
-        return f"p < {1 / resamples:.2g}"
+        return f"p < {2 / resamples:.2g}"
     return f"p = {p:.3g}"
 
 
@@ -128,6 +133,19 @@ def ci_note(rows: list[ScoreRow]) -> str | None:
         marked = next((r for r in rows if r.extra.get("strongest_reference")), None)
         if marked is not None:
             note += f" {STRONGEST} the strongest reference by {marked.extra['strongest_reference']}."
+    for r in rows:
+        nv = r.extra.get("no_verdicts")
+        if nv:
+            note += (f" No model row is tested against a reference: the best reference by {nv['metric']}, {r.method}, "
+                     f"has no interval ({nv['why']}), and a weaker one does not stand in for it.")
+    unlike = [r for r in rows if r.extra.get("no_verdict")]
+    if unlike:
+        note += (f" No verdict against {STRONGEST} for {', '.join(r.method for r in unlike)}: "
+                 f"{unlike[0].extra['no_verdict']}.")
+    unmarked = sorted({m for r in rows for m, c in r.ci.items() if c.get("not_compared")})
+    if unmarked:
+        note += (f" No bold in {', '.join(unmarked)}: the rows' values rest on different samples (each row's own "
+                 "subset, e.g. its valid answers), so no row is best of them.")
     for r in rows:
         left_out = r.extra.get("untrained_references")
         if left_out and r.extra.get("strongest_reference"):
@@ -291,7 +309,8 @@ def write_scores(rows: list[ScoreRow], out: Path, extra_md: str | None = None) -
     from recharness.runner.coverage import label
 
     paths = {fmt: RunDir(out).scores(fmt) for fmt in ("json", "md", "csv")}
-    texts = {paths["json"]: json.dumps([asdict(r) for r in rows], indent=2)}
+    # an undefined value (NaN, ±inf) is null: strict JSON readers (JavaScript's JSON.parse) reject a bare NaN
+    texts = {paths["json"]: json.dumps(finite_or_null([asdict(r) for r in rows]), indent=2, allow_nan=False)}
     md = to_markdown(rows)
     if extra_md:
         md += "\n## In the paper's layout\n\n" + extra_md + "\n"
@@ -305,14 +324,25 @@ def write_scores(rows: list[ScoreRow], out: Path, extra_md: str | None = None) -
     for r in rows:
         vals = []
         for c in allcols:
-            vals.append(r.metrics.get(c, ""))
+            vals.append(finite_or_null(r.metrics.get(c)))
             if c in with_ci:
                 ci = r.ci.get(c) or {}
-                vals += [ci.get("lo", ""), ci.get("hi", "")]
-        w.writerow([r.task, r.method, r.kind, r.n, label(r.coverage), *vals])
+                vals += [finite_or_null(ci.get("lo")), finite_or_null(ci.get("hi"))]
+        w.writerow([r.task, r.method, r.kind, r.n, label(r.coverage), *("" if v is None else v for v in vals)])
     texts[paths["csv"]] = buf.getvalue()
     write_set(texts)
     return paths
+
+
+def finite_or_null(obj):
+    """`obj` with every non-finite float (NaN: a metric undefined on its samples) replaced by None."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite_or_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_null(v) for v in obj]
+    return obj
 
 
 def load_scores(out: Path) -> list[ScoreRow]:

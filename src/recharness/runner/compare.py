@@ -9,7 +9,13 @@ import numpy as np
 from recharness.core.errors import ConfigError
 from recharness.core.rundir import RunDir
 from recharness.metrics.bootstrap import DEFAULT_RESAMPLES
-from recharness.runner.intervals import GENERIC_BUDGET_S, FailedUnits, checked_units, resampled_score
+from recharness.runner.intervals import (
+    DIFFERENT_SUBSETS,
+    GENERIC_BUDGET_S,
+    FailedUnits,
+    checked_units,
+    resampled_score,
+)
 from recharness.runner.pipeline import methods_by_task
 
 
@@ -93,6 +99,8 @@ def compare(out: Path, models: list[str] | None = None, task: str | None = None,
                     row.update(p_perm=perm["p"], permutations=perm["permutations"], exact=perm["exact"],
                                units=ua[m].independent, how=ua[m].how, generic=False)
                     notes = []
+                    if ua[m].subset() != ub[m].subset():
+                        notes.append(f"{m}: {DIFFERENT_SUBSETS}, so the test compares unlike things")
                     if support < MIN_UNITS:
                         notes.append(f"{m}: n too small for an interval ({support} unit{'s' if support != 1 else ''})")
                     if few:
@@ -103,7 +111,8 @@ def compare(out: Path, models: list[str] | None = None, task: str | None = None,
                         pair_notes.extend(n for n in notes if n not in pair_notes)
                 elif isinstance(ua, FailedUnits) or isinstance(ub, FailedUnits):
                     row["note"] = f"no interval: {(ua if isinstance(ua, FailedUnits) else ub).error}"
-                elif not ua and not ub:  # the task has no units: re-score resampled / swapped samples
+                elif not (ua or ub or getattr(ua, "offered", False) or getattr(ub, "offered", False)):
+                    # the task has no units: re-score resampled / swapped samples
                     slow.append(row)
                 else:
                     row["note"] = "no units for one of the two methods: no interval"

@@ -43,6 +43,14 @@ class FailedUnits(dict):
         self.error = error
 
 
+class CheckedUnits(dict):
+    """`checked_units`' answer: {metric: Units}, and whether the task offered units at all (`offered`): a task
+    with units whose metrics all fell out here (none a number on these samples) is never resampled sample by
+    sample instead, which would ignore its clusters."""
+
+    offered: bool = False
+
+
 def checked_units(task, samples: list[dict], recs: dict[str, dict], metrics: dict[str, float]) -> dict:
     """The task's units for the metrics that get an interval: one computation of each. The reported
     value becomes the units' own point value (`metrics` is updated), so the table, the interval and
@@ -57,7 +65,7 @@ def checked_units(task, samples: list[dict], recs: dict[str, dict], metrics: dic
     from recharness.metrics.bootstrap import is_number
     from recharness.metrics.registry import wants_ci
 
-    out = {}
+    out = CheckedUnits()
     try:
         units = task.units(samples, recs) or {}
     except Exception as ex:  # a task's units must not sink the whole score: its rows only lose these intervals
@@ -66,6 +74,7 @@ def checked_units(task, samples: list[dict], recs: dict[str, dict], metrics: dic
         logging.getLogger(__name__).warning("%s: units failed (%s: %s): no intervals from units", task.name,
                                             type(ex).__name__, ex)
         return FailedUnits(f"the task's units failed ({type(ex).__name__})")
+    out.offered = bool(units)
     for m, u in units.items():
         v = metrics.get(m)
         if not (wants_ci(m) and is_number(v)):
@@ -123,7 +132,7 @@ def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[Score
                 keys[(i, m)] = u.key()
                 unit_of[(i, m)] = u
                 info[(i, m)] = {"how": u.how, "generic": False}
-        else:
+        elif not getattr(row_units, "offered", False):
             wanted = [m for m, v in row.metrics.items() if wants_ci(m) and is_number(v)]
             if wanted:
                 generic.append((i, wanted))
@@ -171,12 +180,20 @@ def versus_strongest_reference(task, rows: list[ScoreRow], reps: dict, keys: dic
     info = metric_info(m) if m else None
     if info is None or info.higher_is_better is None:
         return
+    from recharness.metrics.bootstrap import is_number
+
     sign = 1.0 if info.higher_is_better else -1.0
     idx = {id(r): i for i, r in enumerate(rows)}
-    refs = [r for r in rows if r.kind == "reference" and m in r.ci]
+    # the strongest of every reference with a value, interval or not: a stronger one without an interval must
+    # not leave the verdicts to a weaker one
+    refs = [r for r in rows if r.kind == "reference" and is_number(r.metrics.get(m))]
     if not refs:
         return
     strongest = max(refs, key=lambda r: sign * r.metrics[m])
+    if m not in strongest.ci:  # not marked (no row is tested against it), nor is a weaker one in its place
+        why = (strongest.extra.get("no_interval") or {}).get(m) or "no interval"
+        strongest.extra["no_verdicts"] = {"metric": m, "why": why}
+        return
     strongest.extra["strongest_reference"] = m
     untrained = untrained_references(task, rows)
     if untrained:  # the verdicts below are against a simple reference only: the table says which were left out
@@ -186,6 +203,9 @@ def versus_strongest_reference(task, rows: list[ScoreRow], reps: dict, keys: dic
         if r.kind != "model" or m not in r.ci or keys.get((idx[id(r)], m)) != keys.get((j, m)):
             continue
         i = idx[id(r)]
+        if _subset(units.get((i, m))) != _subset(units.get((j, m))):
+            r.extra["no_verdict"] = f"{m}: {DIFFERENT_SUBSETS}"
+            continue
         diff = r.metrics[m] - strongest.metrics[m]
         ua, ub = units.get((i, m)), units.get((j, m))
         if ua is not None and ub is not None and ua.independent <= EXACT_MAX_UNITS:
@@ -243,6 +263,15 @@ def _breakdown_intervals(task, samples: list[dict], scored: list[tuple[ScoreRow,
             row.extra["breakdown_no_interval"] = why
 
 
+#: why a column has no best mark although several rows have an interval
+DIFFERENT_SUBSETS = "the rows' values rest on different samples (each row's own subset, e.g. its valid answers)"
+
+
+def _subset(u) -> bytes | None:
+    """The units a metric is over when that is a part of them (`Units.subset`); None for all, or unknown."""
+    return u.subset() if u is not None else None
+
+
 def _mark_best(rows: list[ScoreRow], reps: dict[tuple[int, str], np.ndarray], keys: dict[tuple[int, str], tuple],
                units: dict[tuple[int, str], object] | None = None) -> None:
     """Per metric with a better side and two rows or more with an interval: p_vs_best and `top` on each
@@ -265,6 +294,11 @@ def _mark_best(rows: list[ScoreRow], reps: dict[tuple[int, str], np.ndarray], ke
             for i in have:
                 rows[i].ci[m].pop("top", None)
                 rows[i].ci[m]["p_vs_best"] = None
+            continue
+        if len({_subset(units.get((i, m))) for i in have}) > 1:
+            for i in have:  # e.g. RMSE over each row's own valid answers: a best of those compares unlike things
+                rows[i].ci[m].pop("top", None)
+                rows[i].ci[m].update(p_vs_best=None, not_compared=DIFFERENT_SUBSETS)
             continue
         sign = 1.0 if info.higher_is_better else -1.0
         best = max(have, key=lambda i: sign * rows[i].metrics[m])

@@ -13,7 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from recharness.core.errors import ConfigError, InputError
-from recharness.core.io import atomic_write_text, read_jsonl, write_jsonl_atomic
+from recharness.core.io import atomic_write_text, read_jsonl, remove_log, rewrite_log, write_jsonl_atomic
 from recharness.core.rundir import RunDir, check_name, file_sha256, fingerprint, samples_record
 from recharness.core.types import BuildConfig, GenerationParams, ScoreRow, sample_capped
 from recharness.data.store import load_dataset
@@ -201,7 +201,7 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
         tasks[t] = task
     pred_path = RunDir(out).predictions(model_slug)
     if overwrite and pred_path.exists():
-        pred_path.unlink()
+        remove_log(pred_path)  # FileLocked while a run writes it: its answers would go to a file no one reads
     check_same_model(pred_path, backend.identity())
     settings = {"generation": generation,
                 "system_prompt_sha256": hashlib.sha256(system_prompt.encode()).hexdigest()[:16] if system_prompt else None}
@@ -209,14 +209,19 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
     prompts = {t: prompt_version(tasks[t]) for t in dict.fromkeys(s["task"] for s in samples)}
     check_same_prompts(RunDir(out), model_slug, prompts)
     had = answered(pred_path, info["fingerprint"])  # another build's answers, an id twice: refused before any change
+    redo: set[str] = set()
     if redo_invalid and pred_path.exists():
-        write_jsonl_atomic(pred_path, [r for r in had.values() if r.get("valid", True)])
+        # the invalid answers of the samples this run asks (a --limit or --task run keeps the others' answers),
+        # asked again past the response cache, which would hand back the same invalid answer
+        asking = {s["id"] for s in samples}
+        redo = {i for i, r in had.items() if not r.get("valid", True) and i in asking}
+        rewrite_log(pred_path, [r for i, r in had.items() if i not in redo])
     record_run(RunDir(out), model_slug, limit=limit, tasks=asked, settings=settings, prompt_versions=prompts)
     if on_total:
         on_total(len(samples))
     stats = with_model(backend, lambda model: run_samples(
         samples, tasks, model, pred_path, max_retries=max_retries, concurrency=concurrency, on_progress=on_progress,
-        build=info["fingerprint"]), use_cache=use_cache, buffered=True)
+        build=info["fingerprint"], fresh=redo), use_cache=use_cache, buffered=True)
     return pred_path, stats
 
 

@@ -78,7 +78,9 @@ def borda_method(samples: list[dict], recs: dict[str, dict], *, ranking: Callabl
                  candidates: Callable[[list[dict]], list], answer: Callable[[dict, list], dict],
                  error: str) -> dict[str, dict[str, dict]]:
     """The row `--orders K` adds to a method (`Task.derived_methods`): the K rankings of one user / group, all K
-    answered, aggregated by `borda` into one answer each of its samples carries. `ranking(sample, rec)`: the
+    answered, aggregated by `borda` into one answer each of its samples carries. An order whose answer is invalid
+    adds nothing (as in LLMRank's bootstrapping, where it scores every candidate alike), so the aggregate rests on
+    the valid ones; each answer says how many (`how`: "borda over 2 of 3 orders"). `ranking(sample, rec)`: the
     answer's ranking in the group's terms (None: no valid answer); `candidates(samples)`: what they rank, ties
     in its order; `answer(sample, aggregate)`: the parsed answer in that sample's terms. No valid ranking: an
     invalid answer saying `error`."""
@@ -94,7 +96,7 @@ def borda_method(samples: list[dict], recs: dict[str, dict], *, ranking: Callabl
             continue
         ranked = [r for r in (ranking(s, recs[s["id"]]) for s in ss) if r is not None]
         aggregate = borda(ranked, candidates(ss))
-        how = f"borda over {len(ranked)} orders"
+        how = f"borda over {len(ranked)} of {len(ss)} orders"  # an invalid answer's order adds nothing
         for s in ss:
             out[s["id"]] = ({"id": s["id"], "parsed": {**answer(s, aggregate), "how": how}, "valid": True} if ranked
                             else {"id": s["id"], "parsed": None, "valid": False, "error": error})

@@ -1,8 +1,8 @@
 """LLMRec direct recommendation: rank a candidate list that hides the true next item.
 
 Candidates are the held-out item plus seeded negatives the user never had,
-or, where the dataset ships retriever candidate lists (LLMRank), that list
-with the held-out item put in at a seeded position. The answer is parsed as
+or, where the dataset ships retriever candidate lists (LLMRank), that list;
+shown in a seeded random order with the held-out item at a seeded position. The answer is parsed as
 an ordered list of candidate numbers (or titles); answers that name no
 candidate are invalid, answers that leave some out are partial. Both are
 counted and kept: a candidate missing from the answer can't be a hit.
@@ -33,9 +33,9 @@ go with Fargo (1996), then Alien (1979)."): a whole title is no accident.
 
 from __future__ import annotations
 
-from typing import TypedDict
-
 import re
+import zlib
+from typing import TypedDict
 
 import numpy as np
 
@@ -113,14 +113,22 @@ def retriever_baseline(negatives: str) -> str | None:
 
 def retrieved_candidates(model, sp, seen: set[str], n_cand: int, rng, negatives: str) -> list[str]:
     """LLMRank's retriever candidates from a trained reference (`model`, fitted on the training part):
-    its top n_cand - 1 items the user never had, best first, the target put in at a seeded position."""
+    its top n_cand - 1 items the user never had, shown as `shown_order` puts them (seeded order and target place)."""
     negs = model.top_k(n_cand - 1, exclude=seen, user=sp.user_id, history=sp.history)
     if len(negs) < n_cand - 1:
         raise ConfigError(f"--option negatives={negatives}: {model.name} ranks only {len(negs)} items user "
                           f"{sp.user_id} never had, fewer than the {n_cand - 1} negatives asked for; ask for "
                           "fewer candidates (n_candidates)")
-    pos = int(rng.integers(0, n_cand))
-    return negs[:pos] + [sp.target] + negs[pos:]
+    return shown_order(negs, sp.target, rng)
+
+
+def shown_order(negs: list[str], target: str, rng) -> list[str]:
+    """The candidates as the prompt shows them: the negatives in a seeded random order, the target at a seeded
+    random place. A retriever's own order (best first) is not shown: a prompt listing the hardest negatives
+    first would carry the retriever's ranking, and an order spread (`orders=K`) would mix sorted with shuffled."""
+    pos = int(rng.integers(0, len(negs) + 1))
+    negs = [negs[i] for i in rng.permutation(len(negs))]
+    return negs[:pos] + [target] + negs[pos:]
 
 
 def _items_of(interactions, users: list[str]) -> dict[str, set[str]]:
@@ -214,9 +222,7 @@ class DirectTask(Task):
             if retriever:
                 if sp.user_id not in retrieved:
                     continue
-                negs = [i for i in retrieved[sp.user_id] if i != sp.target][: n_cand - 1]
-                pos = int(rng.integers(0, len(negs) + 1))
-                cand = negs[:pos] + [sp.target] + negs[pos:]
+                cand = shown_order([i for i in retrieved[sp.user_id] if i != sp.target][: n_cand - 1], sp.target, rng)
             elif by_retriever:
                 cand = retrieved_candidates(model, sp, seen, n_cand, rng, negatives)
             elif by_popularity:
@@ -257,7 +263,10 @@ class DirectTask(Task):
             if orders == 1:
                 yield sample
                 continue
-            for k, order in enumerate(candidate_orders(cand, sp.target, orders, rng)):
+            # the later orders from the user's own stream: order 0 is what `orders=1` builds, and every other
+            # user's candidates stay as they are
+            own = np.random.default_rng([config.seed, zlib.crc32(sample["id"].encode())])
+            for k, order in enumerate(candidate_orders(cand, sp.target, orders, own)):
                 yield {**sample, "id": f"{sample['id']}@o{k}", "order": k, "order_of": sample["id"],
                        "target_position": order.index(sp.target) + 1, "candidates": order,
                        "candidate_titles": [titles.get(c, c) for c in order],

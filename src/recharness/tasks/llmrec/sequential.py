@@ -125,11 +125,13 @@ class SequentialTask(Task):
         m["missing"] = float(sum(p is None for p in preds))
         matched = [len(p["parsed"]["items"]) for p in preds if p and p.get("parsed")]
         named = [len(p["parsed"]["strings"]) for p in preds if p and p.get("parsed")]
-        m["matched_share"] = float(sum(matched) / sum(named)) if sum(named) else 0.0
+        if sum(named):  # no title named at all: the share is undefined (left out), not 0
+            m["matched_share"] = float(sum(matched) / sum(named))
         # answered in the right shape, but not one named title is a catalog item: counted apart from format
         # failures (invalid) and from answers that found their items
         got = [p for p in preds if p is not None]
-        m["unrecognised_rate"] = float(np.mean([_unrecognised(p) for p in got])) if got else 0.0
+        if got:
+            m["unrecognised_rate"] = float(np.mean([_unrecognised(p) for p in got]))
         ids = [s["id"] for s in samples]
         m.update({k: u.point() for k, u in beyond_accuracy(self._pop(samples), ids, ranked,
                                                            [s["target"] for s in samples]).items()})

@@ -331,7 +331,8 @@ class SeqrecTask(Task):
         parsed = [r["parsed"] for r in recs if r and isinstance(r.get("parsed"), dict) and "strings" in r["parsed"]]
         named = sum(len(p["strings"]) for p in parsed)
         if parsed:  # an LLM's answers: how much of what it named is in the catalog
-            out["matched_share"] = float(sum(len(p["items"]) for p in parsed) / named) if named else 0.0
+            if named:  # no title named at all: the share is undefined (left out), not 0
+                out["matched_share"] = float(sum(len(p["items"]) for p in parsed) / named)
             # answered in shape, but not one named title is a catalog item: apart from invalid answers
             out["unrecognised_rate"] = float(np.mean([unrecognised(r) for r in recs if r is not None]))
         out.update(decoder_stats([r["parsed"] for r in recs if r and isinstance(r.get("parsed"), dict)]))

@@ -28,12 +28,9 @@ TOP_K = 10
 
 def unanswered(p: dict) -> bool:
     """A sample the model never answered (HTTP error, prompt too long: the runner's failure
-    record) or whose answer the parser could not read: it recommended nothing, yet it did not
-    decline either."""
-    if p.get("valid", True):
-        return False
-    parsed = p.get("parsed")
-    return p.get("error_kind") is not None or not isinstance(parsed, dict) or bool(parsed.get("parse_error"))
+    record) or whose answer is invalid (the parser failed, or found neither a title nor a refusal
+    in it: garbled or cut-off text): it recommended nothing, yet it did not decline either."""
+    return not p.get("valid", True)
 
 
 def recommended(sid: str, ids: list[str], ctx) -> dict:

@@ -1,0 +1,182 @@
+"""The run path under failures a review found: a setup failure stops the run instead of committing one invalid
+answer per sample, `--redo-invalid` asks again past the response cache and only the run's own selection, a
+predictions file being written is never replaced, and the OpenAI-compatible backend's odd replies and URLs."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from recharness.core.errors import ConfigError, SampleError, TransientError
+from recharness.core.io import FileLocked, GroupCommitLog, read_jsonl, rewrite_log
+from recharness.core.types import Completion
+from recharness.execution.cache import ResponseCache
+from recharness.execution.executor import CachedModel, run_samples
+from recharness.models.base import ModelBackend
+from tests.toy_suite import GuessTask
+
+
+class Scripted(ModelBackend):
+    """Answers each sample from `script` (by the prompt's first line), counting the calls."""
+
+    backend = "scripted"
+    max_concurrency = 1
+
+    def __init__(self, script: dict[str, object]):
+        super().__init__("scripted")
+        self.script, self.calls = script, []
+
+    async def agenerate(self, messages, params) -> Completion:
+        key = messages[0]["content"].splitlines()[0]
+        self.calls.append(key)
+        answer = self.script[key]
+        if isinstance(answer, Exception):
+            raise answer
+        return Completion(text=str(answer), latency_s=0.0)
+
+
+def samples(n: int) -> list[dict]:
+    return [{"id": f"s{k}", "task": "guess", "target": "b", "candidates": ["a", "b", "c", "d"],
+             "messages": [{"role": "user", "content": f"sample {k}\n1. A\n2. B\n3. C\n4. D"}]} for k in range(n)]
+
+
+def run(backend, todo, path, cache=None, **kw):
+    return asyncio.run(run_samples(todo, {"guess": GuessTask()}, CachedModel(backend, cache), path, max_retries=0,
+                                   **kw))
+
+
+@pytest.mark.parametrize("error", [ConfigError("hf:typo: cannot load it"), ConfigError("no option scoring")])
+def test_a_setup_failure_stops_the_run_and_commits_nothing(tmp_path, error):
+    todo = samples(4)
+    backend = Scripted({f"sample {k}": error for k in range(4)})
+    with pytest.raises(ConfigError, match=str(error)):
+        run(backend, todo, tmp_path / "p.jsonl")
+    assert not (tmp_path / "p.jsonl").exists() or not (tmp_path / "p.jsonl").read_text()
+    # a sample's own failure is still that sample's invalid answer, and the run goes on
+    backend = Scripted({"sample 0": SampleError("http_400", "prompt too long"), **{f"sample {k}": "2" for k in (1, 2, 3)}})
+    stats = run(backend, todo, tmp_path / "q.jsonl")
+    recs = {r["id"]: r for r in read_jsonl(tmp_path / "q.jsonl")}
+    assert stats.done == 4 and not recs["s0"]["valid"] and recs["s0"]["error_kind"] == "http_400"
+
+
+def test_redo_invalid_asks_again_past_the_cache_and_keeps_other_answers(tmp_path, ml1m, monkeypatch):
+    """Through `pipeline.run` on a toy build: two answers were invalid; a `--limit 2` redo asks the first again
+    (not from the cache, which holds the same invalid answer) and keeps the other invalid answer, outside the
+    selection, as it was (it used to be dropped, leaving its sample unanswered)."""
+    import sys
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from recharness.cli import app
+    from recharness.runner import pipeline
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import toy_suite
+
+    monkeypatch.setenv("RECHARNESS_CACHE", str(tmp_path / "cache.sqlite"))
+    toy_suite.register()
+    try:
+        out = tmp_path / "run"
+        res = CliRunner().invoke(app, ["build", "toy", "-d", "ml-1m", "-o", str(out), "--limit", "4"])
+        assert res.exit_code == 0, res.output
+        built = list(read_jsonl(out / "samples.jsonl"))
+
+        def line(s):
+            return s["messages"][0]["content"].splitlines()[0]
+
+        first = Scripted({line(s): ("no idea" if k in (1, 3) else "1") for k, s in enumerate(built)})
+        pipeline.run(out, first, "m")
+        pred = out / "predictions" / "m.jsonl"
+        assert [r["valid"] for r in read_jsonl(pred)] == [True, False, True, False]
+        again = Scripted({line(s): "2" for s in built})
+        _, stats = pipeline.run(out, again, "m", limit=2, redo_invalid=True)
+        assert again.calls == [line(built[1])] and stats.done == 1
+        recs = {r["id"]: r for r in read_jsonl(pred)}
+        assert len(recs) == 4 and recs[built[1]["id"]]["valid"] and not recs[built[1]["id"]]["cached"]
+        assert not recs[built[3]["id"]]["valid"]  # outside --limit 2: kept, not dropped
+    finally:
+        toy_suite.unregister()
+
+
+def test_redo_invalid_at_the_executor(tmp_path):
+    todo = samples(4)
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    first = Scripted({"sample 0": "2", "sample 1": "no idea", "sample 2": "2", "sample 3": "no idea"})
+    run(first, todo, tmp_path / "p.jsonl", cache)
+    assert [r["valid"] for r in read_jsonl(tmp_path / "p.jsonl")] == [True, False, True, False]
+    kept = [r for r in read_jsonl(tmp_path / "p.jsonl") if r["id"] != "s1"]
+    rewrite_log(tmp_path / "p.jsonl", kept)
+    second = Scripted({"sample 1": "2"})
+    run(second, todo[:2], tmp_path / "p.jsonl", cache, fresh={"s1"})
+    assert second.calls == ["sample 1"]  # asked, although the cache holds its first answer
+    recs = {r["id"]: r for r in read_jsonl(tmp_path / "p.jsonl")}
+    assert recs["s1"]["valid"] and not recs["s1"]["cached"] and not recs["s3"]["valid"]
+    third = Scripted({})
+    run(third, [todo[1]], tmp_path / "r.jsonl", cache)  # the cache now holds the new answer
+    assert third.calls == [] and next(read_jsonl(tmp_path / "r.jsonl"))["parsed"] == "b"
+    cache.close()
+
+
+def test_a_predictions_file_being_written_is_not_replaced(tmp_path):
+    from recharness.core.io import remove_log
+
+    p = tmp_path / "p.jsonl"
+    log = GroupCommitLog(p)
+    try:
+        log.submit({"id": "a"})
+        with pytest.raises(FileLocked):
+            rewrite_log(p, [])
+        with pytest.raises(FileLocked):
+            remove_log(p)
+    finally:
+        log.close()
+    assert rewrite_log(p, [{"id": "b"}]) == 1 and [r["id"] for r in read_jsonl(p)] == ["b"]
+
+
+# ---------------------------------------------------------------- the OpenAI-compatible backend
+
+
+def test_an_api_key_headers_cannot_carry_is_refused_without_showing_it(monkeypatch):
+    from recharness.models.openai_compat import OpenAICompatibleBackend
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-abc\u2019def")
+    with pytest.raises(ConfigError) as e:
+        OpenAICompatibleBackend("m", base_url="https://api.example.com/v1")
+    assert "sk-abc" not in str(e.value) and "non-ASCII" in str(e.value)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-abc\n")
+    with pytest.raises(ConfigError):
+        OpenAICompatibleBackend("m", base_url="https://api.example.com/v1")
+
+
+def test_a_base_url_with_a_query_keeps_it_after_the_path(monkeypatch):
+    from recharness.models.openai_compat import OpenAICompatibleBackend
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    b = OpenAICompatibleBackend("m", base_url="https://h.example.com/openai/v1/?api-version=2024-02-01")
+    assert b._url == "https://h.example.com/openai/v1/chat/completions?api-version=2024-02-01"
+    assert b._endpoint("models") == "https://h.example.com/openai/v1/models?api-version=2024-02-01"
+    plain = OpenAICompatibleBackend("m", base_url="http://127.0.0.1:8000/v1")
+    assert plain._url == "http://127.0.0.1:8000/v1/chat/completions"
+
+
+def test_an_error_inside_a_200_is_no_answer_and_content_parts_are_read(monkeypatch):
+    from recharness.core.types import GenerationParams
+    from recharness.models.openai_compat import OpenAICompatibleBackend
+
+    b = OpenAICompatibleBackend("m", base_url="http://127.0.0.1:9/v1")
+    replies = iter([
+        {"choices": [{"finish_reason": "error", "error": {"message": "upstream overloaded"}, "message": {"content": ""}}]},
+        {"choices": [{"finish_reason": "stop", "message": {"content": [{"type": "text", "text": "1. Heat"},
+                                                                       {"type": "text", "text": "\n2. Fargo"}]}}]},
+    ])
+
+    async def post(body):
+        return next(replies)
+
+    monkeypatch.setattr(b, "_post", post)
+    params = GenerationParams(max_tokens=8)
+    with pytest.raises(TransientError, match="upstream overloaded"):
+        asyncio.run(b.agenerate([{"role": "user", "content": "x"}], params))
+    assert asyncio.run(b.agenerate([{"role": "user", "content": "x"}], params)).text == "1. Heat\n2. Fargo"
