@@ -254,7 +254,7 @@ def stride_text(n: int, labels: list[str], max_len: int) -> str:
                 "positions and softmaxes per epoch as RecBole, so there predictions per second is an equal-work speed")
     return (f"the {names} run(s) train on overlapping windows, one every {n} items of a user's sequence, each "
             f"training its last {n} positions, so each prediction sees at least {max_len - n + 1} items where the "
-            "user has them (more positions per epoch, the same predictions)")
+            "user has them (more positions per epoch, one prediction per training target)")
 
 
 def label_of(run: dict) -> str:
@@ -604,7 +604,10 @@ def report(args, data: dict, rb: dict, runs: list[dict], loads: dict, wall: dict
          f"for both. RecBole builds each sample with its own history (the {args.max_len} items before it) and runs "
          f"one {args.max_len}-position pass per sample; ours trains on windows of {args.max_len + 1} items "
          "(consecutive windows share one item), each position predicting its next item from the window's earlier "
-         "items, so the same predictions are made per epoch from one forward pass per window"
+         "items, so an epoch makes as many predictions (one per training target) from one forward pass per "
+         f"window, but not the same predictions: a position of ours predicts from the window's items before it "
+         f"(1–{args.max_len}, {(args.max_len + 1) / 2:.1f} on average in a full window), RecBole's sample from its "
+         f"whole history up to {args.max_len} items"
          + "".join(f"; {stride_text(n, [label_of(r) for r in runs if r['settings'].get('stride') == n], args.max_len)}"
                    for n in sorted({r["settings"].get("stride") for r in runs} - {None}))
          + ". Hence two speeds: "
@@ -653,7 +656,10 @@ def report(args, data: dict, rb: dict, runs: list[dict], loads: dict, wall: dict
             f"- **{r['framework']} / RecBole: {pos_ratio:.2f}× in positions per second** (the network's work; goal "
             f"≥ {POSITIONS_TARGET:g}×: {'met' if pos_ratio >= POSITIONS_TARGET else '**not met**'}), {ratio:.1f}× in "
             "next-item predictions per second (what an epoch costs: RecBole's one padded pass per prediction "
-            "against our one pass per window).")
+            "against our one pass per window"
+            + ("" if r["settings"].get("stride") == 1 else
+               "; predictions on different inputs, as the training-samples line says, so not a speed on equal work")
+            + ").")
     rb_epochs = {p["epoch"]: p for p in rb["curve"] if p["end_of_epoch"]}
     for r in runs:
         ours_epochs = {p["epoch"]: p for p in r["curve"] if p["end_of_epoch"]}

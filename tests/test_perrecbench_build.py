@@ -141,6 +141,10 @@ def test_few_shot_and_profile_history_in_samples(ml1m, tmp_path):
         assert len(s["shots"]) == 2 and {x["item_id"] for x in s["shots"]} <= held
         assert len(s["shots"][0]["users"]) == {"point": 1, "pair": 2, "list": 3}[s["task"]]
         assert all(len(u["history"]) == 2 and len(u["profile_history"]) == 5 for u in s["users"])
+    # no user of a test group is shown in a few-shot example (its history could hold the test label)
+    tested = {u["user_id"] for s in samples for u in s["users"]}
+    shown = {u["user_id"] for s in samples for x in s["shots"] for u in x["users"]}
+    assert shown and not tested & shown
 
 
 def test_amazon_build_with_relaxed_thresholds(tmp_path, amazon2023):

@@ -188,6 +188,8 @@ def test_pairwise_unparseable_after_retries_is_reported():
     truth = [0.1, 2.0]
     rec = asyncio.run(predict_pair(Scripted(truth, garble=10), group_sample(truth, max_retries=1))).to_record()
     assert rec["parsed"]["failed"] == 1 and rec["error"] and rec["calls"] == 4
+    # its one comparison failed: the ordering is the heapsort's fixed order, no answer, so the group is invalid
+    assert not rec["valid"] and rec["error"].startswith("all 1 comparisons failed")
 
 
 def test_point_and_list_with_scripted_model():

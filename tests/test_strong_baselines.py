@@ -287,3 +287,12 @@ def tuning_suggest(trial):
     from recharness.baselines.tuning import _suggest
 
     return _suggest(trial, "x", ("log", 1, 10_000))
+
+
+def test_als_never_trusts_an_observed_item_less_than_an_unobserved_one():
+    """`implicit` weighs an observed item by alpha - 1 (its confidence is alpha·r): the search stays at alpha >= 1,
+    Hu et al.'s c = 1 + a·r with a >= 0."""
+    from recharness.baselines.matrix_factorisation import ALS
+
+    kind, low, high = ALS.space["alpha"]
+    assert kind == "log" and low >= 1.0 and ALS.defaults()["alpha"] >= 1.0

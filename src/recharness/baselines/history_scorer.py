@@ -58,7 +58,9 @@ def validation_split(train: TrainData, max_users: int, seed: int) -> tuple[Train
         if not (train.sequences["part"] == "valid").any():
             from recharness.core.errors import ConfigError
 
-            raise ConfigError("tuning a list-wise build needs its validation rows (seqrec_valid.parquet): rebuild it")
+            raise ConfigError(f"tuning on {train.dataset_name or 'this'} list-wise build needs its validation rows "
+                              "(seqrec_valid.parquet beside samples.jsonl in the run directory), which it has none "
+                              "of: build it again (`recharness build recbench -t seqrec -o RUN`)")
         valid = train.sequences.filter(pl.col("part") == "valid")
         pairs = [(list(h), t) for h, t in valid.select("history", "target").iter_rows()]
         fit_on = train

@@ -15,7 +15,10 @@ from recharness.baselines.history_scorer import HistoryScorer
 
 class ALS(HistoryScorer):
     name = "als"
-    space = {"factors": ("logint", 8, 256), "regularization": ("log", 1e-3, 10.0), "alpha": ("log", 0.5, 50.0),
+    #: `alpha` is `implicit`'s: an observed item's confidence is alpha itself (its solver weighs items by
+    #: confidence - 1), so Hu et al.'s c = 1 + a·r is alpha = 1 + a, and alpha < 1 would trust an observed item
+    #: less than an unobserved one: the search starts at 1 (plain least squares on the 0/1 matrix)
+    space = {"factors": ("logint", 8, 256), "regularization": ("log", 1e-3, 10.0), "alpha": ("log", 1.0, 50.0),
              "iterations": ("int", 5, 30)}
 
     @classmethod

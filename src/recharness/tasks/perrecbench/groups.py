@@ -11,7 +11,8 @@ A group for query item q satisfies, for every member u:
   - u has more than `gamma` ratings strictly before that rating (active user),
 and for every pair u != v: |rel(u) - rel(v)| > `lam` (distinct preferences).
 Group sizes 2 / 3 / 4 are the easy / medium / hard levels; query items are
-distinct across all levels and the held-out pool (used for few-shot prompts).
+distinct across all levels and the held-out pool (used for few-shot prompts),
+and no test group's user is in the held-out pool.
 
 The mean in the relative rating is, by default, over the user's ratings
 *before* the query item (what the model is shown, so the label leaks nothing
@@ -187,6 +188,7 @@ def select_groups(interactions: pl.DataFrame, cfg: GroupConfig, tables: dict | N
     window = cfg.window_days * 86400.0
 
     used: set[str] = set()
+    test_users: set[int] = set()  # the users of the test groups (codes), kept out of the held-out pool
     out: dict[str, list[Group]] = {}
     wanted = [(lv, "test", cfg.n_groups) for lv in _CLAIM_ORDER if lv in cfg.levels]
     wanted += [(lv, "heldout", cfg.heldout) for lv in _CLAIM_ORDER if lv in cfg.levels and cfg.heldout]
@@ -202,10 +204,19 @@ def select_groups(interactions: pl.DataFrame, cfg: GroupConfig, tables: dict | N
                 # fewer than n distinct relative-rating "slots" can never work
                 if rr[s:e].max() - rr[s:e].min() <= cfg.lam * (n - 1):
                     continue
-                idx = find_group(ts[s:e], rr[s:e], users[s:e], n, cfg.lam, window, rng, cfg.tries)
+                if split == "heldout" and test_users:
+                    # a few-shot example never shows a test user: its history could hold that user's test label
+                    sub = np.flatnonzero(~np.isin(users[s:e], np.fromiter(test_users, dtype=users.dtype)))
+                    idx = find_group(ts[s:e][sub], rr[s:e][sub], users[s:e][sub], n, cfg.lam, window, rng,
+                                     cfg.tries) if sub.size >= n else None
+                    idx = None if idx is None else [int(sub[i]) for i in idx]
+                else:
+                    idx = find_group(ts[s:e], rr[s:e], users[s:e], n, cfg.lam, window, rng, cfg.tries)
                 if idx is None:
                     continue
                 rows = [s + i for i in rng.permutation(idx)]
+                if split == "test":
+                    test_users.update(int(users[r]) for r in rows)
                 members = [
                     Member(user_id=str(el.user_ids[users[r]]), rating=float(ratings[r]), timestamp=int(ts[r]),
                            relative_rating=float(rr[r]), avg_rating=float(avgs[r]), history_len=int(hlen[r]))

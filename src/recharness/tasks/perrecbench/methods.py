@@ -170,8 +170,13 @@ async def predict_pair(model, sample: dict) -> Prediction:
     order, comparisons = await heapsort(len(users), greater)
     stats["comparisons"] = comparisons
     value = {"ordering": [i + 1 for i in order], **stats}
-    # a failed comparison still yields an ordering (it counts as "not preferred"); it is reported
-    return _record(value, True, "; ".join(errors) or None, tally, profiles)
+    # a failed comparison still yields an ordering (it counts as "not preferred"; `failed` says how many); when
+    # every comparison failed that ordering is the heapsort's fixed order of the shown users, no answer at all
+    valid = not comparisons or stats["failed"] < comparisons
+    error = "; ".join(errors) or None
+    if not valid:
+        error = f"all {comparisons} comparisons failed: {error}"
+    return _record(value, valid, error, tally, profiles)
 
 
 async def predict_list(model, sample: dict) -> Prediction:

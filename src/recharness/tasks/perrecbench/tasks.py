@@ -122,19 +122,43 @@ class PointTask(_GroupTask):
 
     def references(self, dataset, samples, seed: int = 0):
         refs = super().references(dataset, samples, seed)
-        sums = (dataset.interactions.filter(pl.col("rating").is_not_null())
-                .group_by("item_id").agg(pl.col("rating").sum().alias("s"), pl.len().alias("n")))
-        item_sum = dict(zip(sums["item_id"].to_list(), sums["s"].to_list()))
-        item_n = dict(zip(sums["item_id"].to_list(), sums["n"].to_list()))
+        before = item_mean_before(dataset, samples)
         user_mean, item_mean = {}, {}
         for s in samples:
             t = s["truth"]
             user_mean[s["id"]] = reference_record(s["id"], {"ratings": list(t["avg_ratings"])})
-            # item quality: the item's mean over all its ratings except the group's own (those are the labels)
-            rest_n = item_n.get(s["item_id"], 0) - len(t["ratings"])
-            rest = (item_sum.get(s["item_id"], 0.0) - sum(t["ratings"])) / rest_n if rest_n > 0 else float(np.mean(t["avg_ratings"]))
+            # item quality: the item's mean rating before the group's first rating of it (neither the labels nor
+            # anything rated later); none earlier: the members' own means
+            rest = before.get(s["id"])
+            rest = rest if rest is not None else float(np.mean(t["avg_ratings"]))
             item_mean[s["id"]] = reference_record(s["id"], {"ratings": [rest] * len(t["ratings"])})
         return {"user-mean": user_mean, "item-mean": item_mean, **refs}
+
+
+def item_mean_before(dataset, samples: list[dict]) -> dict[str, float | None]:
+    """Per sample, its item's mean rating over the ratings made strictly before the group's earliest member
+    rated it (found by (user, item) in the dataset); None when there is none, or a member's rating is not in
+    the dataset (groups of imported label files)."""
+    items = list({s["item_id"] for s in samples})
+    rows = (dataset.interactions.filter(pl.col("rating").is_not_null() & pl.col("item_id").is_in(items))
+            .select("user_id", "item_id", "rating", "timestamp").sort("item_id", "timestamp"))
+    when: dict[tuple[str, str], int] = {}
+    by_item: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for (item,), part in rows.group_by("item_id", maintain_order=True):
+        ts = part["timestamp"].to_numpy()
+        by_item[item] = (ts, np.concatenate([[0.0], np.cumsum(part["rating"].to_numpy(), dtype=np.float64)]))
+        for u, t in zip(part["user_id"].to_list(), ts.tolist()):
+            when.setdefault((u, item), t)  # sorted by time: a user's first rating of the item
+    out: dict[str, float | None] = {}
+    for s in samples:
+        stamps = [when.get((str(u), s["item_id"])) for u in s["truth"]["user_ids"]]
+        if s["item_id"] not in by_item or any(t is None for t in stamps):
+            out[s["id"]] = None
+            continue
+        ts, cum = by_item[s["item_id"]]
+        k = int(np.searchsorted(ts, min(stamps), side="left"))
+        out[s["id"]] = float(cum[k] / k) if k else None
+    return out
 
 
 class PairTask(_GroupTask):
