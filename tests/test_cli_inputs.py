@@ -150,3 +150,36 @@ def test_a_folder_where_a_file_goes_and_a_file_where_a_folder_goes(built, tmp_pa
 
 def test_a_typo_in_a_compared_method_gets_the_nearest_name_and_the_methods_there(built):
     one_error(cli("compare", str(built), "populrity", "random"), "(did you mean 'popularity'?); methods here: ")
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--workers", "3"], "--workers goes with --executor ray"),
+    (["--address", "auto"], "--address goes with --executor ray"),
+    (["--redo-invalid", "--overwrite"], "--redo-invalid keeps the valid answers"),
+    (["--executor", "ray", "-m", "smolm2-135m"], "unknown model 'smolm2-135m'"),
+    (["--executor", "ray", "-m", "baseline:popularity"], "--executor ray runs chat models"),
+])
+def test_conflicting_run_options_and_a_ray_typo_are_one_line_before_any_work(built, args, says):
+    """Each refused before a model loads or a Ray cluster starts (a typo used to surface as a worker's death)."""
+    base = ["run", "llmrec", "-o", str(built)]
+    one_error(cli(*base, *(args if "-m" in args else [*args, "-m", "fake"])), says)
+
+
+def test_a_missing_system_prompt_is_named_before_the_model_loads(built, tmp_path):
+    p = cli("run", "llmrec", "-o", str(built), "-m", "fake", "--system-prompt", str(tmp_path / "nope.txt"))
+    one_error(p, "--system-prompt")
+    assert "0/?" not in p.stdout + p.stderr  # no progress bar was opened first
+
+
+def test_eval_checks_models_and_references_before_any_work(tmp_path):
+    out = tmp_path / "ev"
+    one_error(cli("eval", "-m", "fake", "-m", "smolm2", "--suites", "recbench-ctr", "-o", str(out)), "unknown model")
+    one_error(cli("eval", "-m", "fake", "--references", "quik", "--suites", "recbench-ctr", "-o", str(out)),
+              "--references quik")
+    assert not out.exists() or not any(out.rglob("samples.jsonl"))  # nothing built
+    one_error(cli("demo", "-m", "fake", "-n", "0", "-o", str(out)), "'--users' / '-n'")
+
+
+def test_a_timestamp_unit_typo_is_refused_before_reading_the_sources(tmp_path):
+    one_error(cli("prepare", "amazon2023", str(tmp_path / "not-read"), "--timestamp-unit", "xs", "--as", "x"),
+              "--timestamp-unit 'xs'")

@@ -41,6 +41,9 @@ def test_popularity_as_a_model_row_answers_as_the_reference_does(ml1m, tmp_path)
     want = fit("popularity", TrainData.leave_last_out(ml1m))[0].predict(samples, SequentialTask())
     assert {i: r["parsed"] for i, r in recs.items()} == {i: r["parsed"] for i, r in want.items()}
     assert all(r["model"]["backend"] == "baseline" and r["model"]["baseline"] == "popularity" for r in recs.values())
+    # latency: a single-sample call timed once per batch (12 samples: one batch), the batch's share kept apart
+    assert len({r["latency_s"] for r in recs.values()}) == 1 and all(r["batch_samples"] == 12 for r in recs.values())
+    assert all(r["latency_s"] > 0 and r["batch_share_s"] > 0 for r in recs.values())
     rows = {r.method: r for r in pipeline.score(d, resamples=0)}
     # the row scores exactly as the on-the-fly reference row of the same baseline
     assert rows["baseline_popularity"].metrics["NDCG@10"] == pytest.approx(rows["popularity"].metrics["NDCG@10"])

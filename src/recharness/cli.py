@@ -280,6 +280,13 @@ def run(
 
     d = _run_dir(suite, dataset, out, built=True)
     name = check_name(name or default_name(model))
+    if executor != "ray" and (workers is not None or address is not None):
+        raise ConfigError(f"{'--workers' if workers is not None else '--address'} goes with --executor ray")
+    if redo_invalid and overwrite:
+        raise ConfigError("--redo-invalid keeps the valid answers and asks the invalid ones again; --overwrite "
+                          "replaces them all: give one")
+    # what is read from files is checked before a model is loaded (or a Ray cluster started)
+    sys_text = _read_text(system_prompt, "--system-prompt") if system_prompt is not None else None
     with console.status(f"loading {escape(public_spec(model))}…"):
         if executor == "ray":
             from recharness.execution.ray_executor import RayExecutor
@@ -294,7 +301,6 @@ def run(
     with _progress() as prog:
         bar = prog.add_task(escape(public_spec(model)), total=None)
         generation = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": gen_seed}
-        sys_text = _read_text(system_prompt, "--system-prompt") if system_prompt is not None else None
         path, stats = do_run(d, backend, name, limit=limit, use_cache=not no_cache, tasks=task, overwrite=overwrite,
                              redo_invalid=redo_invalid, generation=generation, system_prompt=sys_text,
                              max_retries=max_retries, concurrency=concurrency,
@@ -812,7 +818,7 @@ def eval_command(
 def demo(
     model: Annotated[str, typer.Option("--model", "-m", help="Model spec (see `run --help`).")] = "qwen2.5-coder-0.5b-instruct",
     dataset: DatasetOpt = "ml-1m",
-    users: Annotated[int | None, typer.Option("--users", "-n", help="Users (or queries/groups) per task; default: the tiny demo sizes.")] = None,
+    users: Annotated[int | None, typer.Option("--users", "-n", min=1, help="Users (or queries/groups) per task; default: the tiny demo sizes.")] = None,
     seed: SeedOpt = 0,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder of the demo's runs (default: <data home>/runs/demo).")] = None,
     suite: Annotated[list[str] | None, typer.Option("--suite", "-s", help="Only these demo runs (a suite, or a demo run's name; `recharness suites` lists them); the report keeps the others already run.")] = None,

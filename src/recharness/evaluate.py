@@ -97,7 +97,8 @@ def plan(suites: str, out: Path, limit: int | None) -> list[EvalRun]:
 
     every = sorted(((d, name) for name, s in all_suites().items() for d in s.demo), key=lambda r: r[0].order)
     wanted = None if suites in ("", "all") else {x.strip() for x in suites.split(",") if x.strip()}
-    runs = [EvalRun(d.label, name, list(d.tasks), limit or d.limit, list(d.options), out / d.label)
+    runs = [EvalRun(d.label, name, list(d.tasks), limit if limit is not None else d.limit, list(d.options),
+                    out / d.label)
             for d, name in every if wanted is None or d.label in wanted or name in wanted]
     if not runs:
         known = sorted({name for _, name in every} | {d.label for d, _ in every})
@@ -148,6 +149,15 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
     log = log or (lambda msg: None)
     record = record or (lambda *a, **k: None)
     gen = {k: v for k, v in (generation or {}).items() if v is not None}
+    # what can be checked without work is checked before any: a typo is one error line, not one after minutes
+    from recharness.core.errors import ConfigError
+    from recharness.models.registry import check_model_spec
+
+    if references not in ("quick", "all"):
+        raise ConfigError(f"--references {references}: quick (every reference but the slow ones) or all")
+    for spec in models:
+        if spec.partition(":")[0] not in ("baseline", "ft"):  # those name files a run directory holds
+            check_model_spec(spec)
     try:
         load_dataset(dataset)
     except RecharnessError:

@@ -20,7 +20,10 @@ Per-trial epoch cap: a model trained in epochs may have one, `tune_epochs` (a cl
 `tune(..., epochs=E)`), and it is part of the stated budget (`budget.epochs_per_trial` in
 tuning.json): every trial then trains exactly E epochs (max_epochs = patience = E, so no trial stops
 earlier than another) and is scored with its best epoch's weights, so every trial of a model gets
-the same compute. SASRec's cap is 3 epochs (a trial costs minutes on ML-1M); the DLRMs have none (a
+the same compute. Its value is then a best of E looks at the rows it is scored on (SASRec keeps its
+best epoch by those validation rows), where a model fitted once (ItemKNN, EASE, ALS, Markov) has one
+look: trial values of the two kinds are not on one footing (each kind only chooses among its own
+trials; the test metric is reported once either way). SASRec's cap is 3 epochs (a trial costs minutes on ML-1M); the DLRMs have none (a
 trial is seconds): each trial runs their own early stopping (patience 2, at most 50 epochs). A
 short cap favours configurations that learn fast; the cap is stated so that this is visible.
 

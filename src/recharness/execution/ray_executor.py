@@ -254,10 +254,14 @@ class RayExecutor(ModelBackend):
                  concurrency: int | None = None, n_ctx: int | None = None, timeout_s: float | None = None,
                  max_attempts: int | None = None, num_cpus: float | None = None, num_gpus: float = 0, max_restarts: int = 1,
                  shard_size: int | None = None):
-        from recharness.models.registry import base_urls
+        from recharness.models.registry import base_urls, check_model_spec
 
         if workers is not None and workers < 1:
             raise ConfigError(f"--workers must be at least 1, got {workers}")
+        if spec.partition(":")[0] in ("baseline", "ft"):
+            raise ConfigError(f"--executor ray runs chat models (a built-in, llamacpp:, hf:, openai:): "
+                              f"{spec.partition(':')[0]}:… runs with --executor local")
+        check_model_spec(spec)  # a typo is one error line here, not a worker dying after Ray has started
         ray = ray_module()
         self.spec = spec
         self.shard_size = shard_size
@@ -298,8 +302,11 @@ class RayExecutor(ModelBackend):
             raise ConfigError(f"the {len(self.actors)} Ray workers did not start within {START_TIMEOUT_S:.0f} s: "
                               f"does the cluster have {num_cpus} CPU{'s' if num_cpus != 1 else ''} "
                               f"{'and ' + str(num_gpus) + ' GPU ' if num_gpus else ''}free for each?") from None
-        except Exception:
+        except Exception as e:
             self._shutdown()
+            cause = _recharness_cause(e)
+            if cause is not None:  # a worker could not build its model (a bad spec, a missing file): one error line
+                raise ConfigError(f"a Ray worker could not start the model: {cause}") from None
             raise
         idents = {_key(i["identity"]) for i in self.infos}
         if len(idents) > 1:
@@ -354,6 +361,19 @@ class RayExecutor(ModelBackend):
             except Exception:  # noqa: BLE001 - a dead actor has nothing to close
                 pass
         self._shutdown()
+
+
+def _recharness_cause(e: BaseException):
+    """The RecharnessError behind a Ray error (an actor's constructor or task raised it), else None."""
+    from recharness.core.errors import RecharnessError
+
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, RecharnessError):
+            return e
+        e = getattr(e, "cause", None) or getattr(e, "__cause__", None) or getattr(e, "error", None)
+    return None
 
 
 def _default_base_url() -> str:
@@ -455,8 +475,8 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
             alive = set(range(n))
             stop_msg: str | None = None
 
-            def feed(i: int) -> None:
-                while i in alive and load[i] < DEPTH and queue and stop_msg is None:
+            def feed(i: int) -> None:  # nothing more is sent once the run stops or the configuration was refused
+                while i in alive and load[i] < DEPTH and queue and stop_msg is None and refused is None:
                     shard, resent = queue.popleft()
                     ref = ex.actors[i].predict.remote(shard, tasks_arg, max_retries)
                     inflight[ref] = (i, shard, resent, time.perf_counter(), deaths[i])
@@ -507,6 +527,7 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
                     p["busy_s"] += now - sent
                     retry: list[tuple[dict, dict]] = []
                     unreachable: str | None = None
+                    hits_of = {s["id"]: h for s, h in shard}  # a resent sample keeps the cache hits it went with
                     for outcome, sid, payload, new in results:
                         if cache is not None:
                             for k, v in new.items():
@@ -525,7 +546,7 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
                         else:  # unreachable: this worker's server is gone; another may still answer
                             alive.discard(i)
                             p["retired"] = "server_unreachable"
-                            retry.append((s, {}))
+                            retry.append((s, hits_of.get(sid, {})))
                             unreachable = payload
                     if retry:
                         if alive:

@@ -132,11 +132,21 @@ def resolve_model(
 
         m = BUILTIN_MODELS[name]
         return LlamaCppBackend(fetch_model(name), name=name, n_ctx=n_ctx or m.n_ctx, sha256=m.sha256)
+    check_model_spec(spec)
+    kind, _, rest = spec.partition(":")
+    return BACKENDS.meta(kind)["factory"](
+        BACKENDS.get(kind), rest, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
+        n_ctx=n_ctx, timeout_s=timeout_s, max_attempts=max_attempts)
+
+
+def check_model_spec(spec: str) -> None:
+    """The ConfigError `resolve_model` gives a spec it cannot name (a typo, an unknown backend), without building
+    anything: what a caller that resolves the model elsewhere (each Ray worker) checks first."""
+    if builtin_name(spec) is not None:
+        return
     kind, colon, rest = spec.partition(":")
     if kind in BACKENDS and (rest or not BACKENDS.meta(kind).get("needs_rest", True)):
-        return BACKENDS.meta(kind)["factory"](
-            BACKENDS.get(kind), rest, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
-            n_ctx=n_ctx, timeout_s=timeout_s, max_attempts=max_attempts)
+        return
     if colon and kind not in BACKENDS:
         raise ConfigError(f"{BACKENDS.unknown(kind)} (in model spec {public_spec(spec)!r})")
     shown = public_spec(spec)
