@@ -157,3 +157,16 @@ def test_summary_marks_the_strongest_reference_and_each_models_verdict(ml1m, tmp
         line = next(x for x in text.splitlines() if "│ llmrec" in x and f" {task} " in x)
         assert re.search(rf"{strongest} ◆ \d", line), line
         assert f"{said[verdict]} ◆" in line, line
+
+
+def test_eval_shows_how_far_a_model_has_answered(ml1m, tmp_path):
+    """While a model answers (eval's longest step) the status line counts its answers, run by run."""
+    from recharness.evaluate import evaluate, plan
+
+    runs = plan("recbench-ctr", tmp_path / "ev", 2)
+    lines: list[str] = []
+    evaluate(["fake"], runs, dataset="ml-1m", train_references=False, say=lambda m: None, progress=lines.append)
+    total = int(lines[0].rsplit("/", 1)[1].split()[0])
+    assert lines[0] == f"{runs[0].label}: fake 0/{total} answered" and total > 0
+    assert lines[-1] == f"{runs[0].label}: fake {total}/{total} answered"
+    assert len(lines) == total + 1  # one line per answer after the first

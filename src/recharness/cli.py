@@ -762,7 +762,8 @@ def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, ou
                      train_references=train_references, references=references, generation=generation,
                      system_prompt=sys_text, system_prompt_file=system_prompt, record=record,
                      say=lambda m: console.print(m, markup=False, highlight=False),
-                     log=lambda m: (log(m), status.update(escape(m[:100]))))
+                     log=lambda m: (log(m), status.update(escape(m[:100]))),
+                     progress=lambda m: status.update(escape(m[:100])))
     dirs = find_runs([base])  # every run under the folder: a run of another suite stays on the page
     paths = write_leaderboard(dirs, base, title=title,
                               intro="Headline metrics with 95% intervals; small samples give wide intervals.")

@@ -135,9 +135,10 @@ def references_plan(run_dir: Path, which: str = "quick") -> tuple[list[str], dic
 def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int = 0, use_cache: bool = True,
              train_references: bool = True, references: str = "quick", say=print, log=None,
              generation: dict | None = None, system_prompt: str | None = None, system_prompt_file: Path | None = None,
-             record=None) -> list[EvalRun]:
+             record=None, progress=None) -> list[EvalRun]:
     """Build, answer, train, score and report every run; `say` gets one line per step, `log` the details,
-    `record(run_dir, stage, *args, **options)` each stage as the command line it amounts to."""
+    `record(run_dir, stage, *args, **options)` each stage as the command line it amounts to, `progress` a
+    status line while a model answers ("llmrec: fake 12/40 answered"), not logged."""
     from recharness.core.errors import RecharnessError
     from recharness.data.store import load_dataset
     from recharness.report.html import write_report
@@ -209,8 +210,20 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
                 say(f"{r.label}: {', '.join(own)} drive{'s' if len(own) == 1 else ''} the model with several calls "
                     "of their own decoding settings, so the generation settings and system prompt given are not "
                     f"used anywhere in {r.label} (its answers are one method, asked one way)")
+            count = {"done": 0, "total": None}
+
+            def on_total(n: int, label=r.label, name=name, count=count) -> None:
+                count["total"] = n
+                if progress is not None:
+                    progress(f"{label}: {name} 0/{n} answered")
+
+            def on_progress(k: int, label=r.label, name=name, count=count) -> None:
+                count["done"] += k
+                if progress is not None:
+                    progress(f"{label}: {name} {count['done']}/{count['total']} answered")
+
             path, stats = pipeline.run(r.path, backend, name, use_cache=use_cache, generation=run_gen,
-                                       system_prompt=run_sys)
+                                       system_prompt=run_sys, on_total=on_total, on_progress=on_progress)
             r.answered[name] = (stats.done, stats.skipped)
             if stats.done:
                 from recharness.models.registry import public_spec
