@@ -211,3 +211,21 @@ def test_a_bootstrap_p_of_zero_is_stated_as_below_two_over_the_resamples():
     from recharness.report.tables import _p_text
 
     assert _p_text(0.0, 1000) == "p < 0.002" and _p_text(0.03, 1000) == "p = 0.03"
+
+
+def test_a_pooled_mean_over_other_counts_is_another_subset():
+    """PerRecBench MAE pools the users each group's answer rated: 2 of 3 rated is another subset than 3 of 3, even
+    where both groups have a value (a mask of den > 0 would call them the same)."""
+    from recharness.metrics.bootstrap import RatioUnits, mean_units
+
+    ids = ["g1", "g2"]
+    full, part = RatioUnits(ids, [1.0, 2.0], [3.0, 3.0]), RatioUnits(ids, [1.0, 2.0], [3.0, 2.0])
+    assert full.subset() != part.subset() and full.subset() == RatioUnits(ids, [0.5, 0.0], [3.0, 3.0]).subset()
+    assert mean_units(ids, [1.0, 0.0]).subset() is None  # a plain mean over all units
+    assert mean_units(ids, [1.0, 0.0], [True, False]).subset() == mean_units(ids, [0.0, 5.0], [True, False]).subset()
+
+
+def test_a_null_p_from_scores_json_reads_as_a_dash():
+    from recharness.report.tables import _p_text
+
+    assert _p_text(None, 1000) == "p = –" and _p_text(float("nan"), 1000) == "p = –"

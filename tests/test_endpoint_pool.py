@@ -316,11 +316,43 @@ def test_cli_run_with_repeated_base_url(built):
 def test_an_unreadable_body_is_retried_without_taking_the_endpoint_out(tmp_path):
     """A cut JSON body (the fake server's `truncated-json`, once per prompt) is a glitch of that reply: the pool
     asks again and keeps the endpoint in rotation (it used to count a failure and take it out for a while)."""
-    items = [{"id": f"s{i}", "task": "echo", "messages": [{"role": "user", "content": f"q{i} FAULT:truncated-json"}]}
-             for i in range(3)]
+    items = [{"id": f"s{i}", "task": "echo", "messages": [{"role": "user", "content": f"q{i}" + (
+        " FAULT:truncated-json" if i % 2 else "")}]} for i in range(6)]
     with FakeServerProcess() as a:
         p = pool([a.base_url])
-        stats = run(p, items, tmp_path / "p.jsonl")
-    assert stats.done == 3 and ids_in(tmp_path / "p.jsonl") == once(items)
+        stats = run(p, items, tmp_path / "p.jsonl", concurrency=1)  # each glitch followed by good replies
+    assert stats.done == 6 and ids_in(tmp_path / "p.jsonl") == once(items)
     (t,) = endpoint_totals(p)
     assert t["failures"] == 0 and stats.transport_retries == Counter({"bad_response": 3})
+
+
+def test_an_endpoint_that_keeps_answering_badly_is_taken_out():
+    """One unreadable reply is a glitch (kept in rotation); two in a row take the endpoint out, so a pool with one
+    broken and one good server answers every request from the good one (the broken one, answering at once, would
+    otherwise win every retry as the least loaded)."""
+    from recharness.core.types import Completion
+
+    p = EndpointPool("fake", ["http://127.0.0.1:9/v1", "http://127.0.0.1:8/v1"], max_concurrency=8,
+                     **{**FAST, "max_attempts": 5})
+    bad, good = p.endpoints
+
+    async def broken(messages, params):
+        raise TransientError("bad_response", "unreadable")
+
+    async def fine(messages, params):
+        await asyncio.sleep(0.02)
+        return Completion(text="1. Fargo", latency_s=0.02)
+
+    bad.client.agenerate, good.client.agenerate = broken, fine
+
+    async def go():
+        try:
+            return await asyncio.gather(*(p.agenerate([{"role": "user", "content": f"q{i}"}],
+                                                      GenerationParams(max_tokens=4)) for i in range(32)),
+                                        return_exceptions=True)
+        finally:
+            await p.aclose()
+
+    out = asyncio.run(go())
+    assert all(not isinstance(x, Exception) and x.text == "1. Fargo" for x in out)
+    assert bad.taken_out >= 1 and bad.requests <= 4

@@ -180,3 +180,18 @@ def test_an_error_inside_a_200_is_no_answer_and_content_parts_are_read(monkeypat
     with pytest.raises(TransientError, match="upstream overloaded"):
         asyncio.run(b.agenerate([{"role": "user", "content": "x"}], params))
     assert asyncio.run(b.agenerate([{"role": "user", "content": "x"}], params)).text == "1. Heat\n2. Fargo"
+
+
+def test_an_error_inside_a_200_stops_option_scoring_as_a_transient_failure(monkeypatch):
+    """Option scoring (CTR) reads the same in-band error as chat: undone, not 'this server returns no
+    log-probabilities' (which stops the run as a configuration refusal)."""
+    from recharness.models.openai_compat import OpenAICompatibleBackend
+
+    b = OpenAICompatibleBackend("m", base_url="http://127.0.0.1:9/v1")
+
+    async def post(body):
+        return {"choices": [{"finish_reason": "error", "error": {"message": "upstream overloaded"}}]}
+
+    monkeypatch.setattr(b, "_post", post)
+    with pytest.raises(TransientError, match="upstream overloaded"):
+        asyncio.run(b.ascore_options([{"role": "user", "content": "x"}], ["Yes", "No"]))

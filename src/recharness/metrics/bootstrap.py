@@ -341,8 +341,9 @@ class RatioUnits(Units):
         return self.den > 0
 
     def subset(self) -> bytes | None:
-        carrying = self.den > 0
-        return None if carrying.all() else np.packbits(carrying).tobytes() + self.n.to_bytes(8, "little")
+        # the denominators themselves, not only where they are > 0: a pooled mean (PerRecBench MAE over the users
+        # each group's answer rated) rests on other units when the counts differ, even where both are > 0
+        return None if (self.den == 1).all() else self.den.tobytes() + self.n.to_bytes(8, "little")
 
     def point(self) -> float:
         ns, ds = self._sums(np.ones((1, self.n)), self.num, self.den)

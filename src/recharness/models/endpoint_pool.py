@@ -39,8 +39,8 @@ T = TypeVar("T")
 
 #: seconds; the longest an endpoint stays out between two probes (unless Retry-After asks for more)
 MAX_DOWN_S = 30.0
-#: transport failures of a reply that came (an unreadable body, no choices, an error inside a 200): retried,
-#: without taking the endpoint out of rotation
+#: transport failures of a reply that came (an unreadable body, no choices, an error inside a 200): the first
+#: is retried without taking the endpoint out of rotation, a second in a row takes it out like any failure
 ANSWERED_BADLY = ("bad_response", "empty_choices", "error_choice")
 #: seconds a probe (`GET /models`) may take
 PROBE_TIMEOUT_S = 5.0
@@ -69,6 +69,8 @@ class Endpoint:
     #: failure events in a row (a take-out or a failed probe); an answer resets it
     streak: int = 0
     connect_streak: int = 0
+    #: replies in a row that came but could not be read (`ANSWERED_BADLY`): one is a glitch, two take it out
+    bad_replies: int = 0
     last_failure: str | None = None
     prober: asyncio.Task | None = None
 
@@ -219,9 +221,11 @@ class EndpointPool(ModelBackend):
             try:
                 result = await op(ep.client)
             except TransientError as e:
-                if e.kind in ANSWERED_BADLY:  # it answered, unreadably: a glitch of that answer, not a server down
+                if e.kind in ANSWERED_BADLY and ep.bad_replies == 0:  # one unreadable reply: a glitch, kept in
+                    ep.bad_replies += 1
                     ep.errors[e.kind] += 1
-                else:
+                else:  # down, or answering badly again: out of rotation until a probe passes (with backoff)
+                    ep.bad_replies = 0
                     self._failed(ep, e.kind, getattr(e, "retry_after_s", None))
                 tried.append(f"{ep.url}: {e.kind}")
                 if attempt >= self.max_attempts:
@@ -236,6 +240,7 @@ class EndpointPool(ModelBackend):
                 ep.inflight -= 1
                 ep.seconds += time.perf_counter() - t
             ep.answered += 1
+            ep.bad_replies = 0
             if ep.healthy:
                 ep.streak = ep.connect_streak = 0
             if isinstance(result, Completion):

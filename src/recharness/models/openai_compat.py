@@ -268,6 +268,13 @@ class OpenAICompatibleBackend(ModelBackend):
             await asyncio.sleep(min(MAX_WAIT_S, backoff if wait is None else wait))
         raise AssertionError("unreachable")
 
+    def _check_choice(self, choice) -> None:
+        """An error reported inside a 200 (OpenRouter-style `finish_reason: "error"` or an `error` field): no
+        answer, a transient failure (the sample stays undone), for chat and option scoring alike."""
+        if isinstance(choice, dict) and (choice.get("finish_reason") == "error" or choice.get("error")):
+            raise TransientError("error_choice", f"{self._where()}: the reply's choice is an error "
+                                 f"({one_line(str(choice.get('error') or 'finish_reason: error'))})")
+
     async def agenerate(self, messages: Messages, params: GenerationParams) -> Completion:
         t0 = time.perf_counter()
         body = {"messages": messages, "max_tokens": params.max_tokens, "temperature": params.temperature,
@@ -277,10 +284,7 @@ class OpenAICompatibleBackend(ModelBackend):
         data = await self._post(body)
         latency = time.perf_counter() - t0
         choice = data["choices"][0] if isinstance(data["choices"], list) else {}
-        if isinstance(choice, dict) and (choice.get("finish_reason") == "error" or choice.get("error")):
-            # an error reported inside a 200 (OpenRouter-style): no answer, the sample stays undone
-            raise TransientError("error_choice", f"{self._where()}: the reply's choice is an error "
-                                 f"({one_line(str(choice.get('error') or 'finish_reason: error'))})")
+        self._check_choice(choice)
         message = choice.get("message") if isinstance(choice, dict) else None
         text = message.get("content") if isinstance(message, dict) else None
         if isinstance(text, list):  # content as parts ([{"type": "text", "text": ...}]): their text, in order
@@ -301,6 +305,7 @@ class OpenAICompatibleBackend(ModelBackend):
         data = await self._post({"messages": messages, "max_tokens": 1, "temperature": 0.0, "logprobs": True,
                                  "top_logprobs": 20})
         choice = data["choices"][0] if isinstance(data["choices"], list) else None
+        self._check_choice(choice)
         logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
         if not isinstance(logprobs, dict) or logprobs.get("content") is None:
             # the server ignored `logprobs`: it cannot score options at all, for any sample (the configuration)

@@ -91,6 +91,8 @@ def cells(rows: list[ScoreRow], cols: list[str]) -> list[list[tuple[str, bool]]]
 def _p_text(p: float, resamples: int | None) -> str:
     """A p-value as the test can state it: a two-sided bootstrap p (2 x the smaller tail) of 0 means below
     2 / resamples, the smallest p it gives above 0, not 0."""
+    if p is None or p != p:  # undefined (every replicate non-finite), or null as scores.json stores it
+        return "p = –"
     if p == 0 and resamples:
         return f"p < {2 / resamples:.2g}"
     return f"p = {p:.3g}"
