@@ -106,16 +106,22 @@ def plan(suites: str, out: Path, limit: int | None) -> list[EvalRun]:
     return runs
 
 
+def check_references(which: str) -> None:
+    """`--references` is quick or all (a ConfigError naming it otherwise)."""
+    if which not in ("quick", "all"):
+        from recharness.core.errors import ConfigError
+
+        raise ConfigError(f"--references {which}: quick (every reference but the slow ones) or all")
+
+
 def references_plan(run_dir: Path, which: str = "quick") -> tuple[list[str], dict[str, str]]:
     """(the references to train on the build in `run_dir`, {left out: why}). `which`: "quick" (every one
     the build's tasks call for but the slow and opt-in ones) or "all"."""
     from recharness.baselines import BASELINES
-    from recharness.core.errors import ConfigError
     from recharness.tasks.references import serving
     from recharness.tasks.registry import get_task
 
-    if which not in ("quick", "all"):
-        raise ConfigError(f"--references {which}: quick (every reference but the slow ones) or all")
+    check_references(which)
     info = json.loads(RunDir(run_dir).build_json.read_text(encoding="utf-8"))
     names = list(dict.fromkeys(n for t in info["tasks"] for n in serving(get_task(info["suite"], t))))
     train, skipped = [], {}
@@ -130,6 +136,21 @@ def references_plan(run_dir: Path, which: str = "quick") -> tuple[list[str], dic
         else:
             train.append(n)
     return train, skipped
+
+
+class _AnswerCounter:
+    """`pipeline.run`'s on_total / on_progress as one status line: "<what> k/n answered"."""
+
+    def __init__(self, show, what: str):
+        self.show, self.what, self.done, self.of = show, what, 0, None
+
+    def total(self, n: int) -> None:
+        self.of = n
+        self.show(f"{self.what} 0/{n} answered")
+
+    def advance(self, k: int) -> None:
+        self.done += k
+        self.show(f"{self.what} {self.done}/{self.of} answered")
 
 
 def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int = 0, use_cache: bool = True,
@@ -151,11 +172,9 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
     record = record or (lambda *a, **k: None)
     gen = {k: v for k, v in (generation or {}).items() if v is not None}
     # what can be checked without work is checked before any: a typo is one error line, not one after minutes
-    from recharness.core.errors import ConfigError
     from recharness.models.registry import check_model_spec
 
-    if references not in ("quick", "all"):
-        raise ConfigError(f"--references {references}: quick (every reference but the slow ones) or all")
+    check_references(references)
     for spec in models:
         if spec.partition(":")[0] not in ("baseline", "ft"):  # those name files a run directory holds
             check_model_spec(spec)
@@ -210,20 +229,10 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
                 say(f"{r.label}: {', '.join(own)} drive{'s' if len(own) == 1 else ''} the model with several calls "
                     "of their own decoding settings, so the generation settings and system prompt given are not "
                     f"used anywhere in {r.label} (its answers are one method, asked one way)")
-            count = {"done": 0, "total": None}
-
-            def on_total(n: int, label=r.label, name=name, count=count) -> None:
-                count["total"] = n
-                if progress is not None:
-                    progress(f"{label}: {name} 0/{n} answered")
-
-            def on_progress(k: int, label=r.label, name=name, count=count) -> None:
-                count["done"] += k
-                if progress is not None:
-                    progress(f"{label}: {name} {count['done']}/{count['total']} answered")
-
+            counter = _AnswerCounter(progress, f"{r.label}: {name}") if progress is not None else None
             path, stats = pipeline.run(r.path, backend, name, use_cache=use_cache, generation=run_gen,
-                                       system_prompt=run_sys, on_total=on_total, on_progress=on_progress)
+                                       system_prompt=run_sys, on_total=counter and counter.total,
+                                       on_progress=counter and counter.advance)
             r.answered[name] = (stats.done, stats.skipped)
             if stats.done:
                 from recharness.models.registry import public_spec

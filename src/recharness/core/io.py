@@ -8,6 +8,7 @@ untrusted text: a lone surrogate or other unencodable character is escaped
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import io
 import json
@@ -237,33 +238,33 @@ class FileLocked(RecharnessError):
                          "wait for it to finish (or stop it) before starting another on the same run")
 
 
-def remove_log(path: Path) -> None:
-    """Delete a log file that no writer holds (`GroupCommitLog`'s lock): FileLocked if one does, as its
-    writer would go on appending to a file no one reads."""
+@contextlib.contextmanager
+def unheld(path: Path) -> Iterator[bool]:
+    """Hold `GroupCommitLog`'s lock on a log file while the caller replaces or deletes it (yields whether the file
+    exists): FileLocked if a writer holds it, as that writer would go on appending to a file no one reads."""
     try:
         f = open(path, "rb")
     except FileNotFoundError:
+        yield False
         return
     with f:
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise FileLocked(Path(path)) from None
-        Path(path).unlink()
+        yield True
+
+
+def remove_log(path: Path) -> None:
+    """Delete a log file that no writer holds (`unheld`)."""
+    with unheld(path) as exists:
+        if exists:
+            Path(path).unlink()
 
 
 def rewrite_log(path: Path, records: Iterable[dict]) -> int:
-    """Replace a log file no writer holds (`GroupCommitLog`'s lock) with `records`, atomically: FileLocked if
-    a run is writing it, which would go on appending to the replaced file, its answers lost."""
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        return write_jsonl_atomic(path, records)
-    with f:
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise FileLocked(Path(path)) from None
+    """Replace a log file no writer holds (`unheld`) with `records`, atomically."""
+    with unheld(path):
         return write_jsonl_atomic(path, records)
 
 

@@ -50,12 +50,17 @@ def detect_unit(ts: pl.Series) -> str:
     return "s"
 
 
+def check_unit(unit: str | None) -> None:
+    """`--timestamp-unit` is one of UNITS, or None (detected)."""
+    if unit is not None and unit not in UNITS:
+        raise ConfigError(f"--timestamp-unit {unit!r}: one of {', '.join(UNITS)}")
+
+
 def to_seconds(interactions: pl.DataFrame, unit: str | None) -> tuple[pl.DataFrame, dict]:
     """Timestamps in seconds; {"unit", "detected", "out_of_range"} says what was done."""
     if "timestamp" not in interactions.columns:
         return interactions, {}
-    if unit is not None and unit not in UNITS:
-        raise ConfigError(f"--timestamp-unit {unit!r}: one of {', '.join(UNITS)}")
+    check_unit(unit)
     ts = interactions["timestamp"]
     chosen = unit or detect_unit(ts)
     if UNITS[chosen] != 1:

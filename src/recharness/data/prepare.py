@@ -246,10 +246,9 @@ def prepare_dataset(
     holding a dataset prepared from another kind is not replaced unless `force` (a `--as` typo must not
     silently swap the data every run directory built on it reads)."""
     build = DATASETS.get(name)  # an unknown name: ConfigError listing the known ones
-    from recharness.data.normalize import UNITS
+    from recharness.data.normalize import check_unit
 
-    if timestamp_unit is not None and timestamp_unit not in UNITS:  # before reading the sources, not after
-        raise ConfigError(f"--timestamp-unit {timestamp_unit!r}: one of {', '.join(UNITS)}")
+    check_unit(timestamp_unit)  # before reading the sources, not after
     recover_leftovers(Path(out).parent if out is not None else datasets_dir())
     t0 = time.perf_counter()
     with _status(progress, f"Preparing {name}…") as status:

@@ -12,7 +12,6 @@ answers.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 
 from recharness.baselines import BASELINES, TrainData, fit
@@ -76,18 +75,15 @@ class ReferenceBackend(ModelBackend):
         `train` measures it (`runner.latency`): one single-sample call from scratch, here the batch's first
         sample timed once more on its own (a batched call's share per sample would be a throughput, not a
         latency); the batch's share per sample is kept beside it (`batch_share_s`)."""
-        t0 = time.perf_counter()
-        recs = self.baseline.predict(samples, task)
-        share = (time.perf_counter() - t0) / max(1, len(samples))
-        one = share
-        if samples:
-            t0 = time.perf_counter()
-            self.baseline.predict(samples[:1], task)
-            one = time.perf_counter() - t0
+        from recharness.runner.latency import timed_predict
+
+        recs, timing = timed_predict(self.baseline, samples, runs=1, task=task)
+        rate = timing.get("throughput_per_s")
+        extra = {"batch_share_s": 1 / rate if rate else 0.0, "batch_samples": len(samples)}
+        one = timing.get("latency_s", extra["batch_share_s"])
         out = {}
         for s in samples:
             rec = recs.get(s["id"])
-            extra = {"batch_share_s": share, "batch_samples": len(samples)}
             out[s["id"]] = (Prediction(valid=False, error=f"{self.model} gives no answer to this sample",
                                        error_kind="no_answer", latency_s=one, extra=extra) if rec is None
                             else Prediction(parsed=rec.get("parsed"), valid=bool(rec.get("valid", True)),
