@@ -43,14 +43,20 @@ def _index(interactions):
     return arrays, pairs
 
 
-def check_groups(run_dir, interactions, *, n_groups, gamma=20, lam=0.6, window_days=7.0, levels=LEVEL_SIZE):
+def check_groups(run_dir, interactions, *, n_groups, gamma=20, lam=0.6, window_days=7.0, levels=LEVEL_SIZE,
+                 shared=False):
+    """Every written group meets the criteria; query items are distinct across levels, or (`shared`) the same
+    items at every level, each level's members a subset of the largest level's group on that item."""
     arrays, pairs = _by_user(interactions)
     seen_items = set()
+    by_level = {}
     for lv in levels:
         data = json.loads((run_dir / "perrecbench" / f"item2group_avg_diff_sample-{lv}.json").read_text())
+        by_level[lv] = {item: {m["user_id"] for m in value[0]} for item, value in data.items()}
         assert len(data) == n_groups, f"{lv}: {len(data)} groups"
         for item, value in data.items():
-            assert item not in seen_items, f"query item {item} used twice"
+            if not shared:
+                assert item not in seen_items, f"query item {item} used twice"
             seen_items.add(item)
             group = value[0]
             assert len(group) == LEVEL_SIZE[lv]
@@ -70,6 +76,11 @@ def check_groups(run_dir, interactions, *, n_groups, gamma=20, lam=0.6, window_d
             assert max(times) - min(times) <= window_days * 86400  # one window
             for a, b in combinations(rel, 2):
                 assert abs(a - b) > lam  # distinct preferences
+    if shared:
+        top = max(levels, key=LEVEL_SIZE.get)
+        for lv in levels:
+            assert by_level[lv].keys() == by_level[top].keys()
+            assert all(users <= by_level[top][item] for item, users in by_level[lv].items())
     return seen_items
 
 
@@ -147,6 +158,29 @@ def test_few_shot_and_profile_history_in_samples(ml1m, tmp_path):
     assert shown and not tested & shown
 
 
+def test_shared_items_every_level_on_the_same_items(ml1m, tmp_path):
+    """items=shared: every level asks the same query items, its members a subset of one group of four (the
+    authors' design); the criteria hold at every level, held-out groups keep other items and no test user."""
+    opts = {"profile": False, "items": "shared", "groups": 12, "shots": 1, "heldout": 3, "k": 1}
+    samples = _build(ml1m, tmp_path, ["list"], seed=2, **opts)
+    items = check_groups(tmp_path, ml1m.interactions, n_groups=12, shared=True)
+    assert len(items) == 12 and len(samples) == 36
+    by_item = {}
+    for s in samples:
+        by_item.setdefault(s["item_id"], {})[s["level"]] = [u["user_id"] for u in s["users"]]
+    assert all(sorted(levels) == ["easy", "hard", "medium"] for levels in by_item.values())
+    # the smaller levels are not all the same leading members of the group
+    assert any(lv["easy"] != lv["hard"][:2] for lv in by_item.values())
+    held = {lv: json.loads((tmp_path / "perrecbench" / f"held_out-{lv}.json").read_text()) for lv in LEVEL_SIZE}
+    assert held["easy"].keys() == held["hard"].keys() and not set(held["hard"]) & items
+    tested = {u for lv in by_item.values() for u in lv["hard"]}
+    shown = {u["user_id"] for s in samples for x in s["shots"] for u in x["users"]}
+    assert shown and not tested & shown
+    # the default build is unchanged by the option's existence: distinct items per level
+    distinct = _build(ml1m, tmp_path / "d", ["list"], seed=2, **{**opts, "items": "distinct"})
+    assert len({s["item_id"] for s in distinct}) == 36
+
+
 def test_amazon_build_with_relaxed_thresholds(tmp_path, amazon2023):
     ds = amazon2023
     build("perrecbench", "amazon2023", tmp_path, tasks=["list"], limit=3,
@@ -159,7 +193,8 @@ def test_amazon_build_with_relaxed_thresholds(tmp_path, amazon2023):
 @pytest.mark.parametrize("opts, match", [
     ({"gama": 3}, "unknown --option 'gama'"), ({"levels": "extreme"}, "unknown level"), ({"invalid": "nan"}, "invalid="),
     ({"compat": "yes"}, "compat="), ({"groups": "many"}, "groups=many: expected an integer"), ({"shots": 2, "heldout": 0}, "held-out"),
-    ({"profile": "maybe"}, "true or false"), ({"bm25": "dense"}, "bm25="),
+    ({"profile": "maybe"}, "true or false"), ({"bm25": "dense"}, "bm25="), ({"items": "same"}, "items="),
+    ({"items": "shared", "labels": "x"}, "labels= reads the groups"),
 ])
 def test_bad_options_are_config_errors(ml1m, tmp_path, opts, match):
     with pytest.raises(ConfigError, match=match):

@@ -190,3 +190,34 @@ def test_invalid_and_missing_are_counted_never_dropped_by_default():
                        "y": {"parsed": {"ordering": None}, "valid": False}})
     assert lv["hard"]["tau"] == pytest.approx(1 / 3)  # (1 + 0 + 0) / 3
     assert (m["invalid"], m["missing"]) == (1, 1)
+
+
+def test_an_item_asked_at_every_level_is_one_unit_of_resampling():
+    """items=shared (or the authors' label files): an item's groups at the three levels share the item and most
+    members, so the bootstrap draws the item with all three; levels are not strata then. Distinct items keep
+    one group a unit, resampled within its level."""
+    import numpy as np
+
+    from recharness.tasks.perrecbench.scoring import resampling, tau_units
+
+    def sample(level, item, n):
+        return {"id": sample_id("list", level, item), "level": level, "item_id": item,
+                "truth": {"relative_ratings": list(range(n)), "avg_ratings": [3] * n}}
+
+    items = [f"i{k}" for k in range(8)]
+    shared = [sample(lv, it, n) for lv, n in (("easy", 2), ("medium", 3), ("hard", 4)) for it in items]
+    preds = {s["id"]: {"parsed": {"ordering": list(range(len(s["truth"]["avg_ratings"]), 0, -1))
+                                  if int(s["item_id"][1:]) % 2 else list(range(1, len(s["truth"]["avg_ratings"]) + 1))},
+                       "valid": True} for s in shared}
+    strata, clusters, unit = resampling(shared)
+    assert strata is None and list(clusters) == [s["item_id"] for s in shared] and "query items" in unit
+    u = tau_units(shared, preds)["tau_rank"]
+    assert u.independent == 8
+    rows = np.concatenate(list(u.counts(200, seed=1))).reshape(200, 3, 8)  # resample x level x item
+    assert (rows == rows[:, :1, :]).all()  # an item's three groups are drawn together
+    assert (rows[:, 0, :].sum(axis=1) == 8).all() and rows.std() > 0
+    # distinct items: the group is the unit, within its level
+    distinct = [sample(lv, f"{lv}{it}", n) for lv, n in (("easy", 2), ("hard", 4)) for it in items]
+    strata, clusters, unit = resampling(distinct)
+    assert clusters is None and list(strata) == ["easy"] * 8 + ["hard"] * 8 and "within levels" in unit
+    assert tau_units(distinct, {})["tau_rank"].independent == 16

@@ -91,7 +91,7 @@ def parse_options(options: dict, seed: int = 0, limit: int | None = None) -> Sui
             n_groups=limit if limit is not None else o.groups,
             levels=tuple(x.strip() for x in o.levels.split(",") if x.strip()),
             heldout=o.heldout if o.heldout is not None else 50 if o.shots else 0,
-            mean_over=o.mean_over, tries=o.tries, seed=seed,
+            mean_over=o.mean_over, tries=o.tries, seed=seed, items=o.items,
         )
     except ValueError as e:
         raise ConfigError(f"perrecbench: {e}") from None

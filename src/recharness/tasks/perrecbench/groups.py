@@ -10,9 +10,12 @@ A group for query item q satisfies, for every member u:
   - u rated q inside one window [t0, t0 + window_s] (temporal co-purchase),
   - u has more than `gamma` ratings strictly before that rating (active user),
 and for every pair u != v: |rel(u) - rel(v)| > `lam` (distinct preferences).
-Group sizes 2 / 3 / 4 are the easy / medium / hard levels; query items are
-distinct across all levels and the held-out pool (used for few-shot prompts),
-and no test group's user is in the held-out pool.
+Group sizes 2 / 3 / 4 are the easy / medium / hard levels. By default
+(`items="distinct"`) query items are distinct across all levels and the held-out
+pool (used for few-shot prompts); with `items="shared"` every level is asked on
+the same query items, its members a seeded subset of one group of the largest
+level's size (the authors' released outputs), so a difference between levels is
+group size alone, not other items. No test group's user is in the held-out pool.
 
 The mean in the relative rating is, by default, over the user's ratings
 *before* the query item (what the model is shown, so the label leaks nothing
@@ -44,11 +47,16 @@ class GroupConfig:
     mean_over: str = "history"  # or "all"
     tries: int = 20  # window anchors tried per item
     seed: int = 0
+    #: "distinct": each level on its own query items; "shared": every level on the same items (members drawn from
+    #: one group of the largest level's size)
+    items: str = "distinct"
 
     def __post_init__(self):
         bad = [lv for lv in self.levels if lv not in LEVELS]
         if bad:
             raise ValueError(f"unknown level(s) {bad}; levels are {list(LEVELS)}")
+        if self.items not in ("distinct", "shared"):
+            raise ValueError(f"items must be 'distinct' or 'shared', not {self.items!r}")
         if self.mean_over not in ("history", "all"):
             raise ValueError(f"mean_over must be 'history' or 'all', not {self.mean_over!r}")
         if self.gamma < 0 or self.lam < 0 or self.window_days < 0 or self.n_groups < 0 or self.heldout < 0:
@@ -182,54 +190,80 @@ def select_groups(interactions: pl.DataFrame, cfg: GroupConfig, tables: dict | N
     context), so the per-rating tables are computed once however many configs select from it.
     """
     el = eligible_rows(interactions, cfg.mean_over, cfg.gamma, tables)
+    used: set[str] = set()
+    test_users: set[int] = set()  # the users of the test groups (codes), kept out of the held-out pool
+    out: dict[str, list[Group]] = {}
+    levels = [lv for lv in _CLAIM_ORDER if lv in cfg.levels]
+    if cfg.items == "shared" and levels:
+        # one group of the largest size per query item; each level asks a seeded subset of its members (a subset
+        # of a group still meets the window and the pairwise gaps)
+        n = max(LEVELS[lv] for lv in levels)
+        for split, count in (("test", cfg.n_groups), ("heldout", cfg.heldout)):
+            if split == "heldout" and not count:
+                continue
+            rng = np.random.default_rng([cfg.seed, n, 0 if split == "test" else 1, 1])
+            claimed = _claim(el, cfg, n, count, split, rng, used, test_users)
+            for lv in levels:
+                k = LEVELS[lv]
+                out[lv if split == "test" else f"{lv}/heldout"] = [
+                    Group(level=lv, item_id=item, split=split,
+                          members=[members[i] for i in sorted(rng.choice(len(members), k, replace=False).tolist())])
+                    for item, members in claimed]
+    else:
+        wanted = [(lv, "test", cfg.n_groups) for lv in levels]
+        wanted += [(lv, "heldout", cfg.heldout) for lv in levels if cfg.heldout]
+        for lv, split, count in wanted:
+            n = LEVELS[lv]
+            rng = np.random.default_rng([cfg.seed, n, 0 if split == "test" else 1])
+            out[lv if split == "test" else f"{lv}/heldout"] = [
+                Group(level=lv, item_id=item, members=members, split=split)
+                for item, members in _claim(el, cfg, n, count, split, rng, used, test_users)]
+    # present levels in easy, medium, hard order
+    order = [lv for lv in LEVELS if lv in cfg.levels]
+    return {k: out[k] for k in [*order, *(f"{lv}/heldout" for lv in order)] if k in out}
+
+
+def _claim(el: _Eligible, cfg: GroupConfig, n: int, count: int, split: str, rng: np.random.Generator,
+           used: set[str], test_users: set[int]) -> list[tuple[str, list[Member]]]:
+    """Up to `count` groups of `n` members, each on a query item not in `used` (added to it), in a seeded random
+    order of items; a test group's users join `test_users`, which a held-out group never holds."""
     ts, rr, users, ratings, avgs, hlen = el.ts, el.rr, el.users, el.ratings, el.avgs, el.hlen
     starts, ends, item_ids = el.starts, el.ends, el.item_ids
     sizes = ends - starts
     window = cfg.window_days * 86400.0
-
-    used: set[str] = set()
-    test_users: set[int] = set()  # the users of the test groups (codes), kept out of the held-out pool
-    out: dict[str, list[Group]] = {}
-    wanted = [(lv, "test", cfg.n_groups) for lv in _CLAIM_ORDER if lv in cfg.levels]
-    wanted += [(lv, "heldout", cfg.heldout) for lv in _CLAIM_ORDER if lv in cfg.levels and cfg.heldout]
-    for lv, split, count in wanted:
-        n = LEVELS[lv]
-        rng = np.random.default_rng([cfg.seed, n, 0 if split == "test" else 1])
-        found: list[Group] = []
-        if count:
-            for j in rng.permutation(len(item_ids)):
-                if sizes[j] < n or item_ids[j] in used:
-                    continue
-                s, e = starts[j], ends[j]
-                # fewer than n distinct relative-rating "slots" can never work
-                if rr[s:e].max() - rr[s:e].min() <= cfg.lam * (n - 1):
-                    continue
-                if split == "heldout" and test_users:
-                    # a few-shot example never shows a test user: its history could hold that user's test label
-                    sub = np.flatnonzero(~np.isin(users[s:e], np.fromiter(test_users, dtype=users.dtype)))
-                    idx = find_group(ts[s:e][sub], rr[s:e][sub], users[s:e][sub], n, cfg.lam, window, rng,
-                                     cfg.tries) if sub.size >= n else None
-                    idx = None if idx is None else [int(sub[i]) for i in idx]
-                else:
-                    idx = find_group(ts[s:e], rr[s:e], users[s:e], n, cfg.lam, window, rng, cfg.tries)
-                if idx is None:
-                    continue
-                rows = [s + i for i in rng.permutation(idx)]
-                if split == "test":
-                    test_users.update(int(users[r]) for r in rows)
-                members = [
-                    Member(user_id=str(el.user_ids[users[r]]), rating=float(ratings[r]), timestamp=int(ts[r]),
-                           relative_rating=float(rr[r]), avg_rating=float(avgs[r]), history_len=int(hlen[r]))
-                    for r in rows
-                ]
-                found.append(Group(level=lv, item_id=str(item_ids[j]), members=members, split=split))
-                used.add(item_ids[j])
-                if len(found) == count:
-                    break
-        out[lv if split == "test" else f"{lv}/heldout"] = found
-    # present levels in easy, medium, hard order
-    order = [lv for lv in LEVELS if lv in cfg.levels]
-    return {k: out[k] for k in [*order, *(f"{lv}/heldout" for lv in order)] if k in out}
+    found: list[tuple[str, list[Member]]] = []
+    if not count:
+        return found
+    for j in rng.permutation(len(item_ids)):
+        if sizes[j] < n or item_ids[j] in used:
+            continue
+        s, e = starts[j], ends[j]
+        # fewer than n distinct relative-rating "slots" can never work
+        if rr[s:e].max() - rr[s:e].min() <= cfg.lam * (n - 1):
+            continue
+        if split == "heldout" and test_users:
+            # a few-shot example never shows a test user: its history could hold that user's test label
+            sub = np.flatnonzero(~np.isin(users[s:e], np.fromiter(test_users, dtype=users.dtype)))
+            idx = find_group(ts[s:e][sub], rr[s:e][sub], users[s:e][sub], n, cfg.lam, window, rng,
+                             cfg.tries) if sub.size >= n else None
+            idx = None if idx is None else [int(sub[i]) for i in idx]
+        else:
+            idx = find_group(ts[s:e], rr[s:e], users[s:e], n, cfg.lam, window, rng, cfg.tries)
+        if idx is None:
+            continue
+        rows = [s + i for i in rng.permutation(idx)]
+        if split == "test":
+            test_users.update(int(users[r]) for r in rows)
+        members = [
+            Member(user_id=str(el.user_ids[users[r]]), rating=float(ratings[r]), timestamp=int(ts[r]),
+                   relative_rating=float(rr[r]), avg_rating=float(avgs[r]), history_len=int(hlen[r]))
+            for r in rows
+        ]
+        found.append((str(item_ids[j]), members))
+        used.add(item_ids[j])
+        if len(found) == count:
+            break
+    return found
 
 
 def why_no_groups(interactions: pl.DataFrame, cfg: GroupConfig, tables: dict | None = None) -> str | None:
@@ -247,13 +281,14 @@ def why_no_groups(interactions: pl.DataFrame, cfg: GroupConfig, tables: dict | N
         return (f"perrecbench: gamma={cfg.gamma} keeps 0 of the {rated.height} ratings (a member needs more than gamma "
                 f"ratings before it; the most here is {int(rated['history_len'].max())}): lower it with --option "
                 "gamma=N")
-    n = min(LEVELS[lv] for lv in cfg.levels)
+    # items=shared draws every level from one group of the largest size
+    n = (max if cfg.items == "shared" else min)(LEVELS[lv] for lv in cfg.levels)
     sizes = el.ends - el.starts
     big = int((sizes >= n).sum())
     if not big:
-        return (f"perrecbench: no item has {n} raters with more than gamma={cfg.gamma} earlier ratings (the smallest "
-                f"level, {'/'.join(cfg.levels)}, needs {n}; {len(el.item_ids)} items have any, at most "
-                f"{int(sizes.max())}): lower --option gamma")
+        return (f"perrecbench: no item has {n} raters with more than gamma={cfg.gamma} earlier ratings (the "
+                f"{'largest' if cfg.items == 'shared' else 'smallest'} level, {'/'.join(cfg.levels)}, needs {n}; "
+                f"{len(el.item_ids)} items have any, at most {int(sizes.max())}): lower --option gamma")
     return (f"perrecbench: none of the {big} items with {n} or more raters (gamma={cfg.gamma}) has {n} of them within "
             f"window_days={cfg.window_days:g} whose relative ratings differ by more than lambda={cfg.lam:g} "
             f"(tries={cfg.tries} windows per item): lower --option lambda, or raise --option window_days or tries")

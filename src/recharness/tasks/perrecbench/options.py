@@ -21,6 +21,10 @@ class PerRecBenchOptions(TaskOptions):
     lam: float = Field(0.6, ge=0, validation_alias=AliasChoices("lambda", "lam"),
                        description="members' relative ratings differ by more than lambda pairwise")
     window_days: float = Field(7.0, ge=0, description="members rated the item within this many days")
+    items: Literal["distinct", "shared"] = Field(
+        "distinct", description="distinct: each level on its own query items; shared: every level on the same items, "
+        "its members a subset of one group of the largest level's size (the authors' released outputs): a level "
+        "difference is then group size alone")
     mean_over: Literal["history", "all"] = Field("history", description="user mean rating over earlier or all ratings")
     tries: int = Field(20, ge=1, description="window anchors tried per item")
     heldout: int | None = Field(None, ge=0, description="groups per level kept for few-shot examples; none: 50 when shots>0, else 0")
@@ -57,6 +61,13 @@ class PerRecBenchOptions(TaskOptions):
     @classmethod
     def _compat(cls, v):
         return None if v in (None, "", "none", False) else v
+
+    @model_validator(mode="after")
+    def _items_are_selected(self):
+        if self.items == "shared" and self.labels:
+            raise OptionError("items", "labels= reads the groups of the given label files: items=shared chooses how "
+                              "this build selects its own; give one of them")
+        return self
 
     @model_validator(mode="after")
     def _shots_need_heldout(self):

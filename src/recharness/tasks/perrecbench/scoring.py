@@ -243,13 +243,27 @@ def _user_errors(samples: list[dict], predictions: dict[str, dict]) -> tuple[np.
     return abs_e, sq_e, cnt
 
 
+def resampling(samples: list[dict]) -> tuple[np.ndarray | None, np.ndarray | None, str]:
+    """How the groups are resampled: (strata, clusters, what one unit is). A group is the unit, within its level
+    (its orders together, `tasks.orders.order_clusters`); when one query item is asked in groups of several
+    levels (`items=shared`, or the authors' label files) those groups share the item and most of their members,
+    so the item is the unit, with its groups at every level, and levels are not strata."""
+    from recharness.tasks.orders import order_clusters
+
+    groups_of: dict[str, set] = {}
+    for s in samples:
+        groups_of.setdefault(str(s.get("item_id")), set()).add(s.get("order_of", s["id"]))
+    if any(len(g) > 1 for g in groups_of.values()):
+        return None, np.asarray([str(s.get("item_id")) for s in samples]), "query items resampled with their groups"
+    return np.array([s["level"] for s in samples]), order_clusters(samples), "groups resampled within levels"
+
+
 def tau_units(samples: list[dict], predictions: dict[str, dict], *, compat: bool = False, invalid: str = "zero",
               with_ratings: bool = False) -> dict:
     """`summarize`'s metrics as units over groups, resampled within levels: tau per level is the
     mean of group taus, the headline the mean over levels (tau_rank) or over label files
     (tau_compat); MAE/RMSE pool rated users over groups."""
     from recharness.metrics.bootstrap import RatioUnits
-    from recharness.tasks.orders import order_clusters
 
     if not samples:
         return {}
@@ -263,29 +277,33 @@ def tau_units(samples: list[dict], predictions: dict[str, dict], *, compat: bool
     comp_ok = bool(np.isfinite(comp).all())  # a NaN group poisons its file: no interval then
     comp = np.where(np.isfinite(comp), comp, 0.0)
     files = np.array([source_file(s) for s in samples])
-    # a group asked under several orders of its users (`--option orders=K`): its K samples are one unit
-    cl = order_clusters(samples)
+    # a group asked under several orders of its users (`--option orders=K`): its K samples are one unit; a query
+    # item asked at several levels: its groups are one unit
+    st, cl, unit = resampling(samples)
     out: dict = {}
     if counted.any():
-        out["tau_rank"] = RatioUnits(ids, rank * counted, counted, groups=lv, strata=lv,
-                                     how="mean over levels of the mean tau over groups", clusters=cl)
+        out["tau_rank"] = RatioUnits(ids, rank * counted, counted, groups=lv, strata=st,
+                                     how=f"mean over levels of the mean tau over groups ({unit})", clusters=cl)
     if kept.any() and comp_ok:
-        out["tau_compat"] = RatioUnits(ids, comp * kept, kept, groups=files, strata=lv,
-                                       how="mean over label files of the mean tau over kept groups", clusters=cl)
+        out["tau_compat"] = RatioUnits(ids, comp * kept, kept, groups=files, strata=st,
+                                       how=f"mean over label files of the mean tau over kept groups ({unit})",
+                                       clusters=cl)
     for level in dict.fromkeys(lv.tolist()):
         m = lv == level
         if compat:
             if (kept & m).any() and comp_ok:
-                out[f"tau_{level}"] = RatioUnits(ids, comp * (kept & m), kept & m, strata=lv, how="mean over groups", clusters=cl)
+                out[f"tau_{level}"] = RatioUnits(ids, comp * (kept & m), kept & m, strata=st,
+                                                 how=f"mean over groups ({unit})", clusters=cl)
         elif (counted * m).any():
-            out[f"tau_{level}"] = RatioUnits(ids, rank * counted * m, counted * m, strata=lv, how="mean over groups", clusters=cl)
+            out[f"tau_{level}"] = RatioUnits(ids, rank * counted * m, counted * m, strata=st,
+                                             how=f"mean over groups ({unit})", clusters=cl)
     head = out.get("tau_compat" if compat else "tau_rank")
     if head is not None:
         out["tau"] = head
     if with_ratings:
         abs_e, sq_e, cnt = _user_errors(samples, predictions)
         if cnt.any():
-            out["MAE"] = RatioUnits(ids, abs_e, cnt, strata=lv, how="mean over rated users (groups resampled)", clusters=cl)
-            out["RMSE"] = RatioUnits(ids, sq_e, cnt, transform="sqrt", strata=lv,
-                                     how="root mean squared error over rated users (groups resampled)", clusters=cl)
+            out["MAE"] = RatioUnits(ids, abs_e, cnt, strata=st, how=f"mean over rated users ({unit})", clusters=cl)
+            out["RMSE"] = RatioUnits(ids, sq_e, cnt, transform="sqrt", strata=st,
+                                     how=f"root mean squared error over rated users ({unit})", clusters=cl)
     return out

@@ -22,7 +22,7 @@ from recharness.tasks.orders import borda_method, order_metrics
 from recharness.tasks.perrecbench.build import build_samples
 from recharness.tasks.perrecbench.methods import PREDICT
 from recharness.tasks.perrecbench.parsing import parse_pair, parse_ranking, parse_rating
-from recharness.tasks.perrecbench.scoring import summarize, tau_units
+from recharness.tasks.perrecbench.scoring import resampling, summarize, tau_units
 
 
 class GroupOrdering(TypedDict):
@@ -89,7 +89,8 @@ class _GroupTask(Task):
         return levels
 
     def units(self, samples, predictions):
-        """Groups are the units, resampled within their level (see scoring.tau_units)."""
+        """Groups are the units, resampled within their level, or query items asked at several levels with their
+        groups (see scoring.resampling)."""
         return tau_units(samples, predictions, with_ratings=self.name == "point", **_scoring(samples))
 
     def references(self, dataset, samples, seed: int = 0):
@@ -187,9 +188,10 @@ class PairTask(_GroupTask):
         has = [isinstance(p, dict) and "comparisons" in p for p in parsed]
         comps = [p["comparisons"] if h else 0 for p, h in zip(parsed, has)]
         if sum(comps):
+            st, cl, unit = resampling(samples)
             out["disagree_rate"] = RatioUnits([s["id"] for s in samples], [p["disagree"] if h else 0 for p, h in zip(parsed, has)],
-                                              comps, strata=np.array([s["level"] for s in samples]),
-                                              how="disagreeing / all comparisons, pooled over groups")
+                                              comps, strata=st, clusters=cl,
+                                              how=f"disagreeing / all comparisons, pooled over groups ({unit})")
         return out
 
 
