@@ -211,6 +211,9 @@ def test_a_bootstrap_p_of_zero_is_stated_as_below_two_over_the_resamples():
     from recharness.report.tables import _p_text
 
     assert _p_text(0.0, 1000) == "p < 0.002" and _p_text(0.03, 1000) == "p = 0.03"
+    assert _p_text(0.0004, 1000) == "p < 0.001" and _p_text(0.0, None) == "p < 0.001"
+    from recharness.report.tables import p_value  # compare prints the same figures without "p ="
+    assert (p_value(0.0, 1000), p_value(0.5), p_value(None)) == ("< 0.002", "0.5", "–")
 
 
 def test_a_pooled_mean_over_other_counts_is_another_subset():

@@ -578,13 +578,7 @@ def _compare_tables(results: list[dict]) -> list[tuple[Table, str]]:
     """One table per (task, A, B): metric, A, B, A − B [95% CI], the two p-values; and a note with counts."""
     from recharness.metrics.registry import header
     from recharness.report.tables import fmt
-
-    def p_text(p, resamples: int | None = None) -> str:
-        if p is None or p != p:
-            return "–"
-        if p == 0 and resamples:  # a two-sided bootstrap p of 0: below 2 / resamples, its smallest above 0
-            return f"< {2 / resamples:.2g}"
-        return "< 0.001" if p < 0.001 else f"{p:.3f}"
+    from recharness.report.tables import p_value as p_text
 
     groups: dict[tuple, list[dict]] = {}
     for r in results:

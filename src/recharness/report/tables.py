@@ -88,14 +88,21 @@ def cells(rows: list[ScoreRow], cols: list[str]) -> list[list[tuple[str, bool]]]
     return [[(value_text(r, c), c in marking and bool(r.ci.get(c, {}).get("top"))) for c in cols] for r in rows]
 
 
-def _p_text(p: float, resamples: int | None) -> str:
-    """A p-value as the test can state it: a two-sided bootstrap p (2 x the smaller tail) of 0 means below
-    2 / resamples, the smallest p it gives above 0, not 0."""
-    if p is None or p != p:  # undefined (every replicate non-finite), or null as scores.json stores it
-        return "p = –"
+def p_value(p: float | None, resamples: int | None = None) -> str:
+    """A p-value as the test can state it: "–" when undefined (every replicate non-finite, or null as
+    scores.json stores it); a two-sided bootstrap p (2 x the smaller tail) of 0 as below 2 / resamples, the
+    smallest p it gives above 0, not 0; below 0.001 as "< 0.001". Tables and `compare` both print this."""
+    if p is None or p != p:
+        return "–"
     if p == 0 and resamples:
-        return f"p < {2 / resamples:.2g}"
-    return f"p = {p:.3g}"
+        return f"< {2 / resamples:.2g}"
+    return "< 0.001" if p < 0.001 else f"{p:.3g}"
+
+
+def _p_text(p: float | None, resamples: int | None) -> str:
+    """`p_value` in a sentence: "p = 0.03", "p < 0.002"."""
+    t = p_value(p, resamples)
+    return f"p {t}" if t.startswith("<") else f"p = {t}"
 
 
 #: a verdict of `runner.intervals.versus_strongest_reference` as the sentence says it ("... it (diff, p)")
