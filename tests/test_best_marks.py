@@ -232,3 +232,15 @@ def test_a_null_p_from_scores_json_reads_as_a_dash():
     from recharness.report.tables import _p_text
 
     assert _p_text(None, 1000) == "p = –" and _p_text(float("nan"), 1000) == "p = –"
+
+
+def test_the_generic_path_gives_no_interval_from_fewer_than_five_samples():
+    """A task without units is re-scored on resampled samples, each sample a unit: three samples are too few,
+    as on the units path (it gave [0, 1] and a zero-width [0, 0], and bold marks)."""
+    task = _MeanTask(with_units=False)
+    samples = [{"id": f"s{i}"} for i in range(3)]
+    rows = _rows(task, samples, {"a": {s["id"]: {"x": 1.0} for s in samples},
+                                 "b": {s["id"]: {"x": float(i % 2)} for i, s in enumerate(samples)}})
+    for r in rows:
+        assert r.ci == {} and r.extra["no_interval"]["HR@10"] == "n too small: 3 units"
+    assert "**" not in to_markdown(rows)

@@ -132,6 +132,8 @@ def test_a_worker_killed_mid_shard_loses_and_doubles_nothing(cluster, built, tmp
     assert counts(path) == Counter({i: 1 for i in records(path)}) and len(counts(path)) == n
     w = stats.workers
     assert w[0]["failures"] >= 1 and w[0]["retired"] and w[1]["samples"] > w[0]["samples"], w
+    # why it was retired, on one line: Ray's error kind and its message, not only the kind
+    assert w[0]["retired"].split(":")[0].endswith("Error") and len(w[0]["retired"]) > 40 and "\n" not in w[0]["retired"]
 
 
 def test_a_restarted_worker_answers_the_rest(cluster, built, tmp_path, monkeypatch):

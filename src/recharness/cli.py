@@ -570,7 +570,10 @@ def compare(
     if json_out is not None:
         from recharness.core.io import atomic_write_text
 
-        atomic_write_text(json_out, json.dumps(results, indent=2, default=str))
+        from recharness.report.tables import finite_or_null
+
+        # NaN (no interval) as null: strict JSON, as scores.json
+        atomic_write_text(json_out, json.dumps(finite_or_null(results), indent=2, default=str, allow_nan=False))
         out_console.print(f"comparison → {json_out}", markup=False, highlight=False)
 
 

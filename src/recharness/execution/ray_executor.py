@@ -363,6 +363,17 @@ class RayExecutor(ModelBackend):
         self._shutdown()
 
 
+def _death(e: BaseException) -> str:
+    """Why a call to an actor failed, on one line: the exception its task raised (a RayTaskError's cause),
+    else Ray's own message (an ActorDiedError says how the worker process exited), bounded."""
+    from recharness.core.errors import one_line
+
+    cause = getattr(e, "cause", None)
+    if isinstance(cause, BaseException) and cause is not e:
+        return f"{type(cause).__name__}: {one_line(cause, 240)}"
+    return f"{type(e).__name__}: {one_line(e, 240)}"
+
+
 def _recharness_cause(e: BaseException):
     """The RecharnessError behind a Ray error (an actor's constructor or task raised it), else None."""
     from recharness.core.errors import RecharnessError
@@ -507,13 +518,13 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
                             recovered_at[i] = None
                         if per[i]["failures"] > ex.max_restarts or isinstance(e, RayTaskError):
                             alive.discard(i)
-                            per[i]["retired"] = f"{type(e).__name__}"
+                            per[i]["retired"] = _death(e)
                         if resent < MAX_RESENDS:
                             queue.appendleft((shard, resent + 1))
                         else:
                             stats.undone["worker_died"] += len(shard)
                         if not alive:
-                            stop_msg = stop_msg or f"every Ray worker died (last: {type(e).__name__}: {e})"[:500]
+                            stop_msg = stop_msg or f"every Ray worker died (last: {_death(e)})"
                         for j in alive:
                             feed(j)
                         continue

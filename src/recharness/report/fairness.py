@@ -132,8 +132,10 @@ def _popularity_chart(pts: list[ScoreRow], key: str, palette) -> str:
         cx, cy = r.ci.get(ARP), r.ci.get(key)
         if cx or cy:  # the 95% intervals, in the method's colour
             bars = True
-            _, caps, lines = ax.errorbar([x], [y], xerr=[[x - cx["lo"]], [cx["hi"] - x]] if cx else None,
-                                         yerr=[[y - cy["lo"]], [cy["hi"] - y]] if cy else None, fmt="none",
+            # clamped at 0: a cluster-resampled ratio's interval need not hold its point value
+            _, caps, lines = ax.errorbar([x], [y], xerr=[[max(0.0, x - cx["lo"])], [max(0.0, cx["hi"] - x)]] if cx else None,
+                                         yerr=[[max(0.0, y - cy["lo"])], [max(0.0, cy["hi"] - y)]] if cy else None,
+                                         fmt="none",
                                          ecolor=colour, elinewidth=1.2, capsize=3, clip_on=False)
             for a in (*caps, *lines):  # whole pixels in the method's colour, no lighter antialiased twin
                 a.set_antialiased(False)

@@ -406,7 +406,7 @@ def _breakdown_tables(rows: list[ScoreRow]) -> str:
         cols: list[str] = []
         for m in bd.values():
             cols += [c for c in m if c not in cols]
-        parts.append(f"<h4>{e(r.method)} by group</h4><div class='scroll'><table><tr><th>group</th>"
+        parts.append(f"<h4>{e(display_name(r))} by group</h4><div class='scroll'><table><tr><th>group</th>"
                      + "".join(f"<th>{e(header(c)).replace('_', '_<wbr>')}</th>" for c in cols) + "</tr>")
         for g, m in bd.items():
             parts.append(f"<tr><td>{e(str(g))}</td>" + "".join(f"<td>{e(_group_cell(r, g, m, c))}</td>" for c in cols)
@@ -425,7 +425,8 @@ def task_section(rows: list[ScoreRow], suite: str | None, task: str, *, title: s
     key = headline_metric(suite, task, cols)
     if key in cols:
         cols = [key] + [c for c in cols if c != key]
-    n = max((r.coverage or {}).get("of", r.n) for r in rows)
+    ns = sorted({(r.coverage or {}).get("of", r.n) for r in rows})
+    n = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"  # a leaderboard's builds may differ in size
     from recharness.metrics.registry import wants_ci
 
     # the quality metrics (with intervals) first; counts, costs and timings in a narrow table of their own
@@ -1083,8 +1084,9 @@ def find_runs(specs: list[str | Path]) -> list[Path]:
 
 
 def leaderboard(runs: list[Path]) -> list[dict]:
-    """Every row of every run: {suite, dataset, task, run, build, row}; a method scored in several runs
-    of the same build appears once (a reference row is the same in each)."""
+    """Every row of every run: {suite, dataset, task, run, build, row}. A reference row found again in another
+    run of the same build with the same values appears once; any other row is kept, even under a name seen
+    before (one model run twice with other settings, or partly): which one to show would be a guess."""
     from recharness.report.tables import load_scores
 
     entries = []
@@ -1092,13 +1094,28 @@ def leaderboard(runs: list[Path]) -> list[dict]:
     for d in runs:
         info = RunDir(d).build_info() if RunDir(d).build_json.exists() else {}
         for r in load_scores(d):
-            key = (info.get("fingerprint"), r.task, r.method, r.kind)
-            if info.get("fingerprint") and key in seen:
+            key = (info.get("fingerprint"), r.task, r.method, r.kind,
+                   json.dumps(r.metrics, sort_keys=True, default=str), json.dumps(r.coverage, sort_keys=True))
+            if info.get("fingerprint") and r.kind == "reference" and key in seen:
                 continue
             seen.add(key)
             entries.append({"suite": info.get("suite", "?"), "dataset": info.get("dataset", "?"), "task": r.task,
                             "run": d, "build": info.get("fingerprint", ""), "row": r})
     return entries
+
+
+def run_labels(runs: list[Path]) -> dict[str, str]:
+    """A short name per run folder that no other run shares: its last path parts, as many as it takes
+    (eval names its folders by suite, so two evals' runs share the last one)."""
+    parts = {str(d): Path(d).resolve().parts for d in runs}
+    out = {}
+    for key, ps in parts.items():
+        for k in range(1, len(ps) + 1):
+            tail = ps[-k:]
+            if not any(o != key and other[-k:] == tail for o, other in parts.items()):
+                break
+        out[key] = "/".join(tail)
+    return out
 
 
 def write_leaderboard(runs: list[Path], out: Path, *, title: str = "recharness leaderboard",
@@ -1117,6 +1134,7 @@ def write_leaderboard(runs: list[Path], out: Path, *, title: str = "recharness l
         parts.append(f"<p>{e(intro)}</p>")
     parts.append("<p>Runs: " + ", ".join(
         f"<a href='{e(_rel_link(RunDir(d).report_html, out))}'>{e(display_path(d))}</a>" for d in runs) + "</p>")
+    labels = run_labels(runs)
     parts.append("<p class='note'><small>Rows from runs of different builds were scored on different samples: "
                  "compare their intervals; bold marks are kept only where all rows of a table come from one run.</small></p>")
     palette = Palette([en["row"] for en in entries])
@@ -1125,9 +1143,11 @@ def write_leaderboard(runs: list[Path], out: Path, *, title: str = "recharness l
         # a run marks rows against its own best: the marks hold only when every row is from one run
         same_run = len({str(en["run"]) for en in ens}) == 1
         rows = []
+        # one name per row: a method found in several runs (other builds, or the same build run again) says which
+        repeated = len(builds) > 1 or len({(en["row"].method, en["row"].kind) for en in ens}) < len(ens)
         for en in ens:
             r = en["row"]
-            name = r.method if len(builds) == 1 else f"{r.method} [{en['run'].name}]"
+            name = r.method if not repeated else f"{r.method} [{labels[str(en['run'])]}]"
             rows.append(ScoreRow(method=name, task=r.task, metrics=r.metrics, n=r.n, kind=r.kind, extra=r.extra,
                                  ci=r.ci if same_run else {m: {k: v for k, v in c.items() if k != "top"}
                                                               for m, c in r.ci.items()}, coverage=r.coverage,
@@ -1138,7 +1158,10 @@ def write_leaderboard(runs: list[Path], out: Path, *, title: str = "recharness l
     allcols = columns([en["row"] for en in entries])
     buf = io.StringIO(newline="")
     w = csv.writer(buf)
-    w.writerow(["suite", "dataset", "task", "run", "build", "method", "kind", "n",
+    from recharness.runner.coverage import label as coverage_label
+
+    # coverage: "partial: n = 12 of 20" where a row rests on part of the samples, as scores.csv says it
+    w.writerow(["suite", "dataset", "task", "run", "build", "method", "kind", "n", "coverage",
                 *[x for c in allcols for x in (c, f"{c}_lo", f"{c}_hi")]])
     for en in entries:
         r = en["row"]
@@ -1147,15 +1170,19 @@ def write_leaderboard(runs: list[Path], out: Path, *, title: str = "recharness l
             ci = r.ci.get(c) or {}
             vals += [r.metrics.get(c, ""), ci.get("lo", ""), ci.get("hi", "")]
         w.writerow([en["suite"], en["dataset"], en["task"], display_path(en["run"]), en["build"], r.method, r.kind, r.n,
-                    *vals])
+                    coverage_label(r.coverage) or "", *vals])
     write_set({out / "leaderboard.html": page, out / "leaderboard.csv": buf.getvalue()})  # one set: never a mismatched pair
     return {"html": out / "leaderboard.html", "csv": out / "leaderboard.csv"}
 
 
 def _rel_link(target: Path, base: Path) -> str:
+    """A relative link, each part percent-encoded and led by ./: a folder named `javascript:…` (or holding
+    `#`, `?`, `:`) stays a path, never a scheme or a fragment."""
     import os
+    from urllib.parse import quote
 
-    return Path(os.path.relpath(Path(target).resolve(), Path(base).resolve())).as_posix()
+    rel = Path(os.path.relpath(Path(target).resolve(), Path(base).resolve())).as_posix()
+    return "./" + quote(rel, safe="/")
 
 
 def summary_rows(entries: list[dict]) -> list[tuple[str, str, str, str, str]]:

@@ -137,7 +137,7 @@ def ci_note(rows: list[ScoreRow]) -> str | None:
         for (metric, ref), named in by_ref.items():
             note += (f" {STRONGEST} Strongest reference by {metric}: {ref}; "
                      + "; ".join(f"{name} {_VERSUS.get(v['verdict'], v['verdict'])} it ({v['diff']:+.4f}, "
-                                 f"{_p_text(v['p'], b)}, {v['test']})" for name, v in named) + ".")
+                                 f"{_p_text(v['p'], v.get('resamples', b))}, {v['test']})" for name, v in named) + ".")
     if not vs:
         marked = next((r for r in rows if r.extra.get("strongest_reference")), None)
         if marked is not None:
@@ -191,7 +191,7 @@ def to_markdown(rows: list[ScoreRow]) -> str:
         for r in trs:
             bd = r.extra.get("breakdown")
             if bd:
-                out.append(breakdown_markdown(f"{task}: {r.method} by group", bd))
+                out.append(breakdown_markdown(f"{task}: {display_name(r)} by group", bd))
     ft = finetune_notes(rows)
     if ft:
         out.append(ft)

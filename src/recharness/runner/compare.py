@@ -66,6 +66,14 @@ def compare(out: Path, models: list[str] | None = None, task: str | None = None,
             pairs = [(a, b) for i, a in enumerate(mods) for b in mods[i + 1:]] or [(m, r) for m in mods for r in refs]
         for a, b in pairs:
             ra, rb = by_name[a][1], by_name[b][1]
+            own = [n for n, recs in ((a, ra), (b, rb)) if any(isinstance(r, dict) and r.get("as_given")
+                                                               for r in recs.values())]
+            if own:  # scored against its own targets (score --targets as-given): not the other's samples
+                results.append({"task": t, "a": a, "b": b, "n": 0, "n_task": len(samples), "only_a": 0, "only_b": 0,
+                                "metric": None, "note": f"{' and '.join(own)} imported with --targets as-given: "
+                                "scored against its own targets, so not on the same samples as another method; "
+                                "not compared"})
+                continue
             common = [s for s in samples if s["id"] in ra and s["id"] in rb]
             base = {"task": t, "a": a, "b": b, "n": len(common), "n_task": len(samples),
                     "only_a": sum(s["id"] in ra and s["id"] not in rb for s in samples),
@@ -110,12 +118,19 @@ def compare(out: Path, models: list[str] | None = None, task: str | None = None,
                         row["note"] = "; ".join(notes)
                         pair_notes.extend(n for n in notes if n not in pair_notes)
                 elif isinstance(ua, FailedUnits) or isinstance(ub, FailedUnits):
-                    row["note"] = f"no interval: {(ua if isinstance(ua, FailedUnits) else ub).error}"
+                    row["note"] = f"{m}: no interval: {(ua if isinstance(ua, FailedUnits) else ub).error}"
                 elif not (ua or ub or getattr(ua, "offered", False) or getattr(ub, "offered", False)):
-                    # the task has no units: re-score resampled / swapped samples
-                    slow.append(row)
+                    # the task has no units: re-score resampled / swapped samples (each sample a unit)
+                    if len(common) < MIN_UNITS:
+                        row.update(lo=float("nan"), hi=float("nan"), p_boot=None, resamples=0,
+                                   no_interval=f"n too small: {len(common)} unit{'s' if len(common) != 1 else ''}")
+                        row["note"] = f"{m}: n too small for an interval ({len(common)} samples)"
+                    else:
+                        slow.append(row)
                 else:
-                    row["note"] = "no units for one of the two methods: no interval"
+                    row["note"] = f"{m}: no units for one of the two methods: no interval"
+                if row.get("note") and row["note"] not in pair_notes and not row.get("units"):
+                    pair_notes.append(row["note"])
             if slow:
                 ms = [r["metric"] for r in slow]
                 n, quarter = len(common), generic_budget_s / 4
@@ -130,7 +145,7 @@ def compare(out: Path, models: list[str] | None = None, task: str | None = None,
                     r.update(lo=ci[0] if ci else float("nan"), hi=ci[1] if ci else float("nan"), p_boot=bootstrap_p(d),
                              resamples=int(np.isfinite(d).sum()), how="re-scored resampled samples", generic=True,
                              **perm[m])
-            if len(pair_notes) > 1:  # the first row's note is the pair's (the table's note): every metric's says
+            if pair_notes:  # the first row's note is the pair's (the table's note): every metric's says
                 results[first_of_pair]["note"] = "; ".join(pair_notes)
     if not results and models is None:
         raise ConfigError(f"nothing to compare in {out}: that needs two predictions files, or one and a reference "

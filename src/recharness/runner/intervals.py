@@ -134,7 +134,11 @@ def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[Score
                 info[(i, m)] = {"how": u.how, "generic": False}
         elif not getattr(row_units, "offered", False):
             wanted = [m for m, v in row.metrics.items() if wants_ci(m) and is_number(v)]
-            if wanted:
+            if wanted and len(samples) < MIN_UNITS:  # each sample a unit: as above, too few for an interval
+                for m in wanted:
+                    row.extra.setdefault("no_interval", {})[m] = (f"n too small: {len(samples)} "
+                                                                  f"unit{'s' if len(samples) != 1 else ''}")
+            elif wanted:
                 generic.append((i, wanted))
     for key, items in jobs.items():
         u0 = items[0][2]
@@ -209,14 +213,17 @@ def versus_strongest_reference(task, rows: list[ScoreRow], reps: dict, keys: dic
         diff = r.metrics[m] - strongest.metrics[m]
         ua, ub = units.get((i, m)), units.get((j, m))
         if ua is not None and ub is not None and ua.independent <= EXACT_MAX_UNITS:
-            p, test = paired_permutation(ua, ub)["p"], "exact sign-flip"
+            p, test, used = paired_permutation(ua, ub)["p"], "exact sign-flip", None
         else:
             a, b = reps[(i, m)], reps[(j, m)]
             k = min(a.size, b.size)
-            p, test = bootstrap_p(a[:k] - b[:k]), "paired bootstrap"
+            d = a[:k] - b[:k]
+            p, test, used = bootstrap_p(d), "paired bootstrap", int(np.isfinite(d).sum())
         verdict = ("not distinguishable" if not p < SIGNIFICANCE else "beats" if sign * diff > 0 else "below")
         r.extra["vs_strongest_reference"] = {"metric": m, "reference": strongest.method, "diff": diff, "p": p,
-                                             "test": test, "verdict": verdict}
+                                             "test": test, "verdict": verdict,
+                                             # the resamples the bootstrap p rests on (its floor is 2 / them)
+                                             **({"resamples": used} if used is not None else {})}
 
 
 def untrained_references(task, rows: list[ScoreRow]) -> list[str]:

@@ -1,0 +1,48 @@
+"""The cross-run leaderboard (`report --runs`, and what `eval` writes): no row dropped or hidden, every row
+named once, partial rows said to be partial in the CSV too, links that stay paths."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+
+from recharness.report.html import _rel_link, run_labels, write_leaderboard
+from recharness.report.tables import write_scores
+from recharness.runner import pipeline
+from tests.test_confidence_tables import _fake_run
+
+
+def _rows(run):
+    return json.loads((run / "scores.json").read_text())
+
+
+def test_two_runs_of_one_build_keep_both_model_rows_and_one_copy_of_equal_references(ml1m, tmp_path):
+    a = _fake_run("llmrec", "direct", "ml-1m", tmp_path / "evalA" / "llmrec", limit=8)
+    write_scores(pipeline.score(a, resamples=50), a)
+    b = tmp_path / "evalB" / "llmrec"
+    shutil.copytree(a, b)
+    rows = _rows(b)
+    fake = next(r for r in rows if r["method"] == "fake")
+    fake["metrics"]["NDCG@10"] = 0.123456  # the same model name, another result (e.g. other settings)
+    fake["coverage"] = {"answered": 6, "of": 8, "why": "partial"}
+    (b / "scores.json").write_text(json.dumps(rows))
+    assert run_labels([a, b]) == {str(a): "evalA/llmrec", str(b): "evalB/llmrec"}  # the last part is shared
+    paths = write_leaderboard([a, b], tmp_path / "board")
+    table = list(csv.DictReader(io.StringIO(paths["csv"].read_text())))
+    fakes = [r for r in table if r["method"] == "fake"]
+    assert len(fakes) == 2 and {float(r["NDCG@10"]) for r in fakes} >= {0.123456}  # neither dropped
+    assert [r["coverage"] for r in fakes if float(r["NDCG@10"]) == 0.123456] == ["partial: n = 6 of 8"]
+    refs = [r for r in table if r["kind"] == "reference"]
+    assert len(refs) == len({r["method"] for r in refs}) > 0  # equal reference rows once
+    html = paths["html"].read_text()
+    assert "fake [evalA/llmrec]" in html and "fake [evalB/llmrec]" in html
+
+
+def test_a_run_folder_named_like_a_url_scheme_stays_a_relative_link(tmp_path):
+    run = tmp_path / "javascript:alert(1)#x?y"
+    run.mkdir()
+    link = _rel_link(run / "report.html", tmp_path / "board")
+    assert link.startswith("./") and "javascript:" not in link and "#" not in link and "?" not in link
+    assert link == "./../javascript%3Aalert%281%29%23x%3Fy/report.html"
