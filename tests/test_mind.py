@@ -106,3 +106,25 @@ def test_prepare_build_run_score_report(tmp_path, monkeypatch):
     assert len(fake) == 1 and fake[0]["n"] == len(samples)
     assert {"AUC", "GAUC", "GAUC_unweighted", "logloss", "invalid_rate"} <= set(fake[0]["metrics"])
     assert "AUC" in (out / "report.html").read_text(encoding="utf-8")
+
+
+def test_only_clicks_are_histories_targets_and_training_rows(tmp_path, monkeypatch):
+    """MIND's shown-but-not-clicked entries are negatives: a loaded dataset's `interactions` (what LLMRec,
+    RecBench+ and the references read as chosen) holds the clicks only, `labelled` all of them, and a
+    leave-last-out target is always a click (it could be an unclicked item)."""
+    from recharness.baselines.base import training_rows
+    from recharness.data.leave_last_out import leave_last_out
+    from recharness.data.store import load_dataset
+
+    monkeypatch.setenv("RECHARNESS_HOME", str(tmp_path / "home"))
+    prepare_dataset("mind", [FIXTURE], progress=False)
+    ds = load_dataset("mind")
+    raw = load_mind(FIXTURE).interactions
+    assert ds.labelled.height == raw.height == 104 and set(ds.labelled["label"].to_list()) == {0, 1}
+    assert ds.interactions.height == raw.filter(pl.col("label") == 1).height and (ds.interactions["label"] == 1).all()
+    clicked = {(u, i) for u, i in raw.filter(pl.col("label") == 1).select("user_id", "item_id").iter_rows()}
+    splits = leave_last_out(ds.interactions, min_history=1)
+    assert splits and all((s.user_id, s.target) in clicked for s in splits)
+    # with every row (the old reading) some user's last row is an unclicked impression entry
+    assert any((s.user_id, s.target) not in clicked for s in leave_last_out(raw, min_history=1))
+    assert (training_rows(ds.interactions)["label"] == 1).all()

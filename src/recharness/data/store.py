@@ -10,6 +10,11 @@ Schema (ids are always strings, so every source maps onto one type):
 - users: user_id Utf8 and demographics where known (gender, age, occupation, zip).
 - extras: optional named tables a source ships beside these (e.g. `candidates`:
   user_id Utf8, retriever Utf8, item_ids List(Utf8), for LLMRank candidate lists).
+
+A source with real labels (MIND impressions: shown and not clicked; Goodreads: shelved and not read)
+stores them in an interactions `label` column (1 / 0). Loaded, `Dataset.interactions` holds the label-1
+rows only, since every suite but CTR reads it as what users chose (histories, held-out targets,
+popularity, training rows), and `Dataset.labelled` the whole table, for the tasks that use the negatives.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import re
 import secrets
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
@@ -68,6 +73,23 @@ class Dataset:
     users: pl.DataFrame
     meta: dict = field(default_factory=dict)
     extras: dict[str, pl.DataFrame] = field(default_factory=dict)
+    #: every interaction with its `label` (0 = shown, not chosen) when the source has real labels, else None;
+    #: `interactions` then holds the label-1 rows (`positives_only`)
+    labelled: pl.DataFrame | None = None
+
+    def positives_only(self) -> "Dataset":
+        """This dataset with `interactions` the label-1 rows and `labelled` all of them (no label: itself)."""
+        if self.labelled is not None or "label" not in self.interactions.columns:
+            return self
+        return replace(self, interactions=self.interactions.filter(pl.col("label") == 1), labelled=self.interactions)
+
+    def events(self) -> pl.DataFrame:
+        """Every interaction, labelled ones with their negatives (`labelled`), else `interactions`."""
+        return self.labelled if self.labelled is not None else self.interactions
+
+    def table(self, name: str) -> pl.DataFrame:
+        """A stored table as the source gave it (interactions with their label-0 rows)."""
+        return self.events() if name == "interactions" else getattr(self, name)
 
     @property
     def domain(self) -> str:
@@ -224,13 +246,13 @@ def recover_leftovers(folder: Path | None = None) -> None:
 
 def _write_tables(ds: Dataset, tmp: Path) -> None:
     for table in TABLES:
-        getattr(ds, table).write_parquet(tmp / f"{table}.parquet")
+        ds.table(table).write_parquet(tmp / f"{table}.parquet")
     for extra, df in ds.extras.items():
         df.write_parquet(tmp / f"extra_{extra}.parquet")
     meta = dict(ds.meta)
     meta.update(
         name=ds.name,
-        counts={t: getattr(ds, t).height for t in TABLES},
+        counts={t: ds.table(t).height for t in TABLES},
         extras=sorted(ds.extras),
     )
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
@@ -325,7 +347,8 @@ def _read_dir(p: Path) -> Dataset:
         if dfd is not None:
             os.close(dfd)
     extras = {e: frames[f"extra_{e}"] for e in meta.get("extras", [])}
-    return Dataset(name=meta.get("name", p.name), meta=meta, extras=extras, **{t: frames[t] for t in TABLES})
+    return Dataset(name=meta.get("name", p.name), meta=meta, extras=extras,
+                   **{t: frames[t] for t in TABLES}).positives_only()
 
 
 def _locate(name_or_path: str | Path) -> Path | None:

@@ -107,7 +107,7 @@ class CtrTask(Task):
 
     def build(self, dataset, config: BuildConfig):
         opts = check(CtrOptions, config.options, f"{SUITE}/{self.name}")
-        events, mode = labelled_events(dataset.interactions, dataset.items["item_id"].to_list(),
+        events, mode = labelled_events(dataset.events(), dataset.items["item_id"].to_list(),
                                        negatives=opts.negatives, neg_ratio=opts.neg_ratio, seed=config.seed)
         self._seen = {"mode": mode, "funnel": {"users": 0}, "pairs": events.height}  # what `why_empty` reports
         if events.is_empty():
@@ -144,7 +144,7 @@ class CtrTask(Task):
             return None
         from recharness.data.temporal_split import cut_time
 
-        return cut_time(dataset.interactions, opts.cut_quantile)
+        return cut_time(dataset.events(), opts.cut_quantile)
 
     def why_empty(self, dataset, config: BuildConfig) -> str | None:
         """Which filter of the split (`data.split`) removed every test user, with its numbers."""

@@ -248,7 +248,7 @@ class SeqrecTask(Task):
         if config.out is not None and RunDir(config.out).pairs(SUITE).exists():
             raise ConfigError(f"{RunDir(config.out).pairs(SUITE)} holds ctr training pairs of another split: build "
                               "seqrec into its own --out directory (or remove that file)")
-        seqs, rule = positive_sequences(dataset.interactions, opts.positives)
+        seqs, rule = positive_sequences(dataset.events(), opts.positives)
         sizes = dict(test_users=config.limit or (None if opts.all_users or config.users else opts.test_users),
                      only=config.users, train_sequences=None if opts.all_users else opts.train_sequences,
                      history_len=opts.history_len, min_history=opts.min_history, seed=config.seed)
@@ -256,7 +256,7 @@ class SeqrecTask(Task):
         if opts.split == "global_time":
             from recharness.data.temporal_split import cut_time
 
-            cut_t = cut_time(dataset.interactions, opts.cut_quantile)
+            cut_t = cut_time(dataset.events(), opts.cut_quantile)
             sp = global_split(seqs, cut_t, **sizes)
         else:
             sp = split(seqs, **sizes)
@@ -286,14 +286,14 @@ class SeqrecTask(Task):
     def why_empty(self, dataset, config: BuildConfig) -> str | None:
         """Which filter of the split (`seqrec_data.split`) removed every test user, with its numbers."""
         opts = check(SeqrecOptions, config.options, f"{SUITE}/{self.name}")
-        seqs, rule = positive_sequences(dataset.interactions, opts.positives)
+        seqs, rule = positive_sequences(dataset.events(), opts.positives)
         if seqs.is_empty():
             return (f"seqrec: positives={rule}: {dataset.name} has no positive interaction"
                     + (" (rating > 3)" if rule == "ratings" else ""))
         if opts.split == "global_time":
             from recharness.data.temporal_split import cut_time
 
-            t = cut_time(dataset.interactions, opts.cut_quantile)
+            t = cut_time(dataset.events(), opts.cut_quantile)
             if not global_eligible(seqs, t, opts.min_history)[1]:
                 after = sum(1 for ts in seqs["times"].to_list() if ts and ts[-1] >= t)
                 return (f"seqrec: split=global_time cut={opts.cut_quantile} (time {t}): {after} of the {seqs.height} users "
