@@ -87,3 +87,43 @@ def test_prepare_streams_and_leaves_no_spill(tmp_path, monkeypatch, tiny_spills)
     assert ds.interactions.equals(ref.interactions) and ds.users.equals(ref.users)
     leftovers = [p.name for p in (tmp_path / "home").iterdir() if p.name.startswith("recharness-amazon-spill-")]
     assert not leftovers and isinstance(ds.interactions, pl.DataFrame)
+
+
+def test_reviews_of_one_second_keep_their_millisecond_order(tmp_path, tiny_spills):
+    """Two reviews of one user in the same second, the later one (ms 900) written first: the held-out last
+    review is the later one, in memory and streamed (the file's order decided it when ms were cut first)."""
+    base = 1_600_000_000_000
+    lines = [_review(i, user_id="U9", timestamp=base - 86_400_000 * (i + 1)) for i in range(5)]
+    lines += [_review(90, user_id="U9", parent_asin="LATE", timestamp=base + 900),
+              _review(91, user_id="U9", parent_asin="EARLY", timestamp=base + 100)]
+    (tmp_path / "Cat.jsonl").write_text("\n".join(lines) + "\n")
+    a = amazon.load_amazon2023(tmp_path, streaming=False)
+    b = amazon.load_amazon2023(tmp_path, streaming=True)
+    try:
+        items = a.interactions.filter(pl.col("user_id") == "U9")["item_id"].to_list()
+        assert items[-2:] == ["EARLY", "LATE"] and a.interactions["timestamp"].max() == base // 1000
+        assert a.interactions.equals(b.interactions.collect())
+    finally:
+        b.interactions.cleanup()
+
+
+@pytest.mark.parametrize("bad, what", [({"timestamp": None}, "missing 'timestamp'"), ({"rating": 7.0}, "from 1 to 5"),
+                                       ({"rating": 0}, "from 1 to 5")])
+@pytest.mark.parametrize("streaming", [False, True])
+def test_an_undated_or_off_scale_review_is_an_error_naming_its_line(tmp_path, tiny_spills, bad, what, streaming):
+    lines = [_review(i) for i in range(20)]
+    lines[12] = _review(12, **bad)
+    (tmp_path / "Cat.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=what) as e:
+        amazon.load_amazon2023(tmp_path, streaming=streaming)
+    assert e.value.line == 13
+
+
+def test_non_finite_numbers_are_errors_not_tracebacks(tmp_path):
+    (tmp_path / "Cat.jsonl").write_text(_review(0) + "\n" + _review(1).replace('"rating": 4.0', '"rating": NaN') + "\n")
+    with pytest.raises(InputError, match="rating"):
+        amazon.load_amazon2023(tmp_path, streaming=False)
+    (tmp_path / "Cat.jsonl").write_text(_review(0) + "\n" + _review(1).replace('"timestamp": 1600000001000',
+                                                                               '"timestamp": Infinity') + "\n")
+    with pytest.raises(InputError, match="timestamp"):
+        amazon.load_amazon2023(tmp_path, streaming=False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,16 +67,28 @@ def _str(path, line, obj, key, *, required=False) -> str | None:
 
 
 def _review_row(path: Path, line: int, obj: dict) -> tuple:
-    """One review line → (user_id, item_id, rating, timestamp in s, review_title, review_text), checked."""
+    """One review line → (user_id, item_id, rating, timestamp in ms, review_title, review_text), checked: the
+    published files rate 1–5 and stamp every review (an undated review would sort last and become its user's
+    held-out target). Milliseconds until the reviews are in time order (`to_seconds_after_sort`)."""
     rating = obj.get("rating")
-    if isinstance(rating, bool) or not isinstance(rating, (int, float)):
-        raise InputError(path, f"rating {rating!r} is not a number", line=line, field="rating")
+    if isinstance(rating, bool) or not isinstance(rating, (int, float)) or not 1 <= rating <= 5:
+        raise InputError(path, f"rating {rating!r} is not a number from 1 to 5", line=line, field="rating")
     ts = obj.get("timestamp")
-    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts != int(ts)):
+    if ts is None:
+        raise InputError(path, "missing 'timestamp' (every review of the published files has one)", line=line,
+                         field="timestamp")
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts != int(ts) \
+            or not 0 <= ts < 2**53:
         raise InputError(path, f"timestamp {ts!r} is not a whole number of milliseconds", line=line, field="timestamp")
     return (_str(path, line, obj, "user_id", required=True), _str(path, line, obj, "parent_asin", required=True),
-            float(rating), None if ts is None else int(ts) // 1000, _str(path, line, obj, "title"),
-            _str(path, line, obj, "text"))
+            float(rating), int(ts), _str(path, line, obj, "title"), _str(path, line, obj, "text"))
+
+
+def to_seconds_after_sort(df: pl.DataFrame) -> pl.DataFrame:
+    """Reviews in (user, millisecond, file) order, then stamped in seconds: two reviews of one second keep
+    their order in time, not in the file (`finish_interactions` sorts stably on the seconds)."""
+    order = [c for c in ("user_id", "timestamp", "__order") if c in df.columns]
+    return df.sort(order, maintain_order=True).with_columns(pl.col("timestamp") // 1000)
 
 
 _REVIEW_COLS = ("user_id", "item_id", "rating", "timestamp", "review_title", "review_text")
@@ -185,7 +198,7 @@ def load_amazon2023(paths: list[Path] | Path, *, name: str = "amazon2023", strea
         streaming = review_bytes(reviews) > STREAM_BYTES
     if streaming:
         return load_streaming(reviews, metas, name=name, spill_dir=spill_dir)
-    inter = pl.concat([_reviews(f) for f in reviews], how="vertical")
+    inter = to_seconds_after_sort(pl.concat([_reviews(f) for f in reviews], how="vertical"))
     inter = finish_interactions(inter, ["review_title", "review_text", "category"])
     users = inter.select("user_id").unique(maintain_order=True)
     items, meta = items_and_users(inter.select("item_id").unique(maintain_order=True), users, metas, reviews)
@@ -263,12 +276,13 @@ def _fast_frame(batch) -> pl.DataFrame:
     """A pyarrow block → canonical review columns, or _NotFast when a row needs the exact checks."""
     df = pl.from_arrow(batch)
     bad = df.select((pl.col("user_id").is_null() | (pl.col("user_id") == "") | pl.col("parent_asin").is_null()
-                     | (pl.col("parent_asin") == "") | pl.col("rating").is_null()).any()).item()
+                     | (pl.col("parent_asin") == "") | pl.col("rating").is_null() | ~pl.col("rating").is_between(1, 5)
+                     | pl.col("timestamp").is_null() | (pl.col("timestamp") < 0)).any()).item()
     if bad:
         raise _NotFast
     blank = {c: pl.when(pl.col(c) == "").then(None).otherwise(pl.col(c)) for c in ("title", "text")}
     return df.select(pl.col("user_id"), pl.col("parent_asin").alias("item_id"), pl.col("rating"),
-                     pl.col("timestamp").floordiv(1000).alias("timestamp"), blank["title"].alias("review_title"),
+                     pl.col("timestamp"), blank["title"].alias("review_title"),  # ms until sorted
                      blank["text"].alias("review_text"))
 
 
@@ -349,7 +363,7 @@ def _sorted_runs(path: Path, rows: int, folder: Path, depth: int = 0):
     """The frames of one spill file in canonical order; split again by range when it is too big."""
     if rows <= 2 * BUCKET_ROWS or depth >= 3:
         df = pl.read_parquet(path)
-        yield df.sort(["user_id", "timestamp", "__order"], nulls_last=True, maintain_order=True).drop("__order")
+        yield to_seconds_after_sort(df).drop("__order")
         return
     users = pl.read_parquet(path, columns=["user_id"])["user_id"]
     sub = folder / f"split-{path.stem}-{depth}"
