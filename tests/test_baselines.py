@@ -39,6 +39,18 @@ def test_random_is_seeded_and_respects_exclusions():
     assert sorted(RandomRanker(items, seed=0).rank(["x", "y", "z"])) == ["x", "y", "z"]
 
 
+def test_random_answers_do_not_depend_on_the_batch():
+    """`train` asks a task whole, `-m baseline:random` in batches of 64: the same answers either way, and
+    samples 0 and 64 of a batched run do not repeat each other's draws."""
+    model = RandomRanker([str(i) for i in range(500)], seed=3)
+    samples = [{"id": f"s{i}", "task": "sequential", "n_recs": 10, "seen": []} for i in range(130)]
+    whole = model.predict(samples, SequentialTask())
+    batched = {k: v for b in range(0, 130, 64) for k, v in model.predict(samples[b:b + 64], SequentialTask()).items()}
+    assert whole == batched
+    lists = [tuple(whole[s["id"]]["parsed"]["items"]) for s in samples]
+    assert lists[0] != lists[64] and len(set(lists)) == 130
+
+
 # ---------------------------------------------------------------- the Baseline interface
 
 

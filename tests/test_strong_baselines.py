@@ -149,9 +149,14 @@ def test_the_user_history_is_used_when_the_sample_shows_none():
 
 def test_p_click_is_the_items_place_in_the_users_order():
     m = Markov().fit(_train())
-    # after b: c first (1.0), then b, a, d, e → d is 4th of 5: 1 - 3/4
+    # after b: c first (1.0), then (b: the history, never recommended) a, d, e → d is 3rd of 4: 1 - 2/3
     assert m.p_click({"user_id": "zz", "item_id": "c", "history": ["b"]}) == 1.0
-    assert m.p_click({"user_id": "zz", "item_id": "d", "history": ["b"]}) == 0.25
+    assert m.p_click({"user_id": "zz", "item_id": "d", "history": ["b"]}) == pytest.approx(1 / 3)
+    assert m.p_click({"user_id": "zz", "item_id": "e", "history": ["b"]}) == 0.0
+    # the best item outside the history scores 1 however long the history (it fell by |history| / n)
+    for history in (["a"], ["a", "b", "c"]):
+        best = m.top_k(1, exclude=set(history), history=history)[0]
+        assert m.p_click({"user_id": "zz", "item_id": best, "history": history}) == 1.0
     assert m.p_click({"user_id": "zz", "item_id": "unknown", "history": ["b"]}) == 0.0
 
 

@@ -200,8 +200,14 @@ class HistoryScorer(Ranker):
         t = self.code.get(sample["item_id"])
         if t is None:
             return 0.0
-        s = self.scores(self._history(sample.get("user_id"), sample.get("history") or ()))
-        return 1.0 - int(np.count_nonzero(self._ahead(s, t))) / max(1, len(self.items) - 1)
+        history = self._history(sample.get("user_id"), sample.get("history") or ())
+        s = self.scores(history)
+        # among the items that could be recommended (not the history, as `target_rank`): a longer history
+        # would otherwise lower every score of its user, and pooled AUC compares users
+        keep = np.ones(len(self.items), dtype=bool)
+        keep[[self.code[i] for i in history if i in self.code]] = False
+        keep[t] = True
+        return 1.0 - int(np.count_nonzero(self._ahead(s, t) & keep)) / max(1, int(keep.sum()) - 1)
 
     # ------------------------------------------------------------ persistence (no pickle: arrays and JSON)
 

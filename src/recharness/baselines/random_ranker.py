@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from typing import Self
 
@@ -34,9 +35,14 @@ class RandomRanker(Ranker):
         self.rng = np.random.default_rng(self.seed)
 
     def predict(self, samples: list[dict], task=None) -> dict[str, dict]:
-        """Draws restart from the seed, so one task's answers never depend on what was asked before."""
-        self.rng = np.random.default_rng(self.seed)
-        return super().predict(samples, task)
+        """Each sample's draws from its own stream (the seed and the sample's id), so an answer never depends
+        on what was asked before or with it: a task asked whole (`train`) or in batches (`-m baseline:random`)
+        gets the same answers, and no two samples share their draws."""
+        out: dict[str, dict] = {}
+        for s in samples:
+            self.rng = np.random.default_rng([self.seed, zlib.crc32(str(s["id"]).encode())])
+            out.update(super().predict([s], task))
+        return out
 
     def top_k(self, k: int, exclude: set[str] = frozenset(), *, user: str | None = None,
               history: Sequence[str] = ()) -> list[str]:

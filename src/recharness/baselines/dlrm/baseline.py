@@ -210,7 +210,10 @@ class DlrmBaseline(Baseline):
             raise ValueError(f"{self.name} predicts only once fitted (or loaded)")
         if not samples:
             return np.zeros(0)
-        return predict_proba(self.model, to_tensors(self.space.encode_samples(samples)))
+        from recharness.baselines.torch_threads import threads
+
+        with threads(self.threads):  # the fit's thread count: the same sums, so the same scores, on any machine
+            return predict_proba(self.model, to_tensors(self.space.encode_samples(samples)))
 
     def p_clicks(self, samples: list[dict]) -> list[float]:
         return [float(v) for v in self.predict_proba(samples)]
