@@ -46,3 +46,23 @@ def test_a_run_folder_named_like_a_url_scheme_stays_a_relative_link(tmp_path):
     link = _rel_link(run / "report.html", tmp_path / "board")
     assert link.startswith("./") and "javascript:" not in link and "#" not in link and "?" not in link
     assert link == "./../javascript%3Aalert%281%29%23x%3Fy/report.html"
+
+
+def test_scores_older_than_their_predictions_are_refused(ml1m, tmp_path):
+    """`report` shows scores.json beside the predictions' examples and settings: after the predictions changed
+    (run --overwrite, --redo-invalid, a resumed run) the old numbers would stand beside answers they are not of."""
+    import pytest
+
+    from recharness.core.errors import ConfigError
+    from recharness.report.tables import load_scores
+
+    run = _fake_run("llmrec", "direct", "ml-1m", tmp_path / "run", limit=6)
+    write_scores(pipeline.score(run, resamples=0), run)
+    assert any(r.extra.get("predictions_sha256") for r in load_scores(run))
+    f = run / "predictions" / "fake.jsonl"
+    lines = f.read_text().splitlines(keepends=True)
+    f.write_text("".join(lines[:-1]))  # one answer fewer, as after --redo-invalid took it out
+    with pytest.raises(ConfigError, match=r"fake's scores from an earlier predictions/fake.jsonl \(it changed"):
+        load_scores(run)
+    write_scores(pipeline.score(run, resamples=0, partial=True), run)
+    assert load_scores(run)

@@ -376,4 +376,28 @@ def load_scores(out: Path) -> list[ScoreRow]:
 
             raise ConfigError(f"{p} holds the scores of another build of {out} (build {sorted(stale)[0][:12]}…, now "
                               f"{now[:12]}…): the samples were rebuilt since; run `recharness score` again")
+    check_scores_are_current(out, rows, p)
     return rows
+
+
+def check_scores_are_current(out: Path, rows: list[ScoreRow], scores_path: Path) -> None:
+    """A model row's numbers are of the predictions file `score` read (its sha256, in the row): a file changed
+    since (run --overwrite, --redo-invalid, a resumed or finished run) or removed would show beside numbers not
+    computed from it, so it is refused, named."""
+    from recharness.core.errors import ConfigError
+    from recharness.core.rundir import file_sha256
+
+    rd = RunDir(out)
+    seen: dict[str, str | None] = {}
+    for r in rows:
+        want = r.extra.get("predictions_sha256")
+        if r.kind != "model" or not want:
+            continue
+        stem = r.extra.get("derived_from") or r.method
+        f = rd.predictions_dir / f"{stem}.jsonl"
+        if stem not in seen:
+            seen[stem] = file_sha256(f) if f.is_file() else None
+        if seen[stem] != want:
+            raise ConfigError(f"{scores_path} holds {stem}'s scores from an earlier {rd.relative(f)} (it "
+                              f"{'is gone' if seen[stem] is None else 'changed'} since `recharness score`): run "
+                              "`recharness score` again")

@@ -364,6 +364,7 @@ def methods_by_task(out: Path, *, seed: int = 0, references: bool = True, only: 
         pred_files = [pf for pf in pred_files if pf.stem in only]
         ref_files = [pf for pf in ref_files if pf.stem in only]
     preds = {pf: _records_by_task(pf, fp) for pf in pred_files}
+    digests = {pf: file_sha256(pf) for pf in pred_files}  # `report` checks the scores are of these answers
     refs = {pf: _records_by_task(pf, fp, redo="run `recharness train` again") for pf in ref_files}
     ds = None
     for t, task_samples in by_task.items():
@@ -378,12 +379,14 @@ def methods_by_task(out: Path, *, seed: int = 0, references: bool = True, only: 
             recs = preds[pf].get(t)
             if recs:
                 model = next(iter(recs.values())).get("model", {})
-                methods.append((pf.stem, "model", recs, {"model": model, "answered": len(recs)}))
+                methods.append((pf.stem, "model", recs, {"model": model, "answered": len(recs),
+                                                         "predictions_sha256": digests[pf]}))
                 # rows a task derives from a model's answers (e.g. one ranking aggregated over candidate orders)
                 derive = getattr(task, "derived_methods", None)
                 for suffix, drecs in (derive(task_samples, recs) if derive else {}).items():
                     methods.append((f"{pf.stem} {suffix}", "model", drecs,
-                                    {"model": model, "answered": len(drecs), "derived_from": pf.stem}))
+                                    {"model": model, "answered": len(drecs), "derived_from": pf.stem,
+                                     "predictions_sha256": digests[pf]}))
         if references:
             trained = {pf.stem: refs[pf][t] for pf in ref_files if refs[pf].get(t)}
             served = serving(task)
