@@ -91,6 +91,22 @@ def test_retriever_ranking_its_own_candidates_scores_its_full_catalog_rank(ds):
         assert any(r < 3 for r, _ in got), (name, got)  # not all at the bottom: the check compares something
 
 
+def test_a_references_latency_times_its_answer_not_the_full_catalog_rank(ds):
+    """The full-catalog rank of the target (evaluation, needing the label) is computed once, untimed, for the
+    records kept; the throughput call and the single-sample calls rank the candidates alone."""
+    from recharness.runner.latency import timed_predict
+
+    samples = build(ds, n_candidates=3)
+    model = fit("markov", training_data(ds, {"split": "leave_last_out"}))[0]
+    calls = []
+    real = model.target_ranks
+    model.target_ranks = lambda queries: calls.append(len(queries)) or real(queries)
+    recs, timing = timed_predict(model, samples, runs=5, task=DirectTask())
+    assert calls == [len({(s["user_id"], s["target"]) for s in samples})]  # the records' call only
+    assert all("full_rank" in r["parsed"] for r in recs.values()) and timing["latency_runs"] == 5
+    assert recs == model.predict(samples, DirectTask())  # the records as an untimed call gives them
+
+
 def test_unknown_retriever_is_one_line_listing_the_allowed_ones(ds):
     allowed = ("allowed: uniform, popularity, retriever:popularity, retriever:itemknn, retriever:ease, "
                "retriever:als, retriever:markov")

@@ -1,32 +1,50 @@
 """RecBench's latency of a trained model: one batched call (throughput) and single-sample calls.
 
 Its own module so the local train stage and the Ray tasks time models the same way without
-importing each other.
+importing each other. Only the answer is timed: work a task adds for evaluation alone (LLMRec
+direct's full-catalog rank of the target, which needs the label) is left out of the timed calls
+(`answering_only`), and the records kept are computed apart, untimed, with it.
 """
 
 from __future__ import annotations
 
+import contextvars
 import statistics
 import time
 
 #: RecBench's latency: the mean time of a single-sample prediction over this many runs (fewer samples: cycled)
 LATENCY_RUNS = 1000
 
+_ANSWER_ONLY = contextvars.ContextVar("recharness_answer_only", default=False)
+
+
+def answering_only() -> bool:
+    """True inside a timed call: a task leaves out what it computes for evaluation alone."""
+    return _ANSWER_ONLY.get()
+
 
 def timed_predict(model, samples: list[dict], runs: int = LATENCY_RUNS, *, task=None) -> tuple[dict[str, dict], dict]:
-    """The model's records for `samples` (one batched call, timed: throughput) and its single-sample
-    latency as RecBench defines it: the mean time of `predict([s])` over `runs` calls, samples cycled.
-    `task`: the samples' task, which turns a ranker's answers into its records (`Task.reference_answer`)."""
-    t0 = time.perf_counter()
-    records = model.predict(samples, task)
-    batch_s = time.perf_counter() - t0
-    timing = {"throughput_per_s": round(len(samples) / batch_s, 3) if batch_s > 0 else None}
-    if samples and runs > 0:
-        one = []
-        for k in range(runs):
-            s = samples[k % len(samples)]
-            t0 = time.perf_counter()
-            model.predict([s], task)
-            one.append(time.perf_counter() - t0)
-        timing.update(latency_s=round(statistics.fmean(one), 9), latency_runs=runs)
-    return records, timing
+    """The model's records for `samples` and its timing: the throughput of one batched call and the
+    single-sample latency as RecBench defines it, the mean time of `predict([s])` over `runs` calls,
+    samples cycled; both time the answer alone. `task`: the samples' task, which turns a ranker's answers
+    into its records (`Task.reference_answer`); one that adds evaluation-only work to them
+    (`evaluation_work = True`) has its records computed once more, untimed, with that work."""
+    extra = bool(getattr(task, "evaluation_work", False))
+    records = model.predict(samples, task) if extra else None
+    token = _ANSWER_ONLY.set(True)
+    try:
+        t0 = time.perf_counter()
+        answered = model.predict(samples, task)
+        batch_s = time.perf_counter() - t0
+        timing = {"throughput_per_s": round(len(samples) / batch_s, 3) if batch_s > 0 else None}
+        if samples and runs > 0:
+            one = []
+            for k in range(runs):
+                s = samples[k % len(samples)]
+                t0 = time.perf_counter()
+                model.predict([s], task)
+                one.append(time.perf_counter() - t0)
+            timing.update(latency_s=round(statistics.fmean(one), 9), latency_runs=runs)
+    finally:
+        _ANSWER_ONLY.reset(token)
+    return (records if extra else answered), timing

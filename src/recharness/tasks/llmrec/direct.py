@@ -154,6 +154,9 @@ class DirectTask(Task):
     format_reminder = "Please answer only with the candidate numbers in ranked order, separated by commas."
     params = GenerationParams(max_tokens=120)
     ks = (1, 5, 10)
+    #: a trained reference's records carry the target's full-catalog rank, computed for evaluation alone: the
+    #: latency of its answer leaves it out (`runner.latency.timed_predict`)
+    evaluation_work = True
 
     popularity = None
     scoring_needs_dataset = True
@@ -391,11 +394,12 @@ class DirectTask(Task):
         batched `target_ranks`: `NDCG@10 (full)` / `HR@10 (full)` beside the sampled metrics. `random`
         gets none (its full rank is a uniform draw), nor do samples built without their history (`seen`)."""
         from recharness.baselines import BASELINES
+        from recharness.runner.latency import answering_only
 
         answers = [self.reference_answer(baseline, s) for s in samples]
         trained = baseline.name in BASELINES and BASELINES.meta(baseline.name).get("trainable")
-        if not trained or not samples or any("seen" not in s for s in samples):
-            return answers
+        if not trained or not samples or any("seen" not in s for s in samples) or answering_only():
+            return answers  # (a timed call: the full rank is evaluation, not the answer)
         keys = list(dict.fromkeys((s["user_id"], s["target"]) for s in samples))  # a user's K orders: one query
         hist = {(s["user_id"], s["target"]): s["seen"] for s in samples}
         got = baseline.target_ranks([(t, hist[(u, t)], u) for u, t in keys])
