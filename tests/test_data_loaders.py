@@ -236,3 +236,28 @@ def test_llmrank_games_shared():
     assert leave_last_out_targets(ds)[first[0]] == first[2]
     hist = ds.interactions.filter(pl.col("user_id") == first[0])["item_id"].to_list()
     assert hist[:-1] == first[1].split()
+
+
+def test_recbole_sequence_files_of_one_benchmark_expand_each_history_once(shared, tmp_path):
+    """LLMRank's Games folder ships Games-6k.valid.inter and .test.inter, the test row's history the valid
+    row's plus its target: read as RecBole atomic files, each user's history is expanded once (it was twice,
+    interleaved: 70 70 71 71 …), its positions marked as positions, not seconds."""
+    from recharness.core.errors import InputError
+    from recharness.data.recbole import load_recbole
+
+    games = shared("data", "amazon_games")
+    ds = load_recbole(games)
+    inter = ds.interactions
+    assert inter.select("user_id", "item_id").is_duplicated().sum() == 0
+    assert inter.filter(pl.col("user_id") == "4")["item_id"].to_list() == ["70", "71", "72", "73", "74"]
+    assert "sequence_timestamps" in ds.meta
+    # the same histories and targets as the LLMRank loader reads from the test file
+    ref = load_llmrank(games).interactions
+    assert inter.height == ref.height
+    # two different histories for one user: an error naming the row, not a guess
+    head = "user_id:token\titem_id_list:token_seq\titem_id:token\n"
+    (tmp_path / "x.valid.inter").write_text(head + "u1\ta b\tc\n")
+    (tmp_path / "x.test.inter").write_text(head + "u1\ta z c\td\n")
+    with pytest.raises(InputError, match="not the start of the user's longest one") as e:
+        load_recbole(tmp_path)
+    assert e.value.line == 2 and e.value.field == "item_id_list"

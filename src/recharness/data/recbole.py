@@ -115,6 +115,26 @@ def expand_sequences(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def longest_sequences(frames: list[tuple[Path, pl.DataFrame]]) -> pl.DataFrame:
+    """One sequence row per user from several sequence files (LLMRank/UniSRec ship a .valid and a .test file,
+    the test row's history the valid row's plus the valid target): the longest, every other row of the user
+    being a prefix of it (else an InputError naming the row); expanded once, not once per file."""
+    rows = pl.concat([df.select("user_id", pl.concat_list("item_id_list", "item_id").alias("_seq"), LINE,
+                                pl.lit(str(f)).alias("_file")) for f, df in frames], how="vertical_relaxed")
+    rows = rows.with_columns(pl.col("_seq").list.len().alias("_len"))
+    best = rows.sort("_len", descending=True, maintain_order=True).unique("user_id", keep="first", maintain_order=True)
+    longest = dict(zip(best["user_id"].to_list(), best["_seq"].to_list()))
+    for user, seq, line, file in rows.select("user_id", "_seq", LINE, "_file").iter_rows():
+        full = longest[user]
+        if full[:len(seq)] != seq:
+            raise InputError(file, f"user {user!r}: this sequence is not the start of the user's longest one in the "
+                                   "files given (two different histories for one user)", line=line, field="item_id_list")
+    order = rows.select("user_id").unique(maintain_order=True)  # users in first-seen order
+    seqs = order.join(best.select("user_id", "_seq"), on="user_id", how="left", maintain_order="left")
+    return seqs.select("user_id", pl.col("_seq").list.slice(0, pl.col("_seq").list.len() - 1).alias("item_id_list"),
+                       pl.col("_seq").list.last().alias("item_id"))
+
+
 def find_atomic_files(paths: list[Path]) -> dict[str, list[Path]]:
     files: dict[str, list[Path]] = {"inter": [], "item": [], "user": []}
     for p in map(Path, paths):
@@ -145,16 +165,22 @@ def load_recbole(
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     files = find_atomic_files(paths)
     mp = {**DEFAULT_MAPPING, **(mapping or {})}
-    inters = []
+    inters, sequences = [], []
     for f in files["inter"]:
         df, fields = read_atomic(f)
-        df = _canonical_types(_rename(df, mp), f).drop(LINE)
+        df = _canonical_types(_rename(df, mp), f)
         missing = [c for c in ("user_id", "item_id") if c not in df.columns]
         if missing:
             raise InputError(f, f"no field maps to {missing[0]!r} (fields: {', '.join(fields)}); pass a mapping", line=1)
         if "item_id_list" in df.columns:
-            df = expand_sequences(df)
-        inters.append(df)
+            sequences.append((f, df))
+        else:
+            inters.append(df.drop(LINE))
+    if sequences:
+        if inters:
+            raise ConfigError(f"{sequences[0][0]} holds sequences (item_id_list) and {files['inter'][0]} "
+                              "interactions: give one kind of .inter file")
+        inters.append(expand_sequences(longest_sequences(sequences)))
     inter = pl.concat(inters, how="diagonal_relaxed")
     extra = [c for c in inter.columns if c not in ("user_id", "item_id", "rating", "timestamp")]
     inter = finish_interactions(inter, extra)
@@ -185,5 +211,7 @@ def load_recbole(
         interactions=inter,
         items=items,
         users=users,
-        meta={"source": "recbole-atomic", "files": [str(f) for fs in files.values() for f in fs]},
+        meta={"source": "recbole-atomic", "files": [str(f) for fs in files.values() for f in fs],
+              **({"sequence_timestamps": "position in the user's sequence; the last one is the held-out target"}
+                 if sequences else {})},
     )
