@@ -210,3 +210,32 @@ def test_ml1m_atomic_duplicate_item_and_missing_field(tmp_path):
     shutil.copy(FIX / "ml1m_atomic/ml-1m.item", d / "ml-1m.item")
     (d / "ml-1m.user").write_text("user_id:token\tage:float\tgender:token\n1m_1\t1\tF\n")
     raises(lambda: load_ml1m_atomic(*parts), file="ml-1m.user", line=1, field="occupation")
+
+
+def test_ml100k_atomic_files_missing_a_field_name_it(tmp_path):
+    """RecBole's ml-100k files with a field left out: one error naming the file and the field (each was a polars
+    ColumnNotFoundError or a KeyError traceback)."""
+    from recharness.data.movielens import load_ml100k_atomic
+
+    inter = b"user_id:token\titem_id:token\trating:float\ttimestamp:float\n1\t10\t4\t881250949\n"
+    item = b"item_id:token\tmovie_title:token_seq\trelease_year:token\tclass:token_seq\n10\tToy Story\t1995\tAnimation\n"
+    user = b"user_id:token\tage:token\tgender:token\toccupation:token\tzip_code:token\n1\t24\tM\ttechnician\t85711\n"
+    assert load_ml100k_atomic(inter, user, item).interactions.height == 1
+    cases = [(inter.replace(b"\ttimestamp:float", b"").replace(b"\t881250949", b""), user, item, "inter", "timestamp"),
+             (inter, user, item.replace(b"\trelease_year:token", b"").replace(b"\t1995", b""), "item", "release_year"),
+             (inter, user.replace(b"\tzip_code:token", b"").replace(b"\t85711", b""), item, "user", "zip_code")]
+    for i, u, it, kind, field in cases:
+        with pytest.raises(InputError, match=f"missing field\\(s\\) {field} of RecBole's ml-100k.{kind}"):
+            load_ml100k_atomic(i, u, it)
+
+
+def test_whole_numbers_are_read_exactly_and_out_of_range_ones_refused():
+    import polars as pl
+
+    from recharness.data.parsing import LINE, parse_number
+
+    df = pl.DataFrame({"t": ["1700000000123456789", "978300760.0", " 5 "], LINE: [2, 3, 4]})
+    assert parse_number("f", df, "t", pl.Int64)["t"].to_list() == [1700000000123456789, 978300760, 5]
+    with pytest.raises(InputError, match="'1e30' is too large for a whole number") as e:
+        parse_number("f", pl.DataFrame({"t": ["1", "1e30"], LINE: [2, 3]}), "t", pl.Int64)
+    assert e.value.line == 3

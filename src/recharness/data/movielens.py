@@ -374,15 +374,18 @@ def load_ml100k_atomic(inter: bytes | Path, user: bytes | Path, item: bytes | Pa
     as in u.item."""
     (rpath, inter), (ipath, item), (upath, user) = (_atomic(x, f"{origin}.{k}") for x, k in ((inter, "inter"), (item, "item"), (user, "user")))
     rdf, _ = read_atomic(rpath, inter)
-    rdf = parse_number(rpath, rdf, "timestamp", pl.Int64)
     idf, _ = read_atomic(ipath, item)
+    udf, _ = read_atomic(upath, user)
+    for path, df, kind, fields in ((rpath, rdf, "inter", ("user_id", "item_id", "rating", "timestamp")),
+                                   (ipath, idf, "item", ("item_id", "movie_title", "release_year", "class")),
+                                   (upath, udf, "user", ("user_id", "gender", "age", "occupation", "zip_code"))):
+        need = set(fields) - set(df.columns)  # before any column is read: a missing one is this error, no traceback
+        if need:
+            raise InputError(path, f"missing field(s) {', '.join(sorted(need))} of RecBole's {origin}.{kind}", line=1)
+    rdf = parse_number(rpath, rdf, "timestamp", pl.Int64)
     year = pl.col("release_year").cast(pl.Int64, strict=False)
     title = pl.when(year.is_not_null()).then(pl.format("{} ({})", pl.col("movie_title"), year)).otherwise(pl.col("movie_title"))
     items = idf.select(pl.col("item_id"), title.alias("title"), year.alias("year"), pl.col("class").alias("genres"))
-    udf, _ = read_atomic(upath, user)
-    need = {"movie_title", "release_year", "class"} - set(idf.columns)
-    if need:
-        raise InputError(ipath, f"missing field(s) {', '.join(sorted(need))} of RecBole's ml-100k.item", line=1)
     users = parse_number(upath, udf, "age", pl.Int64).select(
         "user_id", "gender", "age", "occupation", pl.col("zip_code").alias("zip")
     )

@@ -121,7 +121,16 @@ def parse_number(
     out = pl.when(empty).then(None).otherwise(pl.col("__num"))
     if dtype == pl.Int64:
         _fail_first(path, parsed, ~empty & (pl.col("__num") != pl.col("__num").round()), field, "is not a whole number")
-        out = out.round().cast(pl.Int64)
+        _fail_first(path, parsed, ~empty & (pl.col("__num").abs() >= 2.0**63), field, "is too large for a whole number")
+        # an integer written as one is read exactly (through a float, 1700000000123456789 lost its last digits)
+        if df.schema[col].is_float():
+            exact = pl.Series("__int", [None] * df.height, dtype=pl.Int64)
+        else:
+            src = pl.col(col) if df.schema[col].is_numeric() else pl.col(col).str.strip_chars()
+            exact = df.select(src.cast(pl.Int64, strict=False).alias("__int"))["__int"]
+        parsed = parsed.with_columns(exact)
+        out = pl.when(empty).then(None).when(pl.col("__int").is_not_null()).then(pl.col("__int")) \
+            .otherwise(pl.col("__num").round().cast(pl.Int64))
     values = parsed.select(out.alias(col))[col]
     return df.with_columns(values)
 
