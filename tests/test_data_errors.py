@@ -239,3 +239,21 @@ def test_whole_numbers_are_read_exactly_and_out_of_range_ones_refused():
     with pytest.raises(InputError, match="'1e30' is too large for a whole number") as e:
         parse_number("f", pl.DataFrame({"t": ["1", "1e30"], LINE: [2, 3]}), "t", pl.Int64)
     assert e.value.line == 3
+
+
+@pytest.mark.parametrize("file, old, new, line, field, says", [
+    ("movies.dat", None, "1::Again (1995)::Drama\n", None, "item_id", "MovieID '1' appears twice"),
+    ("ratings.dat", None, "1::4242::5::978300760\n", None, "item_id", "MovieID '4242' is not in movies.dat"),
+    ("users.dat", "1::F::1::", "1::F::99::", 1, "age", "age 99 is not one of ML-1M's codes"),
+    ("users.dat", "1::F::1::", "1::X::1::", 1, "gender", "gender 'X' is not one of"),
+])
+def test_movielens_dat_cross_file_checks(tmp_path, file, old, new, line, field, says):
+    """A repeated id, a rating of a movie movies.dat lacks, an age or gender outside ML-1M's codes: each an
+    error naming its line (they were accepted without a word)."""
+    d = copy("movielens_dat", tmp_path)
+    text = (d / file).read_text(encoding="latin-1")
+    text = text.replace(old, new, 1) if old else text + new
+    (d / file).write_text(text, encoding="latin-1")
+    n = line or len(text.splitlines())
+    err = raises(lambda: load_movielens_dat(d), file=file, line=n, field=field)
+    assert says in err.message

@@ -62,7 +62,9 @@ def test_movielens_dat_fixture_latin1_and_enrichment():
 def test_movielens_dat_shared_movies_and_users(tmp_path):
     for f in ("movies.dat", "users.dat"):
         shutil.copy(SHARED / "recbench_plus/movie" / f, tmp_path / f)
-    shutil.copy(FIX / "movielens_dat/ratings.dat", tmp_path / "ratings.dat")
+    # the fixture's ratings without MovieID 9001 (its own movies.dat's, not ML-1M's: an unknown movie is an error)
+    lines = (FIX / "movielens_dat/ratings.dat").read_text().splitlines(keepends=True)
+    (tmp_path / "ratings.dat").write_text("".join(x for x in lines if "::9001::" not in x))
     ds = load_movielens_dat(tmp_path, name="ml-1m")
     canonical(ds)
     assert ds.items.height == 3883 and ds.users.height == 6040

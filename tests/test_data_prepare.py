@@ -39,12 +39,18 @@ def test_unknown_name_and_missing_paths(tmp_path):
 
 
 def test_prepare_from_fixture_paths(tmp_path, capsys):
-    out = prepare_dataset("ml-1m", [FIX / "movielens_dat"], out=tmp_path / "a", progress=True)
+    # saved as ml-1m only when it has ML-1M's counts (another MovieLens, or a damaged copy, is refused)
+    for fixture in ("movielens_dat", "ml1m_atomic"):
+        with pytest.raises(ConfigError, match="ML-1M copy looks damaged"):
+            prepare_dataset("ml-1m", [FIX / fixture], out=tmp_path / fixture, progress=False)
+    out = prepare_dataset("movielens-dat", [FIX / "movielens_dat"], out=tmp_path / "a", progress=True)
     ds = load_dataset(out)
-    assert ds.name == "ml-1m" and dict(ds.items.schema) == ML1M_ITEM_SCHEMA
-    assert ds.meta["preparer"] == "ml-1m" and ds.meta["domain"] == "movie"
-    assert "ml-1m" in capsys.readouterr().err
-    ds = load_dataset(prepare_dataset("ml-1m", [FIX / "ml1m_atomic"], out=tmp_path / "b", progress=False))
+    assert ds.name == "movielens-dat" and dict(ds.items.schema) == ML1M_ITEM_SCHEMA
+    assert ds.meta["preparer"] == "movielens-dat" and ds.meta["domain"] == "movie"
+    assert "movielens-dat" in capsys.readouterr().err
+    from recharness.data.movielens import load_ml1m_atomic
+
+    ds = load_ml1m_atomic(*(FIX / "ml1m_atomic" / f"ml-1m.{k}" for k in ("inter", "user", "item")))
     assert sorted(ds.items["item_id"]) == ["1", "1001", "73"]
     ds = load_dataset(prepare_dataset("ml-100k", [FIX / "ml100k"], out=tmp_path / "c", progress=False))
     assert ds.interactions.height == 4

@@ -158,10 +158,34 @@ def enrich_ml1m_items(items: pl.DataFrame) -> tuple[pl.DataFrame, dict]:
     return out, {"items_with_attributes": int(df["__match"].sum()), "titles_repaired": repaired}
 
 
+#: ML-1M's age codes (README: 1 "Under 18", 18 "18-24", 25, 35, 45, 50, 56 "56+"), and its genders
+ML1M_AGES = (1, 18, 25, 35, 45, 50, 56)
+ML1M_GENDERS = ("M", "F")
+
+
+def _no_repeat(path: Path, df: pl.DataFrame, col: str, what: str) -> None:
+    """Each id once in its file (a second row would be dropped or joined twice: an edited copy)."""
+    dup = df.filter(pl.col(col).is_duplicated()).head(2)
+    if dup.height:
+        raise InputError(path, f"{what} {dup[col][0]!r} appears twice (first on line {dup[LINE][0]})",
+                         line=dup[LINE][1], field=col)
+
+
+def _all_known(path: Path, df: pl.DataFrame, col: str, known: set[str], what: str, where: str) -> None:
+    bad = df.filter(~pl.col(col).is_in(list(known))).sort(LINE).head(1)
+    if bad.height:
+        raise InputError(path, f"{what} {bad[col][0]!r} is not in {where}", line=bad[LINE][0], field=col)
+
+
 def ml1m_users(df: pl.DataFrame, path: Path | str) -> pl.DataFrame:
     """(user_id, gender, age, occupation code, zip) -> canonical ML-1M users."""
     df = parse_number(path, df, "age", pl.Int64)
     df = parse_number(path, df, "occupation", pl.Int64)
+    for col, allowed in (("age", ML1M_AGES), ("gender", ML1M_GENDERS)):
+        bad = df.filter(~pl.col(col).is_in(list(allowed))).head(1)
+        if bad.height:
+            raise InputError(path, f"{col} {bad[col][0]!r} is not one of ML-1M's codes "
+                                   f"({', '.join(map(str, allowed))})", line=bad[LINE][0], field=col)
     bad = df.filter(~pl.col("occupation").cast(pl.Utf8).is_in(list(ML1M_OCCUPATIONS))).head(1)
     if bad.height:
         raise InputError(path, f"occupation code {bad['occupation'][0]} is not 0-20", line=bad[LINE][0], field="occupation")
@@ -182,15 +206,21 @@ def load_movielens_dat(paths: list[Path] | Path, *, name: str = "movielens-dat")
     ships them, or UTF-8 as some redistributions re-encode them."""
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     files = _find(paths, ("ratings.dat", "movies.dat", "users.dat"), ("ratings.dat", "movies.dat"))
-    inter, enc = _ratings(files["ratings.dat"], "::")
+    inter, enc = _ratings(files["ratings.dat"], "::", keep_line=True)
     movies, menc = _read_dat(files["movies.dat"], ["item_id", "title", "genres"])
-    items = movies.select(pl.col("item_id").str.strip_chars(), "title", split_list("genres", "|"))
+    movies = movies.with_columns(pl.col("item_id").str.strip_chars())
+    _no_repeat(files["movies.dat"], movies, "item_id", "MovieID")
+    _all_known(files["ratings.dat"], inter, "item_id", set(movies["item_id"].to_list()), "MovieID", "movies.dat")
+    inter = inter.drop(LINE)
+    items = movies.select("item_id", "title", split_list("genres", "|"))
     items, info = enrich_ml1m_items(items)
     meta = {"source": "movielens-dat", "files": {k: str(Path(v).resolve()) for k, v in files.items()},
             "encoding": {"ratings.dat": enc, "movies.dat": menc}}
     meta.update(info)
     if "users.dat" in files:
         users_raw, uenc = _read_dat(files["users.dat"], ["user_id", "gender", "age", "occupation", "zip"])
+        users_raw = users_raw.with_columns(pl.col("user_id").str.strip_chars())
+        _no_repeat(files["users.dat"], users_raw, "user_id", "UserID")
         users = ml1m_users(users_raw, files["users.dat"])
         meta["encoding"]["users.dat"] = uenc
     else:

@@ -102,10 +102,12 @@ def _ml1m(paths: list[Path] | None, status) -> Dataset:
     paths = [Path(p) for p in paths]
     status.update(f"Parsing MovieLens-1M from {', '.join(map(str, paths))}…")
     if _has(paths, "ratings.dat"):
-        return load_movielens_dat(paths, name="ml-1m")
-    files = _atomic_files("ml-1m", paths)
-    ds = load_ml1m_atomic(*files)
-    ds.meta.update(source="recbole-atomic", files=[str(Path(f).resolve()) for f in files])
+        ds = load_movielens_dat(paths, name="ml-1m")
+    else:
+        files = _atomic_files("ml-1m", paths)
+        ds = load_ml1m_atomic(*files)
+        ds.meta.update(source="recbole-atomic", files=[str(Path(f).resolve()) for f in files])
+    check_ml1m_counts(ds)  # saved as ml-1m: another MovieLens (10M, 20M) or a damaged copy is refused
     return ds
 
 
