@@ -257,3 +257,31 @@ def test_movielens_dat_cross_file_checks(tmp_path, file, old, new, line, field, 
     n = line or len(text.splitlines())
     err = raises(lambda: load_movielens_dat(d), file=file, line=n, field=field)
     assert says in err.message
+
+
+def test_a_utf8_file_with_one_bad_byte_is_an_error_not_latin1():
+    """Latin-1 is MovieLens's own encoding, read as such; a UTF-8 copy with one stray byte was read whole as
+    latin-1, garbling every accented title ('MisÃ©rables') with only `encoding: latin-1` to say so."""
+    from recharness.data.parsing import decode
+
+    assert decode("movies.dat", "1::Misérables, Les (1995)::Drama\n".encode("latin-1"), latin1_fallback=True) == \
+        ("1::Misérables, Les (1995)::Drama\n", "latin-1")
+    data = "1::Misérables, Les (1995)::Drama\n".encode() + b"2::Caf\xe9 (1999)::Drama\n"
+    with pytest.raises(InputError, match="not valid UTF-8") as e:
+        decode("movies.dat", data, latin1_fallback=True)
+    assert e.value.line == 2
+
+
+def test_recbole_repeated_keys_and_empty_ids_are_errors(tmp_path):
+    """A second .item row for one item was dropped without a word, and an empty id became the item ''."""
+    d = copy("recbole", tmp_path)
+    item = next(d.glob("*.item"))
+    lines = item.read_text().splitlines(keepends=True)
+    item.write_text("".join(lines) + lines[1])
+    err = raises(lambda: load_recbole(d), file=item.name, line=len(lines) + 1, field="item_id")
+    assert "appears twice (first: " in err.message and "line 2" in err.message
+    item.write_text("".join(lines))
+    inter = next(d.glob("*.inter"))
+    rows = inter.read_text().splitlines(keepends=True)
+    inter.write_text(rows[0] + "\t" + rows[1].split("\t", 1)[1] + "".join(rows[2:]))
+    raises(lambda: load_recbole(d), file=inter.name, line=2, field="user_id")

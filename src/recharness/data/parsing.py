@@ -8,6 +8,7 @@ Parsing goes through polars so a million-line file takes about a second.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import polars as pl
@@ -25,6 +26,10 @@ def read_bytes(path: Path) -> bytes:
     return path.read_bytes()
 
 
+#: a well-formed UTF-8 multi-byte character (2, 3 or 4 bytes), rare by chance in latin-1 text
+_UTF8_MULTIBYTE = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
+
+
 def decode(path: str | Path, data: bytes, *, latin1_fallback: bool = False) -> tuple[str, str]:
     """Decode as UTF-8, else (for MovieLens files, which GroupLens ships in
     latin-1 but redistributors often re-encode) as latin-1.
@@ -37,7 +42,9 @@ def decode(path: str | Path, data: bytes, *, latin1_fallback: bool = False) -> t
     try:
         return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError as e:
-        if latin1_fallback:
+        # latin-1 only for a latin-1 file: one holding valid UTF-8 multi-byte characters is a UTF-8 file with a
+        # bad byte, and reading all of it as latin-1 would garble every accented title ('MisÃ©rables')
+        if latin1_fallback and not _UTF8_MULTIBYTE.search(data):
             return data.decode("latin-1"), "latin-1"
         line = data.count(b"\n", 0, e.start) + 1
         raise InputError(path, f"not valid UTF-8 (byte 0x{data[e.start]:02x} at offset {bom + e.start}: {e.reason})",
