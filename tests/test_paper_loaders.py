@@ -305,3 +305,29 @@ def test_prepare_build_run_score(tmp_path, monkeypatch, name, negatives):
     rows = rows if isinstance(rows, list) else rows["rows"]
     fake = [r for r in rows if r["method"] == "fake"]
     assert len(fake) == 1 and fake[0]["n"] == len(samples) and "AUC" in fake[0]["metrics"]
+
+
+def test_two_pieces_of_one_article_on_one_day_are_one_purchase_when_loaded(tmp_path, monkeypatch):
+    """H&M lists each piece: a customer's last row repeated the same day was the held-out target and a history
+    (and training) item at once. Loaded, a repeated (user, item, time) row is kept once, and said so."""
+    from recharness.baselines.base import training_rows
+    from recharness.data.leave_last_out import leave_last_out
+    from recharness.data.store import load_dataset
+
+    monkeypatch.setenv("RECHARNESS_HOME", str(tmp_path / "home"))
+    d = _copy("hm", tmp_path)
+    tx = d / "transactions_train.csv"
+    last = tx.read_text().splitlines()[-1]
+    tx.write_text(tx.read_text() + last + "\n")  # a second piece of the customer's last article, same day
+    raw = load_hm(d).interactions
+    assert raw.height == 99  # the loader keeps the file's rows
+    prepare_dataset("hm", [d], progress=False)
+    ds = load_dataset("hm")
+    assert ds.interactions.height == 98 and ds.meta["repeated_rows_merged"] == 1
+    user, item = last.split(",")[1], last.split(",")[2]
+    (split,) = leave_last_out(ds.interactions, min_history=1, users=[user])
+    mine = raw.filter(pl.col("user_id") == user)
+    before = mine.filter((pl.col("item_id") == item) & (pl.col("timestamp") < mine["timestamp"].max())).height
+    assert split.target == item and len(split.history) == mine.height - 2
+    assert split.history.count(item) == before  # an earlier day's purchase of it, not the same day's copy
+    assert training_rows(ds.interactions).filter(pl.col("user_id") == user)["item_id"].to_list().count(item) == before

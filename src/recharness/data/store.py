@@ -15,6 +15,7 @@ A source with real labels (MIND impressions: shown and not clicked; Goodreads: s
 stores them in an interactions `label` column (1 / 0). Loaded, `Dataset.interactions` holds the label-1
 rows only, since every suite but CTR reads it as what users chose (histories, held-out targets,
 popularity, training rows), and `Dataset.labelled` the whole table, for the tasks that use the negatives.
+A row repeating a (user, item, time) is read once (`one_row_per_event`).
 """
 
 from __future__ import annotations
@@ -82,6 +83,18 @@ class Dataset:
         if self.labelled is not None or "label" not in self.interactions.columns:
             return self
         return replace(self, interactions=self.interactions.filter(pl.col("label") == 1), labelled=self.interactions)
+
+    def one_row_per_event(self) -> "Dataset":
+        """`interactions` with rows repeating a (user, item, time) once (H&M: one row per piece bought, two pieces
+        of one article on one day are one purchase): a user's last row and an earlier copy of it would otherwise
+        be the held-out target and a history / training item at once. Rows without a time are kept as they are;
+        `labelled` (CTR's pairs label each (user, item) once already) is untouched."""
+        i = self.interactions
+        dated = i["timestamp"].is_not_null()
+        repeat = dated & ~i.select(pl.struct("user_id", "item_id", "timestamp").is_first_distinct()).to_series()
+        if not repeat.any():
+            return self
+        return replace(self, interactions=i.filter(~repeat), meta={**self.meta, "repeated_rows_merged": int(repeat.sum())})
 
     def events(self) -> pl.DataFrame:
         """Every interaction, labelled ones with their negatives (`labelled`), else `interactions`."""
@@ -348,7 +361,7 @@ def _read_dir(p: Path) -> Dataset:
             os.close(dfd)
     extras = {e: frames[f"extra_{e}"] for e in meta.get("extras", [])}
     return Dataset(name=meta.get("name", p.name), meta=meta, extras=extras,
-                   **{t: frames[t] for t in TABLES}).positives_only()
+                   **{t: frames[t] for t in TABLES}).positives_only().one_row_per_event()
 
 
 def _locate(name_or_path: str | Path) -> Path | None:
