@@ -244,3 +244,8 @@ def test_the_generic_path_gives_no_interval_from_fewer_than_five_samples():
     for r in rows:
         assert r.ci == {} and r.extra["no_interval"]["HR@10"] == "n too small: 3 units"
     assert "**" not in to_markdown(rows)
+
+
+def test_an_unfinished_reference_is_named_in_the_table_note():
+    row = ScoreRow("m", "toy", {"HR@10": 0.5}, 10, extra={"unfinished_references": ["ease"]})
+    assert "Not in this table: ease, whose training began but wrote no predictions" in to_markdown([row])

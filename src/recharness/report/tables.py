@@ -112,7 +112,7 @@ _VERSUS = {"beats": "beats", "below": "is below", "not distinguishable": "is not
 def ci_note(rows: list[ScoreRow]) -> str | None:
     """What the [lo, hi] and the bold mean, for the rows of one table (None when no row has an interval)."""
     if not any(r.ci for r in rows):
-        return None
+        return _unfinished_note(rows).strip() or None
     st = next((r.extra.get("ci_settings") for r in rows if r.extra.get("ci_settings")), {}) or {}
     b, seed = st.get("resamples"), st.get("seed")
     how = f"{b:,} resamples" if b else "bootstrap resamples"
@@ -160,7 +160,17 @@ def ci_note(rows: list[ScoreRow]) -> str | None:
         if left_out and r.extra.get("strongest_reference"):
             note += (f" No trained reference is in this run, so {r.method} is the strongest only among simple ones "
                      f"(this task offers {', '.join(left_out)}: `recharness train`).")
-    return note
+    return note + _unfinished_note(rows)
+
+
+def _unfinished_note(rows: list[ScoreRow]) -> str:
+    """References whose training began and wrote no predictions: said where the numbers are read (tables, report),
+    not only by `score` on the terminal."""
+    unfinished = list(dict.fromkeys(n for r in rows for n in r.extra.get("unfinished_references", [])))
+    if not unfinished:
+        return ""
+    return (f" Not in this table: {', '.join(unfinished)}, whose training began but wrote no predictions (it did "
+            f"not finish: `recharness train -b NAME` again); {STRONGEST} and bold are among the rows shown.")
 
 
 #: the mark of the strongest reference's row (the one each model row is tested against), in every table
