@@ -102,6 +102,28 @@ def test_repeated_titles_count_once_and_refusal_with_items_is_not_ftr(task):
     assert (m["P"], m["R"], m["CMR"], m["FTR"]) == (1.0, 1.0, 1.0, 0.0)
 
 
+def test_the_querys_own_films_are_not_its_recommendations(task):
+    """A misinformed query claims Top Gun (4) is a Michael Mann film: the correction naming Top Gun recommends
+    nothing (FTR 1, the paper's right answer); an answer that just lists Top Gun keeps it, a wrong pick. An implicit
+    query's reference film (Heat, 1) repeated back is no recommendation: no CMR from it."""
+    mis = {**_sample("m"), "task": "misinformed",
+           "misinformed": {"relation": "Directed_by", "value": "Michael Mann", "errorInfo": {"movieIds": [4]}}}
+    corrected = _pred(task, mis, "Top Gun (1986) was not directed by Michael Mann, so I cannot recommend it.")
+    listed = _pred(task, mis, "1. Top Gun (1986)")
+    assert task.score([mis], {"m": corrected})["FTR"] == 1.0
+    plain = _pred(task, mis, "Top Gun (1986) wasn't directed by Michael Mann.")  # a correction, no apology
+    assert task.score([mis], {"m": plain})["FTR"] == 1.0
+    m = task.score([mis], {"m": listed})
+    assert (m["FTR"], m["P"], m["CMR"]) == (0.0, 0.0, 0.0)
+    imp = {**_sample("i"), "task": "implicit", "implicit": {"relation": "Directed_by", "value": "Michael Mann",
+                                                             "referenceMovieIds": [1]}}
+    m = task.score([imp], {"i": _pred(task, imp, "1. Heat (1995)\n2. The Insider (1999)")})
+    # L = [The Insider]: Heat, the query's own reference, left out
+    assert (m["P"], m["R"], m["CMR"], m["FTR"]) == (1.0, 0.5, 1.0, 0.0)
+    m = task.score([imp], {"i": _pred(task, imp, "Heat (1995)")})
+    assert m["FTR"] == 1.0 and "CMR" not in m
+
+
 def test_references_by_hand():
     ds = _toy()
     t = ExplicitTask()

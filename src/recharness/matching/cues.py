@@ -30,6 +30,20 @@ _CUES = [
 ]
 REFUSAL_RE = re.compile("|".join(f"(?:{c})" for c in _CUES), re.IGNORECASE)
 
+# A correction of a premise ("GoodFellas does not feature Tom Hanks", "Hanks wasn't in it"): what a misinformed
+# query's right answer says about the films the query names.
+CORRECTION_RE = re.compile(
+    r"\b(?:does|do|did|is|was|were|are)\s*(?:n'?t|\s+not)\s+(?:(?:actually|really|in fact)\s+)?"
+    r"(?:feature|features|star|stars|starring|include|includes|appear|appears|have|has|in\b|part of|directed|written)"
+    r"|\b(?:never|not)\s+(?:starred|appeared|acted|featured)\b|\bfalse premise\b|\bincorrect\b|\bmistaken\b",
+    re.IGNORECASE,
+)
+
+
+def has_correction_cue(text: str) -> bool:
+    """True if the text corrects a premise (`CORRECTION_RE`) anywhere."""
+    return CORRECTION_RE.search(text[:20_000]) is not None
+
 # Whole answers that mean "nothing": R1 answers "None" to a misinformed query.
 _NOTHING_RE = re.compile(
     r"^\W*(?:none|nothing|n/?a|null|nil|no(?:ne)?\s+(?:recommendations?|results?|matches|movies|films|books|items)(?:\s+found)?|"

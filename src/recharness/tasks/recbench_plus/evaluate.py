@@ -16,7 +16,13 @@ entries when a fixed K was asked for):
   is better.
 
 Unmatched titles keep their slot in L (a hallucinated title is still a
-recommendation), so a model cannot gain precision by inventing titles.
+recommendation), so a model cannot gain precision by inventing titles. The
+films the query itself names are not recommendations where the answer says
+so: an implicit query's reference films always leave L (repeating them is no
+CMR), a misinformed query's falsely claimed films when the answer corrects or
+refuses ("GoodFellas does not feature Tom Hanks": the failure to recommend
+the paper rewards); an answer that just lists the claimed film keeps it, a
+wrong recommendation. They leave L before it is cut to K.
 Queries without a prediction are left out and counted as `missing`.
 
 Beyond accuracy (`metrics.beyond_accuracy`): coverage@10, Gini@10, ARP@10 and novelty@10 of the
@@ -72,13 +78,28 @@ def unrecognised(pred: dict) -> bool:
                 and not any(i is not None for i in parsed.get("item_ids") or []))
 
 
-def recommended(parsed: dict | None, k: int | None, wanted: Iterable[str] = ()) -> list[str]:
+def named_in_query(sample: dict, text: str | None = None) -> set[str]:
+    """The catalog ids of the films the query names itself that are not recommendations in the answer `text`:
+    an implicit query's reference films always, a misinformed query's falsely claimed ones when the answer
+    corrects the premise or refuses (named in a correction, they are what the answer rejects)."""
+    from recharness.matching.cues import has_correction_cue, has_refusal_cue
+
+    imp = sample.get("implicit") if isinstance(sample.get("implicit"), dict) else {}
+    mis = sample.get("misinformed") if isinstance(sample.get("misinformed"), dict) else {}
+    ids = list(imp.get("referenceMovieIds") or [])
+    if mis and text and (has_correction_cue(text) or has_refusal_cue(text)):
+        ids += (mis.get("errorInfo") or {}).get("movieIds") or []
+    return {str(i) for i in ids}
+
+
+def recommended(parsed: dict | None, k: int | None, wanted: Iterable[str] = (), drop: set[str] = frozenset()) -> list[str]:
     """The list L: catalog ids, with a unique placeholder for each unmatched title; an id whose title
-    also names a `wanted` id (the ground truth) stands for that id, once."""
+    also names a `wanted` id (the ground truth) stands for that id, once; the ids in `drop` (the query's own
+    films, `named_in_query`) left out before the cut to `k`."""
     if not parsed or parsed.get("ftr"):
         return []
     ids = with_twins(parsed.get("item_ids") or [], parsed.get("twins"), wanted)
-    out = [i if i is not None else f"{UNMATCHED}{n}" for n, i in enumerate(ids)]
+    out = [i if i is not None else f"{UNMATCHED}{n}" for n, i in enumerate(ids) if i is None or i not in drop]
     return out[:k] if k else out
 
 
@@ -89,7 +110,8 @@ def top_lists(samples: list[dict], predictions: dict[str, dict], k: int = 10) ->
     for s in samples:
         p = predictions.get(s["id"])
         parsed = p.get("parsed") if p is not None and isinstance(p.get("parsed"), dict) else None
-        out.append(recommended(parsed, s.get("k") or None, s.get("gt", []))[:k])
+        out.append(recommended(parsed, s.get("k") or None, s.get("gt", []),
+                               named_in_query(s, p.get("output") if p is not None else None))[:k])
     return out
 
 
@@ -104,7 +126,7 @@ def query_metrics(samples: list[dict], predictions: dict[str, dict]) -> list[dic
             continue
         parsed = p.get("parsed") if isinstance(p.get("parsed"), dict) else None
         k = s.get("k") or None
-        L = recommended(parsed, k, s.get("gt", []))
+        L = recommended(parsed, k, s.get("gt", []), named_in_query(s, p.get("output")))
         lists[n] = L
         row = {"FTR": 1.0 if (parsed is None or parsed.get("ftr") or not L) else 0.0}
         if L:
