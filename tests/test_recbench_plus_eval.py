@@ -152,9 +152,15 @@ def test_common_interest_sets_by_hand():
     assert common_interest_sets(hist, length=3, theta=5) == []
     two = common_interest_sets(hist, length=2, theta=2)
     assert {x.items: x.support for x in two} == {("a", "b"): 3, ("b", "c"): 2, ("a", "c"): 3}
-    assert sorted(x.quintile for x in two) == [1, 2, 4]
+    assert sorted(x.quintile for x in two) == [1, 2, 2]  # (a, b) and (a, c) share support 3: one quintile
     with pytest.raises(ValueError):
         common_interest_sets(hist, length=1)
+    # support counts users, not windows: one user repeating a, b, c is one user (it was support 6 from 2 users)
+    rep = {"u1": ["a", "b", "c", "a", "b", "c", "a"], "u2": ["a", "b", "c"]}
+    assert common_interest_sets(rep, length=3, theta=3) == []
+    assert [x.support for x in common_interest_sets(rep, length=3, theta=2)] == [2]
+    # a window repeating an item is no 3-item set
+    assert common_interest_sets({"u1": ["a", "a", "b"], "u2": ["a", "b", "a"]}, length=3, theta=2) == []
 
 
 def test_demographic_tfidf_by_hand():

@@ -22,6 +22,7 @@ from recharness.tasks.recbench_plus.profiles import (
     common_interest_sets,
     demographic_groups,
     group_summary,
+    quintiles,
 )
 from recharness.tasks.recbench_plus.prompts import test_messages
 
@@ -125,7 +126,7 @@ class InterestTask(ProfileTask):
 
     def samples_from_records(self, records: list[dict], ctx, opts: Options, source: str):
         supports = [r.get("support") for r in records]
-        quint = _quintiles(supports) if all(isinstance(x, int) for x in supports) and supports else None
+        quint = quintiles(supports) if all(isinstance(x, int) for x in supports) and supports else None
         for n, rec in enumerate(records):
             q5 = rec.get("popularity_quintile") or (quint[n] if quint else None)
             user = str(rec["source_user"]) if rec.get("source_user") is not None else None
@@ -246,11 +247,3 @@ class DemographicsTask(ProfileTask):
                     "max_tokens": opts.max_tokens,
                     "groups": groups,
                 }
-
-
-def _quintiles(values: list[int]) -> list[int]:
-    """1 (least) .. 5 (most) by rank of value; ties broken by position, so deterministic."""
-    order = np.lexsort((np.arange(len(values)), np.asarray(values)))
-    q = np.empty(len(values), dtype=np.int64)
-    q[order] = np.arange(len(values)) * 5 // len(values) + 1
-    return q.tolist()

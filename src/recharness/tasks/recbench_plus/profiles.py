@@ -63,6 +63,11 @@ def common_interest_sets(histories: dict[str, list[str]], *, length: int = 3, th
     allw = np.concatenate(rows)
     own = np.concatenate(owners)
     st = np.concatenate(starts)
+    # a window repeating an item (a repeat purchase) is not a set of `length` items
+    whole = (np.diff(allw, axis=1) != 0).all(axis=1) if length > 1 else np.ones(allw.shape[0], dtype=bool)
+    allw, own, st = allw[whole], own[whole], st[whole]
+    if allw.shape[0] == 0:
+        return []
     base = max(len(vocab), 2)
     if length * np.log2(base) < 62:  # one int64 per window: much faster than unique rows
         code = np.zeros(allw.shape[0], dtype=np.int64)
@@ -72,14 +77,13 @@ def common_interest_sets(histories: dict[str, list[str]], *, length: int = 3, th
     else:
         _, inverse, counts = np.unique(allw, axis=0, return_inverse=True, return_counts=True)
     inverse = inverse.reshape(-1)
+    # support: the users with the set, not its windows (one user's repeats count once)
+    pairs = np.unique(np.stack([inverse, own], axis=1), axis=0)
+    counts = np.bincount(pairs[:, 0], minlength=counts.size)
     kept = np.flatnonzero(counts >= theta)
     if kept.size == 0:
         return []
-    # popularity quintile by support rank (ties broken by key order, so deterministic)
-    order = np.lexsort((kept, counts[kept]))
-    quint = np.empty(kept.size, dtype=np.int64)
-    quint[order] = np.arange(kept.size) * 5 // kept.size + 1
-    qmap = dict(zip(kept.tolist(), quint.tolist()))
+    qmap = dict(zip(kept.tolist(), quintiles(counts[kept].tolist())))
     inv_vocab = np.empty(len(vocab), dtype=object)
     for i, n in vocab.items():
         inv_vocab[n] = i
@@ -106,6 +110,16 @@ def common_interest_sets(histories: dict[str, list[str]], *, length: int = 3, th
         ))
     out.sort(key=lambda x: (-x.support, x.items))
     return out
+
+
+def quintiles(values: list[int]) -> list[int]:
+    """1 (least) .. 5 (most) by value, equal values in one quintile: 1 + 5 x (the share of values below it),
+    so two sets of the same support are never told apart (a quintile may then hold more than a fifth)."""
+    v = np.asarray(values)
+    if v.size == 0:
+        return []
+    below = np.searchsorted(np.sort(v), v, side="left")
+    return (1 + below * 5 // v.size).tolist()
 
 
 # ---------------------------------------------------------------- demographics

@@ -111,8 +111,9 @@ def paper_tables(rows) -> str:
                    "queries, where declining is right). CMR is averaged over queries that recommended something; "
                    "unmatched titles count as not satisfying (see the `unmatched` column of each task's table).")
         if any(" [" in t for t in out):
-            out[-1] += (" [lo, hi] = the 95% bootstrap interval over the queries (a query's with- and without-history "
-                        "answers resampled together); a value without one rests on fewer than 5 queries (no "
-                        "interval), and the averages over query types carry none.")
+            out[-1] += (" [lo, hi] = the 95% bootstrap interval over the independent units (a source user's queries, "
+                        "with and without history, resampled together; a demographic group's for demographics "
+                        "queries); a value without one rests on fewer than 5 units (no interval), and the averages "
+                        "over query types carry none.")
         out[-1] += "\n"
     return "\n".join(out)
