@@ -242,3 +242,15 @@ def test_a_users_queries_are_one_unit_of_resampling(task):
     u = task.units(samples, preds)
     assert u["P"].independent == 2 and u["valid_rate"].independent == 2  # two users, not five queries
     assert u["P"].point() == pytest.approx(task.score(samples, preds)["P"])
+
+
+def test_a_written_query_that_names_its_own_answers_is_not_used():
+    """Appendix H tells the writing model not to name the subset's titles; a query that does would hand the
+    answer to the model under test."""
+    from recharness.tasks.recbench_plus.profile_tasks import names_its_answer
+
+    titles = ["Silence of the Lambs, The (1991)", "The Silence of the Lambs (1991)", "Taxi Driver (1976)"]
+    assert names_its_answer("I loved Silence of the Lambs, The (1991) and Taxi Driver (1976)...", titles)
+    assert names_its_answer("Something as tense as the silence of the lambs, please", titles)
+    assert not names_its_answer("Dark psychological thrillers with a detective, please", titles)
+    assert names_its_answer("A big night out", ["Big (1988)"]) and not names_its_answer("bigger", ["Big (1988)"])

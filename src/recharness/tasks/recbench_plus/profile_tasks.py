@@ -57,13 +57,16 @@ class ProfileTask(RecBenchTask):
         for rec, text in zip(records, texts):
             allowed = allowed_of(rec)
             m = CatalogMatcher([(i, ctx.title(i)) for i in allowed])
-            qs = []
+            qs, leaked = [], 0
             for q in parse_subset_queries(text, one):
                 ids = []
                 for t in q["subset"]:
                     iid = m.match(t).item_id
                     if iid is not None and iid not in ids:
                         ids.append(iid)
+                if ids and names_its_answer(q["query"], [ctx.title(i) for i in ids] + [ctx.shown(i) for i in ids]):
+                    leaked += 1  # Appendix H: "do not mention the movie title of the subset in the query"
+                    continue
                 if ids:
                     qs.append({"reason": q["reason"], "query": q["query"], "movie subset": [ctx.shown(i) for i in ids],
                                "movie subset ids": [official_id(i) for i in ids]})
@@ -71,8 +74,24 @@ class ProfileTask(RecBenchTask):
                 rec["query & ground true"] = qs
                 rec["query_phrasing"] = label
             else:
-                rec["query_phrasing"] = f"{TEMPLATE} ({label} output had no usable query)"
+                why = f"its {leaked} quer{'y names' if leaked == 1 else 'ies name'} their own answers" if leaked \
+                    else "no usable query"
+                rec["query_phrasing"] = f"{TEMPLATE} ({label} output had {why})"
                 rec["llm_output"] = text
+
+
+def names_its_answer(query: str, titles: list[str]) -> bool:
+    """True if the query names one of its answer's titles (as catalogued or shown, with or without its year)."""
+    import re
+
+    from recharness.matching.normalize import split_year
+
+    low = query.lower()
+    for t in titles:
+        core = split_year(t)[0].strip().lower()
+        if len(core) >= 3 and re.search(rf"(?<!\w){re.escape(core)}(?!\w)", low):
+            return True
+    return False
 
 
 class InterestTask(ProfileTask):
