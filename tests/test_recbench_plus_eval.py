@@ -254,3 +254,14 @@ def test_a_written_query_that_names_its_own_answers_is_not_used():
     assert names_its_answer("Something as tense as the silence of the lambs, please", titles)
     assert not names_its_answer("Dark psychological thrillers with a detective, please", titles)
     assert names_its_answer("A big night out", ["Big (1988)"]) and not names_its_answer("bigger", ["Big (1988)"])
+
+
+def test_cmr_says_how_many_queries_it_rests_on(task):
+    """An official query over a relation the KG lacks (Cinematography) has no CMR: the score says which share
+    of the queries CMR covers instead of averaging the others silently."""
+    known = _sample("a")
+    unknown = {**_sample("b"), "conditions": [["Cinematography", "Dante Spinotti"]], "satisfying": None}
+    preds = {"a": _pred(task, known, ANSWER), "b": _pred(task, unknown, ANSWER)}
+    m = task.score([known, unknown], preds)
+    assert m["CMR"] == pytest.approx(2 / 4) and m["CMR_checkable"] == 0.5
+    assert "CMR_checkable" not in task.score([known], {"a": preds["a"]})

@@ -142,6 +142,8 @@ metric("Recall@{k}", True, "share of relevant items in the top k (one target per
 metric("words", None, "mean words per valid generated text")
 metric("n_scored", None, "queries with a prediction", ci=False)
 metric("parse_errors", False, "answers the parser failed on", ci=False)
+metric("CMR_checkable", None, "share of condition queries whose relations the dataset's KG has: CMR rests on these "
+       "alone (an official file may use relations the KG lacks)", ci=False)
 metric("failed", False, "samples that failed outright (HTTP error, prompt too long)", ci=False)
 metric("AUC", True, "area under the ROC curve (CTR)")
 metric("GAUC", True, "impression-weighted group AUC: per-user AUC weighted by the user's test pairs, as DIN and "

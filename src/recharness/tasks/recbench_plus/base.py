@@ -236,6 +236,10 @@ class RecBenchTask(Task):
         if gt_unmatched or any(s.get("source", "built") != "built" for s in samples):
             # official files name the ground truth by title: how many of those titles the catalog matched
             m["gt_match_rate"] = 1.0 - gt_unmatched / gt_total if gt_total else 0.0
+        conditioned = [s for s in samples if s.get("conditions")]
+        unchecked = sum(s.get("satisfying") is None for s in conditioned)
+        if unchecked:  # CMR skips the queries whose relations the KG lacks: said, not silent
+            m["CMR_checkable"] = 1.0 - unchecked / len(conditioned)
         m.update({k: u.point() for k, u in self.beyond_accuracy(samples, predictions).items()})
         return m
 
