@@ -56,6 +56,12 @@ def ml1m_matcher(ml1m):
     ("Heat (1995); Fargo (1996); Casablanca (1942)", ["6", "608", "912"]),
     ("1. Beauty and the Beast (1991)\n2. Schindler&#8217;s List (1993)\n3. Lock, Stock &amp; Two Smoking Barrels",
      ["595", "527", "2542"]),
+    # an apology and a suggestion in one sentence: the suggestion counts (the whole sentence was skipped)
+    ("I don't have a complete filmography, but you might enjoy Alien (1979) and Contact (1997).", ["1214", "1584"]),
+    ("I can't find Tom Hanks in GoodFellas; however, Toy Story (1995) and Toy Story 2 (1999) are great.",
+     ["1", "3114"]),
+    ("Sorry, I can't recommend Heat (1995) as it is not a comedy.", []),  # the apology's own title: not suggested
+    ("Nothing But Trouble (1991) is fun.", ["2265"]),  # "but" inside a title, no apology: not split
 ])
 def test_answer_shapes_give_the_exact_ranked_items(ml1m_matcher, answer, ids):
     assert [m.item_id for m in ml1m_matcher.match_answer(answer)] == ids

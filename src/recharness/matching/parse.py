@@ -547,6 +547,9 @@ def _from_prose(text: str) -> list[Candidate]:
 T = TypeVar("T")
 MAX_PROSE_LOOKUPS = 300  # distinct catalog look-ups per answer (~1 ms each on ML-1M): bounded work
 _SENTENCE_BREAK_RE = re.compile(r"(?<=[.!?])\s+|\s*\n\s*")
+# where a sentence turns from an apology to a suggestion: "I can't list them all, but you might enjoy Alien"
+_CLAUSE_BREAK_RE = re.compile(r"\s*(?:;|\s[—–]\s|,?\s+but\s+|,?\s+however,?\s+|^however,?\s+|,?\s+instead,?\s+)\s*",
+                              re.IGNORECASE)
 _WORD_RE = re.compile(r"\S+")
 _WRAP = "\"'“”‘’«»*_`()[]{}"
 _RUN_SMALL = _SMALL - {"is", "as", "into"}  # lowercase words a title may carry ("Pride and Prejudice")
@@ -570,7 +573,7 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
     "You should watch Fargo." names Fargo; "keep up the speed" names nothing.
     A run is tried whole, then as whole comma/"and"-separated parts ("Heat,
     Casablanca and Fargo"; "Lock, Stock and Two Smoking Barrels" stays one);
-    refusal sentences and "if you liked X" clauses are skipped.
+    refusal clauses (an apology up to its "but" / "however" / ";") and "if you liked X" clauses are skipped.
     """
     body = strip_reasoning(text or "")
     if "&" in body:
@@ -583,9 +586,14 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
             seen[span] = lookup(span) if len(seen) < MAX_PROSE_LOOKUPS else None
         return seen[span]
 
+    clauses = []
     for sentence in _SENTENCE_BREAK_RE.split(body):
-        if not sentence or REFUSAL_RE.search(sentence):
-            continue
+        if sentence and REFUSAL_RE.search(sentence):
+            # only the apology is skipped: a suggestion in the same sentence after "but" / ";" still counts
+            clauses += [c for c in _CLAUSE_BREAK_RE.split(sentence) if c and not REFUSAL_RE.search(c)]
+        elif sentence:
+            clauses.append(sentence)
+    for sentence in clauses:
         hits: list[tuple[int, T]] = []
         for m in _SPAN_RE.finditer(sentence):  # "Fargo", *Fargo*
             span = next(g for g in m.groups() if g is not None)
