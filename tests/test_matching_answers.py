@@ -62,6 +62,9 @@ def ml1m_matcher(ml1m):
      ["1", "3114"]),
     ("Sorry, I can't recommend Heat (1995) as it is not a comedy.", []),  # the apology's own title: not suggested
     ("Nothing But Trouble (1991) is fun.", ["2265"]),  # "but" inside a title, no apology: not split
+    # a bold "Title: Subtitle" is the emphasised span, not cut at its colon (it hit Alien (1979), Mission, The)
+    ("1. **Alien: Resurrection** - the fourth film in the series.", ["1690"]),
+    ("1. **Mission: Impossible** - spy thriller.", ["648"]),
 ])
 def test_answer_shapes_give_the_exact_ranked_items(ml1m_matcher, answer, ids):
     assert [m.item_id for m in ml1m_matcher.match_answer(answer)] == ids
@@ -94,3 +97,17 @@ def test_an_answer_naming_no_catalog_item_is_counted_apart():
     assert [p["valid"] for p in preds.values()] == [True, True, False, True]
     assert m["unrecognised_rate"] == pytest.approx(1 / 4)  # s1: named two titles, the catalog knows neither
     assert task.units(samples, preds)["unrecognised_rate"].point() == pytest.approx(1 / 4)
+
+
+def test_pathological_answers_parse_in_linear_time():
+    """Untrusted text: a long line of brackets ending otherwise backtracked exponentially (40 entries did not finish in
+    30 s), and an entry of thousands of separators re-read its rest at each one."""
+    import time
+
+    from recharness.matching.parse import parse_recommendations
+
+    for text in ("[a] " * 40 + "[", "Recommendations: " + " ".join(f"[Title {i}]" for i in range(400)) + " Enjoy!",
+                 "A…" * 10000, "." * 20000):
+        t0 = time.process_time()
+        parse_recommendations(text)
+        assert time.process_time() - t0 < 2.0, text[:40]

@@ -27,6 +27,7 @@ from recharness.tasks.perrecbench.parsing import majority, parse_pair, parse_ran
     ('think... {"predicted_rating": 2} then {"predicted_rating": "5"}', 5.0),  # last object wins
     ('"predicted_rating": 4.0 because', 4.0),
     ('{"Rating": 1}', 1.0),
+    ('{"predicted_rating": 4, "user_score": 2}', 4.0),  # the format's key, not the last one naming a score
 ])
 def test_parse_rating(text, value):
     p = parse_rating(text)
@@ -43,6 +44,7 @@ def test_parse_rating_invalid(text):
     ("[User A]", False, "A"), ("[User B]", False, "B"), ("user b", False, "B"), ("B", False, "B"),
     ("[User A] prefers it more than [User B]", False, "A"),
     ("User A likes drama but User B loves it. Final answer: [User B]", True, "B"),
+    ("Comparing User A and User B, [User B] is more likely to enjoy it.", False, "B"),  # the bracketed answer
 ])
 def test_parse_pair(text, last, value):
     assert parse_pair(text, last=last).value == value

@@ -182,6 +182,13 @@ def test_score_reads_llm_lists_and_reference_ranks_alike():
     assert m["NDCG@10"] == pytest.approx((1 + 1 / math.log2(4)) / 5)
     assert m["valid_rate"] == 0.6 and m["missing"] == 1.0 and m["matched_share"] == 1.0
     assert list_rank(["x", "a", "y", "x", "t"], "t", {"a"}) == 3 and list_rank(["x"], "t", set()) == math.inf
+    # asked for 10, the 15th title named is no hit (it scored Recall@20 and MRR 1/15, out of a compliant answer's reach)
+    from recharness.tasks.recbench.seqrec import sample_rank
+
+    sample = {"target": "t", "history": ["h1"], "n_recs": 10}
+    items = [f"o{i}" for i in range(14)] + ["t"]
+    assert sample_rank(sample, {"parsed": {"items": items}}) == math.inf
+    assert sample_rank(sample, {"parsed": {"items": ["h1"] + items[5:]}}) == 10.0  # history dropped first
 
 
 def test_free_text_answers_are_matched_to_the_catalog(ml1m):

@@ -190,7 +190,8 @@ def _item(raw: str) -> Candidate | None:
 #: a line that is only bracketed entries: "[1. Titanic (1997)], [2. Jackie Brown (1997)]", perhaps after a label
 #: ("Recommendations: [...], [...]") and with a closing "." / "," / ";"
 _BRACKETED_LINE_RE = re.compile(
-    r"^\s*(?P<label>[^\[\]\n]{1,80}?:\s*)?(?P<body>(?:\[[^\[\]\n]+\]\s*[,;]?\s*)+?)[.,;]?\s*$")
+    # one way only to match the space between two brackets (`\s*[,;]?\s*` had two: 2^n ways to fail on a long line)
+    r"^\s*(?P<label>[^\[\]\n]{1,80}?:\s*)?(?P<body>(?:\[[^\[\]\n]+\](?:\s*[,;])?\s*)+?)[.,;]?\s*$")
 _BRACKET_RE = re.compile(r"\[\s*([^\[\]\n]+?)\s*\]")
 _BRACKET_INNER_YEAR_RE = re.compile(r"^\s*" + _YEAR + r"\s*$")
 _NUMBERED_RE = re.compile(r"\d{1,3}[.)]\s")
@@ -739,12 +740,18 @@ def _lower_ratio(s: str) -> float:
     return sum(1 for w in words if w[0].islower()) / len(words)
 
 
+#: separators `_cut_explanation` tries per entry (a title has a few; an entry of thousands is no title)
+_MAX_SEPARATORS = 20
+
+
 def _cut_explanation(s: str) -> str:
     """"Title - a story about..." -> "Title"; keeps "Star Wars: Episode IV - A New Hope"."""
     m = _COMMA_EXPLAIN_RE.search(s)
     if m and m.start() > 0:
         s = s[: m.start()]
-    for m in _SEPARATORS_RE.finditer(s):
+    for n, m in enumerate(_SEPARATORS_RE.finditer(s)):
+        if n >= _MAX_SEPARATORS:  # each try reads the rest again: bounded, so a long line costs linear time
+            break
         head, rest = s[: m.start()], s[m.end() :]
         if not head.strip():
             continue
@@ -761,10 +768,14 @@ def clean_title(raw: str) -> str | None:
     if what is left does not look like a title."""
     s = _LINK_RE.sub(r"\1", raw)
     s = _TAG_RE.sub(" ", s)
-    s = " ".join(s.split()).strip(" \t-–—•*·:;,")
+    s = " ".join(s.split()).strip(" \t-–—•·:;,")
+    # an emphasised lead span before any "*" is stripped: "**Alien: Resurrection** - ..." is the span, not "Alien"
+    lead = _LEAD_SPAN_RE.match(s)
+    if not lead:
+        s = s.strip(" \t-–—•*·:;,")
+        lead = _LEAD_SPAN_RE.match(s)
     if not s:
         return None
-    lead = _LEAD_SPAN_RE.match(s)
     if lead:  # "**The Matrix** (1999) - a hacker..." -> the emphasised part (+ year)
         span = next(g for g in lead.groups() if g is not None).strip()
         rest = s[lead.end() :]

@@ -27,11 +27,17 @@ def parse_rating(text: str, lo: float = 1.0, hi: float = 5.0) -> Parsed:
     """{"predicted_rating": x} (the last such object wins, as after a chain of thought); x in [lo, hi]."""
     value = None
     for obj in reversed(flat_json_objects(text)):
-        keys = [k for k in obj if "rating" in k.lower() or "score" in k.lower()]
-        if keys:
-            value = finite_number(obj[keys[-1]])
+        # the format's own key first, then any "rating" key, then any "score" ({"predicted_rating": 4,
+        # "user_score": 2} is 4, not the last key that mentions a score)
+        low = {k.lower().replace(" ", "_"): k for k in obj}
+        keys = ([low["predicted_rating"]] if "predicted_rating" in low else []) \
+            + [k for k in obj if "rating" in k.lower()] + [k for k in obj if "score" in k.lower()]
+        for k in keys:
+            value = finite_number(obj[k])
             if value is not None:
                 break
+        if value is not None:
+            break
     if value is None:
         found = _RATING_KV.findall(scan(text)[0])
         value = float(found[-1]) if found else None
@@ -42,10 +48,14 @@ def parse_rating(text: str, lo: float = 1.0, hi: float = 5.0) -> Parsed:
     return Parsed(value)
 
 
+_BRACKETED_USER = re.compile(r"\[\s*user\s*([ab])\s*\]", re.I)
+
+
 def parse_pair(text: str, last: bool = False) -> Parsed:
-    """'A' or 'B' from "[User A]" / "[User B]": the first mention, or the last after a chain of thought."""
+    """'A' or 'B' from "[User A]" / "[User B]" (the format's brackets first: "Comparing User A and User B, [User B]
+    is more likely" is B): the first mention, or the last after a chain of thought."""
     t = scan(text)[0]
-    found = [m.group(1).upper() for m in _USER.finditer(t)]
+    found = [m.group(1).upper() for m in _BRACKETED_USER.finditer(t)] or [m.group(1).upper() for m in _USER.finditer(t)]
     if not found and t.strip().strip("[]().").upper() in ("A", "B"):
         found = [t.strip().strip("[]().").upper()]
     if not found:

@@ -95,13 +95,16 @@ def seqrec_messages(history_titles: list[str], n: int, domain: str = "movie", *,
     return [{"role": "system", "content": system}, user] if task_description else [user]
 
 
-def list_rank(items: list[str], target: str, exclude: set[str]) -> float:
-    """The target's 1-based place among `items` with `exclude` and repeats dropped; inf when absent."""
+def list_rank(items: list[str], target: str, exclude: set[str], limit: int | None = None) -> float:
+    """The target's 1-based place among `items` with `exclude` and repeats dropped, within the first `limit` of
+    them (the list length the prompt asked for); inf when absent."""
     seen: set[str] = set()
     for i in items:
         if i in exclude or i in seen:
             continue
         seen.add(i)
+        if limit is not None and len(seen) > limit:
+            break
         if i == target:
             return float(len(seen))
     return math.inf
@@ -118,7 +121,8 @@ def sample_rank(sample: dict, rec: dict | None) -> float:
         return float(r) if r is not None and r >= 1 else math.inf
     # a title carried by several ids (`twins`) names the target too when one of them is: a hit, once
     items = with_twins(parsed.get("items") or [], parsed.get("twins"), (sample["target"],))
-    return list_rank(items, sample["target"], set(sample["history"]))
+    # the titles asked for (`n_recs`), not every one a longer answer names: Recall@20 / MRR over 10 asked
+    return list_rank(items, sample["target"], set(sample["history"]), sample.get("n_recs"))
 
 
 def sample_list(sample: dict, rec: dict | None, k: int = TOP_K) -> list[str] | None:
@@ -135,6 +139,7 @@ def sample_list(sample: dict, rec: dict | None, k: int = TOP_K) -> list[str] | N
             return None
     else:
         items = with_twins(parsed.get("items") or [], parsed.get("twins"), (sample["target"],))
+        k = min(k, sample.get("n_recs") or k)  # an LLM's list: the titles asked for
     drop = set(sample["history"])
     return [i for i in dict.fromkeys(items) if i not in drop][:k]
 
