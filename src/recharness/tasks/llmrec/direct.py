@@ -19,7 +19,8 @@ the answer. A list line is
     Hard 2 a candidate), in order; words other than a title end the run, so
     a title named in an explanation ("Heat (1995) - tense, like Ronin (1998)")
     is not ranked by that line;
-  * a line led by a candidate number ("[5] Heat (1995)", "5 - Heat"): k;
+  * a line led by a candidate number ("[5] Heat (1995)", "5 - Heat"): k, unless the title after it is
+    another candidate's ("1 - Fargo (1996)" with Fargo candidate 2: the number is a rank, Fargo counts);
   * a line that is only candidate numbers and separators ("5, 17, 3",
     "[5, 17, 3]", "5 > 17 > 3", "3 1 2"), after an optional "Ranking:" lead-in.
 "Most of the answer": list lines hold at least as many characters as the
@@ -450,9 +451,21 @@ class _Titles:
     first), so a 1,000-line answer against 100 candidates is 1,000 searches."""
 
     def __init__(self, titles: list[str]):
+        from recharness.matching.normalize import split_year
+
         self.index: dict[str, int] = {}
         for i, t in enumerate(titles):
             self.index.setdefault(t.lower(), i)
+        # each title without its year too ("12 Angry Men" for "12 Angry Men (1957)"), where no other candidate
+        # shares it
+        cores: dict[str, list[int]] = {}
+        for i, t in enumerate(titles):
+            core = split_year(t)[0].strip().lower()
+            if core and core != t.lower():
+                cores.setdefault(core, []).append(i)
+        for core, ids in cores.items():
+            if len(set(ids)) == 1:
+                self.index.setdefault(core, ids[0])
         alts = sorted((re.escape(t) for t in self.index if t), key=len, reverse=True)
         self.pattern = re.compile(r"(?<!\w)(?:" + "|".join(alts) + r")(?!\w)") if alts else None
 
@@ -500,7 +513,12 @@ def _line_refs(line: str, titles: _Titles) -> list[tuple[int, bool]] | None:
         return [(k, True) for k in numbers]
     m = _CAND_MARK.match(line)
     if m:
-        return [(int(next(g for g in m.groups() if g)), True)]
+        k = int(next(g for g in m.groups() if g))
+        # "1 - Fargo (1996)" with Fargo candidate 2: the number is the rank, the title the candidate
+        run = titles.run(line[m.end():].strip().lstrip("\"'“‘_").lower(), at_start=True)
+        if run and run[0] + 1 != k:
+            return [(i + 1, False) for i in run]
+        return [(k, True)]
     m = _RANK_MARK.match(line)
     if not m:
         return None
