@@ -50,9 +50,13 @@ def test_not_refusals(text):
 
 def test_matched_count_decides_when_the_answer_refuses_and_lists():
     text = "I'm sorry, I couldn't find exact matches. Maybe try:\n1. Some Made Up Film\n2. Another Invented Title"
-    assert not is_refusal(text)  # items were named...
-    assert is_refusal(text, matched=0)  # ...but none exists in the catalog: it refused
-    assert not is_refusal(text, matched=1)
+    # a list of two titles after an apology recommends, even titles the catalog lacks (the paper's FTR: "fails to
+    # generate recommended items"; a hallucinated title is still a recommendation)
+    assert not is_refusal(text) and not is_refusal(text, matched=0) and not is_refusal(text, matched=1)
+    hedge = "I don't know your exact tastes, but here are some picks:\n1. Inception (2010)\n2. Interstellar (2014)"
+    assert not is_refusal(hedge, matched=0)
+    # one unknown name after a refusal is no list: "Sorry, I can't help with that. Try IMDb." refuses
+    assert is_refusal("I'm sorry, I couldn't find any movies like that. Try IMDb.", matched=0)
     # without refusal wording, naming only unknown items is a (bad) recommendation, not a refusal
     assert not is_refusal("1. Some Made Up Film\n2. Another Invented Title", matched=0)
 

@@ -21,16 +21,20 @@ def is_refusal(text: str | None, matched: int | None = None) -> bool:
     answer is parsed (refusal sentences are never taken for items): no items
     means failure. With `matched` (how many items the catalog recognised), an
     answer that contains refusal wording and names nothing in the catalog is a
-    failure too, while one that apologises and still names catalog items is
-    not.
+    failure too (unless it lists two or more titles: a list of unknown titles is
+    still a recommendation), while one that apologises and still names catalog
+    items is not.
     """
     if text is None:
         return True
     body = strip_reasoning(text)
     if is_nothing(body):
         return True
-    if not parse_recommendations(body):
+    found = parse_recommendations(body)
+    if not found:
         return True
-    if matched is not None and matched == 0 and has_refusal_cue(body):
+    # refusal wording and nothing the catalog knows: a failure, unless the answer still lists several titles
+    # ("I don't know your exact tastes, but here are some picks: 1. … 2. …" recommends, if titles it invented)
+    if matched is not None and matched == 0 and has_refusal_cue(body) and len(found) < 2:
         return True
     return False
