@@ -313,7 +313,51 @@ def _from_json(text: str) -> list[Candidate] | None:
         _collect_json(value, found, depth=0)
         if found or value in ([], {}):
             return [t for t in (_item(x) for x in found) if t]
+    if re.match(r"(?:\[\s*[\"{\[]|\{\s*\")", s):  # JSON cut short (max_tokens): its complete values, never its syntax
+        value = _repair_truncated(s)
+        found = []
+        if value is not None:
+            _collect_json(value, found, depth=0)
+        return [t for t in (_item(x) for x in found) if t]
     return None
+
+
+def _repair_truncated(s: str):
+    """A JSON answer cut off mid-value, read up to its last comma between values and closed there
+    ('{"recommendations": ["Heat (1995)", "Fargo (1996)", "Casab' → Heat and Fargo); None if no cut parses."""
+    cuts = [i for i, ch in enumerate(s[:MAX_CHARS]) if ch == ","][-50:]
+    for pos in reversed(cuts):
+        head = s[:pos]
+        closing = _closers(head)
+        if closing is None:
+            continue
+        try:
+            return json.loads(head + closing)
+        except (ValueError, RecursionError):
+            continue
+    return None
+
+
+def _closers(head: str) -> str | None:
+    """The brackets that close `head` (outside strings), or None if it ends inside a string or is unbalanced."""
+    stack: list[str] = []
+    in_str = esc = False
+    for ch in head:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            stack.append("]" if ch == "[" else "}")
+        elif ch in "]}":
+            if not stack or stack.pop() != ch:
+                return None
+    return None if in_str else "".join(reversed(stack))
 
 
 def _collect_json(value, out: list[str], depth: int) -> None:
