@@ -479,15 +479,17 @@ def _is_prose(line: str, listed: bool = False) -> bool:
         return True
     if _LEAD_SPAN_RE.match(line.strip()):
         return False  # "**Title** - explanation": a title first
-    if REFUSAL_RE.search(plain):
-        return True
     year = _YEAR_MARK_RE.search(plain)
     head = plain[: year.start()] if year else _cut_explanation(plain)
     words = head.split()
+    # a list entry's refusal wording counts in its head only: "1. Heat (1995) - I can't recommend it enough!"
+    if REFUSAL_RE.search(head if listed else plain):
+        return True
+    if year and 0 < len(words) <= MAX_PROSE_WORDS and not _LEAD_IN_RE.match(head) \
+            and (listed or not _BOILERPLATE_RE.match(plain)):
+        return False  # "Title (1995) ...": a title, whatever follows ("It's a Wonderful Life (1946)" too, listed)
     if _BOILERPLATE_RE.match(plain):
         return True
-    if year and 0 < len(words) <= MAX_PROSE_WORDS and not _LEAD_IN_RE.match(head):
-        return False  # "Title (1995) ...": a title, whatever follows
     if len(words) <= 3 or listed and len(words) <= 12:
         return False
     # mostly lowercase words in a run longer than a list of short titles:
