@@ -65,6 +65,10 @@ def ml1m_matcher(ml1m):
     # a bold "Title: Subtitle" is the emphasised span, not cut at its colon (it hit Alien (1979), Mission, The)
     ("1. **Alien: Resurrection** - the fourth film in the series.", ["1690"]),
     ("1. **Mission: Impossible** - spy thriller.", ["648"]),
+    # a title-shaped run in prose that is not a title: no hit on its known part ("Aliens", "Heat")
+    ("You might enjoy Cowboys and Aliens for a genre mash-up.", []),
+    ("You might enjoy Heat and Dust, a Merchant Ivory film.", []),
+    ("You should watch Heat, Casablanca and Fargo.", ["6", "912", "608"]),  # every part a title: all three
 ])
 def test_answer_shapes_give_the_exact_ranked_items(ml1m_matcher, answer, ids):
     assert [m.item_id for m in ml1m_matcher.match_answer(answer)] == ids

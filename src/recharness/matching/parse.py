@@ -650,7 +650,7 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
                 hits.append((m.start(), r))
         plain = _SPAN_RE.sub(lambda m: " " * (m.end() - m.start()), sentence)
         for pieces, year in _capitalised_runs(plain):
-            i = 0
+            i, run_hits, whole = 0, [], True
             while i < len(pieces):
                 last = i + 1  # the longest join that could still be a title
                 while last < len(pieces) and pieces[last][1] - pieces[i][0] <= MAX_TITLE_CHARS:
@@ -662,11 +662,16 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
                     r = look(f"{span} {year}" if year and j == len(pieces) else span)
                     if r is not None:
                         if not _is_aside(plain, pieces[i][0]):
-                            hits.append((pieces[i][0], r))
+                            run_hits.append((pieces[i][0], r))
                         i = j
                         break
                 else:
                     i += 1
+                    whole = False
+            # a run split into parts counts only when every part is a title ("Heat, Casablanca and Fargo"); one that
+            # is not ("Cowboys and Aliens", "Heat and Dust") is one unknown title, not its known part
+            if whole or len(pieces) == 1:
+                hits.extend(run_hits)
         found.extend(r for _, r in sorted(hits, key=lambda h: h[0]))
         if len(seen) >= MAX_PROSE_LOOKUPS or len(found) >= MAX_ITEMS:
             break
