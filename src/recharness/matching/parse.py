@@ -376,17 +376,31 @@ def _collect_json(value, out: list[str], depth: int) -> None:
             year = next((y for y in years if isinstance(y, (int, str)) and re.fullmatch(_YEAR, str(y))), None)
             out.append(f"{title} ({year})" if year is not None and not _YEAR_MARK_RE.search(title) else title)
             return
-        for v in value.values():  # {"recommendations": [...]}
-            if isinstance(v, list):
+        for k, v in value.items():  # {"recommendations": [...]}, not {"already_watched": [...]}
+            if isinstance(v, list) and not _NOT_RECOMMENDED_KEY_RE.search(str(k)):
                 _collect_json(v, out, depth + 1)
 
 
 # ---------------------------------------------------------------- text answers
 
 
+#: a heading that starts what is not recommended ("Avoid:", "Already watched:", "Not recommended:", "Skip these:")
+_NOT_RECOMMENDED_RE = re.compile(
+    r"^#*\s*(?:avoid|skip|not recommended|don'?t (?:watch|read|play|buy)|(?:movies|films|books|items|titles)? ?(?:you'?ve|you have|already) "
+    r"(?:seen|watched|read|played)|already (?:seen|watched|read|played)|(?:your )?history|excluded?)\b[^:\n]{0,40}:\s*$",
+    re.IGNORECASE)
+#: JSON keys whose lists are not recommendations
+_NOT_RECOMMENDED_KEY_RE = re.compile(r"avoid|\bnot\b|not_|dont|don't|watched|seen|history|already|dislike|skip|exclud",
+                                     re.IGNORECASE)
+
+
 def _from_lines(text: str) -> list[Candidate]:
     """A list if the answer has list markers; else title-like lines; else prose."""
     lines = [ln.expandtabs(4) for ln in text.splitlines()][: MAX_PIECES * 4]
+    for n, ln in enumerate(lines):  # "Avoid:" / "Already watched:" after a list: what follows is no recommendation
+        if n and _NOT_RECOMMENDED_RE.match(_strip_md(ln).strip()):
+            lines = lines[:n]
+            break
     listed = []  # (indent, numbered?, content)
     for ln in lines:
         m = _LIST_RE.match(ln)
