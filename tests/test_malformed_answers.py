@@ -90,3 +90,15 @@ def test_fixture_is_well_formed_and_covers_every_parser():
     assert min(counts.values()) >= 3
     assert any(len(answer_text(c["input"])) >= 100_000 for c in CASES)  # the 100k-character answers
     assert any(answer_text(c["input"]) == "" for c in CASES)
+
+
+def test_a_ranking_naming_numbers_no_candidate_has_is_counted():
+    """A 0-based ranking "0, 1, 2" is read as candidates 1 and 2 (0 left out): out_of_range_rate says so."""
+    task = DirectTask()
+    p = task.parse(SAMPLE, "0, 1, 2")
+    assert p.value["ranking"] == ["1", "2"] and p.value["out_of_range"] == 1
+    sample = {**SAMPLE, "target": "3", "seen": []}
+    pred = {"parsed": p.value, "valid": p.valid}
+    ok = task.parse(SAMPLE, "3, 1, 2")
+    m = task.score([sample, {**sample, "id": "t"}], {"s": pred, "t": {"parsed": ok.value, "valid": ok.valid}})
+    assert m["out_of_range_rate"] == 0.5

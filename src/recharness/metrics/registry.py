@@ -127,6 +127,8 @@ metric("invalid", False, "groups whose answer could not be used (PerRecBench)", 
 metric("invalid_rate", False, "share of samples without a usable answer", lead=True)
 metric("valid_rate", True, "share of samples with a usable answer", lead=True)
 metric("partial_rate", False, "share of rankings that name only some of the candidates", lead=True)
+metric("out_of_range_rate", False, "share of rankings naming a number no candidate has (left out: e.g. a 0-based "
+       "ranking's 0)", ci=False)
 metric("matched_share", True, "share of named titles matched to catalog items", lead=True)
 metric("unrecognised_rate", False, "share of answers in the right shape that name no catalog item (apart from invalid ones)")
 metric("latency_s", False, "mean seconds per answer (cached answers included)", lead=True, ci=False)

@@ -356,6 +356,9 @@ class DirectTask(Task):
         m = ranking_scores(ranked, [s["target"] for s in samples], ks, ndcg_ks=ndcg_ks)
         n = max(1, len(samples))
         m.update(valid_rate=sum(valid) / n, partial_rate=sum(partial) / n, missing=float(missing))
+        # answers naming a number no candidate has (a 0-based ranking "0, 1, 2" reads as 1, 2): said, not silent
+        outside = [((predictions.get(s["id"]) or {}).get("parsed") or {}) for s in samples]
+        m["out_of_range_rate"] = sum(bool(isinstance(o, dict) and o.get("out_of_range")) for o in outside) / n
         m.update(full_catalog_scores(samples, predictions))
         m.update({k: u.point() for k, u in beyond_accuracy(self._pop(samples), [s["id"] for s in samples], ranked,
                                                            [s["target"] for s in samples],
