@@ -339,25 +339,24 @@ def _repair_truncated(s: str):
 
 
 def _closers(head: str) -> str | None:
-    """The brackets that close `head` (outside strings), or None if it ends inside a string or is unbalanced."""
+    """The brackets that close `head` (outside its strings, which json's own scanner skips), or None if it ends
+    inside a string or is unbalanced."""
     stack: list[str] = []
-    in_str = esc = False
-    for ch in head:
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
-            stack.append("]" if ch == "[" else "}")
-        elif ch in "]}":
-            if not stack or stack.pop() != ch:
+    i, n = 0, len(head)
+    while i < n:
+        ch = head[i]
+        if ch == '"':
+            try:
+                _, i = json.decoder.scanstring(head, i + 1, False)
+            except ValueError:  # the string does not end: cut inside it
                 return None
-    return None if in_str else "".join(reversed(stack))
+            continue
+        if ch in "[{":
+            stack.append("]" if ch == "[" else "}")
+        elif ch in "]}" and (not stack or stack.pop() != ch):
+            return None
+        i += 1
+    return "".join(reversed(stack))
 
 
 def _collect_json(value, out: list[str], depth: int) -> None:
