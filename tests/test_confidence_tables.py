@@ -377,7 +377,7 @@ def test_recbench_plus_history_variants_get_intervals(ml1m, tmp_path):
     assert "no error bar where a group has fewer than 5 independent units: with" in html
     text = paper_tables(rows)
     assert "— with history" in text and re.search(r"\d \[\d\.\d{3}, ", text.split("— with history")[1].split("####")[0])
-    assert "the averages over query types carry none" in text and "fewer than 5 queries (no interval)" in text
+    assert "the averages over query types carry none" in text and "fewer than 5 units (no interval)" in text
 
 
 def test_a_querys_two_history_answers_are_one_unit(ml1m, tmp_path):
