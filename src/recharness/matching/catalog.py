@@ -421,7 +421,13 @@ class CatalogMatcher:
             return split
         if not cands:
             return titles_in_prose(text, lambda span: self._exact(normalize_title(span), span))
-        return self._match_candidates(cands)
+        matches = self._match_candidates(cands)
+        if len(cands) == 1 and matches and matches[0].item_id is None and len(cands[0].title.split()) > 3:
+            # one unmatched sentence ("Consider Sense and Sensibility for a twist."): the titles its prose names
+            named = titles_in_prose(text, lambda span: self._exact(normalize_title(span), span))
+            if named:
+                return named
+        return matches
 
     def _match_candidates(self, cands) -> list[Match]:
         """Each parsed candidate matched (its raw text exactly first), neighbours whose comma-join is a
