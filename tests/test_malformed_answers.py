@@ -102,3 +102,10 @@ def test_a_ranking_naming_numbers_no_candidate_has_is_counted():
     ok = task.parse(SAMPLE, "3, 1, 2")
     m = task.score([sample, {**sample, "id": "t"}], {"s": pred, "t": {"parsed": ok.value, "valid": ok.valid}})
     assert m["out_of_range_rate"] == 0.5
+
+
+def test_whitespace_heavy_direct_answers_parse_in_linear_time():
+    for text in ("1" + " " * 19000 + "x", " " * 20000 + "3, 1"):
+        t0 = time.process_time()
+        DirectTask().parse(SAMPLE, text)
+        assert time.process_time() - t0 < 0.5  # 1.7 s for the first before runs of spaces were collapsed

@@ -70,6 +70,7 @@ _CAND_MARK = re.compile(r"\s*(?:[\[(](\d{1,3})[\])]|(\d{1,3})\s*[-–—:]\s|can
 _LEAD_NUM = re.compile(r"(?:#|candidate\s*)?\[?(\d{1,3})\]?(?![\w.])", re.IGNORECASE)
 _BRACKET_NUM = re.compile(r"\[(\d{1,3})\]")
 _MARKUP = str.maketrans("", "", "*`")
+_SPACES = re.compile(r"[ \t]{2,}")
 #: what may stand between two titles of one line ("Heat (1995) - Ronin (1998)", "\"Heat\", \"Ronin\"", "A > B and C")
 _BETWEEN_TITLES = re.compile(r"[\s\"'“”‘’_]*(?:(?:->|=>|[-–—,;>|/→&+]|and\b|then\b)[\s\"'“”‘’_]*)*")
 _NUMERIC_OR_MARKUP = re.compile(r"(?<![\w.])\d{1,3}(?![\w.])|</?[a-zA-Z!][^<>]{0,200}>")  # a year is no candidate number
@@ -278,7 +279,7 @@ class DirectTask(Task):
 
     def parse(self, sample: dict, text: str) -> Parsed:
         cands = sample["candidates"]
-        body = strip_reasoning(text[:20000])
+        body = _SPACES.sub(" ", strip_reasoning(text[:20000]))  # runs of spaces: one (their scan was quadratic)
         titles = _Titles(sample["candidate_titles"])
         refs, list_chars, other_chars = _list_refs(body, titles)
         order: list[str] = []
