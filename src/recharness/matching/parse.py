@@ -635,7 +635,7 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
     Casablanca and Fargo"; "Lock, Stock and Two Smoking Barrels" stays one);
     refusal clauses (an apology up to its "but" / "however" / ";") and "if you liked X" clauses are skipped.
     """
-    body = strip_reasoning(text or "")
+    body = re.sub(r"[ \t]{2,}", " ", strip_reasoning(text or ""))  # runs of spaces: one (their scan was quadratic)
     if "&" in body:
         body = html.unescape(body)
     found: list[T] = []
