@@ -452,7 +452,10 @@ def full_catalog_scores(samples: list[dict], predictions: dict[str, dict]) -> di
 
 class _Titles:
     """The candidate titles as one case-insensitive whole-word pattern (longest
-    first), so a 1,000-line answer against 100 candidates is 1,000 searches."""
+    first), so a 1,000-line answer against 100 candidates is 1,000 searches. At the
+    start of a list line a title may also come without its year ("12 Angry Men" for
+    "12 Angry Men (1957)", where no other candidate shares it); in prose only whole
+    titles count ("a big hit" names no "Big (1988)")."""
 
     def __init__(self, titles: list[str]):
         from recharness.matching.normalize import split_year
@@ -460,31 +463,37 @@ class _Titles:
         self.index: dict[str, int] = {}
         for i, t in enumerate(titles):
             self.index.setdefault(t.lower(), i)
-        # each title without its year too ("12 Angry Men" for "12 Angry Men (1957)"), where no other candidate
-        # shares it
         cores: dict[str, list[int]] = {}
         for i, t in enumerate(titles):
             core = split_year(t)[0].strip().lower()
             if core and core != t.lower():
                 cores.setdefault(core, []).append(i)
+        self.loose_index = dict(self.index)
         for core, ids in cores.items():
             if len(set(ids)) == 1:
-                self.index.setdefault(core, ids[0])
-        alts = sorted((re.escape(t) for t in self.index if t), key=len, reverse=True)
-        self.pattern = re.compile(r"(?<!\w)(?:" + "|".join(alts) + r")(?!\w)") if alts else None
+                self.loose_index.setdefault(core, ids[0])
+        self.pattern = self._compile(self.index)
+        self.loose = self._compile(self.loose_index)
+
+    @staticmethod
+    def _compile(index: dict[str, int]):
+        alts = sorted((re.escape(t) for t in index if t), key=len, reverse=True)
+        return re.compile(r"(?<!\w)(?:" + "|".join(alts) + r")(?!\w)") if alts else None
 
     def in_order(self, low: str) -> list[int]:
         found = (self.index[m.group(0)] for m in self.pattern.finditer(low)) if self.pattern else ()
         return list(dict.fromkeys(found))
 
     def run(self, low: str, at_start: bool = False) -> list[int]:
-        """The candidates of the first run of titles in `low` (at its start with `at_start`), in order, each
-        once: "heat (1995) - ronin (1998), fargo (1996)" → all three; "heat (1995) - like ronin" → heat."""
-        m = (self.pattern.match if at_start else self.pattern.search)(low) if self.pattern else None
+        """The candidates of the first run of titles in `low` (at its start with `at_start`, where a title may
+        lack its year), in order, each once: "heat (1995) - ronin (1998), fargo (1996)" → all three; "heat
+        (1995) - like ronin" → heat."""
+        pattern, index = (self.loose, self.loose_index) if at_start else (self.pattern, self.index)
+        m = (pattern.match if at_start else pattern.search)(low) if pattern else None
         found = []
         while m:
-            found.append(self.index[m.group(0)])
-            m = self.pattern.match(low, _BETWEEN_TITLES.match(low, m.end()).end())
+            found.append(index[m.group(0)])
+            m = pattern.match(low, _BETWEEN_TITLES.match(low, m.end()).end())
         return list(dict.fromkeys(found))
 
 
