@@ -375,8 +375,9 @@ def _collect_json(value, out: list[str], depth: int) -> None:
             year = next((y for y in years if isinstance(y, (int, str)) and re.fullmatch(_YEAR, str(y))), None)
             out.append(f"{title} ({year})" if year is not None and not _YEAR_MARK_RE.search(title) else title)
             return
+        recs = any(w in str(k).lower() for k in value for w in ("recommend", "suggest"))
         for k, v in value.items():  # {"recommendations": [...]}, not {"already_watched": [...]}
-            if isinstance(v, list) and not _NOT_RECOMMENDED_KEY_RE.search(str(k)):
+            if isinstance(v, list) and not _not_recommended_key(str(k), recs):
                 _collect_json(v, out, depth + 1)
 
 
@@ -386,11 +387,22 @@ def _collect_json(value, out: list[str], depth: int) -> None:
 #: a heading that starts what is not recommended ("Avoid:", "Already watched:", "Not recommended:", "Skip these:")
 _NOT_RECOMMENDED_RE = re.compile(
     r"^#*\s*(?:avoid|skip|not recommended|don'?t (?:watch|read|play|buy)|(?:movies|films|books|items|titles)? ?(?:you'?ve|you have|already) "
-    r"(?:seen|watched|read|played)|already (?:seen|watched|read|played)|(?:your )?history|excluded?)\b[^:\n]{0,40}:\s*$",
+    r"(?:seen|watched|read|played)|already (?:seen|watched|read|played)|your (?:watch |viewing |reading )?history|excluded?)"
+    r"\b[^:\n]{0,40}:\s*$",
     re.IGNORECASE)
-#: JSON keys whose lists are not recommendations
-_NOT_RECOMMENDED_KEY_RE = re.compile(r"avoid|\bnot\b|not_|dont|don't|watched|seen|history|already|dislike|skip|exclud",
-                                     re.IGNORECASE)
+#: words of a JSON key whose list is not recommendations ("not_recommended", "avoid", "already_watched"); a genre key
+#: such as "history" or "most_watched" stays
+_NOT_KEY_WORDS = {"not", "avoid", "skip", "dont", "exclude", "excluded", "dislike", "disliked"}
+_ALREADY_WORDS = {"already", "previously", "seen_before", "watch_history", "user_history"}
+
+
+def _not_recommended_key(key: str, beside_recommendations: bool = False) -> bool:
+    """A key whose list is not recommendations; a bare "history" / "watched" / "seen" only beside a key that
+    holds recommendations (alone, "history" may be a genre)."""
+    words = set(re.findall(r"[a-z]+", key.lower().replace("don't", "dont")))
+    low = key.lower().strip()
+    return bool(words & _NOT_KEY_WORDS) or any(w in low for w in _ALREADY_WORDS) \
+        or (beside_recommendations and low in ("watched", "seen", "history"))
 
 
 def _from_lines(text: str) -> list[Candidate]:
