@@ -285,3 +285,14 @@ def test_recbole_repeated_keys_and_empty_ids_are_errors(tmp_path):
     rows = inter.read_text().splitlines(keepends=True)
     inter.write_text(rows[0] + "\t" + rows[1].split("\t", 1)[1] + "".join(rows[2:]))
     raises(lambda: load_recbole(d), file=inter.name, line=2, field="user_id")
+
+
+def test_the_first_repeat_is_named_with_its_own_first_line(tmp_path):
+    """Two ids repeated: the error names the first repeat in file order and where that id came first (taking the
+    first two repeated rows mixed two ids: '1' with the line of '73')."""
+    d = copy("movielens_dat", tmp_path)
+    text = (d / "movies.dat").read_text(encoding="latin-1")
+    n = len(text.splitlines())
+    (d / "movies.dat").write_text(text + "73::Again (1995)::Drama\n1::Again (1995)::Drama\n", encoding="latin-1")
+    err = raises(lambda: load_movielens_dat(d), file="movies.dat", line=n + 1, field="item_id")
+    assert "MovieID '73' appears twice (first: line 2)" in err.message

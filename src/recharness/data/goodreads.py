@@ -40,8 +40,7 @@ from pathlib import Path
 import polars as pl
 
 from recharness.core.errors import ConfigError, InputError
-from recharness.data.parsing import LINE, finish_interactions
-from recharness.data.hm import first_bad
+from recharness.data.parsing import LINE, finish_interactions, first_bad
 from recharness.data.store import Dataset
 
 DATE_FORMAT = "%a %b %d %H:%M:%S %z %Y"

@@ -43,7 +43,7 @@ from pathlib import Path
 import polars as pl
 
 from recharness.core.errors import InputError
-from recharness.data.parsing import LINE, finish_interactions
+from recharness.data.parsing import LINE, finish_interactions, first_bad
 from recharness.data.store import Dataset
 
 ARTICLES_HEADER = [
@@ -69,14 +69,6 @@ class _Quiet:
 
 
 # --- strict CSV reading, shared with microlens.py ---------------------------------------------------
-
-
-def first_bad(path: Path, df: pl.DataFrame, bad: pl.Expr, field: str, what) -> None:
-    """Raise for the first row where `bad` holds; `what(row)` words the problem."""
-    hit = df.filter(bad).head(1)
-    if hit.height:
-        row = hit.row(0, named=True)
-        raise InputError(path, what(row), line=row[LINE], field=field)
 
 
 def _header(path: Path, expected: list[str], required: Iterable[str]) -> list[str]:

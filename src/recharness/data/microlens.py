@@ -36,8 +36,8 @@ from pathlib import Path
 import polars as pl
 
 from recharness.core.errors import InputError
-from recharness.data.parsing import LINE, finish_interactions
-from recharness.data.hm import ends_mid_line, first_bad, parse_int, read_plain_csv
+from recharness.data.parsing import LINE, finish_interactions, first_bad
+from recharness.data.hm import ends_mid_line, parse_int, read_plain_csv
 from recharness.data.store import Dataset
 
 PAIRS_HEADER = ["user", "item", "timestamp"]

@@ -29,6 +29,7 @@ from recharness.data.parsing import (
     LINE,
     decode,
     finish_interactions,
+    first_bad,
     read_bytes,
     split_list,
     split_table,
@@ -46,17 +47,10 @@ def _table(path: Path, names: list[str]) -> pl.DataFrame:
     return split_table(path, text, "\t", names)
 
 
-def _first(path: Path, df: pl.DataFrame, bad: pl.Expr, field: str, what) -> None:
-    hit = df.filter(bad).head(1)
-    if hit.height:
-        row = hit.row(0, named=True)
-        raise InputError(path, what(row), line=row[LINE], field=field)
-
-
 def read_news(path: Path) -> pl.DataFrame:
     df = _table(path, NEWS_COLUMNS).with_columns(pl.col("news_id").str.strip_chars())
-    _first(path, df, pl.col("news_id") == "", "NewsID", lambda r: "empty news id")
-    _first(path, df, pl.col("news_id").is_duplicated() & (pl.col(LINE) > pl.col(LINE).min().over("news_id")),
+    first_bad(path, df, pl.col("news_id") == "", "NewsID", lambda r: "empty news id")
+    first_bad(path, df, pl.col("news_id").is_duplicated() & (pl.col(LINE) > pl.col(LINE).min().over("news_id")),
            "NewsID", lambda r: f"news id {r['news_id']!r} listed twice")
     return df.select(pl.col("news_id").alias("item_id"), pl.col("title").str.strip_chars(),
                      *(pl.col(c).str.strip_chars().replace("", None) for c in ("category", "subcategory", "abstract")))
@@ -65,19 +59,19 @@ def read_news(path: Path) -> pl.DataFrame:
 def read_behaviors(path: Path, known: set[str]) -> pl.DataFrame:
     """One row per (impression, entry) and per (impression, history click), before dedupe."""
     df = _table(path, BEHAVIOR_COLUMNS).with_columns(pl.col("impression_id", "user_id", "time").str.strip_chars())
-    _first(path, df, pl.col("impression_id") == "", "ImpressionID", lambda r: "empty impression id")
-    _first(path, df, pl.col("user_id") == "", "UserID", lambda r: "empty user id")
+    first_bad(path, df, pl.col("impression_id") == "", "ImpressionID", lambda r: "empty impression id")
+    first_bad(path, df, pl.col("user_id") == "", "UserID", lambda r: "empty user id")
     df = df.with_columns(pl.col("time").str.strptime(pl.Datetime("us"), TIME_FORMAT, strict=False).alias("_t"))
-    _first(path, df, pl.col("_t").is_null(), "Time",
+    first_bad(path, df, pl.col("_t").is_null(), "Time",
            lambda r: f"{r['time']!r} is not a time like '11/11/2019 9:05:58 AM'")
     df = df.with_columns(pl.col("_t").dt.epoch("s").alias("timestamp"),
                          split_list("history", " "), split_list("impressions", " "))
-    _first(path, df, pl.col("impressions").list.len() == 0, "Impressions", lambda r: "no impression entries")
+    first_bad(path, df, pl.col("impressions").list.len() == 0, "Impressions", lambda r: "no impression entries")
 
     imp = df.select("impression_id", "user_id", "timestamp", LINE, pl.col("impressions").alias("tok")).explode("tok")
     imp = imp.with_columns(pl.col("tok").str.extract(r"^(.+)-([01])$", 1).alias("item_id"),
                            pl.col("tok").str.extract(r"^(.+)-([01])$", 2).cast(pl.Int8).alias("label"))
-    _first(path, imp, pl.col("item_id").is_null(), "Impressions",
+    first_bad(path, imp, pl.col("item_id").is_null(), "Impressions",
            lambda r: f"{r['tok']!r} is not a news id followed by -1 (clicked) or -0 (not clicked)")
     hist = (df.select("impression_id", "user_id", "timestamp", LINE, pl.col("history").alias("item_id"))
             .with_columns(pl.col("item_id").list.len().alias("_n")).explode("item_id")
@@ -85,7 +79,7 @@ def read_behaviors(path: Path, known: set[str]) -> pl.DataFrame:
             .with_columns((pl.col("timestamp") - pl.col("_n") + pl.int_range(pl.len()).over(LINE)).alias("timestamp"),
                           pl.lit(1, pl.Int8).alias("label"), pl.lit(None, pl.Utf8).alias("impression_id")))
     for field, part in (("History", hist), ("Impressions", imp)):
-        _first(path, part, ~pl.col("item_id").is_in(list(known)), field,
+        first_bad(path, part, ~pl.col("item_id").is_in(list(known)), field,
                lambda r: f"news id {r['item_id']!r} is not in news.tsv (files from different MIND splits?)")
     cols = ["user_id", "item_id", "timestamp", "label", "impression_id", LINE]
     # history first, so the stable sort by time keeps a click before an entry of the same second

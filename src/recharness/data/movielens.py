@@ -20,6 +20,9 @@ from recharness.data.parsing import (
     LINE,
     decode,
     finish_interactions,
+    first_bad,
+    no_empty_ids,
+    no_repeats,
     parse_number,
     read_bytes,
     split_list,
@@ -121,10 +124,7 @@ def _read_dat(path: Path, names: list[str]) -> tuple[pl.DataFrame, str]:
 def _ratings(path: Path, sep: str, *, header: bool = False, keep_line: bool = False) -> tuple[pl.DataFrame, str]:
     text, enc = decode(path, read_bytes(path), latin1_fallback=True)
     df = split_table(path, text, sep, ["user_id", "item_id", "rating", "timestamp"])
-    for col in ("user_id", "item_id"):
-        bad = df.filter(pl.col(col).str.strip_chars() == "").head(1)
-        if bad.height:
-            raise InputError(path, "empty id", line=bad[LINE][0], field=col)
+    no_empty_ids(path, df, ("user_id", "item_id"))
     df = parse_number(path, df, "rating")
     df = parse_number(path, df, "timestamp", pl.Int64)
     df = df.with_columns(pl.col("user_id", "item_id").str.strip_chars())
@@ -163,29 +163,13 @@ ML1M_AGES = (1, 18, 25, 35, 45, 50, 56)
 ML1M_GENDERS = ("M", "F")
 
 
-def _no_repeat(path: Path, df: pl.DataFrame, col: str, what: str) -> None:
-    """Each id once in its file (a second row would be dropped or joined twice: an edited copy)."""
-    dup = df.filter(pl.col(col).is_duplicated()).head(2)
-    if dup.height:
-        raise InputError(path, f"{what} {dup[col][0]!r} appears twice (first on line {dup[LINE][0]})",
-                         line=dup[LINE][1], field=col)
-
-
-def _all_known(path: Path, df: pl.DataFrame, col: str, known: set[str], what: str, where: str) -> None:
-    bad = df.filter(~pl.col(col).is_in(list(known))).sort(LINE).head(1)
-    if bad.height:
-        raise InputError(path, f"{what} {bad[col][0]!r} is not in {where}", line=bad[LINE][0], field=col)
-
-
 def ml1m_users(df: pl.DataFrame, path: Path | str) -> pl.DataFrame:
     """(user_id, gender, age, occupation code, zip) -> canonical ML-1M users."""
     df = parse_number(path, df, "age", pl.Int64)
     df = parse_number(path, df, "occupation", pl.Int64)
     for col, allowed in (("age", ML1M_AGES), ("gender", ML1M_GENDERS)):
-        bad = df.filter(~pl.col(col).is_in(list(allowed))).head(1)
-        if bad.height:
-            raise InputError(path, f"{col} {bad[col][0]!r} is not one of ML-1M's codes "
-                                   f"({', '.join(map(str, allowed))})", line=bad[LINE][0], field=col)
+        first_bad(path, df, ~pl.col(col).is_in(list(allowed)), col,
+                  lambda r, c=col, a=allowed: f"{c} {r[c]!r} is not one of ML-1M's codes ({', '.join(map(str, a))})")
     bad = df.filter(~pl.col("occupation").cast(pl.Utf8).is_in(list(ML1M_OCCUPATIONS))).head(1)
     if bad.height:
         raise InputError(path, f"occupation code {bad['occupation'][0]} is not 0-20", line=bad[LINE][0], field="occupation")
@@ -209,8 +193,9 @@ def load_movielens_dat(paths: list[Path] | Path, *, name: str = "movielens-dat")
     inter, enc = _ratings(files["ratings.dat"], "::", keep_line=True)
     movies, menc = _read_dat(files["movies.dat"], ["item_id", "title", "genres"])
     movies = movies.with_columns(pl.col("item_id").str.strip_chars())
-    _no_repeat(files["movies.dat"], movies, "item_id", "MovieID")
-    _all_known(files["ratings.dat"], inter, "item_id", set(movies["item_id"].to_list()), "MovieID", "movies.dat")
+    no_repeats(files["movies.dat"], movies, "item_id", "MovieID")
+    first_bad(files["ratings.dat"], inter.sort(LINE), ~pl.col("item_id").is_in(movies["item_id"].implode()), "item_id",
+              lambda r: f"MovieID {r['item_id']!r} is not in movies.dat")
     inter = inter.drop(LINE)
     items = movies.select("item_id", "title", split_list("genres", "|"))
     items, info = enrich_ml1m_items(items)
@@ -220,7 +205,7 @@ def load_movielens_dat(paths: list[Path] | Path, *, name: str = "movielens-dat")
     if "users.dat" in files:
         users_raw, uenc = _read_dat(files["users.dat"], ["user_id", "gender", "age", "occupation", "zip"])
         users_raw = users_raw.with_columns(pl.col("user_id").str.strip_chars())
-        _no_repeat(files["users.dat"], users_raw, "user_id", "UserID")
+        no_repeats(files["users.dat"], users_raw, "user_id", "UserID")
         users = ml1m_users(users_raw, files["users.dat"])
         meta["encoding"]["users.dat"] = uenc
     else:

@@ -93,6 +93,37 @@ def split_table(
     return df.select([pl.col("parts").list.get(i).alias(name) for i, name in enumerate(names)] + [pl.col(LINE)])
 
 
+def first_bad(path: Path, df: pl.DataFrame, bad: pl.Expr, field: str, what) -> None:
+    """Raise for the first row where `bad` holds; `what(row)` words the problem."""
+    hit = df.filter(bad).head(1)
+    if hit.height:
+        row = hit.row(0, named=True)
+        raise InputError(path, what(row), line=row[LINE], field=field)
+
+
+def no_empty_ids(path: Path, df: pl.DataFrame, cols) -> None:
+    """An empty id token (or a missing one) would become a user or item named '': an error naming its line."""
+    for col in cols:
+        if df.schema[col] == pl.Utf8:
+            first_bad(path, df, pl.col(col).is_null() | (pl.col(col).str.strip_chars() == ""), col,
+                      lambda r: "empty id")
+
+
+def no_repeats(path: Path, df: pl.DataFrame, col: str, what: str) -> None:
+    """Each `col` value once (a second row would be dropped or joined twice: an edited copy): the first repeat,
+    in row order, is an error naming both lines. Rows of several files carry their file in `__file`."""
+    d = df.with_row_index("__row").with_columns(pl.col("__row").min().over(col).alias("__first"))
+    hit = d.filter(pl.col("__row") > pl.col("__first")).head(1)
+    if not hit.height:
+        return
+    row, first = hit.row(0, named=True), d.row(hit["__first"][0], named=True)
+    where = f"line {first[LINE]}"
+    if "__file" in d.columns and first["__file"] != row["__file"]:
+        where = f"{Path(first['__file']).name}, {where}"
+    raise InputError(row.get("__file", path), f"{what} {row[col]!r} appears twice (first: {where})", line=row[LINE],
+                     field=col)
+
+
 def _fail_first(path, df: pl.DataFrame, bad: pl.Expr, field: str, what: str) -> None:
     hit = df.filter(bad).head(1)
     if hit.height:

@@ -13,7 +13,17 @@ from pathlib import Path
 import polars as pl
 
 from recharness.core.errors import ConfigError, InputError
-from recharness.data.parsing import LINE, decode, finish_interactions, parse_number, read_bytes, split_list, split_table
+from recharness.data.parsing import (
+    LINE,
+    decode,
+    finish_interactions,
+    no_empty_ids,
+    no_repeats,
+    parse_number,
+    read_bytes,
+    split_list,
+    split_table,
+)
 from recharness.data.store import Dataset
 
 TYPES = ("token", "token_seq", "float", "float_seq")
@@ -115,16 +125,6 @@ def expand_sequences(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _no_empty_ids(path: Path, df: pl.DataFrame, cols: tuple[str, ...]) -> None:
-    """An empty id token would become a user or item named ''."""
-    for col in cols:
-        if df.schema[col] != pl.Utf8:
-            continue
-        bad = df.filter(pl.col(col).is_null() | (pl.col(col).str.strip_chars() == "")).head(1)
-        if bad.height:
-            raise InputError(path, "empty id", line=bad[LINE][0], field=col)
-
-
 def longest_sequences(frames: list[tuple[Path, pl.DataFrame]]) -> pl.DataFrame:
     """One sequence row per user from several sequence files (LLMRank/UniSRec ship a .valid and a .test file,
     the test row's history the valid row's plus the valid target): the longest, every other row of the user
@@ -182,7 +182,7 @@ def load_recbole(
         missing = [c for c in ("user_id", "item_id") if c not in df.columns]
         if missing:
             raise InputError(f, f"no field maps to {missing[0]!r} (fields: {', '.join(fields)}); pass a mapping", line=1)
-        _no_empty_ids(f, df, ("user_id", "item_id"))
+        no_empty_ids(f, df, ("user_id", "item_id"))
         if "item_id_list" in df.columns:
             sequences.append((f, df))
         else:
@@ -197,20 +197,19 @@ def load_recbole(
     inter = finish_interactions(inter, extra)
 
     def side(kind: str, key: str) -> pl.DataFrame | None:
-        frames, first = [], {}
+        frames = []
         for f in files[kind]:
             df, _ = read_atomic(f)
             df = _canonical_types(_rename(df, mp), f)
             if key not in df.columns:
                 raise InputError(f, f"no field maps to {key!r}; pass a mapping", line=1)
-            _no_empty_ids(f, df, (key,))
-            for k, line in df.select(pl.col(key).cast(pl.Utf8), LINE).iter_rows():  # one row per id: no silent pick
-                if k in first:
-                    raise InputError(f, f"{key} {k!r} appears twice (first: {first[k][0].name}, line {first[k][1]})",
-                                     line=line, field=key)
-                first[k] = (f, line)
-            frames.append(df.drop(LINE))
-        return pl.concat(frames, how="diagonal_relaxed") if frames else None
+            no_empty_ids(f, df, (key,))
+            frames.append(df.with_columns(pl.lit(str(f)).alias("__file")))
+        if not frames:
+            return None
+        rows = pl.concat(frames, how="diagonal_relaxed")
+        no_repeats(files[kind][0], rows.with_columns(pl.col(key).cast(pl.Utf8)), key, key)  # no silent pick
+        return rows.drop(LINE, "__file")
 
     items = side("item", "item_id")
     if items is None:
