@@ -817,10 +817,11 @@ def slow_epochs(rb: dict) -> tuple[list[dict], float]:
     import statistics
 
     best = rb.get("best_valid") or {}
-    upto = [e for e in rb["epochs"] if e.get("epoch", 0) <= best.get("epoch", 0)]
+    timed = [e for e in rb["epochs"] if "train_s" in e]  # a record without its time cannot be judged slow
+    upto = [e for e in timed if e.get("epoch", 0) <= best.get("epoch", 0)]
     med: dict[str, float] = {}
-    for cpu in {e.get("cpu") for e in rb["epochs"]}:
-        med[cpu] = statistics.median(x["train_s"] for x in rb["epochs"] if x.get("cpu") == cpu)
+    for cpu in {e.get("cpu") for e in timed}:
+        med[cpu] = statistics.median(x["train_s"] for x in timed if x.get("cpu") == cpu)
     slow = [e for e in upto if e["train_s"] > SLOW_EPOCH * med[e.get("cpu")]]
     return slow, best.get("train_s", 0.0) - sum(e["train_s"] - med[e.get("cpu")] for e in slow)
 

@@ -375,6 +375,20 @@ def test_the_report_names_each_sides_cpus_and_flags_a_mix(bench):
     assert "one model cannot be confirmed" in old and "Not one CPU model" not in old
 
 
+def test_slow_epochs_are_those_above_their_cpus_median_and_the_fair_time_puts_them_at_it(bench):
+    # AMD median of (1,000, 1,100, 1,400, 1,000) = 1,050: 1,400 > 1.15 x 1,050 = 1,207.5 is slow, 1,100 is not;
+    # the Intel epoch is its own CPU's median. Epoch 5 comes after the best and is not counted.
+    epochs = [{"epoch": 1, "train_s": 1000.0, "cpu": "AMD"}, {"epoch": 2, "train_s": 1100.0, "cpu": "AMD"},
+              {"epoch": 3, "train_s": 1400.0, "cpu": "AMD"}, {"epoch": 4, "train_s": 900.0, "cpu": "Intel"},
+              {"epoch": 5, "train_s": 1000.0, "cpu": "AMD"}]
+    rb = {"epochs": epochs, "best_valid": {"epoch": 4, "train_s": 4400.0}}
+    slow, fair = bench.slow_epochs(rb)
+    assert [e["epoch"] for e in slow] == [3]
+    assert fair == pytest.approx(4400.0 - (1400.0 - 1050.0))
+    # records without their time (older runs) are left out rather than failing the report
+    assert bench.slow_epochs({"epochs": [{}, {}], "best_valid": {"epoch": 2, "train_s": 10.0}}) == ([], 10.0)
+
+
 def test_a_state_saved_while_the_driver_commits_a_newer_checkpoint_is_the_newer_one_whole(bench, tmp_path,
                                                                                            monkeypatch):
     """The driver commits a checkpoint (tensors, then the JSON naming them, then removes the older tensors) between
