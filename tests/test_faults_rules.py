@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 
+from recharness.core.io import read_jsonl
 from recharness.core.types import GenerationParams
 from recharness.models.openai_compat import OpenAICompatibleBackend
 from recharness.models.server import free_port
@@ -65,3 +67,55 @@ def test_an_unreadable_body_is_retried_after_a_backoff(tmp_path, monkeypatch):
                     max_attempts=3, concurrency=1)
     assert stats.done == 1 and stats.transport_retries == {"bad_response": 2}
     assert waits == [0.2, 0.4]  # before the fix: [] (retried at once)
+
+
+def test_fewer_tries_than_the_refusal_limit_still_stop_a_run_on_a_dead_server(tmp_path):
+    """--max-attempts 2 < max_connect_failures 3: a request refused on both tries means the server is down
+    (before, every sample was tried twice and left undone, and the run never stopped)."""
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    stats = run(samples_for([], n_ok=20), url, tmp_path / "p.jsonl", concurrency=1, backoff_s=0.01, max_attempts=2)
+    assert stats.stopped and "(2 tries in a row)" in stats.stopped
+    assert stats.done == 0 and stats.undone == {"server_unreachable": 1}
+
+
+def test_an_error_inside_a_200_is_retried_and_its_answer_kept(tmp_path):
+    with FakeServerProcess(transient=1) as srv:
+        stats = run(samples_for(["error-choice"], n_ok=1), srv.base_url, tmp_path / "p.jsonl", concurrency=1)
+    assert stats.done == 2 and stats.transport_retries == {"error_choice": 1}
+    recs = {r["id"]: r for r in read_jsonl(tmp_path / "p.jsonl")}
+    assert recs["error-choice-0"]["valid"] and recs["error-choice-0"]["output"] == recs["ok-0"]["output"]
+
+
+@pytest.mark.parametrize("fault, says", [("redirect", "redirects the request (HTTP 301 to https://***@example.invalid"),
+                                         ("unsupported-param", "Unsupported parameter: 'max_tokens'")])
+def test_a_refusal_every_request_meets_stops_the_run_without_an_answer(tmp_path, fault, says):
+    from recharness.core.errors import EndpointRefused
+
+    with FakeServerProcess() as srv, pytest.raises(EndpointRefused, match=re.escape(says)):
+        run(samples_for([fault], n_ok=0), srv.base_url, tmp_path / "p.jsonl", concurrency=1)
+    assert not (tmp_path / "p.jsonl").exists() or not list(read_jsonl(tmp_path / "p.jsonl"))
+
+
+def test_server_text_that_echoes_the_api_key_is_recorded_without_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("RECHARNESS_TEST_KEY", "sk-very-secret-123")
+    with FakeServerProcess() as srv:
+        run(samples_for(["echo-key"], n_ok=0), srv.base_url, tmp_path / "p.jsonl", concurrency=1,
+            api_key_env="RECHARNESS_TEST_KEY")
+    text = (tmp_path / "p.jsonl").read_text()
+    assert "sk-very-secret-123" not in text and "authorization=Bearer [API key]" in text
+
+
+def test_a_keys_in_the_url_wins_over_the_environments(monkeypatch):
+    monkeypatch.setenv("RECHARNESS_TEST_KEY", "sk-from-env")
+    b = OpenAICompatibleBackend("m", base_url="https://u:sk-in-url@other.example/v1", api_key_env="RECHARNESS_TEST_KEY")
+    assert b._headers["authorization"] == "Bearer sk-in-url"
+    asyncio.run(b.aclose())
+
+
+def test_latency_is_the_answered_try_alone(tmp_path):
+    """A 429 with Retry-After 1 s before the answer: the sample's latency is the answered request (milliseconds
+    against a zero-latency server), not the second of waiting."""
+    with FakeServerProcess(transient=1) as srv:  # its Retry-After: 1 s
+        run(samples_for(["429-retry-after"], n_ok=0), srv.base_url, tmp_path / "p.jsonl", concurrency=1)
+    (rec,) = read_jsonl(tmp_path / "p.jsonl")
+    assert rec["valid"] and rec["latency_s"] < 0.5

@@ -259,7 +259,7 @@ def test_id_tokens_train_and_cbs_answers_only_catalog_items(base, tmp_path):
     d = export_merged(pm, tok, tmp_path / "id", {"base": "smollm2-135m", "suite": "recbench", "task": "seqrec",
                                                   "items": "id"})
     items, invalid, _ = recommend(HFBackend(str(d)), vocab, ["1", "2"], beams=5)
-    assert invalid == 0 and 1 <= len(items) <= 5 and set(items) <= set(vocab.items)
+    assert invalid == 0 and 1 <= len(items) <= 5 and set(items) <= set(vocab.items) - {"1", "2"}
 
 
 @pytest.mark.llm
@@ -406,3 +406,25 @@ def test_epochs_seen_counts_a_short_last_batch_once():
     assert epochs_seen(2, 4, 6) == 1.0  # batches of 4 and 2: one pass, not 8/6
     assert epochs_seen(3, 4, 6) == pytest.approx(10 / 6, abs=1e-3)  # then 4 of the second pass
     assert epochs_seen(128, 16, 2048) == 1.0 and epochs_seen(0, 8, 5) == 0.0
+
+
+def test_recommend_masks_the_history_items_paths():
+    """Every other seqrec method ranks items outside the history; an ID/SID model's beams must not be spent there."""
+    from recharness.core.types import RankedSequences
+    from recharness.finetune.items import id_vocab, recommend
+    from recharness.models.cbs import Trie
+
+    vocab = id_vocab(["1", "2", "3", "4"])
+    to_item = {(11,): "1", (12,): "2", (13,): "3", (14,): "4"}
+    asked = []
+
+    class Fake:
+        def rank_constrained_sync(self, request):
+            asked.append(request)
+            banned = set(request.forbid)
+            paths = [p for p in request.trie.paths() if tuple(p) not in banned][: request.beams]
+            return RankedSequences([tuple(p) for p in paths], [-1.0] * len(paths), 0.01)
+
+    items, invalid, _ = recommend(Fake(), vocab, ["2", "4", "2"], beams=3, trie=Trie(to_item), to_item=to_item)
+    assert sorted(asked[0].forbid) == [(12,), (14,)] and asked[0].ends_turn
+    assert items == ["1", "3"] and invalid == 0

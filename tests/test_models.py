@@ -35,6 +35,22 @@ def test_option_logprobs_sums_both_spellings():
     assert probs["Yes"] == pytest.approx(0.7 / 0.8) and probs["Maybe"] == 0.0
 
 
+def test_option_first_tokens_drop_a_token_the_options_share():
+    from recharness.core.errors import ConfigError
+    from recharness.models.base import option_first_tokens
+
+    # SentencePiece-like: " Yes" -> [bare space 1, "Yes" 10], " No" -> [1, "No" 20]; "Yes" -> [10], "No" -> [20]
+    sp = {"Yes": [10], " Yes": [1, 10], "No": [20], " No": [1, 20]}
+    assert option_first_tokens(sp.__getitem__, ["Yes", "No"]) == {"Yes": {10}, "No": {20}}
+    # byte-level BPE: both spellings are their own tokens, all kept
+    bpe = {"Yes": [10], " Yes": [11], "No": [20], " No": [21]}
+    assert option_first_tokens(bpe.__getitem__, ["Yes", "No"]) == {"Yes": {10, 11}, "No": {20, 21}}
+    # an option whose only first token is shared cannot be scored
+    bad = {"Yes": [1, 10], " Yes": [1, 10], "No": [20], " No": [1, 20]}
+    with pytest.raises(ConfigError, match="'Yes' begin with no token of their own"):
+        option_first_tokens(bad.__getitem__, ["Yes", "No"], "m")
+
+
 def test_model_specs():
     assert slug("openai:gpt-4o-mini@https://api.openai.com/v1") == "openai-gpt-4o-mini"
     assert slug("llamacpp:/x/y z.gguf") == "llamacpp_x_y_z.gguf"
@@ -105,3 +121,22 @@ def test_cache_serves_second_call_and_stores_no_key(llama_server, tmp_path, monk
     cache.close()
     raw = b"".join(p.read_bytes() for p in tmp_path.glob("cache.sqlite*"))
     assert b"sk-live-do-not-leak-42" not in raw
+
+
+def test_a_gguf_llama_cpp_cannot_load_stops_the_run_and_records_no_answer(smollm2_path, tmp_path):
+    """A damaged weights file is the model's fault, not a sample's: a ConfigError before any line is written
+    (before, every sample was committed as an invalid answer that a resume would not ask again)."""
+    from recharness.execution.executor import run_samples
+    from recharness.tasks.llmrec.sequential import SequentialTask
+
+    cut = tmp_path / "cut.gguf"
+    with smollm2_path.open("rb") as f:  # the header and metadata intact, the tensors cut off
+        cut.write_bytes(f.read(2_000_000))
+    backend = resolve_model(f"llamacpp:{cut}")
+    task = SequentialTask()
+    samples = [{"id": f"s{i}", "task": task.name, "messages": [{"role": "user", "content": "hi"}], "target": "1"}
+               for i in range(3)]
+    out = tmp_path / "pred.jsonl"
+    with pytest.raises(ConfigError, match="llama.cpp cannot load"):
+        asyncio.run(run_samples(samples, {task.name: task}, CachedModel(backend, None), out, max_retries=0))
+    assert not out.exists() or out.read_text() == ""

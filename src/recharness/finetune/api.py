@@ -110,7 +110,7 @@ def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", 
              items: str | None = None, rank: int | None = None, alpha: int | None = None, lr: float | None = None,
              epochs: int | None = None, max_steps: int | None = None, batch: int | None = None, micro_batch: int | None = None,
              examples: int | None = None, seed: int = 0, checkpoint_every: int = 25, dropout: float = 0.05,
-             sid_method: str = "rqkmeans", max_len: int | None = None, train_groups: int | None = None,
+             sid_method: str = "rqvae", max_len: int | None = None, train_groups: int | None = None,
              on_step=None, on_status=None, on_epoch=None) -> FinetuneResult:
     """Fine-tune `model` with LoRA on the training split of the build in `run_dir`; write the merged model
     to `out` (default `<run>/finetuned/<model>-<task>-<items>`, PerRecBench `<model>-<task>`) and the

@@ -28,6 +28,7 @@ def finetune_command(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Run directory holding the build (default: <data home>/runs/SUITE/DATASET).")] = None,
     save: Annotated[Path | None, typer.Option("--save", help="Where the merged model goes (default: <run>/finetuned/<model>-<task>-<items>).")] = None,
     items: Annotated[str | None, typer.Option("--items", help="Item representation: ctr text (default; RecBench Group E), id or sid (Groups D/F); seqrec id (default; Group I) or sid (Group J).")] = None,
+    sid_method: Annotated[str, typer.Option("--sid-method", help="sid items: how the semantic IDs are made, rqvae (default: the paper's TIGER RQ-VAE, the codes SID-SASRec reads) or rqkmeans (residual k-means, faster to fit).")] = "rqvae",
     rank: Annotated[int | None, typer.Option("--rank", min=1, help="LoRA rank (default: the paper's, 32 for ctr, 128 for seqrec, 16 for perrecbench).")] = None,
     alpha: Annotated[int | None, typer.Option("--alpha", min=1, help="LoRA alpha (default: recbench 128, the paper's; perrecbench 32, twice the rank, the paper gives none).")] = None,
     lr: Annotated[float | None, typer.Option("--lr", min=0.0, help="Learning rate (default: the paper's, recbench 1e-4, perrecbench 1e-5; on 135M parameters 1e-3 learns faster, see benchmarks/results/finetune.md).")] = None,
@@ -74,7 +75,8 @@ def finetune_command(
 
         res = finetune(suite, task, run_dir, model, save, items=items, rank=rank, alpha=alpha, lr=lr, epochs=epochs,
                        max_steps=max_steps, batch=batch, micro_batch=micro_batch, examples=examples, seed=seed,
-                       checkpoint_every=checkpoint_every, train_groups=train_groups, max_len=max_len, on_step=on_step,
+                       checkpoint_every=checkpoint_every, train_groups=train_groups, max_len=max_len, sid_method=sid_method,
+                       on_step=on_step,
                        on_status=lambda m: progress.update(bar, description=escape(m)), on_epoch=on_epoch)
     console.print(f"{res.out.name}: stopped: {res.stopped}; training log (epoch, step, loss, seconds) → "
                   f"{train_log_file(res.out)}", markup=False, highlight=False)

@@ -105,7 +105,7 @@ def id_vocab(item_ids: list[str]) -> ItemVocab:
     return ItemVocab("id", items, [t for (t,) in items.values()], {"n_items": len(items)})
 
 
-def sid_vocab(dataset, *, method: str = "rqkmeans", levels: int = 4, codebook_size: int = 256, seed: int = 0) -> ItemVocab:
+def sid_vocab(dataset, *, method: str = "rqvae", levels: int = 4, codebook_size: int = 256, seed: int = 0) -> ItemVocab:
     from recharness.data.semantic_ids import semantic_ids
 
     sid = semantic_ids(dataset.name, dataset.items, method=method, levels=levels, codebook_size=codebook_size,
@@ -130,13 +130,18 @@ def make_vocab(kind: str, dataset, **sid_opts) -> ItemVocab:
 def recommend(hf: HFBackend, vocab: ItemVocab, history: list[str], *, beams: int = 20, trie: Trie | None = None,
               to_item: dict | None = None) -> tuple[list[str], int, float]:
     """The model's next items for `history`, best first (up to `beams`), the number of returned paths that are
-    not catalog items (0 with CBS, by construction: counted, not assumed), and seconds."""
+    not catalog items (0 with CBS, by construction: counted, not assumed), and seconds. The history's items
+    are masked (`ConstrainedRequest.forbid`), as every other method's ranking excludes them: a beam spent on
+    one would leave fewer than `beams` items to rank."""
     from recharness.models.cbs import Trie
 
     if trie is None or to_item is None:
         to_item = vocab.paths(hf.load()[0])
         trie = Trie(to_item)
-    ranked = hf.rank_constrained_sync(ConstrainedRequest(vocab.messages(history), trie, beams, ends_turn=True))
+    seen = set(history)
+    forbid = tuple(path for path, item in to_item.items() if item in seen)
+    ranked = hf.rank_constrained_sync(ConstrainedRequest(vocab.messages(history), trie, beams, forbid=forbid,
+                                                         ends_turn=True))
     items: list[str] = []
     invalid = 0
     for path in ranked.paths:

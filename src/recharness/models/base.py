@@ -7,6 +7,8 @@ concurrency; in-process backends run their blocking calls in a worker thread.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Callable
 
 from recharness.core.errors import ConfigError
 from recharness.core.types import (
@@ -52,3 +54,18 @@ class ModelBackend(ABC):
 
     async def aclose(self) -> None:
         return None
+
+
+def option_first_tokens(encode: Callable[[str], list[int]], options: list[str], model: str = "the model") -> dict[str, set[int]]:
+    """Each option's first token as an answer's first word, spelled without and with a leading space
+    ("Yes", " Yes"). A token two options share (SentencePiece spells " Yes" and " No" as the bare
+    "▁" then the word) says nothing about which option is meant, so it counts for neither; an option
+    left with no token of its own cannot be scored (an error, not P = 0.5)."""
+    firsts = {o: {t[0] for t in (encode(o), encode(" " + o)) if t} for o in options}
+    shared = {t for t, n in Counter(t for ids in firsts.values() for t in ids).items() if n > 1}
+    own = {o: ids - shared for o, ids in firsts.items()}
+    empty = [o for o, ids in own.items() if not ids]
+    if empty:
+        raise ConfigError(f"{model}: answer option(s) {', '.join(map(repr, empty))} begin with no token of their own "
+                          f"(every first token is shared with another option), so their log-probabilities cannot be told apart")
+    return own

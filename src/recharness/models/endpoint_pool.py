@@ -123,7 +123,7 @@ class EndpointPool(ModelBackend):
             Endpoint(i, redact_url(u), OpenAICompatibleBackend(
                 model, base_url=u, api_key_env=api_key_env, max_concurrency=self.max_concurrency, max_attempts=1,
                 timeout_s=timeout_s, extra_body=dict(self.extra_body), backoff_s=backoff_s,
-                max_connect_failures=1 << 30))
+                max_connect_failures=None))
             for i, u in enumerate(urls)]
         #: tries that failed and were made again (by kind), for the run summary's transport retries
         self.retries: Counter[str] = Counter()
@@ -250,16 +250,11 @@ class EndpointPool(ModelBackend):
         raise AssertionError("unreachable")
 
     async def agenerate(self, messages: Messages, params: GenerationParams) -> Completion:
-        t0 = time.perf_counter()
-        c = await self._call(lambda b: b.agenerate(messages, params))
-        c.latency_s = time.perf_counter() - t0  # with any failover, as one endpoint counts its retries
-        return c
+        # its latency is the answering endpoint's try alone, as one endpoint leaves out its failed tries
+        return await self._call(lambda b: b.agenerate(messages, params))
 
     async def ascore_options(self, messages: Messages, options: list[str]) -> OptionScores:
-        t0 = time.perf_counter()
-        s = await self._call(lambda b: b.ascore_options(messages, options))
-        s.latency_s = time.perf_counter() - t0
-        return s
+        return await self._call(lambda b: b.ascore_options(messages, options))
 
     async def aclose(self) -> None:
         self._closed = True

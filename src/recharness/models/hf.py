@@ -20,7 +20,7 @@ from recharness.core.types import (
     OptionScores,
     RankedSequences,
 )
-from recharness.models.base import ModelBackend
+from recharness.models.base import ModelBackend, option_first_tokens
 
 
 class HFBackend(ModelBackend):
@@ -76,7 +76,7 @@ class HFBackend(ModelBackend):
             try:
                 self._tok = AutoTokenizer.from_pretrained(where, **kw)
                 self._model = AutoModelForCausalLM.from_pretrained(where, **kw)
-            except (OSError, ValueError) as e:  # not downloaded, a typo, not a causal LM: the model, not a sample
+            except Exception as e:  # noqa: BLE001 - not downloaded, a typo, not a causal LM, damaged weights: the model, not a sample
                 self._tok = self._model = None
                 raise ConfigError(f"hf:{self.model}: cannot load it from local files ({one_line(e)}): give a local "
                                   "folder or GGUF file, or a Hugging Face name already in the local cache") from None
@@ -123,9 +123,9 @@ class HFBackend(ModelBackend):
             with torch.no_grad():
                 logp = torch.log_softmax(model(ids).logits[0, -1].double(), -1)
             res = {}
+            firsts = option_first_tokens(lambda text: tok.encode(text, add_special_tokens=False), options, self.name)
             for o in options:
-                first = {t[0] for t in (tok.encode(o, add_special_tokens=False), tok.encode(" " + o, add_special_tokens=False)) if t}
-                p = sum(math.exp(float(logp[i])) for i in first)
+                p = sum(math.exp(float(logp[i])) for i in firsts[o])
                 res[o] = math.log(p) if p > 0 else -math.inf
             return OptionScores(logprobs=res, latency_s=time.perf_counter() - t0)
 

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from recharness.core.errors import ConfigError, RecharnessError, SampleError
+from recharness.core.errors import ConfigError, RecharnessError, SampleError, one_line
 from recharness.core.types import (
     Completion,
     ConstrainedRequest,
@@ -24,7 +24,7 @@ from recharness.core.types import (
     OptionScores,
     RankedSequences,
 )
-from recharness.models.base import ModelBackend
+from recharness.models.base import ModelBackend, option_first_tokens
 from recharness.models.llama_native import llama_native
 
 
@@ -88,10 +88,14 @@ class LlamaCppBackend(ModelBackend):
         """The llama.cpp model, loaded once per backend."""
         if self._llm is None:
             llama_cpp = import_llama()
-            self._llm = llama_cpp.Llama(
-                model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                seed=self.seed, verbose=False,
-            )
+            try:
+                self._llm = llama_cpp.Llama(
+                    model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
+                    seed=self.seed, verbose=False,
+                )
+            except Exception as e:  # noqa: BLE001 - damaged file, unknown architecture, no memory: the model, not a sample
+                raise ConfigError(f"{self.name}: llama.cpp cannot load {self.model_path} ({one_line(e)}): every "
+                                  "sample would fail alike, so the run stops") from None
         return self._llm
 
     def _generate_sync(self, messages: Messages, params: GenerationParams) -> Completion:
@@ -143,13 +147,10 @@ class LlamaCppBackend(ModelBackend):
             m = logits.max()
             logz = m + math.log(np.exp(logits - m).sum())
             result = {}
+            firsts = option_first_tokens(lambda text: llm.tokenize(text.encode("utf-8"), add_bos=False, special=False),
+                                         options, self.name)
             for opt in options:
-                ids = set()
-                for spelling in (opt, " " + opt):
-                    toks = llm.tokenize(spelling.encode("utf-8"), add_bos=False, special=False)
-                    if toks:
-                        ids.add(toks[0])
-                p = sum(math.exp(logits[i] - logz) for i in ids)
+                p = sum(math.exp(logits[i] - logz) for i in firsts[opt])
                 result[opt] = math.log(p) if p > 0 else -math.inf
             latency = time.perf_counter() - t0
         return OptionScores(logprobs=result, latency_s=latency)

@@ -5,10 +5,12 @@ openai SDK's request/response modelling costs ~0.4 ms of CPU per call, which
 at zero server latency is most of a run's client time (benchmarks/results/
 overhead.md). Failures are sorted into retryable (429, 5xx, timeouts, resets, an
 unreadable or cut body, a reply with no choices: backoff between tries, Retry-After honoured),
-configuration (401, 403, 404, 405, 501, a 400 or 422 saying the model is unknown, a P(option) request
-answered without log-probabilities: the run stops), per-sample (any other 4xx) and fatal:
-one request refused a connection `max_connect_failures` tries in a row (backoff between them)
-while no request got an answer, whatever the concurrency.
+configuration (401, 403, 404, 405, 501, a redirect, a 400 or 422 saying the model is unknown or a
+parameter unsupported, a P(option) request answered without log-probabilities: the run stops),
+per-sample (any other 4xx) and fatal: one request refused a connection `max_connect_failures` tries
+in a row (or all its `max_attempts`, if fewer; backoff between them) while no request got an
+answer, whatever the concurrency. An error inside a 200 reply (`finish_reason: "error"`) is retried.
+A sample's latency is its answered try alone: no failed try, backoff or Retry-After wait.
 
 The API key is read from an environment variable at call time and kept only
 inside the client object: it never enters identities, caches, logs or results.
@@ -117,7 +119,7 @@ class OpenAICompatibleBackend(ModelBackend):
         timeout_s: float = 300.0,
         extra_body: dict | None = None,
         backoff_s: float = 1.0,
-        max_connect_failures: int = 3,
+        max_connect_failures: int | None = 3,
     ):
         super().__init__(model)
         if max_attempts < 1:
@@ -153,7 +155,8 @@ class OpenAICompatibleBackend(ModelBackend):
         #: answers of any kind received so far: a request's run of refused connections is "in a row" only
         #: while this stays put (another request getting through means the server is up)
         self._responses = 0
-        key = os.environ.get(api_key_env) or url_key
+        # a key written in the URL is this server's; the environment's (often OPENAI_API_KEY) never goes elsewhere
+        key = url_key or os.environ.get(api_key_env)
         if not key:
             if self.local:
                 key = "sk-local"  # local servers accept any key
@@ -164,6 +167,7 @@ class OpenAICompatibleBackend(ModelBackend):
                               "control or a non-ASCII character (a stray quote or newline?): HTTP headers carry "
                               "printable ASCII only")
         self._headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
+        self._key = key  # only to scrub it from server text that echoes it (`_server_text`)
         self._url = self._endpoint("chat/completions")
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout_s), trust_env=not self.local,  # proxies from the environment, not for loopback
@@ -202,13 +206,24 @@ class OpenAICompatibleBackend(ModelBackend):
             return self._classify(e) or type(e).__name__
         return f"http_{r.status_code}" if r.status_code >= 500 else None
 
-    async def _post(self, body: dict) -> dict:
-        """One answer as a JSON object, after retries; raises SampleError / TransientError / ServerUnreachable."""
+    def _server_text(self, r: httpx.Response) -> str:
+        """The server's error text for a message or a record, the API key blanked should it echo it."""
+        text = one_line(_error_message(r))
+        return text.replace(self._key, "[API key]") if self._key and len(self._key) >= 4 else text
+
+    async def _post(self, body: dict) -> tuple[dict, float]:
+        """One answer as a JSON object and the seconds of the try that got it, after retries; raises
+        SampleError / TransientError / ServerUnreachable / EndpointRefused."""
         payload = json.dumps({"model": self.model, **body, **self.extra_body}).encode()  # ASCII: surrogates escaped
         delay = self.backoff_s
         refused, responses_then = 0, self._responses  # this request's refused connections in a row
+        # a server that refuses every try of a request is down, also when there are fewer tries than
+        # max_connect_failures (None: never, an endpoint pool decides itself)
+        unreachable_at = (math.inf if self.max_connect_failures is None
+                          else min(self.max_connect_failures, self.max_attempts))
         for attempt in range(1, self.max_attempts + 1):
             wait = None
+            t0 = time.perf_counter()
             try:
                 r = await self._client.post(self._url, content=payload, headers=self._headers)
             except Exception as e:  # noqa: BLE001 - sorted into retry / fatal below
@@ -219,9 +234,9 @@ class OpenAICompatibleBackend(ModelBackend):
                     if self._responses != responses_then:  # the server answered someone since: a new row
                         refused, responses_then = 0, self._responses
                     refused += 1
-                    if refused >= self.max_connect_failures:
+                    if refused >= unreachable_at:
                         raise ServerUnreachable(
-                            f"connection refused by {self.public_url} ({self.max_connect_failures} tries in a row): "
+                            f"connection refused by {self.public_url} ({refused} tries in a row): "
                             "is the server running and is the URL right?") from None
             else:
                 self._responses += 1
@@ -240,23 +255,34 @@ class OpenAICompatibleBackend(ModelBackend):
                         await asyncio.sleep(min(MAX_WAIT_S, delay * (0.5 + random.random())))  # backoff, as below
                         delay = min(delay * 2, 30.0)
                         continue
-                    if not data.get("choices"):  # no answer in it: retried like any transport failure
-                        kind = "empty_choices"
+                    choices = data.get("choices")
+                    first = choices[0] if isinstance(choices, list) and choices else None
+                    # no answer in it, or an error in its place (OpenRouter's finish_reason "error"): retried
+                    # like any transport failure
+                    kind = ("empty_choices" if not choices else "error_choice" if isinstance(first, dict)
+                            and (first.get("finish_reason") == "error" or first.get("error")) else None)
+                    if kind is not None:
                         if attempt == self.max_attempts:
-                            raise TransientError(kind, f"{self._where()}: gave up after {attempt} tries: "
-                                                 "answers with no choices")
+                            what = ("answers with no choices" if kind == "empty_choices" else "the reply's choice is "
+                                    f"an error ({one_line(str(first.get('error') or 'finish_reason: error'))})")
+                            raise TransientError(kind, f"{self._where()}: gave up after {attempt} tries: {what}")
                         self.retries[kind] += 1
                         await asyncio.sleep(min(MAX_WAIT_S, delay * (0.5 + random.random())))
                         delay = min(delay * 2, 30.0)
                         continue
-                    return data
+                    return data, time.perf_counter() - t0
                 kind = f"http_{r.status_code}"
+                if 300 <= r.status_code < 400:  # not followed: every request would be redirected alike
+                    to = redact_url(r.headers.get("location") or "")
+                    raise EndpointRefused(f"{self.public_url} redirects the request (HTTP {r.status_code}"
+                                          + (f" to {to}" if to else "") + "): give the URL it redirects to as the "
+                                          "base URL", r.status_code)
                 if r.status_code in CONFIG_STATUS or (400 <= r.status_code < 500 and r.status_code not in RETRY_STATUS
-                                                      and unknown_model(r)):
+                                                      and (unknown_model(r) or unsupported_parameter(r))):
                     raise EndpointRefused(f"{self.public_url} refuses the request for model {self.model!r}: HTTP "
-                                          f"{r.status_code}: {one_line(_error_message(r))}", r.status_code)
+                                          f"{r.status_code}: {self._server_text(r)}", r.status_code)
                 if r.status_code not in RETRY_STATUS:
-                    raise SampleError(kind, f"{self._where()}: HTTP {r.status_code}: {one_line(_error_message(r))}")
+                    raise SampleError(kind, f"{self._where()}: HTTP {r.status_code}: {self._server_text(r)}")
                 wait = retry_after_s(r.headers)
             if attempt == self.max_attempts:
                 err = TransientError(kind, f"{self._where()}: gave up after {attempt} tries: {kind}")
@@ -268,23 +294,13 @@ class OpenAICompatibleBackend(ModelBackend):
             await asyncio.sleep(min(MAX_WAIT_S, backoff if wait is None else wait))
         raise AssertionError("unreachable")
 
-    def _check_choice(self, choice) -> None:
-        """An error reported inside a 200 (OpenRouter-style `finish_reason: "error"` or an `error` field): no
-        answer, a transient failure (the sample stays undone), for chat and option scoring alike."""
-        if isinstance(choice, dict) and (choice.get("finish_reason") == "error" or choice.get("error")):
-            raise TransientError("error_choice", f"{self._where()}: the reply's choice is an error "
-                                 f"({one_line(str(choice.get('error') or 'finish_reason: error'))})")
-
     async def agenerate(self, messages: Messages, params: GenerationParams) -> Completion:
-        t0 = time.perf_counter()
         body = {"messages": messages, "max_tokens": params.max_tokens, "temperature": params.temperature,
                 "top_p": params.top_p, "seed": params.seed}
         if params.stop:
             body["stop"] = list(params.stop)
-        data = await self._post(body)
-        latency = time.perf_counter() - t0
+        data, latency = await self._post(body)
         choice = data["choices"][0] if isinstance(data["choices"], list) else {}
-        self._check_choice(choice)
         message = choice.get("message") if isinstance(choice, dict) else None
         text = message.get("content") if isinstance(message, dict) else None
         if isinstance(text, list):  # content as parts ([{"type": "text", "text": ...}]): their text, in order
@@ -301,11 +317,9 @@ class OpenAICompatibleBackend(ModelBackend):
 
     async def ascore_options(self, messages: Messages, options: list[str]) -> OptionScores:
         """P(option) from the first generated token's top log-probs, both spellings summed."""
-        t0 = time.perf_counter()
-        data = await self._post({"messages": messages, "max_tokens": 1, "temperature": 0.0, "logprobs": True,
-                                 "top_logprobs": 20})
+        data, latency = await self._post({"messages": messages, "max_tokens": 1, "temperature": 0.0,
+                                          "logprobs": True, "top_logprobs": 20})
         choice = data["choices"][0] if isinstance(data["choices"], list) else None
-        self._check_choice(choice)
         logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
         if not isinstance(logprobs, dict) or logprobs.get("content") is None:
             # the server ignored `logprobs`: it cannot score options at all, for any sample (the configuration)
@@ -318,7 +332,7 @@ class OpenAICompatibleBackend(ModelBackend):
             pairs = [(t["token"], float(t["logprob"])) for t in top]
         except (KeyError, IndexError, TypeError, ValueError):
             raise SampleError("no_logprobs", f"{self._where()} returned no log-probabilities") from None
-        return OptionScores(logprobs=option_logprobs(pairs, options), latency_s=time.perf_counter() - t0)
+        return OptionScores(logprobs=option_logprobs(pairs, options), latency_s=latency)
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -336,6 +350,18 @@ def _error_message(r: httpx.Response) -> str:
     except ValueError:
         pass
     return r.text[:300] or r.reason_phrase
+
+
+def unsupported_parameter(r: httpx.Response) -> bool:
+    """Whether an error reply says a parameter the harness always sends is not accepted (OpenAI's reasoning
+    models refuse `max_tokens` and `temperature`): every request would be refused alike."""
+    try:
+        data = r.json()
+        err = data.get("error") if isinstance(data, dict) else None
+        code = str(err.get("code") or "") if isinstance(err, dict) else ""
+    except ValueError:
+        return False
+    return code in ("unsupported_parameter", "unsupported_value")
 
 
 def unknown_model(r: httpx.Response) -> bool:

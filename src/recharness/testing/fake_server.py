@@ -38,9 +38,11 @@ from pathlib import Path
 HOST = "127.0.0.1"
 
 TRANSPORT_FAULTS = ("429", "429-retry-after", "500", "503", "hang", "reset", "truncated-json", "empty-choices",
-                    "non-utf8")
+                    "non-utf8", "error-choice")
 SICK_MODES = ("500", "503", "hang", "reset")
-CONTENT_FAULTS = ("surrogate", "long-answer", "html-answer", "400")
+#: "redirect": a 301 to https; "unsupported-param": OpenAI's 400 to `max_tokens` from a reasoning model;
+#: "echo-key": a 400 whose text repeats the request's Authorization header (a careless proxy)
+CONTENT_FAULTS = ("surrogate", "long-answer", "html-answer", "400", "redirect", "unsupported-param", "echo-key")
 #: `--refuse STATUS`: what a server says when the run is misconfigured
 REFUSALS = {401: "Incorrect API key provided", 403: "You are not allowed to use this model",
             404: "The model `fake-x` does not exist", 405: "Method not allowed", 501: "Not implemented",
@@ -120,7 +122,7 @@ class FakeServer:
                 method, path, _ = lines[0].split(" ", 2)
                 headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
                 body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
-                if not await self.respond(method, path, body, writer):
+                if not await self.respond(method, path, body, writer, headers):
                     return
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             pass
@@ -128,7 +130,8 @@ class FakeServer:
             if not writer.is_closing():
                 writer.close()
 
-    async def respond(self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter) -> bool:
+    async def respond(self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter,
+                      headers: dict | None = None) -> bool:
         """Write one response; False closes the connection."""
         self.requests += 1
         if self.requests >= self.max_requests or (self.die_after is not None and self.requests > self.die_after):
@@ -169,6 +172,17 @@ class FakeServer:
             return self._send(writer, int(fault), {"error": {"message": "server error"}})
         if fault == "400":
             return self._send(writer, 400, {"error": {"message": "prompt too long for the context window"}})
+        if fault == "redirect":
+            return self._send(writer, 301, {"error": {"message": "moved"}},
+                              extra_headers={"location": "https://user:pw@example.invalid/v1/chat/completions"})
+        if fault == "unsupported-param":
+            return self._send(writer, 400, {"error": {
+                "message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                           "'max_completion_tokens' instead.", "type": "invalid_request_error",
+                "param": "max_tokens", "code": "unsupported_parameter"}})
+        if fault == "echo-key":
+            return self._send(writer, 400, {"error": {"message": "bad header: authorization="
+                                                      + (headers or {}).get("authorization", "")}})
         if fault == "hang":
             await asyncio.sleep(self.hang_s)
             writer.transport.abort()
@@ -191,6 +205,8 @@ class FakeServer:
         payload = self._completion(req, text, logprobs=bool(req.get("logprobs")) and not self.no_logprobs)
         if fault == "empty-choices":
             payload["choices"] = []
+        elif fault == "error-choice":  # OpenRouter: an upstream failure inside a 200
+            payload["choices"][0].update(finish_reason="error", error={"message": "upstream provider error"})
         raw = json.dumps(payload).encode()
         if fault == "truncated-json":
             raw = raw[: len(raw) // 2]
