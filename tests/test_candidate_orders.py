@@ -47,6 +47,10 @@ def test_borda_hand_worked():
     assert borda([["a", "b", "c", "d"], ["b", "a", "c", "d"], ["a", "c"]], cands) == ["a", "b", "c", "d"]
     assert borda([["d", "c"], ["c", "d"]], cands) == ["c", "d", "a", "b"]  # c, d tie 7; order of candidates breaks it
     assert borda([], cands) == []
+    # partial answers: a candidate no ranking names is not ranked (before: t took the leftover points and the
+    # candidate order's tie-break, 2nd in [a, t, b], a hit at 2 that no answer made)
+    assert borda([["a"], ["a"]], ["t", "a", "b"], unnamed=False) == ["a"]
+    assert borda([["a"], ["b"]], ["t", "a", "b"], unnamed=False) == ["a", "b"]
 
 
 def test_the_borda_answer_says_how_many_orders_it_rests_on():
@@ -100,7 +104,7 @@ def test_the_aggregated_row_is_the_borda_of_the_methods_answers(ordered_run):
         ss = sorted((s for s in samples if s["order_of"] == key), key=lambda s: s["order"])
         rankings = [preds[s["id"]]["parsed"]["ranking"] for s in ss if preds[s["id"]].get("valid", True)
                     and preds[s["id"]].get("parsed")]
-        ranking = borda(rankings, ss[0]["candidates"])
+        ranking = borda(rankings, ss[0]["candidates"], unnamed=False)  # a candidate no answer named: unranked
         hits += [float(ss[0]["target"] in ranking[:10])] * 3
     assert agg["metrics"]["HR@10"] == pytest.approx(np.mean(hits))
     m = rows["fake"]["metrics"]

@@ -61,6 +61,11 @@ def test_sequential_parse_matches_catalog_and_scores_by_hand(ml1m, seq_samples):
     m2 = task.score([s, s2], {s["id"]: pred, "x2": dict(pred, id="x2")})
     assert m2["HR@10"] == 0.5 and m2["NDCG@10"] == 0.5
     assert not task.parse(s, "I'm sorry, I cannot help with that.").valid
+    assert parsed.value["slots"] == ["1", "2571", None]
+    # asked for n_recs titles: the first n_recs listed are the answer, an invented one spending its place
+    s3 = dict(s, n_recs=2, target="2571")
+    late = task.parse(s3, "1. Some Film That Does Not Exist (2031)\n2. Another Invented Film (2030)\n3. The Matrix (1999)")
+    assert late.value["items"] == ["2571"] and task.ranked(s3, {"parsed": late.value}) == []
 
 
 def test_direct_parse_numbers_titles_and_garbage():

@@ -192,6 +192,20 @@ def test_invalid_and_missing_are_counted_never_dropped_by_default():
     assert (m["invalid"], m["missing"]) == (1, 1)
 
 
+def test_an_invalid_pairwise_ordering_is_dropped_from_the_compat_tau():
+    """Every comparison failed: the heapsort's fixed order is no answer; the original drops a failure
+    ("format_not_correct"), it does not score that order (here tau -1 against the truth)."""
+    sample = {"id": "x", "level": "easy", "truth": {"relative_ratings": [-1.0, 1.0], "avg_ratings": [3, 3]}}
+    ok = {**sample, "id": "y", "truth": {"relative_ratings": [1.0, -1.0], "avg_ratings": [3, 3]}}
+    preds = {"x": {"parsed": {"ordering": [1, 2], "failed": 1}, "valid": False},
+             "y": {"parsed": {"ordering": [1, 2]}, "valid": True}}
+    g = {x.id: x for x in score_groups([sample, ok], preds)}
+    assert g["x"].status == "invalid" and g["x"].tau_compat is None
+    assert g["y"].tau_compat == pytest.approx(1.0)
+    m, _ = summarize([sample, ok], preds, compat=True)
+    assert m["tau_compat"] == pytest.approx(1.0) and m["dropped_compat"] == 1
+
+
 def test_an_item_asked_at_every_level_is_one_unit_of_resampling():
     """items=shared (or the authors' label files): an item's groups at the three levels share the item and most
     members, so the bootstrap draws the item with all three; levels are not strata then. Distinct items keep

@@ -183,12 +183,21 @@ def test_score_reads_llm_lists_and_reference_ranks_alike():
     assert m["valid_rate"] == 0.6 and m["missing"] == 1.0 and m["matched_share"] == 1.0
     assert list_rank(["x", "a", "y", "x", "t"], "t", {"a"}) == 3 and list_rank(["x"], "t", set()) == math.inf
     # asked for 10, the 15th title named is no hit (it scored Recall@20 and MRR 1/15, out of a compliant answer's reach)
-    from recharness.tasks.recbench.seqrec import sample_rank
+    from recharness.tasks.recbench.seqrec import sample_list, sample_rank
 
     sample = {"target": "t", "history": ["h1"], "n_recs": 10}
     items = [f"o{i}" for i in range(14)] + ["t"]
     assert sample_rank(sample, {"parsed": {"items": items}}) == math.inf
     assert sample_rank(sample, {"parsed": {"items": ["h1"] + items[5:]}}) == 10.0  # history dropped first
+    # the first 10 titles *listed* are the answer: 10 invented titles then the target is a miss, however many
+    # more it names (before, only matched titles were counted: the 11th listed was rank 1)
+    invented = {"strings": [f"x{i}" for i in range(10)] + ["t"], "slots": [None] * 10 + ["t"], "items": ["t"]}
+    assert sample_rank(sample, {"parsed": invented}) == math.inf
+    assert sample_list(sample, {"parsed": invented}) == []
+    # a history title listed spends its place too; within the 10 listed, the target's rank skips it
+    listed = {"slots": ["h1", None, "t"] + [f"o{i}" for i in range(7)], "items": ["h1", "t"]}
+    assert sample_rank(sample, {"parsed": listed}) == 1.0
+    assert sample_rank(sample, {"parsed": {"slots": ["h1"] + items[5:], "items": ["h1"] + items[5:]}}) == math.inf
 
 
 def test_free_text_answers_are_matched_to_the_catalog(ml1m):
@@ -320,6 +329,13 @@ def test_a_nan_score_never_ranks_first():
     # a diverged model's NaN: as the target's score it ranks last, elsewhere it beats nothing
     assert target_ranks(np.array([[np.nan, 1.0, 2.0]]), [0]).tolist() == [3]
     assert target_ranks(np.array([[np.nan, 1.0, 2.0]]), [1]).tolist() == [2]
+    # a model that scored nothing: every target last (before: rank = catalog index, target 0 a hit at 1)
+    nan5 = np.full((3, 5), np.nan)
+    assert target_ranks(nan5, [0, 2, 4]).tolist() == [5, 5, 5]
+    assert target_ranks(nan5, [0, 2, 4], [[1], [], [0, 3]]).tolist() == [4, 5, 3]  # history taken out first
+    # a NaN target among -inf scores loses those ties too; a finite target's ties stay by catalog index
+    assert target_ranks(np.array([[-np.inf, np.nan, -np.inf]]), [1]).tolist() == [3]
+    assert target_ranks(np.array([[1.0, 1.0, 1.0]]), [1]).tolist() == [2]
 
 
 def test_popularity_target_rank_equals_the_full_listing():

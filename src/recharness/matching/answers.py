@@ -31,6 +31,9 @@ class CatalogContext:
                 kinds.append(m.kind)
         out = {
             "strings": [m.query for m in matches],
+            # each listed title's item (None: unmatched), in answer order: a task that asked for N titles
+            # reads the first N listed, not the first N that happen to match (`listed_items`)
+            "slots": [m.item_id for m in matches],
             "items": items,
             "match_kinds": kinds,
             "unmatched": unmatched,
@@ -40,3 +43,14 @@ class CatalogContext:
         if twins:  # a title carried by several ids names each of them: a hit on any counts once
             out["twins"] = twins
         return out
+
+
+def listed_items(parsed: dict, n: int | None) -> list[str]:
+    """The catalog items among the first `n` titles an answer lists (all with None), in order, repeats
+    once. An unmatched or repeated title keeps its place: a longer answer gets no extra guesses by
+    naming invented titles first. A record without `slots` (written before them, or imported) gives
+    its matched `items`."""
+    slots = parsed.get("slots")
+    if not isinstance(slots, list):
+        return list(parsed.get("items") or [])
+    return list(dict.fromkeys(i for i in (slots if n is None else slots[:n]) if i is not None))

@@ -13,7 +13,9 @@ Conventions (the same for every function here):
   `metrics.ranking.rank_of_target` writes 0), contributing 0 to every metric.
 * Ties: an item beats the target when its score is higher, or equal and its catalog index is lower,
   i.e. the target's place in a stable sort by descending score. Deterministic, and the rank
-  ``np.argsort(-scores, kind="stable")`` gives; `-inf` scores take part like any other value.
+  ``np.argsort(-scores, kind="stable")`` gives; `-inf` scores take part like any other value. A NaN
+  score is below every number; a target whose own score is NaN loses every tie (ranks last among
+  the NaN and -inf items), so a model that scores nothing never hits by catalog order.
 * Exclusions (the user's history) remove items from the ranking before the target is placed; the
   target itself is never excluded, and an item listed twice is removed once.
 * One target per row, so Recall@k equals HR@k; both are reported under their usual names.
@@ -52,10 +54,11 @@ def target_ranks(scores: np.ndarray, targets: Sequence[int] | np.ndarray,
     Returns int64 ranks in [1, items]. See the module docstring for ties and exclusions.
     """
     scores = np.asarray(scores, dtype=np.float64)
-    # a NaN compares False with everything: as a target's score it would rank first, so it ranks last
-    scores = np.where(np.isnan(scores), -np.inf, scores)
     if scores.ndim != 2:
         raise ValueError(f"scores must be a (rows, items) matrix, got shape {scores.shape}")
+    nan = np.isnan(scores)
+    # a NaN compares False with everything: as a target's score it would rank first, so it ranks last
+    scores = np.where(nan, -np.inf, scores)
     rows, n_items = scores.shape
     targets = np.asarray(targets, dtype=np.int64)
     if targets.shape != (rows,):
@@ -64,7 +67,10 @@ def target_ranks(scores: np.ndarray, targets: Sequence[int] | np.ndarray,
         raise ValueError(f"a target index is outside the {n_items} items")
     t_score = scores[np.arange(rows), targets][:, None]
     cols = np.arange(n_items)[None, :]
-    beats = (scores > t_score) | ((scores == t_score) & (cols < targets[:, None]))
+    # a target without a score (NaN) loses every tie, so a model that scored nothing (all NaN, a diverged
+    # net) ranks its target last, not at its catalog index
+    t_nan = nan[np.arange(rows), targets][:, None]
+    beats = (scores > t_score) | ((scores == t_score) & ((cols < targets[:, None]) | (t_nan & (cols != targets[:, None]))))
     count = beats.sum(axis=1)
     if exclude is not None:
         ex = pad_exclusions(exclude, rows)

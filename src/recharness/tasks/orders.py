@@ -31,10 +31,12 @@ def candidate_orders(cand: list[str], target: str, k: int, rng) -> list[list[str
     return out
 
 
-def borda(rankings: list[list[str]], candidates: list[str]) -> list[str]:
+def borda(rankings: list[list[str]], candidates: list[str], *, unnamed: bool = True) -> list[str]:
     """One ranking from several (LLMRank's bootstrapped ranking): each ranking gives n - p points to its
     p-th candidate (p from 0); candidates a ranking leaves out share its remaining points equally; ties
-    by candidate order. An empty list of rankings gives []."""
+    by candidate order. With `unnamed=False` a candidate no ranking names is left out of the result (a
+    partial answer, as each of them was), not placed by the candidate order. An empty list of rankings
+    gives []."""
     if not rankings:
         return []
     n = len(candidates)
@@ -49,7 +51,8 @@ def borda(rankings: list[list[str]], candidates: list[str]) -> list[str]:
             for c in left:
                 points[c] += share
     place = {c: i for i, c in enumerate(candidates)}
-    return sorted(candidates, key=lambda c: (-points[c], place[c]))
+    named_once = {c for ranking in rankings for c in ranking}
+    return sorted((c for c in candidates if unnamed or c in named_once), key=lambda c: (-points[c], place[c]))
 
 
 def order_clusters(samples: list[dict]):
@@ -76,14 +79,14 @@ def order_metrics(samples: list[dict], values: Sequence[float], hits: Sequence[f
 
 def borda_method(samples: list[dict], recs: dict[str, dict], *, ranking: Callable[[dict, dict], list | None],
                  candidates: Callable[[list[dict]], list], answer: Callable[[dict, list], dict],
-                 error: str) -> dict[str, dict[str, dict]]:
+                 error: str, unnamed: bool = True) -> dict[str, dict[str, dict]]:
     """The row `--orders K` adds to a method (`Task.derived_methods`): the K rankings of one user / group, all K
     answered, aggregated by `borda` into one answer each of its samples carries. An order whose answer is invalid
     adds nothing (as in LLMRank's bootstrapping, where it scores every candidate alike), so the aggregate rests on
     the valid ones; each answer says how many (`how`: "borda over 2 of 3 orders"). `ranking(sample, rec)`: the
     answer's ranking in the group's terms (None: no valid answer); `candidates(samples)`: what they rank, ties
     in its order; `answer(sample, aggregate)`: the parsed answer in that sample's terms. No valid ranking: an
-    invalid answer saying `error`."""
+    invalid answer saying `error`. `unnamed`: as `borda`'s (False where answers may be partial)."""
     groups: dict[str, list[dict]] = {}
     for s in samples:
         if "order_of" in s:
@@ -95,7 +98,7 @@ def borda_method(samples: list[dict], recs: dict[str, dict], *, ranking: Callabl
         if not all(s["id"] in recs for s in ss):
             continue
         ranked = [r for r in (ranking(s, recs[s["id"]]) for s in ss) if r is not None]
-        aggregate = borda(ranked, candidates(ss))
+        aggregate = borda(ranked, candidates(ss), unnamed=unnamed)
         how = f"borda over {len(ranked)} of {len(ss)} orders"  # an invalid answer's order adds nothing
         for s in ss:
             out[s["id"]] = ({"id": s["id"], "parsed": {**answer(s, aggregate), "how": how}, "valid": True} if ranked

@@ -334,8 +334,10 @@ class DirectTask(Task):
             samples, recs,
             ranking=lambda s, r: r["parsed"]["ranking"] if r.get("valid", True) and r.get("parsed") else None,
             candidates=lambda ss: min(ss, key=lambda s: s["order"])["candidates"],
-            answer=lambda s, ranking: {"ranking": ranking, "out_of_range": 0, "partial": False},
-            error="no valid answer under any candidate order")
+            # a candidate no order's answer named stays unranked (it was a miss in every one of them)
+            answer=lambda s, ranking: {"ranking": ranking, "out_of_range": 0,
+                                       "partial": 0 < len(ranking) < len(s["candidates"])},
+            error="no valid answer under any candidate order", unnamed=False)
 
     def _order_metrics(self, samples, ranked) -> dict[str, float]:
         """With several candidate orders: NDCG@10's spread across orders and HR@1 by the target's position

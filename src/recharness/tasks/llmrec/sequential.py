@@ -15,6 +15,7 @@ import numpy as np
 
 from recharness.core.errors import ConfigError
 from recharness.core.types import BuildConfig, GenerationParams, Parsed
+from recharness.matching.answers import listed_items
 from recharness.tasks.base import Task
 from recharness.tasks.llmrec.common import (
     CatalogContext,
@@ -110,7 +111,7 @@ class SequentialTask(Task):
         seen = set(sample["seen"])
         twins = pred["parsed"].get("twins") or {}
         out = []
-        for i in pred["parsed"]["items"]:
+        for i in listed_items(pred["parsed"], sample["n_recs"]):  # the first n_recs listed titles
             if sample.get("target") in twins.get(i, ()):  # the title names the target too: it is the target
                 i = sample["target"]
             if i not in seen and i not in out:

@@ -98,8 +98,8 @@ def score_groups(samples: list[dict], predictions: dict[str, dict]) -> list[Grou
         scores, ordering = prediction_scores(s, p.get("parsed"))
         if not p.get("valid", True):
             scores = None
-        compat = None
-        if ordering is not None and len(ordering) == len(truth) and all(isinstance(v, (int, float)) for v in ordering):
+        compat = None  # an invalid answer (e.g. every pairwise comparison failed: the heapsort's fixed order) is dropped
+        if p.get("valid", True) and ordering is not None and len(ordering) == len(truth) and all(isinstance(v, (int, float)) for v in ordering):
             # scipy.stats.kendalltau(pred_order, true_order); NaN (e.g. a constant list) stays NaN, as there
             compat = kendall_tau(ordering, order_from_values(truth))
         if scores is None:

@@ -54,7 +54,7 @@ from recharness.core.types import BuildConfig, GenerationParams, Parsed, sample_
 from recharness.matching.twins import with_twins
 from recharness.metrics.full_ranking import rank_metrics
 from recharness.tasks.base import Task
-from recharness.matching.answers import CatalogContext
+from recharness.matching.answers import CatalogContext, listed_items
 from recharness.tasks.wording import DOMAIN_NOUNS, domain_of
 from recharness.tasks.options import check
 from recharness.tasks.recbench.options import SeqrecOptions
@@ -120,9 +120,11 @@ def sample_rank(sample: dict, rec: dict | None) -> float:
         r = parsed["rank"]
         return float(r) if r is not None and r >= 1 else math.inf
     # a title carried by several ids (`twins`) names the target too when one of them is: a hit, once
-    items = with_twins(parsed.get("items") or [], parsed.get("twins"), (sample["target"],))
-    # the titles asked for (`n_recs`), not every one a longer answer names: Recall@20 / MRR over 10 asked
-    return list_rank(items, sample["target"], set(sample["history"]), sample.get("n_recs"))
+    # the titles asked for (`n_recs`), the first listed, not every one a longer answer names: Recall@20 / MRR
+    # over 10 asked; an invented or history title listed among them spends its place
+    n = sample.get("n_recs")
+    items = with_twins(listed_items(parsed, n), parsed.get("twins"), (sample["target"],))
+    return list_rank(items, sample["target"], set(sample["history"]), n)
 
 
 def sample_list(sample: dict, rec: dict | None, k: int = TOP_K) -> list[str] | None:
@@ -138,8 +140,8 @@ def sample_list(sample: dict, rec: dict | None, k: int = TOP_K) -> list[str] | N
         if items is None:
             return None
     else:
-        items = with_twins(parsed.get("items") or [], parsed.get("twins"), (sample["target"],))
-        k = min(k, sample.get("n_recs") or k)  # an LLM's list: the titles asked for
+        k = min(k, sample.get("n_recs") or k)  # an LLM's list: the titles asked for, the first listed
+        items = with_twins(listed_items(parsed, sample.get("n_recs")), parsed.get("twins"), (sample["target"],))
     drop = set(sample["history"])
     return [i for i in dict.fromkeys(items) if i not in drop][:k]
 
