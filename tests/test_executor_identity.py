@@ -31,3 +31,16 @@ def test_a_log_resumes_with_its_own_model_and_refuses_another(tmp_path):
         ask(FakeBackend("b"), log, {**QUESTIONS, "q9": [{"role": "user", "content": "new"}]})
     assert log.read_bytes() == before  # nothing asked, nothing written
     assert [r["model"]["model"] for r in read_jsonl(log)] == ["a", "a", "a"]
+
+
+def test_a_log_that_is_not_ours_or_nests_too_deep_is_a_clear_input_error(tmp_path):
+    from recharness.core.errors import InputError
+
+    foreign = tmp_path / "foreign.jsonl"
+    foreign.write_text('{"id": "q0", "model": "gpt-4"}\n')  # "model" as a string, not our identity object
+    with pytest.raises(InputError, match=r'foreign.jsonl.*"model" is not an object'):
+        ask(FakeBackend("a"), foreign)
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 200_000 + "\n")  # before: RecursionError, a traceback
+    with pytest.raises(InputError, match=r"deep.jsonl.*line 1.*nested too deeply"):
+        list(read_jsonl(deep))

@@ -91,3 +91,13 @@ def test_a_damaged_header_length_reads_as_no_header(tmp_path):
     # version 3, 0 tensors, 1 key whose length field claims 2**60 bytes
     bad.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 2**60) + b"general.name")
     assert read_header(bad) == {}
+    # the general block reader (a fine-tune's identity) is bounded alike: before, MemoryError / OverflowError
+    from recharness.models.llamacpp import finetune_identity, gguf_general
+
+    assert gguf_general(bad) == {} and finetune_identity(bad) is None
+    # arrays of arrays nested past any real header: not followed down
+    nest = b"".join(struct.pack("<IQ", 9, 1) for _ in range(50_000))
+    deep = tmp_path / "deep.gguf"
+    deep.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 12) + b"general.tags"
+                     + struct.pack("<I", 9) + nest)
+    assert gguf_general(deep) == {} and read_header(deep) == {}

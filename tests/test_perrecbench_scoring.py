@@ -235,3 +235,18 @@ def test_an_item_asked_at_every_level_is_one_unit_of_resampling():
     strata, clusters, unit = resampling(distinct)
     assert clusters is None and list(strata) == ["easy"] * 8 + ["hard"] * 8 and "within levels" in unit
     assert tau_units(distinct, {})["tau_rank"].independent == 16
+
+
+def test_pairwise_comparison_counts_read_the_scored_samples_only():
+    """A subset scored with every record (the report's per-group tables): its disagreement is its own."""
+    from recharness.tasks.perrecbench.tasks import PairTask
+
+    def sample(i):
+        return {"id": i, "level": "easy", "truth": {"relative_ratings": [1.0, -1.0], "avg_ratings": [3, 3]}}
+
+    preds = {"a": {"parsed": {"ordering": [1, 2], "comparisons": 2, "disagree": 0, "failed": 0}, "valid": True},
+             "b": {"parsed": {"ordering": [1, 2], "comparisons": 2, "disagree": 2, "failed": 1}, "valid": True}}
+    m = PairTask().score([sample("a")], preds)
+    assert m["disagree_rate"] == 0.0 and m["failed_comparisons"] == 0.0 and m["comparisons_per_group"] == 2.0
+    both = PairTask().score([sample("a"), sample("b")], preds)
+    assert both["disagree_rate"] == 0.5 and both["failed_comparisons"] == 1.0

@@ -64,6 +64,8 @@ def read_jsonl(path: Path, *, tolerate_torn_tail: bool = False) -> Iterator[dict
             if tolerate_torn_tail and i == last:  # no newline after it: the write was cut
                 return
             raise InputError(path, f"not valid JSON ({e})", line=i) from None
+        except RecursionError:  # thousands of nested brackets: no record of ours, and no traceback
+            raise InputError(path, "not a record: JSON nested too deeply", line=i) from None
         if not isinstance(rec, dict):
             raise InputError(path, "expected a JSON object", line=i)
         yield rec

@@ -188,6 +188,9 @@ def check_same_model(path: Path, identity: dict, first: dict | None = None) -> N
         first = next(iter(read_jsonl(path, tolerate_torn_tail=True)), None)
         if first is None:
             return
+    if not isinstance(first.get("model"), dict):  # not a predictions file of ours (or damaged): say so
+        raise InputError(path, 'its first record\'s "model" is not an object (the model that answered): not a '
+                         "predictions file written by `recharness run`; give this run another --name, or --overwrite")
     had, now = _what(first.get("model")), _what(json.loads(json.dumps(identity, default=str)))
     if had != now:
         def show(ident: dict) -> str:

@@ -14,8 +14,11 @@ Normalisation applied (nothing else is done to the text):
   unless ``lowercase=True`` (sacrebleu's own option).  Scores are on
   sacrebleu's 0-100 scale.  BLEU-n uses uniform weights over 1..n-grams
   (sacrebleu ``max_ngram_order=n``), so BLEU-1 is unigram precision times
-  the brevity penalty.  Corpus BLEU pools n-gram counts over all samples
-  (no smoothing needed); sentence BLEU is the mean of per-sample scores with
+  the brevity penalty.  Corpus BLEU pools n-gram counts over all samples,
+  with sacrebleu's default ``exp`` smoothing, which changes the score only
+  when some n-gram order has no match in the whole corpus (a small run: one
+  hypothesis "a b c d e" against "a b c x y" gives BLEU-4 39.76, 0 unsmoothed);
+  sentence BLEU is the mean of per-sample scores with
   sacrebleu's ``sentence_bleu`` settings (``exp`` smoothing, effective order).
 * ROUGE: rouge-score's tokenizer, which always lowercases, replaces every
   non-alphanumeric character with a space, and (``use_stemmer=True``) applies

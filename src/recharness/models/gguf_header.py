@@ -19,46 +19,78 @@ _MAX_STRING = 1 << 20
 _MAX_ARRAY = 1 << 24
 
 
+def _entries(f, max_kv: int):
+    """The header's (key, value) pairs in file order (an array's value is None), read with every length
+    bounded: a damaged field raises struct.error instead of allocating or recursing without end."""
+    if f.read(4) != b"GGUF":
+        return
+    version, = struct.unpack("<I", f.read(4))
+    if version < 2:
+        return
+    _tensors, n_kv = struct.unpack("<QQ", f.read(16))
+
+    def text() -> str:
+        (n,) = struct.unpack("<Q", f.read(8))
+        if n > _MAX_STRING:  # a damaged length field: never allocate it
+            raise struct.error(f"string of {n} bytes")
+        return f.read(n).decode("utf-8", "replace")
+
+    def value(t: int, depth: int = 0) -> object:
+        if t == 8:
+            return text()
+        if t == 9:
+            (at,) = struct.unpack("<I", f.read(4))
+            (n,) = struct.unpack("<Q", f.read(8))
+            if n > _MAX_ARRAY or depth > 4:
+                raise struct.error(f"array of {n} entries at depth {depth}")
+            if at in _SCALAR:
+                f.seek(n * struct.calcsize(_SCALAR[at]), 1)
+            else:
+                for _ in range(n):
+                    value(at, depth + 1)
+            return None
+        fmt = _SCALAR[t]
+        return struct.unpack(fmt, f.read(struct.calcsize(fmt)))[0]
+
+    for _ in range(min(n_kv, max_kv)):
+        key = text()
+        (t,) = struct.unpack("<I", f.read(4))
+        yield key, value(t)
+
+
+_DAMAGED = (OSError, struct.error, KeyError, UnicodeDecodeError, OverflowError, ValueError)
+
+
 def read_header(path: Path | str, *, max_kv: int = 4096) -> dict[str, object]:
     """{"general_name": ..., "quantization": ...} where the header has them; {} for a file that is not
     GGUF (or is cut short): the identity then simply lacks them."""
     out: dict[str, object] = {}
     try:
         with open(path, "rb") as f:
-            if f.read(4) != b"GGUF":
-                return {}
-            _version, _tensors, n_kv = struct.unpack("<IQQ", f.read(20))
-
-            def text() -> str:
-                (n,) = struct.unpack("<Q", f.read(8))
-                if n > _MAX_STRING:  # a damaged length field: never allocate it
-                    raise struct.error(f"string of {n} bytes")
-                return f.read(n).decode("utf-8", "replace")
-
-            def skip(t: int) -> object:
-                if t == 8:
-                    return text()
-                if t == 9:
-                    (at,) = struct.unpack("<I", f.read(4))
-                    (n,) = struct.unpack("<Q", f.read(8))
-                    if n > _MAX_ARRAY:
-                        raise struct.error(f"array of {n} entries")
-                    for _ in range(n):
-                        skip(at)
-                    return None
-                fmt = _SCALAR[t]
-                return struct.unpack(fmt, f.read(struct.calcsize(fmt)))[0]
-
-            for _ in range(min(n_kv, max_kv)):
-                key = text()
-                (t,) = struct.unpack("<I", f.read(4))
-                value = skip(t)
+            for key, value in _entries(f, max_kv):
                 if key == "general.name":
                     out["general_name"] = value
                 elif key == "general.file_type" and isinstance(value, int):
                     out["quantization"] = FILE_TYPES.get(value, f"file_type {value}")
                 if len(out) == len(_WANTED):
                     break
-    except (OSError, struct.error, KeyError, UnicodeDecodeError):
+    except _DAMAGED:
+        return out
+    return out
+
+
+def read_general(path: Path | str, *, max_kv: int = 4096) -> dict[str, object]:
+    """The `general.*` key-values of a GGUF file (strings and numbers; arrays skipped), read from its header
+    without loading it. Writers put the general block first, so reading stops at the first other key: cheap
+    even for a large vocabulary. {} for a file that is not GGUF; a damaged header gives what came before."""
+    out: dict[str, object] = {}
+    try:
+        with open(path, "rb") as f:
+            for key, value in _entries(f, max_kv):
+                if not key.startswith("general."):
+                    break
+                if value is not None:
+                    out[key] = value
+    except _DAMAGED:
         return out
     return out

@@ -226,52 +226,11 @@ class LlamaCppBackend(ModelBackend):
 #: `general.description` of a GGUF written by `recharness export-gguf` starts with this, then JSON
 FINETUNE_MARKER = "recharness-finetune:"
 
-_GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
-
-
 def gguf_general(path: str | Path) -> dict:
-    """The `general.*` key-values of a GGUF file (strings and numbers; arrays skipped), read from its
-    header without loading it. The writers put the general block first, so reading stops at the first
-    other key: cheap even for a large vocabulary. {} for a file that is not GGUF."""
-    out: dict = {}
-    with open(path, "rb") as f:
-        if f.read(4) != b"GGUF":
-            return out
-        version, = struct.unpack("<I", f.read(4))
-        if version < 2:
-            return out
-        _, n_kv = struct.unpack("<QQ", f.read(16))
+    """The `general.*` key-values of a GGUF file (`gguf_header.read_general`: every length bounded)."""
+    from recharness.models.gguf_header import read_general
 
-        def string() -> str:
-            n, = struct.unpack("<Q", f.read(8))
-            return f.read(n).decode("utf-8", "replace")
-
-        def skip(kind: int) -> None:
-            if kind == 8:
-                n, = struct.unpack("<Q", f.read(8))
-                f.seek(n, 1)
-            elif kind == 9:
-                inner, n = struct.unpack("<IQ", f.read(12))
-                if inner in _GGUF_SCALARS:
-                    f.seek(n * struct.calcsize(_GGUF_SCALARS[inner]), 1)
-                else:
-                    for _ in range(n):
-                        skip(inner)
-            else:
-                f.seek(struct.calcsize(_GGUF_SCALARS[kind]), 1)
-
-        for _ in range(n_kv):
-            key = string()
-            if not key.startswith("general."):
-                break
-            kind, = struct.unpack("<I", f.read(4))
-            if kind == 8:
-                out[key] = string()
-            elif kind in _GGUF_SCALARS:
-                out[key], = struct.unpack(_GGUF_SCALARS[kind], f.read(struct.calcsize(_GGUF_SCALARS[kind])))
-            else:
-                skip(kind)
-    return out
+    return read_general(path)
 
 
 #: file name (in the data home) of the remembered hashes of model files: {path: {size, mtime_ns, sha256}}

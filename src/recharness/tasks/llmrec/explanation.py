@@ -9,7 +9,9 @@ review of that item.
 
 Scoring (shared with summarization.py), all on a 0-100 scale:
   BLEU-1, BLEU-4   corpus BLEU via sacrebleu (13a tokenizer, lowercased,
-                   uniform n-gram weights up to 1 / 4, no smoothing);
+                   uniform n-gram weights up to 1 / 4, sacrebleu's default
+                   `exp` smoothing: it matters only when an n-gram order has
+                   no match in the whole corpus, i.e. on tiny runs);
   ROUGE-1/2/L      mean F1 via rouge-score (its tokenizer: lowercase,
                    non-alphanumerics → spaces, Porter stemmer), × 100;
   invalid_rate     answers that failed the FreeText check after the retry,

@@ -172,7 +172,9 @@ class PairTask(_GroupTask):
 
     def score(self, samples, predictions):
         m = super().score(samples, predictions)
-        parsed = [p["parsed"] for p in predictions.values() if isinstance(p.get("parsed"), dict) and "comparisons" in p["parsed"]]
+        # the scored samples' answers only (a subset scored with every record, e.g. a report's per-group table)
+        answers = (predictions.get(s["id"]) for s in samples)
+        parsed = [p["parsed"] for p in answers if p and isinstance(p.get("parsed"), dict) and "comparisons" in p["parsed"]]
         if parsed:
             comps = sum(p["comparisons"] for p in parsed)
             m["comparisons_per_group"] = comps / len(parsed)

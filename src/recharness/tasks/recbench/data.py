@@ -224,12 +224,14 @@ def split(events: pl.DataFrame, *, test_users: int, per_user: int, train_pairs: 
     rng = np.random.default_rng(seed)
     n_test = min(test_users, starts.height)
     chosen = starts[np.sort(rng.choice(starts.height, size=n_test, replace=False))] if n_test else starts.head(0)
+    # the training pairs are drawn by row position below: the joins keep `ev`'s order (polars does not promise
+    # it by default, so a build could otherwise differ between runs with one seed)
     if cut_time is None:
-        ev = ev.join(chosen.select("user_id", "start", "t_start"), on="user_id", how="left")
+        ev = ev.join(chosen.select("user_id", "start", "t_start"), on="user_id", how="left", maintain_order="left")
         test = ev.filter(pl.col("seq") >= pl.col("start"))
         pool = ev.filter(pl.col("start").is_null() | (pl.col("timestamp") < pl.col("t_start")))
     else:
-        ev = ev.join(chosen.select("user_id", "start", "end"), on="user_id", how="left")
+        ev = ev.join(chosen.select("user_id", "start", "end"), on="user_id", how="left", maintain_order="left")
         # (an impression is one moment, so its pairs are all at or after T; the time filter keeps that true)
         test = ev.filter((pl.col("seq") >= pl.col("start")) & (pl.col("first") <= pl.col("end"))
                          & (pl.col("timestamp") >= cut_time))
