@@ -100,6 +100,50 @@ def test_redo_invalid_asks_again_past_the_cache_and_keeps_other_answers(tmp_path
         toy_suite.unregister()
 
 
+def test_an_interrupted_redo_invalid_is_finished_past_the_cache_by_a_plain_resume(tmp_path, ml1m, monkeypatch):
+    """`--redo-invalid` removes the invalid answers before asking again; killed then, a plain `run` must still
+    ask those samples past the response cache (which holds their invalid answers), not take them back from it."""
+    import sys
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from recharness.cli import app
+    from recharness.runner import pipeline
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import toy_suite
+
+    monkeypatch.setenv("RECHARNESS_CACHE", str(tmp_path / "cache.sqlite"))
+    toy_suite.register()
+    try:
+        out = tmp_path / "run"
+        res = CliRunner().invoke(app, ["build", "toy", "-d", "ml-1m", "-o", str(out), "--limit", "3"])
+        assert res.exit_code == 0, res.output
+        built = list(read_jsonl(out / "samples.jsonl"))
+
+        def line(s):
+            return s["messages"][0]["content"].splitlines()[0]
+
+        pipeline.run(out, Scripted({line(s): ("no idea" if k else "1") for k, s in enumerate(built)}), "m")
+        pending = out / "predictions" / "m.redo.json"
+        # the redo is killed before it answers anything (the backend's first call stops it)
+        class Dying(Scripted):
+            async def agenerate(self, messages, params):
+                raise KeyboardInterrupt  # Ctrl-C while the first request is out
+
+        with pytest.raises(KeyboardInterrupt):
+            pipeline.run(out, Dying({}), "m", redo_invalid=True)
+        assert sorted(__import__("json").loads(pending.read_text())) == sorted(s["id"] for s in built[1:])
+        again = Scripted({line(s): "2" for s in built})
+        _, stats = pipeline.run(out, again, "m")  # no flag: the pending samples are still asked past the cache
+        assert sorted(again.calls) == sorted(line(s) for s in built[1:]) and stats.done == 2 and stats.cached == 0
+        recs = {r["id"]: r for r in read_jsonl(out / "predictions" / "m.jsonl")}
+        assert all(r["valid"] for r in recs.values()) and not pending.exists()
+    finally:
+        toy_suite.unregister()
+
+
 def test_redo_invalid_at_the_executor(tmp_path):
     todo = samples(4)
     cache = ResponseCache(tmp_path / "cache.sqlite")
@@ -161,37 +205,47 @@ def test_a_base_url_with_a_query_keeps_it_after_the_path(monkeypatch):
     assert plain._url == "http://127.0.0.1:8000/v1/chat/completions"
 
 
-def test_an_error_inside_a_200_is_no_answer_and_content_parts_are_read(monkeypatch):
+def _replying(b, replies):
+    """`b`'s transport answering 200 with each of `replies` in turn (JSON bodies), counting the posts."""
+    import json
+
+    import httpx2
+
+    posts = []
+
+    async def post(url, content=None, headers=None):
+        posts.append(url)
+        return httpx2.Response(200, content=json.dumps(next(replies)).encode())
+
+    b._client.post = post
+    return posts
+
+
+def test_an_error_inside_a_200_is_no_answer_and_content_parts_are_read():
     from recharness.core.types import GenerationParams
     from recharness.models.openai_compat import OpenAICompatibleBackend
 
-    b = OpenAICompatibleBackend("m", base_url="http://127.0.0.1:9/v1")
-    replies = iter([
-        {"choices": [{"finish_reason": "error", "error": {"message": "upstream overloaded"}, "message": {"content": ""}}]},
-        {"choices": [{"finish_reason": "stop", "message": {"content": [{"type": "text", "text": "1. Heat"},
-                                                                       {"type": "text", "text": "\n2. Fargo"}]}}]},
-    ])
-
-    async def post(body):
-        return next(replies)
-
-    monkeypatch.setattr(b, "_post", post)
+    error = {"choices": [{"finish_reason": "error", "error": {"message": "upstream overloaded"}, "message": {"content": ""}}]}
+    parts = {"choices": [{"finish_reason": "stop", "message": {"content": [{"type": "text", "text": "1. Heat"},
+                                                                           {"type": "text", "text": "\n2. Fargo"}]}}]}
     params = GenerationParams(max_tokens=8)
+    b = OpenAICompatibleBackend("m", base_url="http://127.0.0.1:9/v1", max_attempts=1)
+    _replying(b, iter([error]))
     with pytest.raises(TransientError, match="upstream overloaded"):
         asyncio.run(b.agenerate([{"role": "user", "content": "x"}], params))
+    # with tries left it is asked again (an in-band error is transient), and content parts are read in order
+    b = OpenAICompatibleBackend("m", base_url="http://127.0.0.1:9/v1", max_attempts=2, backoff_s=0.001)
+    posts = _replying(b, iter([error, parts]))
     assert asyncio.run(b.agenerate([{"role": "user", "content": "x"}], params)).text == "1. Heat\n2. Fargo"
+    assert len(posts) == 2 and b.retries == {"error_choice": 1}
 
 
-def test_an_error_inside_a_200_stops_option_scoring_as_a_transient_failure(monkeypatch):
+def test_an_error_inside_a_200_stops_option_scoring_as_a_transient_failure():
     """Option scoring (CTR) reads the same in-band error as chat: undone, not 'this server returns no
     log-probabilities' (which stops the run as a configuration refusal)."""
     from recharness.models.openai_compat import OpenAICompatibleBackend
 
-    b = OpenAICompatibleBackend("m", base_url="http://127.0.0.1:9/v1")
-
-    async def post(body):
-        return {"choices": [{"finish_reason": "error", "error": {"message": "upstream overloaded"}}]}
-
-    monkeypatch.setattr(b, "_post", post)
+    b = OpenAICompatibleBackend("m", base_url="http://127.0.0.1:9/v1", max_attempts=1)
+    _replying(b, iter([{"choices": [{"finish_reason": "error", "error": {"message": "upstream overloaded"}}]}]))
     with pytest.raises(TransientError, match="upstream overloaded"):
         asyncio.run(b.ascore_options([{"role": "user", "content": "x"}], ["Yes", "No"]))

@@ -114,6 +114,11 @@ class RunDir:
     def predictions(self, method: str) -> Path:
         return self.predictions_dir / f"{check_name(method)}.jsonl"
 
+    def redo_pending(self, method: str) -> Path:
+        """The ids `run --redo-invalid` took out of `method`'s answers and has not answered again yet: a
+        resumed run still asks them past the response cache (which holds their invalid answers)."""
+        return self.predictions_dir / f"{check_name(method)}.redo.json"
+
     def relative(self, path: Path) -> str:
         """`path` as reports name it: relative to the run directory ("predictions/m.jsonl")."""
         return Path(path).relative_to(self.path).as_posix()

@@ -12,7 +12,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from recharness.core.errors import ConfigError, InputError
+from recharness.core.errors import ConfigError, InputError, one_line
 from recharness.core.io import atomic_write_text, read_jsonl, remove_log, rewrite_log, write_jsonl_atomic
 from recharness.core.rundir import RunDir, check_name, file_sha256, fingerprint, samples_record
 from recharness.core.types import BuildConfig, GenerationParams, ScoreRow, sample_capped
@@ -209,20 +209,48 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
     prompts = {t: prompt_version(tasks[t]) for t in dict.fromkeys(s["task"] for s in samples)}
     check_same_prompts(RunDir(out), model_slug, prompts)
     had = answered(pred_path, info["fingerprint"])  # another build's answers, an id twice: refused before any change
-    redo: set[str] = set()
+    asking = {s["id"] for s in samples}
+    pending_file = RunDir(out).redo_pending(model_slug)
+    # an interrupted --redo-invalid's samples not answered since: still past the cache, whatever this run's flags
+    pending = read_pending(pending_file) if pending_file.exists() and not overwrite else set()
+    redo = {i for i in pending if i not in had and i in asking}
     if redo_invalid and pred_path.exists():
         # the invalid answers of the samples this run asks (a --limit or --task run keeps the others' answers),
-        # asked again past the response cache, which would hand back the same invalid answer
-        asking = {s["id"] for s in samples}
-        redo = {i for i, r in had.items() if not r.get("valid", True) and i in asking}
-        rewrite_log(pred_path, [r for i, r in had.items() if i not in redo])
+        # asked again past the response cache, which would hand back the same invalid answer; their ids are
+        # written down before their answers are removed, so a resume after a kill asks them past it too
+        took = {i for i, r in had.items() if not r.get("valid", True) and i in asking}
+        pending_file.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(pending_file, json.dumps(sorted(pending | took)))
+        rewrite_log(pred_path, [r for i, r in had.items() if i not in took])
+        redo |= took
+    elif overwrite and pending_file.exists():
+        pending_file.unlink()
     record_run(RunDir(out), model_slug, limit=limit, tasks=asked, settings=settings, prompt_versions=prompts)
     if on_total:
         on_total(len(samples))
     stats = with_model(backend, lambda model: run_samples(
         samples, tasks, model, pred_path, max_retries=max_retries, concurrency=concurrency, on_progress=on_progress,
         build=info["fingerprint"], fresh=redo), use_cache=use_cache, buffered=True)
+    if pending_file.exists():  # what is answered now is no longer pending
+        now = answered(pred_path, info["fingerprint"]) if pred_path.exists() else {}
+        left = sorted(i for i in read_pending(pending_file) if i not in now)
+        if left:
+            atomic_write_text(pending_file, json.dumps(left))
+        else:
+            pending_file.unlink()
     return pred_path, stats
+
+
+def read_pending(path: Path) -> set[str]:
+    """The sample ids an interrupted `--redo-invalid` left to ask again (`RunDir.redo_pending`)."""
+    try:
+        ids = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise InputError(path, f"unreadable ({one_line(e)}): it lists the samples an interrupted --redo-invalid "
+                               "still has to ask; run with --redo-invalid again, or delete it") from None
+    if not isinstance(ids, list) or not all(isinstance(i, str | int) for i in ids):
+        raise InputError(path, "not a JSON list of sample ids: run with --redo-invalid again, or delete it")
+    return set(ids)
 
 
 def check_same_settings(rd: RunDir, method: str, settings: dict) -> None:
