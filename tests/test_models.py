@@ -140,3 +140,23 @@ def test_a_gguf_llama_cpp_cannot_load_stops_the_run_and_records_no_answer(smollm
     with pytest.raises(ConfigError, match="llama.cpp cannot load"):
         asyncio.run(run_samples(samples, {task.name: task}, CachedModel(backend, None), out, max_retries=0))
     assert not out.exists() or out.read_text() == ""
+
+
+def test_an_hf_folders_identity_follows_its_weights(tmp_path, monkeypatch):
+    """New weights saved to the same folder are another model: their answers never come from the old ones' cache."""
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    from recharness.models.hf import HFBackend
+
+    monkeypatch.setenv("RECHARNESS_HOME", str(tmp_path / "home"))
+    d = tmp_path / "model"
+    d.mkdir()
+    (d / "config.json").write_text('{"model_type": "llama"}')
+    (d / "model.safetensors").write_bytes(b"weights one")
+    (d / "notes.txt").write_text("not read by the loader")
+    first = HFBackend(str(d)).identity()
+    assert first["backend"] == "hf" and len(first["weights"]) == 16
+    (d / "notes.txt").write_text("changed: still the same model")
+    assert HFBackend(str(d)).identity() == first
+    (d / "model.safetensors").write_bytes(b"weights two")
+    assert HFBackend(str(d)).identity()["weights"] != first["weights"]
+    assert "weights" not in HFBackend("no/such-model-anywhere").identity()

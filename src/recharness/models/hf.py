@@ -42,6 +42,9 @@ class HFBackend(ModelBackend):
         from pathlib import Path
 
         ident = super().identity()
+        weights = weights_fingerprint(self.model)
+        if weights:  # the bytes it loads: new weights in the same folder (or a new hub snapshot) are another model
+            ident["weights"] = weights
         info = Path(self.model) / "finetune.json"
         if info.is_file():
             import json
@@ -191,3 +194,38 @@ class HFBackend(ModelBackend):
 
     async def arank_constrained(self, request: ConstrainedRequest) -> RankedSequences:
         return await asyncio.to_thread(self.rank_constrained_sync, request)
+
+
+#: the files whose bytes decide a transformers model's answers
+_WEIGHT_FILES = ("*.safetensors", "*.bin", "*.gguf", "config.json", "generation_config.json", "tokenizer.json",
+                 "tokenizer_config.json", "*.jinja")
+
+
+def weights_fingerprint(model: str) -> str | None:
+    """A short hash of what `hf:MODEL` loads: for a local folder or file, each weight / config / tokenizer
+    file's sha256 (hashed once per size and mtime, `file_sha256_cached`); for a hub name, the cached
+    snapshot's revision. None when neither is found (the load then fails with its own message)."""
+    import hashlib
+    from pathlib import Path
+
+    from recharness.models.llamacpp import file_sha256_cached
+
+    path = Path(model)
+    if path.is_file():
+        files = [path]
+    elif path.is_dir():
+        files = sorted({f for pattern in _WEIGHT_FILES for f in path.glob(pattern) if f.is_file()})
+    else:
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            got = try_to_load_from_cache(model, "config.json")
+        except Exception:  # noqa: BLE001 - not a hub name, or no hub library: no fingerprint
+            return None
+        return f"snapshot {Path(got).parent.name[:16]}" if isinstance(got, str) else None
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f.name}\0{file_sha256_cached(f)}\n".encode())
+    return h.hexdigest()[:16]
