@@ -39,6 +39,19 @@ def test_prompt_parts_switch_off(ml1m):
     assert no_hist in full or full.startswith(no_hist.split("\n\n")[0])
 
 
+
+def test_direct_without_its_description_still_shows_the_candidates():
+    """--no-description removes an instruction, never the candidates to rank (before, the whole list went with it)."""
+    from recharness.tasks.llmrec.prompts import PromptParts, direct_prompt
+
+    hist, cands = [{"title": "A", "rating": 4}], [{"title": "X"}, {"title": "Y"}]
+    full = direct_prompt("movie", hist, cands, PromptParts())[0]["content"]
+    bare = direct_prompt("movie", hist, cands, PromptParts(task_description=False))[0]["content"]
+    assert "[1] X\n[2] Y" in bare and "recommender system" not in bare
+    assert full.startswith("You are a movie recommender system. Rank the candidate movies below by how likely the "
+                           "user is to choose each one next.\n\nCandidates:\n[1] X\n[2] Y\n\nThe user has")
+
+
 def test_sequential_parse_matches_catalog_and_scores_by_hand(ml1m, seq_samples):
     task = SequentialTask()
     task.setup(ml1m)
@@ -171,3 +184,27 @@ def test_references_are_scored_by_the_same_scorer(ml1m, seq_samples):
     for m, recs in ((pop, refs["popularity"]), (rnd, refs["random"])):
         want = sum(s["target"] in recs[s["id"]]["parsed"]["items"] for s in seq_samples) / len(seq_samples)
         assert m["HR@10"] == pytest.approx(float(want), abs=1e-12)
+
+
+def test_a_repeat_target_is_counted_as_unreachable(ml1m, seq_samples):
+    """A held-out item the user had before (H&M repeat purchases) is out of every method's list: its share is
+    reported, and only when there is one."""
+    task = SequentialTask()
+    task.setup(ml1m)
+    s = dict(seq_samples[0], seen=["1", "2571"], target="2571")
+    other = dict(seq_samples[1], seen=["1"], target="2571", id="x2")
+    pred = {"parsed": task.parse(s, "1. The Matrix (1999)").value, "valid": True}
+    m = task.score([s, other], {s["id"]: pred, "x2": dict(pred)})
+    assert m["target_seen_rate"] == 0.5 and m["HR@1"] == 0.5  # only the sample whose target is unseen is hit
+    assert "target_seen_rate" not in task.score([other], {"x2": pred})
+
+
+def test_a_direct_repeat_target_is_reported():
+    """The held-out item also in the history is the only candidate the user had: its share is said."""
+    from recharness.tasks.llmrec.direct import DirectTask
+
+    base = {"task": "direct", "candidates": ["t", "a", "b"], "candidate_titles": ["T", "A", "B"], "target": "t"}
+    samples = [{**base, "id": "s1", "seen": ["x", "t"]}, {**base, "id": "s2", "seen": ["x"]}]
+    preds = {s["id"]: {"parsed": {"ranking": ["t", "a", "b"]}, "valid": True} for s in samples}
+    assert DirectTask().score(samples, preds)["target_seen_rate"] == 0.5
+    assert "target_seen_rate" not in DirectTask().score(samples[1:], preds)

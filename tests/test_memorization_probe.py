@@ -60,8 +60,9 @@ def test_summary_counts_unanswered_apart_and_lists_memorized_items(ml1m):
     items = {str(r["item_id"]): r for r in ml1m.items.to_dicts()}
     answers = {p.qid: {"parsed": item_line(items[p.subject]), "valid": True} for p in probes[:2]}
     answers[probes[2].qid] = {"parsed": "no idea", "valid": True}
+    answers[probes[3].qid] = {"parsed": None, "valid": False, "error": "http_400: prompt rejected"}
     res = summarise(probes, answers, ml1m)
-    assert res["unanswered"] == 3
+    assert res["unanswered"] == 2 and res["failed"] == 1  # a failure is not a miss, and not left for a plain rerun
     assert res["kinds"]["item"]["title"]["value"] == pytest.approx(2 / 3)
     assert res["memorized_items"] == sorted(p.subject for p in probes[:2])
     assert res["probed_items"] == sorted(p.subject for p in probes[:3])  # asked and answered: the unanswered are not
@@ -124,6 +125,35 @@ def test_a_logged_answer_is_reused_only_for_the_prompt_it_answered(ml1m, tmp_pat
     assert changed and shown.subject in {p.subject for p in changed}
     assert run(edited, 8) == len(changed)
     assert all(re.fullmatch(r"item-\d+@[0-9a-f]{12}", q) for q in bigger)
+
+
+def test_failed_probes_are_counted_apart_and_asked_again_only_with_redo_failed(ml1m, tmp_path):
+    """A request's own failure (HTTP 400) is logged, so a plain rerun does not ask it again: the summary says
+    "failed", not "unanswered", and --redo-failed asks it past the cache (before, the message promised a rerun would)."""
+    from recharness.core.errors import SampleError
+    from recharness.models.fake import FakeBackend
+    from recharness.probes.memorization import probe
+
+    asked: list[str] = []
+
+    class Flaky(FakeBackend):
+        failing = True
+
+        async def agenerate(self, messages, params):
+            asked.append(messages[-1]["content"])
+            if Flaky.failing:
+                raise SampleError("http_400", "prompt rejected")
+            return await super().agenerate(messages, params)
+
+    def run(**kw):
+        asked.clear()
+        res = probe(Flaky("fake"), ml1m, tmp_path, "flaky", kinds=("item",), limit=3, seed=0, **kw)
+        return len(asked), res["failed"], res["unanswered"]
+
+    assert run() == (3, 3, 0)
+    Flaky.failing = False
+    assert run() == (0, 3, 0)  # logged failures: a plain rerun asks nothing
+    assert run(redo_failed=True) == (3, 0, 0)
 
 
 def test_a_kinds_sample_is_nested_across_limits_and_apart_from_the_other_kinds(ml1m):

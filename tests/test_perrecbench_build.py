@@ -218,5 +218,29 @@ def test_bm25_top_k_and_rating_stats():
         # "Star Wars Return" shares two query words; "Wars of the Roses" one; "e" is after the query
         assert top == ["b", "c"]
         assert [h.users["u"].items[p] for p in h.top_k("u", 4, "q", 4)][2:] == ["d", "a"]  # ties: recent first
+    # the query item rated before (a second review of it) is never shown: it would give the rating away;
+    # a card with no ASCII word (Cyrillic) matches nothing, so recency orders the history (before: IndexError)
+    items2 = pl.DataFrame({"item_id": ["q", "a", "b", "r"], "title": ["Star Wars Saga", "Star Wars Return",
+                                                                      "Cooking Show", "Война и мир"]})
+    inter2 = pl.DataFrame({"user_id": ["u"] * 5, "item_id": ["q", "a", "b", "q", "r"],
+                           "rating": [5.0, 4.0, 3.0, 5.0, 2.0], "timestamp": [1, 2, 3, 4, 5]})
+    ds2 = Dataset("toy2", inter2, items2, pl.DataFrame({"user_id": ["u"]}))
+    for corpus in ("catalog", "user"):
+        h = HistoryIndex(ds2, corpus=corpus)
+        assert [h.users["u"].items[p] for p in h.top_k("u", 3, "q", 3)] == ["a", "b"]  # not q (rated at t=1)
+        assert [h.users["u"].items[p] for p in h.top_k("u", 3, "r", 2)] == ["b", "a"]  # no query words: recent first
     assert rating_stats([4, 4, 5, 5, 1]) == (5.0, pytest.approx(3.8))
     assert rating_stats([3, 3, 1]) == (3.0, pytest.approx(7 / 3))
+
+
+def test_a_gap_of_exactly_lambda_is_not_more_than_lambda():
+    """4 - 68/20 computes as 0.6000000000000001: with lambda 0.6 the paper's strict "more than" must not admit it."""
+    import numpy as np
+
+    from recharness.tasks.perrecbench.groups import find_group
+
+    rr = np.array([4 - 68 / 20, 0.0])
+    assert rr[0] - rr[1] > 0.6  # the float rounding the rule guards against
+    ts, users = np.array([0, 1]), np.array(["a", "b"], dtype=object)
+    assert find_group(ts, rr, users, 2, 0.6, 10.0, np.random.default_rng(0), 5) is None
+    assert find_group(ts, np.array([0.61, 0.0]), users, 2, 0.6, 10.0, np.random.default_rng(0), 5) is not None

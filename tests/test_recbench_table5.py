@@ -274,3 +274,15 @@ def test_a_killed_sid_sasrec_fit_goes_on_from_its_last_epoch_to_the_uninterrupte
     assert all(torch.equal(a[k], b[k]) for k in b)
     other = model(EpochCheckpoint(tmp_path / "ck", {"build": "another"})).fit(cyclic[0])  # not its checkpoint
     assert "resumed_after_epoch" not in other.log
+
+
+def test_title_twins_share_their_path_for_masking_and_hits():
+    """ML-100k's "Chasing Amy (1997)" is ids 246 and 268: the trie's one path decodes to 246; 268 in the history
+    must mask it, and 268 as the target is hit by it (before: a miss, and not masked)."""
+    from recharness.tasks.recbench.title_cbs import shared_title_paths
+
+    titles = {"246": "Chasing Amy (1997)", "268": "Chasing  Amy (1997)", "1": "Heat (1995)"}
+    to_item = {(5, 6): "246", (7,): "1"}
+    path_items, item_paths = shared_title_paths(titles, to_item)
+    assert path_items == {(5, 6): ["246", "268"], (7,): ["1"]}
+    assert item_paths == {"246": [(5, 6)], "268": [(5, 6)], "1": [(7,)]}

@@ -914,7 +914,8 @@ def probe_memorization(
     base_url: Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (as for `run`).")] = None,
     api_key_env: Annotated[str, typer.Option("--api-key-env", help="Environment variable holding the API key (never logged).")] = "OPENAI_API_KEY",
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Requests in flight.")] = 4,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Ask again instead of reusing cached answers.")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the response cache; answers already in NAME.answers.jsonl are kept (another --name asks everything again).")] = False,
+    redo_failed: Annotated[bool, typer.Option("--redo-failed", help="Ask again the probes whose request failed (e.g. HTTP 400), past the response cache.")] = False,
 ):
     """Does the model reproduce the dataset's own lines (items, users, next ratings)? Coverage with 95% intervals and
     by popularity decile, as in arXiv 2505.10212; the exact-match rules are written into the result file."""
@@ -932,7 +933,7 @@ def probe_memorization(
     d = out if out is not None else runs_dir() / "probe-memorization" / dataset_runs_name(dataset)
     backend = resolve_spec(model, d, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency)
     res = probe(backend, ds, d, check_name(name or default_name(model)), kinds=wanted, limit=limit, seed=seed,
-                use_cache=not no_cache)
+                use_cache=not no_cache, redo_failed=redo_failed)
     t = Table("kind", "rule", "coverage [95% CI]", "reachable by copying a shown line", "n")
     for kind, entry in res["kinds"].items():
         for rule in ("title", "full"):
@@ -947,6 +948,9 @@ def probe_memorization(
     if res["unanswered"]:
         out_console.print(f"{res['unanswered']} probes unanswered (transport): not counted; run again to finish",
                           markup=False)
+    if res.get("failed"):
+        out_console.print(f"{res['failed']} probes failed (the request's own error, in the answers file): not "
+                          "counted; --redo-failed asks them again", markup=False)
     out_console.print(f"results → {d / (check_name(name or default_name(model)) + '.json')}", markup=False,
                       highlight=False)
 

@@ -10,8 +10,9 @@ data — never a test sample:
   the full catalog (history excluded) on ≤ `VALID_USERS` validation pairs (`validation_split`: a
   list-wise build's own validation rows, else each training user's last training item, which the
   trial's fit then does not see). SASRec fits on the build's training windows and early-stops on
-  those same validation rows, as it does untuned (the rows are the second-to-last positive of each
-  user; the test target is the last).
+  all of the build's validation rows, as it does untuned; the scored pairs are a seeded sample of those
+  rows, so its epoch is picked on a superset of them (the rows are the second-to-last positive of
+  each user; the test target is the last).
 - click models (the DLRMs): AUC on the validation slice of the training pairs their fit early-stops
   on (the build's valid.parquet, else a seeded 10% of the training pairs held out), from the weights
   of the best epoch. A class chooses this through its `tuning_objective(train, seed)`.

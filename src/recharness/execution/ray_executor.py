@@ -24,6 +24,7 @@ go into `RunStats.workers`; `worker_lines(stats)` formats them for the run summa
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections import Counter, deque
@@ -496,6 +497,9 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
             for i in range(n):
                 feed(i)
             while inflight:
+                # the loop blocks in Ray's calls: yield once a round, so a Ctrl-C (asyncio.run cancels the main
+                # task) stops the run here, with what is committed kept, instead of after the last shard
+                await asyncio.sleep(0)
                 ready, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
                 for ref in ready:
                     i, shard, resent, sent, epoch = inflight.pop(ref)

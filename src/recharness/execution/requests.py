@@ -34,17 +34,19 @@ class TextRequest:
 
 
 async def answer_messages(model: CachedModel, questions: dict[str, Messages], request: TextRequest, log: Path | None,
-                          *, max_retries: int = 1, build: str | None = None) -> tuple[dict[str, dict], RunStats]:
+                          *, max_retries: int = 1, build: str | None = None,
+                          fresh: set[str] | None = None) -> tuple[dict[str, dict], RunStats]:
     """{question id: answer record} for `questions` ({id: chat messages}), through `run_samples`.
 
     `log`: the answers' file (JSONL, one record per question, resumed when it exists; `build`
     stamps and checks its records like a predictions file's). None: a temporary file (nothing
-    to resume). A question left unanswered (retries ran out) is absent from the result."""
+    to resume). A question left unanswered (retries ran out) is absent from the result. `fresh`: ids asked
+    past the response cache (`CachedModel.asking_again`)."""
     samples = [{"id": qid, "task": "question", "messages": m} for qid, m in questions.items()]
 
     async def go(path: Path) -> tuple[dict[str, dict], RunStats]:
         stats = await run_samples(samples, {"question": request}, model, path, max_retries=max_retries,
-                                  build=build, fsync=False)
+                                  build=build, fsync=False, fresh=fresh)
         got = {r["id"]: r for r in read_jsonl(path, tolerate_torn_tail=True)} if path.exists() else {}
         return {q: got[q] for q in questions if q in got}, stats
 

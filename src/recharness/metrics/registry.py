@@ -130,6 +130,9 @@ metric("partial_rate", False, "share of rankings that name only some of the cand
 metric("out_of_range_rate", False, "share of rankings naming a number no candidate has (left out: e.g. a 0-based "
        "ranking's 0)", ci=False)
 metric("matched_share", True, "share of named titles matched to catalog items", lead=True)
+metric("target_seen_rate", None, "share of samples whose held-out item is also in the user's history (a repeat "
+       "purchase): LLMRec sequential leaves history out of every list, so none can hit it; in direct it is the one "
+       "candidate the user had, a giveaway", ci=False)
 metric("unrecognised_rate", False, "share of answers in the right shape that name no catalog item (apart from invalid ones)")
 metric("latency_s", False, "mean seconds per answer (cached answers included)", lead=True, ci=False)
 metric("completion_tokens", None, "mean generated tokens per answer", lead=True, ci=False)

@@ -225,13 +225,18 @@ def coverage(values: list[bool]) -> dict:
 
 
 def summarise(probes: list[Probe], answers: dict[str, dict], dataset) -> dict:
-    """The coverages, per decile for items, and the memorized item ids; unanswered probes are counted apart."""
+    """The coverages, per decile for items, and the memorized item ids. Probes are counted apart, never as
+    misses, when unanswered (no record: the transport gave up; a new run asks them) or failed (a record of
+    the request's own failure, e.g. HTTP 400: `redo_failed` asks them again)."""
     checked: dict[str, dict] = {}
+    failed = 0
     for p in probes:
         rec = answers.get(p.qid)
         if rec is not None and rec.get("valid", True):
             checked[p.qid] = check(p, (rec.get("parsed") or rec.get("text") or ""))
-    res: dict = {"rules": RULES, "unanswered": len(probes) - len(checked), "kinds": {}}
+        elif rec is not None:
+            failed += 1
+    res: dict = {"rules": RULES, "unanswered": len(probes) - len(checked) - failed, "failed": failed, "kinds": {}}
     deciles = popularity_deciles(dataset)
     for kind in KINDS:
         ps = [p for p in probes if p.kind == kind and p.qid in checked]
@@ -255,10 +260,11 @@ def summarise(probes: list[Probe], answers: dict[str, dict], dataset) -> dict:
 
 
 def probe(backend, dataset, out: Path, name: str, *, kinds=KINDS, limit: int | None = 200, seed: int = 0,
-          use_cache: bool = True) -> dict:
+          use_cache: bool = True, redo_failed: bool = False) -> dict:
     """Ask `backend` every probe (answers logged in `out`/NAME.answers.jsonl by prompt-keyed id: a killed
     probe resumes, a changed prompt is asked again),
-    then write `out`/NAME.json with the coverages; returns that record."""
+    then write `out`/NAME.json with the coverages; returns that record. `redo_failed`: the logged failures
+    (a request's own error) are taken out of the log and asked again, past the response cache."""
     from recharness.core.io import atomic_write_text
     from recharness.execution.executor import with_model
     from recharness.execution.requests import TextRequest, answer_messages
@@ -270,8 +276,16 @@ def probe(backend, dataset, out: Path, name: str, *, kinds=KINDS, limit: int | N
     log = out / f"{name}.answers.jsonl"
     request = TextRequest(PARAMS, lambda text: Parsed(text))
 
+    fresh: set[str] = set()
+    if redo_failed and log.exists():
+        from recharness.core.io import read_jsonl, rewrite_log
+
+        had = list(read_jsonl(log, tolerate_torn_tail=True))
+        fresh = {r["id"] for r in had if not r.get("valid", True)}
+        rewrite_log(log, [r for r in had if r["id"] not in fresh])
+
     async def go(model):
-        return await answer_messages(model, {p.qid: p.messages for p in probes}, request, log)
+        return await answer_messages(model, {p.qid: p.messages for p in probes}, request, log, fresh=fresh)
 
     answers, stats = with_model(backend, go, use_cache=use_cache)
     res = summarise(probes, answers, dataset)

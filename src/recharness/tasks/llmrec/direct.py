@@ -362,6 +362,11 @@ class DirectTask(Task):
         # answers naming a number no candidate has (a 0-based ranking "0, 1, 2" reads as 1, 2): said, not silent
         outside = [((predictions.get(s["id"]) or {}).get("parsed") or {}) for s in samples]
         m["out_of_range_rate"] = sum(bool(isinstance(o, dict) and o.get("out_of_range")) for o in outside) / n
+        # a repeat purchase held out (H&M, Amazon): the target is the one candidate in the user's history (the
+        # negatives never are), a giveaway the rows should be read with
+        repeats = [s["target"] in set(s.get("seen") or ()) for s in samples]
+        if any(repeats):
+            m["target_seen_rate"] = sum(repeats) / n
         m.update(full_catalog_scores(samples, predictions))
         m.update({k: u.point() for k, u in beyond_accuracy(self._pop(samples), [s["id"] for s in samples], ranked,
                                                            [s["target"] for s in samples],

@@ -34,10 +34,14 @@ def format_history(history: list[dict], with_ratings: bool = True) -> str:
     return "\n".join(lines)
 
 
-def compose(parts: PromptParts, description: str, behaviour: str, fmt: str) -> list[dict]:
+def compose(parts: PromptParts, description: str, behaviour: str, fmt: str, work: str | None = None) -> list[dict]:
+    """The prompt from the parts switched on; `work` (what the task acts on: the candidates to rank) follows
+    the description and is always there: switching a part off removes an instruction, never the task's input."""
     chunks = []
     if parts.task_description:
         chunks.append(description)
+    if work:
+        chunks.append(work)
     if parts.behaviour and behaviour:
         chunks.append(behaviour)
     if parts.format_indicator:
@@ -64,8 +68,9 @@ def direct_prompt(domain: str, history: list[dict], candidates: list[dict], part
     return compose(
         parts,
         f"You are a {one} recommender system. Rank the candidate {many} below by how likely the user "
-        f"is to choose each one next.\n\nCandidates:\n{cand}",
+        f"is to choose each one next.",
         f"The user has {verb} these {many}, oldest first:\n{format_history(history)}",
         f"Answer with the candidate numbers only, in ranked order, most likely first, separated by commas "
         f"(for example: 3, 1, 2). Include all {len(candidates)} candidates.",
+        work=f"Candidates:\n{cand}",
     )

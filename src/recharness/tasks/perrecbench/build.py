@@ -249,8 +249,8 @@ def _user_block(ctx: Context, g: Group, i: int) -> dict:
                 raise InputError(ctx.opts.profiles, "no profile for this user", field=m.user_id)
             block["profile"] = str(ctx.profiles[m.user_id])
         else:
-            n = earlier.items.size
-            recent = range(max(0, n - ctx.opts.profile_items), n)
+            n = earlier.items.size  # the query item rated before is not among them (`top_k` says why)
+            recent = [j for j in range(n) if earlier.items[j] != g.item_id][-ctx.opts.profile_items:]
             block["profile_history"] = _behaviours(ctx.hist, earlier.items, earlier.ratings, recent)
     return block
 

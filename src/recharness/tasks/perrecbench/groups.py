@@ -86,6 +86,11 @@ class Group:
                 "members": [asdict(m) for m in self.members]}
 
 
+#: a relative rating is a difference of float means: a gap of exactly lam computes as 0.6000000000000001 > 0.6;
+#: the paper's "more than lam" holds only beyond this rounding
+GAP_EPS = 1e-9
+
+
 def rated_with_prior(interactions: pl.DataFrame, mean_over: str = "history", tables: dict | None = None) -> pl.DataFrame:
     """Every rating with the rater's count and mean of *strictly earlier* ratings and its relative rating.
 
@@ -136,7 +141,7 @@ def find_group(ts: np.ndarray, rr: np.ndarray, users: np.ndarray, n: int, lam: f
             continue
         chosen: list[int] = []
         for c in lo + rng.permutation(hi - lo):
-            if all(abs(rr[c] - rr[x]) > lam and users[c] != users[x] for x in chosen):
+            if all(abs(rr[c] - rr[x]) > lam + GAP_EPS and users[c] != users[x] for x in chosen):
                 chosen.append(int(c))
                 if len(chosen) == n:
                     return chosen
@@ -239,7 +244,7 @@ def _claim(el: _Eligible, cfg: GroupConfig, n: int, count: int, split: str, rng:
             continue
         s, e = starts[j], ends[j]
         # fewer than n distinct relative-rating "slots" can never work
-        if rr[s:e].max() - rr[s:e].min() <= cfg.lam * (n - 1):
+        if rr[s:e].max() - rr[s:e].min() <= cfg.lam * (n - 1) + GAP_EPS:
             continue
         if split == "heldout" and test_users:
             # a few-shot example never shows a test user: its history could hold that user's test label

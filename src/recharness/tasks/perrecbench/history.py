@@ -110,7 +110,9 @@ class HistoryIndex:
     def catalog_scores(self, item_id: str) -> np.ndarray:
         """BM25 score of every catalog item for the query item's text (cached per query)."""
         if item_id not in self._score_cache:
-            self._score_cache[item_id] = np.asarray(self._catalog_bm25().get_scores(self.query_tokens(item_id)))
+            query = self.query_tokens(item_id)  # none: a card with no ASCII word (Cyrillic, CJK) matches nothing
+            self._score_cache[item_id] = (np.asarray(self._catalog_bm25().get_scores(query)) if query
+                                          else np.zeros(len(self.tokens)))
         return self._score_cache[item_id]
 
     def earlier(self, user_id: str, history_len: int) -> UserHistory:
@@ -119,7 +121,8 @@ class HistoryIndex:
         return UserHistory(h.items[:n], h.ratings[:n], h.timestamps[:n], h.pos[:n])
 
     def top_k(self, user_id: str, history_len: int, query_item: str, k: int) -> list[int]:
-        """Positions (into the user's earlier history) of the k best BM25 matches, best first."""
+        """Positions (into the user's earlier history) of the k best BM25 matches, best first. The query item
+        itself, rated before (a second review of it), is never one: it would show the rating being predicted."""
         h = self.earlier(user_id, history_len)
         if h.items.size == 0 or k <= 0:
             return []
@@ -130,12 +133,17 @@ class HistoryIndex:
             import bm25s
 
             docs = [self.tokens[self.item_pos[i]] if i in self.item_pos else [] for i in h.items]
-            r = bm25s.BM25()
-            r.index([d or [""] for d in docs], show_progress=False)
-            scores = np.asarray(r.get_scores(self.query_tokens(query_item)))
+            query = self.query_tokens(query_item)
+            if query:
+                r = bm25s.BM25()
+                r.index([d or [""] for d in docs], show_progress=False)
+                scores = np.asarray(r.get_scores(query))
+            else:  # nothing to match on: recency alone orders the history
+                scores = np.zeros(h.items.size)
         # best score first; among equal scores the more recent item
         order = np.lexsort((-np.arange(scores.size), -scores))
-        return [int(x) for x in order[:k]]
+        same = h.items == query_item
+        return [int(x) for x in order if not same[x]][:k]
 
 
 def rating_stats(ratings) -> tuple[float, float]:

@@ -25,7 +25,7 @@ class PerRecBenchOptions(TaskOptions):
         "distinct", description="distinct: each level on its own query items; shared: every level on the same items, "
         "its members a subset of one group of the largest level's size (the authors' released outputs): a level "
         "difference is then group size alone")
-    mean_over: Literal["history", "all"] = Field("history", description="user mean rating over earlier or all ratings")
+    mean_over: Literal["history", "all"] = Field("history", description="user mean rating over earlier or all ratings (all: the prompt's average and most common rating then include the query's own rating and later ones, a leak kept only to match other code)")
     tries: int = Field(20, ge=1, description="window anchors tried per item")
     heldout: int | None = Field(None, ge=0, description="groups per level kept for few-shot examples; none: 50 when shots>0, else 0")
     k: int = Field(4, ge=0, description="retrieved history items shown per user")

@@ -98,9 +98,7 @@ class TitleCBS(Baseline):
                               "the title trie needs one end-of-line token")
         self.titles = {str(i): t for i, t in zip(table["item_id"].to_list(), table["title"].to_list()) if t}
         self.trie, self.to_item = title_trie(self.backend.tokenize, self.titles, variants=(" {}",), suffix=newline)
-        self.item_paths = {}
-        for path, item in self.to_item.items():
-            self.item_paths.setdefault(item, []).append(path)
+        self.path_items, self.item_paths = shared_title_paths(self.titles, self.to_item)
         self._answered = {}
         return self
 
@@ -121,11 +119,12 @@ class TitleCBS(Baseline):
         except SampleError as e:
             raise ConfigError(f"{self.name}: sample {sample['id']}: {e}: raise the baseline's n_ctx") from None
         items: list[str] = []
-        for path in found.paths:
-            item = self.to_item[tuple(path)]
-            if item not in history and item not in items:
-                items.append(item)
         target = sample.get("target")
+        for path in found.paths:
+            named = self.path_items[tuple(path)]
+            item = target if target in named else named[0]  # a title carried by several ids: the target when one is
+            if item not in history and not history.intersection(named) and item not in items:
+                items.append(item)
         return {"rank": items.index(target) + 1 if target in items else None, "items": items,
                 "top_titles": [self.titles[i] for i in items[:3]], "beams": len(found.paths),
                 "latency_s": round(time.perf_counter() - t0, 6), "sample_cap": int(self.params["max_samples"])}
@@ -147,3 +146,18 @@ class TitleCBS(Baseline):
             rec["latency_s"] = parsed["latency_s"]
             out[s["id"]] = rec
         return out
+
+
+def shared_title_paths(titles: dict[str, str], to_item: dict[tuple, str]) -> tuple[dict[tuple, list[str]], dict[str, list[tuple]]]:
+    """Items sharing a title share its path (the trie keeps the first id): each path names all of them
+    (`path_items`), and each item has its title's paths (`item_paths`), so a history twin masks the path
+    and a target twin is a hit, as `with_twins` reads a free-text answer."""
+    by_title: dict[str, list[str]] = {}
+    for i, t in titles.items():
+        by_title.setdefault(" ".join(str(t).split()), []).append(i)
+    path_items = {path: by_title.get(" ".join(str(titles[item]).split()), [item]) for path, item in to_item.items()}
+    item_paths: dict[str, list[tuple]] = {}
+    for path, items in path_items.items():
+        for item in items:
+            item_paths.setdefault(item, []).append(path)
+    return path_items, item_paths
