@@ -60,88 +60,78 @@ def test_a_setup_failure_stops_the_run_and_commits_nothing(tmp_path, error):
     assert stats.done == 4 and not recs["s0"]["valid"] and recs["s0"]["error_kind"] == "http_400"
 
 
-def test_redo_invalid_asks_again_past_the_cache_and_keeps_other_answers(tmp_path, ml1m, monkeypatch):
+@pytest.fixture
+def toy_build(tmp_path, ml1m, monkeypatch):
+    """`build(limit)`: a toy-suite build of `limit` samples in tmp_path/run (its own response cache), its samples."""
+    import sys
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from recharness.cli import app
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import toy_suite
+
+    monkeypatch.setenv("RECHARNESS_CACHE", str(tmp_path / "cache.sqlite"))
+    toy_suite.register()
+
+    def build(limit: int):
+        out = tmp_path / "run"
+        res = CliRunner().invoke(app, ["build", "toy", "-d", "ml-1m", "-o", str(out), "--limit", str(limit)])
+        assert res.exit_code == 0, res.output
+        return out, list(read_jsonl(out / "samples.jsonl"))
+
+    yield build
+    toy_suite.unregister()
+
+
+def _line(s: dict) -> str:
+    return s["messages"][0]["content"].splitlines()[0]
+
+
+def test_redo_invalid_asks_again_past_the_cache_and_keeps_other_answers(toy_build):
     """Through `pipeline.run` on a toy build: two answers were invalid; a `--limit 2` redo asks the first again
     (not from the cache, which holds the same invalid answer) and keeps the other invalid answer, outside the
     selection, as it was (it used to be dropped, leaving its sample unanswered)."""
-    import sys
-    from pathlib import Path
-
-    from typer.testing import CliRunner
-
-    from recharness.cli import app
     from recharness.runner import pipeline
 
-    sys.path.insert(0, str(Path(__file__).parent))
-    import toy_suite
-
-    monkeypatch.setenv("RECHARNESS_CACHE", str(tmp_path / "cache.sqlite"))
-    toy_suite.register()
-    try:
-        out = tmp_path / "run"
-        res = CliRunner().invoke(app, ["build", "toy", "-d", "ml-1m", "-o", str(out), "--limit", "4"])
-        assert res.exit_code == 0, res.output
-        built = list(read_jsonl(out / "samples.jsonl"))
-
-        def line(s):
-            return s["messages"][0]["content"].splitlines()[0]
-
-        first = Scripted({line(s): ("no idea" if k in (1, 3) else "1") for k, s in enumerate(built)})
-        pipeline.run(out, first, "m")
-        pred = out / "predictions" / "m.jsonl"
-        assert [r["valid"] for r in read_jsonl(pred)] == [True, False, True, False]
-        again = Scripted({line(s): "2" for s in built})
-        _, stats = pipeline.run(out, again, "m", limit=2, redo_invalid=True)
-        assert again.calls == [line(built[1])] and stats.done == 1
-        recs = {r["id"]: r for r in read_jsonl(pred)}
-        assert len(recs) == 4 and recs[built[1]["id"]]["valid"] and not recs[built[1]["id"]]["cached"]
-        assert not recs[built[3]["id"]]["valid"]  # outside --limit 2: kept, not dropped
-    finally:
-        toy_suite.unregister()
+    out, built = toy_build(4)
+    first = Scripted({_line(s): ("no idea" if k in (1, 3) else "1") for k, s in enumerate(built)})
+    pipeline.run(out, first, "m")
+    pred = out / "predictions" / "m.jsonl"
+    assert [r["valid"] for r in read_jsonl(pred)] == [True, False, True, False]
+    again = Scripted({_line(s): "2" for s in built})
+    _, stats = pipeline.run(out, again, "m", limit=2, redo_invalid=True)
+    assert again.calls == [_line(built[1])] and stats.done == 1
+    recs = {r["id"]: r for r in read_jsonl(pred)}
+    assert len(recs) == 4 and recs[built[1]["id"]]["valid"] and not recs[built[1]["id"]]["cached"]
+    assert not recs[built[3]["id"]]["valid"]  # outside --limit 2: kept, not dropped
 
 
-def test_an_interrupted_redo_invalid_is_finished_past_the_cache_by_a_plain_resume(tmp_path, ml1m, monkeypatch):
+def test_an_interrupted_redo_invalid_is_finished_past_the_cache_by_a_plain_resume(toy_build):
     """`--redo-invalid` removes the invalid answers before asking again; killed then, a plain `run` must still
     ask those samples past the response cache (which holds their invalid answers), not take them back from it."""
-    import sys
-    from pathlib import Path
+    import json
 
-    from typer.testing import CliRunner
-
-    from recharness.cli import app
     from recharness.runner import pipeline
 
-    sys.path.insert(0, str(Path(__file__).parent))
-    import toy_suite
+    out, built = toy_build(3)
+    pipeline.run(out, Scripted({_line(s): ("no idea" if k else "1") for k, s in enumerate(built)}), "m")
+    pending = out / "predictions" / "m.redo.json"
 
-    monkeypatch.setenv("RECHARNESS_CACHE", str(tmp_path / "cache.sqlite"))
-    toy_suite.register()
-    try:
-        out = tmp_path / "run"
-        res = CliRunner().invoke(app, ["build", "toy", "-d", "ml-1m", "-o", str(out), "--limit", "3"])
-        assert res.exit_code == 0, res.output
-        built = list(read_jsonl(out / "samples.jsonl"))
+    class Dying(Scripted):
+        async def agenerate(self, messages, params):
+            raise KeyboardInterrupt  # Ctrl-C while the redo's first request is out: nothing answered
 
-        def line(s):
-            return s["messages"][0]["content"].splitlines()[0]
-
-        pipeline.run(out, Scripted({line(s): ("no idea" if k else "1") for k, s in enumerate(built)}), "m")
-        pending = out / "predictions" / "m.redo.json"
-        # the redo is killed before it answers anything (the backend's first call stops it)
-        class Dying(Scripted):
-            async def agenerate(self, messages, params):
-                raise KeyboardInterrupt  # Ctrl-C while the first request is out
-
-        with pytest.raises(KeyboardInterrupt):
-            pipeline.run(out, Dying({}), "m", redo_invalid=True)
-        assert sorted(__import__("json").loads(pending.read_text())) == sorted(s["id"] for s in built[1:])
-        again = Scripted({line(s): "2" for s in built})
-        _, stats = pipeline.run(out, again, "m")  # no flag: the pending samples are still asked past the cache
-        assert sorted(again.calls) == sorted(line(s) for s in built[1:]) and stats.done == 2 and stats.cached == 0
-        recs = {r["id"]: r for r in read_jsonl(out / "predictions" / "m.jsonl")}
-        assert all(r["valid"] for r in recs.values()) and not pending.exists()
-    finally:
-        toy_suite.unregister()
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.run(out, Dying({}), "m", redo_invalid=True)
+    assert sorted(json.loads(pending.read_text())) == sorted(s["id"] for s in built[1:])
+    again = Scripted({_line(s): "2" for s in built})
+    _, stats = pipeline.run(out, again, "m")  # no flag: the pending samples are still asked past the cache
+    assert sorted(again.calls) == sorted(_line(s) for s in built[1:]) and stats.done == 2 and stats.cached == 0
+    recs = {r["id"]: r for r in read_jsonl(out / "predictions" / "m.jsonl")}
+    assert all(r["valid"] for r in recs.values()) and not pending.exists()
 
 
 def test_redo_invalid_at_the_executor(tmp_path):
