@@ -42,6 +42,12 @@ def test_review_splits_and_training_part():
     assert set(zip(train["user_id"], train["item_id"])) == {("u1", "a"), ("u1", "b"), ("u1", "c"), ("u2", "a"), ("u2", "d"), ("u3", "a")}
     with pytest.raises(ConfigError, match="no 'review_text' column"):
         review_splits(ds.interactions.drop("review_text"), require=("review_text",))
+    # an unrated held-out interaction is not eligible before sampling: --limit 2 gives 2 rated targets (before,
+    # the sample of 2 could hold u1's unrated one, dropped afterwards: 1 sample)
+    unrated = tiny_dataset(target_u1=None)
+    for seed in range(6):
+        got = review_splits(unrated.interactions, min_history=1, limit=2, seed=seed, rated=True)
+        assert len(got) == 2 and "u1" not in {s.user_id for s in got}
 
 
 def build(ds, **opts):

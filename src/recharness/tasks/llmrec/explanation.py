@@ -164,7 +164,7 @@ class ExplanationTask(ReviewTextTask):
         domain = domain_of(dataset.name, dataset.meta)
         titles, about = item_info(dataset)
         splits = review_splits(dataset.interactions, min_history=int(opts.get("min_history", 4)), limit=config.limit,
-                               seed=config.seed, require=("review_text",), users=config.users)
+                               seed=config.seed, require=("review_text",), users=config.users, rated=True)
         for sp in splits:
             rating = sp.target.get("rating")
             if rating is None:

@@ -52,9 +52,11 @@ class ReviewSplit:
 
 
 def review_splits(interactions: pl.DataFrame, *, min_history: int = 4, limit: int | None = None, seed: int = 0,
-                  require: tuple[str, ...] = (), users: tuple[str, ...] | list[str] | None = None) -> list[ReviewSplit]:
+                  require: tuple[str, ...] = (), users: tuple[str, ...] | list[str] | None = None,
+                  rated: bool = False) -> list[ReviewSplit]:
     """Users with more than `min_history` interactions whose last one has non-empty `require`
-    columns (only `users` when given); a seeded sample of `limit` of them (eligibility is decided before sampling)."""
+    columns (and a rating, with `rated`; only `users` when given); a seeded sample of `limit` of them
+    (eligibility is decided before sampling, so `--limit N` gives N samples when N users are eligible)."""
     for c in require:
         if c not in interactions.columns:
             raise ConfigError(f"interactions have no {c!r} column (have: {', '.join(interactions.columns)})")
@@ -67,6 +69,8 @@ def review_splits(interactions: pl.DataFrame, *, min_history: int = 4, limit: in
     )
     for c in require:
         g = g.filter(pl.col(c).list.last().fill_null("").str.strip_chars().str.len_chars() > 0)
+    if rated:  # an unrated held-out interaction (Goodreads' 0) has nothing to predict or explain
+        g = g.filter(pl.col("rating").list.last().is_not_null())
     g = g.sort("user_id")
     if users is not None:
         g = g.filter(pl.col("user_id").is_in(list(users)))
@@ -207,7 +211,7 @@ class RatingTask(Task):
         domain = domain_of(dataset.name, dataset.meta)
         titles, about = item_info(dataset)
         splits = review_splits(dataset.interactions, min_history=int(opts.get("min_history", 4)), limit=config.limit,
-                               seed=config.seed, users=config.users)
+                               seed=config.seed, users=config.users, rated=True)
         if not splits:  # `why_empty` says which filter, with its numbers
             return
         global_mean = float(training_part(dataset.interactions)["rating"].mean())
