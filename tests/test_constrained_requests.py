@@ -95,6 +95,18 @@ def test_llama_cpp_ranks_the_trie_by_cumulative_log_prob(llama, smollm2_path, en
 
 
 @pytest.mark.llm
+def test_llama_cpp_forbidding_a_prefix_path_keeps_the_paths_that_extend_it(llama):
+    """With `ends_turn`, one item's tokens may be a prefix of another's: forbidding the short one masks its
+    end of turn, never the longer items (before, its last token was masked, and every extension with it)."""
+    a, b, c = llama.tokenize(" Alien")[0], llama.tokenize(" Heat")[0], llama.tokenize(" Fargo")[0]
+    trie = Trie([(a,), (a, b), (a, b, c), (c,)])
+    every = llama.rank_constrained_sync(_request(trie, 4, ends_turn=True))
+    assert sorted(every.paths) == sorted(map(tuple, trie.paths()))
+    kept = llama.rank_constrained_sync(_request(trie, 4, ends_turn=True, forbid=((a,),)))
+    assert sorted(kept.paths) == sorted([(a, b), (a, b, c), (c,)])
+
+
+@pytest.mark.llm
 def test_llama_cpp_forbidden_paths_and_the_async_call(llama):
     trie = Trie(llama.tokenize(t) for t in TITLES)
     ranked = llama.rank_constrained_sync(_request(trie, 3))

@@ -322,6 +322,8 @@ def semantic_ids(dataset_name: str, items_df: pl.DataFrame, *, method: str = "rq
     if method not in METHODS:
         raise ConfigError(f"unknown semantic-id method {method!r}; known: {', '.join(METHODS)}")
     epochs = DEFAULT_EPOCHS[method] if epochs is None else int(epochs)
+    if method == "rqvae" and epochs < 1:
+        raise ConfigError(f"semantic-id epochs={epochs}: an RQ-VAE trains for at least 1 epoch")
     if method == "rqkmeans":
         epochs = 0
     ids, vectors = item_embeddings(dataset_name, items_df, encoder, progress=progress)

@@ -182,6 +182,9 @@ class HFBackend(ModelBackend):
                                  num_return_sequences=request.beams, max_new_tokens=trie.max_len + 1,
                                  do_sample=False, early_stopping=True, eos_token_id=eos, pad_token_id=eos,
                                  prefix_allowed_tokens_fn=hf_prefix_allowed_tokens_fn(trie, n, eos),
+                                 # the model's own generation config may penalise repeats (Qwen2.5: 1.05): the
+                                 # beams would be chosen on scores other than the log-probs reported for them
+                                 repetition_penalty=1.0, no_repeat_ngram_size=0, length_penalty=1.0,
                                  output_logits=True, return_dict_in_generate=True)
         rows = out.sequences[:, n:].tolist()
         # each step's log-probs of the beam the row came from (-1: finished before; one beam is greedy

@@ -199,7 +199,9 @@ class LlamaCppBackend(ModelBackend):
                 if self._beams is not None:
                     self._beams.close()
                 self._beams = LlamaBeams(llm, request.beams, n_ctx=self.beam_n_ctx, n_threads=self.n_threads)
-            found = self._beams.search(tokens, trie, trie.max_len, forbid=request.forbid)
+            # a forbidden path ends at its end-of-turn token too: masking that, not its last item token, leaves
+            # the paths that extend it (one item's tokens a prefix of another's, what `ends_turn` is for) allowed
+            found = self._beams.search(tokens, trie, trie.max_len, forbid=[tuple(p) + end for p in request.forbid])
             latency = time.perf_counter() - t0
         return RankedSequences([tuple(p[:len(p) - len(end)]) for p, _ in found], [s for _, s in found], latency)
 
