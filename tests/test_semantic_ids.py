@@ -195,3 +195,10 @@ def test_an_rqvae_checkpoint_that_cannot_be_written_or_read_does_not_stop_the_fi
     torch.save(state, tmp_path / "ck2" / "epoch-10.pt")
     codes, info, _ = si._rqvae(v, **args, checkpoint=EpochCheckpoint(tmp_path / "ck2", {"k": 1}))
     assert "resumed_after_epoch" not in info and np.array_equal(codes, whole[0])
+
+
+def test_an_rqvae_of_no_epochs_is_refused_not_mislabelled():
+    """It used to train 1 epoch and record 0 (another cache key for the same codes)."""
+    items = pl.DataFrame({"item_id": ["1", "2"], "title": ["A", "B"]})
+    with pytest.raises(ConfigError, match="at least 1 epoch"):
+        si.semantic_ids("toy", items, method="rqvae", epochs=0)
