@@ -220,6 +220,27 @@ def test_title_trie_with_a_char_tokenizer():
     assert trie2.paths() == [[ord("U"), ord("p"), 0]] and to_item2 == {(ord("U"), ord("p"), 0): "1"}
 
 
+
+def test_a_title_and_its_newline_are_spelled_as_the_model_writes_them():
+    """A tokenizer that merges ")\n" (Llama-3, Qwen2 pre-splitting) writes that one token; a path of ")" then "\n"
+    is a sequence it never produces. With `suffix_text` the title and its end are tokenized together."""
+    def merging(s):  # ")\n" is one token (1000), every other character its own
+        out, i = [], 0
+        while i < len(s):
+            if s[i:i + 2] == ")\n":
+                out.append(1000)
+                i += 2
+            else:
+                out.append(ord(s[i]))
+                i += 1
+        return out
+
+    trie, to_item = title_trie(merging, {"1": "Heat (1995)"}, variants=(" {}",), suffix_text="\n")
+    assert to_item == {tuple(merging(" Heat (1995)")[:-1]) + (1000,): "1"}
+    split, _ = title_trie(merging, {"1": "Heat (1995)"}, variants=(" {}",), suffix=merging("\n"))
+    assert split.paths()[0][-2:] == [ord(")"), ord("\n")]  # what the old spelling gave
+
+
 @pytest.mark.llm
 def test_llama_cbs_returns_only_catalog_titles(smollm2_path, ml1m):
     from llama_cpp import Llama

@@ -262,13 +262,15 @@ def hf_prefix_allowed_tokens_fn(trie: Trie, prompt_len: int, eos_token_id: int |
 
 
 def title_trie(tokenize: Callable[[str], Sequence[int]], titles: Mapping[str, str] | Iterable[tuple[str, str]],
-               *, variants: Sequence[str] = ("{}", " {}"), suffix: Sequence[int] = ()
+               *, variants: Sequence[str] = ("{}", " {}"), suffix: Sequence[int] = (), suffix_text: str = ""
                ) -> tuple[Trie, dict[tuple[int, ...], str]]:
     """Trie of catalog titles as an answer would start, and token path -> item id.
 
     `titles` maps item id -> title (or yields (item id, title)). Each title is tokenised in
     every `variants` form ("Title" and " Title" by default: tokenizers split a leading space
     differently), then `suffix` (e.g. [eos]) is appended so the model's wish to stop counts.
+    `suffix_text` (e.g. "\n") is spelled with the title instead, as the model writes it: a tokenizer
+    that merges ")\n" into one token gets that token, not ")" then "\n", a sequence it never writes.
     Two items with the same title share a path; it maps to the first.
     """
     pairs = titles.items() if isinstance(titles, Mapping) else titles
@@ -279,7 +281,7 @@ def title_trie(tokenize: Callable[[str], Sequence[int]], titles: Mapping[str, st
         if not title:
             continue
         for v in variants:
-            path = tuple(int(t) for t in tokenize(v.format(title))) + tuple(int(t) for t in suffix)
+            path = tuple(int(t) for t in tokenize(v.format(title) + suffix_text)) + tuple(int(t) for t in suffix)
             if not path:
                 continue
             trie.add(path)

@@ -97,7 +97,8 @@ class TitleCBS(Baseline):
             raise ConfigError(f"{self.name}: the model's tokenizer spells a newline as {len(newline)} tokens; "
                               "the title trie needs one end-of-line token")
         self.titles = {str(i): t for i, t in zip(table["item_id"].to_list(), table["title"].to_list()) if t}
-        self.trie, self.to_item = title_trie(self.backend.tokenize, self.titles, variants=(" {}",), suffix=newline)
+        # each title with its newline spelled as the model writes them together (`title_trie`'s suffix_text)
+        self.trie, self.to_item = title_trie(self.backend.tokenize, self.titles, variants=(" {}",), suffix_text="\n")
         self.path_items, self.item_paths = shared_title_paths(self.titles, self.to_item)
         self._answered = {}
         return self
