@@ -315,3 +315,33 @@ def test_llama_beams_agree_with_one_sequence_cbs(smollm2_path, ml1m):
     assert beams.search(prompt_tokens, trie, trie.max_len) == fast
     assert beams.search(other, trie, trie.max_len) == first == beams.search(other, trie, trie.max_len)
     beams.close()
+
+
+@pytest.mark.llm
+def test_a_long_prompt_scores_the_same_whatever_prompt_came_before(smollm2_path):
+    """Past n_batch (512) tokens a fresh evaluation cuts the prompt at 512; a kept prefix must leave the rest cut
+    there too, or the last batch differs in size and rounds otherwise (before: 100 shared tokens kept, then one
+    batch of 420 where a fresh evaluation runs 512 + 8)."""
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=str(smollm2_path), n_ctx=2048, n_threads=1, seed=0, verbose=False)
+    words = [llm.tokenize(f" w{i}".encode(), add_bos=False, special=False)[0] for i in range(700)]
+    before, prompt = words[:100] + words[300:900][:500], words[:100] + words[100:520]  # share 100; 520 tokens
+    assert len(prompt) == 520
+    trie = Trie([[words[1]], [words[2], words[3]]])
+
+    def batches(beams: LlamaBeams) -> list[int]:  # the sizes of the prompt's batches (sequence 0)
+        sizes, decode = [], beams._decode
+        beams._decode = lambda tokens, pos, seqs, logits: (sizes.append(len(tokens)) if set(seqs) == {0} else None,
+                                                           decode(tokens, pos, seqs, logits))[1]
+        return sizes
+
+    first = LlamaBeams(llm, beams=2, n_ctx=2048, n_threads=1)
+    fresh_sizes = batches(first)
+    fresh = first.search(prompt, trie, trie.max_len)
+    reused = LlamaBeams(llm, beams=2, n_ctx=2048, n_threads=1)
+    reused.search(before, trie, trie.max_len)
+    sizes = batches(reused)
+    again = reused.search(prompt, trie, trie.max_len)
+    assert fresh_sizes == [512, 8] and sizes[-1] == 8  # the same last batch as a fresh evaluation (before: [420])
+    assert again == fresh

@@ -392,7 +392,11 @@ class LlamaBeams:
         limit = min(len(self._prompt), len(prompt))
         while keep < limit and self._prompt[keep] == prompt[keep]:
             keep += 1
-        if len(prompt) - keep < self.MIN_FRESH:
+        if len(prompt) > self._n_batch:
+            # a fresh evaluation cuts the prompt every n_batch tokens: a kept prefix ending on such a cut leaves
+            # the rest cut where a fresh evaluation cuts it, so the last batch (and its rounding) is the same
+            keep -= keep % self._n_batch
+        elif len(prompt) - keep < self.MIN_FRESH:
             keep = 0
         self._lib.llama_memory_seq_rm(mem, 0, keep, -1)
         self._root = None
