@@ -99,8 +99,10 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
+        # per-sample faults (a configuration refusal, a redirect or an unsupported parameter, stops every run
+        # alike: tests/test_faults_rules.py)
         for fault in ("429", "429-retry-after", "500", "503", "hang", "reset", "truncated-json", "empty-choices",
-                      "non-utf8", "surrogate", "long-answer", "html-answer", "400"):
+                      "non-utf8", "error-choice", "surrogate", "long-answer", "html-answer", "400", "echo-key"):
             run = fresh(base, fault, args.n)
             t0 = time.perf_counter()
             with FakeServerProcess(faults={fault: args.rate}, transient=1, hang_s=5, max_seconds=900) as srv:
@@ -153,12 +155,15 @@ def main():
         run = fresh(base, "rebuild", args.n)
         with FakeServerProcess() as srv:
             codes = until_complete(run, srv.base_url)
-            cli("build", "llmrec", "-d", "ml-1m", "-t", "sequential", "-n", str(args.n), "--seed", "1", "-o", str(run))
-            refused = cli(*run_args(run, srv.base_url))
-            codes.append(refused.returncode)
-            os.replace(run / "predictions" / "openai-fake.jsonl", run / "old-build.jsonl")
+            rebuilt = cli("build", "llmrec", "-d", "ml-1m", "-t", "sequential", "-n", str(args.n), "--seed", "1",
+                          "-o", str(run))
+            codes.append(rebuilt.returncode)
+            # the earlier build's outputs are set aside whole (`earlier-builds/`), never mixed with the new build's
+            kept = [p for p in (run / "earlier-builds").glob("*/predictions/openai-fake.jsonl")]
+            kept_lines = sum(len(p.read_text().splitlines()) for p in kept)
             codes += until_complete(run, srv.base_url)
-        rows.append(("rebuild in place (old answers refused: exit 2, then moved away)", tally(run), codes, 0.0))
+        rows.append((f"rebuild in place (build exit shown; the earlier build's {kept_lines} answers set aside in "
+                     f"{len(kept)} file under earlier-builds/, the new build answered afresh)", tally(run), codes, 0.0))
 
     lines = [
         "# Reliability under injected faults",
