@@ -392,3 +392,34 @@ def test_score_help_names_every_format_predictions_takes():
     assert help_ == ("--predictions <path> Import another tool's answers first (JSONL, a JSON array or CSV, schema in "
                      "docs/predictions.md; PerRecBench: its original <mode>-<level>.json files, their folder or the "
                      "released result-<level>/ tree), scored like a model of ours. ")
+
+
+def test_an_imported_rating_keeps_its_digits_and_lines_name_their_sample_exactly(ml1m, tmp_path):
+    """A regressor's rating 3.8765432 is that number (as text it was read with at most 4 decimals: invalid); a line
+    whose own item is not its sample's is refused; a finetuned line's "items": "sid" is its kind, not an answer."""
+    out = tmp_path / "run"
+    pipeline.build("llmrec", "ml-1m", out, tasks=["rating", "sequential"], seed=0, limit=3)
+    samples = list(read_jsonl(out / "samples.jsonl"))
+    rating = [s for s in samples if s["task"] == "rating"]
+    seq = [s for s in samples if s["task"] == "sequential"]
+    lines = [{"id": rating[0]["id"], "rating": 3.8765432},
+             {"id": rating[1]["id"], "item_id": "not-" + str(rating[1]["item_id"]), "rating": 4},
+             {"id": rating[2]["id"], "rating": 7.5},
+             {"id": seq[0]["id"], "kind": "finetuned", "items": "sid", "titles": ["Toy Story (1995)"]}]
+    rep = import_predictions(out, _write_jsonl(tmp_path / "p.jsonl", lines), "other")
+    recs = {r["id"]: r for r in read_jsonl(out / "predictions" / "other.jsonl")}
+    assert recs[rating[0]["id"]]["valid"] and recs[rating[0]["id"]]["parsed"]["value"] == 3.8765432
+    assert not recs[rating[2]["id"]]["valid"]  # beyond the scale's slack: no rating
+    assert rating[1]["id"] not in recs and "item_id" in rep["problems"][0]["problem"]
+    assert recs[seq[0]["id"]]["valid"] and recs[seq[0]["id"]]["parsed"]["items"] == ["1"]
+
+
+def test_a_user_item_pair_several_tasks_share_needs_the_task():
+    from recharness.runner.imported import _Resolver
+
+    samples = [{"id": "rating-u1", "task": "rating", "user_id": "u1", "item_id": "i9"},
+               {"id": "explanation-u1", "task": "explanation", "user_id": "u1", "item_id": "i9"}]
+    r = _Resolver(samples)
+    s, why = r.find({"user_id": "u1", "item_id": "i9", "rating": 4})
+    assert s is None and "give \"id\" or \"task\"" in why  # before: the explanation sample, silently
+    assert r.find({"user_id": "u1", "item_id": "i9", "task": "rating"})[0]["id"] == "rating-u1"

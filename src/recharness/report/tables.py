@@ -61,10 +61,15 @@ def fmt(v) -> str:
 
 def display_name(row: ScoreRow) -> str:
     """A row's name in every table and chart: a reference says so, a row over part of the task's samples
-    says which part (`limit 40/400`, `imported 170/200`, `partial 12/20`)."""
+    says which part (`limit 40/400`, `imported 170/200`, `partial 12/20`), an import over all of them says
+    it is one (`[imported]`, `[imported as reference]`)."""
     from recharness.runner.coverage import label
 
     cov = label(getattr(row, "coverage", None))
+    model = (row.extra or {}).get("model") or {}
+    if not cov and isinstance(model, dict) and model.get("backend") == "imported":
+        # an import over every sample still says it is one (and as what), never passing for a run of this harness
+        cov = "imported" + (f" as {model['kind']}" if model.get("kind") in ("reference", "finetuned") else "")
     return row.method + (" (ref)" if row.kind == "reference" else "") + (f" [{cov}]" if cov else "")
 
 

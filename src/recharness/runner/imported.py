@@ -107,6 +107,7 @@ def _json_array(path: Path) -> list | None:
     dec = json.JSONDecoder()
     pos = len(text) - len(text.lstrip()) + 1  # after "["
     out: list = []
+    counted, line = 0, 1  # newlines counted up to `counted`: one pass over the file, not one per element
     try:
         while True:
             while pos < len(text) and text[pos] in " \t\r\n":
@@ -114,7 +115,9 @@ def _json_array(path: Path) -> list | None:
             if pos < len(text) and text[pos] == "]" and not out:
                 break
             obj, end = dec.raw_decode(text, pos)
-            out.append((text.count("\n", 0, pos) + 1, obj if isinstance(obj, dict) else "not a JSON object"))
+            line += text.count("\n", counted, pos)
+            counted = pos
+            out.append((line, obj if isinstance(obj, dict) else "not a JSON object"))
             pos = end
             while pos < len(text) and text[pos] in " \t\r\n":
                 pos += 1
@@ -166,24 +169,37 @@ class _Resolver:
     def __init__(self, samples: list[dict]):
         self.by_id = {s["id"]: s for s in samples}
         self.by_user: dict[tuple[str | None, str], list[dict]] = {}
-        self.by_pair: dict[tuple[str, str], dict] = {}
+        # (task or None, user, item): rating, explanation and summarization samples of one user share the item
+        self.by_pair: dict[tuple[str | None, str, str], list[dict]] = {}
         for s in samples:
             if s.get("user_id") is not None:
                 self.by_user.setdefault((s["task"], str(s["user_id"])), []).append(s)
                 self.by_user.setdefault((None, str(s["user_id"])), []).append(s)
                 if s.get("item_id") is not None:
-                    self.by_pair[(str(s["user_id"]), str(s["item_id"]))] = s
+                    for t in (s["task"], None):
+                        self.by_pair.setdefault((t, str(s["user_id"]), str(s["item_id"])), []).append(s)
 
     def find(self, d: dict) -> tuple[dict | None, str | None]:
         if "id" in d:
             s = self.by_id.get(str(d["id"]))
-            return (s, None) if s else (None, f"unknown sample id {str(d['id'])[:80]!r}")
+            if s is None:
+                return None, f"unknown sample id {str(d['id'])[:80]!r}"
+            # the line's own user / item must be the sample's: another one is an answer about something else
+            for key in ("user_id", "item_id"):
+                if d.get(key) is not None and s.get(key) is not None and str(d[key]) != str(s[key]):
+                    return None, f"{key} {str(d[key])[:40]!r} but sample {s['id']} is about {str(s[key])[:40]!r}"
+            return s, None
         if "user_id" not in d:
             return None, "no \"id\" and no \"user_id\": cannot tell which sample this answers"
         u = str(d["user_id"])
         if "item_id" in d:
-            s = self.by_pair.get((u, str(d["item_id"])))
-            return (s, None) if s else (None, f"unknown user/item pair ({u}, {str(d['item_id'])[:40]})")
+            got = self.by_pair.get((d.get("task"), u, str(d["item_id"])), [])
+            if len(got) == 1:
+                return got[0], None
+            if not got:
+                return None, f"unknown user/item pair ({u}, {str(d['item_id'])[:40]})"
+            return None, (f"user/item pair ({u}, {str(d['item_id'])[:40]}) has {len(got)} samples "
+                          f"({', '.join(s['id'] for s in got[:3])}): give \"id\" or \"task\"")
         got = self.by_user.get((d.get("task"), u), [])
         if len(got) == 1:
             return got[0], None
@@ -202,7 +218,8 @@ def _answer_text(task, sample: dict, d: dict, titles) -> tuple[str | None, list[
     notes: list[str] = []
     if "answer" in d and d["answer"] is not None:
         return str(d["answer"]), notes, None
-    if "items" in d:
+    # "items": "text" | "id" | "sid" says how a fine-tune read items (`_kind_of`), not an answer
+    if "items" in d and not (isinstance(d["items"], str) and d["items"].strip().lower() in ITEM_KINDS):
         ids = as_list(d["items"])
         if ids is None:
             return None, notes, "\"items\" is not a list of item ids"
@@ -419,6 +436,10 @@ def _same_import(model: dict | None, source: Path, shown: str) -> bool:
     return fp == sp or (source.is_dir() and fp.parent == sp)
 
 
+#: the values of a finetuned line's "items" key (how its model read items), never item ids
+ITEM_KINDS = ("text", "id", "sid")
+
+
 def _kind_of(given: str | None, d: dict) -> dict | None:
     """{"kind": llm|reference|finetuned (+ "items": text|id|sid)}: `--kind`, else the line's own "kind"
     (and "items") where the file says, else None (an LLM's answers)."""
@@ -429,7 +450,7 @@ def _kind_of(given: str | None, d: dict) -> dict | None:
     if k not in KINDS:
         raise ConfigError(f"kind {k!r}: one of {', '.join(KINDS)}")
     out = {"kind": k}
-    if k == "finetuned" and str(d.get("items", "")).lower() in ("text", "id", "sid"):
+    if k == "finetuned" and str(d.get("items", "")).lower() in ITEM_KINDS:
         out["items"] = str(d["items"]).lower()
     return out
 

@@ -211,6 +211,14 @@ class NumberInRange(OutputFormat):
                 out.append((v, bool(_ANCHOR_RE.search(before))))
         return out
 
+    def check_number(self, x: float) -> Parsed:
+        """A number given as a number (an imported `rating`), read as `check` reads one in text: finite, within
+        the slack of the range, clipped into it; every digit kept (text reads at most 4 decimals)."""
+        if not math.isfinite(x) or not self.lo - self.slack <= x <= self.hi + self.slack:
+            return Parsed({"truncated": False}, valid=False, error=f"{x!r} is not a number in {self.lo:g}..{self.hi:g}")
+        value = min(max(float(x), self.lo), self.hi)
+        return Parsed({"value": value, "raw": float(x), "clipped": value != x, "how": "number", "truncated": False})
+
     def check(self, text: str | None) -> Parsed:
         t, truncated = _scan(text)
         if not t.strip():

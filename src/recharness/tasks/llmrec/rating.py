@@ -245,6 +245,15 @@ class RatingTask(Task):
     def parse(self, sample: dict, text: str) -> Parsed:
         return self.output_format.check(text)
 
+    def import_answer(self, sample: dict, line: dict):
+        """An imported `rating` given as a number is that number (a regressor's 3.8765432 keeps its digits; as
+        text it would be read with at most 4 decimals, and a longer one not at all); any other answer is text."""
+        x = line.get("rating")
+        if "answer" in line or isinstance(x, bool) or not isinstance(x, int | float):
+            return None
+        p = self.output_format.check_number(float(x))
+        return {"parsed": p.value, "valid": p.valid, "error": p.error, "output": repr(x)}, None
+
     def _answers(self, samples, predictions) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
         """True ratings, predicted ratings (NaN: no valid answer), fallback-filled predictions,
         clipped flags, and the number of samples without a prediction line."""
