@@ -625,7 +625,7 @@ def judge(
     api_key_env: Annotated[str, typer.Option("--api-key-env", help="Environment variable holding the judge endpoint's API key (never written anywhere).")] = "OPENAI_API_KEY",
     predictions: Annotated[list[str] | None, typer.Option("--predictions", help="Only these predictions files (stems).")] = None,
     no_references: Annotated[bool, typer.Option("--no-references", help="Do not judge reference rows.")] = False,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Ask the judge again instead of reading its cached answers.")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Ask the judge again: neither its judgments files nor the response cache are read (an invalid judgment is asked again this way).")] = False,
     max_retries: Annotated[int, typer.Option("--max-retries", min=0, help="Re-asks with a format reminder after an unparseable judgment.")] = 1,
     seed: SeedOpt = 0,
 ):

@@ -346,6 +346,9 @@ def _coerce(name: str, spec: JsonField, v):
 @dataclass
 class JsonObject(OutputFormat):
     fields: dict[str, JsonField] = field(default_factory=dict)
+    #: with several valid objects, the last one: an answer that quotes one (a judge echoing the graded text
+    #: before its own verdict) is judged by what it concludes
+    last: bool = False
     kind: str = field(default="json", init=False)
 
     def describe(self) -> str:
@@ -360,6 +363,7 @@ class JsonObject(OutputFormat):
         if not t.strip():
             return Parsed(None, valid=False, error="empty answer")
         first_error = None
+        found: dict | None = None
         for start, end in _balanced_objects(t):
             if end < 0:
                 first_error = first_error or "unterminated JSON object" + (" (answer cut at MAX_SCAN)" if truncated else "")
@@ -383,7 +387,11 @@ class JsonObject(OutputFormat):
             except ValueError as e:
                 first_error = first_error or str(e)
                 continue
-            return Parsed(out)
+            if not self.last:
+                return Parsed(out)
+            found = out
+        if self.last and found is not None:
+            return Parsed(found)
         return Parsed({"truncated": truncated}, valid=False, error=first_error or "no JSON object found")
 
 

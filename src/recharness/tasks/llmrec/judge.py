@@ -54,7 +54,8 @@ JUDGE_FORMAT = JsonObject(
         "faithfulness": JsonField("int", 1, 5),
         "personalization": JsonField("int", 1, 5),
         "rationale": JsonField("str", required=False, max_chars=500),
-    }
+    },
+    last=True,
 )
 JUDGE_PARAMS = GenerationParams(max_tokens=120)
 JUDGE_REMINDER = f"Answer with the JSON object only, exactly in this form: {JUDGE_SCHEMA_TEXT}"
@@ -148,7 +149,7 @@ def judge_run(out: Path, backend, judge_slug: str, *, pred_stems: list[str] | No
     def done(path: Path, recs: dict[str, dict]) -> bool:
         """The judgments file already holds this judge's judgment of every candidate it would be asked
         (a rerun after a kill skips the files it finished, even without the response cache)."""
-        if not path.exists():
+        if not use_cache or not path.exists():  # --no-cache: the judge is asked again, not read from a file
             return False
         have = {(r.get("id"), r.get("candidate_sha")) for r in read_jsonl(path, tolerate_torn_tail=True)
                 if r.get("judge") == identity}
