@@ -136,3 +136,17 @@ def test_generation_settings_skip_tasks_that_drive_the_model_themselves(ml1m, tm
     assert res.exit_code == 0, res.output
     assert "so the generation settings and system prompt given are not used anywhere in perrecbench" in \
         " ".join(res.output.split())
+
+
+def test_a_kept_reference_whose_settings_changed_in_the_code_is_fitted_again():
+    """A reference's answers are kept when its stamp matches; an untuned one is also checked against the settings
+    its class gives now (a changed default would otherwise be reported under the old model's name)."""
+    from recharness.baselines import BASELINES
+    from recharness.runner.train import _settings_changed
+
+    now = json.loads(json.dumps(BASELINES.get("ease").create(seed=0).identity(), default=str))
+    untuned = {"tune_trials": 0}
+    assert not _settings_changed("ease", 0, {"model": now}, untuned)
+    old = {**now, "settings": {**now["settings"], "l2": 123.0}}
+    assert _settings_changed("ease", 0, {"model": old}, untuned)
+    assert not _settings_changed("ease", 0, {"model": old}, {"tune_trials": 20})  # a search chose them

@@ -224,3 +224,6 @@ def test_dlrm_tune_on_the_validation_pairs_and_refit_the_chosen_configuration(da
     assert (model_dir / "tuning.json").stat().st_mtime_ns == before
     train(out, suite="recbench", baselines=["deepfm"], latency_runs=1, tune=2)
     assert len(json.loads((model_dir / "tuning.json").read_text())["trials"]) == 2
+    # refitted without a search (the defaults): the earlier search's record goes, or the report would show it tuned
+    train(out, suite="recbench", baselines=["deepfm"], latency_runs=1)
+    assert not (model_dir / "tuning.json").exists() and "tuning" not in json.loads((model_dir / "train.json").read_text())

@@ -47,6 +47,19 @@ def _made_by(first: dict | None, training: dict) -> bool:
                                   "tune_epochs": first.get("tune_epochs")} == training
 
 
+def _settings_changed(name: str, seed: int, first: dict | None, training: dict) -> bool:
+    """Whether an untuned reference's answers were made with other settings than its class now gives (a default
+    changed in the code): then it is fitted again, not kept under the same name. A tuned one's settings are its
+    search's choice, checked by the budget instead."""
+    if training.get("tune_trials") or not isinstance((first or {}).get("model"), dict):
+        return False
+    try:
+        now = BASELINES.get(name).create(seed=seed).identity()
+    except Exception:  # noqa: BLE001 - a class that cannot say its settings unfitted: judged by the stamp alone
+        return False
+    return json.loads(json.dumps(now, default=str)) != first["model"]
+
+
 def _resumable(rd: RunDir, name: str, training: dict):
     """(model, train_s) of a `train` killed while `name` was predicting: the saved model, loaded, when its
     partial file answers this training and the loaded model is the one that answered it; else None (a
@@ -111,6 +124,10 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
     fp = info["fingerprint"]
     training = {n: _training(fp, n, seed, tune, tune_epochs) for n in names}
     kept = [] if retrain else [n for n in names if _made_by(_first(rd.reference(n)), training[n])]
+    changed = [n for n in kept if _settings_changed(n, seed, _first(rd.reference(n)), training[n])]
+    if changed and progress is not None:
+        progress(f"settings changed since they were trained: {', '.join(changed)}: fitted again")
+    kept = [n for n in kept if n not in changed]
     if kept and progress is not None:
         progress(f"already trained on this build (seed {seed}), kept: {', '.join(kept)} (--retrain fits them again)")
     for n in kept:  # a killed --retrain's checkpoint: its model is kept as it was
@@ -152,6 +169,7 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
                          f"{rd.relative(rd.model_dir(name))}")
         elif remote is not None:
             r = remote[name]
+            rd.tuning_json(name).unlink(missing_ok=True)  # an earlier search's record would call this fit tuned
             for rel, data in r["files"].items():
                 atomic_write_bytes(rd.model_dir(name) / rel, data)
             rd.remove_fit_checkpoint(name)  # fitted afresh there: a local one is stale
@@ -181,8 +199,11 @@ def _fit(rd: RunDir, name: str, train_data: TrainData, data_id: dict, seed: int,
         search = search_space(BASELINES.get(name), train_data, tune, seed, progress=progress, epochs=tune_epochs,
                               log=rd.tuning_trials(name), stamp={"build": data_id["build"]})
         atomic_write_text(rd.tuning_json(name), json.dumps(search, indent=2))
-    elif tune and progress is not None:
-        progress(f"{name} has no search space: trained with its fixed configuration")
+    else:
+        # fitted with its defaults: an earlier search's record would have the report show it tuned
+        rd.tuning_json(name).unlink(missing_ok=True)
+        if tune and progress is not None:
+            progress(f"{name} has no search space: trained with its fixed configuration")
     model, seconds = fit(name, train_data, seed, search["best"]["params"] if search else None,
                          checkpoint=(rd.fit_checkpoint(name), {"build": data_id["build"]}))
     fit_log, (after, _) = getattr(model, "log", None), resumed_from(model)
