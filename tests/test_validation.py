@@ -65,6 +65,8 @@ def test_number_off_scale_is_clipped_and_flagged():
         ("-2", "no number"),
         ("It is 50% likely.", "no number"),
         ("B08J6LZQZ6", "no number"),
+        ("5/10", "no number"),  # another scale: it read 5 (of 5) before
+        ("Rating: 8 / 10", "no number"),
     ],
 )
 def test_number_invalid(text, error):

@@ -163,6 +163,7 @@ def finite_number(v) -> float | None:
 _NUM_RE = re.compile(r"(?<![\w.,/\-−])(\d{1,6}(?:\.\d{1,4})?)(?![\w%]|\.\d|\s*(?:-|–|—|to)\s*\d)")
 _BEFORE_EXCLUDE_RE = re.compile(r"(?:\bout\s+of\s*|\d\s*(?:-|–|—|\bto)\s*)$", re.IGNORECASE)
 _LIST_MARK_AFTER_RE = re.compile(r"[.)][ \t]+\S")
+_OVER_RE = re.compile(r"\s*/\s*(\d{1,6}(?:\.\d{1,4})?)")  # "4/5", "8 / 10": the scale a number is given on
 _LINE_PREFIX_RE = re.compile(r"[ \t#*>-]*")
 _ANCHOR_RE = re.compile(r"\b(?:rating|rate|score|predict|predicted|prediction|answer|estimate)\b[^\d\n]{0,20}$", re.IGNORECASE)
 
@@ -206,6 +207,9 @@ class NumberInRange(OutputFormat):
                 continue
             if _LIST_MARK_AFTER_RE.match(text, m.end()) and _at_line_start(text, m.start()):
                 continue  # "1. Title" / "2) Title": a list number, not an answer
+            scale = _OVER_RE.match(text, m.end())
+            if scale and float(scale.group(1)) != self.hi:
+                continue  # "5/10": a rating on another scale (2.5 here), not this scale's 5
             v = float(m.group(1))
             if self.lo - self.slack <= v <= self.hi + self.slack:
                 out.append((v, bool(_ANCHOR_RE.search(before))))
