@@ -304,3 +304,11 @@ def test_pipeline_real_model_then_judge(amazon, llama_server, tmp_path):
     summ = rows[("summarization", "smol")]
     if again:  # the model's summary was valid, so it was judged: the judge's columns are in the row
         assert summ["judged[smol-judge]"] == (1.0 if again[0]["valid"] else 0.0)
+    # a run named like a reference's judgments would merge with them: refused, naming both ways out
+    import shutil
+
+    from recharness.core.errors import ConfigError
+
+    shutil.copy(tmp_path / "predictions" / "smol.jsonl", tmp_path / "predictions" / "ref-lead_words.jsonl")
+    with pytest.raises(ConfigError, match="named like the judgments of the reference lead_words"):
+        judge_run(tmp_path, resolve_model(spec), "smol-judge", max_retries=0)

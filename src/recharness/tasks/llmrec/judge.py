@@ -142,6 +142,11 @@ def judge_run(out: Path, backend, judge_slug: str, *, pred_stems: list[str] | No
         for t in sorted({s["task"] for s in samples}):
             task = get_task(info["suite"], t)
             for method, recs in task.references(ds, [s for s in samples if s["task"] == t], seed=seed).items():
+                if f"ref-{method}" in stems:  # a model run named like a reference's judgments: one would hide the other
+                    from recharness.core.errors import ConfigError
+
+                    raise ConfigError(f"predictions/ref-{method}.jsonl is named like the judgments of the reference "
+                                      f"{method}: rename that run (--name), or judge with --no-references")
                 sets.setdefault(f"ref-{method}", {}).update(recs)
     identity = backend.identity()
     written: list[Path] = []
