@@ -75,6 +75,16 @@ def test_number_invalid(text, error):
     assert error in p.error
 
 
+@pytest.mark.parametrize("text, value", [
+    ("Predicted rating: 4\nThe user gave a rating of 5 to Heat", 4.0),  # before: 5, the history's rating
+    ("My prediction is 4. (The user's average rating is 3.8)", 4.0),  # before: 3.8
+    ("The user rated Heat 5. Rating: 3", 3.0),  # two weak anchors: the last, as before
+])
+def test_a_number_naming_the_answer_wins_over_a_rating_talked_about(text, value):
+    p = RATING.check(text)
+    assert p.valid and p.value["value"] == value
+
+
 def test_number_10k_answer_is_bounded():
     text = "The user seems to like many products and " * 250  # ~10,000 characters, no rating
     assert len(text) >= 10_000

@@ -166,6 +166,8 @@ _LIST_MARK_AFTER_RE = re.compile(r"[.)][ \t]+\S")
 _OVER_RE = re.compile(r"\s*/\s*(\d{1,6}(?:\.\d{1,4})?)")  # "4/5", "8 / 10": the scale a number is given on
 _LINE_PREFIX_RE = re.compile(r"[ \t#*>-]*")
 _ANCHOR_RE = re.compile(r"\b(?:rating|rate|score|predict|predicted|prediction|answer|estimate)\b[^\d\n]{0,20}$", re.IGNORECASE)
+#: the words that name the answer itself; "rating" / "score" also name the history's ratings ("rated 4/5")
+_STRONG_ANCHOR_RE = re.compile(r"\b(?:predict|predicted|prediction|answer|estimate)\b[^\d\n]{0,20}$", re.IGNORECASE)
 
 
 _NUMBERED_LINE_RE = re.compile(r"^[ \t]*\d{1,3}[.)][ \t]+\S", re.MULTILINE)
@@ -199,7 +201,8 @@ class NumberInRange(OutputFormat):
         return f"a single number from {self.lo:g} to {self.hi:g}"
 
     def candidates(self, text: str) -> list[tuple[float, bool]]:
-        """(value, anchored) for every number that could be the answer, in order."""
+        """(value, anchored) for every number that could be the answer, in order; anchored is 2 after a word
+        naming the answer ("prediction: 4"), 1 after "rating" / "score", 0 otherwise."""
         out = []
         for m in _NUM_RE.finditer(text):
             before = text[max(0, m.start() - 24) : m.start()]
@@ -212,7 +215,7 @@ class NumberInRange(OutputFormat):
                 continue  # "5/10": a rating on another scale (2.5 here), not this scale's 5
             v = float(m.group(1))
             if self.lo - self.slack <= v <= self.hi + self.slack:
-                out.append((v, bool(_ANCHOR_RE.search(before))))
+                out.append((v, 2 if _STRONG_ANCHOR_RE.search(before) else int(bool(_ANCHOR_RE.search(before)))))
         return out
 
     def check_number(self, x: float) -> Parsed:
@@ -236,7 +239,10 @@ class NumberInRange(OutputFormat):
         if len(distinct) == 1:
             raw, how = distinct[0], "single"
         else:
-            anchored = [v for v, a in cands if a]
+            # the last number after a word naming the answer, else the last after "rating" / "score": "Predicted
+            # rating: 4. The user gave a rating of 5 to Heat" is 4
+            strongest = max(a for _, a in cands)
+            anchored = [v for v, a in cands if a and a == strongest]
             if not anchored:
                 shown = ", ".join(f"{v:g}" for v in distinct[:6])
                 return Parsed({"candidates": distinct, "truncated": truncated}, valid=False,
