@@ -25,6 +25,7 @@ def test_eval_then_again_makes_no_model_call_and_a_new_model_adds_a_column(ml1m,
     assert len(lines) <= 40, first
     assert "llmrec: sequential, direct · 4 per task · built · new answers: fake 8" in first
     assert "◆" not in first  # 4 users: no interval, so no strongest reference and no verdict
+    assert "not used anywhere" not in first  # no generation flag given: nothing to warn about (it warned)
     pred = out / "llmrec" / "predictions" / "fake.jsonl"
     before = pred.read_bytes()
 

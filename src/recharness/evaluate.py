@@ -49,6 +49,8 @@ class EvalRun:
     built: bool = False
     #: {model name: (new answers, already answered)}
     answered: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: {model name: its new answers that are invalid (a failed request included)}: said on the console too
+    invalid: dict[str, int] = field(default_factory=dict)
     #: references fitted by this call, those already trained on this build (kept), those left out {name: why}
     trained: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
@@ -224,7 +226,7 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
             t1 = time.perf_counter()
             own = [t for t in r.tasks if get_task(r.suite, t).request == "custom"]
             run_gen, run_sys = generation, system_prompt
-            if own and (generation or system_prompt is not None):  # such a task sets its own calls' decoding
+            if own and (gen or system_prompt is not None):  # such a task sets its own calls' decoding
                 run_gen, run_sys = None, None
                 say(f"{r.label}: {', '.join(own)} drive{'s' if len(own) == 1 else ''} the model with several calls "
                     "of their own decoding settings, so the generation settings and system prompt given are not "
@@ -234,6 +236,7 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
                                        system_prompt=run_sys, on_total=counter and counter.total,
                                        on_progress=counter and counter.advance)
             r.answered[name] = (stats.done, stats.skipped)
+            r.invalid[name] = stats.invalid
             if stats.done:
                 from recharness.models.registry import public_spec
 
@@ -282,7 +285,8 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
         write_scores(rows, r.path, extra_md=md)
         report = write_report(rows, r.path, sections={"In the paper's layout": md} if md else None)
         new = sum(a for a, _ in r.answered.values())
-        per = ", ".join(f"{m} {a}" for m, (a, _) in r.answered.items())
+        per = ", ".join(f"{m} {a}" + (f" ({r.invalid[m]} invalid)" if r.invalid.get(m) else "")
+                        for m, (a, _) in r.answered.items())
         say(f"{r.label}: {', '.join(r.tasks)} · {r.limit} per task · " + ("built" if r.built else "build kept")
             + (f" · new answers: {per}" if new else " · nothing to answer (no model call)") + _references_text(r))
         log(f"{r.label}: scores → {rd.scores('md')}; report → {report}")
