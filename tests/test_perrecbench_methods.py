@@ -233,6 +233,30 @@ def test_profiles_are_generated_when_not_given():
     rec = asyncio.run(predict_list(Prof(truth), s)).to_record()
     assert rec["profiles"] is None and (rec["calls"], rec["profile_calls"]) == (1, 0)
 
+    # an empty profile is no profile: the sample fails (before, an empty section went into every prompt);
+    # one cut by the token limit is used and counted
+    s["method"]["profile"] = True
+
+    class Empty(Scripted):
+        async def generate(self, messages, params):
+            if "User Behavior history" in messages[-1]["content"]:
+                return Completion(text="", finish_reason="length")
+            return await super().generate(messages, params)
+
+    from recharness.core.errors import SampleError
+
+    with pytest.raises(SampleError, match="came back empty"):
+        asyncio.run(predict_list(Empty(truth), s))
+
+    class Cut(Scripted):
+        async def generate(self, messages, params):
+            if "User Behavior history" in messages[-1]["content"]:
+                self.calls += 1
+                return Completion(text=f"ID {self.calls - 1}", finish_reason="length")
+            return await super().generate(messages, params)
+
+    assert asyncio.run(predict_list(Cut(truth), s)).to_record()["profiles_cut"] == 2
+
 
 def test_prompts_follow_appendix_e():
     s = group_sample([0.5, -1.0])

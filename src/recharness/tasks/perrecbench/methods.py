@@ -14,6 +14,7 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 
+from recharness.core.errors import SampleError
 from recharness.core.types import Prediction
 from recharness.execution.ask import ask as runner_ask
 from recharness.tasks.perrecbench import prompts
@@ -27,6 +28,7 @@ class Tally:
 
     calls: int = 0
     profile_calls: int = 0  # of `calls`, the ones that wrote a profile
+    profiles_cut: int = 0  # of those, profiles the token limit cut short (used, and counted)
     retries: int = 0
     latency_s: float = 0.0
     prompt_tokens: int = 0
@@ -92,6 +94,10 @@ async def make_profiles(model, users: list[dict], method: dict, tally: Tally) ->
         c = await model.generate(prompts.profile_messages(u.get("profile_history", [])), params)
         tally.add(c)
         tally.profile_calls += 1
+        if not c.text.strip():  # no profile is no answer: the group's prompts would carry an empty section
+            raise SampleError("empty_profile", f"the profile of user {u.get('user_id')} came back empty "
+                              f"(finish_reason {c.finish_reason!r}): the group is not asked without it")
+        tally.profiles_cut += c.finish_reason == "length"
         out.append(c.text.strip())
     return out
 
@@ -119,7 +125,8 @@ def _record(value: dict, valid: bool, error: str | None, tally: Tally, profiles)
         output="\n---\n".join(t.outputs[-8:]), parsed=value, valid=valid, error=error, attempts=1 + t.retries,
         latency_s=t.latency_s, prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens, cached=t.cached,
         extra={"outputs": t.outputs, "profiles": list(profiles) if any(p is not None for p in profiles) else None,
-               "calls": t.calls, "profile_calls": t.profile_calls, "retries": t.retries})
+               "calls": t.calls, "profile_calls": t.profile_calls, "retries": t.retries,
+               **({"profiles_cut": t.profiles_cut} if t.profiles_cut else {})})
 
 
 async def predict_point(model, sample: dict) -> Prediction:
