@@ -145,8 +145,9 @@ def judge_run(out: Path, backend, judge_slug: str, *, pred_stems: list[str] | No
                 if f"ref-{method}" in stems:  # a model run named like a reference's judgments: one would hide the other
                     from recharness.core.errors import ConfigError
 
-                    raise ConfigError(f"predictions/ref-{method}.jsonl is named like the judgments of the reference "
-                                      f"{method}: rename that run (--name), or judge with --no-references")
+                    raise ConfigError(f"{rd.relative(rd.predictions('ref-' + method))} is named like the judgments "
+                                      f"of the reference {method}: rename that run (--name), or judge with "
+                                      "--no-references")
                 sets.setdefault(f"ref-{method}", {}).update(recs)
     identity = backend.identity()
     written: list[Path] = []
