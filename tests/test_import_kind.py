@@ -129,3 +129,19 @@ def test_kind_decides_the_ctr_tables_too(ml1m, tmp_path):
     fine_tuned, conventional = table4.split("| **conventional models trained here** |")
     assert "| ext-ref |" in conventional and "| ext-ref |" not in fine_tuned
     assert "| ext-ft |" in fine_tuned.split("| **E: LLMs, text (fine-tuned)** |")[1]
+
+
+def test_a_line_of_another_kind_is_not_part_of_the_row(seqrec_run, tmp_path):
+    """One row is one kind, set by the first line that says: a later line saying another (or no valid one) is a
+    problem named with its line, not silently filed under the first (before: ignored, or never checked)."""
+    out, samples = seqrec_run
+    lines = [{"id": samples[0]["id"], "titles": ["Heat (1995)"], "kind": "finetuned", "items": "id"},
+             {"id": samples[1]["id"], "titles": ["Heat (1995)"], "kind": "reference"},
+             {"id": samples[2]["id"], "titles": ["Heat (1995)"], "kind": "conventional"},
+             {"id": samples[3]["id"], "titles": ["Heat (1995)"]}]
+    src = tmp_path / "mixed.jsonl"
+    src.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    rep = import_predictions(out, src, "mixed")
+    assert rep["kind"] == "finetuned" and rep["imported"] == 2
+    assert [p["where"].rsplit(":", 1)[1] for p in rep["problems"]] == ["2", "3"]
+    assert "one row is one kind" in rep["problems"][0]["problem"] and "conventional" in rep["problems"][1]["problem"]

@@ -568,8 +568,19 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
         if isinstance(d, str):
             problems.append({"where": where, "problem": f"malformed: {d}"})
             continue
-        if kind is None and row_kind is None and d.get("kind") is not None:
-            row_kind = _kind_of(None, d)
+        if kind is None and d.get("kind") is not None:
+            # one row is one kind: the first line that says sets it; a line saying another is not part of it
+            try:
+                mine = _kind_of(None, d)
+            except ConfigError as e:
+                problems.append({"where": where, "problem": str(e)})
+                continue
+            if row_kind is None:
+                row_kind = mine
+            elif mine != row_kind:
+                problems.append({"where": where, "problem": f"kind {mine} but the file's rows are {row_kind} (from "
+                                                            "its first line that says): one row is one kind"})
+                continue
         s, why = resolver.find(d)
         if s is None:
             problems.append({"where": where, "problem": why})
