@@ -58,7 +58,7 @@ def _marker(**ident):
 
 
 def test_the_header_reader_takes_the_general_block_only(tmp_path):
-    from recharness.models.llamacpp import gguf_general
+    from recharness.models.gguf_header import read_general as gguf_general
 
     f = _gguf(tmp_path / "m.gguf", [("general.architecture", "llama"), ("general.file_type", 1),
                                     ("general.tags", ["a", "b"]), ("general.name", "x"),

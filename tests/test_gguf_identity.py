@@ -92,7 +92,8 @@ def test_a_damaged_header_length_reads_as_no_header(tmp_path):
     bad.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 2**60) + b"general.name")
     assert read_header(bad) == {}
     # the general block reader (a fine-tune's identity) is bounded alike: before, MemoryError / OverflowError
-    from recharness.models.llamacpp import finetune_identity, gguf_general
+    from recharness.models.gguf_header import read_general as gguf_general
+    from recharness.models.llamacpp import finetune_identity
 
     assert gguf_general(bad) == {} and finetune_identity(bad) is None
     # arrays of arrays nested past any real header: not followed down

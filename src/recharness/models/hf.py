@@ -35,6 +35,7 @@ class HFBackend(ModelBackend):
             raise ConfigError("the hf backend needs `pip install 'recharness[hf]'` (transformers + torch)") from None
         self._lock = threading.Lock()
         self._tok = self._model = None
+        self._weights: str | None | bool = False  # `weights_fingerprint`, computed by the first `identity()`
 
     def identity(self) -> dict:
         """A model written by `recharness finetune` adds what it is (base, settings, steps, a hash of its
@@ -42,9 +43,10 @@ class HFBackend(ModelBackend):
         from pathlib import Path
 
         ident = super().identity()
-        weights = weights_fingerprint(self.model)
-        if weights:  # the bytes it loads: new weights in the same folder (or a new hub snapshot) are another model
-            ident["weights"] = weights
+        if self._weights is False:  # once per backend: identity() keys every cached call
+            self._weights = weights_fingerprint(self.model)
+        if self._weights:  # the bytes it loads: new weights in the same folder (or a new hub snapshot) are another model
+            ident["weights"] = self._weights
         info = Path(self.model) / "finetune.json"
         if info.is_file():
             import json

@@ -10,7 +10,6 @@ import asyncio
 import json
 import math
 import os
-import struct
 import threading
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from recharness.core.types import (
     RankedSequences,
 )
 from recharness.models.base import ModelBackend, option_first_tokens
+from recharness.models.gguf_header import read_general
 from recharness.models.llama_native import llama_native
 
 
@@ -228,12 +228,6 @@ class LlamaCppBackend(ModelBackend):
 #: `general.description` of a GGUF written by `recharness export-gguf` starts with this, then JSON
 FINETUNE_MARKER = "recharness-finetune:"
 
-def gguf_general(path: str | Path) -> dict:
-    """The `general.*` key-values of a GGUF file (`gguf_header.read_general`: every length bounded)."""
-    from recharness.models.gguf_header import read_general
-
-    return read_general(path)
-
 
 #: file name (in the data home) of the remembered hashes of model files: {path: {size, mtime_ns, sha256}}
 HASHES_FILE = "file_hashes.json"
@@ -271,10 +265,7 @@ def file_sha256_cached(path: str | Path) -> str:
 def finetune_identity(path: str | Path) -> dict | None:
     """What `recharness export-gguf` embedded in the file (None for any other GGUF, whose identity
     stays as it always was)."""
-    try:
-        desc = gguf_general(path).get("general.description")
-    except (OSError, struct.error, KeyError):
-        return None
+    desc = read_general(path).get("general.description")  # a damaged or unreadable header reads as none
     if not isinstance(desc, str) or not desc.startswith(FINETUNE_MARKER):
         return None
     try:
