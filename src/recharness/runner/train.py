@@ -123,8 +123,9 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
     rd = RunDir(out)
     fp = info["fingerprint"]
     training = {n: _training(fp, n, seed, tune, tune_epochs) for n in names}
-    kept = [] if retrain else [n for n in names if _made_by(_first(rd.reference(n)), training[n])]
-    changed = [n for n in kept if _settings_changed(n, seed, _first(rd.reference(n)), training[n])]
+    firsts = {} if retrain else {n: _first(rd.reference(n)) for n in names}  # each reference file read once
+    kept = [n for n in firsts if _made_by(firsts[n], training[n])]
+    changed = [n for n in kept if _settings_changed(n, seed, firsts[n], training[n])]
     if changed and progress is not None:
         progress(f"settings changed since they were trained: {', '.join(changed)}: fitted again")
     kept = [n for n in kept if n not in changed]
