@@ -145,6 +145,13 @@ class SplitPopularity:
         return self.cache[key]
 
 
+def target_seen(samples: list[dict]) -> dict[str, float]:
+    """{"target_seen_rate": share of samples whose held-out item is also in the user's history} when there is
+    one (a repeat purchase: H&M, Amazon), else {}: the rows should be read with it (`metrics.registry`)."""
+    repeats = [s["target"] in set(s.get("seen") or ()) for s in samples]
+    return {"target_seen_rate": sum(repeats) / len(repeats)} if any(repeats) else {}
+
+
 def beyond_accuracy(pop, ids: list[str], ranked: list[list[str]], targets: list[str], k: int = 10,
                     clusters=None) -> dict:
     """coverage / Gini / ARP / novelty of the top-k lists and HR@k on head vs tail targets, as units."""

@@ -42,7 +42,7 @@ import numpy as np
 
 from recharness.core.errors import ConfigError
 from recharness.core.types import BuildConfig, GenerationParams, Parsed
-from recharness.matching.parse import strip_reasoning
+from recharness.matching.parse import collapse_spaces, strip_reasoning
 from recharness.tasks.base import Task
 from recharness.tasks.orders import borda_method, candidate_orders, order_clusters, order_metrics
 from recharness.tasks.llmrec.common import (
@@ -54,6 +54,7 @@ from recharness.tasks.llmrec.common import (
     ranking_units,
     reference_predictions,
     split_users,
+    target_seen,
     training_data,
     why_empty,
 )
@@ -70,7 +71,6 @@ _CAND_MARK = re.compile(r"\s*(?:[\[(](\d{1,3})[\])]|(\d{1,3})\s*[-–—:]\s|can
 _LEAD_NUM = re.compile(r"(?:#|candidate\s*)?\[?(\d{1,3})\]?(?![\w.])", re.IGNORECASE)
 _BRACKET_NUM = re.compile(r"\[(\d{1,3})\]")
 _MARKUP = str.maketrans("", "", "*`")
-_SPACES = re.compile(r"[ \t]{2,}")
 #: what may stand between two titles of one line ("Heat (1995) - Ronin (1998)", "\"Heat\", \"Ronin\"", "A > B and C")
 _BETWEEN_TITLES = re.compile(r"[\s\"'“”‘’_]*(?:(?:->|=>|[-–—,;>|/→&+]|and\b|then\b)[\s\"'“”‘’_]*)*")
 _NUMERIC_OR_MARKUP = re.compile(r"(?<![\w.])\d{1,3}(?![\w.])|</?[a-zA-Z!][^<>]{0,200}>")  # a year is no candidate number
@@ -279,7 +279,7 @@ class DirectTask(Task):
 
     def parse(self, sample: dict, text: str) -> Parsed:
         cands = sample["candidates"]
-        body = _SPACES.sub(" ", strip_reasoning(text[:20000]))  # runs of spaces: one (their scan was quadratic)
+        body = collapse_spaces(strip_reasoning(text[:20000]))
         titles = _Titles(sample["candidate_titles"])
         refs, list_chars, other_chars = _list_refs(body, titles)
         order: list[str] = []
@@ -362,11 +362,7 @@ class DirectTask(Task):
         # answers naming a number no candidate has (a 0-based ranking "0, 1, 2" reads as 1, 2): said, not silent
         outside = [((predictions.get(s["id"]) or {}).get("parsed") or {}) for s in samples]
         m["out_of_range_rate"] = sum(bool(isinstance(o, dict) and o.get("out_of_range")) for o in outside) / n
-        # a repeat purchase held out (H&M, Amazon): the target is the one candidate in the user's history (the
-        # negatives never are), a giveaway the rows should be read with
-        repeats = [s["target"] in set(s.get("seen") or ()) for s in samples]
-        if any(repeats):
-            m["target_seen_rate"] = sum(repeats) / n
+        m.update(target_seen(samples))  # here the one candidate the user had (negatives never are): a giveaway
         m.update(full_catalog_scores(samples, predictions))
         m.update({k: u.point() for k, u in beyond_accuracy(self._pop(samples), [s["id"] for s in samples], ranked,
                                                            [s["target"] for s in samples],
