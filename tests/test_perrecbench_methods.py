@@ -272,3 +272,21 @@ def test_prompts_follow_appendix_e():
     assert lm[1]["content"].endswith("Answer: Let's think step by step.")
     pm = prompts.profile_messages(s["users"][0]["history"])
     assert pm[0]["content"].startswith("### User Behavior history\n### Item Title\nFilm 0")
+
+
+def test_the_builds_max_retries_holds_unless_the_run_sets_one():
+    """`build -o max_retries=N` is the method's; `run --max-retries` overrides it only when given (None: not
+    given). Before, the runner's default 1 replaced every build's value."""
+    from recharness.tasks.perrecbench.tasks import ListTask
+
+    truth = [0.5, -1.0, 1.5]
+    task = ListTask()
+    kept = asyncio.run(task.predict(Scripted(truth, garble=1), group_sample(truth, max_retries=0),
+                                    max_retries=None)).to_record()
+    assert not kept["valid"] and kept["calls"] == 1 and kept["retries"] == 0  # the build's 0: no re-ask
+    over = asyncio.run(task.predict(Scripted(truth, garble=1), group_sample(truth, max_retries=0),
+                                    max_retries=1)).to_record()
+    assert over["valid"] and over["calls"] == 2 and over["retries"] == 1
+    two = asyncio.run(task.predict(Scripted(truth, garble=2), group_sample(truth, max_retries=2),
+                                   max_retries=None)).to_record()
+    assert two["valid"] and two["calls"] == 3 and two["retries"] == 2

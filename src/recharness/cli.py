@@ -257,7 +257,7 @@ def run(
     limit: LimitOpt = None,
     task: Annotated[list[str] | None, typer.Option("--task", "-t", help="Only the samples of this task (repeat for several; default: every task of the build). Tasks not run show '–' in `score`.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the response cache.")] = False,
-    max_retries: Annotated[int, typer.Option("--max-retries", min=0, help="Retries with a format reminder after an unparseable answer.")] = 1,
+    max_retries: Annotated[int | None, typer.Option("--max-retries", min=0, help="Retries with a format reminder after an unparseable answer (default 1; a PerRecBench build's own max_retries= unless given).")] = None,
     timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds per request to a server before it counts as failed (then retried).")] = 300.0,
     max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, help="Tries per request on transient failures (429, 5xx, timeouts, resets).")] = 5,
     name: Annotated[str | None, typer.Option("--name", help="Name of this model's row and predictions file.")] = None,
@@ -314,7 +314,7 @@ def run(
     from recharness.core.paths import shown_path
 
     _log_command(d, "run", suite, dataset=dataset, model=public_spec(model), out=shown_path(d), limit=limit,
-                 task=task, no_cache=no_cache, max_retries=max_retries if max_retries != 1 else None, name=name,
+                 task=task, no_cache=no_cache, max_retries=max_retries, name=name,
                  concurrency=concurrency, executor=executor if executor != "local" else None, address=address,
                  temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=gen_seed,
                  system_prompt=shown_path(system_prompt) if system_prompt is not None else None)

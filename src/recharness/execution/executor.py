@@ -249,9 +249,10 @@ def failure_record(e: BaseException, params: GenerationParams | None = None) -> 
                       params=params.model_dump(mode="json") if params is not None else None).to_record()
 
 
-async def predict_sample(model: CachedModel, task: Task, sample: dict, max_retries: int) -> Prediction:
+async def predict_sample(model: CachedModel, task: Task, sample: dict, max_retries: int | None) -> Prediction:
     """One sample's prediction: by a backend that answers whole samples itself (an ID/SID fine-tune:
-    `aanswer_sample(task, sample)`), else by the task's declared request kind."""
+    `aanswer_sample(task, sample)`), else by the task's declared request kind. `max_retries` None: the
+    task's own (a custom task's build may set it), else 1."""
     answer = getattr(model.backend, "aanswer_sample", None)
     if answer is not None:
         return await answer(task, sample)
@@ -264,7 +265,7 @@ async def predict_sample(model: CachedModel, task: Task, sample: dict, max_retri
         return Prediction(output=json.dumps(scores.logprobs), parsed=p.value, valid=p.valid, error=p.error,
                           latency_s=scores.latency_s, cached=scores.cached, params=params.model_dump(mode="json"))
     asked = await ask(model, sample["messages"], params, lambda text: task.parse(sample, text),
-                      reminder=task.format_reminder, max_retries=max_retries)
+                      reminder=task.format_reminder, max_retries=1 if max_retries is None else max_retries)
     return asked.prediction(params)
 
 
@@ -274,7 +275,7 @@ async def run_samples(
     model: CachedModel,
     out_path: Path,
     *,
-    max_retries: int = 1,
+    max_retries: int | None = None,
     concurrency: int | None = None,
     on_progress: Callable[[int], None] | None = None,
     build: str | None = None,

@@ -193,7 +193,7 @@ class Worker:
             self._tasks = (key, await ref)
         return self._tasks[1]
 
-    async def predict(self, shard: list[tuple[dict, dict]], tasks_ref: list, max_retries: int) -> list[tuple]:
+    async def predict(self, shard: list[tuple[dict, dict]], tasks_ref: list, max_retries: int | None) -> list[tuple]:
         """[(outcome, sample id, payload, new cache entries)] for a shard of (sample, cache hits); `tasks_ref`
         is `[ray.put(tasks)]`, sent with every shard."""
         import asyncio
@@ -405,7 +405,7 @@ def _redact(url: str) -> str:
     return redact_url(url)
 
 
-async def _replay(model, identity: dict, task, sample: dict, max_retries: int):
+async def _replay(model, identity: dict, task, sample: dict, max_retries: int | None):
     """(record, None) when the cache answers the whole sample, else (None, the hits found before the miss)."""
     from recharness.execution.executor import CachedModel, predict_sample
 
@@ -420,7 +420,7 @@ async def _replay(model, identity: dict, task, sample: dict, max_retries: int):
 
 
 async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, model, out_path: Path, *,
-                          max_retries: int = 1, concurrency: int | None = None, on_progress=None,
+                          max_retries: int | None = None, concurrency: int | None = None, on_progress=None,
                           build: str | None = None, fsync: bool = True, fresh: set[str] | None = None):
     """The driver loop: the same contract as `execution.executor.run_samples`, the work done by `ex`'s actors."""
     from recharness.core.io import GroupCommitLog

@@ -148,7 +148,7 @@ def _stamp_imported_predictions(out: Path, fp: str, before: dict[Path, int]) -> 
 
 
 def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None = None, use_cache: bool = True,
-        max_retries: int = 1, concurrency: int | None = None, on_progress=None, on_total=None,
+        max_retries: int | None = None, concurrency: int | None = None, on_progress=None, on_total=None,
         tasks: list[str] | None = None, overwrite: bool = False, redo_invalid: bool = False,
         generation: dict | None = None, system_prompt: str | None = None) -> tuple[Path, RunStats]:
     """Answer the build's samples (only those of `tasks` when given; then the first `limit`) into
@@ -160,7 +160,7 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
     `system_prompt` goes first in every prompt; both are part of the run's settings: resuming the
     method with other ones is refused."""
     check_name(model_slug)
-    if max_retries < 0:
+    if max_retries is not None and max_retries < 0:
         raise ConfigError(f"--max-retries must be 0 or more, got {max_retries}")
     if concurrency is not None and concurrency < 1:
         raise ConfigError(f"--concurrency must be at least 1, got {concurrency}")

@@ -61,8 +61,9 @@ class Task(ABC):
         """Before `score`/`units` when `scoring_needs_dataset`: what scoring takes from the dataset (e.g. the
         training popularity that beyond-accuracy metrics read); cheaper than `setup`."""
 
-    async def predict(self, model, sample: dict, *, max_retries: int) -> Prediction:
-        """For `request = "custom"`: drive the model (a execution.executor.CachedModel) for one sample."""
+    async def predict(self, model, sample: dict, *, max_retries: int | None) -> Prediction:
+        """For `request = "custom"`: drive the model (a execution.executor.CachedModel) for one sample;
+        `max_retries` None: the task's own (its build's setting, else 1)."""
         raise NotImplementedError(f"task {self.name!r} declares request={self.request!r} but no predict()")
 
     def answer_options(self, sample: dict) -> list[str]:

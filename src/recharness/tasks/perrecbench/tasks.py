@@ -64,8 +64,10 @@ class _GroupTask(Task):
             return f"perrecbench: labels={opts.labels} holds no group of the levels {', '.join(opts.groups.levels)}"
         return why_no_groups(dataset.interactions, opts.groups, getattr(config.context, "tables", None))
 
-    async def predict(self, model, sample: dict, *, max_retries: int) -> Prediction:
-        sample = {**sample, "method": {**sample["method"], "max_retries": int(max_retries)}}
+    async def predict(self, model, sample: dict, *, max_retries: int | None) -> Prediction:
+        """`max_retries` None: the build's (`-o max_retries=N`, default 1); given (`run --max-retries`): it wins."""
+        if max_retries is not None:
+            sample = {**sample, "method": {**sample["method"], "max_retries": int(max_retries)}}
         return await PREDICT[self.name](model, sample)
 
     def import_answer(self, sample: dict, line: dict):
