@@ -356,3 +356,22 @@ def test_an_endpoint_that_keeps_answering_badly_is_taken_out():
     out = asyncio.run(go())
     assert all(not isinstance(x, Exception) and x.text == "1. Fargo" for x in out)
     assert bad.taken_out >= 1 and bad.requests <= 4
+
+
+def test_a_url_that_no_request_can_reach_is_a_configuration_error(tmp_path, monkeypatch):
+    """A bad port, an unclosed IPv6 bracket, a character httpx refuses, a URL file that is not UTF-8: one
+    clear error before any sample. Before, a bad port committed every sample as an invalid answer (exit 0)
+    and the others ended in tracebacks."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    for url, says in [("http://127.0.0.1:80000/v1", "Port out of range"), ("http://localhost:abc/v1", "'abc'"),
+                      ("http://[::1/v1", "not a valid URL")]:
+        with pytest.raises(ConfigError, match=says):
+            resolve_model(f"openai:m@{url}")
+        with pytest.raises(ConfigError, match=says):
+            resolve_model("openai:m", base_url=[url])
+    b = OpenAICompatibleBackend("m", base_url="http://127.0.0.1:8000/v1\x7f", max_attempts=1)
+    with pytest.raises(ConfigError, match="not a URL a request can go to"):
+        asyncio.run(b.agenerate([{"role": "user", "content": "x"}], GenerationParams()))
+    (tmp_path / "bin.txt").write_bytes(b"\xff\n")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        base_urls(str(tmp_path / "bin.txt"))

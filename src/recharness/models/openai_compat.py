@@ -67,7 +67,10 @@ def redact_url(url: str) -> str:
     """The URL without user:password, safe for identities and logs. Query values are shown only for
     version parameters: a key-like name gives ***, any other value a short hash (so two endpoints that
     differ there keep different identities, and no secret under an unexpected name is shown)."""
-    parts = urlsplit(hide_userinfo(url))
+    try:
+        parts = urlsplit(hide_userinfo(url))
+    except ValueError as e:  # "Invalid IPv6 URL" (an unclosed bracket): the user's input, said once
+        raise ConfigError(f"not a valid URL: {one_line(hide_userinfo(url), 120)} ({e})") from None
     pairs = [q.partition("=") for q in parts.query.split("&") if q]
 
     def shown(k: str, v: str) -> str:
@@ -134,6 +137,11 @@ class OpenAICompatibleBackend(ModelBackend):
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"--base-url {self.public_url}: an OpenAI-compatible server is reached over http:// or "
                               "https:// (e.g. http://127.0.0.1:8000/v1)")
+        try:
+            parts.port  # noqa: B018 - raises on a port that is not a number in 0-65535
+        except ValueError as e:
+            raise ConfigError(f"--base-url {self.public_url}: {e} (a port is a number up to 65535, e.g. "
+                              "http://127.0.0.1:8000/v1)") from None
         # credentials in the URL (http://user:KEY@host/v1) stay out of the request URL, where httpx would turn
         # them into Basic auth and drop the Bearer header servers expect: the KEY is the Bearer token instead
         url_key = parts.password or parts.username
@@ -227,6 +235,8 @@ class OpenAICompatibleBackend(ModelBackend):
             try:
                 r = await self._client.post(self._url, content=payload, headers=self._headers)
             except Exception as e:  # noqa: BLE001 - sorted into retry / fatal below
+                if isinstance(e, httpx.InvalidURL):  # every request would fail alike: the configuration
+                    raise ConfigError(f"--base-url {self.public_url}: not a URL a request can go to ({one_line(e)})") from None
                 kind = self._classify(e)
                 if kind is None:
                     raise SampleError(type(e).__name__, f"{self._where()}: {one_line(e)}") from None

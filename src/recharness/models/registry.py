@@ -58,7 +58,12 @@ def base_urls(base_url: str | list[str] | tuple[str, ...] | None) -> list[str]:
         if not path.is_file():
             raise ConfigError(f"--base-url {v!r} is neither a URL (http://HOST:PORT/v1) nor a file of URLs")
         found = []
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"--base-url {v!r}: the file is not UTF-8 text (byte {e.start}): a file of URLs, one a "
+                              "line") from None
+        for n, line in enumerate(text.splitlines(), 1):
             line = re.sub(r"(^|\s)#.*$", "", line).strip()
             if not line:
                 continue
