@@ -50,6 +50,20 @@ def test_popularity_as_a_model_row_answers_as_the_reference_does(ml1m, tmp_path)
     assert rows["baseline_popularity"].kind == "model" and rows["popularity"].kind == "reference"
 
 
+
+def test_a_reference_leaves_out_the_tasks_that_do_not_ask_it(ml1m, tmp_path):
+    """`-m baseline:popularity` on a build with rating (which no ranker answers) answers sequential and says
+    rating was left out; before, every rating sample was committed as an invalid answer and scored as a row."""
+    d = tmp_path / "run"
+    invoke("build", "llmrec", "-d", "ml-1m", "-t", "sequential", "-t", "rating", "-n", "6", "-o", str(d))
+    out = invoke("run", "llmrec", "-d", "ml-1m", "-o", str(d), "-m", "baseline:popularity")
+    assert "left out: task rating" in " ".join(out.split()) and "invalid after errors" not in out
+    recs = list(read_jsonl(d / "predictions" / "baseline_popularity.jsonl"))
+    assert len(recs) == 6 and {r["task"] for r in recs} == {"sequential"} and all(r["valid"] for r in recs)
+    res = runner.invoke(app, ["run", "llmrec", "-d", "ml-1m", "-o", str(d), "-m", "baseline:popularity",
+                              "-t", "rating", "--name", "pop2"])
+    assert "answers no sample of --task rating" in str(res.exception)  # a ConfigError: `main` exits 2 with it
+
 def test_a_heavy_baseline_without_a_trained_model_is_one_clear_line(ml1m, tmp_path):
     d = tmp_path / "run"
     invoke("build", "recbench", "-d", "ml-1m", "-t", "seqrec", "-n", "4", "-o", str(d))

@@ -363,6 +363,9 @@ def _print_run_summary(stats, path: Path) -> None:
     if stats.errors:
         out_console.print(f"recorded as invalid after errors: {sum(stats.errors.values())} ({_counts(stats.errors)})",
                           markup=False, highlight=False)
+    if stats.left_out:
+        out_console.print(f"left out: task{'s' if len(stats.left_out) > 1 else ''} {', '.join(stats.left_out)} "
+                          "(no sample of it asks this model)", markup=False, highlight=False)
 
 
 @app.command()

@@ -84,6 +84,8 @@ class RunStats:
     wall_s: float = 0.0
     #: per-worker totals when an executor spread the run (Ray), else empty
     workers: list = field(default_factory=list)
+    #: the build's tasks this model does not answer, left out of the run (a reference no task asks for)
+    left_out: list = field(default_factory=list)
 
     @property
     def retried(self) -> int:

@@ -175,6 +175,19 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
         if unknown:
             raise ConfigError(f"--task {', '.join(unknown)}: this build's tasks are {', '.join(info['tasks'])}")
         samples = [s for s in samples if s["task"] in tasks]
+    serves = getattr(backend, "answers_task", None)  # a reference recommender answers the tasks that ask it
+    if serves is not None:
+        unserved = [t for t in info["tasks"] if not serves(get_task(info["suite"], t))]
+        if asked and set(asked) & set(unserved):
+            raise ConfigError(f"{backend.name} answers no sample of --task {', '.join(t for t in asked if t in unserved)} "
+                              "(the task does not ask this reference)")
+        if len(unserved) == len(info["tasks"]):
+            raise ConfigError(f"{backend.name} answers none of this build's tasks ({', '.join(info['tasks'])}); "
+                              "`recharness baselines` lists which reference serves which task")
+        samples = [s for s in samples if s["task"] not in unserved]
+        left_out = [] if asked else unserved
+    else:
+        left_out = []
     if limit is not None:
         samples = samples[:limit]
     generation = {k: v for k, v in (generation or {}).items() if v is not None}
@@ -231,6 +244,7 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
     stats = with_model(backend, lambda model: run_samples(
         samples, tasks, model, pred_path, max_retries=max_retries, concurrency=concurrency, on_progress=on_progress,
         build=info["fingerprint"], fresh=redo), use_cache=use_cache, buffered=True)
+    stats.left_out = left_out
     if pending_file.exists():  # what is answered now is no longer pending
         now = answered(pred_path, info["fingerprint"]) if pred_path.exists() else {}
         left = sorted(i for i in read_pending(pending_file) if i not in now)

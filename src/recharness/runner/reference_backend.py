@@ -70,6 +70,11 @@ class ReferenceBackend(ModelBackend):
     def identity(self) -> dict:
         return {"backend": self.backend, "model": self.model, **self.baseline.identity()}
 
+    def answers_task(self, task) -> bool:
+        """Whether `task` asks this reference (it names it in `Task.baselines`): `run` leaves the other tasks
+        out, as `train` does, instead of committing an invalid answer for each of their samples."""
+        return self.model in getattr(task, "baselines", ())
+
     def _records(self, task, samples: list[dict]) -> dict[str, dict]:
         """The baseline's answers to `samples` in one call. Each sample's `latency_s` is RecBench's latency, as
         `train` measures it (`runner.latency`): one single-sample call from scratch, here the batch's first
