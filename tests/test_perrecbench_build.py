@@ -244,3 +244,23 @@ def test_a_gap_of_exactly_lambda_is_not_more_than_lambda():
     ts, users = np.array([0, 1]), np.array(["a", "b"], dtype=object)
     assert find_group(ts, rr, users, 2, 0.6, 10.0, np.random.default_rng(0), 5) is None
     assert find_group(ts, np.array([0.61, 0.0]), users, 2, 0.6, 10.0, np.random.default_rng(0), 5) is not None
+
+
+def test_a_profiles_file_gives_text_or_a_clear_error(ml1m, tmp_path):
+    """profiles=PATH: each value is the user's profile text as it goes into prompts; null, a list, a number or
+    empty text is an error naming the file and the user (before, str() put "None" or "['a', 'b']" in prompts)."""
+    from recharness.core.errors import InputError
+
+    opts = {"levels": "medium", "groups": 2}
+    users = {u["user_id"] for s in _build(ml1m, tmp_path / "probe", ["list"], profile=False, **opts) for u in s["users"]}
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({u: f"likes films, user {u}" for u in users}))
+    samples = _build(ml1m, tmp_path / "ok", ["list"], profiles=str(good), **opts)
+    assert all(u["profile"] == f"likes films, user {u['user_id']}" for s in samples for u in s["users"])
+    first = sorted(users)[0]
+    for bad in (None, ["a", "b"], 3, "  "):
+        f = tmp_path / "bad.json"
+        f.write_text(json.dumps({**{u: "text" for u in users}, first: bad}))
+        with pytest.raises(InputError, match="expected the user's profile as text") as e:
+            _build(ml1m, tmp_path / "bad", ["list"], profiles=str(f), **opts)
+        assert "bad.json" in str(e.value) and first in str(e.value)

@@ -198,6 +198,10 @@ def _make_build_context(suite: SuiteContext, opts: SuiteOptions) -> Context:
             raise InputError(p, f"not valid UTF-8 JSON ({e})") from None
         if not isinstance(profiles, dict):
             raise InputError(p, "expected a JSON object {user_id: profile}")
+        for uid, text in profiles.items():  # each value goes into prompts as it is: text, or the build stops here
+            if not isinstance(text, str) or not text.strip():
+                got = "empty text" if isinstance(text, str) else "null" if text is None else type(text).__name__
+                raise InputError(p, f"expected the user's profile as text, got {got}", field=uid)
     ctx = Context(opts, groups, heldout, suite.history_index(opts.bm25), dataset.domain, sources, profiles)
     ctx.dataset = dataset
     return ctx
@@ -247,7 +251,7 @@ def _user_block(ctx: Context, g: Group, i: int) -> dict:
         if ctx.profiles is not None:
             if m.user_id not in ctx.profiles:
                 raise InputError(ctx.opts.profiles, "no profile for this user", field=m.user_id)
-            block["profile"] = str(ctx.profiles[m.user_id])
+            block["profile"] = ctx.profiles[m.user_id]
         else:
             n = earlier.items.size  # the query item rated before is not among them (`top_k` says why)
             recent = [j for j in range(n) if earlier.items[j] != g.item_id][-ctx.opts.profile_items:]
