@@ -58,6 +58,23 @@ def test_movielens_dat_fixture_latin1_and_enrichment():
     assert users["10"]["occupation_name"] == "other"
 
 
+
+@pytest.mark.parametrize("rating", ["99999999999999999999999", "-7", "0", "5.5"])
+def test_movielens_ratings_off_the_scale_name_their_line(tmp_path, rating):
+    """A rating MovieLens never has (outside 0.5-5) is an error at its line; before, 1e23 prepared cleanly and the
+    rating task scored every method against it (RMSE 707,104)."""
+    from recharness.core.errors import InputError
+
+    for f in ("movies.dat", "users.dat"):
+        shutil.copy(FIX / "movielens_dat" / f, tmp_path / f)
+    lines = (FIX / "movielens_dat/ratings.dat").read_text().splitlines(keepends=True)
+    user, item, _, ts = lines[1].strip().split("::")
+    lines[1] = f"{user}::{item}::{rating}::{ts}\n"
+    (tmp_path / "ratings.dat").write_text("".join(lines))
+    with pytest.raises(InputError, match=r"outside MovieLens's 0.5-5 scale") as e:
+        load_movielens_dat(tmp_path, name="ml-1m")
+    assert "line 2" in str(e.value) and "rating" in str(e.value)
+
 @needs_shared
 def test_movielens_dat_shared_movies_and_users(tmp_path):
     for f in ("movies.dat", "users.dat"):

@@ -126,6 +126,10 @@ def _ratings(path: Path, sep: str, *, header: bool = False, keep_line: bool = Fa
     df = split_table(path, text, sep, ["user_id", "item_id", "rating", "timestamp"])
     no_empty_ids(path, df, ("user_id", "item_id"))
     df = parse_number(path, df, "rating")
+    off = df.filter((pl.col("rating") < 0.5) | (pl.col("rating") > 5)).head(1)
+    if off.height:  # every published MovieLens file rates 1-5 (ML-latest: 0.5-5 in halves): not MovieLens data
+        raise InputError(path, f"rating {off['rating'][0]:g} is outside MovieLens's 0.5-5 scale", line=off[LINE][0],
+                         field="rating")
     df = parse_number(path, df, "timestamp", pl.Int64)
     df = df.with_columns(pl.col("user_id", "item_id").str.strip_chars())
     return finish_interactions(df, extra=(LINE,) if keep_line else ()), enc
