@@ -167,8 +167,13 @@ def test_conflicting_run_options_and_a_ray_typo_are_one_line_before_any_work(bui
 
 def test_a_missing_system_prompt_is_named_before_the_model_loads(built, tmp_path):
     p = cli("run", "llmrec", "-o", str(built), "-m", "fake", "--system-prompt", str(tmp_path / "nope.txt"))
-    one_error(p, "--system-prompt")
+    one_error(p, "nope.txt: no such file")  # not "cannot read it as UTF-8 text ([Errno 2] ...)"
     assert "0/?" not in p.stdout + p.stderr  # no progress bar was opened first
+    one_error(cli("run", "llmrec", "-o", str(built), "-m", "fake", "--system-prompt", str(tmp_path)),
+              "a folder, not a text file")
+    (tmp_path / "latin.txt").write_bytes(b"caf\xe9\n")
+    one_error(cli("run", "llmrec", "-o", str(built), "-m", "fake", "--system-prompt", str(tmp_path / "latin.txt")),
+              "latin.txt: not UTF-8 text (byte 3)")
 
 
 def test_eval_checks_models_and_references_before_any_work(tmp_path):

@@ -330,10 +330,16 @@ def run(
 
 
 def _read_text(path: Path, option: str) -> str:
+    if not Path(path).exists():
+        raise RecharnessError(f"{option} {path}: no such file")
+    if Path(path).is_dir():
+        raise RecharnessError(f"{option} {path}: a folder, not a text file")
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise RecharnessError(f"{option} {path}: cannot read it as UTF-8 text ({e})") from None
+    except UnicodeDecodeError as e:
+        raise RecharnessError(f"{option} {path}: not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise RecharnessError(f"{option} {path}: cannot read it ({e.strerror or e})") from None
     if not text.strip():
         raise RecharnessError(f"{option} {path}: the file is empty")
     return text.strip()
