@@ -309,3 +309,25 @@ def test_run_task_answers_one_format_and_table_1_shows_the_others_as_missing(prb
     assert all(v != "–" for k, v in cells.items() if k.endswith("point")), cells
     bad = CliRunner().invoke(app, ["run", "perrecbench", "-o", str(run), "-m", "fake", "-t", "nope", "--no-cache"])
     assert isinstance(bad.exception, ConfigError) and "this build's tasks are point, pair, list" in str(bad.exception)
+
+
+def test_a_merge_source_that_is_no_fine_tune_or_a_damaged_one_is_named(tmp_path):
+    """Before, an empty folder or a cut finetune.json read as {} and the merge said "the models name different
+    or no base models (['None'])"."""
+    from recharness.core.errors import InputError
+    from recharness.finetune.merge import read_source
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ConfigError, match="has no finetune.json: not a fine-tune"):
+        read_source(empty)
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / "finetune.json").write_text('{"base": "HuggingFaceTB/SmolLM2-135M-Instruct", "items": "text"')
+    with pytest.raises(InputError, match="finetune.json.*unreadable"):
+        read_source(cut)
+    (cut / "finetune.json").write_text('["not", "an", "object"]')
+    with pytest.raises(InputError, match="not a JSON object"):
+        read_source(cut)
+    (cut / "finetune.json").write_text('{"base": "b", "items": "text"}')
+    assert read_source(f"hf:{cut}")["info"] == {"base": "b", "items": "text"}

@@ -123,12 +123,23 @@ def full_deltas(model_dir: Path, base_params: dict) -> dict:
 
 def read_source(model_dir: Path) -> dict:
     """What a merge needs to know of one fine-tune: its finetune.json and whether it kept an adapter."""
-    from recharness.finetune.export import ADAPTER_DIR, read_info
+    import json
+
+    from recharness.core.errors import InputError
+    from recharness.finetune.export import ADAPTER_DIR, FINETUNE_INFO
 
     model_dir = Path(str(model_dir).removeprefix("hf:")).expanduser()
     if not model_dir.is_dir():
         raise ConfigError(f"merge: {model_dir} is not a directory")
-    info = read_info(model_dir) or {}
+    path = model_dir / FINETUNE_INFO
+    if not path.is_file():
+        raise ConfigError(f"merge: {model_dir} has no {FINETUNE_INFO}: not a fine-tune made by `recharness finetune`")
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:  # a cut or damaged file: said as such, not as "no base model"
+        raise InputError(path, f"unreadable ({' '.join(str(e).split())[:200]})") from None
+    if not isinstance(info, dict):
+        raise InputError(path, "not a JSON object: not a fine-tune's record")
     if (model_dir / "item_vocab.json").exists() or info.get("items") not in (None, "text"):
         raise ConfigError(f"merge: {model_dir} has item tokens ({info.get('items')}); only text fine-tunes merge")
     return {"dir": model_dir, "info": info, "adapter": (model_dir / ADAPTER_DIR / "adapter_config.json").exists()}
