@@ -188,3 +188,11 @@ def test_eval_checks_models_and_references_before_any_work(tmp_path):
 def test_a_timestamp_unit_typo_is_refused_before_reading_the_sources(tmp_path):
     one_error(cli("prepare", "amazon2023", str(tmp_path / "not-read"), "--timestamp-unit", "xs", "--as", "x"),
               "--timestamp-unit 'xs'")
+
+
+@pytest.mark.parametrize("opt, says", [(["--kind", "llm"], "--kind goes with --predictions"),
+                                       (["--name", "x"], "--name goes with --predictions"),
+                                       (["--targets", "as-given"], "--targets goes with --predictions")])
+def test_import_options_without_predictions_are_refused(built, opt, says):
+    """`score --kind` alone was silently ignored while --name and --targets were refused."""
+    one_error(cli("score", "llmrec", "-o", str(built), *opt), says)

@@ -460,6 +460,9 @@ def score(
         raise RecharnessError("--targets goes with --predictions (the lines whose own targets are scored)")
     elif name is not None:
         raise RecharnessError("--name goes with --predictions (a run's own files are named by `run --name`)")
+    elif kind is not None:
+        raise RecharnessError("--kind goes with --predictions (what made the imported answers; a run's own rows "
+                              "know theirs)")
     with console.status("scoring…"):
         rows = do_score(d, seed=seed, references=not no_references, resamples=resamples, ci_seed=ci_seed,
                         partial=partial)
