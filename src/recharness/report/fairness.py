@@ -24,6 +24,7 @@ import base64
 import html
 import io
 import json
+import logging
 import math
 import re
 from collections import Counter
@@ -66,9 +67,34 @@ def _plt():
     import matplotlib
 
     matplotlib.use("Agg")
+    # labels are literal text: a "$" in a method or run name (scores.json, a folder) is no mathtext
+    matplotlib.rcParams["text.parse_math"] = False
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def _plain_tick(x: float) -> str:
+    """A log axis' tick as a plain decimal (0.5, 20, 1,500): matplotlib's own (10^2) is mathtext, which
+    `_plt` turns off so that a "$" in a method's name stays literal."""
+    if x <= 0:
+        return "0"
+    if x >= 1:
+        return f"{x:,.0f}" if x >= 10 or x == int(x) else f"{x:.1f}"
+    return f"{x:.{max(1, -math.floor(math.log10(x)))}f}"
+
+
+def _plain_log_ticks(axis, values: list[float]) -> None:
+    """Plain decimal labels on a log axis: the powers of ten, and 2 and 5 times them within two decades."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10))
+    axis.set_major_formatter(FuncFormatter(lambda x, _: _plain_tick(x)))
+    if max(values) / min(values) < 100:
+        axis.set_minor_locator(LogLocator(base=10, subs=(2.0, 5.0)))
+        axis.set_minor_formatter(FuncFormatter(lambda x, _: _plain_tick(x)))
+    else:
+        axis.set_minor_formatter(NullFormatter())
 
 
 def _marker(row: ScoreRow, palette) -> str:
@@ -143,6 +169,7 @@ def _popularity_chart(pts: list[ScoreRow], key: str, palette) -> str:
                    edgecolors="#222", linewidths=.4, clip_on=False, zorder=3)
     if min(xs) > 0 and max(xs) / min(xs) > 10:
         ax.set_xscale("log")
+        _plain_log_ticks(ax.xaxis, xs)
     ax.margins(x=0.08, y=0.1)
     ys = [r.metrics[key] for r in pts] + [r.ci[key][b] for r in pts if key in r.ci for b in ("lo", "hi")]
     if min(ys) >= 0:  # no negative accuracy on the axis (an all-zero column is drawn on [0, 1])
@@ -241,8 +268,10 @@ def probe_results(path: Path | None, dataset: str | None) -> list[tuple[str, dic
     """(name, result) of the memorization probe results at `path` (one `NAME.json` or a folder of them) or,
     without one, in the probe's default folder for `dataset` (<data home>/runs/probe-memorization/DATASET,
     where `recharness probe memorization` writes). Results of another dataset and files that are no probe
-    result are left out; a `path` that does not exist is an error (a default folder that does not, is none)."""
-    from recharness.core.errors import ConfigError
+    result are left out, with a warning on the console; a `path` that does not exist is an error (a default
+    folder that does not, is none), and so is a file `path` (named by the user) that is unreadable, no probe
+    result or one of another dataset."""
+    from recharness.core.errors import ConfigError, InputError
     from recharness.core.paths import dataset_runs_name, runs_dir
 
     if path is not None:
@@ -254,18 +283,26 @@ def probe_results(path: Path | None, dataset: str | None) -> list[tuple[str, dic
         path = runs_dir() / "probe-memorization" / dataset_runs_name(dataset)
     if path is None or not path.exists():
         return []
+    named = not path.is_dir()  # one file the user named: what is wrong with it is an error, not a silent gap
     files = sorted(path.glob("*.json")) if path.is_dir() else [path]
     out = []
     for f in files:
         try:
             res = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if not isinstance(res, dict) or not isinstance(res.get("kinds"), dict):
-            continue
-        if dataset and res.get("dataset") not in (None, dataset):
-            continue
-        out.append((f.stem, res))
+        except (OSError, ValueError) as ex:
+            problem = f"not a readable JSON file ({type(ex).__name__}: {str(ex)[:200]})"
+        else:
+            problem = None
+            if not isinstance(res, dict) or not isinstance(res.get("kinds"), dict):
+                problem = "not a `recharness probe memorization` result (no \"kinds\" object)"
+            elif dataset and res.get("dataset") not in (None, dataset):
+                problem = f"a memorization probe result of dataset {res.get('dataset')!r}, not of this run's {dataset!r}"
+        if problem is None:
+            out.append((f.stem, res))
+        elif named:
+            raise InputError(f, f"--memorization: {problem}")
+        else:  # found in a folder: left out, and said
+            logging.getLogger(__name__).warning("memorization section: %s left out: %s", f, problem)
     return out
 
 
@@ -363,6 +400,9 @@ def memorization_parts(out: Path, rows: list[ScoreRow], dataset: str | None, hea
         own = [r for r in rows if r.kind == "model" and name in (r.method, r.extra.get("derived_from"))]
         if own:
             matched.append((name, res, own))
+        elif path is not None and Path(path).is_file():  # the file the user named: why it shows nowhere
+            logging.getLogger(__name__).warning("memorization section: %s left out: no model of the run is named "
+                                                "%r (the result's file name)", path, name)
     if not matched:
         return []
     kinds = [("item", "title", "item coverage (title)"), ("item", "full", "item (title and genres)"),

@@ -119,6 +119,8 @@ def _plt():
     import matplotlib
 
     matplotlib.use("Agg")
+    # labels are literal text: a "$" in a method or run name (scores.json, a folder) is no mathtext
+    matplotlib.rcParams["text.parse_math"] = False
     import matplotlib.pyplot as plt
 
     return plt
@@ -263,6 +265,20 @@ def _families(breakdown: dict) -> dict[str, list[str]]:
         fam.setdefault(f, []).append(k)
     return fam
 
+
+def _group_order(key: str) -> tuple:
+    """A breakdown key's place: easy / medium / hard as such, numbers as numbers ("conditions=10" after
+    "conditions=2"), other values by name; keys of one family together."""
+    if key in _LEVELS:
+        return ("difficulty", 0, _LEVELS.index(key), "")
+    fam, _, val = key.partition("=")
+    try:
+        return (fam, 0, float(val), "")
+    except ValueError:
+        return (fam, 1, 0.0, val)
+
+
+_LEVELS = ("easy", "medium", "hard")
 
 #: breakdown families drawn as charts, in this order (others stay in the per-group tables)
 CHART_FAMILIES = ("conditions", "history", "difficulty", "popularity")
@@ -452,7 +468,8 @@ def task_section(rows: list[ScoreRow], suite: str | None, task: str, *, title: s
         figs.append(_figure(bar, key, f"{header(key)} by method (the task's headline metric)"))
         bd_rows = [r for r in rows if r.extra.get("breakdown")]
         if bd_rows:
-            fams = _families(bd_rows[0].extra["breakdown"])
+            # every row's groups (a group only some rows have is drawn too), in a natural order
+            fams = _families(sorted({k for r in bd_rows for k in r.extra["breakdown"]}, key=_group_order))
             bmetric = key if any(key in m for r in bd_rows for m in r.extra["breakdown"].values()) else None
             for fam in CHART_FAMILIES:
                 if bmetric and fam in fams and 2 <= len(fams[fam]) <= 8:
@@ -903,27 +920,40 @@ def _facts(sample: dict, titles: dict[str, str] | None = None) -> list[tuple[str
     return facts
 
 
+#: an example's verdict when its record is invalid: the tables count it as no answer, never a hit
+NOT_SCORED = "not scored: invalid"
+
+
 def _target_and_hit(sample: dict, rec: dict | None, task=None) -> tuple[str, str | None]:
-    """(what the right answer is, "hit" / "miss" / None when the task has no single hit); `task` (the sample's
-    Task, when its suite is known) ranks a target as its score does (`Task.target_rank`)."""
+    """(what the right answer is, "hit" / "miss" / `NOT_SCORED` (an invalid record) / None when the task has
+    no single hit); `task` (the sample's Task, when its suite is known) ranks a target as its score does
+    (`Task.target_rank`)."""
     parsed = (rec or {}).get("parsed") or {}
     if not isinstance(parsed, dict):
         parsed = {}
+    # an invalid answer is scored as no answer (a miss in the tables), whatever its parsed part holds
+    invalid = rec is not None and not rec.get("valid", True)
     titles = _titles(sample)
     if "target" in sample and sample["target"] is not None:
         tgt = str(sample["target"])
-        rank = task.target_rank(sample, rec) if task is not None else listed_rank(sample, rec)
         text = titles.get(tgt, tgt)
+        if invalid:
+            return text, NOT_SCORED
+        rank = task.target_rank(sample, rec) if task is not None else listed_rank(sample, rec)
         return text, None if rec is None else ("hit" + (f" (rank {rank})" if rank else "") if rank else "miss")
     if sample.get("gt") is not None and "query" in sample:
         gt = [str(x) for x in sample["gt"]]
         got = {str(x) for x in (parsed.get("item_ids") or []) if x is not None}
         k = len(got & set(gt))
         text = ", ".join(titles.get(g, g) for g in gt[:6]) + (" …" if len(gt) > 6 else "")
+        if invalid:
+            return text, NOT_SCORED
         return text, None if rec is None else (f"hit ({k} of {len(gt)})" if k else "miss")
     if "label" in sample:
         p = parsed.get("p_yes")
         text = "clicked" if sample["label"] else "not clicked"
+        if invalid:
+            return text, NOT_SCORED
         if not _number(p):
             return text, None if rec is None else "miss"
         return text, ("hit" if (p >= 0.5) == bool(sample["label"]) else "miss") + f" (P(Yes) = {p:.2f})"
@@ -935,6 +965,8 @@ def _target_and_hit(sample: dict, rec: dict | None, task=None) -> tuple[str, str
         got = parsed.get("ordering")
         if got is None and parsed.get("ratings"):
             return text, None
+        if invalid:
+            return text, NOT_SCORED
         return text, None if rec is None else ("hit" if got == order else "miss" if got else None)
     if "rating" in sample:
         return str(sample["rating"]), None

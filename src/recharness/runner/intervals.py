@@ -173,7 +173,8 @@ def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[Score
 
 def versus_strongest_reference(task, rows: list[ScoreRow], reps: dict, keys: dict, units: dict) -> None:
     """On the task's headline metric: the strongest reference row (the best point among references with
-    an interval) is marked, and each model row says whether it beats it by the paired test `_mark_best`
+    an interval) is marked when a model row of `rows` is tested against it (a reference alone on its own
+    samples, e.g. sample-capped, is not), and each model row says whether it beats it by the paired test `_mark_best`
     uses (exact sign-flip up to EXACT_MAX_UNITS independent units, paired bootstrap above):
     `row.extra["vs_strongest_reference"]` = {metric, reference, diff, p, test, verdict}, the verdict
     "beats" / "below" (p < 0.05 either way) or "not distinguishable"."""
@@ -191,21 +192,23 @@ def versus_strongest_reference(task, rows: list[ScoreRow], reps: dict, keys: dic
     # the strongest of every reference with a value, interval or not: a stronger one without an interval must
     # not leave the verdicts to a weaker one
     refs = [r for r in rows if r.kind == "reference" and is_number(r.metrics.get(m))]
-    if not refs:
+    models = [r for r in rows if r.kind == "model" and is_number(r.metrics.get(m))]
+    if not refs or not models:  # e.g. a reference alone on its own samples (a sample cap): no row to compare it with
         return
     strongest = max(refs, key=lambda r: sign * r.metrics[m])
     if m not in strongest.ci:  # not marked (no row is tested against it), nor is a weaker one in its place
         why = (strongest.extra.get("no_interval") or {}).get(m) or "no interval"
         strongest.extra["no_verdicts"] = {"metric": m, "why": why}
         return
+    j = idx[id(strongest)]
+    tested = [r for r in models if m in r.ci and keys.get((idx[id(r)], m)) == keys.get((j, m))]
+    if not tested:  # the mark names the reference each model row is tested against: none is
+        return
     strongest.extra["strongest_reference"] = m
     untrained = untrained_references(task, rows)
     if untrained:  # the verdicts below are against a simple reference only: the table says which were left out
         strongest.extra["untrained_references"] = untrained
-    j = idx[id(strongest)]
-    for r in rows:
-        if r.kind != "model" or m not in r.ci or keys.get((idx[id(r)], m)) != keys.get((j, m)):
-            continue
+    for r in tested:
         i = idx[id(r)]
         if _subset(units.get((i, m))) != _subset(units.get((j, m))):
             r.extra["no_verdict"] = f"{m}: {DIFFERENT_SUBSETS}"

@@ -192,11 +192,19 @@ def order_swaps(refs: list, sampled: str = "NDCG@10", full: str = "NDCG@10 (full
     return out
 
 
+def _places(refs: list, metric: str) -> list[str]:
+    """Each row's place by `metric` (higher first), as `order_swaps` reads the order: tied values share a place,
+    marked "=" ("1=", "1=", "3")."""
+    vals = [r.metrics[metric] for r in refs]
+    return [f"{1 + sum(w > v for w in vals)}" + ("=" if vals.count(v) > 1 else "") for v in vals]
+
+
 def sampled_vs_full(rows, sampled: str = "NDCG@10", full: str = "NDCG@10 (full)") -> str | None:
     """Markdown, per task whose reference rows carry both metrics: the references ordered by `sampled`
-    (on the sampled candidates) beside their order by `full` (the whole catalog), and a flagged line
-    naming each pair whose order swaps (Krichene & Rendle 2020: sampled metrics need not keep the order
-    of the full-catalog ones). None when no task has two such rows."""
+    (on the sampled candidates) beside their order by `full` (the whole catalog; tied values share a place,
+    "1=", as `order_swaps` counts a tie as no swap), and a flagged line naming each pair whose order swaps
+    (Krichene & Rendle 2020: sampled metrics need not keep the order of the full-catalog ones). None when
+    no task has two such rows."""
     out = []
     for task in dict.fromkeys(r.task for r in rows):
         refs = [r for r in rows if r.task == task and r.kind == "reference"
@@ -204,11 +212,11 @@ def sampled_vs_full(rows, sampled: str = "NDCG@10", full: str = "NDCG@10 (full)"
         if len(refs) < 2:
             continue
         refs.sort(key=lambda r: -r.metrics[sampled])
-        place = {r.method: k for k, r in enumerate(sorted(refs, key=lambda r: -r.metrics[full]), 1)}
+        by_sampled, by_full = _places(refs, sampled), _places(refs, full)
         lines = [f"### {task}: references on the sampled candidates vs the whole catalog\n",
                  f"| reference | {sampled} (sampled) | order | {full} | order |", "|---|---:|---:|---:|---:|"]
-        lines += [f"| {r.method} | {r.metrics[sampled]:.4f} | {k} | {r.metrics[full]:.4f} | {place[r.method]} |"
-                  for k, r in enumerate(refs, 1)]
+        lines += [f"| {r.method} | {r.metrics[sampled]:.4f} | {by_sampled[k]} | {r.metrics[full]:.4f} | {by_full[k]} |"
+                  for k, r in enumerate(refs)]
         swaps = order_swaps(refs, sampled, full)
         if swaps:
             m = {r.method: r.metrics for r in refs}

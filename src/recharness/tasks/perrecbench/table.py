@@ -34,19 +34,19 @@ def _cell(row: ScoreRow | None, level: str) -> tuple[str, float | None]:
 def table1_rows(rows: list[ScoreRow]) -> list[list[str]]:
     by = {(r.method, r.task): r for r in rows}
     methods = list(dict.fromkeys(r.method for r in rows if r.task in TASKS))
+    grid = {m: [_cell(by.get((m, t)), lv) for lv in LEVELS for t in TASKS] for m in methods}
+    # the columns some method has a value in: a method missing one of them gets no Avg. (a mean over fewer cells
+    # is not comparable), as Overall in RecBench's tables
+    filled = [j for j in range(len(LEVELS) * len(TASKS)) if any(grid[m][j][1] is not None for m in methods)]
     out = []
     for m in methods:
-        cells, vals = [], []
-        for lv in LEVELS:
-            for t in TASKS:
-                text, v = _cell(by.get((m, t)), lv)
-                cells.append(text)
-                if v is not None:
-                    vals.append(v)
-        avg = f"{sum(vals) / len(vals):.2f}" if vals else "–"
+        cells = [text for text, _ in grid[m]]
+        vals = [grid[m][j][1] for j in filled]
+        complete = bool(vals) and all(v is not None for v in vals)
+        avg = f"{sum(vals) / len(vals):.2f}" if complete else "–"
         whys = sorted({by[(m, t)].coverage["why"] for t in TASKS
                        if by.get((m, t)) is not None and getattr(by[(m, t)], "coverage", None)})
-        if vals and whys:
+        if complete and whys:
             avg += f" ({', '.join(whys)})"
         pt = by.get((m, "point"))
         mae = pt.metrics.get("MAE") if pt else None
@@ -61,7 +61,8 @@ def table1_rows(rows: list[ScoreRow]) -> list[list[str]]:
 def table1_markdown(rows: list[ScoreRow]) -> str:
     head = ["method", *(f"{lv} {t}" for lv in LEVELS for t in TASKS), "Avg.", "MAE", "RMSE"]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
-    lines += ["| " + " | ".join(r) + " |" for r in table1_rows(rows)]
+    body = table1_rows(rows)
+    lines += ["| " + " | ".join(r) + " |" for r in body]
     mode = next((r.metrics for r in rows if r.task in TASKS), {})
     note = ("Kendall tau per group, mean per level; (k unparsed) = k groups with no parseable answer, scored 0"
             if mode.get("tau") == mode.get("tau_rank") else
@@ -69,4 +70,6 @@ def table1_markdown(rows: list[ScoreRow]) -> str:
     if any(", " in line and " [" in line for line in lines[2:]):
         note += ("; [lo, hi] = the 95% bootstrap interval over the level's groups, none on a level with fewer than "
                  "5 groups (n too small) or on Avg. (a mean of the cells)")
+    if any(r[-3] == "–" and any(c != "–" for c in r[1:-3]) for r in body):
+        note += "; Avg. – = a cell the other methods have is missing (no task run, or no parseable group)"
     return "\n".join(lines) + f"\n\n{note}. MAE/RMSE: pointwise ratings clipped to 1..5.\n"
