@@ -35,12 +35,13 @@ def test_hand_worked_lists():
     hits = [1.0, 0.0, 0.0]
     u = beyond_accuracy_units(["s1", "s2", "s3"], lists, targets, hits, pop, k=2, accuracy="HR@2")
     point = {k: v.point() for k, v in u.items()}
-    assert point["coverage@2"] == pytest.approx(3 / 5)  # a, b, d
-    # exposures a 2, b 1, c 0, d 1, e 0 → sorted 0 0 1 1 2: Σ(2i-6)x = (0)(1)... = 0*-4 + 0*-2 + 1*0 + 1*2 + 2*4 = 10
-    assert point["Gini@2"] == pytest.approx(10 / (5 * 4))
-    assert point["ARP@2"] == pytest.approx(((4 + 2) / 2 + (4 + 0) / 2) / 2)  # zz dropped, d counted
-    si = {i: -np.log2((pop.users_of[i] + 1) / 5) for i in "abd"}
-    assert point["novelty@2"] == pytest.approx(((si["a"] + si["b"]) / 2 + (si["a"] + si["d"]) / 2) / 2)
+    # s2's top 2 are a, zz: zz spends slot 2 and is not counted; d (slot 3) is beyond k
+    assert point["coverage@2"] == pytest.approx(2 / 5)  # a, b
+    # exposures a 2, b 1, c 0, d 0, e 0 → sorted 0 0 0 1 2: Σ(2i-6)x = 0*-4 + 0*-2 + 0*0 + 1*2 + 2*4 = 10
+    assert point["Gini@2"] == pytest.approx(10 / (5 * 3))
+    assert point["ARP@2"] == pytest.approx(((4 + 2) / 2 + 4 / 1) / 2)
+    si = {i: -np.log2((pop.users_of[i] + 1) / 5) for i in "ab"}
+    assert point["novelty@2"] == pytest.approx(((si["a"] + si["b"]) / 2 + si["a"]) / 2)
     assert point["HR@2 head"] == 0.0  # only s3's target (a) is a head item
     assert point["HR@2 tail"] == pytest.approx(0.5)
 

@@ -1,7 +1,8 @@
 """Beyond accuracy: what a ranking method recommends, not only whether it hits the target.
 
 For the top-k lists of one method over a task's samples, against the item popularity of the
-training data (interactions per item):
+training data (interactions per item). A list's top k are its first k slots: a repeated item or an
+id outside the catalog spends its slot (as in `metrics.ranking`) and is then not counted.
 
 - **coverage@k**: distinct recommended items / catalog size.
 - **ARP@k** (average recommended popularity, Abdollahpouri et al. 2019): per sample, the mean
@@ -115,10 +116,12 @@ def beyond_accuracy_units(ids: Sequence, lists: Sequence[Sequence[str]], targets
                           hits: Sequence[float] | None, pop: Popularity, k: int = 10, clusters=None,
                           accuracy: str = "HR@10") -> dict[str, Units]:
     """The metrics of the module docstring for top-`k` lists; `hits` the per-sample accuracy that
-    head / tail split (e.g. HR@10), named `accuracy`. Items outside the catalog are not counted.
+    head / tail split (e.g. HR@10), named `accuracy`. The list is cut to its first `k` slots before
+    anything is dropped: a repeated item or an id outside the catalog keeps (wastes) its slot, as in
+    `metrics.ranking`, and is then not counted, so an item ranked below k is never pulled in.
     `targets` None (samples without one target, e.g. a set of relevant items): no head / tail split."""
     code = {i: j for j, i in enumerate(pop.catalog)}
-    tops = [[i for i in dict.fromkeys(lst) if i in code][:k] for lst in lists]
+    tops = [[i for i in dict.fromkeys(list(lst)[:k]) if i in code] for lst in lists]
     rows = [r for r, t in enumerate(tops) for _ in t]
     cols = [code[i] for t in tops for i in t]
     inc = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(tops), len(pop.catalog)))

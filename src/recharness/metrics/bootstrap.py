@@ -27,7 +27,8 @@ Conventions: seeded numpy ``default_rng``; the counts depend only on (seed, numb
 strata, clusters), so two methods scored on the same units get the same resamples and their
 replicates are *paired*; 95% percentile intervals (``numpy.percentile``, as
 ``scipy.stats.bootstrap(..., method="percentile")``); resamples where a metric is undefined
-(e.g. no positive drawn) are left out of its interval and counted.
+(e.g. no positive drawn, or no unit of one of the groups a grouped mean averages) are left out of
+its interval and counted (the interval's ``resamples`` is the number kept).
 
 The independent unit is resampled, never a part of one: with ``clusters`` (per unit, e.g. the
 user of each CTR pair, the query of RecBench+'s with/without-history pair) whole clusters are
@@ -37,7 +38,9 @@ each stratum (PerRecBench: within each difficulty level, whose size the design f
 of fewer than ``MIN_UNITS`` independent units is pooled with the other small ones (and, if still
 too small, with the smallest large one) rather than resampled alone, and a metric resting on
 fewer than ``MIN_UNITS`` independent units in all gets no interval ("n too small"): a bootstrap
-of 1 to 4 units claims a certainty the data does not have.
+of 1 to 4 units claims a certainty the data does not have. A pooled level can then be drawn zero
+times; a mean over groups (``RatioUnits(groups=...)``, PerRecBench's mean over levels) is undefined
+in such a resample rather than a mean over fewer groups, so an interval never mixes quantities.
 
 Paired comparisons of two methods A and B on the same units:
 
@@ -116,7 +119,10 @@ def resample_counts(n: int, resamples: int, seed: int = 0, strata: np.ndarray | 
     """Multinomial counts of `n` units in `resamples` resamples, as (rows, n) float64 chunks.
 
     Each row sums to n (to each stratum's size within it, with `strata`). The first k rows are
-    the same whatever `resamples` is, so a shorter run is a prefix of a longer one. With
+    the same whatever `resamples` is, so a shorter run is a prefix of a longer one: the draws come
+    in blocks whose size depends on n only (`_chunk_rows`; with `strata`, at most
+    DEFAULT_RESAMPLES rows, each stratum drawn for the whole block and the block cut to the rows
+    asked for, so the default run's stream is what it always was). With
     `clusters` the clusters are drawn (within strata, a cluster taking its first unit's
     stratum) and each unit gets its cluster's count. Strata smaller than MIN_UNITS are pooled.
     """
@@ -138,6 +144,10 @@ def resample_counts(n: int, resamples: int, seed: int = 0, strata: np.ndarray | 
     if strata is not None:
         codes = np.unique(np.asarray(strata), return_inverse=True)[1].reshape(-1)
         members = [np.flatnonzero(codes == c) for c in range(int(codes.max()) + 1 if codes.size else 0)]
+        # strata are drawn one after another within a block, so the block, not the rows asked for, must fix
+        # where each stratum's draws start: a block of a size set by n alone keeps every run a prefix of a longer
+        # one (DEFAULT_RESAMPLES rows at most: the default run is one block, the stream it always had)
+        step = min(step, DEFAULT_RESAMPLES)
     done = 0
     while done < resamples:
         rows = min(step, resamples - done)
@@ -147,7 +157,8 @@ def resample_counts(n: int, resamples: int, seed: int = 0, strata: np.ndarray | 
             if members is None:
                 draws = rng.integers(0, n, size=(rows, n))
             else:
-                draws = np.concatenate([m[rng.integers(0, m.size, size=(rows, m.size))] for m in members], axis=1)
+                draws = np.concatenate([m[rng.integers(0, m.size, size=(step, m.size))[:rows]] for m in members],
+                                       axis=1)
             counts = np.empty((rows, n))
             for r in range(rows):  # per row: a cache-sized bincount beats one over the whole chunk
                 counts[r] = np.bincount(draws[r], minlength=n)
@@ -292,7 +303,16 @@ class Units:
 @dataclass(eq=False)
 class RatioUnits(Units):
     """``transform(sum(w * num) / sum(w * den))``; with `groups`, that ratio per group label,
-    then the plain mean over groups where it is defined (den > 0)."""
+    then the plain mean over groups where it is defined (den > 0).
+
+    With `groups`, a resample is undefined (NaN: left out of the interval and counted, as any
+    undefined resample) when a group that carries the point value (den > 0) has no weight in it: a
+    mean over fewer groups is another quantity (PerRecBench tau_rank over 2 levels instead of 3), and
+    mixing it in would move the interval (a small level pooled with another stratum can be drawn
+    zero times). Keeping the pooling and dropping such resamples, rather than resampling a small
+    group's stratum within itself, keeps the variability of the few units a small group rests on; with
+    more than half the resamples undefined there is no interval (`percentile_ci`).
+    """
 
     ids: Sequence[Any]
     num: np.ndarray
@@ -303,6 +323,7 @@ class RatioUnits(Units):
     how: str = "mean"
     clusters: np.ndarray | None = None
     _g: np.ndarray | None = field(default=None, init=False, repr=False)
+    _live: np.ndarray | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self):
         self.num = np.asarray(self.num, dtype=np.float64).reshape(-1)
@@ -317,16 +338,19 @@ class RatioUnits(Units):
             g = np.zeros((codes.size, k))
             g[np.arange(codes.size), codes] = 1.0
             self._g = g
+            self._live = (self.den @ g) > 0  # the groups the point value averages over
         if self.transform not in (None, "sqrt"):
             raise ValueError(f"unknown transform {self.transform!r}")
 
-    def _stat(self, num_sums: np.ndarray, den_sums: np.ndarray) -> np.ndarray:
+    def _stat(self, num_sums: np.ndarray, den_sums: np.ndarray, all_groups: bool = False) -> np.ndarray:
+        """The statistic per row of sums; `all_groups`: NaN unless every group of the point value is defined."""
         with np.errstate(invalid="ignore", divide="ignore"):
             r = np.where(den_sums > 0, num_sums / np.where(den_sums > 0, den_sums, 1.0), np.nan)
         if self._g is not None:
             ok = np.isfinite(r)
             cnt = ok.sum(axis=1)
-            r = np.where(cnt > 0, np.where(ok, r, 0.0).sum(axis=1) / np.maximum(cnt, 1), np.nan)
+            mean = np.where(cnt > 0, np.where(ok, r, 0.0).sum(axis=1) / np.maximum(cnt, 1), np.nan)
+            r = np.where(ok[:, self._live].all(axis=1), mean, np.nan) if all_groups else mean
         return np.sqrt(r) if self.transform == "sqrt" else r
 
     def _sums(self, w: np.ndarray, num: np.ndarray, den: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -350,7 +374,7 @@ class RatioUnits(Units):
         return float(self._stat(ns, ds)[0])
 
     def replicates(self, counts: np.ndarray) -> np.ndarray:
-        return self._stat(*self._sums(counts, self.num, self.den))
+        return self._stat(*self._sums(counts, self.num, self.den), all_groups=True)
 
     def swapped(self, other: "Units", swap: np.ndarray) -> np.ndarray:
         o = _same(self, other)

@@ -56,9 +56,6 @@ def target_ranks(scores: np.ndarray, targets: Sequence[int] | np.ndarray,
     scores = np.asarray(scores, dtype=np.float64)
     if scores.ndim != 2:
         raise ValueError(f"scores must be a (rows, items) matrix, got shape {scores.shape}")
-    nan = np.isnan(scores)
-    # a NaN compares False with everything: as a target's score it would rank first, so it ranks last
-    scores = np.where(nan, -np.inf, scores)
     rows, n_items = scores.shape
     targets = np.asarray(targets, dtype=np.int64)
     if targets.shape != (rows,):
@@ -67,10 +64,13 @@ def target_ranks(scores: np.ndarray, targets: Sequence[int] | np.ndarray,
         raise ValueError(f"a target index is outside the {n_items} items")
     t_score = scores[np.arange(rows), targets][:, None]
     cols = np.arange(n_items)[None, :]
-    # a target without a score (NaN) loses every tie, so a model that scored nothing (all NaN, a diverged
-    # net) ranks its target last, not at its catalog index
-    t_nan = nan[np.arange(rows), targets][:, None]
-    beats = (scores > t_score) | ((scores == t_score) & ((cols < targets[:, None]) | (t_nan & (cols != targets[:, None]))))
+    # a NaN compares False with everything, so a NaN item never beats a scored target (NaN is below every
+    # number, -inf included); a target without a score (NaN) is beaten by every other item (it loses every
+    # tie, with the NaN and -inf items too), so a model that scored nothing (all NaN, a diverged net) ranks
+    # its target last, not at its catalog index
+    t_nan = np.isnan(t_score)
+    beats = np.where(t_nan, cols != targets[:, None],
+                     (scores > t_score) | ((scores == t_score) & (cols < targets[:, None])))
     count = beats.sum(axis=1)
     if exclude is not None:
         ex = pad_exclusions(exclude, rows)
