@@ -129,6 +129,19 @@ def own_work(task, samples, tmp: Path, part: str, conc: int = 8) -> float:
         task.parse = parse
 
 
+def rotated_rounds(measure, sides, concurrency: list[int], rounds: int, srv, task, samples, tmp: Path) -> dict:
+    """`measure(side, url, task, samples, conc, tmp, server_pid, tag)` for every side, `rounds` times per
+    concurrency, the sides' order rotated each round (none always first): {(conc, side): [measurement]}."""
+    res: dict[tuple[int, str], list[dict]] = {}
+    for conc in concurrency:
+        for r in range(rounds):
+            for side in sides[r % len(sides):] + sides[:r % len(sides)]:
+                m = measure(side, srv.base_url, task, samples, conc, tmp, srv.proc.pid, f"c{conc}-r{r}")
+                res.setdefault((conc, side), []).append(m)
+                print(conc, side, {k: round(v, 2) for k, v in m.items()}, file=sys.stderr)
+    return res
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=2000)
@@ -139,14 +152,8 @@ def main() -> None:
     load0 = os.getloadavg()
     task, samples = bo.make_samples(args.n, 48)
     sides = ["bare httpx2", *HARNESS_SIDES]
-    res: dict[tuple[int, str], list[dict]] = {}
     with FakeServerProcess() as srv, tempfile.TemporaryDirectory() as tmp:
-        for conc in args.concurrency:
-            for r in range(args.rounds):
-                for side in sides[r % len(sides):] + sides[:r % len(sides)]:
-                    m = measure(side, srv.base_url, task, samples, conc, Path(tmp), srv.proc.pid, f"c{conc}-r{r}")
-                    res.setdefault((conc, side), []).append(m)
-                    print(conc, side, {k: round(v, 2) for k, v in m.items()}, file=sys.stderr)
+        res = rotated_rounds(measure, sides, args.concurrency, args.rounds, srv, task, samples, Path(tmp))
         own: dict[str, list[float]] = {p: [] for p in OWN_PARTS}
         for r in range(max(5, args.rounds)):
             for part in OWN_PARTS[r % 3:] + OWN_PARTS[:r % 3]:

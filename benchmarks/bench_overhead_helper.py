@@ -40,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_overhead as bo  # noqa: E402
-from bench_overhead_cpu import process_cpu_s  # noqa: E402
+from bench_overhead_cpu import process_cpu_s, rotated_rounds  # noqa: E402
 from machine import cpu_model  # noqa: E402
 
 from recharness.core.types import Completion, GenerationParams  # noqa: E402
@@ -220,14 +220,8 @@ def main() -> None:
 
     load0 = os.getloadavg()
     task, samples = bo.make_samples(args.n, 48)
-    res: dict[tuple[int, str], list[dict]] = {}
     with FakeServerProcess() as srv, tempfile.TemporaryDirectory() as tmp:
-        for conc in args.concurrency:
-            for r in range(args.rounds):
-                for side in SIDES[r % len(SIDES):] + SIDES[:r % len(SIDES)]:
-                    m = measure(side, srv.base_url, task, samples, conc, Path(tmp), srv.proc.pid, f"c{conc}-r{r}")
-                    res.setdefault((conc, side), []).append(m)
-                    print(conc, side, {k: round(v, 1) for k, v in m.items()}, file=sys.stderr)
+        res = rotated_rounds(measure, list(SIDES), args.concurrency, args.rounds, srv, task, samples, Path(tmp))
     load1 = os.getloadavg()
     med = {k: {f: statistics.median(x[f] for x in v) for f in v[0]} for k, v in res.items()}
 
