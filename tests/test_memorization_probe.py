@@ -33,6 +33,22 @@ def test_user_and_interaction_rules():
     assert answer_line("here:\n2::x\n1::y", "1::") == "1::y"
 
 
+
+def test_formatting_around_the_line_and_reasoning_are_not_the_answer():
+    """A chat model's bold, quotes or code around the whole line is formatting (it read as a wrong title); a
+    <think> block is not the answer (its right draft counted for a wrong final line, and a wrong draft hid a
+    right one)."""
+    p = _item()
+    right = "1::Toy Story (1995)::Animation|Children's|Comedy"
+    for wrapped in (f"**{right}**", f'"{right}"', f"`{right}`", f"\u201c{right}\u201d", f"*{right}*", f"**`{right}`**"):
+        assert check(p, wrapped) == {"title": True, "full": True}, wrapped
+    assert check(p, f"<think>\n{right}\nno...</think>\n1::Heat (1995)::Action") == {"title": False, "full": False}
+    assert check(p, f"<think>1::Heat (1995)::Action</think>\n{right}") == {"title": True, "full": True}
+    # a quote that belongs to the title is kept: only a pair around the whole line is formatting
+    q = _item(title="'burbs, The (1989)", genres=("Comedy",))
+    assert check(q, "1::'burbs, The (1989)::Comedy") == {"title": True, "full": True}
+    assert check(q, "1::burbs, The (1989)::Comedy")["title"] is False
+
 def test_coverage_interval_is_clopper_pearson():
     from scipy.stats import beta
 

@@ -87,11 +87,31 @@ def _clean(s: str) -> str:
     return re.sub(r"\s+", " ", s.strip().strip("`").strip())
 
 
+#: what a chat model wraps a line in: bold, italics, quotes, code (removed only as a pair, at both ends)
+_WRAPPERS = ("**", "__", "*", "_", "`", '"', "'", ("\u201c", "\u201d"), ("\u2018", "\u2019"))
+
+
+def _unwrap(line: str) -> str:
+    """`line` without the formatting a chat model puts around a whole line (`**...**`, `"..."`, ...), pair by pair."""
+    line = _clean(line)
+    while True:
+        for w in _WRAPPERS:
+            left, right = w if isinstance(w, tuple) else (w, w)
+            if len(line) > len(left) + len(right) and line.startswith(left) and line.endswith(right):
+                line = _clean(line[len(left):-len(right)])
+                break
+        else:
+            return line
+
+
 def answer_line(text: str, prefix: str, shown: list[str] = ()) -> str | None:
     """The answer's line for `prefix`: the first line that starts with it and is not one of the `shown` lines
     repeated, else the first non-empty line (with the prefix added when the model left it out); None for an
-    empty answer."""
-    lines = [_clean(x) for x in (text or "").splitlines() if _clean(x)]
+    empty answer. Reasoning (`<think>...</think>`) is not the answer; bold, quotes or code around a whole line
+    are formatting, not part of it."""
+    from recharness.matching.parse import strip_reasoning
+
+    lines = [_unwrap(x) for x in strip_reasoning(text or "").splitlines() if _unwrap(x)]
     echoed = {_clean(x) for x in shown}
     for x in lines:
         if x.startswith(prefix) and x not in echoed:
