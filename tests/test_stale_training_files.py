@@ -35,6 +35,21 @@ def test_a_training_file_the_build_did_not_record_is_refused(ml1m, tmp_path):
     assert TrainData.of_build(ml1m, out, "recbench").pairs.height == pairs.height // 2
 
 
+
+@pytest.mark.parametrize("task, gone", [("ctr", "recbench/train.parquet"), ("seqrec", "recbench/seqrec_train.parquet")])
+def test_a_training_file_the_build_recorded_and_that_is_gone_is_refused(ml1m, tmp_path, task, gone):
+    """Before, a deleted training file made `of_build` (and so `train`) fall back to leave-last-out over the whole
+    dataset, whose training part holds the build's test targets (647 of 800 CTR test pairs)."""
+    out = tmp_path / task
+    pipeline.build("recbench", "ml-1m", out, tasks=[task], seed=0, limit=20, options={"train_pairs": 500}
+                   if task == "ctr" else None)
+    assert gone in RunDir(out).build_info()["side_files"]
+    (out / gone).unlink()
+    with pytest.raises(InputError, match="is gone .build.json records them.*would see the test targets"):
+        TrainData.of_build(ml1m, out, "recbench")
+    with pytest.raises(InputError, match="is gone"):
+        train(out, baselines=["popularity"], seed=0, latency_runs=0)
+
 def test_a_saved_model_of_another_build_is_not_loaded(ml1m, tmp_path):
     out = tmp_path / "run"
     pipeline.build("llmrec", "ml-1m", out, tasks=["sequential"], seed=0, limit=10)

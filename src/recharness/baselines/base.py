@@ -16,7 +16,7 @@ from typing import Self
 
 import polars as pl
 
-from recharness.core.errors import ConfigError
+from recharness.core.errors import ConfigError, InputError
 from recharness.core.rundir import RunDir, check_side_file
 from recharness.core.types import reference_record
 
@@ -79,6 +79,15 @@ class TrainData:
     def of_build(cls, dataset, run_dir: Path | None, suite: str) -> TrainData:
         """The build's own training pairs where it wrote them (`pairs_path`), else its training sequences
         (`SEQUENCE_PARTS`: interactions are their positives), else its leave-last-out part."""
+        if run_dir is not None:
+            from recharness.core.rundir import missing_side_files
+
+            gone = missing_side_files(run_dir)
+            if gone:  # without them the fallback below is leave-last-out over the whole dataset: the test targets
+                raise InputError(Path(run_dir) / gone[0], f"the build's training file{'s' if len(gone) > 1 else ''} "
+                                 f"{', '.join(gone)} {'are' if len(gone) > 1 else 'is'} gone (build.json records "
+                                 "them): a model fitted without them would see the test targets; run `recharness "
+                                 "build` again")
         path = pairs_path(run_dir, suite) if run_dir is not None else None
         sequences = read_sequences(run_dir, suite) if run_dir is not None else None
         if path is None or not path.exists():

@@ -300,6 +300,17 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def missing_side_files(run_dir: Path | str) -> list[str]:
+    """The training files the run's build.json recorded that are gone (paths relative to the run): a
+    reader that fell back to another split without them (leave-last-out over the whole dataset) would
+    fit on the samples' targets."""
+    rd = RunDir(run_dir)
+    if not rd.build_json.exists():
+        return []
+    recorded = rd.build_info().get("side_files") or {}
+    return sorted(rel for rel in recorded if not (rd.path / rel).exists())
+
+
 def check_side_file(run_dir: Path | str, path: Path) -> Path:
     """`path`, a training file a build wrote beside its samples, if it is the one the run's build.json
     recorded (builds that recorded none are taken as they are); else an InputError: a rebuild killed or
