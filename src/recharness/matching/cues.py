@@ -35,14 +35,30 @@ REFUSAL_RE = re.compile("|".join(f"(?:{c})" for c in _CUES), re.IGNORECASE)
 CORRECTION_RE = re.compile(
     r"\b(?:does|do|did|is|was|were|are)\s*(?:n'?t|\s+not)\s+(?:(?:actually|really|in fact)\s+)?"
     r"(?:feature|features|star|stars|starring|include|includes|appear|appears|have|has|in\b|part of|directed|written)"
-    r"|\b(?:never|not)\s+(?:starred|appeared|acted|featured)\b|\bfalse premise\b|\bincorrect\b|\bmistaken\b",
+    r"|\b(?:never|not)\s+(?:starred|appeared|acted|featured)\b|\bfalse premise\b|\bincorrect\b|\bmistaken\b"
+    r"|\b(?:was|is|were|are|did|does|has|have|had)\s+never\s+(?:been\s+)?(?:actually\s+)?"
+    r"(?:in\b|appear|star|feature|act|cast|part of|direct|written)",
     re.IGNORECASE,
 )
 
 
-def has_correction_cue(text: str) -> bool:
-    """True if the text corrects a premise (`CORRECTION_RE`) anywhere."""
-    return CORRECTION_RE.search(text[:20_000]) is not None
+def _not_value_re(value: str) -> re.Pattern | None:
+    """", not <value>" ("stars Sigourney Weaver, not Richard O'Brien"), also with the value's last word alone."""
+    words = value.replace("\u2019", "'").split()
+    if not words:
+        return None
+    alts = [re.escape(" ".join(words))] + ([re.escape(words[-1])] if len(words) > 1 and len(words[-1]) > 2 else [])
+    return re.compile(rf",\s*(?:and\s+|but\s+)?not\s+(?:by\s+|with\s+)?(?:{'|'.join(alts)})(?!\w)", re.IGNORECASE)
+
+
+def has_correction_cue(text: str, value: str | None = None) -> bool:
+    """True if the text corrects a premise (`CORRECTION_RE`, or ", not <value>" for the claimed `value`) anywhere;
+    callers scope it by passing one sentence."""
+    text = text[:20_000]
+    if CORRECTION_RE.search(text) is not None:
+        return True
+    pat = _not_value_re(value) if value else None
+    return pat is not None and pat.search(text.replace("\u2019", "'")) is not None
 
 # Whole answers that mean "nothing": R1 answers "None" to a misinformed query.
 _NOTHING_RE = re.compile(

@@ -20,8 +20,9 @@ recommendation), so a model cannot gain precision by inventing titles. The
 films the query itself names are not recommendations where the answer says
 so: an implicit query's reference films always leave L (repeating them is no
 CMR), a misinformed query's falsely claimed films when the answer corrects or
-refuses ("GoodFellas does not feature Tom Hanks": the failure to recommend
-the paper rewards); an answer that just lists the claimed film keeps it, a
+refuses in the sentence naming the film or the claimed value ("GoodFellas does
+not feature Tom Hanks": the failure to recommend the paper rewards; a note
+elsewhere does not count); an answer that lists the claimed film keeps it, a
 wrong recommendation. They leave L before it is cut to K.
 Queries without a prediction are left out and counted as `missing`.
 
@@ -35,6 +36,7 @@ target whose popularity could split the queries.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -78,18 +80,66 @@ def unrecognised(pred: dict) -> bool:
                 and not any(i is not None for i in parsed.get("item_ids") or []))
 
 
-def named_in_query(sample: dict, text: str | None = None) -> set[str]:
+def named_in_query(sample: dict, text: str | None = None, parsed: dict | None = None) -> set[str]:
     """The catalog ids of the films the query names itself that are not recommendations in the answer `text`:
     an implicit query's reference films always, a misinformed query's falsely claimed ones when the answer
-    corrects the premise or refuses (named in a correction, they are what the answer rejects)."""
-    from recharness.matching.cues import has_correction_cue, has_refusal_cue
-
+    corrects the premise or refuses in a sentence naming the film or the claimed value (named in a correction,
+    they are what the answer rejects), unless a plain list entry names the film (`claim_rejected`)."""
     imp = sample.get("implicit") if isinstance(sample.get("implicit"), dict) else {}
     mis = sample.get("misinformed") if isinstance(sample.get("misinformed"), dict) else {}
-    ids = list(imp.get("referenceMovieIds") or [])
-    if mis and text and (has_correction_cue(text) or has_refusal_cue(text)):
-        ids += (mis.get("errorInfo") or {}).get("movieIds") or []
-    return {str(i) for i in ids}
+    ids = [str(i) for i in imp.get("referenceMovieIds") or []]
+    if mis and text:
+        err = mis.get("errorInfo") or {}
+        strings = (parsed or {}).get("strings") or []
+        item_ids = (parsed or {}).get("item_ids") or []
+        for n, i in enumerate(err.get("movieIds") or []):
+            titles = [q for q, j in zip(strings, item_ids) if j is not None and str(j) == str(i)]
+            titles += [t for t in (err.get("movies") or [])[n:n + 1] if t]
+            if claim_rejected(text, titles, mis.get("value")):
+                ids.append(str(i))
+    return set(ids)
+
+
+_LIST_MARK = re.compile(r"^\s*(?:[-*\u2022+]|\(?\d{1,3}[.):]|#\d+)\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\b(?:Mr|Ms|Dr|St|Jr|Sr|vs|No)\.)(?<!\bMrs\.)\s+")
+
+
+def _mention_re(names: Iterable[str]) -> re.Pattern | None:
+    """Any of `names` (titles; also without a trailing year, "X, The" also as "The X") as a whole phrase."""
+    alts: set[str] = set()
+    for t in names:
+        t = " ".join(str(t).replace("\u2019", "'").split())
+        base = re.sub(r"\s*\(\d{4}\)$", "", t).strip()
+        m = re.match(r"^(.+), (The|A|An)$", base)
+        alts.update(x for x in (t, base, f"{m.group(2)} {m.group(1)}" if m else "") if len(x) > 1)
+    if not alts:
+        return None
+    alt = "|".join(re.escape(a) for a in sorted(alts, key=len, reverse=True))
+    return re.compile(rf"(?<!\w)(?:{alt})(?!\w)", re.IGNORECASE)
+
+
+def claim_rejected(text: str, titles: Iterable[str], value: str | None) -> bool:
+    """True if `text` corrects or refuses the false claim: a correction / refusal cue in the same sentence (or line)
+    as a mention of the claimed film (`titles`) or of the claimed `value`, and no plain list entry (a bulleted or
+    numbered line, or a line that is just the title, without a cue) names the film. An unrelated note ("release
+    years may be incorrect") elsewhere in the answer does not reject the claim."""
+    from recharness.matching.cues import has_correction_cue, has_refusal_cue
+
+    text = text[:20_000].replace("\u2019", "'")
+    film = _mention_re(titles)
+    who = _mention_re([value]) if value and str(value).strip() else None
+    cue = lambda s: has_correction_cue(s, value) or has_refusal_cue(s)  # noqa: E731
+    rejected = False
+    for line in text.splitlines():
+        body = _LIST_MARK.sub("", line, count=1)
+        if film is not None and film.search(body) and not cue(body):
+            bare = re.sub(r"[\s*_`\"'.,:;!?()\-]+", "", film.sub("", body))
+            if _LIST_MARK.match(line) or not bare:  # the film listed plainly: a recommendation, kept
+                return False
+        for sent in _SENTENCE_END.split(body):
+            if ((film is not None and film.search(sent)) or (who is not None and who.search(sent))) and cue(sent):
+                rejected = True
+    return rejected
 
 
 def recommended(parsed: dict | None, k: int | None, wanted: Iterable[str] = (), drop: set[str] = frozenset()) -> list[str]:
@@ -111,7 +161,7 @@ def top_lists(samples: list[dict], predictions: dict[str, dict], k: int = 10) ->
         p = predictions.get(s["id"])
         parsed = p.get("parsed") if p is not None and isinstance(p.get("parsed"), dict) else None
         out.append(recommended(parsed, s.get("k") or None, s.get("gt", []),
-                               named_in_query(s, p.get("output") if p is not None else None))[:k])
+                               named_in_query(s, p.get("output") if p is not None else None, parsed))[:k])
     return out
 
 
@@ -126,7 +176,7 @@ def query_metrics(samples: list[dict], predictions: dict[str, dict]) -> list[dic
             continue
         parsed = p.get("parsed") if isinstance(p.get("parsed"), dict) else None
         k = s.get("k") or None
-        L = recommended(parsed, k, s.get("gt", []), named_in_query(s, p.get("output")))
+        L = recommended(parsed, k, s.get("gt", []), named_in_query(s, p.get("output"), parsed))
         lists[n] = L
         row = {"FTR": 1.0 if (parsed is None or parsed.get("ftr") or not L) else 0.0}
         if L:

@@ -1,0 +1,89 @@
+"""A misinformed query's falsely claimed film leaves the list L only when the answer corrects or refuses the claim
+in the sentence naming the film or the claimed value, never because of an unrelated note, never when it is listed.
+
+Modelled on ml-1m sample `misinformed-0-h`: "I loved Richard O'Brien in Aliens (1986)" (false); ground truth
+Rocky Horror (2657) and Dark City (1748)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from recharness.data.store import Dataset
+from recharness.matching.cues import has_correction_cue
+from recharness.tasks.recbench_plus.condition_tasks import ExplicitTask
+
+
+def _toy() -> Dataset:
+    items = pl.DataFrame({
+        "item_id": ["1200", "1748", "2657", "1"],
+        "title": ["Aliens (1986)", "Dark City (1998)", "Rocky Horror Picture Show, The (1975)", "Heat (1995)"],
+        "year": [1986, 1998, 1975, 1995],
+        "genres": [["Sci-Fi"], ["Sci-Fi"], ["Comedy"], ["Crime"]],
+        "directors": [["James Cameron"], ["Alex Proyas"], ["Jim Sharman"], ["Michael Mann"]],
+        "cast": [["Sigourney Weaver"], ["Richard O'Brien"], ["Richard O'Brien"], ["Al Pacino"]],
+    })
+    inter = pl.DataFrame({"user_id": ["u1", "u1", "u2", "u2"], "item_id": ["1200", "1748", "2657", "1"],
+                          "rating": [5.0, 4.0, 5.0, 3.0], "timestamp": [1, 2, 1, 2]})
+    return Dataset("toy-mis", inter, items, pl.DataFrame({"user_id": ["u1", "u2"]}), meta={"domain": "movie"})
+
+
+MIS = {"id": "m", "task": "misinformed", "conditions": [["Starring", "Richard O'Brien"]],
+       "stated_conditions": [["Starring", "Richard O'Brien"]], "gt": ["2657", "1748"], "satisfying": ["1748", "2657"],
+       "k": None, "ref_k": 10, "history": [], "groups": ["conditions=1", "history=without"],
+       "misinformed": {"relation": "Starring", "value": "Richard O'Brien",
+                       "errorInfo": {"movies": ["Aliens (1986)"], "movieIds": [1200]}}}
+
+
+@pytest.fixture(scope="module")
+def task():
+    t = ExplicitTask()
+    t.setup(_toy())
+    return t
+
+
+def _score(task, text):
+    p = task.parse(MIS, text)
+    m = task.score([MIS], {"m": {"id": "m", "parsed": p.value, "valid": p.valid, "output": text}})
+    return {k: m[k] for k in ("P", "R", "FTR", "CMR") if k in m}
+
+
+LISTED = "1. Aliens (1986)\n2. Dark City (1998)"
+
+
+@pytest.mark.parametrize("note", ["\n\nNote: release years may be incorrect.", "\n\nSorry, I may be mistaken about the years.",
+                                  "\n\nNote: Richard O'Brien is not actually in Aliens."])
+def test_note_elsewhere_does_not_drop_the_listed_claimed_film(task, note):
+    base = _score(task, LISTED)
+    assert (base["P"], base["CMR"], base["FTR"]) == (0.5, 0.5, 0.0)
+    assert _score(task, LISTED + note) == base  # Aliens is still a (wrong) recommendation
+
+
+def test_lone_listed_claimed_film_with_unrelated_note_is_not_ftr(task):
+    m = _score(task, "1. Aliens (1986)\n\nNote: the release year may be incorrect.")
+    assert (m["FTR"], m["P"], m["CMR"]) == (0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("text", [
+    "Aliens (1986) stars Sigourney Weaver, not Richard O'Brien.",
+    "Richard O'Brien was never in Aliens, so your premise is off.",
+    "I'm sorry, but Richard O'Brien did not appear in Aliens (1986).",
+    "Aliens (1986) does not feature Richard O'Brien.",
+])
+def test_correction_in_the_films_sentence_is_ftr(task, text):
+    m = _score(task, text)
+    assert m["FTR"] == 1.0 and m["P"] == 0.0 and "CMR" not in m
+
+
+def test_correction_then_right_list(task):
+    m = _score(task, "Aliens (1986) stars Sigourney Weaver, not Richard O'Brien. He is in:\n"
+                     "1. Dark City (1998)\n2. The Rocky Horror Picture Show (1975)")
+    assert (m["P"], m["R"], m["CMR"], m["FTR"]) == (1.0, 1.0, 1.0, 0.0)
+
+
+def test_correction_cue_patterns():
+    assert has_correction_cue("Aliens stars Sigourney Weaver, not Richard O'Brien.", "Richard O'Brien")
+    assert has_correction_cue("Directed by James Cameron, not by Michael Mann.", "Michael Mann")
+    assert has_correction_cue("Tom Hanks was never in GoodFellas.")
+    assert not has_correction_cue("Aliens stars Sigourney Weaver, not Richard O'Brien.")  # no claimed value given
+    assert not has_correction_cue("Sigourney Weaver stars in Aliens.", "Richard O'Brien")
