@@ -84,6 +84,15 @@ def test_year_picks_among_remakes(m):
     assert m.match("Psycho (1961)").item_id == "1219"  # a year off by one still counts
 
 
+
+@pytest.mark.parametrize("query", ["Psycho (1998 remake)", "Psycho (remake, 1998)", "Psycho (1998 version)",
+                                   "Psycho [1998 film]"])
+def test_a_year_tagged_remake_or_version_is_that_years_film(m, query):
+    """"(1998 remake)" is Psycho (1998): it matched Psycho (1960), and beside it in a list the two merged as one."""
+    assert m.match(query).item_id == "2389"
+    ids, _ = m.resolve(f"1. Psycho (1960)\n2. {query}")
+    assert ids == ["1219", "2389"]
+
 def test_without_year_priority_then_catalog_order_decides():
     assert CatalogMatcher(CATALOG).match("Psycho").item_id == "1219"
     assert CatalogMatcher(CATALOG, priority={"2389": 10, "1219": 3}).match("Psycho").item_id == "2389"

@@ -28,7 +28,10 @@ ENGLISH_ARTICLES = ("the", "a", "an")
 
 REPLACEMENT = "\ufffd"  # a character the catalog lost; kept as a placeholder in keys
 
-_YEAR_RE = re.compile(r"\s*[\(\[]\s*((?:18|19|20)\d\d)(?:\s*film)?\s*[\)\]]\s*$", re.IGNORECASE)
+# "(1998)", and a year a chat model tags: "(1998 film)", "(1998 remake)", "(1962 version)", "(remake, 1998)"
+_YEAR_TAG = r"(?:film|movie|remake|version|original)"
+_YEAR_RE = re.compile(r"\s*[\(\[]\s*(?:" + _YEAR_TAG + r"\s*,?\s*)?((?:18|19|20)\d\d)(?:\s*,?\s*" + _YEAR_TAG
+                      + r")?\s*[\)\]]\s*$", re.IGNORECASE)
 _TRAILING_ARTICLE_RE = re.compile(r"^(.*?\S)\s*,\s*(" + "|".join(re.escape(a) for a in sorted(ARTICLES, key=len, reverse=True)) + r")$", re.IGNORECASE)
 _AKA_RE = re.compile(r"^(?:a\.?k\.?a\.?|also known as)\s*[:.]?\s*", re.IGNORECASE)
 _ROMAN = {"ii": "2", "iii": "3", "iv": "4", "vi": "6", "vii": "7", "viii": "8", "ix": "9", "xi": "11", "xii": "12", "xiii": "13"}
