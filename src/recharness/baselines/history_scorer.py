@@ -75,6 +75,31 @@ def validation_split(train: TrainData, max_users: int, seed: int) -> tuple[Train
     return fit_on, pairs
 
 
+def click_validation(train: TrainData, seed: int) -> tuple[TrainData, pl.DataFrame]:
+    """(what a tuner fits on, the labelled pairs it scores) for a pairs (CTR) build, from the training data
+    only: the build's valid.parquet, else the same seeded 10% of the training pairs the DLRMs hold out
+    (`dlrm.baseline.validation_pairs`, repeated here so the HistoryScorers need no torch). The fit's data
+    is the remaining pairs' clicks, without any (user, item) of a validation pair."""
+    pairs = train.require_pairs("a click objective")
+    valid = train.valid
+    if valid is None or valid.height == 0:
+        is_valid = np.random.default_rng(seed).random(pairs.height) < 0.1  # as `dlrm.baseline.holdout(pairs, 0.1, seed)`
+        pairs, valid = pairs.filter(pl.Series(~is_valid)), pairs.filter(pl.Series(is_valid))
+    pairs = pairs.join(valid.select("user_id", "item_id").unique(), on=["user_id", "item_id"], how="anti")
+    clicks = pairs.filter(pl.col("label") == 1).select("user_id", "item_id", "timestamp")
+    fit_on = TrainData(clicks, train.items, pairs, valid=valid, item_table=train.item_table,
+                       dataset_name=train.dataset_name)
+    return fit_on, valid
+
+
+def click_samples(pairs: pl.DataFrame) -> list[dict]:
+    """The pairs as the ctr task's samples for `p_clicks`: user_id, item_id and the history shown."""
+    has_history = "history" in pairs.columns
+    cols = ["user_id", "item_id"] + (["history"] if has_history else [])
+    return [{"user_id": r[0], "item_id": r[1], "history": list(r[2] or ()) if has_history else []}
+            for r in pairs.select(cols).iter_rows()]
+
+
 class HistoryScorer(Ranker):
     """A ranker whose answers all come from `scores(history)`: one float per catalog item.
 
@@ -104,6 +129,27 @@ class HistoryScorer(Ranker):
 
     def settings(self) -> dict:
         return dict(self.params)
+
+    @classmethod
+    def tuning_objective(cls, train: TrainData, seed: int):
+        """For `train --tune`: on a pairs (CTR) build, AUC of `p_clicks` on its validation pairs
+        (`click_validation`: valid.parquet, else the DLRMs' seeded held-out slice), fitted without them;
+        never a test pair. Any other build: `tuning.ranking_objective` (NDCG@10)."""
+        from recharness.baselines.tuning import Objective, ranking_objective
+
+        if train.pairs is None:
+            return ranking_objective(train, seed)
+        from recharness.metrics.classification import auc
+
+        fit_on, valid = click_validation(train, seed)
+        samples, labels = click_samples(valid), valid["label"].to_numpy()
+        where = ("the build's validation slice of the training pairs (valid.parquet)"
+                 if train.valid is not None and train.valid.height else "a seeded 10% of the training pairs held out")
+        return Objective(fit_on, lambda model: float(auc(labels, np.asarray(model.p_clicks(samples), dtype=float))),
+                         "auc", valid.height,
+                         f"auc of the click scores on {valid.height} validation pairs: {where}, none of which the "
+                         "trial's fit sees (never a test pair)",
+                         lambda: list(zip(valid["user_id"].to_list(), valid["item_id"].to_list())))
 
     # ------------------------------------------------------------ fitting
 

@@ -6,7 +6,8 @@ seeded; trial 0 is its default configuration, so tuning never reports worse than
 validation). What a trial is fitted on and scored by (`objective_for`) is carved from the training
 data — never a test sample:
 
-- rankers (the HistoryScorers ItemKNN/EASE/ALS/Markov, SASRec and its layer variants): NDCG@10 over
+- rankers (the HistoryScorers ItemKNN/EASE/ALS/Markov on a build without labelled pairs, SASRec and its
+  layer variants): NDCG@10 over
   the full catalog (history excluded) on ≤ `VALID_USERS` validation pairs (`validation_split`: a
   list-wise build's own validation rows, else each training user's last training item, which the
   trial's fit then does not see). SASRec fits on the build's training windows and early-stops on
@@ -16,6 +17,9 @@ data — never a test sample:
 - click models (the DLRMs): AUC on the validation slice of the training pairs their fit early-stops
   on (the build's valid.parquet, else a seeded 10% of the training pairs held out), from the weights
   of the best epoch. A class chooses this through its `tuning_objective(train, seed)`.
+- the HistoryScorers on a pairs (CTR) build, where the task reports AUC on labelled pairs: AUC of their
+  click scores (`p_clicks`) on the same validation pairs (valid.parquet, else the DLRMs' seeded 10%),
+  fitted on the other training pairs' clicks (`history_scorer.click_validation`), not next-item NDCG.
 
 Per-trial epoch cap: a model trained in epochs may have one, `tune_epochs` (a class attribute, or
 `tune(..., epochs=E)`), and it is part of the stated budget (`budget.epochs_per_trial` in

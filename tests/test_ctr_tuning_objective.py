@@ -1,0 +1,109 @@
+"""`train --tune` of the HistoryScorers (ItemKNN, EASE, ALS, Markov) on a CTR build: AUC of their click
+scores on the build's validation pairs, fitted without them; on any other build the ranking objective."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from recharness.baselines import tuning
+from recharness.baselines.base import TrainData
+from recharness.baselines.ease import EASE
+from recharness.baselines.item_knn import ItemKNN
+from recharness.data.store import Dataset, load_dataset, save_dataset
+from recharness.runner import pipeline
+
+N_USERS, N_ITEMS, N_POS, N_NEG = 60, 40, 12, 6
+
+
+@pytest.fixture(scope="module")
+def dataset_dir(tmp_path_factory):
+    """Each user: 12 positives (rating 5) and 6 negatives (rating 1) of distinct items, one per second."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for u in range(N_USERS):
+        items = rng.permutation(N_ITEMS)[: N_POS + N_NEG]
+        ratings = [5.0] * N_POS + [1.0] * N_NEG
+        order = rng.permutation(N_POS + N_NEG)
+        for t, k in enumerate(order):
+            rows.append((f"u{u}", f"i{items[k]}", ratings[k], 1_000_000 + 100 * u + t))
+    inter = pl.DataFrame(rows, schema={"user_id": pl.Utf8, "item_id": pl.Utf8, "rating": pl.Float64,
+                                       "timestamp": pl.Int64}, orient="row")
+    items = pl.DataFrame({"item_id": [f"i{k}" for k in range(N_ITEMS)],
+                          "title": [f"Film number {k} ({1980 + k})" for k in range(N_ITEMS)]})
+    users = pl.DataFrame({"user_id": [f"u{u}" for u in range(N_USERS)]})
+    return save_dataset(Dataset("synthetic-ctr-tune", inter, items, users, meta={"domain": "movie"}),
+                        tmp_path_factory.mktemp("data") / "synthetic-ctr-tune")
+
+
+def _ctr_train(dataset_dir, out, **options) -> TrainData:
+    pipeline.build("recbench", str(dataset_dir), out, tasks=["ctr"], seed=0, limit=20,
+                   options={"history_len": 5, **options})
+    return TrainData.of_build(load_dataset(str(dataset_dir)), out, "recbench")
+
+
+def _keys(df: pl.DataFrame) -> set[tuple[str, str]]:
+    return set(zip(df["user_id"].to_list(), df["item_id"].to_list()))
+
+
+def _by_hand(model, valid: pl.DataFrame) -> float:
+    samples = [{"user_id": u, "item_id": i, "history": list(h)}
+               for u, i, h in valid.select("user_id", "item_id", "history").iter_rows()]
+    return float(roc_auc_score(valid["label"].to_numpy(), model.p_clicks(samples)))
+
+
+@pytest.mark.parametrize("cls", [ItemKNN, EASE])
+def test_history_scorer_on_a_ctr_build_tunes_on_validation_auc(dataset_dir, tmp_path, cls):
+    train = _ctr_train(dataset_dir, tmp_path / "ctr", valid_fraction=0.2)
+    valid = pl.read_parquet(tmp_path / "ctr" / "recbench" / "valid.parquet")
+    assert train.pairs is not None and valid.height and valid["label"].n_unique() == 2
+    obj = tuning.objective_for(cls, train, 0)
+    assert obj.metric == "auc" and obj.size == valid.height
+    assert "valid.parquet" in obj.description
+    assert sorted(obj.keys()) == sorted(zip(valid["user_id"].to_list(), valid["item_id"].to_list()))
+    # the trial's fit never sees a validation pair, in its clicks or its labelled pairs
+    assert not _keys(valid) & _keys(obj.fit_on.interactions)
+    assert not _keys(valid) & _keys(obj.fit_on.pairs)
+    model = cls.create(seed=0, **cls.defaults()).fit(obj.fit_on)
+    assert obj.score(model) == pytest.approx(_by_hand(model, valid), abs=1e-12)
+    # the search states and optimises the AUC objective
+    search = tuning.tune(cls, train, 2, seed=0)
+    assert search["objective"] == obj.description
+    assert all(0.0 <= r["valid"] <= 1.0 for r in search["trials"])
+
+
+def test_history_scorer_without_valid_parquet_holds_out_the_dlrms_slice(dataset_dir, tmp_path):
+    train = _ctr_train(dataset_dir, tmp_path / "ctr0", valid_fraction=0.0)
+    assert train.valid is None or train.valid.height == 0
+    obj = tuning.objective_for(ItemKNN, train, 3)
+    held = train.pairs.filter(pl.Series(np.random.default_rng(3).random(train.pairs.height) < 0.1))
+    assert obj.metric == "auc" and obj.size == held.height > 0
+    assert obj.keys() == list(zip(held["user_id"].to_list(), held["item_id"].to_list()))
+    assert not _keys(held) & _keys(obj.fit_on.interactions)
+    try:  # the same slice the DLRMs hold out, where torch is installed
+        from recharness.baselines.dlrm.baseline import validation_pairs
+    except Exception:  # noqa: BLE001 - no torch: the seeded rule above is the check
+        pass
+    else:
+        assert validation_pairs(train, 3)[1].equals(held)
+    if held["label"].n_unique() == 2:
+        model = ItemKNN.create(seed=0).fit(obj.fit_on)
+        assert obj.score(model) == pytest.approx(_by_hand(model, held), abs=1e-12)
+
+
+def test_history_scorer_on_a_sequential_build_keeps_the_ranking_objective(dataset_dir, tmp_path):
+    out = tmp_path / "seqrec"
+    pipeline.build("recbench", str(dataset_dir), out, tasks=["seqrec"], seed=0, limit=20,
+                   options={"history_len": 5})
+    train = TrainData.of_build(load_dataset(str(dataset_dir)), out, "recbench")
+    assert train.pairs is None
+    obj = tuning.objective_for(ItemKNN, train, 0)
+    ref = tuning.ranking_objective(train, 0)
+    assert obj.metric == tuning.METRIC == "ndcg@10"
+    assert (obj.size, obj.description, obj.keys()) == (ref.size, ref.description, ref.keys())
+    assert obj.fit_on is ref.fit_on
+    # a leave-last-out training set (no build) too
+    lo = TrainData.leave_last_out(load_dataset(str(dataset_dir)))
+    assert tuning.objective_for(EASE, lo, 0).metric == "ndcg@10"
