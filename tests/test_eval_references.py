@@ -150,3 +150,16 @@ def test_a_kept_reference_whose_settings_changed_in_the_code_is_fitted_again():
     old = {**now, "settings": {**now["settings"], "l2": 123.0}}
     assert _settings_changed("ease", 0, {"model": old}, untuned)
     assert not _settings_changed("ease", 0, {"model": old}, {"tune_trials": 20})  # a search chose them
+
+
+def test_eval_leaves_a_reference_out_of_a_suite_none_of_whose_tasks_ask_it(ml1m, tmp_path):
+    """-m baseline:popularity over PerRecBench (no task asks a ranker): that suite is left out with one line, and
+    eval goes on to its report (it stopped there with a ConfigError)."""
+    from typer.testing import CliRunner
+
+    from recharness.cli import app
+
+    res = CliRunner().invoke(app, ["eval", "-m", "baseline:popularity", "--suites", "perrecbench",
+                                   "--no-train-references", "--out", str(tmp_path / "ev")])
+    assert res.exit_code == 0, res.output
+    assert "baseline:popularity answers none of its tasks" in " ".join(res.output.split())

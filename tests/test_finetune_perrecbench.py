@@ -317,10 +317,14 @@ def test_a_merge_source_that_is_no_fine_tune_or_a_damaged_one_is_named(tmp_path)
     from recharness.core.errors import InputError
     from recharness.finetune.merge import read_source
 
+    from recharness.finetune.merge import merge
+
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(ConfigError, match="has no finetune.json: not a fine-tune"):
-        read_source(empty)
+    assert read_source(empty)["no_info"] and read_source(empty)["info"] == {}  # another tool's: fine with --base
+    with pytest.raises(ConfigError, match="has no finetune.json .not a fine-tune made by `recharness finetune`.: "
+                                          "give the base model with --base"):
+        merge([empty, empty], tmp_path / "out", base_model=object())
     cut = tmp_path / "cut"
     cut.mkdir()
     (cut / "finetune.json").write_text('{"base": "HuggingFaceTB/SmolLM2-135M-Instruct", "items": "text"')

@@ -87,3 +87,15 @@ def test_correction_cue_patterns():
     assert has_correction_cue("Tom Hanks was never in GoodFellas.")
     assert not has_correction_cue("Aliens stars Sigourney Weaver, not Richard O'Brien.")  # no claimed value given
     assert not has_correction_cue("Sigourney Weaver stars in Aliens.", "Richard O'Brien")
+
+
+def test_never_with_another_verb_is_no_correction_and_a_number_value_is_text():
+    """'was never actually a box-office flop' praises the film; a claimed value read as a number is text."""
+    from recharness.matching.cues import has_correction_cue
+    from recharness.tasks.recbench_plus.evaluate import claim_rejected
+
+    for praise in ("Aliens (1986) was never actually a box-office flop.", "It has never started to feel dated.",
+                   "Aliens is never directly scary."):
+        assert not has_correction_cue(praise), praise
+    assert has_correction_cue("Richard O'Brien was never in Aliens.") and has_correction_cue("He has never starred in it.")
+    assert claim_rejected("Heat (1995) is great.", ["Heat (1995)"], 1994) is False

@@ -63,6 +63,11 @@ def test_a_reference_leaves_out_the_tasks_that_do_not_ask_it(ml1m, tmp_path):
     res = runner.invoke(app, ["run", "llmrec", "-d", "ml-1m", "-o", str(d), "-m", "baseline:popularity",
                               "-t", "rating", "--name", "pop2"])
     assert "answers no sample of --task rating" in str(res.exception)  # a ConfigError: `main` exits 2 with it
+    # a --limit run covers the tasks it answers: `score` reads it as complete, not as 3 of 6 sequential samples
+    d2 = tmp_path / "run2"
+    invoke("build", "llmrec", "-d", "ml-1m", "-t", "rating", "-t", "sequential", "-n", "6", "-o", str(d2))
+    invoke("run", "llmrec", "-d", "ml-1m", "-o", str(d2), "-m", "baseline:popularity", "--limit", "3")
+    invoke("score", "llmrec", "-o", str(d2), "--resamples", "0")
 
 def test_a_heavy_baseline_without_a_trained_model_is_one_clear_line(ml1m, tmp_path):
     d = tmp_path / "run"

@@ -223,6 +223,11 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
         for spec in models:
             name = default_name(spec)
             backend = resolve_spec(spec, r.path)
+            serves = getattr(backend, "answers_task", None)  # a reference (-m baseline:NAME) answers the tasks asking it
+            built_tasks = rd.build_info()["tasks"] if serves is not None else []
+            if serves is not None and not any(serves(get_task(r.suite, t)) for t in built_tasks):
+                say(f"{r.label}: {spec} answers none of its tasks ({', '.join(built_tasks)}): left out")
+                continue
             t1 = time.perf_counter()
             own = [t for t in r.tasks if get_task(r.suite, t).request == "custom"]
             run_gen, run_sys = generation, system_prompt

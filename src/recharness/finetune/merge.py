@@ -132,17 +132,18 @@ def read_source(model_dir: Path) -> dict:
     if not model_dir.is_dir():
         raise ConfigError(f"merge: {model_dir} is not a directory")
     path = model_dir / FINETUNE_INFO
-    if not path.is_file():
-        raise ConfigError(f"merge: {model_dir} has no {FINETUNE_INFO}: not a fine-tune made by `recharness finetune`")
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:  # a cut or damaged file: said as such, not as "no base model"
-        raise InputError(path, f"unreadable ({' '.join(str(e).split())[:200]})") from None
-    if not isinstance(info, dict):
-        raise InputError(path, "not a JSON object: not a fine-tune's record")
+    info: dict = {}
+    if path.is_file():  # without it: another tool's fine-tune in the same layout (`merge` then needs --base)
+        try:
+            info = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:  # a cut or damaged file: said as such, not as "no base model"
+            raise InputError(path, f"unreadable ({' '.join(str(e).split())[:200]})") from None
+        if not isinstance(info, dict):
+            raise InputError(path, "not a JSON object: not a fine-tune's record")
     if (model_dir / "item_vocab.json").exists() or info.get("items") not in (None, "text"):
         raise ConfigError(f"merge: {model_dir} has item tokens ({info.get('items')}); only text fine-tunes merge")
-    return {"dir": model_dir, "info": info, "adapter": (model_dir / ADAPTER_DIR / "adapter_config.json").exists()}
+    return {"dir": model_dir, "info": info, "adapter": (model_dir / ADAPTER_DIR / "adapter_config.json").exists(),
+            "no_info": not path.is_file()}
 
 
 def merge(sources: list[Path], out: Path, *, method: str = "linear", weights: list[float] | None = None,
@@ -175,6 +176,10 @@ def merge(sources: list[Path], out: Path, *, method: str = "linear", weights: li
     if len(weights) != n or not all(math.isfinite(w) for w in weights):
         raise ConfigError(f"merge: give one finite weight per model ({n}), got {weights}")
     bases = {s["info"].get("base") for s in srcs}
+    bare = list(dict.fromkeys(str(s["dir"]) for s in srcs if s.get("no_info")))
+    if base is None and bare:
+        raise ConfigError(f"merge: {', '.join(bare)} has no {FINETUNE_INFO} (not a fine-tune made by `recharness "
+                          "finetune`): give the base model with --base")
     if base is None:
         if len(bases) != 1 or None in bases:
             raise ConfigError(f"merge: the models name different or no base models ({sorted(map(str, bases))}); "

@@ -37,14 +37,14 @@ CORRECTION_RE = re.compile(
     r"(?:feature|features|star|stars|starring|include|includes|appear|appears|have|has|in\b|part of|directed|written)"
     r"|\b(?:never|not)\s+(?:starred|appeared|acted|featured)\b|\bfalse premise\b|\bincorrect\b|\bmistaken\b"
     r"|\b(?:was|is|were|are|did|does|has|have|had)\s+never\s+(?:been\s+)?(?:actually\s+)?"
-    r"(?:in\b|appear|star|feature|act|cast|part of|direct|written)",
+    r"(?:in|appear(?:s|ed)?|star(?:s|red|ring)?|feature[sd]?|act(?:s|ed)?|cast|part of|direct(?:s|ed)?|written)\b",
     re.IGNORECASE,
 )
 
 
 def _not_value_re(value: str) -> re.Pattern | None:
     """", not <value>" ("stars Sigourney Weaver, not Richard O'Brien"), also with the value's last word alone."""
-    words = value.replace("\u2019", "'").split()
+    words = str(value).replace("\u2019", "'").split()
     if not words:
         return None
     alts = [re.escape(" ".join(words))] + ([re.escape(words[-1])] if len(words) > 1 and len(words[-1]) > 2 else [])

@@ -118,11 +118,11 @@ def resample_counts(n: int, resamples: int, seed: int = 0, strata: np.ndarray | 
                     clusters: np.ndarray | None = None) -> Iterator[np.ndarray]:
     """Multinomial counts of `n` units in `resamples` resamples, as (rows, n) float64 chunks.
 
-    Each row sums to n (to each stratum's size within it, with `strata`). The first k rows are
-    the same whatever `resamples` is, so a shorter run is a prefix of a longer one: the draws come
-    in blocks whose size depends on n only (`_chunk_rows`; with `strata`, at most
-    DEFAULT_RESAMPLES rows, each stratum drawn for the whole block and the block cut to the rows
-    asked for, so the default run's stream is what it always was). With
+    Each row sums to n (to each stratum's size within it, with `strata`). Without `strata` the
+    first k rows are the same whatever `resamples` is, so a shorter run is a prefix of a longer
+    one; with `strata` each block draws one stratum after another, so a run of another length is
+    another stream (nothing pairs stratified runs of different lengths; keeping the published
+    default stream came first). With
     `clusters` the clusters are drawn (within strata, a cluster taking its first unit's
     stratum) and each unit gets its cluster's count. Strata smaller than MIN_UNITS are pooled.
     """
@@ -144,10 +144,6 @@ def resample_counts(n: int, resamples: int, seed: int = 0, strata: np.ndarray | 
     if strata is not None:
         codes = np.unique(np.asarray(strata), return_inverse=True)[1].reshape(-1)
         members = [np.flatnonzero(codes == c) for c in range(int(codes.max()) + 1 if codes.size else 0)]
-        # strata are drawn one after another within a block, so the block, not the rows asked for, must fix
-        # where each stratum's draws start: a block of a size set by n alone keeps every run a prefix of a longer
-        # one (DEFAULT_RESAMPLES rows at most: the default run is one block, the stream it always had)
-        step = min(step, DEFAULT_RESAMPLES)
     done = 0
     while done < resamples:
         rows = min(step, resamples - done)
@@ -157,8 +153,7 @@ def resample_counts(n: int, resamples: int, seed: int = 0, strata: np.ndarray | 
             if members is None:
                 draws = rng.integers(0, n, size=(rows, n))
             else:
-                draws = np.concatenate([m[rng.integers(0, m.size, size=(step, m.size))[:rows]] for m in members],
-                                       axis=1)
+                draws = np.concatenate([m[rng.integers(0, m.size, size=(rows, m.size))] for m in members], axis=1)
             counts = np.empty((rows, n))
             for r in range(rows):  # per row: a cache-sized bincount beats one over the whole chunk
                 counts[r] = np.bincount(draws[r], minlength=n)

@@ -186,6 +186,8 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
                               "`recharness baselines` lists which reference serves which task")
         samples = [s for s in samples if s["task"] not in unserved]
         left_out = [] if asked else unserved
+        if not asked:  # what this run covers, as `score` reads it (`runner.coverage`): the tasks it answers
+            asked = [t for t in info["tasks"] if t not in unserved]
     else:
         left_out = []
     if limit is not None:
