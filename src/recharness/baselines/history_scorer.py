@@ -130,27 +130,6 @@ class HistoryScorer(Ranker):
     def settings(self) -> dict:
         return dict(self.params)
 
-    @classmethod
-    def tuning_objective(cls, train: TrainData, seed: int):
-        """For `train --tune`: on a pairs (CTR) build, AUC of `p_clicks` on its validation pairs
-        (`click_validation`: valid.parquet, else the DLRMs' seeded held-out slice), fitted without them;
-        never a test pair. Any other build: `tuning.ranking_objective` (NDCG@10)."""
-        from recharness.baselines.tuning import Objective, ranking_objective
-
-        if train.pairs is None:
-            return ranking_objective(train, seed)
-        from recharness.metrics.classification import auc
-
-        fit_on, valid = click_validation(train, seed)
-        samples, labels = click_samples(valid), valid["label"].to_numpy()
-        where = ("the build's validation slice of the training pairs (valid.parquet)"
-                 if train.valid is not None and train.valid.height else "a seeded 10% of the training pairs held out")
-        return Objective(fit_on, lambda model: float(auc(labels, np.asarray(model.p_clicks(samples), dtype=float))),
-                         "auc", valid.height,
-                         f"auc of the click scores on {valid.height} validation pairs: {where}, none of which the "
-                         "trial's fit sees (never a test pair)",
-                         lambda: list(zip(valid["user_id"].to_list(), valid["item_id"].to_list())))
-
     # ------------------------------------------------------------ fitting
 
     def fit(self, train: TrainData) -> Self:

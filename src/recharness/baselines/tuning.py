@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from recharness.baselines.base import Baseline, TrainData
-from recharness.baselines.history_scorer import validation_split
+from recharness.baselines.history_scorer import HistoryScorer, click_samples, click_validation, validation_split
 from recharness.metrics.full_ranking import rank_metrics
 
 #: validation pairs scored per trial (drawn with the seed when there are more): the same for every model
@@ -101,10 +101,32 @@ def ranking_objective(train: TrainData, seed: int) -> Objective:
                      "training data (never a test sample)", lambda: _pair_users(train, pairs))
 
 
+def click_objective(train: TrainData, seed: int) -> Objective:
+    """A HistoryScorer's objective on a pairs (CTR) build: AUC of `p_clicks` on its validation pairs
+    (`click_validation`: valid.parquet, else the DLRMs' seeded held-out slice), fitted without them; never a
+    test pair."""
+    from recharness.metrics.classification import auc
+
+    fit_on, valid = click_validation(train, seed)
+    samples, labels = click_samples(valid), valid["label"].to_numpy()
+    where = ("the build's validation slice of the training pairs (valid.parquet)"
+             if train.valid is not None and train.valid.height else "a seeded 10% of the training pairs held out")
+    return Objective(fit_on, lambda model: float(auc(labels, np.asarray(model.p_clicks(samples), dtype=float))),
+                     "auc", valid.height,
+                     f"auc of the click scores on {valid.height} validation pairs: {where}, none of which the "
+                     "trial's fit sees (never a test pair)",
+                     lambda: list(zip(valid["user_id"].to_list(), valid["item_id"].to_list())))
+
+
 def objective_for(cls: type[Baseline], train: TrainData, seed: int) -> Objective:
-    """The class's own objective (`tuning_objective`), else the ranking one."""
+    """The class's own objective (`tuning_objective`), else for a HistoryScorer on a pairs (CTR) build the
+    click one, else the ranking one."""
     own = getattr(cls, "tuning_objective", None)
-    return own(train, seed) if callable(own) else ranking_objective(train, seed)
+    if callable(own):
+        return own(train, seed)
+    if issubclass(cls, HistoryScorer) and train.pairs is not None:
+        return click_objective(train, seed)
+    return ranking_objective(train, seed)
 
 
 def _suggest(trial, name: str, spec: tuple):
