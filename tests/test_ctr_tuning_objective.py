@@ -12,30 +12,13 @@ from recharness.baselines import tuning
 from recharness.baselines.base import TrainData
 from recharness.baselines.ease import EASE
 from recharness.baselines.item_knn import ItemKNN
-from recharness.data.store import Dataset, load_dataset, save_dataset
+from recharness.data.store import load_dataset
 from recharness.runner import pipeline
-
-N_USERS, N_ITEMS, N_POS, N_NEG = 60, 40, 12, 6
-
+from tests.test_tuning_trained import synthetic_dataset
 
 @pytest.fixture(scope="module")
 def dataset_dir(tmp_path_factory):
-    """Each user: 12 positives (rating 5) and 6 negatives (rating 1) of distinct items, one per second."""
-    rng = np.random.default_rng(0)
-    rows = []
-    for u in range(N_USERS):
-        items = rng.permutation(N_ITEMS)[: N_POS + N_NEG]
-        ratings = [5.0] * N_POS + [1.0] * N_NEG
-        order = rng.permutation(N_POS + N_NEG)
-        for t, k in enumerate(order):
-            rows.append((f"u{u}", f"i{items[k]}", ratings[k], 1_000_000 + 100 * u + t))
-    inter = pl.DataFrame(rows, schema={"user_id": pl.Utf8, "item_id": pl.Utf8, "rating": pl.Float64,
-                                       "timestamp": pl.Int64}, orient="row")
-    items = pl.DataFrame({"item_id": [f"i{k}" for k in range(N_ITEMS)],
-                          "title": [f"Film number {k} ({1980 + k})" for k in range(N_ITEMS)]})
-    users = pl.DataFrame({"user_id": [f"u{u}" for u in range(N_USERS)]})
-    return save_dataset(Dataset("synthetic-ctr-tune", inter, items, users, meta={"domain": "movie"}),
-                        tmp_path_factory.mktemp("data") / "synthetic-ctr-tune")
+    return synthetic_dataset(tmp_path_factory.mktemp("data"), "synthetic-ctr-tune")
 
 
 def _ctr_train(dataset_dir, out, **options) -> TrainData:

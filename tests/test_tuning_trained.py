@@ -32,7 +32,12 @@ N_USERS, N_ITEMS, N_POS, N_NEG = 60, 40, 12, 6
 
 @pytest.fixture(scope="module")
 def dataset_dir(tmp_path_factory):
-    """Each user: 12 positives (rating 5) and 6 negatives (rating 1) of distinct items, one per second."""
+    return synthetic_dataset(tmp_path_factory.mktemp("data"), "synthetic-tune")
+
+
+def synthetic_dataset(directory, name: str):
+    """Each user: 12 positives (rating 5) and 6 negatives (rating 1) of distinct items, one per second; saved
+    as `name` under `directory`."""
     rng = np.random.default_rng(0)
     rows = []
     for u in range(N_USERS):
@@ -46,8 +51,7 @@ def dataset_dir(tmp_path_factory):
     items = pl.DataFrame({"item_id": [f"i{k}" for k in range(N_ITEMS)],
                           "title": [f"Film number {k} ({1980 + k})" for k in range(N_ITEMS)]})
     users = pl.DataFrame({"user_id": [f"u{u}" for u in range(N_USERS)]})
-    return save_dataset(Dataset("synthetic-tune", inter, items, users, meta={"domain": "movie"}),
-                        tmp_path_factory.mktemp("data") / "synthetic-tune")
+    return save_dataset(Dataset(name, inter, items, users, meta={"domain": "movie"}), directory / name)
 
 
 def _spy(monkeypatch):
