@@ -142,13 +142,18 @@ def rotated_rounds(measure, sides, concurrency: list[int], rounds: int, srv, tas
     return res
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def overhead_args(doc: str, out: Path) -> argparse.ArgumentParser:
+    """The options the zero-latency overhead benchmarks share: prompts, rounds, concurrencies, result file."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
-    ap.add_argument("--out", type=Path, default=OUT)
-    args = ap.parse_args()
+    ap.add_argument("--out", type=Path, default=out)
+    return ap
+
+
+def main() -> None:
+    args = overhead_args(__doc__, OUT).parse_args()
     load0 = os.getloadavg()
     task, samples = bo.make_samples(args.n, 48)
     sides = ["bare httpx2", *HARNESS_SIDES]

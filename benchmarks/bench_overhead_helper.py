@@ -40,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_overhead as bo  # noqa: E402
-from bench_overhead_cpu import process_cpu_s, rotated_rounds  # noqa: E402
+from bench_overhead_cpu import overhead_args, process_cpu_s, rotated_rounds  # noqa: E402
 from machine import cpu_model  # noqa: E402
 
 from recharness.core.types import Completion, GenerationParams  # noqa: E402
@@ -206,11 +206,7 @@ def measure(side: str, url: str, task, samples, conc: int, tmp: Path, server_pid
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=2000)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap = overhead_args(__doc__, OUT)
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve is not None:
