@@ -222,3 +222,31 @@ def test_options_select_variants(ml1m):
         with pytest.raises(ConfigError, match=msg):
             parse_options(bad)
     assert parse_options({"mix": "1,1,2"}).mix == (0.25, 0.25, 0.5)
+
+
+def test_official_queries_of_unknown_users_are_noted(built, ml1m, tmp_path):
+    """An official query whose user the dataset lacks has no with-history sample: the build says how many,
+    in build.json and on the console, rather than leaving the with-history rows silently smaller."""
+    import json
+
+    out, _, _ = built
+    recs = json.loads((out / "recbench_plus" / "ExplicitQuery.json").read_text())[:6]
+    for r in recs[:2]:
+        r["source_user"] = 999999999  # no such ML-1M user
+    (tmp_path / "ExplicitQuery.json").write_text(json.dumps(recs))
+    info = build("recbench-plus", "ml-1m", tmp_path / "run", seed=0, tasks=["explicit"],
+                 options={"explicit_file": str(tmp_path / "ExplicitQuery.json")})
+    samples = list(read_jsonl(tmp_path / "run" / "samples.jsonl"))
+    assert sum(s["with_history"] for s in samples) == 4 and sum(not s["with_history"] for s in samples) == 6
+    assert len(info["notes"]) == 1
+    note = info["notes"][0]
+    assert "2 of the 6 records" in note and "'999999999'" in note and "asked without history only" in note
+    assert json.loads((tmp_path / "run" / "build.json").read_text())["notes"] == info["notes"]
+    # every user known: no note at all
+    clean = build("recbench-plus", "ml-1m", tmp_path / "clean", seed=0, tasks=["explicit"],
+                  options={"explicit_file": str(out / "recbench_plus" / "ExplicitQuery.json")})
+    assert "notes" not in clean
+    # with-history only: those queries are left out of the build, and the note says so
+    only = build("recbench-plus", "ml-1m", tmp_path / "only", seed=0, tasks=["explicit"],
+                 options={"explicit_file": str(tmp_path / "ExplicitQuery.json"), "history": "with"})
+    assert only["counts"] == {"explicit": 4} and "left out of the build" in only["notes"][0]

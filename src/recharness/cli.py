@@ -228,6 +228,8 @@ def build(
     _log_command(d, "build", suite, dataset=dataset, task=task, out=display_path(d), seed=seed, limit=limit,
                  option=option, no_history=no_history, no_format=no_format, no_description=no_description,
                  users=display_path(users) if users is not None else None, orders=orders)
+    for note in info.get("notes", []):  # what the build could not make as asked: said, not silent
+        console.print(f"note: {note}", markup=False, highlight=False)
     out_console.print(f"built {', '.join(f'{k}: {v}' for k, v in info['counts'].items())} samples → {RunDir(d).samples_jsonl}",
                       markup=False, highlight=False)
 

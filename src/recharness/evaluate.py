@@ -211,6 +211,8 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
             elif back is not None:
                 say(f"{r.label}: made again as before (limit {r.limit}, seed {seed}): its answers kept in "
                     f"{shown_path(back)} are back" + ("; the other build's are kept beside them" if aside else ""))
+            for note in info.get("notes", []):
+                say(f"{r.label}: note: {note}")
             log(f"{r.label}: built {info['counts']} in {time.perf_counter() - t0:.1f} s → {rd.path}")
             record(r.path, "build", r.suite, dataset=dataset, task=r.tasks, out=r.path, seed=seed, limit=r.limit,
                    option=r.options)

@@ -107,6 +107,7 @@ def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None =
             extra = sorted(got - set(users))
             if extra:
                 raise RuntimeError(f"{t} built samples of users not listed in --users ({', '.join(extra[:5])})")
+    notes = [n for t in tasks for n in (getattr(builders[t], "build_notes", None) or (lambda: []))()]
     empty = [t for t, n in counts.items() if n == 0]
     if empty:
         reasons = [r for t in empty if (why := getattr(builders[t], "why_empty", None)) and (r := why(ds, config))]
@@ -131,7 +132,8 @@ def build(suite: str, dataset_name: str, out: Path, *, tasks: list[str] | None =
             "side_files": {p.relative_to(rd.path).as_posix(): file_sha256(p)
                            for p in sorted(side.glob("*.parquet"))} if side.is_dir() else {},
             "options": {k: v for k, v in config.options.items() if isinstance(v, (str, int, float, bool, type(None)))},
-            "counts": counts, "fingerprint": fp, "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            "counts": counts, **({"notes": notes} if notes else {}), "fingerprint": fp,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
     atomic_write_text(rd.build_json, json.dumps(info, indent=2))
     return info
 

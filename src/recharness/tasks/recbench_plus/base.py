@@ -145,9 +145,33 @@ class RecBenchTask(Task):
                 write_records(config.out, self.kind, records)
         samples = list(self.samples_from_records(records, ctx, opts, source))
         self._seen = {"file": str(path) if path is not None else None, "records": len(records)}  # for `why_empty`
+        self._notes = self._history_notes(records, ctx, opts, dataset, path)
         if path is not None and config.limit is not None and config.limit < self._n_queries(samples):
             samples = self._limit(samples, config.limit, config.seed)
         yield from samples
+
+    def _history_notes(self, records: list[dict], ctx, opts: Options, dataset, path) -> list[str]:
+        """What `build_notes` says: the queries of an official file whose user the dataset lacks (or that name
+        none) get no with-history sample, as the paper's "with history" variant needs the user's history; said,
+        so a with-history row is never read as covering the whole file."""
+        if self.kind == "demographics" or True not in opts.history:
+            return []  # a group query has no single user: it is never asked with a history
+        lacking = [r for r in records if ctx.histories.get(str(r.get("source_user"))) is None
+                   or r.get("source_user") is None]
+        if not lacking:
+            return []
+        users = list(dict.fromkeys(str(r.get("source_user")) for r in lacking if r.get("source_user") is not None))
+        named = (f"users {dataset.name} lacks (first: {', '.join(repr(u) for u in users[:3])})" if users
+                 else "no user")
+        kept = "asked without history only" if False in opts.history else "left out of the build"
+        where = path if path is not None else "the built records"
+        return [f"{self.name}: {len(lacking)} of the {len(records)} records of {where} name {named}: their queries "
+                f"have no with-history sample ({kept}), so the with-history rows cover the other "
+                f"{len(records) - len(lacking)}"]
+
+    def build_notes(self) -> list[str]:
+        """Notes on the last `build`: what it could not build as asked and left out (printed and kept in build.json)."""
+        return list(getattr(self, "_notes", []))
 
     def why_empty(self, dataset, config: BuildConfig) -> str | None:
         """Which step left no query: the official file, the users it names, or the task's own query making
