@@ -301,3 +301,48 @@ def test_als_never_trusts_an_observed_item_less_than_an_unobserved_one():
 
     kind, low, high = ALS.space["alpha"]
     assert kind == "log" and low >= 1.0 and ALS.defaults()["alpha"] >= 1.0
+
+
+def test_a_resumed_search_runs_the_trials_an_uninterrupted_one_would(tmp_path, monkeypatch):
+    """Killed during trial 3 of 6 and resumed, the search asks the same six configurations as one never
+    killed: the replay advances the sampler's seeded draws, so trials 3-6 are not repeats of trials 1-4."""
+    log = tmp_path / "tuning_trials.jsonl"
+    whole = tune(Markov, _train(), trials=6, seed=0)
+    real_create, fits = Markov.create, []
+
+    def killing(**kw):
+        fits.append(kw)
+        if len(fits) == 3:
+            raise KeyboardInterrupt
+        return real_create(**kw)
+
+    monkeypatch.setattr(Markov, "create", staticmethod(killing))
+    with pytest.raises(KeyboardInterrupt):
+        tune(Markov, _train(), trials=6, seed=0, log=log, stamp={"build": "b1"})
+    monkeypatch.setattr(Markov, "create", staticmethod(real_create))
+    resumed = tune(Markov, _train(), trials=6, seed=0, log=log, stamp={"build": "b1"})
+    assert [t["params"] for t in resumed["trials"]] == [t["params"] for t in whole["trials"]]
+    assert [t["trial"] for t in resumed["trials"]] == list(range(6))
+    assert resumed["best"] == whole["best"]
+
+
+def test_positives_alone_are_tuned_by_ranking_and_an_undefined_auc_stops_the_search():
+    """Pairs that are all clicks (an llmrec global-time build's training part) are a ranking task's data: the
+    HistoryScorers are tuned on NDCG@10, not on an AUC that is NaN for every trial. Labelled pairs whose
+    validation slice holds one label leave AUC undefined: the search stops with a ConfigError, it does not
+    report the default as tuned."""
+    from recharness.baselines.tuning import objective_for
+    from recharness.core.errors import ConfigError
+
+    base = _train()
+    positives = base.interactions.with_columns(pl.lit(1, dtype=pl.Int8).alias("label"))
+    ranked = TrainData(base.interactions, ITEMS, positives)
+    assert objective_for(Markov, ranked, 0).metric == "ndcg@10"
+    search = tune(Markov, ranked, trials=2, seed=0)
+    assert all(np.isfinite(t["valid"]) for t in search["trials"])
+    labelled = positives.with_columns(pl.when(pl.col("item_id") == "a").then(0).otherwise(1).cast(pl.Int8).alias("label"))
+    one_label = labelled.filter(pl.col("label") == 1).head(2)
+    clicks = TrainData(base.interactions, ITEMS, labelled, valid=one_label)
+    assert objective_for(Markov, clicks, 0).metric == "auc"
+    with pytest.raises(ConfigError, match="undefined"):
+        tune(Markov, clicks, trials=2, seed=0)

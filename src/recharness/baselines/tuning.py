@@ -49,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from recharness.baselines.base import Baseline, TrainData
+from recharness.core.errors import ConfigError
 from recharness.baselines.history_scorer import HistoryScorer, click_samples, click_validation, validation_split
 from recharness.metrics.full_ranking import rank_metrics
 
@@ -118,13 +119,19 @@ def click_objective(train: TrainData, seed: int) -> Objective:
                      lambda: list(zip(valid["user_id"].to_list(), valid["item_id"].to_list())))
 
 
+def labelled_pairs(train: TrainData) -> bool:
+    """Whether the training data are clicks and non-clicks (a CTR build's pairs), not positives alone (an llmrec
+    global-time build writes its pre-cut interactions as pairs all labelled 1: a ranking task's training data)."""
+    return train.pairs is not None and "label" in train.pairs.columns and train.pairs["label"].n_unique() > 1
+
+
 def objective_for(cls: type[Baseline], train: TrainData, seed: int) -> Objective:
-    """The class's own objective (`tuning_objective`), else for a HistoryScorer on a pairs (CTR) build the
-    click one, else the ranking one."""
+    """The class's own objective (`tuning_objective`), else for a HistoryScorer on labelled pairs (a CTR
+    build) the click one, else the ranking one."""
     own = getattr(cls, "tuning_objective", None)
     if callable(own):
         return own(train, seed)
-    if issubclass(cls, HistoryScorer) and train.pairs is not None:
+    if issubclass(cls, HistoryScorer) and labelled_pairs(train):
         return click_objective(train, seed)
     return ranking_objective(train, seed)
 
@@ -186,13 +193,35 @@ def _logged_trials(log: Path | None, stamp: dict) -> list[dict]:
     return rows
 
 
+def _replay(study, rows: list[dict], dists: dict) -> bool:
+    """Put a killed search's finished trials back into `study` without running them: each is asked of the
+    sampler as the uninterrupted search asked it (its seeded draws advance alike, so the trials after it are
+    the ones an uninterrupted search would run, not repeats of the first draws) and told its logged value.
+    Returns False if a draw differs from the log (another Optuna version): that trial and the rest are then
+    added as given, and the sampler's later draws may differ."""
+    import optuna
+
+    for n, r in enumerate(rows):
+        t = study.ask(dists)
+        if t.params == r["params"]:
+            study.tell(t, r["valid"])
+            continue
+        study.tell(t, state=optuna.trial.TrialState.FAIL)  # not a trial of this search: the sampler skips it
+        for rest in rows[n:]:
+            study.add_trial(optuna.trial.create_trial(params=rest["params"], distributions=dists, value=rest["valid"]))
+        return False
+    return True
+
+
 def tune(cls: type[Baseline], train, trials: int, seed: int = 0, progress=None, epochs: int | None = None,
          log: Path | None = None, stamp: dict | None = None) -> dict:
     """Search `cls`'s space with `trials` Optuna trials; returns the search record (best params first).
     `epochs`: the per-trial epoch cap (default: the class's `tune_epochs`). `log`: each finished trial is
     appended there (with `stamp`, what identifies the search), and a search killed part way resumes from
-    it: its finished trials are replayed into the study, not run again, and the budget is the same (the
-    sampler's later suggestions may differ from an uninterrupted run's)."""
+    it: its finished trials are replayed into the study, not run again (`_replay`: the sampler draws as it
+    did, so the resumed search runs the trials an uninterrupted one would), and the budget is the same.
+    A trial whose validation value is undefined (NaN: an AUC on pairs of one label) stops the search with a
+    ConfigError."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -212,10 +241,15 @@ def tune(cls: type[Baseline], train, trials: int, seed: int = 0, progress=None, 
     metric = objective_.metric
 
     def objective(trial) -> float:
+        number = len(rows)  # the trial's place in this search (a replay's skipped draw is not one)
         params = {k: _suggest(trial, k, spec) for k, spec in cls.space.items()}
         t0 = time.perf_counter()
         value = objective_.score(cls.create(seed=seed, **params, **fixed).fit(objective_.fit_on))
-        rows.append({"trial": trial.number, "params": params, "valid": value,
+        if not np.isfinite(value):  # no trial could be told apart from another: a search would only pretend
+            raise ConfigError(f"tuning {cls.name}: the validation {metric} of trial {number + 1} is undefined "
+                              f"({value}): {objective_.description}; AUC needs both clicks and non-clicks among "
+                              "them. Train without --tune, or rebuild with more training data")
+        rows.append({"trial": number, "params": params, "valid": value,
                      "seconds": round(time.perf_counter() - t0, 3)})
         best = max(r["valid"] for r in rows)
         rows[-1]["best"] = best
@@ -226,18 +260,17 @@ def tune(cls: type[Baseline], train, trials: int, seed: int = 0, progress=None, 
                 f.flush()
                 os.fsync(f.fileno())
         if progress is not None:
-            progress(f"tuning {cls.name}: trial {trial.number + 1}/{trials}, valid {metric} {value:.4f} "
+            progress(f"tuning {cls.name}: trial {number + 1}/{trials}, valid {metric} {value:.4f} "
                      f"(best {best:.4f})")
         return value
 
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
+    study.enqueue_trial({k: v for k, v in cls.defaults().items() if k in cls.space})
     dists = {k: _distribution(spec) for k, spec in cls.space.items()}
-    for r in rows:  # a killed search's finished trials: known to the sampler, not run again
-        study.add_trial(optuna.trial.create_trial(params=r["params"], distributions=dists, value=r["valid"]))
+    replayed = _replay(study, rows, dists)
     if rows and progress is not None:
-        progress(f"tuning {cls.name}: resumed with {len(rows)} of {trials} trials done")
-    if not rows:
-        study.enqueue_trial({k: v for k, v in cls.defaults().items() if k in cls.space})
+        progress(f"tuning {cls.name}: resumed with {len(rows)} of {trials} trials done"
+                 + ("" if replayed else " (the sampler's later draws differ from an uninterrupted search's)"))
     study.optimize(objective, n_trials=trials - len(rows))
     best = max(rows, key=lambda r: (r["valid"], -r["trial"]))
     budget = {"trials": trials, "sampler": "TPE", "seed": seed}
