@@ -150,3 +150,13 @@ def test_popularity_negatives_follow_training_popularity(ml1m, tmp_path):
             assert {s["retriever"] for s in samples} == {"popularity-sampled"}
             assert all(counts.get(c, 0) > 0 for c in negs)
     assert means["popularity"] > 3 * means["uniform"]
+
+
+def test_orders_flag_beside_a_bad_option_value_is_an_error_not_a_traceback(ml1m, tmp_path):
+    from recharness.core.errors import ConfigError
+
+    r = CliRunner()
+    for value in ("abc", "3.0", "2"):
+        res = r.invoke(app, ["build", "llmrec", "-t", "direct", "-o", str(tmp_path / value), "-n", "2", "--orders", "3",
+                             "--option", f"orders={value}"])
+        assert isinstance(res.exception, ConfigError) and "disagree" in str(res.exception), res.output

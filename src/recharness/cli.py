@@ -185,7 +185,7 @@ def build(
 
     opts = _parse_options(option)
     if orders is not None:
-        if "orders" in opts and int(opts["orders"]) != orders:
+        if "orders" in opts and str(opts["orders"]).strip() != str(orders):
             raise ConfigError(f"--orders {orders} and --option orders={opts['orders']} disagree: give one")
         opts["orders"] = orders
     if no_history:
