@@ -231,6 +231,10 @@ class SeqrecTask(Task):
     answer_type = DecodedRank | ListedItems
     format_reminder = "Please answer only with a numbered list of titles, one per line."
     params = GenerationParams(max_tokens=300)
+    #: a ranker's records carry the target's full-catalog rank, computed for evaluation alone: the latency of its
+    #: answer (the top-10 list) leaves it out (`runner.latency.timed_predict`); a decoder's rank is read off its
+    #: decoded list, its answer, and stays timed
+    evaluation_work = True
 
     #: the training popularity beyond-accuracy metrics read (`prepare_scoring`)
     scoring_needs_dataset = True
@@ -401,6 +405,13 @@ class SeqrecTask(Task):
         return self.reference_answers(ranker, [sample])[0]
 
     def reference_answers(self, baseline, samples: list[dict]) -> list[dict]:
-        """The target's rank and the top-10 list beside it (`Baseline.target_ranks_and_tops`: one batch)."""
-        return baseline.target_ranks_and_tops([(s["target"], s["history"], s.get("user_id")) for s in samples], TOP_K)
+        """The target's rank and the top-10 list beside it (`Baseline.target_ranks_and_tops`: one batch). In a
+        timed call (`answering_only`) a model with top-k lists gives those alone: the answer, not the label's rank."""
+        from recharness.baselines.base import Baseline
+        from recharness.runner.latency import answering_only
+
+        queries = [(s["target"], s["history"], s.get("user_id")) for s in samples]
+        if answering_only() and type(baseline).top_ks is not Baseline.top_ks:
+            return [{"top": t} for t in baseline.top_ks(queries, TOP_K)]
+        return baseline.target_ranks_and_tops(queries, TOP_K)
 
