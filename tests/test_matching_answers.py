@@ -71,6 +71,13 @@ def ml1m_matcher(ml1m):
     ("You should watch Heat, Casablanca and Fargo.", ["6", "912", "608"]),  # every part a title: all three
     # one sentence the parser took for a title and the catalog lacks: the title its prose names
     ("Consider Sense and Sensibility for a twist.", ["17"]),
+    # a list entry that is a sentence naming a title: that title, in its place, not a slot lost on the sentence
+    ("1. Matrix, The (1999)\n2. I think you would also enjoy Fargo (1996) because of its dark humor.\n3. Heat (1995)",
+     ["2571", "608", "6"]),
+    ("1. Another great pick is Casablanca\n2. Heat (1995)", ["912", "6"]),
+    # an invented title holding a real one is no sentence: unmatched, as it stands (not Lord of the Rings (1978))
+    ("1. The Lord of the Rings: Heat Returns (2005)\n2. Heat (1995)", [None, "6"]),
+    ("1. If you liked Heat (1995), try something darker\n2. Casablanca (1942)", [None, "912"]),
 ])
 def test_answer_shapes_give_the_exact_ranked_items(ml1m_matcher, answer, ids):
     assert [m.item_id for m in ml1m_matcher.match_answer(answer)] == ids

@@ -76,6 +76,17 @@ def catalog_pairs(items: Any) -> list[tuple[str, str]]:
     return [(str(i), str(t)) for i, t in items if t is not None]
 
 
+#: lowercase words a title holds ("Lord of the Rings"), which do not make it a sentence
+_TITLE_SMALL_WORDS = frozenset("a an the of and or in on at to for from with by as vs de la le el du des di".split())
+
+
+def _reads_as_sentence(text: str) -> bool:
+    """Two or more lowercase words that titles do not hold ("I think you would enjoy ..."), where a title, even an
+    invented one, has capitalised words and small ones ("Return of the Jedi")."""
+    words = re.findall(r"[A-Za-z][A-Za-z']*", text)
+    return sum(w[0].islower() and w.lower() not in _TITLE_SMALL_WORDS for w in words) >= 2
+
+
 class CatalogMatcher:
     """Index of a catalog's titles for matching LLM output.
 
@@ -427,7 +438,25 @@ class CatalogMatcher:
             named = titles_in_prose(text, lambda span: self._exact(normalize_title(span), span))
             if named:
                 return named
-        return matches
+        return self._named_in_sentences(cands, matches)
+
+    def _named_in_sentences(self, cands, matches: list[Match]) -> list[Match]:
+        """A list entry the catalog does not know that is a sentence ("2. I think you would also enjoy Fargo
+        (1996)") stands for the catalog titles its prose names (`titles_in_prose`), in its place, rather than
+        spending a slot on the sentence and losing the film. An unknown title-like entry (a misspelling, an
+        invented film: "The Lord of the Rings: Heat Returns (2005)") is no sentence (`_reads_as_sentence`) and
+        stays as it is, unmatched."""
+        if all(m.item_id is not None for m in matches):
+            return matches
+        out: list[Match] = []
+        for c, m in zip(cands, matches):
+            if m.item_id is None and len(c.title.split()) > 3 and _reads_as_sentence(c.raw):
+                named = titles_in_prose(c.raw, lambda span: self._exact(normalize_title(span), span))
+                if named:
+                    out.extend(named)
+                    continue
+            out.append(m)
+        return out
 
     def _match_candidates(self, cands) -> list[Match]:
         """Each parsed candidate matched (its raw text exactly first), neighbours whose comma-join is a
