@@ -108,18 +108,22 @@ def test_the_aggregated_row_is_the_borda_of_the_methods_answers(ordered_run):
         hits += [float(ss[0]["target"] in ranking[:10])] * 3
     assert agg["metrics"]["HR@10"] == pytest.approx(np.mean(hits))
     m = rows["fake"]["metrics"]
-    # the order spread: population std of the three orders' mean NDCG@10, worked by hand from the answers
-    # (a target at place r of the answer gains 1/log2(r + 1) within the top 10; an invalid answer 0); and
-    # HR@1 by the target's shown position (position bias), one value per position the targets stood at
-    ndcg, top1 = {}, {}
+    # the order spread: per user the population std of its three orders' NDCG@10, then the mean over users,
+    # worked by hand from the answers (a target at place r of the answer gains 1/log2(r + 1) within the top 10;
+    # an invalid answer 0); and HR@1 by the target's shown position (position bias), one value per position
+    ndcg, top1, orders = {}, {}, set()
     for s in samples:
         p = preds[s["id"]]
         ranking = p["parsed"]["ranking"] if p.get("valid", True) and p.get("parsed") else []
         r = ranking.index(s["target"]) + 1 if s["target"] in ranking[:10] else None
-        ndcg.setdefault(s["order"], []).append(0.0 if r is None else 1 / math.log2(r + 1))
+        ndcg.setdefault(s["order_of"], []).append(0.0 if r is None else 1 / math.log2(r + 1))
         top1.setdefault(s["target_position"], []).append(float(r == 1))
-    assert m["orders"] == 3 and sorted(ndcg) == [0, 1, 2]
-    assert m["NDCG@10 order spread"] == pytest.approx(float(np.std([np.mean(ndcg[j]) for j in ndcg])), abs=1e-12)
+        orders.add(s["order"])
+    assert m["orders"] == 3 and sorted(orders) == [0, 1, 2] and {len(v) for v in ndcg.values()} == {3}
+    assert m["NDCG@10 order spread"] == pytest.approx(float(np.mean([np.std(v) for v in ndcg.values()])), abs=1e-12)
+    assert "order units left out" not in m  # every user answered all three orders
+    # the Borda row has one answer per user: no spread (0 by construction) and no position bias of its own
+    assert not {k for k in agg["metrics"] if k.endswith("order spread") or k.startswith("target at ")}
     assert {k for k in m if k.startswith("target at ")} == {f"target at {q}: HR@1" for q in top1}
     assert all(m[f"target at {q}: HR@1"] == pytest.approx(np.mean(v)) for q, v in top1.items())
     # beyond accuracy, from the lists themselves, with intervals over users

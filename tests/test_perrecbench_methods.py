@@ -269,6 +269,9 @@ def test_prompts_follow_appendix_e():
     lm = prompts.list_messages(s["users"], s["query_card"], "movie", cot=True)
     assert lm[0]["content"].startswith("To rank user preferences, follow these steps:")
     assert "<|The Start of User2 Data|>" in lm[1]["content"] and "### User2 Rating" in lm[1]["content"]
+    # without a profile, the history alone, as the authors' code's "w/o profile" prompts: no rating lines
+    assert "Most Common Rating" not in lm[1]["content"] and "Average Rating" not in lm[1]["content"]
+    assert "<|The Start of User1 Data|>\n### Item Title" in lm[1]["content"]
     assert lm[1]["content"].endswith("Answer: Let's think step by step.")
     pm = prompts.profile_messages(s["users"][0]["history"])
     assert pm[0]["content"].startswith("### User Behavior history\n### Item Title\nFilm 0")

@@ -1,6 +1,6 @@
 """PerRecBench listwise under `--option orders=K` (issue 25 §3): each group asked under K orders of its users,
-the most-liked user's position balanced; the users and every per-user truth list permuted alike; tau's spread
-across orders, the most-liked user's top-1 rate by the position they were shown at, a Borda row aggregating a
+the most-liked user's position balanced; the users and every per-user truth list permuted alike; tau's order
+spread (the mean over groups of the std across a group's orders), the most-liked user's top-1 rate by the position they were shown at, a Borda row aggregating a
 group's K rankings, and a group's K samples resampled as one unit. Checked against scipy's Kendall tau."""
 
 from __future__ import annotations
@@ -77,17 +77,19 @@ def test_order_metrics_and_the_borda_row_by_hand(run):
     for m in (oracle, rows["first-shown"].metrics):  # one HR@1 per position a target stood at, no other
         assert {k for k in m if k.startswith("target at ")} == positions
     assert all(oracle[k] == 1.0 for k in positions)
-    # first-shown ranks users as shown: its tau per sample is scipy's tau between the shown order and the truth
+    # first-shown ranks users as shown: its tau per sample is scipy's tau between the shown order and the truth;
+    # the spread is the mean over groups of the population std of a group's K taus
     taus = defaultdict(list)
     for s in samples:
         n = len(s["users"])
-        taus[s["order"]].append(kendalltau([n - i for i in range(n)], s["truth"]["relative_ratings"]).statistic)
-    means = [np.mean(taus[j]) for j in range(K)]
-    assert first["tau order spread"] == pytest.approx(float(np.std(means)), abs=1e-12)
+        taus[s["order_of"]].append(kendalltau([n - i for i in range(n)], s["truth"]["relative_ratings"]).statistic)
+    assert len(taus) == 6 and {len(v) for v in taus.values()} == {K}
+    assert first["tau order spread"] == pytest.approx(float(np.mean([np.std(v) for v in taus.values()])), abs=1e-12)
     # its top answer is always the first user shown: a hit exactly when the most-liked user stood first
     assert all(first[k] == (1.0 if k == "target at 1: HR@1" else 0.0) for k in positions)
     borda = rows[f"oracle (Borda over {K} orders)"].metrics
     assert borda["tau"] == pytest.approx(1.0)  # K true orders aggregate to the true order
+    assert "tau order spread" not in borda  # one answer per group: no spread of its own (was 0.000 by construction)
     assert f"first-shown (Borda over {K} orders)" in rows
 
 
@@ -114,5 +116,6 @@ def test_the_report_shows_the_groups_order_sensitivity(run):
     write_scores(rows, out)
     page = html.write_report(rows, out).read_text(encoding="utf-8")
     sec = page[page.index("<h3>list: order sensitivity</h3>"):]
-    assert "standard deviation of tau across the orders" in sec and "alt='HR@1 by target position'" in sec
+    assert "standard deviation (population, ddof = 0) of its tau across its orders, averaged over the users" in sec
+    assert "alt='HR@1 by target position'" in sec and "whatever the order" not in sec
     assert "<td>oracle</td><td>3</td><td>0.000</td>" in sec  # the oracle's tau is 1 under every order

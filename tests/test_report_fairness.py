@@ -179,12 +179,13 @@ def test_order_sensitivity_section_shows_position_bias_against_random(orders_run
     figs = _capture(monkeypatch)
     palette = html.Palette(rows)
     text = "".join(fairness.order_parts(rows, palette, samples))
-    # the spread: population std over the 4 orders of mean NDCG@10, the target ranked at its position p
-    # (`shown`: 1/log2(p + 1)) or at 5 - p (`reversed`), worked out from the samples' positions
+    # the spread: the mean over users of the population std of a user's NDCG@10 across its 4 orders, the target
+    # ranked at its position p (`shown`: 1/log2(p + 1)) or at 5 - p (`reversed`), worked out from the positions
     def spread(rank):
-        means = [np.mean([1 / math.log2(rank(s["target_position"]) + 1) for s in samples if s["order"] == k])
-                 for k in range(4)]
-        return float(np.std(means))
+        per: dict = {}
+        for s in samples:
+            per.setdefault(s["order_of"], []).append(1 / math.log2(rank(s["target_position"]) + 1))
+        return float(np.mean([np.std(v) for v in per.values()]))
     assert f"<td>shown</td><td>4</td><td>{spread(lambda p: p):.3f}</td>" in text
     assert f"<td>reversed</td><td>4</td><td>{spread(lambda p: 5 - p):.3f}</td>" in text
     # HR@1 by position (columns: reversed, shown): reversed hits exactly at 4, shown exactly at 1; 5 samples each

@@ -8,8 +8,8 @@ dataset. Each section is shown only where the run carries what it needs, and say
 - **accuracy vs popularity bias** (a task whose rows have `ARP@10`, `metrics/beyond_accuracy.py`): the
   task's headline metric against ARP@10 per method, and the beyond-accuracy columns side by side;
 - **order sensitivity** (LLMRec direct built with `--option orders=K`): each method's `NDCG@10 order
-  spread` and its HR@1 by the target's candidate position (`target at p: HR@1`), against the
-  expected HR@1 of a random ranker;
+  spread` (the mean over users of the std of a user's NDCG@10 across its K orders) and its HR@1 by the
+  target's candidate position (`target at p: HR@1`), against the expected HR@1 of a random ranker;
 - **memorization beside accuracy** (a `recharness probe memorization` result named as a method of the
   run): the probe's coverages and the task's headline metric re-scored by the task's own `score` and
   `units` on the samples whose target the model reproduced vs the others.
@@ -39,10 +39,13 @@ ARP = "ARP@10"
 #: the beyond-accuracy columns of the popularity table, after the accuracy metric and head / tail accuracy
 BEYOND = ("coverage@10", "Gini@10", ARP, "novelty@10")
 _AT = re.compile(r"^target at (\d+): HR@1$")
+#: users / groups without all K orders counted (`tasks.orders.order_metrics`), present only when some are
+LEFT_OUT = "order units left out"
 
 
 def spread_key(row: ScoreRow) -> str | None:
-    """The row's "<metric> order spread" (NDCG@10 for LLMRec direct, tau for PerRecBench listwise), or None."""
+    """The row's "<metric> order spread" (NDCG@10 for LLMRec direct, tau for PerRecBench listwise: the mean over
+    users / groups of the std across their orders), or None."""
     return next((k for k, v in row.metrics.items() if k.endswith(" order spread") and _number(v)), None)
 
 
@@ -196,7 +199,8 @@ def positions(row: ScoreRow) -> dict[int, float]:
 
 def order_parts(rows: list[ScoreRow], palette, samples: list[dict]) -> list[str]:
     """Order spread and HR@1 by the target's position per method; [] unless the task was built with several
-    candidate orders. Rows aggregated over the orders (Borda) have one ranking per user: no spread, left out."""
+    candidate orders. Rows aggregated over the orders (Borda) have one ranking per user: no spread, left out
+    (scored now without one; an older scores.json's 0 is left out by `derived_from`)."""
     own = [r for r in rows if spread_key(r) and positions(r) and not r.extra.get("derived_from")]
     if not own:
         return []
@@ -208,20 +212,27 @@ def order_parts(rows: list[ScoreRow], palette, samples: list[dict]) -> list[str]
     n_cand = sizes.pop() if len(sizes) == 1 else None
     ks = {int(r.metrics["orders"]) for r in own if _number(r.metrics.get("orders"))}
     where = sorted({p for r in own for p in positions(r)})
-    spread = _table(["method", "candidate orders", header(key)],
+    left = [r for r in own if _number(r.metrics.get(LEFT_OUT)) and r.metrics[LEFT_OUT]]
+    spread = _table(["method", "candidate orders", header(key)] + (["users / groups left out"] if left else []),
                     [[display_name(r), fmt(int(r.metrics["orders"])) if _number(r.metrics.get("orders")) else "–",
-                      fmt(r.metrics[key])] for r in own])
+                      value_text(r, key)] + ([fmt(int(r.metrics.get(LEFT_OUT) or 0))] if left else []) for r in own])
     by_pos = _table(["target at position", "samples"] + [display_name(r) for r in own],
                     [[str(p), str(n_at[p]) if n_at else "–"] + [fmt(positions(r).get(p)) for r in own]
                      for p in where])
     random_hr1 = f" A random ranker's expected HR@1 is 1/{n_cand} = {fmt(1 / n_cand)} (the dotted line)." \
         if n_cand else ""
-    derived = [r for r in rows if r.extra.get("derived_from") and spread_key(r)]
+    derived = [r for r in rows if r.extra.get("derived_from")]  # scored without a spread (`aggregated`)
     return [f"<h3>{e(task)}: order sensitivity</h3>",
             f"<p>Each user was asked under {'/'.join(map(str, sorted(ks))) or 'several'} orders of the same "
             "candidates (PerRecBench: a group's users), the target's position (PerRecBench: the most-liked user's) "
-            "balanced over the orders. The order spread is the standard deviation of "
-            f"{e(key.removesuffix(' order spread'))} across the orders (0 = the same quality whatever the order).</p>",
+            "balanced over the orders. The order spread is, for each user (PerRecBench: group), the standard "
+            f"deviation (population, ddof = 0) of its {e(key.removesuffix(' order spread'))} across its orders, "
+            "averaged over the users: 0 means every user's answer scores the same under all of its orders, and the "
+            "larger it is, the more a user's score moves when only the order changes. Only users who "
+            "answered under every order count, for the spread and for the HR@1 by position below"
+            + (" (users / groups left out: not all orders answered, or an answer the headline metric drops; such a "
+               "row's HR@1 by position rests on fewer samples than counted there)" if left else "")
+            + ".</p>",
             spread,
             ("<div class='charts'>" + _position_chart(own, where, n_cand, palette) + "</div>"
              if any(v for r in own for v in positions(r).values()) else

@@ -160,7 +160,9 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
     committed answers that failed parsing or validation are asked again (the others are kept).
     `generation` (temperature, top_p, max_tokens, seed) overrides every task's decoding settings and
     `system_prompt` goes first in every prompt; both are part of the run's settings: resuming the
-    method with other ones is refused."""
+    method with other ones is refused. With several orders per user / group (`order_of`) a `limit` that ends
+    inside one unit is rounded up to its end (warned, and recorded so): a unit cut short has no order spread and no
+    Borda answer, and would leave the Borda row on other samples than its parent row."""
     check_name(model_slug)
     if max_retries is not None and max_retries < 0:
         raise ConfigError(f"--max-retries must be 0 or more, got {max_retries}")
@@ -193,6 +195,18 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
     else:
         left_out = []
     if limit is not None:
+        asked_limit = limit
+        # a user's / group's orders (`order_of`) are built one after the other: the limit goes on to its last one
+        while 0 < limit < len(samples) and samples[limit].get("order_of") is not None \
+                and samples[limit].get("order_of") == samples[limit - 1].get("order_of"):
+            limit += 1
+        if limit != asked_limit:  # recorded as run (`record_run`): `score` reads the samples it covers from it
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "--limit %d rounded up to %d: the samples of one user / group asked under several orders "
+                "(order_of) are answered together, so the order metrics and the Borda row cover whole units",
+                asked_limit, limit)
         samples = samples[:limit]
     generation = {k: v for k, v in (generation or {}).items() if v is not None}
     if generation:

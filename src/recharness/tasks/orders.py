@@ -1,6 +1,12 @@
 """Asking one sample under several candidate orders (order sensitivity, LLMRank: Hou et al., ECIR 2024), shared
 by the suites whose prompts list candidates: the seeded orders with the target's position balanced, the
-order spread and position bias they show, and the Borda aggregate of the rankings a method gave under them."""
+order spread and position bias they show, and the Borda aggregate of the rankings a method gave under them.
+
+The order spread is per unit (a user, a PerRecBench group): the population std (ddof=0) of the unit's K metric
+values, one per order, then the mean over units. Not the std of the K per-order means over all units: as the
+target's first position is random per unit, every order's mean averages over the same mix of positions, so
+that std is sampling noise shrinking with the number of units (0.003 at 500 users for a model that answers in
+the shown order, whose per-user spread is 0.23)."""
 
 from __future__ import annotations
 
@@ -13,7 +19,11 @@ from recharness.metrics.registry import metric as declare_metric
 # what `order_metrics` adds to a task's scores (hidden: the report draws position bias from them)
 declare_metric("orders", None, "candidate orders each user was asked under", ci=False, hidden=True)
 declare_metric("target at {p}: HR@1", None,
-               "HR@1 over samples whose target stood at this candidate position (position bias)", hidden=True)
+               "HR@1 over samples whose target stood at this candidate position (position bias), over the units "
+               "the order spread is over", hidden=True)
+declare_metric("order units left out", None, "users (PerRecBench: groups) left out of the order spread and HR@1 by "
+               "position: not all K orders answered (a run cut mid-user), or an answer the headline drops "
+               "(PerRecBench invalid=drop, compat); shown only when there are some", ci=False)
 
 
 def candidate_orders(cand: list[str], target: str, k: int, rng) -> list[list[str]]:
@@ -63,18 +73,64 @@ def order_clusters(samples: list[dict]):
     return None
 
 
-def order_metrics(samples: list[dict], values: Sequence[float], hits: Sequence[float], metric: str) -> dict[str, float]:
-    """`metric`'s spread across orders (population std of the per-order means of `values`, one per sample) and
-    HR@1 by the target's shown position (`hits`: each sample's top-1 hit, position bias), hidden in scores.json."""
-    by_order: dict[int, list[float]] = {}
+def complete_units(samples: list[dict], usable: Sequence[bool] | None = None) -> tuple[dict[str, list[int]], int, int]:
+    """({unit: its samples' indices, order 0 first} for the units (`order_of`) with all K orders among `samples`
+    and `usable` (answered, and counted by the task's headline), K, how many units are left out). K is the most
+    orders any sample shows (1 + its `order`): a unit missing one would compare fewer orders than the others."""
+    usable = [True] * len(samples) if usable is None else list(usable)
+    by: dict[str, dict[int, int]] = {}
+    for i, s in enumerate(samples):
+        by.setdefault(s["order_of"], {})[int(s["order"])] = i
+    k = 1 + max((int(s["order"]) for s in samples), default=-1)
+    done = {u: [ix[j] for j in range(k)] for u, ix in by.items()
+            if sorted(ix) == list(range(k)) and all(usable[i] for i in ix.values())}
+    return done, k, len(by) - len(done)
+
+
+def order_metrics(samples: list[dict], values: Sequence[float], hits: Sequence[float], metric: str,
+                  usable: Sequence[bool] | None = None) -> dict[str, float]:
+    """Order sensitivity of one row, over the units whose K orders all count (`complete_units`): `<metric> order
+    spread`, the mean over units of the population std (ddof=0) of a unit's K `values` (one per sample: 0 when
+    every unit scores the same under all its orders), and HR@1 by the target's shown position (`hits`: each
+    sample's top-1 hit, position bias), on the same units so no order or position rests on other users; the
+    units left out are counted (`order units left out`, only when some are). No complete unit: no spread."""
+    units, k, left = complete_units(samples, usable)
+    out = {"orders": float(k)}
+    if left:
+        out["order units left out"] = float(left)
+    if not units:
+        return out
+    out[f"{metric} order spread"] = float(np.mean([np.std([float(values[i]) for i in ix]) for ix in units.values()]))
     by_pos: dict[int, list[float]] = {}
-    for s, v, hit in zip(samples, values, hits):
-        by_order.setdefault(s["order"], []).append(float(v))
-        by_pos.setdefault(s["target_position"], []).append(float(hit))
-    means = [float(np.mean(v)) for _, v in sorted(by_order.items())]
-    out = {f"{metric} order spread": float(np.std(means)), "orders": float(len(means))}
+    for ix in units.values():
+        for i in ix:
+            by_pos.setdefault(samples[i]["target_position"], []).append(float(hits[i]))
     out.update({f"target at {p}: HR@1": float(np.mean(v)) for p, v in sorted(by_pos.items())})
     return out
+
+
+def spread_units(samples: list[dict], values: Sequence[float], usable: Sequence[bool] | None = None, *,
+                 strata=None, clusters=None, unit: str = "users"):
+    """The order spread as units for an interval: each sample of a complete unit carries its unit's std (the
+    others weigh 0), a unit's K samples resampled together (`order_clusters`), so the point value is
+    `order_metrics`'s mean over units; None without a complete unit."""
+    from recharness.metrics.bootstrap import RatioUnits
+
+    units, _, _ = complete_units(samples, usable)
+    if not units:
+        return None
+    num, den = np.zeros(len(samples)), np.zeros(len(samples))
+    for ix in units.values():
+        num[ix] = np.std([float(values[i]) for i in ix])
+        den[ix] = 1.0
+    return RatioUnits([s["id"] for s in samples], num, den, strata=strata,
+                      clusters=order_clusters(samples) if clusters is None else clusters,
+                      how=f"mean over {unit} of the std across their orders ({unit} resampled whole)")
+
+
+def aggregated(samples: list[dict], recs: dict[str, dict]) -> bool:
+    """Whether `recs` are a `borda_method` row's: one answer per unit, so no order spread or position bias."""
+    return any((recs.get(s["id"]) or {}).get("aggregated") for s in samples)
 
 
 def borda_method(samples: list[dict], recs: dict[str, dict], *, ranking: Callable[[dict, dict], list | None],
@@ -86,7 +142,10 @@ def borda_method(samples: list[dict], recs: dict[str, dict], *, ranking: Callabl
     the valid ones; each answer says how many (`how`: "borda over 2 of 3 orders"). `ranking(sample, rec)`: the
     answer's ranking in the group's terms (None: no valid answer); `candidates(samples)`: what they rank, ties
     in its order; `answer(sample, aggregate)`: the parsed answer in that sample's terms. No valid ranking: an
-    invalid answer saying `error`. `unnamed`: as `borda`'s (False where answers may be partial)."""
+    invalid answer saying `error`. `unnamed`: as `borda`'s (False where answers may be partial). Every answer is
+    marked `aggregated` (read by `aggregated`): the task's score then gives the row no order spread (0 by
+    construction). A unit not all answered gets none: the row covers the complete units, which a `run --limit`
+    rounded up to whole units (`runner.pipeline.run`) makes the parent row's samples too (the same coverage mark)."""
     groups: dict[str, list[dict]] = {}
     for s in samples:
         if "order_of" in s:
@@ -101,6 +160,7 @@ def borda_method(samples: list[dict], recs: dict[str, dict], *, ranking: Callabl
         aggregate = borda(ranked, candidates(ss), unnamed=unnamed)
         how = f"borda over {len(ranked)} of {len(ss)} orders"  # an invalid answer's order adds nothing
         for s in ss:
-            out[s["id"]] = ({"id": s["id"], "parsed": {**answer(s, aggregate), "how": how}, "valid": True} if ranked
-                            else {"id": s["id"], "parsed": None, "valid": False, "error": error})
+            out[s["id"]] = ({"id": s["id"], "parsed": {**answer(s, aggregate), "how": how}, "valid": True}
+                            if ranked else {"id": s["id"], "parsed": None, "valid": False, "error": error})
+            out[s["id"]]["aggregated"] = "borda"
     return {f"(Borda over {max(len(ss) for ss in groups.values())} orders)": out}

@@ -18,8 +18,8 @@ from recharness.tasks.registry import DemoRun, register_suite
 metric("faith[{judge}]", True, "LLM-judge faithfulness, 1-5 (judge in brackets)")
 metric("pers[{judge}]", True, "LLM-judge personalization, 1-5 (judge in brackets)")
 metric("judged[{judge}]", None, "share of samples the judge rated", ci=False)
-metric("NDCG@10 order spread", False, "population std of NDCG@10 across the K candidate orders (order sensitivity)",
-       ci=False)
+metric("NDCG@10 order spread", False, "mean over users of the population std of a user's NDCG@10 across its K "
+       "candidate orders (order sensitivity); users without all K left out", ci=False)
 # sampled vs full-catalog ranking (trained references: Krichene & Rendle 2020)
 metric("NDCG@10 (full)", True, "NDCG@10 of the target's rank among every item the user never had (the whole catalog, "
        "history left out), beside NDCG@10 on the sampled candidates: trained references only")

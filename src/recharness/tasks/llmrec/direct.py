@@ -44,7 +44,14 @@ from recharness.core.errors import ConfigError
 from recharness.core.types import BuildConfig, GenerationParams, Parsed
 from recharness.matching.parse import collapse_spaces, strip_reasoning
 from recharness.tasks.base import Task
-from recharness.tasks.orders import borda_method, candidate_orders, order_clusters, order_metrics
+from recharness.tasks.orders import (
+    aggregated,
+    borda_method,
+    candidate_orders,
+    order_clusters,
+    order_metrics,
+    spread_units,
+)
 from recharness.tasks.llmrec.common import (
     SplitPopularity,
     beyond_accuracy,
@@ -339,15 +346,21 @@ class DirectTask(Task):
                                        "partial": 0 < len(ranking) < len(s["candidates"])},
             error="no valid answer under any candidate order", unnamed=False)
 
-    def _order_metrics(self, samples, ranked) -> dict[str, float]:
-        """With several candidate orders: NDCG@10's spread across orders and HR@1 by the target's position
-        (`order_metrics`)."""
-        if not samples or "order" not in samples[0]:
-            return {}
+    def _order_values(self, samples, predictions, ranked):
+        """(per-sample NDCG@10, HR@1, answered) with several candidate orders, else None; none for an aggregated
+        (Borda) row, one answer per user: its spread would be 0 by construction, not a finding."""
+        if not samples or "order" not in samples[0] or aggregated(samples, predictions):
+            return None
         from recharness.metrics.ranking import target_metrics
 
         per = target_metrics(ranked, [s["target"] for s in samples], ks=(1, 10), per_sample=True)
-        return order_metrics(samples, per["ndcg@10"], per["hr@1"], "NDCG@10")
+        return per["ndcg@10"], per["hr@1"], [s["id"] in predictions for s in samples]
+
+    def _order_metrics(self, samples, predictions, ranked) -> dict[str, float]:
+        """With several candidate orders: NDCG@10's order spread (mean over users of the std across a user's K
+        orders) and HR@1 by the target's position, over the users who answered all K (`order_metrics`)."""
+        got = self._order_values(samples, predictions, ranked)
+        return order_metrics(samples, got[0], got[1], "NDCG@10", usable=got[2]) if got else {}
 
     def _ks(self, samples) -> tuple[tuple[int, ...], tuple[int, ...]]:
         ks = tuple(k for k in self.ks if k <= max(len(s["candidates"]) for s in samples))
@@ -367,11 +380,12 @@ class DirectTask(Task):
         m.update({k: u.point() for k, u in beyond_accuracy(self._pop(samples), [s["id"] for s in samples], ranked,
                                                            [s["target"] for s in samples],
                                                            clusters=order_clusters(samples)).items()})
-        m.update(self._order_metrics(samples, ranked))
+        m.update(self._order_metrics(samples, predictions, ranked))
         return m
 
     def units(self, samples, predictions):
-        """Per-sample HR/NDCG/MRR, validity and partial answers: means over samples."""
+        """Per-sample HR/NDCG/MRR, validity and partial answers: means over samples; with several orders, the
+        order spread: a mean over users (`spread_units`)."""
         from recharness.metrics.bootstrap import mean_units
 
         if not samples:
@@ -388,6 +402,10 @@ class DirectTask(Task):
             per = _full_metrics(ranks, per_sample=True)
             out.update({k: mean_units(ids, v, how="mean over samples", clusters=users) for k, v in per.items()})
         out.update(beyond_accuracy(self._pop(samples), ids, ranked, [s["target"] for s in samples], clusters=users))
+        got = self._order_values(samples, predictions, ranked)
+        spread = spread_units(samples, got[0], got[2], clusters=users) if got else None
+        if spread is not None:
+            out["NDCG@10 order spread"] = spread
         return out
 
     def _pop(self, samples):

@@ -33,8 +33,8 @@ metric("comparisons_per_group", False, "pairwise comparisons per group (cost)", 
 metric("disagree_rate", False, "share of comparisons whose two orders disagree")
 metric("failed_comparisons", False, "comparisons without a usable answer", ci=False)
 metric("clipped_rate", None, "share of ratings clipped into the scale")
-metric("tau order spread", False, "population std of the mean tau across the K orders of a group's users "
-       "(listwise, order sensitivity)", ci=False)
+metric("tau order spread", False, "mean over groups of the population std of a group's tau across its K "
+       "orders of its users (listwise, order sensitivity); groups without all K left out", ci=False)
 
 register_suite(
     "perrecbench",

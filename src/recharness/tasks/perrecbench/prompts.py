@@ -95,13 +95,14 @@ def render_query(card) -> str:
 
 
 def render_user(user: dict, profile: str | None = None, idx: int | None = None) -> str:
-    """One user's block: optional profile, most common and average rating, retrieved history."""
+    """One user's block: with a profile, the profile and the most common and average rating; then the retrieved
+    history. As the authors' code: its "w/o profile" prompts show the history alone (no rating lines)."""
     tag = f"User{idx}" if idx is not None else "User"
     parts = [f"<|The Start of {tag} Data|>"]
     if profile is not None:
         parts.append(f"## User Profile\n{profile.strip()}\n")
-    parts.append(f"## User Most Common Rating\n{user['common_rating']:.1f}\n")
-    parts.append(f"## User Average Rating\n{user['avg_rating']:.1f}\n")
+        parts.append(f"## User Most Common Rating\n{user['common_rating']:.1f}\n")
+        parts.append(f"## User Average Rating\n{user['avg_rating']:.1f}\n")
     parts += [render_behaviour(b, idx) + "\n" for b in user["history"]]
     parts.append(f"<|The End of {tag} Data|>")
     return "\n".join(parts)

@@ -18,7 +18,7 @@ import polars as pl
 
 from recharness.core.types import BuildConfig, GenerationParams, Parsed, Prediction, reference_record
 from recharness.tasks.base import Task
-from recharness.tasks.orders import borda_method, order_metrics
+from recharness.tasks.orders import aggregated, borda_method, order_metrics, spread_units
 from recharness.tasks.perrecbench.build import build_samples
 from recharness.tasks.perrecbench.methods import PREDICT
 from recharness.tasks.perrecbench.parsing import parse_pair, parse_ranking, parse_rating
@@ -50,6 +50,9 @@ class _GroupTask(Task):
     request = "custom"  # several model calls per group: one per user, heapsort comparisons, profiles
     format_reminder = None  # retries happen inside predict, per model call
     params = GenerationParams(max_tokens=64)
+    #: 2: without a profile, a user's block shows the retrieved history alone, as the authors' code (the rating
+    #: lines came without a profile too in 1)
+    prompt_version = "2"
 
     def build(self, dataset, config: BuildConfig):
         yield from build_samples(self.name, dataset, config)
@@ -201,9 +204,9 @@ class PairTask(_GroupTask):
 
 class ListTask(_GroupTask):
     """All users in one prompt; the answer is a permutation of their indices. With `--option orders=K` each group
-    is asked under K orders of its users (`build.user_orders`): the row gets tau's spread across the orders and
-    the most-liked user's top-1 rate by the position they were shown at (position bias), and a Borda row
-    aggregates each group's K rankings."""
+    is asked under K orders of its users (`build.user_orders`): the row gets tau's order spread (the mean over
+    groups of the std across a group's K orders) and the most-liked user's top-1 rate by the position they were
+    shown at (position bias), and a Borda row aggregates each group's K rankings."""
 
     name = "list"
 
@@ -217,16 +220,47 @@ class ListTask(_GroupTask):
             metrics.update(self._order_metrics(samples, predictions))
         return metrics
 
-    def _order_metrics(self, samples, predictions) -> dict[str, float]:
-        """tau's spread across orders (invalid answers 0 as in `tau`) and HR@1 of the most-liked user by the
-        position they were shown at (`order_metrics`)."""
+    def units(self, samples, predictions):
+        """The groups' units (`tau_units`); with orders, tau's order spread as a mean over groups resampled as
+        tau's are (`spread_units`)."""
+        out = super().units(samples, predictions)
+        got = self._order_values(samples, predictions)
+        if got:
+            st, cl, unit = resampling(samples)
+            spread = spread_units(samples, got[0], got[2], strata=st, clusters=cl, unit="groups")
+            if spread is not None:
+                out["tau order spread"] = spread
+        return out
+
+    def _order_values(self, samples, predictions):
+        """(per-sample tau, top-1 hit of the most-liked user, counted) as the headline tau takes them: tau over
+        rank vectors, or with compat=perrecbench the original's tau over orderings; an answer the headline drops
+        (invalid=drop, compat's dropped or NaN groups) and a missing one are not counted, so its group is left
+        out of the order metrics. None without orders or for an aggregated (Borda) row (one answer per group)."""
+        if not samples or "order_of" not in samples[0] or aggregated(samples, predictions):
+            return None
         from recharness.tasks.perrecbench.scoring import score_groups
 
+        sc = _scoring(samples)
+        groups = score_groups(samples, predictions)
+        if sc["compat"]:
+            values = [g.tau_compat if g.tau_compat is not None else 0.0 for g in groups]
+            counted = [g.tau_compat is not None and bool(np.isfinite(g.tau_compat)) for g in groups]
+        else:
+            values = [g.tau_rank for g in groups]
+            counted = [g.status != "missing" and (sc["invalid"] == "zero" or g.status in ("ok", "tied"))
+                       for g in groups]
         hits = []
         for s in samples:
             order = _ordering(predictions.get(s["id"]))
             hits.append(bool(order) and order[0] == s["target_position"])
-        return order_metrics(samples, [g.tau_rank for g in score_groups(samples, predictions)], hits, "tau")
+        return values, hits, counted
+
+    def _order_metrics(self, samples, predictions) -> dict[str, float]:
+        """tau's order spread and HR@1 of the most-liked user by the position they were shown at, over the groups
+        whose K orders all count (`_order_values`, `order_metrics`)."""
+        got = self._order_values(samples, predictions)
+        return order_metrics(samples, got[0], got[1], "tau", usable=got[2]) if got else {}
 
     def derived_methods(self, samples: list[dict], recs: dict[str, dict]) -> dict[str, dict[str, dict]]:
         """With `--option orders=K`: a method's K rankings of one group (each in its own shown order) mapped to the
