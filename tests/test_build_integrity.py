@@ -344,3 +344,36 @@ def test_generation_settings_and_a_system_prompt_are_part_of_the_run(built, tmp_
     p = cli("run", "llmrec", "-o", str(built), "-m", "fake", "--name", "r3", "--system-prompt", str(tmp_path / "sys.txt"),
             "--top-p", "0.9")
     assert p.returncode == 0, p.stderr
+
+
+def test_a_run_refused_before_its_first_answer_leaves_the_run_record_as_it_was(built):
+    """A run is recorded (`<method>.run.json`: its limit, settings, prompt versions) only once its first answer
+    is written: a second run stopped by the first one's lock, or a run whose endpoint refuses every request,
+    used to widen the record (limit 3 -> all), and `score` then refused the answers the first run made."""
+    from recharness.core.errors import EndpointRefused
+    from recharness.core.io import GroupCommitLog
+    from recharness.models.fake import FakeBackend
+
+    pipeline.run(built, FakeBackend("fake"), "m", limit=3, use_cache=False)
+    record = built / "predictions" / "m.run.json"
+    before = record.read_text()
+    assert json.loads(before)["limit"] == 3
+    from recharness.core.io import FileLocked
+
+    with GroupCommitLog(built / "predictions" / "m.jsonl"), pytest.raises(FileLocked):  # another run writes it
+        pipeline.run(built, FakeBackend("fake"), "m", use_cache=False)
+    assert record.read_text() == before
+
+    class Refusing(FakeBackend):
+        async def agenerate(self, messages, params):
+            raise EndpointRefused("HTTP 401: bad key", 401)
+
+    with pytest.raises(EndpointRefused):
+        pipeline.run(built, Refusing("fake"), "m", use_cache=False)
+    assert record.read_text() == before
+    # a first run refused at once leaves no record, so a corrected run with other settings is not refused
+    with pytest.raises(EndpointRefused):
+        pipeline.run(built, Refusing("fake"), "r", use_cache=False)
+    assert not (built / "predictions" / "r.run.json").exists()
+    pipeline.run(built, FakeBackend("fake"), "r", use_cache=False, generation={"temperature": 0.7})
+    assert json.loads((built / "predictions" / "r.run.json").read_text())["settings"]["generation"] == {"temperature": 0.7}

@@ -119,3 +119,18 @@ def test_latency_is_the_answered_try_alone(tmp_path):
         run(samples_for(["429-retry-after"], n_ok=0), srv.base_url, tmp_path / "p.jsonl", concurrency=1)
     (rec,) = read_jsonl(tmp_path / "p.jsonl")
     assert rec["valid"] and rec["latency_s"] < 0.5
+
+
+def test_server_text_that_echoes_a_key_in_the_urls_query_is_recorded_without_it(tmp_path):
+    """An Azure-style ?api-key=... is hidden in the URL the harness shows (`redact_url`); a server whose error text
+    quotes the request path (here the fake server's 404, "no route POST /v1/chat/completions?api-key=...") must not
+    bring it back into the error, the console or the predictions file."""
+    from recharness.core.errors import EndpointRefused
+
+    with FakeServerProcess() as srv, pytest.raises(EndpointRefused) as e:
+        run(samples_for([], n_ok=1), srv.base_url + "?api-key=sk-QSECRET-789&deployment=my%20model",
+            tmp_path / "p.jsonl", concurrency=1)
+    assert "sk-QSECRET-789" not in str(e.value) and "[hidden]" in str(e.value)
+    assert "my model" not in str(e.value) and "my%20model" not in str(e.value)  # any value redact_url hides
+    b = OpenAICompatibleBackend("m", base_url="http://127.0.0.1:1/v1?api-version=2024-06-01&key=abc12345")
+    assert b._hidden_query == ["abc12345"]  # a version stays readable

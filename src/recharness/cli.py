@@ -984,8 +984,7 @@ def main():
         console.print(f"error: {' '.join(e.format_message().split())}{where}", markup=False, highlight=False)
         sys.exit(getattr(e, "exit_code", 2) or 2)
     except (typer.Abort, KeyboardInterrupt):
-        console.print("interrupted", markup=False)
-        sys.exit(130)
+        _interrupted()
     except RecharnessError as e:
         # literal text: a message may contain [brackets] (e.g. "[hf]", "[relation, value]")
         console.print(f"[red]error:[/] {escape(str(e))}")
@@ -999,7 +998,15 @@ def main():
             type(e), "check the path's permissions, free space, and that the run directory is a folder you can write")
         console.print(f"error: {where}{e.strerror or e} ({hint})", markup=False, highlight=False)
         sys.exit(2)
+    if rc == 130:  # Ctrl-C: typer returns 130 rather than raising when not standalone
+        _interrupted()
     sys.exit(rc if isinstance(rc, int) else 0)
+
+
+def _interrupted() -> None:
+    console.print("interrupted: what was committed is kept; run the same command again to resume", markup=False,
+                  highlight=False)
+    sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -228,8 +229,17 @@ def answered(path: Path, build: str | None = None, *, redo: str = "run the model
             raise InputError(path, f"sample {r['id']!r} is answered twice (first on line {line_of[r['id']]}): remove "
                                    f"one, or {redo}", line=k, field="id")
         line_of[r["id"]] = k
+        for f in _NUMERIC_FIELDS:  # read as numbers by `score` (latency, cost): an edited value is named here
+            v = r.get(f)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+                raise InputError(path, f"{f} is {json.dumps(v)[:40]}, not a number of seconds or tokens: remove the "
+                                       f"line (its sample is asked again), or {redo}", line=k, field=f)
         out[r["id"]] = r
     return out
+
+
+#: a prediction record's fields `score` averages: a number or null
+_NUMERIC_FIELDS = ("latency_s", "completion_tokens", "prompt_tokens")
 
 
 def completed_ids(path: Path, build: str | None = None, identity: dict | None = None) -> set[str]:
@@ -283,23 +293,43 @@ async def run_samples(
     build: str | None = None,
     fsync: bool = True,
     fresh: set[str] | None = None,
+    on_first_commit: Callable[[], None] | None = None,
 ) -> RunStats:
     """Predict every sample not yet in `out_path`; commit each result as it completes (a batched backend's
     batch by batch: one failure of its call is an invalid record for each of the batch's samples, an id
     its answer leaves out is `unanswered`). A backend whose answers read no prompt (`reads_prompts =
     False`: a trained reference) gets no `prompt_version` on its records. The samples in `fresh` are asked
-    past the response cache (`CachedModel.asking_again`: `run --redo-invalid`)."""
+    past the response cache (`CachedModel.asking_again`: `run --redo-invalid`). `on_first_commit` runs once,
+    in the writer thread, before the first answer is written (the pipeline records the run there, so a run
+    refused before it answers anything, or stopped by another run's lock, changes nothing on disk)."""
     if getattr(model.backend, "executes_samples", False):  # e.g. the Ray executor: its driver loop, same contract
+        if on_first_commit is not None:
+            on_first_commit()
         return await model.backend.run_samples(samples, tasks, model, out_path, max_retries=max_retries,
                                                concurrency=concurrency, on_progress=on_progress, build=build,
                                                fsync=fsync, fresh=fresh)
     stats = RunStats(total=len(samples))
     cache = model.cache
     flush = cache.flush if cache is not None and cache.buffered else None
-    log = GroupCommitLog(out_path, fsync=fsync, before_commit=flush)
+    first = on_first_commit
+
+    def before_commit() -> None:
+        nonlocal first
+        if first is not None:
+            call, first = first, None
+            call()
+        if flush is not None:
+            flush()
+
+    log = GroupCommitLog(out_path, fsync=fsync, before_commit=before_commit if on_first_commit or flush else None)
     try:
         # read under the lock: what a run that just ended wrote counts; another model's file is refused
-        done = completed_ids(out_path, build, model.identity())
+        done = answered(out_path, build, identity=model.identity())
+        for s in samples:  # an answer filed under another task would count as done and never be scored
+            if s["id"] in done and done[s["id"]].get("task") != s["task"]:
+                raise InputError(out_path, f"sample {s['id']!r} is answered as task {done[s['id']].get('task')!r}, but "
+                                           f"the build's sample is a {s['task']!r} sample: remove that line (its sample "
+                                           "is asked again)", field="task")
         stats.skipped = sum(s["id"] in done for s in samples)
         if on_progress and stats.skipped:
             on_progress(stats.skipped)

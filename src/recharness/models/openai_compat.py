@@ -82,6 +82,20 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
 
 
+def _hidden_query_values(url: str) -> list[str]:
+    """The query values of `url` that `redact_url` does not show (all but versions), as written and decoded,
+    longest first so a value containing another is blanked whole; values under 4 characters are left (blanking
+    "1" would garble any text)."""
+    from urllib.parse import unquote_plus
+
+    values = set()
+    for q in urlsplit(url).query.split("&"):
+        k, eq, v = q.partition("=")
+        if eq and k.lower() not in _PUBLIC_QUERY:
+            values.update(x for x in (v, unquote_plus(v)) if len(x) >= 4)
+    return sorted(values, key=len, reverse=True)
+
+
 def is_loopback(url: str) -> bool:
     host = (urlsplit(url).hostname or "").lower()
     return host == "localhost" or host == "::1" or host.startswith("127.")
@@ -176,6 +190,8 @@ class OpenAICompatibleBackend(ModelBackend):
                               "printable ASCII only")
         self._headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
         self._key = key  # only to scrub it from server text that echoes it (`_server_text`)
+        #: the URL's query values `redact_url` hides (an Azure-style ?api-key=): scrubbed from server text too
+        self._hidden_query = _hidden_query_values(self.base_url)
         self._url = self._endpoint("chat/completions")
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout_s), trust_env=not self.local,  # proxies from the environment, not for loopback
@@ -215,9 +231,14 @@ class OpenAICompatibleBackend(ModelBackend):
         return f"http_{r.status_code}" if r.status_code >= 500 else None
 
     def _server_text(self, r: httpx.Response) -> str:
-        """The server's error text for a message or a record, the API key blanked should it echo it."""
+        """The server's error text for a message or a record, the API key and the URL's hidden query values
+        blanked should it echo them (a 404 page quoting the request path with its ?api-key=...)."""
         text = one_line(_error_message(r))
-        return text.replace(self._key, "[API key]") if self._key and len(self._key) >= 4 else text
+        if self._key and len(self._key) >= 4:
+            text = text.replace(self._key, "[API key]")
+        for value in self._hidden_query:
+            text = text.replace(value, "[hidden]")
+        return text
 
     async def _post(self, body: dict) -> tuple[dict, float]:
         """One answer as a JSON object and the seconds of the try that got it, after retries; raises

@@ -256,12 +256,15 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
         redo |= took
     elif overwrite and pending_file.exists():
         pending_file.unlink()
-    record_run(RunDir(out), model_slug, limit=limit, tasks=asked, settings=settings, prompt_versions=prompts)
     if on_total:
         on_total(len(samples))
+
+    def recorded() -> None:  # once the file is this run's (its lock) and an answer is about to be written
+        record_run(RunDir(out), model_slug, limit=limit, tasks=asked, settings=settings, prompt_versions=prompts)
+
     stats = with_model(backend, lambda model: run_samples(
         samples, tasks, model, pred_path, max_retries=max_retries, concurrency=concurrency, on_progress=on_progress,
-        build=info["fingerprint"], fresh=redo), use_cache=use_cache, buffered=True)
+        build=info["fingerprint"], fresh=redo, on_first_commit=recorded), use_cache=use_cache, buffered=True)
     stats.left_out = left_out
     if pending_file.exists():  # what is answered now is no longer pending
         now = answered(pred_path, info["fingerprint"]) if pred_path.exists() else {}
@@ -439,6 +442,10 @@ def methods_by_task(out: Path, *, seed: int = 0, references: bool = True, only: 
             recs = preds[pf].get(t)
             if recs:
                 model = next(iter(recs.values())).get("model", {})
+                if not isinstance(model, dict):  # as `run` refuses it (`check_same_model`): not a file of ours
+                    raise InputError(pf, 'its first record\'s "model" is not an object (the model that answered): '
+                                     "not a predictions file written by `recharness run`; move it out of predictions/",
+                                     field="model")
                 methods.append((pf.stem, "model", recs, {"model": model, "answered": len(recs),
                                                          "predictions_sha256": digests[pf]}))
                 # rows a task derives from a model's answers (e.g. one ranking aggregated over candidate orders)
