@@ -4,6 +4,9 @@
 Reviews become interactions keyed by parent_asin (the product, not the
 variant), with the review's title and text kept for the explanation and
 summarisation tasks; timestamps are converted from milliseconds to seconds.
+A review must rate 1-5 whole stars and be dated from 1990 to a year from now in milliseconds (a copy
+in seconds would otherwise become 1970 dates); a parent_asin listed again in the meta files must repeat
+its first row. Either is an InputError naming the line, on the in-memory and the streaming path alike.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +22,7 @@ from pathlib import Path
 import polars as pl
 
 from recharness.core.errors import ConfigError, InputError
+from recharness.data.normalize import EARLIEST_S
 from recharness.data.parsing import INTERACTION_COLUMNS, finish_interactions
 from recharness.data.store import Dataset
 
@@ -66,22 +71,36 @@ def _str(path, line, obj, key, *, required=False) -> str | None:
     return v
 
 
+def _ms_range() -> tuple[int, int]:
+    """Plausible review times in ms: from 1990 (`normalize.EARLIEST_S`) to a year from now. Seconds read as
+    milliseconds fall in 1970, so the bound catches a file re-saved in the wrong unit."""
+    return EARLIEST_S * 1000, int((time.time() + 365 * 86400) * 1000)
+
+
 def _review_row(path: Path, line: int, obj: dict) -> tuple:
     """One review line → (user_id, item_id, rating, timestamp in ms, review_title, review_text), checked: the
-    published files rate 1–5 and stamp every review (an undated review would sort last and become its user's
-    held-out target). Milliseconds until the reviews are in time order (`to_seconds_after_sort`)."""
+    published files rate 1–5 whole stars and stamp every review in milliseconds (an undated review would sort
+    last and become its user's held-out target; one in seconds would be dated 1970). Milliseconds until the
+    reviews are in time order (`to_seconds_after_sort`)."""
     rating = obj.get("rating")
-    if isinstance(rating, bool) or not isinstance(rating, (int, float)) or not 1 <= rating <= 5:
-        raise InputError(path, f"rating {rating!r} is not a number from 1 to 5", line=line, field="rating")
+    if isinstance(rating, bool) or not isinstance(rating, (int, float)) or not 1 <= rating <= 5 \
+            or rating != int(rating):
+        raise InputError(path, f"rating {rating!r} is not a whole number of stars from 1 to 5", line=line,
+                         field="rating")
     ts = obj.get("timestamp")
     if ts is None:
         raise InputError(path, "missing 'timestamp' (every review of the published files has one)", line=line,
                          field="timestamp")
-    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts != int(ts) \
-            or not 0 <= ts < 2**53:
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts != int(ts):
         raise InputError(path, f"timestamp {ts!r} is not a whole number of milliseconds", line=line, field="timestamp")
-    return (_str(path, line, obj, "user_id", required=True), _str(path, line, obj, "parent_asin", required=True),
-            float(rating), int(ts), _str(path, line, obj, "title"), _str(path, line, obj, "text"))
+    row = (_str(path, line, obj, "user_id", required=True), _str(path, line, obj, "parent_asin", required=True),
+           float(rating), int(ts), _str(path, line, obj, "title"), _str(path, line, obj, "text"))
+    lo, hi = _ms_range()
+    if not lo <= ts <= hi:
+        when = "before 1990 (a copy in seconds?)" if ts < lo else "more than a year from now"
+        raise InputError(path, f"timestamp {ts!r} read as milliseconds (the published unit) is {when}", line=line,
+                         field="timestamp")
+    return row
 
 
 def to_seconds_after_sort(df: pl.DataFrame) -> pl.DataFrame:
@@ -107,14 +126,17 @@ def _reviews(path: Path) -> pl.DataFrame:
 
 
 def _price(v) -> float | None:
+    """The price as a number, or None (unknown): "None", ranges, and non-finite values such as "nan"."""
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return float(v)
-    if isinstance(v, str):  # e.g. "$12.99"; "None" and ranges are unknown prices
+        out = float(v)
+    elif isinstance(v, str):  # e.g. "$12.99"; "None" and ranges are unknown prices
         try:
-            return float(v.strip().lstrip("$").replace(",", ""))
+            out = float(v.strip().lstrip("$").replace(",", ""))
         except ValueError:
             return None
-    return None
+    else:
+        return None
+    return out if math.isfinite(out) else None
 
 
 def _meta(path: Path) -> pl.DataFrame:
@@ -126,6 +148,7 @@ def _meta(path: Path) -> pl.DataFrame:
             "main_category": _str(path, line, obj, "main_category"),
             "store": _str(path, line, obj, "store"),
             "price": _price(obj.get("price")),
+            "__line": line,
         }
         if "categories" in obj:
             cats = obj["categories"] or []
@@ -136,7 +159,8 @@ def _meta(path: Path) -> pl.DataFrame:
             a = obj["author"]
             row["author"] = a.get("name") if isinstance(a, dict) else (a if isinstance(a, str) else None)
         rows.append(row)
-    schema = {"item_id": pl.Utf8, "title": pl.Utf8, "main_category": pl.Utf8, "store": pl.Utf8, "price": pl.Float64}
+    schema = {"item_id": pl.Utf8, "title": pl.Utf8, "main_category": pl.Utf8, "store": pl.Utf8, "price": pl.Float64,
+              "__line": pl.Int64}
     if any("categories" in r for r in rows):
         schema["categories"] = pl.List(pl.Utf8)
     if any("author" in r for r in rows):
@@ -152,11 +176,32 @@ def review_bytes(files: list[Path]) -> int:
     return sum(f.stat().st_size * (4 if f.name.endswith(".gz") else 1) for f in files)
 
 
+def _same_repeats(items: pl.DataFrame) -> None:
+    """A parent_asin listed again (in another category's meta file, say) must repeat its first row: keeping
+    the first of two different titles would silently pick one. The repeat is an error naming both lines."""
+    dup = items.filter(pl.col("item_id").is_duplicated())
+    if not dup.height:
+        return
+    cols = [c for c in items.columns if c not in ("item_id", "__line", "__file")]
+    first = dup.unique("item_id", keep="first", maintain_order=True)
+    for row in dup.join(first, on="item_id", suffix="__first", maintain_order="left").iter_rows(named=True):
+        for c in cols:
+            if row[c] != row[c + "__first"]:
+                where = f"line {row['__line__first']}"
+                if row["__file__first"] != row["__file"]:
+                    where = f"{Path(row['__file__first']).name}, {where}"
+                raise InputError(row["__file"], f"product {row['item_id']!r} listed twice with a different {c} "
+                                                f"(first: {where})", line=row["__line"], field=c)
+
+
 def items_and_users(inter_item_ids: pl.DataFrame, users: pl.DataFrame, metas: list[Path], reviews: list[Path]):
     """(items, meta) from the meta files and the interactions' item ids in first-seen order."""
-    frames = [m for m in (_meta(f) for f in metas) if m.height]
+    frames = [m.with_columns(pl.lit(str(f)).alias("__file")) for f, m in ((f, _meta(f)) for f in metas) if m.height]
     base = {"item_id": pl.Utf8, "title": pl.Utf8, "main_category": pl.Utf8, "store": pl.Utf8, "price": pl.Float64}
     items = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame(schema=base)
+    if frames:
+        _same_repeats(items)
+        items = items.drop("__line", "__file")
     items = items.unique("item_id", keep="first", maintain_order=True)
     missing = inter_item_ids.join(items.select("item_id"), on="item_id", how="anti", maintain_order="left")
     items = pl.concat([items, missing], how="diagonal_relaxed")
@@ -273,11 +318,20 @@ def _arrow_blocks(path: Path):
 
 
 def _fast_frame(batch) -> pl.DataFrame:
-    """A pyarrow block → canonical review columns, or _NotFast when a row needs the exact checks."""
+    """A pyarrow block → canonical review columns, or _NotFast when a row needs the exact checks (which also
+    name a non-UTF-8 line: pyarrow passes the bytes through, and they would fail later, in a spill file)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for col in batch.schema.names:
+        if pa.types.is_string(batch.schema.field(col).type) and not pc.all(pc.utf8_is_valid(batch.column(col))).as_py():
+            raise _NotFast
     df = pl.from_arrow(batch)
+    lo, hi = _ms_range()
     bad = df.select((pl.col("user_id").is_null() | (pl.col("user_id") == "") | pl.col("parent_asin").is_null()
                      | (pl.col("parent_asin") == "") | pl.col("rating").is_null() | ~pl.col("rating").is_between(1, 5)
-                     | pl.col("timestamp").is_null() | (pl.col("timestamp") < 0)).any()).item()
+                     | (pl.col("rating") != pl.col("rating").round())
+                     | pl.col("timestamp").is_null() | ~pl.col("timestamp").is_between(lo, hi)).any()).item()
     if bad:
         raise _NotFast
     blank = {c: pl.when(pl.col(c) == "").then(None).otherwise(pl.col(c)) for c in ("title", "text")}

@@ -25,7 +25,8 @@ format, description (empty strings -> null). Behaviour-derived book fields (aver
 popular_shelves, similar_books) are left out: they count the very interactions a benchmark holds out.
 
 Every bad line is an InputError naming the file, line and field; a book_id in the interactions that the
-books file does not list is one too (each genre's two files are one consistent release).
+books file does not list is one too (each genre's two files are one consistent release), and so is a
+(user_id, book_id) pair listed twice (the published files list each once).
 """
 
 from __future__ import annotations
@@ -164,7 +165,22 @@ def read_interactions(path: Path, status=None) -> pl.DataFrame:
             pl.col("user_id").str.strip_chars(), pl.col("book_id").str.strip_chars().alias("item_id"),
             pl.when(pl.col("rating") > 0).then(pl.col("rating").cast(pl.Float64)).alias("rating"),
             pl.col("_t").dt.epoch("s").alias("timestamp"), pl.col("is_read").cast(pl.Int8).alias("label"), LINE))
-    return pl.concat(out)
+    df = pl.concat(out)
+    _shelved_once(path, df)
+    return df
+
+
+def _shelved_once(path: Path, df: pl.DataFrame) -> None:
+    """Each (user, book) once: the published files have one row per shelved book (the complete one is named
+    `_dedup`), so a repeat is an edited or merged copy, and keeping both would count the book twice or give
+    it two labels. The first repeat is an error naming both lines."""
+    dup = df.filter(pl.struct("user_id", "item_id").is_duplicated())
+    if not dup.height:
+        return
+    dup = dup.with_columns(pl.col(LINE).min().over("user_id", "item_id").alias("_first"))
+    row = dup.filter(pl.col(LINE) > pl.col("_first")).sort(LINE).row(0, named=True)
+    raise InputError(path, f"user {row['user_id']!r} shelves book {row['item_id']!r} twice (first: line "
+                           f"{row['_first']})", line=row[LINE], field="book_id")
 
 
 def _check_book(path: Path):

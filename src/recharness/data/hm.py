@@ -7,10 +7,10 @@
   perceived_colour_master_name, department_no, department_name, index_code, index_name, index_group_no,
   index_group_name, section_no, section_name, garment_group_no, garment_group_name, detail_desc
   (e.g. `0108775015,0108775,Strap top,253,Vest top,Garment Upper body,…,Jersey top with narrow shoulder straps.`);
-- `transactions_train.csv`: t_dat (YYYY-MM-DD), customer_id (64 hex digits), article_id, price (scaled),
-  sales_channel_id (1 or 2), one row per purchased piece, no quoting;
+- `transactions_train.csv`: t_dat (YYYY-MM-DD), customer_id (64 hex digits), article_id, price (scaled,
+  not negative), sales_channel_id (1 or 2), one row per purchased piece, no quoting, every field present;
 - `customers.csv` (optional): customer_id, FN, Active ("1.0" or empty), club_member_status,
-  fashion_news_frequency, age, postal_code.
+  fashion_news_frequency, age (16-99 in the published file; outside `AGES` is an error), postal_code.
 Source: https://kaggle.com/competitions/h-and-m-personalized-fashion-recommendations (RecBench's [30]); the
 RecBench authors' reader (github.com/Jyonn/RecBench, process/hm_processor.py) reads the same three columns of
 transactions_train.csv and articles.csv with article_id as a string.
@@ -37,7 +37,7 @@ are one consistent release).
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import polars as pl
@@ -57,6 +57,8 @@ ARTICLES_HEADER = [
 TRANSACTIONS_HEADER = ["t_dat", "customer_id", "article_id", "price", "sales_channel_id"]
 CUSTOMERS_HEADER = ["customer_id", "FN", "Active", "club_member_status", "fashion_news_frequency", "age",
                     "postal_code"]
+#: plausible customer ages (customers.csv, inclusive)
+AGES = (10, 120)
 #: articles.csv columns kept as item attributes (names as published), after item_id and title
 ITEM_ATTRIBUTES = ["product_type_name", "product_group_name", "graphical_appearance_name", "colour_group_name",
                    "department_name", "index_name", "index_group_name", "section_name", "garment_group_name",
@@ -94,6 +96,18 @@ def _header(path: Path, expected: list[str], required: Iterable[str]) -> list[st
     if last != b"\n":
         _truncated(path, names)
     return names
+
+
+def decoded_lines(path: Path) -> Iterator[str]:
+    """The file's lines (line ends kept, as the csv module wants them), each decoded on its own so that a
+    non-UTF-8 byte is reported on its own line: a text-mode reader decodes ahead in blocks and fails on
+    a line it has not handed out yet."""
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                yield raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(path, f"not valid UTF-8 ({e.reason})", line=lineno) from None
 
 
 def ends_mid_line(path: Path) -> bool:
@@ -135,24 +149,45 @@ def _locate(path: Path, names: list[str], error: Exception) -> None:
 def read_plain_csv(path: Path, expected: list[str], required: list[str], optional: Iterable[str] = ()) -> pl.DataFrame:
     """A comma-separated file with a header and no quoting (H&M transactions and customers, MicroLens
     pairs), read by polars: `required` and the `optional` columns present, all Utf8, empty fields null,
-    plus LINE (the 1-based line). Blank lines are skipped; a line cut short leaves its missing fields
-    null, which the callers report as missing; a line with too many fields is an error."""
+    plus LINE (the 1-based line). Blank lines are skipped; a line with fewer fields than the header
+    (cut short) or more is an error; empty fields are null, which the callers report where they matter."""
     path = Path(path)
     names = _header(path, expected, required)
     cols = list(required) + [c for c in optional if c in names and c not in required]
+    named = names[: max(i + 1 for i, n in enumerate(names) if n.strip() or i == 0)]  # no trailing empty names
+    read = cols + [named[-1]] * (named[-1] not in cols)  # the last column is null on every line cut short
     try:
-        df = pl.read_csv(path, has_header=True, infer_schema=False, quote_char=None, columns=cols,
+        df = pl.read_csv(path, has_header=True, infer_schema=False, quote_char=None, columns=read,
                          row_index_name=LINE, row_index_offset=2, encoding="utf8")
     except (pl.exceptions.ComputeError, pl.exceptions.NoDataError, UnicodeDecodeError) as e:
         _locate(path, names, e)
     if not df.height:
         raise InputError(path, "no data rows")
-    df = df.with_columns(pl.col(LINE).cast(pl.Int64), *(pl.col(c).str.strip_chars().replace("", None) for c in cols))
-    blank = pl.all_horizontal(pl.col(c).is_null() for c in cols)
+    df = df.with_columns(pl.col(LINE).cast(pl.Int64), *(pl.col(c).str.strip_chars().replace("", None) for c in read))
+    blank = pl.all_horizontal(pl.col(c).is_null() for c in read)
     df = df.filter(~blank)
     if not df.height:
         raise InputError(path, "no data rows")
-    return df
+    _no_short_lines(path, named, df.filter(pl.col(named[-1]).is_null())[LINE])
+    return df.select(LINE, *cols)
+
+
+def _no_short_lines(path: Path, names: list[str], lines: pl.Series) -> None:
+    """Every line has every header column: polars fills a short line's missing fields with nulls, which would
+    pass for empty optional fields (a cut price, say). Only lines whose last field is empty are looked at."""
+    if not lines.len():
+        return
+    todo = set(lines.to_list())
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if lineno in todo:
+                n = len(raw.rstrip(b"\r\n").split(b","))
+                if n < len(names):
+                    raise InputError(path, f"truncated line: {n} of {len(names)} fields (separator ','; missing "
+                                           f"from {names[n]!r} on)", line=lineno, field=names[n])
+                todo.discard(lineno)
+                if not todo:
+                    return
 
 
 def require(path: Path, df: pl.DataFrame, cols: Iterable[str]) -> None:
@@ -160,13 +195,16 @@ def require(path: Path, df: pl.DataFrame, cols: Iterable[str]) -> None:
         first_bad(path, df, pl.col(col).is_null(), col, lambda r: "missing (empty field, or the line is cut short)")
 
 
-def parse_int(path: Path, df: pl.DataFrame, col: str, *, lo: int | None = None) -> pl.DataFrame:
-    """Whole numbers ("25", also "25.0"); null stays null."""
+def parse_int(path: Path, df: pl.DataFrame, col: str, *, lo: int | None = None, hi: int | None = None,
+              why: str = "") -> pl.DataFrame:
+    """Whole numbers ("25", also "25.0"); null stays null. `why` ends the message for a value out of range."""
     num = pl.col(col).cast(pl.Float64, strict=False)
     first_bad(path, df, pl.col(col).is_not_null() & (num.is_null() | ~num.is_finite() | (num != num.round())), col,
               lambda r: f"{r[col]!r} is not a whole number")
     if lo is not None:
-        first_bad(path, df, num < lo, col, lambda r: f"{r[col]!r} is below {lo}")
+        first_bad(path, df, num < lo, col, lambda r: f"{r[col]!r} is below {lo}{why}")
+    if hi is not None:
+        first_bad(path, df, num > hi, col, lambda r: f"{r[col]!r} is above {hi}{why}")
     return df.with_columns(num.cast(pl.Int64).alias(col))
 
 
@@ -197,8 +235,9 @@ def read_articles(path: Path) -> pl.DataFrame:
         raise InputError(path, "file not found" if not path.exists() else "not a file")
     rows: list[list[str]] = []
     lines: list[int] = []
-    with open(path, encoding="utf-8-sig", newline="") as fh:
-        reader = csv.reader(fh, strict=True)
+    lines_in = decoded_lines(path)
+    try:
+        reader = csv.reader(lines_in, strict=True)
         start = 1
         try:
             header = next(reader, None)
@@ -222,8 +261,8 @@ def read_articles(path: Path) -> pl.DataFrame:
                 start = reader.line_num + 1
         except csv.Error as e:
             raise InputError(path, f"bad CSV quoting ({e})", line=start) from None
-        except UnicodeDecodeError as e:
-            raise InputError(path, f"not valid UTF-8 ({e.reason})", line=reader.line_num + 1) from None
+    finally:
+        lines_in.close()
     if not rows:
         raise InputError(path, "no data rows")
     if ends_mid_line(path):  # cut inside the last field: the csv module takes what is there as the whole row
@@ -251,8 +290,8 @@ def read_customers(path: Path) -> pl.DataFrame:
         if col in df.columns:
             df = parse_float(path, df, col)
             out.append((pl.col(col) != 0).alias(name))
-    if "age" in df.columns:
-        df = parse_int(path, df, "age", lo=0)
+    if "age" in df.columns:  # the published ages run 16-99; anything outside 10-120 is a typo or a placeholder
+        df = parse_int(path, df, "age", lo=AGES[0], hi=AGES[1], why=" (not a plausible age)")
     out += [pl.col(c) for c in ("club_member_status", "fashion_news_frequency", "age", "postal_code")
             if c in df.columns]
     return df.select(out)
@@ -272,8 +311,11 @@ def read_transactions(path: Path, articles: set[str], customers: set[str] | None
                   lambda r: f"customer id {r['customer_id']!r} is not in customers.csv")
     if "price" in df.columns:
         df = parse_float(path, df, "price")
+        first_bad(path, df, pl.col("price") < 0, "price", lambda r: f"{r['price']!r} is negative")
     if "sales_channel_id" in df.columns:
         df = parse_int(path, df, "sales_channel_id")
+        first_bad(path, df, pl.col("sales_channel_id").is_not_null() & ~pl.col("sales_channel_id").is_in([1, 2]),
+                  "sales_channel_id", lambda r: f"{r['sales_channel_id']!r} is not a sales channel (1 or 2)")
     extra = [c for c in ("price", "sales_channel_id") if c in df.columns]
     return df.select(pl.col("customer_id").alias("user_id"), pl.col("article_id").alias("item_id"),
                      day.cast(pl.Datetime("us")).dt.epoch("s").alias("timestamp"), *extra)

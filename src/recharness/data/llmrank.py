@@ -13,6 +13,8 @@ default) as interactions with timestamp = position, the target last, so
 leave-last-out recovers the official target. A retriever lists the same
 number of candidates for every user, and all retrievers list the same users:
 a file that breaks either was cut short, so it is an error, not fewer users.
+An empty user id, or an item id (in a sequence or a candidate list) that the .item file does not
+list, is an error naming its line and field: the released folders are complete.
 """
 
 from __future__ import annotations
@@ -22,7 +24,15 @@ from pathlib import Path
 import polars as pl
 
 from recharness.core.errors import ConfigError, InputError
-from recharness.data.parsing import LINE, decode, finish_interactions, read_bytes, split_list, split_table
+from recharness.data.parsing import (
+    LINE,
+    decode,
+    finish_interactions,
+    no_empty_ids,
+    read_bytes,
+    split_list,
+    split_table,
+)
 from recharness.data.recbole import expand_sequences, read_atomic
 from recharness.data.store import Dataset
 
@@ -41,6 +51,7 @@ def read_candidates(path: Path, retriever: str) -> pl.DataFrame:
     text, _ = decode(path, read_bytes(path))
     df = split_table(path, text, "\t", ["user_id", "item_ids"])
     df = df.with_columns(pl.col("user_id").str.strip_chars(), split_list("item_ids", " "))
+    no_empty_ids(path, df, ("user_id",))
     bad = df.filter(pl.col("item_ids").list.len() == 0).head(1)
     if bad.height:
         raise InputError(path, "no candidate item ids", line=bad[LINE][0], field="item_ids")
@@ -53,6 +64,20 @@ def read_candidates(path: Path, retriever: str) -> pl.DataFrame:
         raise InputError(path, f"{short['item_ids'][0].len()} candidate ids where the other lines have {full} (truncated?)",
                          line=short[LINE][0], field="item_ids")
     return df.with_columns(pl.lit(retriever).alias("retriever"))
+
+
+def _known(path: Path, df: pl.DataFrame, fields: tuple[str, ...], known: pl.Series, item_path: Path) -> None:
+    """Every item id a sequence or candidate list names is in the .item file (the released folders are
+    complete): an unknown one has no title to show a model, so it is an error naming its line and field."""
+    parts = []
+    for field in fields:
+        part = df.select(LINE, pl.col(field).alias("_id"), pl.lit(field).alias("_field"))
+        parts.append(part.explode("_id") if isinstance(part.schema["_id"], pl.List) else part)
+    hit = (pl.concat(parts).sort(LINE, maintain_order=True)
+           .filter(pl.col("_id").is_not_null() & ~pl.col("_id").is_in(known)).head(1))
+    if hit.height:
+        raise InputError(path, f"item {hit['_id'][0]!r} is not in {item_path.name}", line=hit[LINE][0],
+                         field=hit["_field"][0])
 
 
 def check_same_users(frames: dict[Path, pl.DataFrame]) -> None:
@@ -78,26 +103,30 @@ def load_llmrank(directory: Path, *, split: str = "test", name: str = "llmrank-g
     inter_path = _one(directory, f"*.{split}.inter")
     item_path = _one(directory, "*.item")
 
+    items, ifields = read_atomic(item_path)
+    if "item_id" not in ifields or "title" not in ifields:
+        raise InputError(item_path, f"header must have item_id and title, has {list(ifields)}", line=1)
+    no_empty_ids(item_path, items, ("item_id",))
+    dup = items.filter(pl.col("item_id").is_duplicated()).tail(1)
+    if dup.height:
+        raise InputError(item_path, f"item {dup['item_id'][0]!r} listed twice", line=dup[LINE][0], field="item_id")
+    items = items.select("item_id", "title", pl.exclude("item_id", "title", LINE))
+    known_items = items["item_id"].implode()
+
     seq, fields = read_atomic(inter_path)
     need = ["user_id", "item_id_list", "item_id"]
     if [f for f in need if f not in fields]:
         raise InputError(inter_path, f"header must have fields {need}, has {list(fields)}", line=1)
+    no_empty_ids(inter_path, seq, ("user_id",))
     dup = seq.filter(pl.col("user_id").is_duplicated()).tail(1)
     if dup.height:
         raise InputError(inter_path, f"user {dup['user_id'][0]!r} appears twice", line=dup[LINE][0], field="user_id")
     empty = seq.filter(pl.col("item_id").str.strip_chars() == "").head(1)
     if empty.height:
         raise InputError(inter_path, "empty next item", line=empty[LINE][0], field="item_id")
+    _known(inter_path, seq, ("item_id_list", "item_id"), known_items, item_path)
     targets = seq.select("user_id", pl.col("item_id").alias("target"))
     inter = finish_interactions(expand_sequences(seq.select(need)))
-
-    items, ifields = read_atomic(item_path)
-    if "item_id" not in ifields or "title" not in ifields:
-        raise InputError(item_path, f"header must have item_id and title, has {list(ifields)}", line=1)
-    dup = items.filter(pl.col("item_id").is_duplicated()).tail(1)
-    if dup.height:
-        raise InputError(item_path, f"item {dup['item_id'][0]!r} listed twice", line=dup[LINE][0], field="item_id")
-    items = items.select("item_id", "title", pl.exclude("item_id", "title", LINE))
 
     prefix = item_path.name[: -len(".item")]
     known_users = set(seq["user_id"])
@@ -107,6 +136,7 @@ def load_llmrank(directory: Path, *, split: str = "test", name: str = "llmrank-g
         if "." in retriever or retriever in NOT_RETRIEVERS or not f.is_file():
             continue
         df = read_candidates(f, retriever)
+        _known(f, df, ("item_ids",), known_items, item_path)
         stray = df.filter(~pl.col("user_id").is_in(list(known_users))).head(1)
         if stray.height:
             raise InputError(f, f"user {stray['user_id'][0]!r} is not in {inter_path.name}", line=stray[LINE][0], field="user_id")

@@ -21,7 +21,8 @@ not read.
 Interactions: every pair is a positive (`rating` null, so RecBench CTR samples 2 negatives per positive,
 as the paper does for MicroLens); timestamp = the milliseconds // 1000, after a stable sort by the
 milliseconds, so a user's views within one second keep their true order. (A pairs file whose times are
-all below 10^11 is already in seconds and is taken as it is; meta `timestamp_unit` says which.)
+all below 10^11 is already in seconds and is taken as it is; meta `timestamp_unit` says which. A file
+mixing the two is an error naming the first row whose unit differs from the first row's.)
 Items: item_id, title (empty -> null). Users: the users in the pairs file.
 
 A bad line is an InputError naming the file, the line and the field; an item in the pairs file that
@@ -31,13 +32,14 @@ the titles file does not list is one too (the official folders are self-containe
 from __future__ import annotations
 
 import csv
+import itertools
 from pathlib import Path
 
 import polars as pl
 
 from recharness.core.errors import InputError
 from recharness.data.parsing import LINE, finish_interactions, first_bad
-from recharness.data.hm import ends_mid_line, parse_int, read_plain_csv
+from recharness.data.hm import decoded_lines, ends_mid_line, parse_int, read_plain_csv
 from recharness.data.store import Dataset
 
 PAIRS_HEADER = ["user", "item", "timestamp"]
@@ -71,18 +73,17 @@ def read_titles(path: Path) -> pl.DataFrame:
     if not path.is_file():
         raise InputError(path, "file not found" if not path.exists() else "not a file")
     ids, titles, lines = [], [], []
-    with open(path, encoding="utf-8-sig", newline="") as fh:
-        first = fh.readline()
+    text_lines = decoded_lines(path)  # each line decoded on its own: a bad byte is reported on its line
+    try:
+        first = next(text_lines, "")
         if not first.strip():
             raise InputError(path, "file is empty", line=1)
         header = first.strip().replace(" ", "").lower() in ("item,title", "videoid,title")
-        fh.seek(0)
         start = 1
         try:
             if header:  # MicroLens-50k_titles.csv: a header and CSV quoting
-                reader = csv.reader(fh, strict=True)
-                next(reader)
-                start = reader.line_num + 1
+                reader = csv.reader(text_lines, strict=True)
+                start = 2
                 for row in reader:
                     if row and any(v.strip() for v in row):
                         if len(row) != 2:
@@ -91,9 +92,9 @@ def read_titles(path: Path) -> pl.DataFrame:
                         ids.append(row[0])
                         titles.append(row[1])
                         lines.append(start)
-                    start = reader.line_num + 1
+                    start = reader.line_num + 2
             else:  # MicroLens-100k_title_en.csv: "<item>, <title>", no header, no quoting
-                for start, text in enumerate(fh, 1):
+                for start, text in enumerate(itertools.chain([first], text_lines), 1):
                     if not text.endswith("\n") and text.strip():  # the last line, cut (mid-title, say)
                         raise InputError(path, "file ends mid-line (truncated?): the last line has no newline",
                                          line=start, field="title" if "," in text else "item")
@@ -108,8 +109,8 @@ def read_titles(path: Path) -> pl.DataFrame:
                     lines.append(start)
         except csv.Error as e:
             raise InputError(path, f"bad CSV quoting ({e})", line=start) from None
-        except UnicodeDecodeError as e:
-            raise InputError(path, f"not valid UTF-8 ({e.reason})", line=start + 1) from None
+    finally:
+        text_lines.close()
     if not ids:
         raise InputError(path, "no data rows")
     if header and ends_mid_line(path):  # the csv module takes a row cut mid-title as a whole one
@@ -142,7 +143,12 @@ def read_pairs(path: Path, known: set[str]) -> tuple[pl.DataFrame, str]:
     df = parse_int(path, df, "timestamp", lo=0)
     first_bad(path, df, ~pl.col("item").is_in(list(known)), fields["item"],
               lambda r: f"video {r['item']!r} is not in the titles file")
-    ms = bool(df["timestamp"].max() >= MS_THRESHOLD)
+    ms = bool(df["timestamp"][0] >= MS_THRESHOLD)  # the unit of the first row; every other row must share it
+    unit = {True: "milliseconds", False: "seconds"}
+    first_line, first_ts = df[LINE][0], df["timestamp"][0]
+    first_bad(path, df, (pl.col("timestamp") >= MS_THRESHOLD) != ms, fields["timestamp"],
+              lambda r: f"{r['timestamp']} looks like {unit[not ms]} but line {first_line}'s {first_ts} like "
+                        f"{unit[ms]}: one file holds one unit (read as {unit[ms]}, this row would be misdated)")
     df = df.sort("user", "timestamp", LINE, maintain_order=True) if ms else df
     ts = (pl.col("timestamp") // 1000) if ms else pl.col("timestamp")
     out = df.select(pl.col("user").alias("user_id"), pl.col("item").alias("item_id"), ts.alias("timestamp"))

@@ -15,7 +15,8 @@ Items: item_id, title, category, subcategory, abstract.
 
 A news id in History or Impressions that news.tsv does not list is an error (file, line, field):
 the official folders are self-contained, so it means news.tsv and behaviors.tsv come from
-different splits.
+different splits. So are an ImpressionID on two lines and a news id listed twice in one impression
+(each would count twice, the second perhaps with the opposite label).
 """
 
 from __future__ import annotations
@@ -56,11 +57,26 @@ def read_news(path: Path) -> pl.DataFrame:
                      *(pl.col(c).str.strip_chars().replace("", None) for c in ("category", "subcategory", "abstract")))
 
 
+def _repeated(tokens: list[str]) -> str:
+    """The first news id that an impression's entries ("N5-1 N6-0 …") name a second time, for the message."""
+    seen = set()
+    for tok in tokens:
+        news = tok.rsplit("-", 1)[0]
+        if news in seen:
+            return news
+        seen.add(news)
+    return ""
+
+
 def read_behaviors(path: Path, known: set[str]) -> pl.DataFrame:
     """One row per (impression, entry) and per (impression, history click), before dedupe."""
     df = _table(path, BEHAVIOR_COLUMNS).with_columns(pl.col("impression_id", "user_id", "time").str.strip_chars())
     first_bad(path, df, pl.col("impression_id") == "", "ImpressionID", lambda r: "empty impression id")
     first_bad(path, df, pl.col("user_id") == "", "UserID", lambda r: "empty user id")
+    # one line per impression: a repeated line would count its entries twice
+    df = df.with_columns(pl.col(LINE).min().over("impression_id").alias("_first"))
+    first_bad(path, df, pl.col(LINE) > pl.col("_first"), "ImpressionID",
+              lambda r: f"impression id {r['impression_id']!r} appears twice (first: line {r['_first']})")
     df = df.with_columns(pl.col("time").str.strptime(pl.Datetime("us"), TIME_FORMAT, strict=False).alias("_t"))
     first_bad(path, df, pl.col("_t").is_null(), "Time",
            lambda r: f"{r['time']!r} is not a time like '11/11/2019 9:05:58 AM'")
@@ -73,6 +89,10 @@ def read_behaviors(path: Path, known: set[str]) -> pl.DataFrame:
                            pl.col("tok").str.extract(r"^(.+)-([01])$", 2).cast(pl.Int8).alias("label"))
     first_bad(path, imp, pl.col("item_id").is_null(), "Impressions",
            lambda r: f"{r['tok']!r} is not a news id followed by -1 (clicked) or -0 (not clicked)")
+    # a news shown twice in one impression (perhaps as clicked and not clicked) is not a real log
+    ids = pl.col("impressions").list.eval(pl.element().str.replace(r"-[01]$", ""))
+    first_bad(path, df, ids.list.n_unique() < pl.col("impressions").list.len(), "Impressions",
+              lambda r: f"news id {_repeated(r['impressions'])!r} listed twice in one impression")
     hist = (df.select("impression_id", "user_id", "timestamp", LINE, pl.col("history").alias("item_id"))
             .with_columns(pl.col("item_id").list.len().alias("_n")).explode("item_id")
             .filter(pl.col("item_id").is_not_null())

@@ -102,11 +102,13 @@ def first_bad(path: Path, df: pl.DataFrame, bad: pl.Expr, field: str, what) -> N
 
 
 def no_empty_ids(path: Path, df: pl.DataFrame, cols) -> None:
-    """An empty id token (or a missing one) would become a user or item named '': an error naming its line."""
+    """An empty id token (or a missing one) would become a user or item named '': an error naming its line.
+    A column of another type (an id declared `:float`, say) is checked for nulls."""
     for col in cols:
+        empty = pl.col(col).is_null()
         if df.schema[col] == pl.Utf8:
-            first_bad(path, df, pl.col(col).is_null() | (pl.col(col).str.strip_chars() == ""), col,
-                      lambda r: "empty id")
+            empty = empty | (pl.col(col).str.strip_chars() == "")
+        first_bad(path, df, empty, col, lambda r: "empty id")
 
 
 def no_repeats(path: Path, df: pl.DataFrame, col: str, what: str) -> None:

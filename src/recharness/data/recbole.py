@@ -4,10 +4,14 @@ typed header such as `user_id:token  item_id:token  rating:float`.
 Many published benchmark files use this format (RecBole's own examples, the
 RecSysDatasets hub, LLMRank), so one strict reader serves them all; field
 names are mapped onto the canonical schema by a small, overridable table.
+User and item ids are tokens as written even where a header declares them `:float` (never '10.0'),
+and never empty. An .inter file that declares a timestamp must date every row; one whose timestamps
+are all empty is read as if it had none (rows in file order).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 import polars as pl
@@ -17,6 +21,7 @@ from recharness.data.parsing import (
     LINE,
     decode,
     finish_interactions,
+    first_bad,
     no_empty_ids,
     no_repeats,
     parse_number,
@@ -51,13 +56,22 @@ DEFAULT_MAPPING = {
 TEXT_FIELDS = ("title", "movie_title", "book_title", "app_name", "name", "text", "description", "plot", "review_title",
                "review_text")
 INT_COLUMNS = ("year", "age")  # made Int64 when every value is a whole number
+ID_COLUMNS = ("user_id", "item_id", "item_id_list")  # read as tokens whatever the header declares
 
 
-def read_atomic(path: str | Path, data: bytes | None = None) -> tuple[pl.DataFrame, dict[str, str]]:
+def _id_fields(mapping: dict[str, str]) -> set[str]:
+    """The header fields that become ids under `mapping` (a field named like an id and not mapped away too)."""
+    return {f for f, c in mapping.items() if c in ID_COLUMNS} | {c for c in ID_COLUMNS if mapping.get(c, c) == c}
+
+
+def read_atomic(path: str | Path, data: bytes | None = None, tokens: Collection[str] = ()
+                ) -> tuple[pl.DataFrame, dict[str, str]]:
     """Parse one atomic file into typed columns named by its header fields.
 
     token -> Utf8, token_seq -> List(Utf8) (space-separated; TEXT_FIELDS stay
-    strings), float -> Float64, float_seq -> List(Float64). Returns (frame with LINE, {field: type}).
+    strings), float -> Float64, float_seq -> List(Float64). Fields in `tokens` (ids) are read as tokens
+    whatever their declared type: an id declared `:float` keeps its spelling ('10', not '10.0').
+    Returns (frame with LINE, {field: type as declared}).
     """
     path = Path(path)
     text, _ = decode(path, read_bytes(path) if data is None else data)
@@ -76,6 +90,8 @@ def read_atomic(path: str | Path, data: bytes | None = None) -> tuple[pl.DataFra
         fields[name] = ftype
     df = split_table(path, body, "\t", list(fields), first_line=2)
     for name, ftype in fields.items():
+        if name in tokens:
+            ftype = {"float": "token", "float_seq": "token_seq"}.get(ftype, ftype)
         if ftype == "float":
             df = parse_number(path, df, name, nullable=True)
         elif ftype == "token_seq" and name not in TEXT_FIELDS:
@@ -110,6 +126,21 @@ def _canonical_types(df: pl.DataFrame, path: Path) -> pl.DataFrame:
                 df = parse_number(path, df, col, pl.Int64, nullable=True)
             except InputError:
                 pass
+    return df
+
+
+def _dated_or_not(path: Path, df: pl.DataFrame) -> pl.DataFrame:
+    """A file that declares a timestamp dates every row: an undated row would sort after its user's dated ones
+    and become the held-out target, so it is an error naming its line. A file whose timestamps are all empty
+    dates nothing: the column is dropped, and its rows keep their file order, as in a file without one."""
+    if "timestamp" not in df.columns:
+        return df
+    empty = df["timestamp"].null_count()
+    if empty == df.height:
+        return df.drop("timestamp")
+    first_bad(path, df, pl.col("timestamp").is_null(), "timestamp",
+              lambda r: "empty timestamp where the other rows have one (this row would sort last and become the "
+                        "user's held-out item)")
     return df
 
 
@@ -175,14 +206,16 @@ def load_recbole(
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     files = find_atomic_files(paths)
     mp = {**DEFAULT_MAPPING, **(mapping or {})}
+    ids = _id_fields(mp)
     inters, sequences = [], []
     for f in files["inter"]:
-        df, fields = read_atomic(f)
+        df, fields = read_atomic(f, tokens=ids)
         df = _canonical_types(_rename(df, mp), f)
         missing = [c for c in ("user_id", "item_id") if c not in df.columns]
         if missing:
             raise InputError(f, f"no field maps to {missing[0]!r} (fields: {', '.join(fields)}); pass a mapping", line=1)
         no_empty_ids(f, df, ("user_id", "item_id"))
+        df = _dated_or_not(f, df)
         if "item_id_list" in df.columns:
             sequences.append((f, df))
         else:
@@ -199,7 +232,7 @@ def load_recbole(
     def side(kind: str, key: str) -> pl.DataFrame | None:
         frames = []
         for f in files[kind]:
-            df, _ = read_atomic(f)
+            df, _ = read_atomic(f, tokens=ids)
             df = _canonical_types(_rename(df, mp), f)
             if key not in df.columns:
                 raise InputError(f, f"no field maps to {key!r}; pass a mapping", line=1)
