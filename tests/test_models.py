@@ -25,14 +25,14 @@ PROMPTS = [
 YES_NO = [{"role": "user", "content": "Is Paris the capital of France? Answer Yes or No."}]
 
 
-def test_option_logprobs_sums_both_spellings():
+def test_option_logprobs_sums_every_spelling():
     toks = [("Yes", math.log(0.5)), (" Yes", math.log(0.2)), ("No", math.log(0.1)), ("yes", math.log(0.1)), ("Yes", -0.1)]
     lp = option_logprobs(toks, ["Yes", "No", "Maybe"])
-    assert lp["Yes"] == pytest.approx(math.log(0.7))  # "Yes" + " Yes"; lowercase and repeats ignored
+    assert lp["Yes"] == pytest.approx(math.log(0.8))  # "Yes" + " Yes" + "yes"; a repeated token once
     assert lp["No"] == pytest.approx(math.log(0.1))
-    assert lp["Maybe"] == -math.inf
+    assert lp["Maybe"] == pytest.approx(math.log(0.1))  # not returned: at most the smallest returned log-prob
     probs = OptionScores(lp).probabilities()
-    assert probs["Yes"] == pytest.approx(0.7 / 0.8) and probs["Maybe"] == 0.0
+    assert probs["Yes"] == pytest.approx(0.8 / 1.0) and probs["Maybe"] == pytest.approx(0.1)
 
 
 def test_option_first_tokens_drop_a_token_the_options_share():
@@ -40,15 +40,19 @@ def test_option_first_tokens_drop_a_token_the_options_share():
     from recharness.models.base import option_first_tokens
 
     # SentencePiece-like: " Yes" -> [bare space 1, "Yes" 10], " No" -> [1, "No" 20]; "Yes" -> [10], "No" -> [20]
+    # (other casings, "yes" / "YES", spelled here in two pieces: not counted, their first piece starts other words)
+    def enc(table):
+        return lambda text: table.get(text, [98, 99])
+
     sp = {"Yes": [10], " Yes": [1, 10], "No": [20], " No": [1, 20]}
-    assert option_first_tokens(sp.__getitem__, ["Yes", "No"]) == {"Yes": {10}, "No": {20}}
-    # byte-level BPE: both spellings are their own tokens, all kept
-    bpe = {"Yes": [10], " Yes": [11], "No": [20], " No": [21]}
-    assert option_first_tokens(bpe.__getitem__, ["Yes", "No"]) == {"Yes": {10, 11}, "No": {20, 21}}
+    assert option_first_tokens(enc(sp), ["Yes", "No"]) == {"Yes": {10}, "No": {20}}
+    # byte-level BPE: both spellings are their own tokens, all kept; so is another casing of one token
+    bpe = {"Yes": [10], " Yes": [11], "No": [20], " No": [21], "yes": [12], " YES": [13], " no": [22]}
+    assert option_first_tokens(enc(bpe), ["Yes", "No"]) == {"Yes": {10, 11, 12, 13}, "No": {20, 21, 22}}
     # an option whose only first token is shared cannot be scored
     bad = {"Yes": [1, 10], " Yes": [1, 10], "No": [20], " No": [1, 20]}
     with pytest.raises(ConfigError, match="'Yes' begin with no token of their own"):
-        option_first_tokens(bad.__getitem__, ["Yes", "No"], "m")
+        option_first_tokens(enc(bad), ["Yes", "No"], "m")
 
 
 def test_model_specs():
@@ -97,7 +101,9 @@ def test_server_and_in_process_agree_greedy(smollm2_path, llama_server):
     assert [c.prompt_tokens for c in a] == [c.prompt_tokens for c in b]
     assert [c.completion_tokens for c in a] == [c.completion_tokens for c in b]
     for opt in ("Yes", "No"):
-        assert sa.logprobs[opt] == pytest.approx(sb.logprobs[opt], abs=2e-3)
+        # both sum every casing of the option; the server only those among its top 20, so in process is a little
+        # higher (by 0.008 for SmolLM2 here), never lower
+        assert sb.logprobs[opt] - 2e-3 <= sa.logprobs[opt] <= sb.logprobs[opt] + 0.02
         assert sa.logprobs[opt] < 0
     assert sum(sa.probabilities().values()) == pytest.approx(1.0)
 

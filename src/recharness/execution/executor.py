@@ -144,13 +144,15 @@ class CachedModel:
 
         key = None
         if self.cache is not None:
-            key = cache_key("options", self.backend.identity(), None, messages, {"options": options})
+            # "rule": how option log-probs are read from a reply (2: every casing, a missing option bounded)
+            key = cache_key("options", self.backend.identity(), None, messages, {"options": options, "rule": 2})
             hit = self.cache.get(key) if self.read else None
             if hit is not None:
-                return OptionScores(logprobs=hit["logprobs"], latency_s=hit["latency_s"], cached=True)
+                return OptionScores(logprobs=hit["logprobs"], latency_s=hit["latency_s"], cached=True,
+                                    extra=hit.get("extra") or {})
         s = await self.backend.ascore_options(messages, options)
         if self.cache is not None:
-            self.cache.put(key, {"logprobs": s.logprobs, "latency_s": s.latency_s})
+            self.cache.put(key, {"logprobs": s.logprobs, "latency_s": s.latency_s, "extra": s.extra})
         return s
 
 

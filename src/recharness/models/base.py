@@ -58,10 +58,14 @@ class ModelBackend(ABC):
 
 def option_first_tokens(encode: Callable[[str], list[int]], options: list[str], model: str = "the model") -> dict[str, set[int]]:
     """Each option's first token as an answer's first word, spelled without and with a leading space
-    ("Yes", " Yes"). A token two options share (SentencePiece spells " Yes" and " No" as the bare
+    ("Yes", " Yes"), and its other casings that are one token ("yes", " YES"). A token two options share (SentencePiece spells " Yes" and " No" as the bare
     "▁" then the word) says nothing about which option is meant, so it counts for neither; an option
     left with no token of its own cannot be scored (an error, not P = 0.5)."""
-    firsts = {o: {t[0] for t in (encode(o), encode(" " + o)) if t} for o in options}
+    # other casings ("yes", "YES") too, as the OpenAI-compatible path sums them (`openai_compat.option_logprobs`),
+    # where they are one token each (a casing split into pieces would lend its first piece to other words)
+    firsts = {o: {t[0] for t in (encode(o), encode(" " + o)) if t}
+              | {t[0] for c in {o.lower(), o.upper(), o.capitalize()} - {o} for t in (encode(c), encode(" " + c))
+                 if len(t) == 1} for o in options}
     shared = {t for t, n in Counter(t for ids in firsts.values() for t in ids).items() if n > 1}
     own = {o: ids - shared for o, ids in firsts.items()}
     empty = [o for o, ids in own.items() if not ids]

@@ -347,7 +347,7 @@ class OpenAICompatibleBackend(ModelBackend):
         )
 
     async def ascore_options(self, messages: Messages, options: list[str]) -> OptionScores:
-        """P(option) from the first generated token's top log-probs, both spellings summed."""
+        """P(option) from the first generated token's top log-probs, every spelling summed (`option_logprobs`)."""
         data, latency = await self._post({"messages": messages, "max_tokens": 1, "temperature": 0.0,
                                           "logprobs": True, "top_logprobs": 20})
         choice = data["choices"][0] if isinstance(data["choices"], list) else None
@@ -363,7 +363,9 @@ class OpenAICompatibleBackend(ModelBackend):
             pairs = [(t["token"], float(t["logprob"])) for t in top]
         except (KeyError, IndexError, TypeError, ValueError):
             raise SampleError("no_logprobs", f"{self._where()} returned no log-probabilities") from None
-        return OptionScores(logprobs=option_logprobs(pairs, options), latency_s=latency)
+        bounded = bounded_options(pairs, options)
+        return OptionScores(logprobs=option_logprobs(pairs, options), latency_s=latency,
+                            extra={"bounded": bounded} if bounded else {})
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -407,14 +409,30 @@ def unknown_model(r: httpx.Response) -> bool:
 
 
 def option_logprobs(token_logprobs, options: list[str]) -> dict[str, float]:
-    """Sum the probability of both spellings of an option token: "Yes" and " Yes"."""
+    """Sum the probability of every spelling of an option token among the returned top log-probs: with or
+    without a leading space, in any casing ("Yes", " yes", "YES"), as the in-process backends sum their option
+    tokens (`base.option_first_tokens`). An option none of whose spellings is among them, beside one that is,
+    gets the smallest returned log-prob: its own is at most that, so P(Yes) is the least confident value the
+    reply allows rather than a certain 1.0 (see `bounded_options`). No option returned at all: all -inf."""
     acc = {o: 0.0 for o in options}
     seen = set()
     for token, logprob in token_logprobs:
         if token in seen:
             continue
         seen.add(token)
+        word = (token[1:] if token.startswith(" ") else token).casefold()
         for o in options:
-            if token == o or token == " " + o:
+            if word == o.casefold():
                 acc[o] += math.exp(logprob)
-    return {o: (math.log(p) if p > 0 else -math.inf) for o, p in acc.items()}
+    out = {o: (math.log(p) if p > 0 else -math.inf) for o, p in acc.items()}
+    if any(v > -math.inf for v in out.values()) and seen:
+        floor = min(lp for _, lp in token_logprobs)
+        out = {o: (v if v > -math.inf else floor) for o, v in out.items()}
+    return out
+
+
+def bounded_options(token_logprobs, options: list[str]) -> list[str]:
+    """The options `option_logprobs` gave the smallest returned log-prob, as none of their spellings was returned."""
+    words = {(t[1:] if t.startswith(" ") else t).casefold() for t, _ in token_logprobs}
+    present = [o for o in options if o.casefold() in words]
+    return [o for o in options if o.casefold() not in words] if present else []

@@ -7,10 +7,14 @@ The samples, the training pairs beside them and the split are described in `recb
 Scored over every test sample by AUC, GAUC (impression-weighted: per-user AUC weighted by the
 user's test pairs, as DIN and RecBench compute it), GAUC_pos (weighted by the user's clicks, as
 RecBole computes it), the unweighted mean of per-user AUC, and log loss. Confidence intervals
-resample samples for AUC and log loss, users for the GAUCs. A sample without
-a usable score (neither option among the returned log-probabilities, a failed request, no line at
-all) is scored 0.5, a tie, and counted in `invalid_rate` (and `missing` for no line), so a model
-that answers little cannot look better by being judged on fewer samples.
+resample users for all of them (a user's pairs move together). A sample without a usable score
+(neither option among the returned log-probabilities, a failed request, no line at all) is counted
+in `invalid_rate` (and `missing` for no line) and kept: every pair it is in counts one half in AUC
+and GAUC, a coin flip (`halved`: it stands as two half-samples, one below and one above every
+score), and its log loss is log 2 (P = 0.5). A model that answers little thus cannot look better by
+being judged on fewer samples; and, unlike a score of 0.5, which ties only with other 0.5s, the
+invalid answers cannot raise AUC when the valid scores sit above 0.5 and the failures fall on
+negatives.
 """
 
 from __future__ import annotations
@@ -67,6 +71,19 @@ class CtrAnswer(TypedDict):
     p_yes: float | None
 
 
+def halved(y: np.ndarray, p: np.ndarray, usable: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sample of each row, labels, scores) with every sample as two rows: a usable one twice at its score, one
+    without a usable score once below and once above every score (-1 and 2). Every pair of samples is then four
+    pairs of rows, and a pair with an unusable sample in it wins two of its four and ties the rest evenly: one
+    half, where a usable pair counts as before. Every sample doubled alike leaves AUC, and each user's AUC and
+    weight share, as they were."""
+    n = y.size
+    rows = np.repeat(np.arange(n), 2)
+    lo_hi = np.tile(np.array([-1.0, 2.0]), n)
+    s2 = np.where(np.repeat(usable, 2), np.repeat(p, 2), lo_hi)
+    return rows, np.repeat(y, 2), s2
+
+
 class CtrTask(Task):
     headline = "AUC"
     name = "ctr"
@@ -84,7 +101,8 @@ class CtrTask(Task):
     def parse_options(self, sample: dict, scores) -> Parsed:
         if not any(v > -math.inf for v in scores.logprobs.values()):
             return Parsed({"p_yes": None}, valid=False, error=NO_OPTION)
-        return Parsed({"p_yes": scores.probabilities()["Yes"]})
+        bounded = (getattr(scores, "extra", None) or {}).get("bounded")
+        return Parsed({"p_yes": scores.probabilities()["Yes"], **({"bounded": list(bounded)} if bounded else {})})
 
     def import_answer(self, sample: dict, line: dict) -> tuple[dict | None, str | None] | None:
         """`score --predictions`: a line's "probability" (P(Yes), in [0, 1]) is the answer; other keys: `parse`."""
@@ -196,9 +214,12 @@ class CtrTask(Task):
         if n == 0:
             return {}
         y, p, usable, missing = self._scores(samples, predictions)
-        g = gauc(y, p, [s["user_id"] for s in samples])
+        rows, y2, s2 = halved(y, p, usable)
+        g = gauc(y2, s2, [samples[k]["user_id"] for k in rows])
+        # answers whose P(Yes) rests on a bound for the option the server's top log-probs left out (said, not hidden)
+        bounded = sum(bool(((predictions.get(x["id"]) or {}).get("parsed") or {}).get("bounded")) for x in samples)
         return {
-            "AUC": auc(y, p),
+            "AUC": auc(y2, s2),
             "GAUC": g.weighted,
             "GAUC_unweighted": g.unweighted,
             "GAUC_pos": g.positive_weighted,
@@ -207,6 +228,7 @@ class CtrTask(Task):
             "missing": float(missing),
             "positive_rate": float(y.mean()),
             "gauc_users": float(g.n_groups),
+            **({"bounded_rate": bounded / n} if bounded else {}),
         }
 
     def units(self, samples: list[dict], predictions: dict[str, dict]) -> dict:
@@ -222,11 +244,13 @@ class CtrTask(Task):
         users = [s["user_id"] for s in samples]
         e = np.finfo(np.float64).eps
         loss = -np.log(np.clip(np.where(y == 1, p, 1.0 - p), e, 1.0 - e))
+        rows, y2, s2 = halved(y, p, usable)
+        ids2, users2 = [f"{ids[k]}\x00{h}" for k, h in zip(rows, np.arange(rows.size) % 2)], [users[k] for k in rows]
         return {
-            "AUC": AUCUnits(ids, p, y, how="AUC over samples, users resampled", clusters=users),
-            "GAUC": gauc_units(y, p, users, "impressions"),
-            "GAUC_unweighted": gauc_units(y, p, users, "uniform"),
-            "GAUC_pos": gauc_units(y, p, users, "positives"),
+            "AUC": AUCUnits(ids2, s2, y2, how="AUC over samples, users resampled", clusters=users2),
+            "GAUC": gauc_units(y2, s2, users2, "impressions"),
+            "GAUC_unweighted": gauc_units(y2, s2, users2, "uniform"),
+            "GAUC_pos": gauc_units(y2, s2, users2, "positives"),
             "logloss": mean_units(ids, loss, how="mean over samples, users resampled", clusters=users),
             "invalid_rate": mean_units(ids, ~usable, how="mean over samples, users resampled", clusters=users),
         }

@@ -1,0 +1,88 @@
+"""RecBench CTR: an answer without a usable P(Yes) counts one half in every pair it is in (AUC, GAUC), a coin
+flip, and log 2 in log loss. Scored 0.5, it used to tie only with other 0.5s: with the valid scores above 0.5
+and the failures on negatives, an uninformative model's AUC rose from 0.52 to 0.69."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from recharness.tasks.recbench.ctr import CtrTask
+
+BAD = {"valid": False, "parsed": {"p_yes": None}}
+
+
+def _case(rows):
+    """rows: (user, label, p_yes or None)."""
+    samples = [{"id": f"s{k}", "task": "ctr", "user_id": u, "label": y} for k, (u, y, _) in enumerate(rows)]
+    preds = {f"s{k}": ({"valid": True, "parsed": {"p_yes": p}} if p is not None else BAD)
+             for k, (_, _, p) in enumerate(rows)}
+    return samples, preds
+
+
+def test_a_pair_with_an_invalid_answer_counts_one_half_hand_worked():
+    # positives A 0.9, B 0.7; negatives C 0.8, D invalid. Pairs: A>C 1, B<C 0, A?D 1/2, B?D 1/2 -> 2/4
+    samples, preds = _case([("u", 1, 0.9), ("u", 1, 0.7), ("u", 0, 0.8), ("u", 0, None)])
+    m = CtrTask().score(samples, preds)
+    assert m["AUC"] == pytest.approx(0.5) and m["GAUC"] == pytest.approx(0.5)  # scored 0.5, D lost to both: 0.75
+    assert m["invalid_rate"] == 0.25
+    assert m["logloss"] == pytest.approx(-(math.log(0.9) + math.log(0.7) + math.log(0.2) + math.log(0.5)) / 4)
+    # two invalid answers of opposite labels (E, D): their own pair is one half too, by hand:
+    # A>C 1, A?D 1/2, E?C 1/2, E?D 1/2 -> 2.5/4
+    samples, preds = _case([("u", 1, 0.9), ("u", 1, None), ("u", 0, 0.8), ("u", 0, None)])
+    assert CtrTask().score(samples, preds)["AUC"] == pytest.approx(2.5 / 4)
+
+
+def test_all_valid_is_sklearns_auc_and_an_uninformative_model_stays_near_one_half():
+    rng = np.random.default_rng(0)
+    users = rng.integers(0, 100, 400).astype(str)
+    y = (rng.random(400) < 0.7).astype(int)
+    p = rng.uniform(0.6, 1.0, 400)
+    rows = list(zip(users, y, p))
+    samples, preds = _case(rows)
+    task = CtrTask()
+    m = task.score(samples, preds)
+    assert m["AUC"] == pytest.approx(roc_auc_score(y, p))
+    # a third of the negatives unanswered: the exact rule, not a rise
+    drop = (y == 0) & (rng.random(400) < 1 / 3)
+    samples, preds = _case([(u, t, None if d else q) for (u, t, q), d in zip(rows, drop)])
+    m2 = task.score(samples, preds)
+    v = ~drop
+    P, N, Pv, Nv = (y == 1).sum(), (y == 0).sum(), ((y == 1) & v).sum(), ((y == 0) & v).sum()
+    exact = (roc_auc_score(y[v], p[v]) * Pv * Nv + 0.5 * (P * N - Pv * Nv)) / (P * N)
+    assert m2["AUC"] == pytest.approx(exact) and abs(m2["AUC"] - m["AUC"]) < 0.05
+    units = task.units(samples, preds)
+    assert units["AUC"].point() == pytest.approx(m2["AUC"]) and units["GAUC"].point() == pytest.approx(m2["GAUC"])
+
+
+def test_every_casing_counts_and_a_missing_option_is_bounded_by_the_smallest_returned():
+    from recharness.models.openai_compat import bounded_options, option_logprobs
+
+    top = [("yes", -0.05), ("Yes", -4.0), ("no", -3.2), (" No", -3.5)]
+    lp = option_logprobs(top, ["Yes", "No"])
+    p_yes = math.exp(lp["Yes"]) / (math.exp(lp["Yes"]) + math.exp(lp["No"]))
+    want = (math.exp(-0.05) + math.exp(-4.0)) / (math.exp(-0.05) + math.exp(-4.0) + math.exp(-3.2) + math.exp(-3.5))
+    assert p_yes == pytest.approx(want) and p_yes > 0.9  # "Yes"/"No" alone: 0.378
+    assert option_logprobs([("YES", -0.1), ("NO", -2.5)], ["Yes", "No"]) == pytest.approx({"Yes": -0.1, "No": -2.5})
+    # "No" not among the top: at most the smallest returned log-prob, so P(Yes) is not 1.0 but its lower bound
+    top = [("I", -0.2), ("Yes", -3.0), ("The", -3.4), ("Sure", -5.0)]
+    assert option_logprobs(top, ["Yes", "No"]) == pytest.approx({"Yes": -3.0, "No": -5.0})
+    assert bounded_options(top, ["Yes", "No"]) == ["No"]
+    # neither option returned: nothing to bound against, no answer
+    assert option_logprobs([("I", -0.1)], ["Yes", "No"]) == {"Yes": -math.inf, "No": -math.inf}
+    assert bounded_options([("I", -0.1)], ["Yes", "No"]) == []
+
+
+def test_a_bounded_answer_is_counted_in_the_scores():
+    from recharness.core.types import OptionScores
+
+    task = CtrTask()
+    samples, _ = _case([("u", 1, 0.9), ("u", 0, 0.2)])
+    parsed = [task.parse_options(samples[0], OptionScores({"Yes": -3.0, "No": -5.0}, extra={"bounded": ["No"]})),
+              task.parse_options(samples[1], OptionScores({"Yes": -1.0, "No": -0.5}))]
+    assert parsed[0].value["bounded"] == ["No"] and "bounded" not in parsed[1].value
+    preds = {s["id"]: {"valid": True, "parsed": p.value} for s, p in zip(samples, parsed)}
+    assert task.score(samples, preds)["bounded_rate"] == 0.5
