@@ -86,3 +86,26 @@ def test_a_bounded_answer_is_counted_in_the_scores():
     assert parsed[0].value["bounded"] == ["No"] and "bounded" not in parsed[1].value
     preds = {s["id"]: {"valid": True, "parsed": p.value} for s, p in zip(samples, parsed)}
     assert task.score(samples, preds)["bounded_rate"] == 0.5
+
+
+def test_a_reference_whose_click_scores_are_a_ranking_shows_no_log_loss():
+    """Popularity's click score is the item's clicks over the most any item has, a history scorer's the item's
+    place in the user's order: an order, not a probability, so the row gets AUC and no log loss (it showed 1.78
+    for popularity against random's 0.96); item_mean's smoothed CTR is a probability and keeps it."""
+    import polars as pl
+
+    from recharness.baselines import TrainData
+    from recharness.baselines.item_mean import ItemMeanCtr
+    from recharness.baselines.popularity import PopularityRanker
+
+    pairs = pl.DataFrame({"user_id": ["u1", "u1", "u2", "u2"], "item_id": ["a", "b", "a", "c"], "label": [1, 0, 1, 0],
+                          "timestamp": [1, 2, 3, 4]})
+    train = TrainData(pairs.filter(pl.col("label") == 1).drop("label"), ["a", "b", "c"], pairs)
+    samples, _ = _case([("u3", 1, None), ("u3", 0, None)])
+    for s, item in zip(samples, ["a", "b"]):
+        s.update(item_id=item, history=[])
+    task = CtrTask()
+    for model, has_loss in ((PopularityRanker().fit(train), False), (ItemMeanCtr().fit(train), True)):
+        recs = {s["id"]: {"valid": True, "parsed": a} for s, a in zip(samples, task.reference_answers(model, samples))}
+        m, units = task.score(samples, recs), task.units(samples, recs)
+        assert m["AUC"] == 1.0 and ("logloss" in m) == has_loss and ("logloss" in units) == has_loss

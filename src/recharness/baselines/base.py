@@ -122,6 +122,9 @@ class Baseline(ABC):
     """A reference method. Registered in `BASELINES` with the tasks it serves ("suite:task")."""
 
     name: str = ""
+    #: whether `p_clicks` gives probabilities (log loss means something) or only a ranking score in [0, 1] (AUC
+    #: reads the order alone; the ctr task then shows no log loss for it)
+    click_probabilities: bool = True
 
     @classmethod
     def create(cls, seed: int = 0) -> Self:

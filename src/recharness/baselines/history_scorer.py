@@ -107,6 +107,8 @@ class HistoryScorer(Ranker):
     (`user=`), whose training history the model kept; an unknown user with no history gets the
     popularity order (every score 0, ties by popularity)."""
 
+    click_probabilities = False  # `p_clicks` is the item's place in the user's order: a ranking score
+
     #: Optuna search space: {parameter: ("int"|"float"|"log"|"logint", low, high)}; see `baselines.tuning`
     space: dict[str, tuple[str, float, float]] = {}
 

@@ -21,6 +21,7 @@ class PopularityRanker(Ranker):
     """
 
     name = "popularity"
+    click_probabilities = False  # the item's clicks over the most any item has: a ranking score
 
     def __init__(self, interactions: pl.DataFrame | None = None):
         self.order: list[str] = []

@@ -71,6 +71,13 @@ class CtrAnswer(TypedDict):
     p_yes: float | None
 
 
+def ranking_scores(samples: list[dict], predictions: dict[str, dict]) -> bool:
+    """Whether a row's answers are a reference's ranking scores, not probabilities (`ranking_score`): its log
+    loss would measure the scale it happens to have (popularity 1.78 against random's 0.96), so none is shown."""
+    got = [((predictions.get(s["id"]) or {}).get("parsed") or {}) for s in samples]
+    return any(g.get("ranking_score") for g in got)
+
+
 def halved(y: np.ndarray, p: np.ndarray, usable: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(sample of each row, labels, scores) with every sample as two rows: a usable one twice at its score, one
     without a usable score once below and once above every score (-1 and 2). Every pair of samples is then four
@@ -223,7 +230,7 @@ class CtrTask(Task):
             "GAUC": g.weighted,
             "GAUC_unweighted": g.unweighted,
             "GAUC_pos": g.positive_weighted,
-            "logloss": logloss(y, p),
+            **({} if ranking_scores(samples, predictions) else {"logloss": logloss(y, p)}),
             "invalid_rate": float((~usable).sum() / n),
             "missing": float(missing),
             "positive_rate": float(y.mean()),
@@ -251,7 +258,8 @@ class CtrTask(Task):
             "GAUC": gauc_units(y2, s2, users2, "impressions"),
             "GAUC_unweighted": gauc_units(y2, s2, users2, "uniform"),
             "GAUC_pos": gauc_units(y2, s2, users2, "positives"),
-            "logloss": mean_units(ids, loss, how="mean over samples, users resampled", clusters=users),
+            **({} if ranking_scores(samples, predictions) else
+               {"logloss": mean_units(ids, loss, how="mean over samples, users resampled", clusters=users)}),
             "invalid_rate": mean_units(ids, ~usable, how="mean over samples, users resampled", clusters=users),
         }
 
@@ -267,4 +275,7 @@ class CtrTask(Task):
         return self.reference_answers(ranker, [sample])[0]
 
     def reference_answers(self, baseline, samples: list[dict]) -> list[dict]:
-        return [{"p_yes": float(p)} for p in baseline.p_clicks(samples)]
+        """P(click) per sample; a reference whose click scores are a ranking, not probabilities
+        (`Baseline.click_probabilities`), marks its answers so the row shows no log loss."""
+        ranking = {} if getattr(baseline, "click_probabilities", True) else {"ranking_score": True}
+        return [{"p_yes": float(p), **ranking} for p in baseline.p_clicks(samples)]
