@@ -254,7 +254,8 @@ def test_perrecbench_compat_mode_reports_the_failures_it_drops(ml1m):
 
 
 def test_recbench_ctr(ml1m):
-    """A failed pair is scored 0.5 (a tie) and counted; a correct answer is P(Yes) = the label."""
+    """A failed pair counts one half in every AUC pair it is in (a coin flip), log 2 in log loss, and is counted; a
+    correct answer is P(Yes) = the label."""
     from sklearn.metrics import log_loss, roc_auc_score
 
     from recharness.core.types import OptionScores
@@ -274,7 +275,10 @@ def test_recbench_ctr(ml1m):
     y = [s["label"] for s in samples]
     p = [0.5 if s["id"] in bad else float(s["label"]) for s in samples]
     assert m["invalid_rate"] == len(bad) / len(samples) and m["missing"] == 0.0
-    assert m["AUC"] == pytest.approx(roc_auc_score(y, p), abs=1e-12) and m["AUC"] < 1.0
+    ya, ok = np.array(y), np.array([s["id"] not in bad for s in samples])
+    P, N, Pv, Nv = (ya == 1).sum(), (ya == 0).sum(), ((ya == 1) & ok).sum(), ((ya == 0) & ok).sum()
+    won = roc_auc_score(ya[ok], ya[ok]) * Pv * Nv if Pv and Nv else 0.0  # the answered pairs: all right
+    assert m["AUC"] == pytest.approx((won + 0.5 * (P * N - Pv * Nv)) / (P * N), abs=1e-12) and m["AUC"] < 1.0
     assert m["logloss"] == pytest.approx(log_loss(y, p), abs=1e-9)
     assert task.score(samples, {k: preds[k] for k in bad})["AUC"] == 0.5  # all failed: chance, never better
 
