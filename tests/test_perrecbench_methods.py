@@ -175,6 +175,9 @@ def test_pairwise_position_bias_counts_as_no_preference():
     rec = asyncio.run(predict_pair(Scripted(truth, flip_second=True), group_sample(truth))).to_record()
     # order (0, 1): "A" (= user 0); order (1, 0): "A" again (bias) -> inconsistent -> not greater
     assert rec["parsed"]["disagree"] == 1 and rec["parsed"]["ordering"] == [1, 2]
+    # no comparison agreed in both orders: the ordering is only the heapsort's fixed order, so no answer (it was
+    # valid and scored +-1 on an easy group, where a group whose comparisons failed was invalid and scored 0)
+    assert not rec["valid"] and rec["error"].startswith("none of the 1 comparisons agreed in both orders")
 
 
 def test_pairwise_retries_are_counted_calls():

@@ -177,12 +177,17 @@ async def predict_pair(model, sample: dict) -> Prediction:
     order, comparisons = await heapsort(len(users), greater)
     stats["comparisons"] = comparisons
     value = {"ordering": [i + 1 for i in order], **stats}
-    # a failed comparison still yields an ordering (it counts as "not preferred"; `failed` says how many); when
-    # every comparison failed that ordering is the heapsort's fixed order of the shown users, no answer at all
-    valid = not comparisons or stats["failed"] < comparisons
+    # a failed or inconsistent comparison still yields an ordering (it counts as "not preferred"; `failed` and
+    # `disagree` say how many); when no comparison gave one judgment in both orders, that ordering is the
+    # heapsort's fixed order of the shown users, no answer at all (the paper counts a preference only where the
+    # two orders agree): invalid, as a group whose every comparison failed
+    valid = not comparisons or stats["agree"] > 0
     error = "; ".join(errors) or None
     if not valid:
-        error = f"all {comparisons} comparisons failed: {error}"
+        error = (f"all {comparisons} comparisons failed: {error}" if stats["failed"] == comparisons else
+                 f"none of the {comparisons} comparisons agreed in both orders ({stats['disagree']} disagreed, "
+                 f"{stats['failed']} failed): the ordering would be the heapsort's fixed order"
+                 + (f"; {error}" if error else ""))
     return _record(value, valid, error, tally, profiles)
 
 
