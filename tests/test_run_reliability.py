@@ -208,6 +208,7 @@ def _replying(b, replies):
         return httpx2.Response(200, content=json.dumps(next(replies)).encode())
 
     b._client.post = post
+    b._pump = None  # the posts from this process, where `post` stands in for httpx2
     return posts
 
 

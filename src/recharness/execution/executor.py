@@ -341,7 +341,8 @@ async def run_samples(
         if batched is None and getattr(model.cache, "prefetch", None) is not None \
                 and getattr(model.backend, "aanswer_sample", None) is None:
             pending = read_ahead(pending, model, tasks)
-        limit = max(1, concurrency or model.backend.max_concurrency)
+        # a backend with a transport process gets its next request before an answer is back (`queue_ahead`)
+        limit = max(1, concurrency or model.backend.max_concurrency) + getattr(model.backend, "queue_ahead", 0)
         identity = model.identity()
         stamp = {"build": build} if build is not None else {}
         prompted = getattr(model.backend, "reads_prompts", True)

@@ -118,12 +118,14 @@ class EndpointPool(ModelBackend):
         self.backoff_s = backoff_s
         self.max_connect_failures = max_connect_failures
         self.probe_timeout_s = min(probe_timeout_s, timeout_s)
-        # Each endpoint client tries once and never gives up on its own: the pool retries elsewhere.
+        # Each endpoint client tries once and never gives up on its own: the pool retries elsewhere. Its posts
+        # leave from this process (inline): a pool is for servers that take seconds an answer, where a transport
+        # process per endpoint would be processes for no gain.
         self.endpoints = [
             Endpoint(i, redact_url(u), OpenAICompatibleBackend(
                 model, base_url=u, api_key_env=api_key_env, max_concurrency=self.max_concurrency, max_attempts=1,
                 timeout_s=timeout_s, extra_body=dict(self.extra_body), backoff_s=backoff_s,
-                max_connect_failures=None))
+                max_connect_failures=None, transport="inline"))
             for i, u in enumerate(urls)]
         #: tries that failed and were made again (by kind), for the run summary's transport retries
         self.retries: Counter[str] = Counter()

@@ -58,6 +58,9 @@ UNKNOWN_MODEL = re.compile(
     re.IGNORECASE)
 #: seconds; the longest single wait, even when a server's Retry-After asks for more
 MAX_WAIT_S = 120.0
+#: where the chat posts are made: "process" (a child process holding the httpx2 client: the default) or
+#: "inline" (this process; `RECHARNESS_TRANSPORT=inline`)
+TRANSPORTS = ("process", "inline")
 _SECRET_KEY = re.compile(r"key|token|secret|pass|sig|auth|code|cred|sas", re.IGNORECASE)
 #: query parameters shown as they are (they name a protocol version, never a secret)
 _PUBLIC_QUERY = frozenset({"api-version", "api_version", "version"})
@@ -137,6 +140,7 @@ class OpenAICompatibleBackend(ModelBackend):
         extra_body: dict | None = None,
         backoff_s: float = 1.0,
         max_connect_failures: int | None = 3,
+        transport: str | None = None,
     ):
         super().__init__(model)
         if max_attempts < 1:
@@ -196,6 +200,17 @@ class OpenAICompatibleBackend(ModelBackend):
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout_s), trust_env=not self.local,  # proxies from the environment, not for loopback
             limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency))
+        transport = transport or os.environ.get("RECHARNESS_TRANSPORT") or "process"
+        if transport not in TRANSPORTS:
+            raise ConfigError(f"RECHARNESS_TRANSPORT={transport!r}: one of {', '.join(TRANSPORTS)}")
+        #: the chat posts' httpx2 client in a child process (`transport_process`), so the harness's work on
+        #: one answer runs on another core than the next request; None: posts from this process
+        self._pump = None
+        if transport == "process":
+            from recharness.models.transport_process import TransportProcess
+
+            self._pump = TransportProcess(self._url, self._headers, timeout_s=timeout_s, trust_env=not self.local,
+                                          concurrency=max_concurrency, secret=key)
 
     def _endpoint(self, tail: str) -> str:
         """`tail` under the base URL's path, its query kept (`...?api-version=...` as Azure's URLs have)."""
@@ -252,10 +267,15 @@ class OpenAICompatibleBackend(ModelBackend):
                           else min(self.max_connect_failures, self.max_attempts))
         for attempt in range(1, self.max_attempts + 1):
             wait = None
-            t0 = time.perf_counter()
+            t0, took = time.perf_counter(), None
             try:
-                r = await self._client.post(self._url, content=payload, headers=self._headers)
+                if self._pump is not None:
+                    r, took = await self._pump.post(payload)
+                else:
+                    r = await self._client.post(self._url, content=payload, headers=self._headers)
             except Exception as e:  # noqa: BLE001 - sorted into retry / fatal below
+                if isinstance(e, ConfigError):  # the transport process could not start
+                    raise
                 if isinstance(e, httpx.InvalidURL):  # every request would fail alike: the configuration
                     raise ConfigError(f"--base-url {self.public_url}: not a URL a request can go to ({one_line(e)})") from None
                 kind = self._classify(e)
@@ -301,7 +321,7 @@ class OpenAICompatibleBackend(ModelBackend):
                         await asyncio.sleep(min(MAX_WAIT_S, delay * (0.5 + random.random())))
                         delay = min(delay * 2, 30.0)
                         continue
-                    return data, time.perf_counter() - t0
+                    return data, (time.perf_counter() - t0) if took is None else took
                 kind = f"http_{r.status_code}"
                 if 300 <= r.status_code < 400:  # not followed: every request would be redirected alike
                     to = redact_url(r.headers.get("location") or "")
@@ -367,8 +387,18 @@ class OpenAICompatibleBackend(ModelBackend):
         return OptionScores(logprobs=option_logprobs(pairs, options), latency_s=latency,
                             extra={"bounded": bounded} if bounded else {})
 
+    @property
+    def queue_ahead(self) -> int:
+        """Requests the runner keeps beyond `max_concurrency`: with the transport process, as many again (at
+        least 2), so its child always has the next request when an answer comes back and never leaves a
+        connection idle (httpx2 checks each idle connection with system calls); the child lets only
+        `max_concurrency` reach the server (benchmarks/results/overhead_process.md)."""
+        return max(2, self.max_concurrency) if self._pump is not None else 0
+
     async def aclose(self) -> None:
         await self._client.aclose()
+        if self._pump is not None:
+            await self._pump.aclose()
 
 
 def _error_message(r: httpx.Response) -> str:
