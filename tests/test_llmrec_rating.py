@@ -99,6 +99,26 @@ def test_score_hand_worked():
     assert m["RMSE"] == pytest.approx(float(np.sqrt(np.mean((np.clip([5, 0], 1, 5) - y) ** 2))), abs=1e-12)
     none = t.score(samples, {})
     assert np.isnan(none["RMSE"]) and none["invalid_rate"] == 1.0
+    # no valid answer at all: no fallback score either (it would be the user_mean reference's own RMSE, marked
+    # best or "not distinguishable" from it); before, RMSE_fb was that value
+    dead = {k: {"parsed": None, "valid": False} for k in "01234"}
+    for got in (none, t.score(samples, dead)):
+        assert np.isnan(got["RMSE_fb"]) and np.isnan(got["MAE_fb"])
+    units = t.units(samples, dead)
+    assert "RMSE_fb" not in units and "MAE_fb" not in units and "invalid_rate" in units
+
+
+def test_a_dataset_off_the_1_to_5_scale_is_refused():
+    """The prompt shows 'rated x/5', the parser reads 1-5 and references are clipped there: a 1-10 dataset (or
+    ML-10M's half stars from 0.5) would be shown as 'rated 9/5' and its right answers read as invalid."""
+    for low, high in ((1.0, 9.0), (0.5, 5.0)):
+        ds = tiny_dataset()
+        ds.interactions = ds.interactions.with_columns(
+            pl.when(pl.col("rating") == 5.0).then(high).when(pl.col("rating") == 1.0).then(low)
+            .otherwise(pl.col("rating")).alias("rating"))
+        with pytest.raises(ConfigError, match=rf"ratings run from {low:g} to {high:g}: the rating task .* 1-5 scale"):
+            build(ds, min_history=2)
+    assert build(tiny_dataset(), min_history=2)  # 1-5: built
 
 
 def test_references_are_fitted_on_training_part_only():

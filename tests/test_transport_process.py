@@ -152,3 +152,149 @@ def test_a_child_that_cannot_start_stops_the_run_and_the_transport_is_chosen_by_
     monkeypatch.setenv("RECHARNESS_TRANSPORT", "threads")
     with pytest.raises(ConfigError, match="RECHARNESS_TRANSPORT='threads': one of process, inline"):
         backend("http://127.0.0.1:9/v1")
+
+
+class RawServer:
+    """A threaded HTTP/1.1 server on 127.0.0.1 whose replies a test writes byte by byte: `reply(n, body)` -> the
+    raw response (n counts requests from 1). It records the requests it got and the most it had at once."""
+
+    def __init__(self, reply):
+        import socket
+        import threading
+
+        self.reply, self.got, self.now, self.most = reply, 0, 0, 0
+        self.lock = threading.Lock()
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import threading
+
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn):
+        f = conn.makefile("rb")
+        try:
+            while f.readline():
+                length = 0
+                while (line := f.readline()) not in (b"\r\n", b""):
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                body = f.read(length)
+                with self.lock:
+                    self.got += 1
+                    self.now += 1
+                    self.most = max(self.most, self.now)
+                    n = self.got
+                try:
+                    conn.sendall(self.reply(n, body))
+                finally:
+                    with self.lock:
+                        self.now -= 1
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self):
+        self.sock.close()
+
+
+ANSWER = (b'{"choices":[{"message":{"content":"1. Heat"},"finish_reason":"stop"}],'
+          b'"usage":{"prompt_tokens":1,"completion_tokens":1}}')
+
+
+def raw(status: int, body: bytes = ANSWER, headers: tuple = ()) -> bytes:
+    head = f"HTTP/1.1 {status} X\r\ncontent-length: {len(body)}\r\ncontent-type: application/json\r\n".encode()
+    return head + b"".join(k + b": " + v + b"\r\n" for k, v in headers) + b"\r\n" + body
+
+
+@pytest.mark.parametrize("transport", ["process", "inline"])
+def test_an_error_reply_with_non_ascii_headers_is_read_as_in_process(transport):
+    """A proxy's 503 with a UTF-8 header, then the answer: retried and answered alike by both transports (the
+    child's headers used to be rebuilt as ASCII in the parent's socket callback: the request hung for good)."""
+    srv = RawServer(lambda n, body: raw(503, b'{"error": {"message": "busy"}}', (
+        (b"x-proxy-note", "überlastet".encode()), (b"retry-after", b"0"))) if n == 1 else raw(200))
+    try:
+        async def go():
+            b = backend(srv.url, transport=transport, backoff_s=0.01)
+            try:
+                return await asyncio.wait_for(b.agenerate(msgs(0), PARAMS), 20), b.retries
+            finally:
+                await b.aclose()
+
+        answer, retries = asyncio.run(go())
+    finally:
+        srv.close()
+    assert answer.text == "1. Heat" and retries == {"http_503": 1}
+
+
+def test_a_closed_harness_gets_no_request_posted_for_it_and_no_new_child():
+    """The socket closing (aclose, Ctrl-C, the harness killed) cancels the child's requests in flight and drops
+    its queued ones: it exits at once, and a request after `aclose` starts no new child (before: the child posted
+    every queued request for nobody, and a retried one started a second child past max_concurrency)."""
+    import threading
+
+    release = threading.Event()
+
+    def slow(n, body):
+        release.wait(10)
+        return raw(200)
+
+    srv = RawServer(slow)
+    try:
+        async def go():
+            b = backend(srv.url, max_concurrency=1, max_attempts=1)
+            asking = [asyncio.ensure_future(b.agenerate(msgs(i), PARAMS)) for i in range(3)]  # 1 at the server, 2 queued
+            await asyncio.sleep(1.0)
+            proc = b._pump.proc
+            t0 = time.perf_counter()
+            await b.aclose()
+            closed_in = time.perf_counter() - t0
+            results = await asyncio.gather(*asking, return_exceptions=True)
+            with pytest.raises(RuntimeError, match="transport process is closed"):
+                await b._pump.post(b"{}")
+            return proc, closed_in, results, b._pump.proc
+
+        proc, closed_in, results, after = asyncio.run(go())
+        release.set()
+        time.sleep(0.3)
+    finally:
+        srv.close()
+    assert proc.returncode == 0 and closed_in < 5 and after is proc
+    assert all(isinstance(r, Exception) for r in results)
+    assert srv.got == 1 and srv.most == 1  # the two queued requests were never posted
+
+
+def test_a_child_that_cannot_be_launched_stops_the_run(monkeypatch, tmp_path):
+    b = backend("http://127.0.0.1:9/v1")
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
+
+    async def go():
+        try:
+            await b.agenerate(msgs(0), PARAMS)
+        finally:
+            await b.aclose()
+
+    with pytest.raises(ConfigError, match=r"could not start: .*No such file.*RECHARNESS_TRANSPORT=inline"):
+        asyncio.run(go())
+
+
+def test_a_short_key_takes_only_its_own_variable_out_of_the_childs_environment(monkeypatch):
+    from recharness.models.transport_process import TransportProcess
+
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    monkeypatch.setenv("SOME_PATH", "/opt/x/lib")
+    env = TransportProcess("http://h/v1", {}, timeout_s=1, trust_env=False, concurrency=1, secret="x")._env
+    assert "OPENAI_API_KEY" not in env and env["SOME_PATH"] == "/opt/x/lib"
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://sk-long-secret-9@h/v1")
+    env = TransportProcess("http://h/v1", {}, timeout_s=1, trust_env=False, concurrency=1,
+                           secret="sk-long-secret-9")._env
+    assert "OPENAI_BASE_URL" not in env

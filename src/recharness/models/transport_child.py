@@ -69,7 +69,7 @@ async def _serve(fd: int) -> None:
     loop = asyncio.get_running_loop()
     queue: deque = deque()
     idle: deque = deque()  # a future per worker waiting for a request
-    closed = False
+    workers: list[asyncio.Task] = []
 
     def wake_one() -> None:
         while idle:
@@ -83,12 +83,11 @@ async def _serve(fd: int) -> None:
         wake_one()
 
     def on_eof() -> None:
-        nonlocal closed
-        closed = True
-        while idle:
-            w = idle.popleft()
-            if not w.done():
-                w.set_result(None)
+        """The harness closed its end or is gone (killed, Ctrl-C): no reply can be read, so the requests in
+        flight are cancelled and the queued ones dropped, rather than posted for nobody."""
+        queue.clear()
+        for t in workers:
+            t.cancel()
 
     sock.setblocking(False)
     transport, _ = await loop.connect_accepted_socket(lambda: _ChildProtocol(on_request, on_eof), sock=sock)
@@ -102,8 +101,6 @@ async def _serve(fd: int) -> None:
     async def worker() -> None:
         while True:
             while not queue:
-                if closed:
-                    return
                 w = loop.create_future()
                 idle.append(w)
                 await w
@@ -116,11 +113,14 @@ async def _serve(fd: int) -> None:
                 msg = json.dumps({"type": type(e).__name__, "message": str(e)}).encode()
                 write(pack(rid, -1, perf() - t0, len(msg), 0) + msg)
                 continue
-            head = b"" if r.status_code == 200 else json.dumps(list(r.headers.multi_items())).encode()
+            # a non-200 reply's headers as sent (latin-1 keeps every byte: a proxy's localised text, a UTF-8 Location)
+            head = b"" if r.status_code == 200 else json.dumps(
+                [[k.decode("latin-1"), v.decode("latin-1")] for k, v in r.headers.raw]).encode()
             write(pack(rid, r.status_code, perf() - t0, len(data), len(head)) + data + head)
 
+    workers.extend(asyncio.ensure_future(worker()) for _ in range(conc))
     try:
-        await asyncio.gather(*(worker() for _ in range(conc)))
+        await asyncio.gather(*workers, return_exceptions=True)  # until on_eof cancels them
     finally:
         await client.aclose()
         transport.close()

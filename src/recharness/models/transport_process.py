@@ -13,7 +13,8 @@ when its client is ready. request: u32 id, u32 length, body. reply: u32 id, i32 
 post raised; the body is then JSON {type, message}), f64 seconds, u32 body length, u32 headers length,
 body, headers (JSON pairs, sent for non-200 replies only: Retry-After, Location, error texts).
 
-The child ignores Ctrl-C and exits when its socket closes, so it never outlives the harness. The API
+The child ignores Ctrl-C and, when its socket closes (the harness closed it, was stopped or was killed), cancels
+its requests in flight, drops the queued ones and exits: no request is posted for a harness that cannot read it. The API
 key travels only over the socketpair: not on the command line, and the child's environment is the
 harness's without the variable that holds it.
 """
@@ -84,15 +85,20 @@ class _Connection(asyncio.Protocol):
             if fut is None or fut.done():
                 continue
             body, head = payload[:n_body], payload[n_body:]
-            if status < 0:
-                fut.set_exception(_rebuilt(json.loads(body)))
-            elif status == 200:
-                fut.set_result((_Reply(200, body), seconds))
-            else:
+            try:
+                if status < 0:
+                    fut.set_exception(_rebuilt(json.loads(body)))
+                elif status == 200:
+                    fut.set_result((_Reply(200, body), seconds))
+                else:
+                    import httpx2
+
+                    raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in json.loads(head)] if head else None
+                    fut.set_result((httpx2.Response(status, headers=raw, content=body), seconds))
+            except Exception as e:  # noqa: BLE001 - an unreadable frame fails its own request, never hangs it
                 import httpx2
 
-                fut.set_result((httpx2.Response(status, headers=json.loads(head) if head else None, content=body),
-                                seconds))
+                fut.set_exception(httpx2.DecodingError(f"the transport process's reply could not be read: {e}"))
 
     def connection_lost(self, exc) -> None:
         self.transport = None
@@ -115,8 +121,11 @@ class TransportProcess:
 
     def __init__(self, url: str, headers: dict, *, timeout_s: float, trust_env: bool, concurrency: int,
                  secret: str | None = None):
-        #: the child's environment: the harness's without any variable holding `secret` (the API key)
-        self._env = {k: v for k, v in os.environ.items() if not secret or secret not in v}
+        #: the child's environment: the harness's without the variables that hold `secret` (the API key): equal to
+        #: it, or holding it when it is long enough not to be a common word (a local server's key "x" or "1")
+        self._env = {k: v for k, v in os.environ.items()
+                     if not secret or not (v == secret or len(secret) >= 8 and secret in v)}
+        self._closed = False
         self._setup = json.dumps({"url": url, "headers": headers, "timeout_s": timeout_s, "trust_env": trust_env,
                                   "concurrency": concurrency}).encode()
         self.proc: subprocess.Popen | None = None
@@ -130,12 +139,17 @@ class TransportProcess:
         return self._conn.transport if self._conn is not None else None
 
     async def _start(self) -> None:
-        mine, theirs = socket.socketpair()
         try:
-            self.proc = subprocess.Popen([sys.executable, CHILD, str(theirs.fileno())], pass_fds=(theirs.fileno(),),
-                                         stdin=subprocess.DEVNULL, env=self._env)
-        finally:
-            theirs.close()
+            mine, theirs = socket.socketpair()
+            try:
+                self.proc = subprocess.Popen([sys.executable, CHILD, str(theirs.fileno())],
+                                             pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=self._env)
+            finally:
+                theirs.close()
+        except OSError as e:  # no interpreter, no file descriptors or memory left: this machine, not a sample
+            raise TransportProcessError(f"the HTTP transport process ({sys.executable} {CHILD}) could not start: "
+                                        f"{e}: set RECHARNESS_TRANSPORT=inline to post from the harness's own "
+                                        "process") from None
         self._loop = asyncio.get_running_loop()
         _, self._conn = await self._loop.connect_accepted_socket(_Connection, sock=mine)
         self._conn.transport.write(_SETUP.pack(len(self._setup)) + self._setup)
@@ -166,6 +180,8 @@ class TransportProcess:
             raise TransportProcessError("the HTTP transport process stopped as it started")
 
     async def post(self, body: bytes):
+        if self._closed:  # as httpx2's client once closed: no new child for a request after `aclose`
+            raise RuntimeError("cannot send a request: the transport process is closed")
         loop = asyncio.get_running_loop()
         if self._transport is None or self._loop is not loop:
             await self.start()
@@ -190,7 +206,9 @@ class TransportProcess:
             self.proc.wait()
 
     async def aclose(self) -> None:
-        """Closes the socket (the child finishes its requests and exits) and waits for it."""
+        """Closes the socket (the child cancels its requests in flight and exits at once) and waits for it; no
+        request starts a new child after this."""
+        self._closed = True
         proc, transport = self.proc, self._transport
         if transport is not None and self._loop is asyncio.get_running_loop():
             transport.close()

@@ -186,7 +186,8 @@ class RatingAnswer(TypedDict):
 class RatingTask(Task):
     #: over every sample (an invalid answer gets the user's mean, the `user_mean` reference's answer): "RMSE"
     #: covers only a row's valid answers, so two rows with different invalid rates are judged on different
-    #: samples there; the headline (bold marks' summary, the verdict against the strongest reference) must not be
+    #: samples there; the headline (bold marks' summary, the verdict against the strongest reference) must not be.
+    #: A row with no valid answer has no RMSE_fb (`score`): it would be the user_mean reference's own value
     headline = "RMSE_fb"
     name = "rating"
     selects_users = True  # honours BuildConfig.users (build --users FILE)
@@ -205,6 +206,12 @@ class RatingTask(Task):
         if rated is None or rated.len() == 0:
             raise ConfigError(f"{dataset.name} has no ratings (implicit feedback only): rating prediction needs a "
                               "dataset with explicit ratings, e.g. ml-1m or amazon2023")
+        low, high = float(rated.min()), float(rated.max())
+        if low < SCALE[0] or high > SCALE[1]:  # the prompt, the parser and the references all read 1-5
+            raise ConfigError(f"{dataset.name}'s ratings run from {low:g} to {high:g}: the rating task asks for and "
+                              f"reads ratings on a {SCALE[0]:g}-{SCALE[1]:g} scale (the paper's), so a history shown as "
+                              f"'rated {high:g}/{SCALE[1]:g}' and a right answer outside it would be invalid; prepare "
+                              "the ratings on that scale")
         opts = config.options
         hist_len = int(opts.get("history_len", 10))
         parts = parts_from_options(opts)
@@ -281,11 +288,13 @@ class RatingTask(Task):
             return {}
         y, pred, fallback, clipped, missing = self._answers(samples, predictions)
         ok = ~np.isnan(pred)
+        # no valid answer at all: nothing of the row's own to score; the fallback alone would be the user_mean
+        # reference's value (and could be marked best or "not distinguishable" from it)
         return {
             "RMSE": rmse(y[ok], pred[ok], clip=SCALE) if ok.any() else float("nan"),
             "MAE": mae(y[ok], pred[ok], clip=SCALE) if ok.any() else float("nan"),
-            "RMSE_fb": rmse(y, fallback, clip=SCALE),
-            "MAE_fb": mae(y, fallback, clip=SCALE),
+            "RMSE_fb": rmse(y, fallback, clip=SCALE) if ok.any() else float("nan"),
+            "MAE_fb": mae(y, fallback, clip=SCALE) if ok.any() else float("nan"),
             "invalid_rate": float((~ok).sum() / n),
             "clipped_rate": float(clipped.sum() / n),
             "missing": float(missing),
@@ -304,12 +313,12 @@ class RatingTask(Task):
         err = np.where(ok, np.clip(np.where(ok, pred, 0.0), *SCALE) - y, 0.0)
         fb = np.clip(fallback, *SCALE) - y
         out = {
-            "RMSE_fb": RatioUnits(ids, fb ** 2, transform="sqrt", how="root of the mean squared error over samples"),
-            "MAE_fb": mean_units(ids, np.abs(fb), how="mean over samples"),
             "invalid_rate": mean_units(ids, ~ok, how="mean over samples"),
             "clipped_rate": mean_units(ids, clipped, how="mean over samples"),
         }
-        if ok.any():
+        if ok.any():  # no valid answer: no fallback metrics either (`score`)
+            out["RMSE_fb"] = RatioUnits(ids, fb ** 2, transform="sqrt", how="root of the mean squared error over samples")
+            out["MAE_fb"] = mean_units(ids, np.abs(fb), how="mean over samples")
             out["RMSE"] = RatioUnits(ids, err ** 2, ok, transform="sqrt", how="root of the mean squared error over valid answers")
             out["MAE"] = mean_units(ids, np.abs(err), ok, how="mean over valid answers")
         return out
