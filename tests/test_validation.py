@@ -207,3 +207,68 @@ def test_free_text_real_smollm2_answers():
     p = f.check(cut)
     assert p.valid and p.value["text"].startswith("Awesome, but not") and p.value["words"] == 19
     assert f.check('Toy Truck Review: "Good but smaller than what we waned"').value["text"] == 'Toy Truck Review: "Good but smaller than what we waned"'
+
+
+# ---------------------------------------------------------------- numbers: context, hedges, notation (review cases)
+
+@pytest.mark.parametrize("text, value", [
+    ("Rating: 4\n\nThe user's average rating is 3.6, so this fits.", 4.0),
+    ("I'd rate it 4, above their average rating of 3.8.", 4.0),
+    ("I would rate it 2, even though its average score is 4.5.", 2.0),
+    ("Overall rating: 4\nThe item's overall rating on the site is 4.4.", 4.0),  # a line's label names the answer
+    ("I'd rate it 4. The user gave a rating of 5 to Heat.", 4.0),  # the history's rating, after the answer
+    ("My guess is 3; other users' ratings average 4.2", 3.0),
+    ("They usually rate comedies 5, but I would give this one a 2.", 2.0),
+    ("Given their average rating, I'd rate it 4.", 4.0),  # a context phrase followed by the answer's own words
+    ("Their average rating is 3.6, so my prediction is 4", 4.0),
+    ("On the other hand, the rating is 4.", 4.0),  # "other" / "earlier" alone name no statistic
+    ("As I said earlier, the rating is 4.", 4.0),
+    ("This would be rated 4.", 4.0),  # not the past "rated" of the history
+])
+def test_a_number_describing_context_is_not_the_answer(text, value):
+    p = RATING.check(text)
+    assert p.valid, p.error
+    assert p.value["value"] == value
+
+
+@pytest.mark.parametrize("text, error", [
+    ("The user's average rating is 3.6.", "no number"),  # only context: no answer given
+    ("Rating: 3 or 4", "hedged"),
+    ("I'd rate it 3, maybe 4", "hedged"),
+    ("Rating: 3/5 or 4/5", "hedged"),
+    ("My prediction: 3 (possibly 4)", "hedged"),
+    ("Rating: between 3 and 4", "no number"),  # a range, like "3 to 4"
+    ("3,5,4", "unreadable"),  # decimal comma or a list: no telling
+    ("Rating: 3,75", "unreadable"),
+    ("4, 3,5", "ambiguous"),
+    # a context number is never chosen but still counts: a bare number beside it is no clear answer
+    ("4\nThe user's average rating is 3.6", "ambiguous"),
+    ("The user rated Heat 5 and Casino 3.", "ambiguous"),
+    ("Rated 4,5 and 3", "ambiguous"),
+])
+def test_hedged_ranged_or_unreadable_answers_are_invalid(text, error):
+    p = RATING.check(text)
+    assert not p.valid, p.value
+    assert error in p.error
+
+
+@pytest.mark.parametrize("text, value", [
+    ("3,5 stars", 3.5),  # a decimal comma: one digit each side, on the scale, no list around it
+    ("Rating: 4,5/5", 4.5),
+    ("4 / 5", 4.0),  # a spaced denominator, like "4/5"
+    ("It grossed $1,200,000; I'd rate it 4", 4.0),  # thousands separators make a big number, off the scale
+    ("It could be 3 or 4; my final prediction is 4.", 4.0),  # a hedge settled by the answer
+])
+def test_number_notation(text, value):
+    p = RATING.check(text)
+    assert p.valid, p.error
+    assert p.value["value"] == value
+
+
+def test_number_context_and_hedge_rules_are_bounded():
+    t0 = time.perf_counter()
+    assert RATING.check("3,5 " * 6000).value["value"] == 3.5
+    assert not RATING.check("their average rating is 3.6 " * 800).valid
+    assert not RATING.check("Rating: 4 or 5 " * 1500).valid
+    assert not RATING.check(",".join(["1"] * 9000) + "x").valid
+    assert time.perf_counter() - t0 < 2.0

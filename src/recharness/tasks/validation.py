@@ -16,20 +16,41 @@ Rules, decided here and tested in tests/test_validation.py:
 NumberInRange(lo, hi) — e.g. a 1-5 rating
   * Numbers are decimal literals (``4``, ``4.5``) not glued to letters
     (``B08J6``, ``2nd``), not negative, not percentages (``80%``), not
-    denominators (``/5``, ``out of 5``), not ends of a range (``1-5``,
-    ``1 to 5``: a range is no single answer) and not list numbers (``1. X``
-    or ``2) X`` at the start of a line: small models echo the history as a
-    list). Number words are not read.
+    denominators (``/5``, ``/ 5``, ``out of 5``), not ends of a range
+    (``1-5``, ``1 to 5``, ``between 3 and 4``: a range is no single answer)
+    and not list numbers (``1. X`` or ``2) X`` at the start of a line: small
+    models echo the history as a list). Number words are not read.
+  * Commas: ``1,200`` is twelve hundred (off the scale); a single digit,
+    comma, single digit on the scale with no number list around it
+    (``3,5 stars``) is a decimal comma, 3.5; any other comma-glued number
+    (``3,5,4``, ``3,75``) is unreadable, and an answer that rests on it is
+    invalid.
   * An answer shaped as a list (two or more numbered or bulleted lines, or
     a first line like "1. Some title") is invalid: small models echo the
     rated history as a list, and its "(rated 3/5)" is no prediction.
+  * A number that describes context is no candidate: its clause (since the
+    last digit, sentence end or line break) names a statistic or the
+    history — an aggregate or past qualifier with a rating word ("average
+    rating is 3.6", "their usual score of", "other users' ratings
+    average"), ``average``/``mean``/``median`` alone, a possessive with
+    ``ratings``/``scores``, or a past rating verb ("the user rated Heat 5",
+    "gave a rating of 5") — and no answer word (I, my, would, will,
+    predict, answer, estimate, guess, so, …) follows that phrase.
+    Line labels ("Overall rating: 4") are answers, not context. A context
+    number is never chosen but still counts as a distinct value below, so
+    "4. Their average rating is 3.6" is ambiguous, not 4.
   * Candidates are numbers within [lo - slack, hi + slack] (slack 1: a 0 or
     a 6 on a 1-5 scale is an answer off the scale, clipped to it and flagged
     ``clipped``); anything further out (years, prices) is ignored.
-  * One distinct candidate value → that value. Several → the last one that
-    follows an answer word (``rating``, ``rate``, ``score``, ``predict``,
-    ``predicted``, ``prediction``, ``answer``, ``estimate``) within 20
-    non-digit characters; none such → invalid ("ambiguous").
+  * One distinct candidate value → that value. Several → the last one of the
+    strongest anchor: 2 for a word naming the answer (``predict``,
+    ``predicted``, ``prediction``, ``answer``, ``estimate``), a first-person
+    rating ("I'd rate it", "I would give it a", "my rating is") or a line's
+    label ("Rating:", "**Final score:**"); 1 for ``rating``, ``rate``,
+    ``score`` within 20 non-digit characters; none anchored → invalid
+    ("ambiguous").
+  * The chosen number must not be hedged: followed by an alternative
+    ("3 or 4", "3, maybe 4", "3/5 or 4/5", "3 (possibly 4)") it is invalid.
 JsonObject(fields)
   * The first top-level ``{...}`` in the answer (code fences and prose
     around it are ignored) whose parse succeeds; up to 10 objects are tried.
@@ -160,14 +181,50 @@ def finite_number(v) -> float | None:
 
 # ---------------------------------------------------------------- numbers
 
-_NUM_RE = re.compile(r"(?<![\w.,/\-−])(\d{1,6}(?:\.\d{1,4})?)(?![\w%]|\.\d|\s*(?:-|–|—|to)\s*\d)")
-_BEFORE_EXCLUDE_RE = re.compile(r"(?:\bout\s+of\s*|\d\s*(?:-|–|—|\bto)\s*)$", re.IGNORECASE)
+_NUM_RE = re.compile(r"(?<![\w.,/\-−])(\d{1,6}(?:,\d{1,6})*(?:\.\d{1,4})?)(?![\w%]|[.,]\d|\s*(?:-|–|—|to)\s*\d)")
+_BEFORE_EXCLUDE_RE = re.compile(  # "out of 5", "1-5", "4 / 5", "between 3 and 4": no answer
+    r"(?:\bout\s+of\s*|\d\s*(?:-|–|—|\bto)\s*|\d\s*/\s*|\bbetween\s+(?:an?\s+)?[\d.,]+\s*(?:and|&)\s*(?:an?\s+)?)$",
+    re.IGNORECASE)
+_BETWEEN_BEFORE_RE = re.compile(r"\bbetween\s+(?:an?\s+)?$", re.IGNORECASE)
+_AND_AFTER_RE = re.compile(r"\s*(?:and|&)\s*(?:an?\s+)?\d", re.IGNORECASE)
 _LIST_MARK_AFTER_RE = re.compile(r"[.)][ \t]+\S")
 _OVER_RE = re.compile(r"\s*/\s*(\d{1,6}(?:\.\d{1,4})?)")  # "4/5", "8 / 10": the scale a number is given on
 _LINE_PREFIX_RE = re.compile(r"[ \t#*>-]*")
+_THOUSANDS_RE = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d{1,4})?")
+_DECIMAL_COMMA_RE = re.compile(r"\d,\d")
+_LIST_BEFORE_RE = re.compile(r"\d[ \t]*,[ \t]*$")
+_LIST_AFTER_RE = re.compile(r"[ \t]*,[ \t]*\d")
 _ANCHOR_RE = re.compile(r"\b(?:rating|rate|score|predict|predicted|prediction|answer|estimate)\b[^\d\n]{0,20}$", re.IGNORECASE)
 #: the words that name the answer itself; "rating" / "score" also name the history's ratings ("rated 4/5")
-_STRONG_ANCHOR_RE = re.compile(r"\b(?:predict|predicted|prediction|answer|estimate)\b[^\d\n]{0,20}$", re.IGNORECASE)
+_STRONG_ANCHOR_RE = re.compile(
+    r"(?:\b(?:predict|predicted|prediction|answer|estimate)\b"
+    r"|\bI(?:'d|’d|\s+would|\s+will|'ll|’ll|\s+should)?\s+(?:rate|give|score|say|put|predict|estimate|guess)\b"
+    r"|\bmy\s+(?:final\s+|best\s+)?(?:rating|score|guess|answer|prediction|estimate|pick)\b)[^\d\n]{0,20}$", re.IGNORECASE)
+#: a line's label ("Rating:", "**Final score:**"): the line holds the answer
+_ANSWER_LABEL_RE = re.compile(
+    r"[ \t#*>-]*(?:\*\*|__)?(?:(?:my|final|overall|predicted|estimated|expected)\s+)*(?:rating|score)\s*(?:\*\*|__)?"
+    r"\s*[:=]\s*(?:\*\*|__)?[ \t(]*", re.IGNORECASE)
+#: phrases whose number is a statistic or the history's, not the answer ("their average rating is 3.6")
+_CONTEXT_RE = re.compile(
+    r"\b(?:average|avg|mean|median|overall|typical(?:ly)?|usual(?:ly)?|normal(?:ly)?|general(?:ly)?|previous(?:ly)?|past"
+    r"|prior|earlier|historical(?:ly)?|others'?|(?:other|most|many)\s+(?:users?|people|reviewers?|viewers?|readers?"
+    r"|customers?|buyers?|critics?)'?|users'|everyone's|people's|critics'?)\s+(?:[\w'’-]+\s+)?"
+    r"(?:ratings?|scores?|rated|rates?|give|gives|gave|stars)\b"
+    r"|\b(?:average[sd]?|averaging|avg|mean|median)\b"
+    r"|\b(?:their|his|her|its|user's|users')\s+(?:\w+\s+)?(?:ratings|scores)\b"
+    r"|\b(?:ratings?|scores?)\s+(?:(?:of|for)\s+[^\d\n]{1,40}?\s+)?(?:was|were|had\s+been)\b"
+    r"|(?<!be )(?<!been )\b(?:rated|gave|scored)\b",
+    re.IGNORECASE)
+#: words of the answer itself: after a context phrase they make what follows the answer again
+_ANSWER_WORD_RE = re.compile(
+    r"\b(?:predict\w*|answer|estimat\w*|guess|expect\w*|would|will|should|I|I'd|I'll|my|so|therefore|thus|hence)\b",
+    re.IGNORECASE)
+_CLAUSE_START_RE = re.compile(r".*(?:\d|\n|[.!?;](?=\s))", re.DOTALL)
+#: an alternative after the chosen number ("3 or 4", "3, maybe 4", "3/5 or 4/5", "3 (possibly 4)")
+_HEDGE_AFTER_RE = re.compile(
+    r"(?:\s*/\s*\d{1,6}(?:\.\d{1,4})?|\s+out\s+of\s+\d{1,6})?(?:\s*(?:stars?|points?))?[\s,;:.()\-–—]*"
+    r"(?:or|and|but|maybe|perhaps|possibly|probably|potentially|if\s+not|could\s+be|might\s+be)\b"
+    r"(?:[\s,]+(?:maybe|perhaps|possibly|probably|even|also|a|an|or|be|could|might))*[\s,(]*(?=\d)", re.IGNORECASE)
 
 
 _NUMBERED_LINE_RE = re.compile(r"^[ \t]*\d{1,3}[.)][ \t]+\S", re.MULTILINE)
@@ -189,6 +246,35 @@ def _at_line_start(text: str, pos: int) -> bool:
     return _LINE_PREFIX_RE.fullmatch(text, nl + 1, pos) is not None
 
 
+def _labelled(text: str, pos: int) -> bool:
+    """The line up to `pos` is a label like "Rating:" or "**Overall score:**": what follows is the answer."""
+    ls = text.rfind("\n", max(0, pos - 60), pos) + 1
+    return (ls > 0 or pos <= 60) and _ANSWER_LABEL_RE.fullmatch(text, ls, pos) is not None
+
+
+def _describes_context(text: str, pos: int) -> bool:
+    """The clause before `pos` names a statistic or the history ("their average rating is", "the user rated
+    Heat") and no answer word comes after that phrase: the number is context, not the answer."""
+    before = text[max(0, pos - 80) : pos]
+    m = _CLAUSE_START_RE.match(before)
+    clause = before[m.end() :] if m else before
+    for c in _CONTEXT_RE.finditer(clause):
+        prev = clause[: c.start()].split()[-1:]  # "my average", "would be rated": the answer's own words
+        if not _ANSWER_WORD_RE.search(clause, c.start()) and not (prev and _ANSWER_WORD_RE.fullmatch(prev[0])):
+            return True
+    return False
+
+
+@dataclass
+class _Num:
+    value: float | None  # None: unreadable ("3,5,4")
+    anchor: int
+    start: int
+    end: int
+    token: str
+    context: bool
+
+
 @dataclass
 class NumberInRange(OutputFormat):
     lo: float = 1.0
@@ -200,23 +286,52 @@ class NumberInRange(OutputFormat):
     def describe(self) -> str:
         return f"a single number from {self.lo:g} to {self.hi:g}"
 
-    def candidates(self, text: str) -> list[tuple[float, bool]]:
-        """(value, anchored) for every number that could be the answer, in order; anchored is 2 after a word
-        naming the answer ("prediction: 4"), 1 after "rating" / "score", 0 otherwise."""
+    def _value(self, text: str, m: re.Match) -> float | None:
+        """A token's value; commas are read only when unambiguous ("1,200"; "3,5" alone on the scale), else None."""
+        tok = m.group(1)
+        if "," not in tok:
+            return float(tok)
+        if _THOUSANDS_RE.fullmatch(tok):
+            return float(tok.replace(",", ""))
+        if _DECIMAL_COMMA_RE.fullmatch(tok) and not _LIST_BEFORE_RE.search(text, max(0, m.start() - 16), m.start()) \
+                and not _LIST_AFTER_RE.match(text, m.end()):
+            v = float(tok.replace(",", "."))
+            if self.lo <= v <= self.hi:
+                return v
+        return None
+
+    def _numbers(self, text: str) -> list[_Num]:
+        """Every number that could be the answer, in order, with its anchor and whether it describes context."""
         out = []
         for m in _NUM_RE.finditer(text):
-            before = text[max(0, m.start() - 24) : m.start()]
+            before = text[max(0, m.start() - 40) : m.start()]
             if _BEFORE_EXCLUDE_RE.search(before):
                 continue
+            if _BETWEEN_BEFORE_RE.search(before) and _AND_AFTER_RE.match(text, m.end()):
+                continue  # "between 3 and 4": a range
             if _LIST_MARK_AFTER_RE.match(text, m.end()) and _at_line_start(text, m.start()):
                 continue  # "1. Title" / "2) Title": a list number, not an answer
             scale = _OVER_RE.match(text, m.end())
             if scale and float(scale.group(1)) != self.hi:
                 continue  # "5/10": a rating on another scale (2.5 here), not this scale's 5
-            v = float(m.group(1))
-            if self.lo - self.slack <= v <= self.hi + self.slack:
-                out.append((v, 2 if _STRONG_ANCHOR_RE.search(before) else int(bool(_ANCHOR_RE.search(before)))))
+            v = self._value(text, m)
+            lead = float(m.group(1).split(",")[0]) if v is None else v
+            if not self.lo - self.slack <= lead <= self.hi + self.slack:
+                continue
+            near = text[max(0, m.start() - 24) : m.start()]
+            label = _labelled(text, m.start())
+            anchor = 2 if label or _STRONG_ANCHOR_RE.search(near) else int(bool(_ANCHOR_RE.search(near)))
+            # a labelled line holds the answer ("Overall rating: 4"); elsewhere the clause decides
+            context = not label and _describes_context(text, m.start())
+            out.append(_Num(v, anchor, m.start(), m.end(), m.group(1), context))
         return out
+
+    def candidates(self, text: str) -> list[tuple[float | None, int]]:
+        """(value, anchored) for every number that could be the answer, in order; anchored is 2 after a word
+        naming the answer ("prediction: 4", "I'd rate it 4", a "Rating:" label), 1 after "rating" / "score", 0
+        otherwise; value None for an unreadable comma number ("3,5,4"). Context numbers (never the answer) are
+        left out."""
+        return [(n.value, n.anchor) for n in self._numbers(text) if not n.context]
 
     def check_number(self, x: float) -> Parsed:
         """A number given as a number (an imported `rating`), read as `check` reads one in text: finite, within
@@ -232,22 +347,34 @@ class NumberInRange(OutputFormat):
             return Parsed(None, valid=False, error="empty answer")
         if _is_list(t):
             return Parsed({"truncated": truncated}, valid=False, error="a list, not a single number")
-        cands = self.candidates(t)
+        nums = self._numbers(t)
+        cands = [n for n in nums if not n.context]
         if not cands:
-            return Parsed({"truncated": truncated}, valid=False, error=f"no number in {self.lo:g}..{self.hi:g} found")
-        distinct = sorted({v for v, _ in cands})
+            ctx = ", ".join(list(dict.fromkeys(n.token for n in nums))[:6])
+            return Parsed({"truncated": truncated}, valid=False, error=f"no number in {self.lo:g}..{self.hi:g} found"
+                          + (f" ({ctx}: context, e.g. an average rating)" if ctx else ""))
+        # context numbers are never chosen but still count: "The user rated Heat 5 and Casino 3" names no answer
+        distinct = sorted({n.value for n in nums if n.value is not None}) + sorted({n.token for n in nums if n.value is None})
         if len(distinct) == 1:
-            raw, how = distinct[0], "single"
+            chosen, how = cands[-1], "single"
         else:
-            # the last number after a word naming the answer, else the last after "rating" / "score": "Predicted
-            # rating: 4. The user gave a rating of 5 to Heat" is 4
-            strongest = max(a for _, a in cands)
-            anchored = [v for v, a in cands if a and a == strongest]
+            # the last number of the strongest anchor: "Predicted rating: 4. The user gave Heat a 5" is 4
+            strongest = max(n.anchor for n in cands)
+            anchored = [n for n in cands if n.anchor and n.anchor == strongest]
             if not anchored:
-                shown = ", ".join(f"{v:g}" for v in distinct[:6])
-                return Parsed({"candidates": distinct, "truncated": truncated}, valid=False,
-                              error=f"ambiguous: several numbers ({shown}) and none follows a word like 'rating'")
-            raw, how = anchored[-1], "anchored"
+                shown = ", ".join(f"{d:g}" if isinstance(d, float) else d for d in distinct[:6])
+                return Parsed({"candidates": [d for d in distinct if isinstance(d, float)], "truncated": truncated},
+                              valid=False, error=f"ambiguous: several numbers ({shown}) and none follows a word like 'rating'")
+            chosen, how = anchored[-1], "anchored"
+        if chosen.value is None:
+            return Parsed({"truncated": truncated}, valid=False,
+                          error=f"unreadable number {chosen.token!r}: a decimal comma or a list")
+        hedge = _HEDGE_AFTER_RE.match(t, chosen.end)
+        alt = next((n for n in cands if hedge and n.start == hedge.end() and n.value != chosen.value), None)
+        if alt is not None:
+            return Parsed({"truncated": truncated}, valid=False,
+                          error=f"hedged: {t[chosen.start:alt.end]!r} gives more than one answer")
+        raw = chosen.value
         value = min(max(raw, self.lo), self.hi)
         return Parsed({"value": value, "raw": raw, "clipped": value != raw, "how": how, "truncated": truncated})
 
