@@ -248,8 +248,9 @@ def main():
     old = OUT.read_text() if OUT.exists() else ""
     if args.llama:
         lines += llama_section()
-    elif "## Against a real llama.cpp server" in old:  # kept from the last --llama run
-        lines += old[old.index("## Against a real llama.cpp server"):].rstrip("\n").split("\n") + [""]
+    elif "## Against a real llama.cpp server" in old:  # kept from the last --llama run (up to the earlier readings)
+        llama = old[old.index("## Against a real llama.cpp server"):].split("\n## Earlier readings")[0]
+        lines += llama.rstrip("\n").split("\n") + [""]
     if "\n## Earlier readings" in old:  # the notes written by hand under earlier tables, kept as they were
         lines += old[old.index("\n## Earlier readings") + 1:].rstrip("\n").split("\n") + [""]
     OUT.parent.mkdir(parents=True, exist_ok=True)

@@ -253,7 +253,11 @@ def test_a_closed_harness_gets_no_request_posted_for_it_and_no_new_child():
         async def go():
             b = backend(srv.url, max_concurrency=1, max_attempts=1)
             asking = [asyncio.ensure_future(b.agenerate(msgs(i), PARAMS)) for i in range(3)]  # 1 at the server, 2 queued
-            await asyncio.sleep(1.0)
+            for _ in range(600):  # until the first is at the server (the child's start-up on a slow machine)
+                if srv.got:
+                    break
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.2)
             proc = b._pump.proc
             t0 = time.perf_counter()
             await b.aclose()

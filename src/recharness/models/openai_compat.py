@@ -396,9 +396,11 @@ class OpenAICompatibleBackend(ModelBackend):
         return max(2, self.max_concurrency) if self._pump is not None else 0
 
     async def aclose(self) -> None:
-        await self._client.aclose()
-        if self._pump is not None:
-            await self._pump.aclose()
+        try:
+            await self._client.aclose()
+        finally:  # the child closed whatever the in-process client did
+            if self._pump is not None:
+                await self._pump.aclose()
 
 
 def _error_message(r: httpx.Response) -> str:

@@ -129,7 +129,7 @@ async def _serve(fd: int) -> None:
 def raise_mmap_threshold() -> None:
     """One 1 MiB block allocated and freed, so glibc's malloc serves the event loop's 256 KiB receive buffers
     from its heap: until a block that large is freed, each one is a fresh mmap, shrunk by mremap and unmapped
-    (three system calls and page faults a read; measured: 55-80 µs of CPU a request in this small process,
+    (three system calls and page faults a read; measured: 50-70 µs of CPU a request in this small process,
     whose imports never freed such a block; benchmarks/results/overhead_process.md). Elsewhere than glibc: no
     effect."""
     block = bytearray(1 << 20)

@@ -139,6 +139,9 @@ class TransportProcess:
         return self._conn.transport if self._conn is not None else None
 
     async def _start(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:  # a child still running is replaced: stopped first
+            self.proc.kill()
+            self.proc.wait()  # poll() above reaped one that had already exited: no zombie either way
         try:
             mine, theirs = socket.socketpair()
             try:

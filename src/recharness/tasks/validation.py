@@ -35,8 +35,8 @@ NumberInRange(lo, hi) — e.g. a 1-5 rating
     average"), ``average``/``mean``/``median`` alone, a possessive with
     ``ratings``/``scores``, or a past rating verb ("the user rated Heat 5",
     "gave a rating of 5") — and no answer word (I, my, would, will,
-    predict, answer, estimate, guess, so, …) follows that phrase.
-    Line labels ("Overall rating: 4") are answers, not context. A context
+    predict, answer, estimate, guess, so, …) is in or after that phrase or
+    is the word just before it. Line labels ("Overall rating: 4") are answers, not context. A context
     number is never chosen but still counts as a distinct value below, so
     "4. Their average rating is 3.6" is ambiguous, not 4.
   * Candidates are numbers within [lo - slack, hi + slack] (slack 1: a 0 or
@@ -254,7 +254,8 @@ def _labelled(text: str, pos: int) -> bool:
 
 def _describes_context(text: str, pos: int) -> bool:
     """The clause before `pos` names a statistic or the history ("their average rating is", "the user rated
-    Heat") and no answer word comes after that phrase: the number is context, not the answer."""
+    Heat") and no answer word is in or after that phrase, or is the word just before it: the number is context,
+    not the answer."""
     before = text[max(0, pos - 80) : pos]
     m = _CLAUSE_START_RE.match(before)
     clause = before[m.end() :] if m else before
