@@ -245,6 +245,10 @@ def test_a_number_describing_context_is_not_the_answer(text, value):
     ("4\nThe user's average rating is 3.6", "ambiguous"),
     ("The user rated Heat 5 and Casino 3.", "ambiguous"),
     ("Rated 4,5 and 3", "ambiguous"),
+    # a fraction in words: number words are not read, and the integer before them is not the answer (was 4)
+    ("I'd rate it 4 and a half", "number words"),
+    ("Rating: 3 and three quarters", "number words"),
+    ("Rating: 4½", "no number"),  # glued to the ½: no number read
 ])
 def test_hedged_ranged_or_unreadable_answers_are_invalid(text, error):
     p = RATING.check(text)

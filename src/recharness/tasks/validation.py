@@ -51,6 +51,8 @@ NumberInRange(lo, hi) — e.g. a 1-5 rating
     ("ambiguous").
   * The chosen number must not be hedged: followed by an alternative
     ("3 or 4", "3, maybe 4", "3/5 or 4/5", "3 (possibly 4)") it is invalid.
+    Nor followed by a fraction in words ("4 and a half", "4 point five"):
+    number words are not read, and the 4 before them is not the answer.
 JsonObject(fields)
   * The first top-level ``{...}`` in the answer (code fences and prose
     around it are ignored) whose parse succeeds; up to 10 objects are tried.
@@ -221,6 +223,9 @@ _ANSWER_WORD_RE = re.compile(
     re.IGNORECASE)
 _CLAUSE_START_RE = re.compile(r".*(?:\d|\n|[.!?;](?=\s))", re.DOTALL)
 #: an alternative after the chosen number ("3 or 4", "3, maybe 4", "3/5 or 4/5", "3 (possibly 4)")
+#: a fraction in words after the number ("4 and a half", "3 and three quarters", "4½"): not 4
+_FRACTION_WORDS_RE = re.compile(r"\s*(?:½|¼|¾|and\s+(?:a\s+|one\s+)?(?:half|quarter|third)|and\s+(?:two|three)\s+"
+                                r"(?:thirds|quarters)|point\s+(?:five|\w+))\b", re.IGNORECASE)
 _HEDGE_AFTER_RE = re.compile(
     r"(?:\s*/\s*\d{1,6}(?:\.\d{1,4})?|\s+out\s+of\s+\d{1,6})?(?:\s*(?:stars?|points?))?[\s,;:.()\-–—]*"
     r"(?:or|and|but|maybe|perhaps|possibly|probably|potentially|if\s+not|could\s+be|might\s+be)\b"
@@ -370,6 +375,9 @@ class NumberInRange(OutputFormat):
         if chosen.value is None:
             return Parsed({"truncated": truncated}, valid=False,
                           error=f"unreadable number {chosen.token!r}: a decimal comma or a list")
+        if _FRACTION_WORDS_RE.match(t, chosen.end):  # "4 and a half": number words are not read, nor is 4 the answer
+            return Parsed({"truncated": truncated}, valid=False,
+                          error=f"number words: {t[chosen.start:chosen.end + 16]!r} is no number read here")
         hedge = _HEDGE_AFTER_RE.match(t, chosen.end)
         alt = next((n for n in cands if hedge and n.start == hedge.end() and n.value != chosen.value), None)
         if alt is not None:
