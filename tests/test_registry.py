@@ -154,7 +154,9 @@ def test_every_metric_has_a_direction_and_a_description():
         assert metric_info(name) is not None, f"{name} is not registered in recharness.metrics.registry"
     assert metric_info("HR@20").name == "HR@{k}" and metric_info("HR@5").name == "HR@5"
     assert metric_info("no-such-metric") is None
-    assert (header("NDCG@10"), header("RMSE"), header("words"), header("new")) == ("NDCG@10 ↑", "RMSE ↓", "words", "new")
+    # RMSE and MAE cover valid answers only (a rating row's headline is RMSE_fb): the header says so
+    assert (header("NDCG@10"), header("RMSE"), header("words"), header("new")) == ("NDCG@10 ↑", "RMSE (valid) ↓", "words",
+                                                                                  "new")
 
 
 def test_column_order_is_what_it_was():
@@ -172,7 +174,7 @@ def test_column_order_is_what_it_was():
 def test_markdown_headers_are_marked_and_csv_is_not(tmp_path):
     rows = [ScoreRow(method="m", task="t", n=2, kind="model", metrics={"HR@1": 0.5, "RMSE": 1.25, "words": 3.0})]
     md = to_markdown(rows)
-    assert "| method | HR@1 ↑ | RMSE ↓ | words |" in md and "| m | 0.500 | 1.250 | 3.000 |" in md
+    assert "| method | HR@1 ↑ | RMSE (valid) ↓ | words |" in md and "| m | 0.500 | 1.250 | 3.000 |" in md
     paths = write_scores(rows, tmp_path)
     assert next(csv.reader(io.StringIO(paths["csv"].read_text()))) == ["task", "method", "kind", "n", "coverage", "HR@1", "RMSE", "words"]
     assert "↑" not in paths["json"].read_text()

@@ -97,7 +97,7 @@ def metric_group(name: str) -> str:
 
 
 def header(name: str) -> str:
-    """A column header with its direction marker ("HR@10 ↑", "RMSE ↓", "words", "GAUC (impr.) ↑")."""
+    """A column header with its direction marker ("HR@10 ↑", "RMSE (valid) ↓", "words", "GAUC (impr.) ↑")."""
     info = metric_info(name)
     text = info.label if info and info.label else name
     return f"{text} {info.arrow}" if info and info.arrow else text
@@ -114,8 +114,8 @@ for _k in (1, 5, 10):
 for _k in (5, 10):
     metric(f"NDCG@{_k}", True, f"normalised discounted cumulative gain of the target in the top {_k}", lead=True)
 metric("MRR", True, "mean reciprocal rank of the target (0 when not ranked)", lead=True)
-metric("RMSE", False, "root mean squared rating error over valid answers", lead=True)
-metric("MAE", False, "mean absolute rating error over valid answers", lead=True)
+metric("RMSE", False, "root mean squared rating error over valid answers", lead=True, label="RMSE (valid)")
+metric("MAE", False, "mean absolute rating error over valid answers", lead=True, label="MAE (valid)")
 metric("RMSE_fb", False, "RMSE with a fallback rating for invalid answers (over every sample)", lead=True)
 metric("MAE_fb", False, "MAE with a fallback rating for invalid answers (over every sample)", lead=True)
 metric("BLEU-1", True, "corpus BLEU with unigrams (sacrebleu, lowercased), 0-100", lead=True)

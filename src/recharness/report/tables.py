@@ -3,7 +3,7 @@
 Column order and the higher/lower-is-better marker come from the metric
 registry (recharness.metrics.registry). Headers of the tables people read
 (scores.md, the terminal, report.html) carry the marker: "HR@10 ↑",
-"RMSE ↓"; scores.csv and scores.json keep the bare metric names, so
+"RMSE (valid) ↓"; scores.csv and scores.json keep the bare metric names, so
 programs reading them see the same keys as before.
 
 Confidence intervals (`ScoreRow.ci`, filled by the score stage): the tables
