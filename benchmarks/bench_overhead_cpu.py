@@ -142,6 +142,24 @@ def rotated_rounds(measure, sides, concurrency: list[int], rounds: int, srv, tas
     return res
 
 
+def median_rounds(measure, sides: list[str], args, **server) -> tuple[dict, tuple[float, float]]:
+    """`rotated_rounds` on a fresh fake server (`server`: its options) and the workload of `args` (--n, --rounds,
+    --concurrency): each field's median per (concurrency, side), and the 1-minute load average before and after."""
+    from recharness.testing.fake_server import FakeServerProcess
+
+    load0 = os.getloadavg()[0]
+    task, samples = bo.make_samples(args.n, 48)
+    with FakeServerProcess(**server) as srv, tempfile.TemporaryDirectory() as tmp:
+        res = rotated_rounds(measure, sides, args.concurrency, args.rounds, srv, task, samples, Path(tmp))
+    med = {k: {f: statistics.median(x[f] for x in v) for f in v[0]} for k, v in res.items()}
+    return med, (load0, os.getloadavg()[0])
+
+
+def us_text(v: float) -> str:
+    """Microseconds as a table cell: "-" for NaN (a process a side does not have)."""
+    return "-" if v != v else f"{v:,.0f}"
+
+
 def overhead_args(doc: str, out: Path) -> argparse.ArgumentParser:
     """The options the zero-latency overhead benchmarks share: prompts, rounds, concurrencies, result file."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])

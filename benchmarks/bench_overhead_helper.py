@@ -30,17 +30,15 @@ import json
 import os
 import platform
 import socket
-import statistics
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_overhead as bo  # noqa: E402
-from bench_overhead_cpu import overhead_args, process_cpu_s, rotated_rounds  # noqa: E402
+from bench_overhead_cpu import median_rounds, overhead_args, process_cpu_s, us_text  # noqa: E402
 from machine import cpu_model  # noqa: E402
 
 from recharness.core.types import Completion, GenerationParams  # noqa: E402
@@ -212,17 +210,7 @@ def main() -> None:
     if args.serve is not None:
         asyncio.run(serve(args.serve))
         return
-    from recharness.testing.fake_server import FakeServerProcess
-
-    load0 = os.getloadavg()
-    task, samples = bo.make_samples(args.n, 48)
-    with FakeServerProcess() as srv, tempfile.TemporaryDirectory() as tmp:
-        res = rotated_rounds(measure, list(SIDES), args.concurrency, args.rounds, srv, task, samples, Path(tmp))
-    load1 = os.getloadavg()
-    med = {k: {f: statistics.median(x[f] for x in v) for f in v[0]} for k, v in res.items()}
-
-    def us(v: float) -> str:
-        return "-" if v != v else f"{v:,.0f}"
+    med, (load0, load1) = median_rounds(measure, list(SIDES), args)
 
     lines = [
         "# A second process for the transport: does it reach 0.95 of bare httpx2?", "",
@@ -235,7 +223,7 @@ def main() -> None:
         f"(concurrency + 1). {args.rounds} rounds, sides in rotating order, medians.",
         "- CPU: user + system seconds per request of the main process (`time.process_time`), the helper and the "
         "server (/proc/PID/stat, 10 ms ticks)",
-        f"- load average (1 min) {load0[0]:.2f} at the start, {load1[0]:.2f} at the end", "",
+        f"- load average (1 min) {load0:.2f} at the start, {load1:.2f} at the end", "",
         "| concurrency | side | req/s | / bare httpx2 | main CPU µs / req | helper CPU µs / req | server CPU µs / req |",
         "|---:|---|---:|---:|---:|---:|---:|",
     ]
@@ -243,8 +231,8 @@ def main() -> None:
         bare = med[(conc, "bare httpx2")]["req_s"]
         for side in SIDES:
             m = med[(conc, side)]
-            lines.append(f"| {conc} | {side} | {m['req_s']:,.0f} | {m['req_s'] / bare:.3f} | {us(m['client_us'])} | "
-                         f"{us(m['helper_us'])} | {us(m['server_us'])} |")
+            lines.append(f"| {conc} | {side} | {m['req_s']:,.0f} | {m['req_s'] / bare:.3f} | {us_text(m['client_us'])} | "
+                         f"{us_text(m['helper_us'])} | {us_text(m['server_us'])} |")
     lines.append("")
     for conc in args.concurrency:
         b, alone, h, full = (med[(conc, s)] for s in SIDES)

@@ -20,15 +20,13 @@ from __future__ import annotations
 import asyncio
 import os
 import platform
-import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_overhead as bo  # noqa: E402
-from bench_overhead_cpu import overhead_args, process_cpu_s, rotated_rounds  # noqa: E402
+from bench_overhead_cpu import median_rounds, overhead_args, process_cpu_s, us_text  # noqa: E402
 from machine import cpu_model  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "overhead_process.md"
@@ -88,17 +86,7 @@ def measure(side: str, url: str, task, samples, conc: int, tmp: Path, server_pid
 
 def main() -> None:
     args = overhead_args(__doc__, OUT).parse_args()
-    from recharness.testing.fake_server import FakeServerProcess
-
-    load0 = os.getloadavg()
-    task, samples = bo.make_samples(args.n, 48)
-    with FakeServerProcess(max_seconds=3600, max_requests=10_000_000) as srv, tempfile.TemporaryDirectory() as tmp:
-        res = rotated_rounds(measure, list(SIDES), args.concurrency, args.rounds, srv, task, samples, Path(tmp))
-    load1 = os.getloadavg()
-    med = {k: {f: statistics.median(x[f] for x in v) for f in v[0]} for k, v in res.items()}
-
-    def us(v: float) -> str:
-        return "-" if v != v else f"{v:,.0f}"
+    med, (load0, load1) = median_rounds(measure, list(SIDES), args, max_seconds=3600, max_requests=10_000_000)
 
     lines = [
         "# The transport process: CPU per request of the harness, its HTTP child and the server", "",
@@ -109,7 +97,7 @@ def main() -> None:
         f"parsing and durable JSONL. {args.rounds} rounds, sides in rotating order, medians.",
         "- CPU: user + system seconds per request of the main process (`time.process_time`), the HTTP child "
         "and the server (/proc/PID/stat, 10 ms ticks)",
-        f"- load average (1 min) {load0[0]:.2f} at the start, {load1[0]:.2f} at the end", "",
+        f"- load average (1 min) {load0:.2f} at the start, {load1:.2f} at the end", "",
         "| concurrency | side | req/s | / bare httpx2 (the faster loop) | main CPU µs / req | child CPU µs / req | "
         "server CPU µs / req |",
         "|---:|---|---:|---:|---:|---:|---:|",
@@ -118,8 +106,8 @@ def main() -> None:
         floor = max(med[(conc, s)]["req_s"] for s in SIDES[:2])
         for side in SIDES:
             m = med[(conc, side)]
-            lines.append(f"| {conc} | {side} | {m['req_s']:,.0f} | {m['req_s'] / floor:.3f} | {us(m['client_us'])} | "
-                         f"{us(m['child_us'])} | {us(m['server_us'])} |")
+            lines.append(f"| {conc} | {side} | {m['req_s']:,.0f} | {m['req_s'] / floor:.3f} | {us_text(m['client_us'])} | "
+                         f"{us_text(m['child_us'])} | {us_text(m['server_us'])} |")
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
 
