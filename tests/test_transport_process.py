@@ -28,6 +28,17 @@ def backend(url: str, **kw) -> OpenAICompatibleBackend:
     return OpenAICompatibleBackend("m", base_url=url, **kw)
 
 
+def ask_once(b: OpenAICompatibleBackend):
+    """One question to `b`, then `b` closed whatever happened (its own event loop)."""
+    async def go():
+        try:
+            return await b.agenerate(msgs(0), PARAMS)
+        finally:
+            await b.aclose()
+
+    return asyncio.run(go())
+
+
 def test_the_transport_process_answers_as_posting_in_process_and_reports_the_exchange_time():
     with FakeServerProcess(answer="1. Heat\n2. Fargo") as srv:
         async def go(transport):
@@ -138,15 +149,8 @@ def test_a_child_that_cannot_start_stops_the_run_and_the_transport_is_chosen_by_
     with FakeServerProcess() as srv:
         b = backend(srv.base_url, max_attempts=2)
         monkeypatch.setattr(sys, "executable", "/bin/false")  # the child exits at once
-
-        async def go():
-            try:
-                await b.agenerate(msgs(0), PARAMS)
-            finally:
-                await b.aclose()
-
         with pytest.raises(ConfigError, match=r"transport process \(.*\) stopped as it started \(exit code 1\): set RECHARNESS_TRANSPORT=inline"):
-            asyncio.run(go())
+            ask_once(b)
     monkeypatch.setenv("RECHARNESS_TRANSPORT", "inline")
     assert backend("http://127.0.0.1:9/v1")._pump is None and backend("http://127.0.0.1:9/v1").queue_ahead == 0
     monkeypatch.setenv("RECHARNESS_TRANSPORT", "threads")
@@ -280,15 +284,8 @@ def test_a_closed_harness_gets_no_request_posted_for_it_and_no_new_child():
 def test_a_child_that_cannot_be_launched_stops_the_run(monkeypatch, tmp_path):
     b = backend("http://127.0.0.1:9/v1")
     monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
-
-    async def go():
-        try:
-            await b.agenerate(msgs(0), PARAMS)
-        finally:
-            await b.aclose()
-
     with pytest.raises(ConfigError, match=r"could not start: .*No such file.*RECHARNESS_TRANSPORT=inline"):
-        asyncio.run(go())
+        ask_once(b)
 
 
 def test_a_short_key_takes_only_its_own_variable_out_of_the_childs_environment(monkeypatch):
