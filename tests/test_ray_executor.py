@@ -114,6 +114,22 @@ def test_two_endpoints_one_actor_each_same_as_local_and_cache_by_driver(cluster,
         assert records(again, drop=("latency_s", "cached")) == records(spread, drop=("latency_s", "cached"))
 
 
+def test_one_endpoint_actors_post_inline_and_answer_as_the_local_run(cluster, built, tmp_path):
+    """An actor posts from its own process (no transport child beside it, which its CPU reservation would not
+    count); the answers are the local run's, whose backend posts through the child."""
+    d = fresh(built, tmp_path)
+    n = len(list(read_jsonl(d / "samples.jsonl")))
+    with FakeServerProcess(max_seconds=120) as srv:
+        backend = resolve_model(f"openai:fake@{srv.base_url}")
+        assert backend._pump is not None  # the local default: the transport process
+        local, ls = pipeline.run(d, backend, "local", use_cache=False)
+        ex = RayExecutor(f"openai:fake@{srv.base_url}", workers=2)
+        assert [i["transport_process"] for i in ex.infos] == [False, False]
+        spread, rs = pipeline.run(d, ex, "spread", use_cache=False)
+        assert ls.complete and rs.complete and rs.done == n
+        assert records(local) == records(spread)
+
+
 def test_a_worker_killed_mid_shard_loses_and_doubles_nothing(cluster, built, tmp_path):
     d = fresh(built, tmp_path)
     n = len(list(read_jsonl(d / "samples.jsonl")))

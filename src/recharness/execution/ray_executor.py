@@ -166,6 +166,10 @@ class Worker:
                                         max_concurrency=resolve.get("concurrency") or 8, extra_body=extra_body,
                                         **transport)
         else:
+            # posts from the actor's own process, not a transport child (`transport_process`): Ray's parallelism
+            # is its actors, and an actor's CPU reservation (`num_cpus`) counts one process (an explicit
+            # RECHARNESS_TRANSPORT in the actor's environment is kept)
+            os.environ.setdefault("RECHARNESS_TRANSPORT", "inline")
             self.backend = resolve_model(spec, **resolve)
         #: the build's tasks, fetched once per object ref (every call names its ref, so a restarted actor,
         #: whose `__init__` ran again, gets them with its first shard)
@@ -176,7 +180,8 @@ class Worker:
         self.where = {"node": ctx.get_node_id()[:8], "ip": ray.util.get_node_ip_address(), "pid": os.getpid()}
 
     async def info(self) -> dict:
-        return {"identity": self.backend.identity(), "slots": self.slots, **self.where}
+        return {"identity": self.backend.identity(), "slots": self.slots, **self.where,
+                "transport_process": getattr(self.backend, "_pump", None) is not None}
 
     async def generate(self, messages: Messages, params: GenerationParams) -> Completion:
         """One chat call on this actor's backend (a single request, e.g. a judge's, outside a run's shards)."""
