@@ -180,7 +180,22 @@ MICROLENS_BAD = [
     ("MicroLens-100k_pairs.csv", 6, "u37,12,1659478436189", "user", "'u37' is not an id"),
     ("MicroLens-100k_title_en.csv", 7, "7 mobile game boss fight", "title", "no comma"),
     ("MicroLens-100k_title_en.csv", 9, "2, a second title for video 2", "item", "video '2' listed twice"),
+    ("MicroLens-100k_title_en.csv", 9, "002, video 2 written with zeros", "item",
+     "video '002' listed twice (ids are whole numbers: '002' is video '2')"),
 ]
+
+
+def test_microlens_ids_are_whole_numbers_as_upstream_reads_them(tmp_path):
+    """RecBench reads the ids as integers (pandas): "01" and "1" are one video, "007" and "7" one user."""
+    d = tmp_path / "ml50k"
+    d.mkdir()
+    (d / "MicroLens-50k_titles.csv").write_text("item,title\n01,first\n2,second\n0,zero\n")
+    (d / "MicroLens-50k_pairs.csv").write_text(
+        "user,item,timestamp\n7,1,1658813852000\n007,002,1658813853000\n8,00,1658813854000\n")
+    ds = load_microlens(d)
+    assert dict(ds.items.iter_rows()) == {"1": "first", "2": "second", "0": "zero"}
+    assert ds.interactions.select("user_id", "item_id").rows() == [("7", "1"), ("7", "2"), ("8", "0")]
+    assert ds.users["user_id"].to_list() == ["7", "8"]
 
 
 @pytest.mark.parametrize("name, line, new, field, what", MICROLENS_BAD)

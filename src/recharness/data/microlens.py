@@ -24,6 +24,8 @@ milliseconds, so a user's views within one second keep their true order. (A pair
 all below 10^11 is already in seconds and is taken as it is; meta `timestamp_unit` says which. A file
 mixing the two is an error naming the first row whose unit differs from the first row's.)
 Items: item_id, title (empty -> null). Users: the users in the pairs file.
+Ids are whole numbers, as RecBench's pandas reader reads them: `01` and `1` are one video (or user), kept
+as `1`; so a titles file listing both lists that video twice (an error naming the later line).
 
 A bad line is an InputError naming the file, the line and the field; an item in the pairs file that
 the titles file does not list is one too (the official folders are self-contained).
@@ -121,9 +123,18 @@ def read_titles(path: Path) -> pl.DataFrame:
     df = df.with_columns(pl.col("item").str.strip_chars(), pl.col("title").str.strip_chars().replace("", None))
     first_bad(path, df, ~pl.col("item").str.contains(r"^\d+$"), "item",
               lambda r: f"{r['item']!r} is not a video id (a whole number)")
+    df = df.with_columns(pl.col("item").alias("as_written"), whole_number("item"))
     first_bad(path, df, pl.col("item").is_duplicated() & (pl.col(LINE) > pl.col(LINE).min().over("item")), "item",
-              lambda r: f"video {r['item']!r} listed twice")
+              lambda r: f"video {r['as_written']!r} listed twice" + (
+                  f" (ids are whole numbers: {r['as_written']!r} is video {r['item']!r})"
+                  if r["as_written"] != r["item"] else ""))
     return df.select(pl.col("item").alias("item_id"), "title")
+
+
+def whole_number(col: str) -> pl.Expr:
+    """An id column of digits as the number it names ("007" -> "7", "0" stays): read as integers upstream, so
+    ids that differ only in leading zeros are one id. Kept as text, so no length limit."""
+    return pl.col(col).str.strip_chars_start("0").replace("", "0").alias(col)
 
 
 def read_pairs(path: Path, known: set[str]) -> tuple[pl.DataFrame, str]:
@@ -140,6 +151,7 @@ def read_pairs(path: Path, known: set[str]) -> tuple[pl.DataFrame, str]:
     for col in ("user", "item"):
         first_bad(path, df, ~pl.col(col).str.contains(r"^\d+$"), fields[col],
                   lambda r, c=col: f"{r[c]!r} is not an id (a whole number)")
+    df = df.with_columns(whole_number("user"), whole_number("item"))
     df = parse_int(path, df, "timestamp", lo=0)
     first_bad(path, df, ~pl.col("item").is_in(list(known)), fields["item"],
               lambda r: f"video {r['item']!r} is not in the titles file")
