@@ -178,8 +178,8 @@ def main() -> None:
     ]
     for name, t, ref, how, val in rows:
         lines.append(f"| {name} | {t:.3f} | {'' if ref is None else f'{ref:.1f}'} | {how} | {val} |")
-    lines.append("\nFor scale: running an LLM over the 20,000 CTR samples takes hours (SmolLM2-135M: 1.66 s per sample, "
-                 "benchmarks/results/recbench_ctr.md), training the DLRMs about 3 minutes.")
+    lines.append("\nFor scale: running an LLM over the 20,000 CTR samples takes hours (SmolLM2-135M: 0.63 s per sample "
+                 "on 2026-11-28, about 3.5 h; benchmarks/results/recbench_ctr.md), training the DLRMs about 3 minutes.")
     lines.append("\nWhether the intervals are right, not only fast: the cluster bootstrap's coverage by simulation "
                  "(`--coverage`, or `benchmarks/bench_bootstrap_coverage.py`) is in "
                  "benchmarks/results/bootstrap_coverage.md.")

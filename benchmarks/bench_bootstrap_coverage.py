@@ -170,7 +170,7 @@ def main() -> None:
     for name, sec, ci in timing:
         out.append(f"| {name} | {sec:.3f} | [{ci[0]:.4f}, {ci[1]:.4f}] |")
     out += ["", f"Ratio cluster / per-sample: {timing[1][1] / timing[0][1]:.2f}x. For scale, answering those 20,000 "
-            "pairs with SmolLM2-135M on this machine takes about 9 hours (1.66 s per pair, "
+            "pairs with SmolLM2-135M on this machine takes about 3.5 hours (0.63 s per pair on 2026-11-28, "
             "benchmarks/results/recbench_ctr.md): the interval is a negligible part of the run it summarises.", ""]
     RESULTS.write_text("\n".join(out))
     print("\n".join(out))
