@@ -75,6 +75,42 @@ def test_a_prompt_changed_after_its_read_ahead_gets_its_own_key(tmp_path):
         assert {k for (k,) in db.execute("SELECT key FROM responses")} == want
 
 
+def test_generate_reuses_the_read_aheads_key_only_for_the_same_messages_and_params(tmp_path, monkeypatch):
+    """The key `prefetch` computed is reused (one encoding and hash per prompt, not two) while the messages and
+    params equal what was read ahead; a changed message, other params or a message with a non-text value are
+    keyed again. Every stored key is the one `cache_key` gives."""
+    import recharness.execution.executor as ex
+
+    calls = []
+    monkeypatch.setattr(ex, "cache_key", lambda *a, **k: calls.append(a) or cache_key(*a, **k))
+    cache = ResponseCache(tmp_path / "c.sqlite", buffered=True)
+    model = CachedModel(FakeBackend(), cache)
+    params = GenerationParams(max_tokens=8)
+    kept = [[{"role": "system", "content": "s"}, {"role": "user", "content": f"q{i}"}] for i in range(3)]
+    edited = [{"role": "user", "content": "to edit"}]
+    other_params = [{"role": "user", "content": "asked with other params"}]
+    parts = [{"role": "user", "content": [{"type": "text", "text": "parts"}]}]
+    model.prefetch([(m, params) for m in kept] + [(edited, params), (other_params, params), (parts, params)])
+    assert len(calls) == 6
+    for m in kept:
+        asyncio.run(model.generate(list(m), params))  # a copy of the list, as `ask` makes: the same dicts
+    assert len(calls) == 6  # no key computed again
+    edited[0]["content"] = "edited"
+    longer = GenerationParams(max_tokens=9)
+    asyncio.run(model.generate(edited, params))
+    asyncio.run(model.generate(other_params, longer))
+    asyncio.run(model.generate(parts, params))
+    assert len(calls) == 9  # each of these keyed again
+    cache.close()
+    ident = FakeBackend().identity()
+    want = {cache_key("generate", ident, p.model_dump(mode="json"), m)
+            for m, p in [(m, params) for m in kept] + [(edited, params), (other_params, longer), (parts, params)]}
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "c.sqlite") as db:
+        assert {k for (k,) in db.execute("SELECT key FROM responses")} == want
+
+
 def test_group_commit_window_gathers_lines_and_close_commits_at_once(tmp_path):
     path = tmp_path / "p.jsonl"
     log = GroupCommitLog(path, min_interval_s=0.2)

@@ -106,6 +106,10 @@ class CachedModel:
         self.cache = cache
         #: False: every call goes to the backend and its answer replaces the cached one (`run --redo-invalid`)
         self.read = read
+        #: the keys `prefetch` computed, by the identities of the prompt's message dicts: (copies of those dicts,
+        #: params, key). `generate` takes a key from here only when its messages and params still equal these,
+        #: so it is the key `cache_key` would compute; it saves encoding and hashing the prompt twice
+        self._keys: dict[tuple[int, ...], tuple[list[dict], GenerationParams, str]] = {}
 
     def asking_again(self) -> "CachedModel":
         """This model past the cache: asks the backend, writes what it answers."""
@@ -121,12 +125,33 @@ class CachedModel:
         if ahead is None or not requests:
             return
         identity = self.backend.identity()
-        ahead([cache_key("generate", identity, params.model_dump(mode="json"), messages) for messages, params in requests])
+        keys, known = [], {}
+        for messages, params in requests:
+            key = cache_key("generate", identity, params.model_dump(mode="json"), messages)
+            keys.append(key)
+            if all(type(m) is dict and all(type(v) is str for v in m.values()) for m in messages):
+                known[tuple(map(id, messages))] = ([dict(m) for m in messages], params, key)  # str values: whole copies
+        self._keys = known
+        ahead(keys)
+
+    def _known_key(self, messages: Messages, params: GenerationParams) -> str | None:
+        """The key `prefetch` computed for exactly these messages and params, else None."""
+        if not self._keys:
+            return None
+        hit = self._keys.pop(tuple(map(id, messages)), None)
+        if hit is None:
+            return None
+        copies, had, key = hit
+        if (had is params or had == params) and len(copies) == len(messages) \
+                and all(a == b for a, b in zip(messages, copies)):
+            return key
+        return None
 
     async def generate(self, messages: Messages, params: GenerationParams) -> Completion:
         key = None
         if self.cache is not None:
-            key = cache_key("generate", self.backend.identity(), params.model_dump(mode="json"), messages)
+            key = self._known_key(messages, params) or cache_key(
+                "generate", self.backend.identity(), params.model_dump(mode="json"), messages)
             hit = self.cache.get(key) if self.read else None
             if hit is not None:
                 c = Completion(**hit)
