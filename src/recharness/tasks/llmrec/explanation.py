@@ -5,7 +5,9 @@ whose last review has text are eligible, decided before the seeded
 sampling). The model gets the item and the user's real rating (plus, with
 behaviour injection, their earlier items, ratings and review titles) and
 writes a short explanation; the reference is the text of the user's real
-review of that item.
+review of that item (P5, whose tasks the paper takes, uses one review sentence
+naming a product feature, extracted with Sentires: not done here, so scores are
+not comparable to the paper's).
 
 Scoring (shared with summarization.py), all on a 0-100 scale:
   BLEU-1, BLEU-4   corpus BLEU via sacrebleu (13a tokenizer, lowercased,
