@@ -222,10 +222,10 @@ _ANSWER_WORD_RE = re.compile(
     r"\b(?:predict\w*|answer|estimat\w*|guess|expect\w*|would|will|should|I|I'd|I'll|my|so|therefore|thus|hence)\b",
     re.IGNORECASE)
 _CLAUSE_START_RE = re.compile(r".*(?:\d|\n|[.!?;](?=\s))", re.DOTALL)
-#: an alternative after the chosen number ("3 or 4", "3, maybe 4", "3/5 or 4/5", "3 (possibly 4)")
 #: a fraction in words after the number ("4 and a half", "3 and three quarters", "4½"): not 4
 _FRACTION_WORDS_RE = re.compile(r"\s*(?:½|¼|¾|and\s+(?:a\s+|one\s+)?(?:half|quarter|third)|and\s+(?:two|three)\s+"
                                 r"(?:thirds|quarters)|point\s+(?:five|\w+))\b", re.IGNORECASE)
+#: an alternative after the chosen number ("3 or 4", "3, maybe 4", "3/5 or 4/5", "3 (possibly 4)")
 _HEDGE_AFTER_RE = re.compile(
     r"(?:\s*/\s*\d{1,6}(?:\.\d{1,4})?|\s+out\s+of\s+\d{1,6})?(?:\s*(?:stars?|points?))?[\s,;:.()\-–—]*"
     r"(?:or|and|but|maybe|perhaps|possibly|probably|potentially|if\s+not|could\s+be|might\s+be)\b"
