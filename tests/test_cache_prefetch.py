@@ -56,6 +56,24 @@ def test_prefetch_answers_each_get_as_sqlite_would(tmp_path):
     c2.close()
 
 
+def test_the_cache_writes_with_temporary_btrees_in_ram_and_a_longer_wal_and_a_plain_reader_reads_it(tmp_path):
+    import sqlite3
+
+    c = ResponseCache(tmp_path / "c.sqlite", buffered=True)
+    with c._db_lock:  # per connection: 2 is MEMORY (the measured CPU per entry written: overhead.md)
+        assert c._db.execute("PRAGMA temp_store").fetchone()[0] == 2
+        assert c._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 8000
+    for i in range(3000):
+        c.put(f"k{i}", {"text": "x" * 200 + str(i)})
+    assert c.flush() == 3000
+    c.close()
+    plain = sqlite3.connect(tmp_path / "c.sqlite")  # the file as any SQLite reads it: same table, every entry
+    assert plain.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == 3000
+    assert json.loads(plain.execute("SELECT value FROM responses WHERE key = 'k2999'").fetchone()[0]) == \
+        {"text": "x" * 200 + "2999"}
+    plain.close()
+
+
 def test_a_prompt_changed_after_its_read_ahead_gets_its_own_key(tmp_path):
     cache = ResponseCache(tmp_path / "c.sqlite", buffered=True)
     model = CachedModel(FakeBackend(), cache)
