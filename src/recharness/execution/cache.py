@@ -64,8 +64,8 @@ class ResponseCache:
             self._db.execute("PRAGMA synchronous=NORMAL")
             # per connection, the file unchanged: `flush`'s many-row INSERT and `prefetch`'s IN (...) build temporary
             # b-trees, in RAM rather than in temporary files; and the WAL is copied back every 8,000 pages (~32 MB)
-            # rather than 1,000, so a page written by several flushes is copied once. Measured: 9.4-10.8 -> 5.3-6.7 µs of
-            # CPU per entry written (benchmarks/results/overhead.md)
+            # rather than 1,000, so a page written by several flushes is copied once. Measured: 0.65x the CPU per entry
+            # put and flushed 100 at a time (benchmarks/results/cache_cpu.md)
             self._db.execute("PRAGMA temp_store=MEMORY")
             self._db.execute("PRAGMA wal_autocheckpoint=8000")
             self._db.execute(
