@@ -3,9 +3,9 @@ row with the cache on is where this shows).
 
 1. Writes: `ResponseCache.put` + `flush` of 20,000 realistic answers, 100 per flush (about what a 50 ms group
    commit gathers at 2,000 answers/s), CPU seconds per entry (`time.process_time`), the connection as shipped
-   against the same connection with SQLite's defaults put back (`temp_store=DEFAULT`, `wal_autocheckpoint=1000`).
+   against the same connection with SQLite's default put back (`temp_store=DEFAULT`: temporary b-trees in files).
 2. A run: `run_samples` over an instant in-process backend (the fake server's answer, no I/O) on bench_overhead's
-   LLMRec sequential prompts, concurrency 1, cache off, on, and on with SQLite's defaults: CPU seconds per sample of
+   LLMRec sequential prompts, concurrency 1, cache off, on, and on with SQLite's default: CPU seconds per sample of
    the whole process (the event loop and the commit thread).
 
 Repetitions alternate the variants; the file gives each variant's median and range.
@@ -65,7 +65,6 @@ def write_cpu(tmp: Path, tag: str, defaults: bool, entries: int = 20_000, per_fl
     if defaults:
         with cache._db_lock:
             cache._db.execute("PRAGMA temp_store=DEFAULT")
-            cache._db.execute("PRAGMA wal_autocheckpoint=1000")
     rec = Completion(text=ANSWER, latency_s=0.0004, prompt_tokens=10, completion_tokens=5, finish_reason="stop").to_dict()
     keys = [hashlib.sha256(f"{tag}:{i}".encode()).hexdigest() for i in range(entries)]
     c0 = time.process_time()
@@ -84,7 +83,6 @@ def run_cpu(tmp: Path, tag: str, samples: list[dict], task, use_cache: bool, def
     if cache is not None and defaults:
         with cache._db_lock:
             cache._db.execute("PRAGMA temp_store=DEFAULT")
-            cache._db.execute("PRAGMA wal_autocheckpoint=1000")
     c0 = time.process_time()
     asyncio.run(run_samples(samples, {task.name: task}, CachedModel(InstantBackend("fake"), cache),
                             tmp / f"p-{tag}.jsonl", concurrency=1, max_retries=0, build="bench"))
@@ -104,17 +102,17 @@ def main() -> None:
     args = ap.parse_args()
     task, samples = make_samples(args.n, 48)
     load0 = os.getloadavg()
-    writes = {"SQLite's defaults": [], "as shipped": []}
-    runs = {"cache off": [], "cache on": [], "cache on, SQLite's defaults": []}
+    writes = {"SQLite's default": [], "as shipped": []}
+    runs = {"cache off": [], "cache on": [], "cache on, SQLite's default": []}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         for r in range(args.rounds):
             order = list(writes) if r % 2 == 0 else list(writes)[::-1]
             for k in order:
-                writes[k].append(write_cpu(tmp, f"{k[:4]}{r}", k == "SQLite's defaults"))
+                writes[k].append(write_cpu(tmp, f"{k[:4]}{r}", k == "SQLite's default"))
             order = list(runs) if r % 2 == 0 else list(runs)[::-1]
             for k in order:
-                runs[k].append(run_cpu(tmp, f"{len(k)}-{r}", samples, task, k != "cache off", "defaults" in k))
+                runs[k].append(run_cpu(tmp, f"{len(k)}-{r}", samples, task, k != "cache off", "default" in k))
     load1 = os.getloadavg()
     w_def, w_new = (statistics.median(writes[k]) for k in writes)
     r_off, r_on, r_def = (statistics.median(runs[k]) for k in runs)
@@ -133,9 +131,9 @@ def main() -> None:
         "|---|---:|",
         *(f"| {k} | {spread(v)} |" for k, v in writes.items()),
         "",
-        f"As shipped / SQLite's defaults: **{w_new / w_def:.2f}** of the CPU per entry "
-        f"({w_def - w_new:.1f} µs less). The defaults: `temp_store=DEFAULT` (temporary b-trees in files) and "
-        "`wal_autocheckpoint=1000`; shipped: `MEMORY` and 8000.",
+        f"As shipped / SQLite's default: **{w_new / w_def:.2f}** of the CPU per entry "
+        f"({w_def - w_new:.1f} µs less). SQLite's default: `temp_store=DEFAULT` (temporary b-trees in files); "
+        "shipped: `MEMORY`.",
         "",
         f"## A run: `run_samples`, {args.n:,} LLMRec sequential prompts, an instant backend, concurrency 1",
         "",
@@ -144,7 +142,7 @@ def main() -> None:
         *(f"| {k} | {spread(v)} |" for k, v in runs.items()),
         "",
         f"The cache adds **{r_on - r_off:.1f} µs** of CPU per sample as shipped, {r_def - r_off:.1f} µs with SQLite's "
-        "defaults (medians): the key, the read-ahead, the entry and its share of the transactions; the rest is "
+        "default (medians): the key, the read-ahead, the entry and its share of the transactions; the rest is "
         "parsing, catalog matching and the durable record.",
         "",
     ]

@@ -56,22 +56,23 @@ def test_prefetch_answers_each_get_as_sqlite_would(tmp_path):
     c2.close()
 
 
-def test_the_cache_writes_with_temporary_btrees_in_ram_and_a_longer_wal_and_a_plain_reader_reads_it(tmp_path):
+def test_the_cache_builds_temporary_btrees_in_ram_and_another_connection_reads_what_it_flushed(tmp_path):
     import sqlite3
 
     c = ResponseCache(tmp_path / "c.sqlite", buffered=True)
-    with c._db_lock:  # per connection: 2 is MEMORY (the measured CPU per entry written: overhead.md)
+    with c._db_lock:  # per connection: 2 is MEMORY (the CPU per entry written: cache_cpu.md)
         assert c._db.execute("PRAGMA temp_store").fetchone()[0] == 2
-        assert c._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 8000
+        assert c._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000  # SQLite's: see the comment there
     for i in range(3000):
         c.put(f"k{i}", {"text": "x" * 200 + str(i)})
     assert c.flush() == 3000
-    c.close()
-    plain = sqlite3.connect(tmp_path / "c.sqlite")  # the file as any SQLite reads it: same table, every entry
+    assert c.prefetch([f"k{i}" for i in range(0, 3000, 3)] + ["absent"]) == 1000  # an IN (...) of 1,001 keys
+    plain = sqlite3.connect(tmp_path / "c.sqlite")  # while the cache is open: what a flush committed is there
     assert plain.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == 3000
     assert json.loads(plain.execute("SELECT value FROM responses WHERE key = 'k2999'").fetchone()[0]) == \
         {"text": "x" * 200 + "2999"}
     plain.close()
+    c.close()
 
 
 def test_a_prompt_changed_after_its_read_ahead_gets_its_own_key(tmp_path):
@@ -108,21 +109,28 @@ def test_generate_reuses_the_read_aheads_key_only_for_the_same_messages_and_para
     edited = [{"role": "user", "content": "to edit"}]
     other_params = [{"role": "user", "content": "asked with other params"}]
     parts = [{"role": "user", "content": [{"type": "text", "text": "parts"}]}]
-    model.prefetch([(m, params) for m in kept] + [(edited, params), (other_params, params), (parts, params)])
-    assert len(calls) == 6
-    for m in kept:
-        asyncio.run(model.generate(list(m), params))  # a copy of the list, as `ask` makes: the same dicts
-    assert len(calls) == 6  # no key computed again
+    signed = [{"role": "user", "content": "at temperature -0.0"}]
+    model.prefetch([(m, params) for m in kept] + [(edited, params), (other_params, params), (parts, params),
+                                                  (signed, params)])
+    assert len(calls) == 7
+    for m in kept:  # a copy of the list, as `ask` makes (the same dicts), and equal params in another object, as
+        # `task.generation_params` gives each call when a sample or the run sets max_tokens
+        asyncio.run(model.generate(list(m), params.model_copy()))
+    assert len(calls) == 7  # no key computed again
     edited[0]["content"] = "edited"
     longer = GenerationParams(max_tokens=9)
+    minus_zero = GenerationParams(max_tokens=8, temperature=-0.0)  # equal to params, but keyed as "-0.0"
+    assert minus_zero == params
     asyncio.run(model.generate(edited, params))
     asyncio.run(model.generate(other_params, longer))
     asyncio.run(model.generate(parts, params))
-    assert len(calls) == 9  # each of these keyed again
+    asyncio.run(model.generate(signed, minus_zero))
+    assert len(calls) == 11  # each of these keyed again
     cache.close()
     ident = FakeBackend().identity()
     want = {cache_key("generate", ident, p.model_dump(mode="json"), m)
-            for m, p in [(m, params) for m in kept] + [(edited, params), (other_params, longer), (parts, params)]}
+            for m, p in [(m, params) for m in kept] + [(edited, params), (other_params, longer), (parts, params),
+                                                       (signed, minus_zero)]}
     import sqlite3
 
     with sqlite3.connect(tmp_path / "c.sqlite") as db:

@@ -182,6 +182,12 @@ MICROLENS_BAD = [
     ("MicroLens-100k_title_en.csv", 9, "2, a second title for video 2", "item", "video '2' listed twice"),
     ("MicroLens-100k_title_en.csv", 9, "002, video 2 written with zeros", "item",
      "video '002' listed twice (ids are whole numbers: '002' is video '2')"),
+    # digits of other scripts are no id upstream (polars' \d takes them; the loader must not)
+    ("MicroLens-100k_title_en.csv", 9, "\u0663, Arabic-Indic three", "item", "'\u0663' is not a video id"),
+    ("MicroLens-100k_pairs.csv", 6, "\uff13\uff17,12,1659478436189", "user", "'\uff13\uff17' is not an id"),
+    # an id the titles file lacks is named as the line writes it
+    ("MicroLens-100k_pairs.csv", 4, "37,0099,1659282737500", "item",
+     "video '0099' is not in the titles file (ids are whole numbers: '0099' is video '99')"),
 ]
 
 

@@ -234,3 +234,13 @@ def test_train_with_ray_tasks_matches_local(cluster, built, tmp_path):
         assert all(isinstance(r["train_s"], float) for r in spread[name])
     assert any("trained in" in s for s in seen)
     assert json.dumps(spread)  # plain JSON records
+
+
+def test_an_actor_posts_inline_unless_its_environment_chose_a_transport():
+    from recharness.execution.ray_executor import post_inline_unless_chosen
+
+    for had, want in [({}, "inline"), ({"RECHARNESS_TRANSPORT": ""}, "inline"),
+                      ({"RECHARNESS_TRANSPORT": "process"}, "process")]:
+        env = dict(had)
+        post_inline_unless_chosen(env)
+        assert env["RECHARNESS_TRANSPORT"] == want

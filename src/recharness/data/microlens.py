@@ -121,7 +121,8 @@ def read_titles(path: Path) -> pl.DataFrame:
     df = pl.DataFrame({"item": ids, "title": titles, LINE: lines},
                       schema={"item": pl.Utf8, "title": pl.Utf8, LINE: pl.Int64})
     df = df.with_columns(pl.col("item").str.strip_chars(), pl.col("title").str.strip_chars().replace("", None))
-    first_bad(path, df, ~pl.col("item").str.contains(r"^\d+$"), "item",
+    # ASCII digits only: polars' \d also takes other scripts' digits ("٣", "７"), which no integer reader upstream takes
+    first_bad(path, df, ~pl.col("item").str.contains(r"^[0-9]+$"), "item",
               lambda r: f"{r['item']!r} is not a video id (a whole number)")
     df = df.with_columns(pl.col("item").alias("as_written"), whole_number("item"))
     first_bad(path, df, pl.col("item").is_duplicated() & (pl.col(LINE) > pl.col(LINE).min().over("item")), "item",
@@ -149,12 +150,14 @@ def read_pairs(path: Path, known: set[str]) -> tuple[pl.DataFrame, str]:
         first_bad(path, df, pl.col(col).is_null(), fields[col],
                   lambda r: "missing (empty field, or the line is cut short)")
     for col in ("user", "item"):
-        first_bad(path, df, ~pl.col(col).str.contains(r"^\d+$"), fields[col],
+        first_bad(path, df, ~pl.col(col).str.contains(r"^[0-9]+$"), fields[col],
                   lambda r, c=col: f"{r[c]!r} is not an id (a whole number)")
-    df = df.with_columns(whole_number("user"), whole_number("item"))
+    df = df.with_columns(pl.col("item").alias("as_written"), whole_number("user"), whole_number("item"))
     df = parse_int(path, df, "timestamp", lo=0)
     first_bad(path, df, ~pl.col("item").is_in(list(known)), fields["item"],
-              lambda r: f"video {r['item']!r} is not in the titles file")
+              lambda r: f"video {r['as_written']!r} is not in the titles file" + (
+                  f" (ids are whole numbers: {r['as_written']!r} is video {r['item']!r})"
+                  if r["as_written"] != r["item"] else ""))
     ms = bool(df["timestamp"][0] >= MS_THRESHOLD)  # the unit of the first row; every other row must share it
     unit = {True: "milliseconds", False: "seconds"}
     first_line, first_ts = df[LINE][0], df["timestamp"][0]

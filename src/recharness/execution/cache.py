@@ -63,11 +63,10 @@ class ResponseCache:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             # per connection, the file unchanged: `flush`'s many-row INSERT and `prefetch`'s IN (...) build temporary
-            # b-trees, in RAM rather than in temporary files; and the WAL is copied back every 8,000 pages (~32 MB)
-            # rather than 1,000, so a page written by several flushes is copied once. Measured: 0.65x the CPU per entry
-            # put and flushed 100 at a time (benchmarks/results/cache_cpu.md)
+            # b-trees, in RAM rather than in temporary files (measured: the CPU per entry put and flushed 100 at a
+            # time, benchmarks/results/cache_cpu.md). The WAL's checkpoint interval stays SQLite's: a longer one
+            # saved a little more CPU, but each checkpoint runs in a commit under the lock `get` waits on
             self._db.execute("PRAGMA temp_store=MEMORY")
-            self._db.execute("PRAGMA wal_autocheckpoint=8000")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
                 "created REAL DEFAULT (unixepoch('subsec')))"

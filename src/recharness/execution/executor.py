@@ -53,7 +53,7 @@ from recharness.core.io import GroupCommitLog, read_jsonl
 from recharness.core.paths import shown_path
 from recharness.core.types import Completion, GenerationParams, Messages, Prediction
 from recharness.execution.ask import ask
-from recharness.execution.cache import ResponseCache, cache_key
+from recharness.execution.cache import _KEY_JSON, ResponseCache, cache_key
 from recharness.models.base import ModelBackend
 from recharness.tasks.base import Task
 
@@ -107,9 +107,9 @@ class CachedModel:
         #: False: every call goes to the backend and its answer replaces the cached one (`run --redo-invalid`)
         self.read = read
         #: the keys `prefetch` computed, by the identities of the prompt's message dicts: (copies of those dicts,
-        #: params, key). `generate` takes a key from here only when its messages and params still equal these,
+        #: params, their dump, key). `generate` takes a key from here only when its messages and params still equal these,
         #: so it is the key `cache_key` would compute; it saves encoding and hashing the prompt twice
-        self._keys: dict[tuple[int, ...], tuple[list[dict], GenerationParams, str]] = {}
+        self._keys: dict[tuple[int, ...], tuple[list[dict], GenerationParams, dict, str]] = {}
 
     def asking_again(self) -> "CachedModel":
         """This model past the cache: asks the backend, writes what it answers."""
@@ -127,10 +127,12 @@ class CachedModel:
         identity = self.backend.identity()
         keys, known = [], {}
         for messages, params in requests:
-            key = cache_key("generate", identity, params.model_dump(mode="json"), messages)
+            dumped = params.model_dump(mode="json")
+            key = cache_key("generate", identity, dumped, messages)
             keys.append(key)
             if all(type(m) is dict and all(type(v) is str for v in m.values()) for m in messages):
-                known[tuple(map(id, messages))] = ([dict(m) for m in messages], params, key)  # str values: whole copies
+                # str values: whole copies
+                known[tuple(map(id, messages))] = ([dict(m) for m in messages], params, dumped, key)
         self._keys = known
         ahead(keys)
 
@@ -141,8 +143,12 @@ class CachedModel:
         hit = self._keys.pop(tuple(map(id, messages)), None)
         if hit is None:
             return None
-        copies, had, key = hit
-        if (had is params or had == params) and len(copies) == len(messages) \
+        copies, had, dumped, key = hit
+        # params equal but not the same object: their dumps as the key encodes them decide (0.0 == -0.0, but the
+        # key holds "0.0" or "-0.0")
+        if (had is params or (had == params and _KEY_JSON.encode(dumped) == _KEY_JSON.encode(
+                params.model_dump(mode="json")))) \
+                and len(copies) == len(messages) \
                 and all(a == b for a, b in zip(messages, copies)):
             return key
         return None

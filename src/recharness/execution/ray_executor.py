@@ -146,6 +146,14 @@ class _Recording:
         raise AssertionError("a cache replay does not write")
 
 
+def post_inline_unless_chosen(environ) -> None:
+    """An actor posts from its own process, not through a transport child (`transport_process`): Ray's
+    parallelism is its actors, and an actor's CPU reservation (`num_cpus`) counts one process. A
+    RECHARNESS_TRANSPORT set in the actor's environment is kept; an empty one is no choice."""
+    if not environ.get("RECHARNESS_TRANSPORT"):
+        environ["RECHARNESS_TRANSPORT"] = "inline"
+
+
 class Worker:
     """One Ray actor: one backend instance, the build's tasks, samples in → records out."""
 
@@ -166,10 +174,7 @@ class Worker:
                                         max_concurrency=resolve.get("concurrency") or 8, extra_body=extra_body,
                                         **transport)
         else:
-            # posts from the actor's own process, not a transport child (`transport_process`): Ray's parallelism
-            # is its actors, and an actor's CPU reservation (`num_cpus`) counts one process (an explicit
-            # RECHARNESS_TRANSPORT in the actor's environment is kept)
-            os.environ.setdefault("RECHARNESS_TRANSPORT", "inline")
+            post_inline_unless_chosen(os.environ)
             self.backend = resolve_model(spec, **resolve)
         #: the build's tasks, fetched once per object ref (every call names its ref, so a restarted actor,
         #: whose `__init__` ran again, gets them with its first shard)
