@@ -25,6 +25,12 @@ _KEY_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(","
 _PREFETCH_CHUNK = 500
 
 
+def key_text(value) -> str:
+    """`value` as a cache key encodes it (sorted keys, compact, text kept as text): two values that encode alike
+    give one key."""
+    return _KEY_JSON.encode(value)
+
+
 def cache_key(kind: str, identity: dict, params: dict | None, messages: list, extra: dict | None = None) -> str:
     payload = _KEY_JSON.encode({"kind": kind, "model": identity, "params": params, "messages": messages, "extra": extra})
     # surrogatepass: untrusted dataset text may hold lone surrogates; the key must still be stable

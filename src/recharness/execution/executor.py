@@ -53,7 +53,7 @@ from recharness.core.io import GroupCommitLog, read_jsonl
 from recharness.core.paths import shown_path
 from recharness.core.types import Completion, GenerationParams, Messages, Prediction
 from recharness.execution.ask import ask
-from recharness.execution.cache import _KEY_JSON, ResponseCache, cache_key
+from recharness.execution.cache import ResponseCache, cache_key, key_text
 from recharness.models.base import ModelBackend
 from recharness.tasks.base import Task
 
@@ -146,7 +146,7 @@ class CachedModel:
         copies, had, dumped, key = hit
         # params equal but not the same object: their dumps as the key encodes them decide (0.0 == -0.0, but the
         # key holds "0.0" or "-0.0")
-        if (had is params or (had == params and _KEY_JSON.encode(dumped) == _KEY_JSON.encode(
+        if (had is params or (had == params and key_text(dumped) == key_text(
                 params.model_dump(mode="json")))) \
                 and len(copies) == len(messages) \
                 and all(a == b for a, b in zip(messages, copies)):
