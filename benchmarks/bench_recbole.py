@@ -43,8 +43,9 @@ spec and last checkpoint, our kept runs, a MANIFEST of sha256) to a directory th
 (benchmarks/state/), and `--restore-state STATE --work DIR` puts it back on the next machine; each RecBole
 epoch records the CPU it finished on and its sitting. On a new machine this script needs only recharness's own
 dependencies and torch, not the llama.cpp build `make` starts with (measured: 41 s to install, against about 10
-minutes): `python3 -m venv V && V/bin/pip install torch==2.13.0 -e .`, then `V/bin/recharness prepare ml-1m` and
-`V/bin/python benchmarks/bench_recbole.py ...`, RecBole's own venv created meanwhile.
+minutes): `python3 -m venv .venv-bench && .venv-bench/bin/pip install torch==2.13.0 -e .` (ignored by git), then
+`.venv-bench/bin/recharness prepare ml-1m` and
+`.venv-bench/bin/python benchmarks/bench_recbole.py ...`, RecBole's own venv created meanwhile.
 
 `--status --work DIR` prints RecBole's epochs so far (read only, while it trains).
 `--ours-now --work DIR --ours-seconds S` runs ours before RecBole has finished, evaluated at RecBole's curve
