@@ -107,8 +107,8 @@ class CachedModel:
         #: False: every call goes to the backend and its answer replaces the cached one (`run --redo-invalid`)
         self.read = read
         #: the keys `prefetch` computed, by the identities of the prompt's message dicts: (copies of those dicts,
-        #: params, their dump, key). `generate` takes a key from here only when its messages and params still equal these,
-        #: so it is the key `cache_key` would compute; it saves encoding and hashing the prompt twice
+        #: params, their dump, key). `generate` takes a key from here only when its messages and params still equal
+        #: these, so it is the key `cache_key` would compute; it saves encoding and hashing the prompt twice
         self._keys: dict[tuple[int, ...], tuple[list[dict], GenerationParams, dict, str]] = {}
 
     def asking_again(self) -> "CachedModel":
