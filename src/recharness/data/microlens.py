@@ -121,7 +121,7 @@ def read_titles(path: Path) -> pl.DataFrame:
     df = pl.DataFrame({"item": ids, "title": titles, LINE: lines},
                       schema={"item": pl.Utf8, "title": pl.Utf8, LINE: pl.Int64})
     df = df.with_columns(pl.col("item").str.strip_chars(), pl.col("title").str.strip_chars().replace("", None))
-    # ASCII digits only: polars' \d also takes other scripts' digits ("٣", "７"), which no integer reader upstream takes
+    # ASCII digits only: polars' \d also takes other scripts' digits ("٣", "７"), which no integer reader upstream does
     first_bad(path, df, ~pl.col("item").str.contains(r"^[0-9]+$"), "item",
               lambda r: f"{r['item']!r} is not a video id (a whole number)")
     df = df.with_columns(pl.col("item").alias("as_written"), whole_number("item"))
