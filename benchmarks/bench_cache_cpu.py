@@ -59,12 +59,17 @@ class InstantBackend(ModelBackend):
         pass
 
 
+def sqlite_default(cache: ResponseCache) -> None:
+    """The cache's connection with SQLite's own temporary store put back (temporary b-trees in files)."""
+    with cache._db_lock:
+        cache._db.execute("PRAGMA temp_store=DEFAULT")
+
+
 def write_cpu(tmp: Path, tag: str, defaults: bool, entries: int = 20_000, per_flush: int = 100) -> float:
     """CPU µs per entry put and flushed."""
     cache = ResponseCache(tmp / f"w-{tag}.sqlite", buffered=True)
     if defaults:
-        with cache._db_lock:
-            cache._db.execute("PRAGMA temp_store=DEFAULT")
+        sqlite_default(cache)
     rec = Completion(text=ANSWER, latency_s=0.0004, prompt_tokens=10, completion_tokens=5, finish_reason="stop").to_dict()
     keys = [hashlib.sha256(f"{tag}:{i}".encode()).hexdigest() for i in range(entries)]
     c0 = time.process_time()
@@ -81,8 +86,7 @@ def run_cpu(tmp: Path, tag: str, samples: list[dict], task, use_cache: bool, def
     """CPU µs per sample of a whole `run_samples` over the instant backend."""
     cache = ResponseCache(tmp / f"r-{tag}.sqlite", buffered=True) if use_cache else None
     if cache is not None and defaults:
-        with cache._db_lock:
-            cache._db.execute("PRAGMA temp_store=DEFAULT")
+        sqlite_default(cache)
     c0 = time.process_time()
     asyncio.run(run_samples(samples, {task.name: task}, CachedModel(InstantBackend("fake"), cache),
                             tmp / f"p-{tag}.jsonl", concurrency=1, max_retries=0, build="bench"))

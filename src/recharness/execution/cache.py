@@ -32,7 +32,7 @@ def key_text(value) -> str:
 
 
 def cache_key(kind: str, identity: dict, params: dict | None, messages: list, extra: dict | None = None) -> str:
-    payload = _KEY_JSON.encode({"kind": kind, "model": identity, "params": params, "messages": messages, "extra": extra})
+    payload = key_text({"kind": kind, "model": identity, "params": params, "messages": messages, "extra": extra})
     # surrogatepass: untrusted dataset text may hold lone surrogates; the key must still be stable
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
