@@ -63,10 +63,15 @@ training (user, target) pairs) and writes `benchmarks/results/recbole_side_by_si
 
 Intervals: the test user is the independent unit (one target each, the same users and targets on both
 sides), so both children also keep per-user target ranks — RecBole's driver at its best-validation epoch
-and its last epoch, ours at our last point and at our point for RecBole's last training second — and the
-report gives NDCG@10 at those points with 95% percentile bootstrap intervals over users and the paired
-differences (ours − RecBole) with the paired bootstrap's intervals (`recharness.metrics.bootstrap`). A
-result without per-user ranks (an older kept run) is reported without them.
+and its last epoch, ours at our last point, at our point for RecBole's last training second, at the epoch
+with our best validation NDCG@10, and at the epoch RecBole's own early stopping (its patience) would have
+kept of ours — and the report gives NDCG@10 at those points with 95% percentile bootstrap intervals over
+users and the paired differences (ours − RecBole) with the paired bootstrap's intervals
+(`recharness.metrics.bootstrap`). A result without per-user ranks (an older kept run) is reported without them.
+
+Both sides read alike: besides RecBole's best against our raw test curve, the report stops our run by
+RecBole's rule on our own validation NDCG@10 (`patience_best`) and compares the test NDCG@10 of the weights
+each side keeps, and the training seconds each took to reach them.
 
 Run by hand (about an hour on 2 shared cores; see the results file for the measured times):
 
@@ -307,6 +312,7 @@ def ours_worker(spec_path: Path) -> None:
     every = spec["curve_every"] or float("inf")
     curve: list[dict] = []
     state = {"next_every": every, "mark": 0, "setup_s": None, "hist": None, "last": None, "at_recbole_end": None}
+    by_epoch: dict[int, dict] = {}  # each epoch's last evaluated point with its ranks: the weights validated
     recbole_end = max(spec["marks"], default=None)  # RecBole's last curve point: the end of its last epoch
 
     @torch.inference_mode()
@@ -353,6 +359,7 @@ def ours_worker(spec_path: Path) -> None:
         # picks for RecBole's last training second
         state["last"] = {"train_s": curve[-1]["train_s"], "epoch": info["epoch"], "ndcg@10": float(ndcg),
                          "ranks": dict(zip(test_users, ranks.tolist()))}
+        by_epoch[info["epoch"]] = state["last"]
         if state["at_recbole_end"] is None and recbole_end is not None and at_time(curve[-1:], recbole_end):
             state["at_recbole_end"] = state["last"]
         _log(f"[ours {label}] epoch {info['epoch']} {t:.0f} s trained, {info['samples']:,} samples: "
@@ -364,6 +371,12 @@ def ours_worker(spec_path: Path) -> None:
     peak = vm_hwm_bytes()
     log = model.log
     per_epoch = sum(len(h) for h in sp.train["history"].to_list())  # next-item predictions in one epoch
+    # the weights each rule would keep, chosen by our own validation NDCG@10: the best of the whole run, and
+    # the best up to where RecBole's early stopping (its patience, `spec["patience"]`) would have stopped us
+    best_all, _ = patience_best(log["epochs"], None)
+    best_stop, stop_epoch = patience_best(log["epochs"], spec.get("patience"))
+    chosen = {"selected": best_all and by_epoch.get(best_all["epoch"]),
+              "converged": (best_stop and by_epoch.get(best_stop["epoch"])) if stop_epoch is not None else None}
     result = {
         "framework": run_name(label), "torch": torch.__version__,
         "threads": log["threads"], "precision": spec["precision"], "label": label,
@@ -376,7 +389,7 @@ def ours_worker(spec_path: Path) -> None:
         "positions": log["train_positions"],
         "curve": curve, "peak_rss_bytes": peak,
         "fingerprints": fingerprints(sp.test, sp.valid, sp.train),
-        "ranks": {"last": state["last"], "at_recbole_end": state["at_recbole_end"]},
+        "ranks": {"last": state["last"], "at_recbole_end": state["at_recbole_end"], **chosen},
         "paused_s": round(state.get("paused_s", 0.0), 1),
     }
     Path(spec["result"]).write_text(json.dumps(result, indent=1))
@@ -386,6 +399,25 @@ def ours_worker(spec_path: Path) -> None:
 
 def _gib(b: int) -> str:
     return f"{b / 2**30:.2f} GiB"
+
+
+def patience_best(epochs: list[dict], patience: int | None) -> tuple[dict | None, int | None]:
+    """RecBole's early stopping over `epochs`' validation NDCG@10 (`valid_ndcg@10`): a value at or above the
+    best so far is the new best (a tie counts as better), and it stops after the epoch that makes more than
+    `patience` epochs in a row without one. (The best epoch's record up to there, the epoch it stops after —
+    None if it never stops, or `patience` is None: then the best of them all.)"""
+    best, since = None, 0
+    for e in epochs:
+        v = e.get("valid_ndcg@10")
+        if v is None:
+            continue
+        if best is None or v >= best["valid_ndcg@10"]:
+            best, since = e, 0
+        else:
+            since += 1
+            if patience is not None and since > patience:
+                return best, e["epoch"]
+    return best, None
 
 
 def at_time(curve: list[dict], t: float) -> dict | None:
@@ -483,8 +515,9 @@ def _ranks_at(run: dict, point: dict | None) -> dict | None:
 
 def interval_lines(rb: dict, runs: list[dict], resamples: int = RESAMPLES, seed: int = 0) -> list[str]:
     """The report's section on NDCG@10 with 95% intervals over test users: RecBole's best-validation epoch and
-    its last point, our last point and our point at RecBole's last training second, and the paired
-    differences (ours at RecBole's end − RecBole's last; ours last − RecBole's best)."""
+    its last point, our last point, our point at RecBole's last training second and the weights RecBole's early
+    stopping keeps of ours, and the paired differences (ours at RecBole's end − RecBole's last; ours last −
+    RecBole's best; ours as stopped by RecBole's rule − RecBole's best)."""
     rb_ranks = rb.get("ranks") or {}
     best, last = rb_ranks.get("best"), rb_ranks.get("last")
     best_valid = rb.get("best_valid") or {}
@@ -508,6 +541,12 @@ def interval_lines(rb: dict, runs: list[dict], resamples: int = RESAMPLES, seed:
         times[end], times[fin] = o and o["train_s"], r["curve"][-1]["train_s"] if r["curve"] else None
         pairs[f"(a) {labels[end]} − {labels['rb last']}"] = (end, "rb last")
         pairs[f"(b) {labels[fin]} − {labels['rb best']}"] = (fin, "rb best")
+        conv = (r.get("ranks") or {}).get("converged")
+        if conv is not None:  # runs since they keep it: the weights RecBole's early stopping keeps of ours
+            key = f"{r['framework']} converged"
+            labels[key] = f"{r['framework']}, the weights RecBole's early stopping keeps (epoch {conv['epoch']})"
+            points[key], times[key] = conv["ranks"], conv["train_s"]
+            pairs[f"(c) {labels[key]} − {labels['rb best']}"] = (key, "rb best")
     head = ["", "## NDCG@10 with 95% intervals over test users", ""]
     if not any(points.values()):
         return head + ["Not available for this run: its results hold no per-user ranks (recorded by runs since "
@@ -732,8 +771,8 @@ def report(args, data: dict, rb: dict, runs: list[dict], loads: dict, wall: dict
 
 
 #: the code our runs execute, for `code_fingerprint`
-WORKER_CODE = (ours_worker, read_inter, run_label, parse_run, at_time, fingerprints, _digest, hold_while_paused,
-               vm_hwm_bytes, _child_env)
+WORKER_CODE = (ours_worker, read_inter, run_label, parse_run, at_time, patience_best, fingerprints, _digest,
+               hold_while_paused, vm_hwm_bytes, _child_env)
 
 
 def code_fingerprint() -> str:
@@ -884,7 +923,34 @@ def convergence_lines(rb: dict, runs: list[dict]) -> list[str]:
                 top = max(p["ndcg@10"] for p in selected)
                 lines.append(what + f"not at or above {best['test']:.4f} to the end (its best {top:.4f}): "
                              "**not met** on this reading.")
+        rule = converged_line(r, rb["patience"], best)
+        if rule is not None:
+            lines.append(rule)
     return lines
+
+
+def converged_line(run: dict, patience: int, best: dict) -> str | None:
+    """Both sides read alike: our run stopped by RecBole's own early stopping (`patience_best`) on our
+    validation NDCG@10, the test NDCG@10 of the weights it keeps against RecBole's, and our seconds to those
+    weights against RecBole's to its best. None for a run without validation values."""
+    kept, stop = patience_best(run.get("epochs") or [], patience)
+    if kept is None:
+        return None
+    what = (f"- {run['framework']}, stopped as RecBole is (patience {patience}, on its own validation NDCG@10): ")
+    if stop is None:
+        return what + (f"not stopped within its {run['train_s']:,.0f} training seconds (best validation so far after "
+                       f"epoch {kept['epoch']}): **not measured** on this reading.")
+    last_point = {p["epoch"]: p for p in run["curve"] if "epoch" in p}  # time order: an epoch's last wins
+    p, end = last_point.get(kept["epoch"]), last_point.get(stop)
+    if p is None:
+        return what + f"epoch {kept['epoch']}, its best, has no evaluated point: **not measured** on this reading."
+    share, diff = p["train_s"] / best["train_s"], p["ndcg@10"] - best["test"]
+    verdict = ("met" if diff >= 0 and share <= 0.2 else "**not met**"
+               + (": its converged value is below RecBole's" if diff < 0 else ""))
+    return what + (f"its best after epoch {kept['epoch']}, {p['train_s']:,.1f} training seconds (stopped after epoch "
+                   f"{stop}" + (f", {end['train_s']:,.0f} s" if end else "") + f"); test NDCG@10 there "
+                   f"{p['ndcg@10']:.4f} against RecBole's {best['test']:.4f} ({diff:+.4f}; the paired interval over "
+                   f"users is below), reached in {share:.3f} of RecBole's {best['train_s']:,.0f} s: {verdict}.")
 
 
 def args_budget(args, rb: dict) -> float:
@@ -1022,10 +1088,11 @@ def restore_state(state: Path, work: Path) -> str:
 # ---------------------------------------------------------------- main
 
 def run_ours(args, work: Path, data: dict, common: dict, marks: list[float], budget: float, pause_file: Path,
-             wall: dict) -> list[dict]:
+             wall: dict, patience: int | None = None) -> list[dict]:
     """Our runs (`--ours-precision`), each evaluated at RecBole's curve points `marks` within `budget` training
     seconds; a kept result with the same settings, data and code and every point it needs is reused. Each
-    run's wall seconds go into `wall`."""
+    run's wall seconds go into `wall`. `patience`: RecBole's, so each run also keeps the per-user ranks of the
+    weights RecBole's early stopping would have kept of ours."""
     runs, code = [], code_fingerprint()
     for label in args.ours_precision:
         precision, stride, block = parse_run(label)
@@ -1034,6 +1101,8 @@ def run_ours(args, work: Path, data: dict, common: dict, marks: list[float], bud
                      "data_sha256": data["sha256"], "code": code, "marks": marks}
         if stride is not None:  # absent otherwise: runs kept from before strides existed stay reusable
             ours_spec["stride"] = stride
+        if patience is not None:
+            ours_spec["patience"] = patience
         if block == "post":  # RecBole's network: its attention dropout is its hidden dropout
             ours_spec.update(block="post", attn_dropout=args.dropout)
         spec_path, result_path = work / f"ours_spec-{label}.json", work / f"ours-{label}.json"
@@ -1099,7 +1168,7 @@ def ours_now(args) -> None:
     try:
         wall: dict = {}
         runs = run_ours(args, work, data, common, [p["train_s"] for p in ckpt["curve"]],
-                        args.ours_seconds, work / "PAUSE-ours", wall)
+                        args.ours_seconds, work / "PAUSE-ours", wall, rb_spec.get("patience"))
     finally:
         if paused_here:
             pause.unlink(missing_ok=True)
@@ -1222,7 +1291,8 @@ def main() -> None:
         budget = args_budget(args, rb)
         if budget < rb["train_s"]:
             _log(f"note: --ours-seconds {budget:.0f} is below RecBole's {rb['train_s']:.0f} training seconds")
-        runs = run_ours(args, work, data, common, [p["train_s"] for p in rb["curve"]], budget, work / "PAUSE", wall)
+        runs = run_ours(args, work, data, common, [p["train_s"] for p in rb["curve"]], budget, work / "PAUSE", wall,
+                        args.recbole_patience)
         loads["end"] = os.getloadavg()[0]
         (work / "run.json").write_text(json.dumps({
             "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},

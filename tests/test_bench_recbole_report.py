@@ -431,3 +431,76 @@ def test_a_kept_run_of_ours_is_reused_from_another_checkout(bench, tmp_path):
     assert bench.reusable(path, moved)["wall_s"] == 120.0
     assert bench.reusable(path, {**moved, "data_sha256": "other"}) is None
     assert bench.reusable(path, {**moved, "seed": 1}) is None
+
+
+def _recbole_early_stopping(value, best, cur_step, max_step):
+    """RecBole 1.2.1's `recbole.utils.utils.early_stopping` (bigger=True), as it is written there: the reference."""
+    stop_flag = update_flag = False
+    if value >= best:
+        cur_step, best, update_flag = 0, value, True
+    else:
+        cur_step += 1
+        if cur_step > max_step:
+            stop_flag = True
+    return best, cur_step, stop_flag, update_flag
+
+
+def test_patience_best_is_recboles_early_stopping(bench):
+    # hand-worked: epoch 3 ties epoch 2 (a tie counts as better); 4, 5, 6 are not better: with patience 2 the
+    # third of them is more than 2 in a row, so it stops after epoch 6 keeping epoch 3
+    epochs = _epochs(0.10, 0.13, 0.13, 0.12, 0.11, 0.11, 0.20)
+    kept, stop = bench.patience_best(epochs, 2)
+    assert (kept["epoch"], stop) == (3, 6)
+    assert bench.patience_best(epochs, 3) == (epochs[6], None)  # never 4 in a row: epoch 7 is better
+    assert bench.patience_best(epochs, None) == (epochs[6], None)
+    assert bench.patience_best([{"epoch": 1}], 2) == (None, None)  # no validation value
+    # against RecBole's function on random sequences (its trainer starts from best = -inf)
+    import random
+
+    rng = random.Random(0)
+    for _ in range(300):
+        vals = [round(rng.random(), 1) for _ in range(rng.randint(1, 25))]
+        patience = rng.randint(0, 5)
+        best, step, want_stop, want_kept = float("-inf"), 0, None, None
+        for i, v in enumerate(vals, 1):
+            best, step, stop, update = _recbole_early_stopping(v, best, step, patience)
+            want_kept = i if update else want_kept
+            if stop:
+                want_stop = i
+                break
+        kept, stop = bench.patience_best(_epochs(*vals), patience)
+        assert (kept["epoch"], stop) == (want_kept, want_stop), (vals, patience)
+
+
+def test_ours_stopped_as_recbole_is(bench):
+    curve = [{"train_s": 400, "epoch": 1, "ndcg@10": 0.12}, {"train_s": 800, "epoch": 2, "ndcg@10": 0.151},
+             {"train_s": 1200, "epoch": 3, "ndcg@10": 0.149}, {"train_s": 1600, "epoch": 4, "ndcg@10": 0.160}]
+    run = _ours(curve, name="ours") | {"epochs": _epochs(0.10, 0.13, 0.12, 0.11)}
+    rb = _rb(train_s=6000.0, test=0.15, patience=1)
+    line = bench.convergence_lines(rb, [run])[-1]
+    assert line == ("- ours, stopped as RecBole is (patience 1, on its own validation NDCG@10): its best after epoch 2, "
+                    "800.0 training seconds (stopped after epoch 4, 1,600 s); test NDCG@10 there 0.1510 against "
+                    "RecBole's 0.1500 (+0.0010; the paired interval over users is below), reached in 0.133 of "
+                    "RecBole's 6,000 s: met.")
+    below = bench.convergence_lines(_rb(train_s=6000.0, test=0.152, patience=1), [run])[-1]
+    assert below.endswith("(-0.0010; the paired interval over users is below), reached in 0.133 of RecBole's "
+                          "6,000 s: **not met**: its converged value is below RecBole's.")
+    slow = bench.convergence_lines(_rb(train_s=3000.0, test=0.15, patience=1), [run])[-1]
+    assert slow.endswith("reached in 0.267 of RecBole's 3,000 s: **not met**.")
+    unstopped = bench.convergence_lines(_rb(train_s=6000.0, test=0.15, patience=2), [run])[-1]
+    assert "not stopped within its 1,600 training seconds (best validation so far after epoch 2)" in unstopped
+
+
+def test_report_pairs_ours_as_recbole_stops_it_with_recboles_best(bench, tmp_path):
+    args, data, rb, runs, loads, wall = _full_results(with_ranks=True)
+    ours = runs[0]
+    ours["ranks"]["converged"] = {**ours["ranks"]["last"], "epoch": 1, "train_s": 250.0}
+    text = bench.report(args, data, rb, runs, loads, wall, tmp_path / "r.md")
+    users = sorted(rb["ranks"]["best"]["ranks"])
+    diff = (bench.user_ndcg(ours["ranks"]["converged"]["ranks"], users)
+            - bench.user_ndcg(rb["ranks"]["best"]["ranks"], users)).mean()
+    row = next(line for line in text.splitlines() if line.startswith("| (c) "))
+    assert ("(c) recharness SASRec (fp32), the weights RecBole's early stopping keeps (epoch 1) − RecBole, best "
+            "validation NDCG@10 (epoch 1)") in row
+    assert f"| {diff:+.4f} | [" in row
+    assert "| recharness SASRec (fp32), the weights RecBole's early stopping keeps (epoch 1) | 250.0 |" in text
