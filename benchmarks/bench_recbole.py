@@ -541,7 +541,7 @@ def interval_lines(rb: dict, runs: list[dict], resamples: int = RESAMPLES, seed:
         times[end], times[fin] = o and o["train_s"], r["curve"][-1]["train_s"] if r["curve"] else None
         pairs[f"(a) {labels[end]} − {labels['rb last']}"] = (end, "rb last")
         pairs[f"(b) {labels[fin]} − {labels['rb best']}"] = (fin, "rb best")
-        conv = (r.get("ranks") or {}).get("converged")
+        conv = converged_ranks(r, rb.get("patience"))
         if conv is not None:  # runs since they keep it: the weights RecBole's early stopping keeps of ours
             key = f"{r['framework']} converged"
             labels[key] = f"{r['framework']}, the weights RecBole's early stopping keeps (epoch {conv['epoch']})"
@@ -589,7 +589,8 @@ def machines_line(rb: dict, runs: list[dict]) -> str:
     unknown = "not recorded"
     by_cpu: dict[str, list[float]] = {}
     for e in rb["epochs"]:
-        by_cpu.setdefault(e.get("cpu") or unknown, []).append(e["train_s"])
+        if "train_s" in e:  # a record without its time says nothing of its CPU's speed
+            by_cpu.setdefault(e.get("cpu") or unknown, []).append(e["train_s"])
     parts = [f"{len(v)} epoch(s) finished on {cpu} (median {statistics.median(v):,.0f} s)" for cpu, v in by_cpu.items()]
     ours = {r.get("cpu") or unknown for r in runs}
     text = f"- CPUs: RecBole {'; '.join(parts)}; ours on {', '.join(sorted(ours))}."
@@ -833,6 +834,61 @@ def sustained_at(curve: list[dict], target: float) -> dict | None:
     return hit
 
 
+#: RecBole rounds each metric to this many decimals (`metric_decimal_place`) before its early stopping compares them
+RECBOLE_DECIMALS = 4
+
+
+def rule_epochs(run: dict) -> list[dict]:
+    """Our epochs as RecBole's early stopping sees its own: whole epochs only (a run cut by its budget validates
+    its unfinished last epoch; RecBole validates only finished ones), validation NDCG@10 rounded as RecBole
+    rounds its value (so values within rounding tie, and a tie counts as better), a NaN value left out. The
+    worker's own choice (`ranks["converged"]`) used the values unrounded: `converged_ranks` checks they agree."""
+    curve = [p for p in run.get("curve") or [] if "epoch" in p]
+    epochs = run.get("epochs") or []
+    unfinished = (epochs[-1].get("epoch") if epochs and curve and curve[-1].get("end_of_epoch") is False
+                  and curve[-1]["epoch"] == epochs[-1].get("epoch") else None)
+    out = []
+    for e in epochs:
+        v = e.get("valid_ndcg@10")
+        if v is None or v != v or (unfinished is not None and e.get("epoch") == unfinished):
+            continue
+        out.append({**e, "valid_ndcg@10": round(v, RECBOLE_DECIMALS)})
+    return out
+
+
+def converged_ranks(run: dict, patience: int | None) -> dict | None:
+    """The per-user ranks our run kept of the weights RecBole's rule keeps (`ranks["converged"]`), only when they
+    are of the epoch the report's reading (`rule_epochs`) keeps: else None (no paired row for those weights)."""
+    conv = (run.get("ranks") or {}).get("converged")
+    if conv is None or patience is None:
+        return None
+    kept, _ = patience_best(rule_epochs(run), patience)
+    return conv if kept is not None and kept["epoch"] == conv.get("epoch") else None
+
+
+def recbole_best_exact(rb: dict) -> float:
+    """RecBole's best test NDCG@10 unrounded (the mean of its per-user ranks' NDCG, which the driver checks against
+    RecBole's own 4-decimal value) when kept, else that 4-decimal value: a verdict of "at or above" compares it
+    with our unrounded value, so a difference below RecBole's rounding does not decide it."""
+    best = (rb.get("ranks") or {}).get("best") or {}
+    if best.get("epoch") == (rb.get("best_valid") or {}).get("epoch") and best.get("ndcg@10_from_ranks") is not None:
+        return float(best["ndcg@10_from_ranks"])
+    return float(rb["best_valid"]["test"])
+
+
+def _last_only(curve: list[dict], hit: dict) -> str:
+    """What to add when `sustained_at` found only the curve's last point: one evaluation, not a level held."""
+    return " (its last point only: one evaluation, not a level held)" if hit is curve[-1] and len(curve) > 1 else ""
+
+
+def _corrected(t: float, slow: list, fair: float) -> str:
+    """The verdict against RecBole's median-corrected seconds (`slow_epochs`), when any epoch was slow."""
+    if not slow:
+        return ""
+    share = t / fair
+    return f"; against the median-corrected {fair:,.0f} s, {share:.3f}: {'met' if share <= 0.2 else '**not met**'}"
+
+
 def selected_curve(run: dict) -> list[dict]:
     """Our run as RecBole's value is chosen: after each of our epochs, the test NDCG@10 of the epoch
     with the best validation NDCG@10 so far (a tie counting as better, as in RecBole's early stopping),
@@ -840,7 +896,7 @@ def selected_curve(run: dict) -> list[dict]:
     excludes the history, RecBole's does not); the test rows and protocol are the same."""
     last_point = {p["epoch"]: p for p in run["curve"] if "epoch" in p}  # time order: an epoch's last wins
     out, best = [], None
-    for e in run.get("epochs") or []:
+    for e in rule_epochs(run):
         p, valid = last_point.get(e["epoch"]), e.get("valid_ndcg@10")
         if p is None or valid is None:
             continue
@@ -896,12 +952,10 @@ def convergence_lines(rb: dict, runs: list[dict]) -> list[str]:
         hit = sustained_at(r["curve"], best["test"])
         if hit is not None:
             share = hit["train_s"] / best["train_s"]
-            fair_share = hit["train_s"] / fair if slow else share
             lines.append(f"- {r['framework']}: at or above {best['test']:.4f} from {hit['train_s']:,.1f} training "
-                         f"seconds on (every later point too), {share:.3f} of RecBole's {best['train_s']:,.0f} "
-                         f"({1 / share:.1f}× sooner): the ≤ 1/5 goal is {'met' if share <= 0.2 else '**not met**'}"
-                         + (f"; against the median-corrected {fair:,.0f} s, {fair_share:.3f}: "
-                            f"{'met' if fair_share <= 0.2 else '**not met**'}" if slow else "") + ".")
+                         f"seconds on (every later point too){_last_only(r['curve'], hit)}, {share:.3f} of RecBole's "
+                         f"{best['train_s']:,.0f} ({1 / share:.1f}× sooner): the ≤ 1/5 goal is "
+                         f"{'met' if share <= 0.2 else '**not met**'}{_corrected(hit['train_s'], slow, fair)}.")
         elif r["train_s"] < 0.2 * best["train_s"]:
             lines.append(f"- {r['framework']}: below {best['test']:.4f} at the end of its {r['train_s']:,.0f} training "
                          "seconds, a budget under 1/5 of RecBole's: the ≤ 1/5 goal is **not measured** (give "
@@ -917,23 +971,28 @@ def convergence_lines(rb: dict, runs: list[dict]) -> list[str]:
             if hit is not None:
                 share = hit["train_s"] / best["train_s"]
                 lines.append(what + f"at or above {best['test']:.4f} from {hit['train_s']:,.1f} training seconds on "
-                             f"(epoch {hit['selected_epoch']}'s weights), {share:.3f} of RecBole's "
-                             f"{best['train_s']:,.0f}: {'met' if share <= 0.2 else '**not met**'} on this reading.")
+                             f"(epoch {hit['selected_epoch']}'s weights){_last_only(selected, hit)}, {share:.3f} of "
+                             f"RecBole's {best['train_s']:,.0f}: {'met' if share <= 0.2 else '**not met**'} on this "
+                             f"reading{_corrected(hit['train_s'], slow, fair)}.")
             else:
                 top = max(p["ndcg@10"] for p in selected)
                 lines.append(what + f"not at or above {best['test']:.4f} to the end (its best {top:.4f}): "
                              "**not met** on this reading.")
-        rule = converged_line(r, rb["patience"], best)
+        rule = converged_line(r, rb["patience"], best, exact=recbole_best_exact(rb), slow=slow, fair=fair,
+                              paired=converged_ranks(r, rb["patience"]) is not None)
         if rule is not None:
             lines.append(rule)
     return lines
 
 
-def converged_line(run: dict, patience: int, best: dict) -> str | None:
+def converged_line(run: dict, patience: int, best: dict, *, exact: float | None = None, slow: list | None = None,
+                   fair: float = 0.0, paired: bool = False) -> str | None:
     """Both sides read alike: our run stopped by RecBole's own early stopping (`patience_best`) on our
-    validation NDCG@10, the test NDCG@10 of the weights it keeps against RecBole's, and our seconds to those
-    weights against RecBole's to its best. None for a run without validation values."""
-    kept, stop = patience_best(run.get("epochs") or [], patience)
+    validation NDCG@10 as RecBole would see it (`rule_epochs`), the test NDCG@10 of the weights it keeps against
+    RecBole's (`exact`: its unrounded value, `recbole_best_exact`), and our seconds to those weights against
+    RecBole's to its best (and to its median-corrected best, `fair`, when `slow` epochs were). `paired`: the
+    report has the paired interval of those weights (`converged_ranks`). None for a run without validation values."""
+    kept, stop = patience_best(rule_epochs(run), patience)
     if kept is None:
         return None
     what = (f"- {run['framework']}, stopped as RecBole is (patience {patience}, on its own validation NDCG@10): ")
@@ -944,13 +1003,19 @@ def converged_line(run: dict, patience: int, best: dict) -> str | None:
     p, end = last_point.get(kept["epoch"]), last_point.get(stop)
     if p is None:
         return what + f"epoch {kept['epoch']}, its best, has no evaluated point: **not measured** on this reading."
-    share, diff = p["train_s"] / best["train_s"], p["ndcg@10"] - best["test"]
-    verdict = ("met" if diff >= 0 and share <= 0.2 else "**not met**"
-               + (": its converged value is below RecBole's" if diff < 0 else ""))
+    target = best["test"] if exact is None else exact
+    share, diff = p["train_s"] / best["train_s"], p["ndcg@10"] - target
+    if diff < 0:
+        verdict = "**not met**: its converged value is below RecBole's"
+    else:
+        verdict = (("met" if share <= 0.2 else "**not met**") + " on the point estimates"
+                   + _corrected(p["train_s"], slow or [], fair))
+    pair = ("the paired interval over users is below" if paired else
+            "no paired interval: the run kept no per-user ranks of those weights")
     return what + (f"its best after epoch {kept['epoch']}, {p['train_s']:,.1f} training seconds (stopped after epoch "
                    f"{stop}" + (f", {end['train_s']:,.0f} s" if end else "") + f"); test NDCG@10 there "
-                   f"{p['ndcg@10']:.4f} against RecBole's {best['test']:.4f} ({diff:+.4f}; the paired interval over "
-                   f"users is below), reached in {share:.3f} of RecBole's {best['train_s']:,.0f} s: {verdict}.")
+                   f"{p['ndcg@10']:.4f} against RecBole's {target:.4f} ({diff:+.4f}; {pair}), reached in {share:.3f} "
+                   f"of RecBole's {best['train_s']:,.0f} s: {verdict}.")
 
 
 def args_budget(args, rb: dict) -> float:

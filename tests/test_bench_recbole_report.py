@@ -475,26 +475,36 @@ def test_patience_best_is_recboles_early_stopping(bench):
 def test_ours_stopped_as_recbole_is(bench):
     curve = [{"train_s": 400, "epoch": 1, "ndcg@10": 0.12}, {"train_s": 800, "epoch": 2, "ndcg@10": 0.151},
              {"train_s": 1200, "epoch": 3, "ndcg@10": 0.149}, {"train_s": 1600, "epoch": 4, "ndcg@10": 0.160}]
-    run = _ours(curve, name="ours") | {"epochs": _epochs(0.10, 0.13, 0.12, 0.11)}
+    run = _ours(curve, name="ours") | {"epochs": _epochs(0.10, 0.13, 0.12, 0.11),
+                                        "ranks": {"converged": {"epoch": 2, "ranks": {}}}}
     rb = _rb(train_s=6000.0, test=0.15, patience=1)
     line = bench.convergence_lines(rb, [run])[-1]
     assert line == ("- ours, stopped as RecBole is (patience 1, on its own validation NDCG@10): its best after epoch 2, "
                     "800.0 training seconds (stopped after epoch 4, 1,600 s); test NDCG@10 there 0.1510 against "
                     "RecBole's 0.1500 (+0.0010; the paired interval over users is below), reached in 0.133 of "
-                    "RecBole's 6,000 s: met.")
+                    "RecBole's 6,000 s: met on the point estimates.")
+    # the ranks kept are of another epoch than this reading keeps (or none): no paired interval is claimed
+    for ranks in ({"converged": {"epoch": 3, "ranks": {}}}, {}):
+        line = bench.convergence_lines(rb, [run | {"ranks": ranks}])[-1]
+        assert "(+0.0010; no paired interval: the run kept no per-user ranks of those weights)" in line
     below = bench.convergence_lines(_rb(train_s=6000.0, test=0.152, patience=1), [run])[-1]
     assert below.endswith("(-0.0010; the paired interval over users is below), reached in 0.133 of RecBole's "
                           "6,000 s: **not met**: its converged value is below RecBole's.")
     slow = bench.convergence_lines(_rb(train_s=3000.0, test=0.15, patience=1), [run])[-1]
-    assert slow.endswith("reached in 0.267 of RecBole's 3,000 s: **not met**.")
+    assert slow.endswith("reached in 0.267 of RecBole's 3,000 s: **not met** on the point estimates.")
     unstopped = bench.convergence_lines(_rb(train_s=6000.0, test=0.15, patience=2), [run])[-1]
     assert "not stopped within its 1,600 training seconds (best validation so far after epoch 2)" in unstopped
 
 
 def test_report_pairs_ours_as_recbole_stops_it_with_recboles_best(bench, tmp_path):
     args, data, rb, runs, loads, wall = _full_results(with_ranks=True)
+    rb["patience"] = 1
     ours = runs[0]
-    ours["ranks"]["converged"] = {**ours["ranks"]["last"], "epoch": 1, "train_s": 250.0}
+    ours["ranks"]["converged"] = {**ours["ranks"]["last"], "epoch": 2, "train_s": 250.0}
+    # ranks of an epoch other than the one RecBole's rule keeps here (epoch 1): no (c) row
+    text = bench.report(args, data, rb, runs, loads, wall, tmp_path / "r.md")
+    assert "| (c) " not in text
+    ours["ranks"]["converged"]["epoch"] = 1
     text = bench.report(args, data, rb, runs, loads, wall, tmp_path / "r.md")
     users = sorted(rb["ranks"]["best"]["ranks"])
     diff = (bench.user_ndcg(ours["ranks"]["converged"]["ranks"], users)
@@ -504,3 +514,62 @@ def test_report_pairs_ours_as_recbole_stops_it_with_recboles_best(bench, tmp_pat
             "validation NDCG@10 (epoch 1)") in row
     assert f"| {diff:+.4f} | [" in row
     assert "| recharness SASRec (fp32), the weights RecBole's early stopping keeps (epoch 1) | 250.0 |" in text
+
+
+def test_ours_read_as_recbole_reads_its_epochs(bench):
+    # RecBole rounds its validation NDCG@10 to 4 decimals before comparing: these three tie there (a tie counts as
+    # better), so epoch 3 is kept and patience 1 never stops; unrounded, epoch 1 is kept and it stops after 3
+    curve = [{"train_s": 100.0 * i, "epoch": i, "ndcg@10": 0.1, "end_of_epoch": True} for i in range(1, 5)]
+    run = _ours(curve) | {"epochs": _epochs(0.150049, 0.149951, 0.14996, 0.1)}
+    kept, stop = bench.patience_best(run["epochs"], 1)
+    assert (kept["epoch"], stop) == (1, 3)
+    kept, stop = bench.patience_best(bench.rule_epochs(run), 1)
+    assert (kept["epoch"], stop) == (3, None)
+    # a budget's unfinished last epoch (its last point not an epoch's end) is not an epoch RecBole would validate;
+    # a NaN value is left out
+    curve[-1]["end_of_epoch"] = False
+    run = _ours(curve) | {"epochs": _epochs(0.13, 0.12, float("nan"), 0.11)}
+    assert [e["epoch"] for e in bench.rule_epochs(run)] == [1, 2]
+    assert bench.patience_best(bench.rule_epochs(run), 1) == (bench.rule_epochs(run)[0], None)
+
+
+def test_every_reading_is_also_read_against_the_median_corrected_time(bench):
+    # RecBole's best at 6,000 s, of which a slow epoch's excess makes 1,500 s: 4,500 s corrected. Ours keeps
+    # weights at 1,100 s: 0.183 of 6,000 (met) but 0.244 of 4,500 (not met), on all three readings
+    curve = [{"train_s": 500.0, "epoch": 1, "ndcg@10": 0.12}, {"train_s": 1100.0, "epoch": 2, "ndcg@10": 0.152},
+             {"train_s": 1600.0, "epoch": 3, "ndcg@10": 0.153}, {"train_s": 2100.0, "epoch": 4, "ndcg@10": 0.151}]
+    run = _ours(curve) | {"epochs": _epochs(0.10, 0.13, 0.12, 0.11)}
+    rb = _rb(train_s=6000.0, test=0.15, patience=1)
+    rb["epochs"] = [{"epoch": i, "train_s": s} for i, s in enumerate((1500.0, 1500.0, 3000.0, 1500.0, 1500.0), 1)]
+    rb["best_valid"]["epoch"] = 3
+    lines = bench.convergence_lines(rb, [run])
+    assert "RecBole's best came after 4,500 training seconds" in lines[1]
+    assert lines[2].endswith("0.183 of RecBole's 6,000 (5.5× sooner): the ≤ 1/5 goal is met; against the "
+                             "median-corrected 4,500 s, 0.244: **not met**.")
+    assert lines[3].endswith("0.183 of RecBole's 6,000: met on this reading; against the median-corrected 4,500 s, "
+                             "0.244: **not met**.")
+    assert lines[4].endswith("met on the point estimates; against the median-corrected 4,500 s, 0.244: **not met**.")
+
+
+def test_verdicts_use_recboles_unrounded_value_and_flag_a_last_point_touch(bench):
+    curve = [{"train_s": 400.0, "epoch": 1, "ndcg@10": 0.12}, {"train_s": 800.0, "epoch": 2, "ndcg@10": 0.15004},
+             {"train_s": 1200.0, "epoch": 3, "ndcg@10": 0.149}, {"train_s": 1600.0, "epoch": 4, "ndcg@10": 0.140}]
+    run = _ours(curve) | {"epochs": _epochs(0.10, 0.13, 0.12, 0.11)}
+    rb = _rb(train_s=6000.0, test=0.15, patience=1)  # RecBole reports 0.1500: unrounded it was 0.15004..0.15005
+    assert "(+0.0000; " in bench.convergence_lines(rb, [run])[-1]
+    assert bench.convergence_lines(rb, [run])[-1].endswith("met on the point estimates.")
+    rb["ranks"] = {"best": {"epoch": 3, "ndcg@10_from_ranks": 0.150049}}
+    assert bench.recbole_best_exact(rb) == 0.150049
+    line = bench.convergence_lines(rb, [run])[-1]
+    assert "against RecBole's 0.1500 (-0.0000; " in line and line.endswith("its converged value is below RecBole's.")
+    rb["ranks"]["best"]["epoch"] = 2  # ranks of another epoch than the best: the reported value stands
+    assert bench.recbole_best_exact(rb) == 0.15
+    # a curve at or above the target only at its last point: said so
+    touch = _ours(_curve((500, 0.12), (1000, 0.14), (1100, 0.151)))
+    assert "(every later point too) (its last point only: one evaluation, not a level held)" in \
+        bench.convergence_lines(_rb(train_s=6000.0, test=0.15), [touch])[1]
+
+
+def test_machines_line_skips_an_epoch_without_its_time(bench):
+    rb = {"epochs": [{"epoch": 1, "train_s": 100.0, "cpu": "A"}, {"epoch": 2, "cpu": "A"}]}
+    assert "1 epoch(s) finished on A (median 100 s)" in bench.machines_line(rb, [{"cpu": "A"}])
