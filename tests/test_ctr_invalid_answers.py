@@ -1,6 +1,6 @@
 """RecBench CTR: an answer without a usable P(Yes) counts one half in every pair it is in (AUC, GAUC), a coin
 flip, and log 2 in log loss. Scored 0.5, it used to tie only with other 0.5s: with the valid scores above 0.5
-and the failures on negatives, an uninformative model's AUC rose from 0.52 to 0.69."""
+and the failures on negatives, an uninformative model's AUC rose from 0.53 to 0.70 (below)."""
 
 from __future__ import annotations
 
@@ -54,6 +54,10 @@ def test_all_valid_is_sklearns_auc_and_an_uninformative_model_stays_near_one_hal
     P, N, Pv, Nv = (y == 1).sum(), (y == 0).sum(), ((y == 1) & v).sum(), ((y == 0) & v).sum()
     exact = (roc_auc_score(y[v], p[v]) * Pv * Nv + 0.5 * (P * N - Pv * Nv)) / (P * N)
     assert m2["AUC"] == pytest.approx(exact) and abs(m2["AUC"] - m["AUC"]) < 0.05
+    # the old rule, an invalid answer scored 0.5 (below every valid score here), read this uninformative model's
+    # 0.53 as 0.70 (the README's example)
+    assert m["AUC"] == pytest.approx(0.5280, abs=1e-4)
+    assert roc_auc_score(y, np.where(drop, 0.5, p)) == pytest.approx(0.7033, abs=1e-4)
     units = task.units(samples, preds)
     assert units["AUC"].point() == pytest.approx(m2["AUC"]) and units["GAUC"].point() == pytest.approx(m2["GAUC"])
 
