@@ -9,7 +9,7 @@ import time
 
 from recharness.core.io import GroupCommitLog, dumps_line, dumps_safe, read_jsonl
 from recharness.core.types import GenerationParams
-from recharness.execution.cache import ResponseCache, cache_key
+from recharness.execution.cache import ResponseCache, cache_key, cache_keys
 from recharness.execution.executor import CachedModel
 from recharness.models.fake import FakeBackend
 
@@ -24,6 +24,22 @@ def test_cache_keys_are_byte_for_byte_those_of_earlier_releases():
         "50c14d9c29499286208692d7be2eecaabc71a5800898898a62419fdd895ba283"
     assert cache_key("options", {"backend": "fake", "model": "f"}, None, [{"role": "user", "content": "Yes or No?"}],
                      {"options": ["Yes", "No"]}) == "d782f734621573fa495287c6f6d91251781f93ccb208c09393ff0f9b2b4193ad"
+
+
+def test_cache_keys_of_many_requests_are_each_cache_key():
+    ident = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:8000/v1",
+             "extra_body": {"repeat_penalty": 1.0, "top_k": 40}}
+    shared = GenerationParams(max_tokens=48, stop=("\n\n",)).model_dump(mode="json")
+    other = GenerationParams(max_tokens=7, temperature=0.7, top_p=0.9, seed=3).model_dump(mode="json")
+    msgs = [[{"role": "system", "content": "Recommend films."}, {"role": "user", "content": 'Héllo ☃ \ud800 "q"'}],
+            [{"role": "user", "content": "x" * 3000, "name": "a"}], [], [{"content": "\n\t\\", "role": "user"}]]
+    requests = [(shared, m) for m in msgs] + [(other, m) for m in msgs] + [(dict(shared), msgs[0]), (None, msgs[1])]
+    assert cache_keys("generate", ident, requests) == [cache_key("generate", ident, p, m) for p, m in requests]
+    # the pinned key of an earlier release (the test above), through this path too
+    pinned = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:8000/v1",
+              "extra_body": {"repeat_penalty": 1.0}}
+    assert cache_keys("generate", pinned, [(shared, msgs[0])]) == \
+        ["50c14d9c29499286208692d7be2eecaabc71a5800898898a62419fdd895ba283"]
 
 
 def test_json_lines_are_what_json_dumps_wrote():
@@ -103,6 +119,7 @@ def test_generate_reuses_the_read_aheads_key_only_for_the_same_messages_and_para
 
     calls = []
     monkeypatch.setattr(ex, "cache_key", lambda *a, **k: calls.append(a) or cache_key(*a, **k))
+    monkeypatch.setattr(ex, "cache_keys", lambda kind, ident, reqs: calls.extend(reqs) or cache_keys(kind, ident, reqs))
     cache = ResponseCache(tmp_path / "c.sqlite", buffered=True)
     model = CachedModel(FakeBackend(), cache)
     params = GenerationParams(max_tokens=8)

@@ -37,6 +37,24 @@ def cache_key(kind: str, identity: dict, params: dict | None, messages: list, ex
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def cache_keys(kind: str, identity: dict, requests: list[tuple[dict | None, list]]) -> list[str]:
+    """`cache_key(kind, identity, params, messages)` of each (params, messages) in `requests`: the same keys, with
+    what they share encoded once (the identity, and each params dict once however many requests hold it: a
+    run's samples share one), which halves a key's encoding in a run's read-ahead. The text is what `key_text`
+    writes for the whole dict, whose keys sort as extra, kind, messages, model, params."""
+    head = '{"extra":null,"kind":' + key_text(kind) + ',"messages":'
+    model = ',"model":' + key_text(identity) + ',"params":'
+    texts: dict[int, str] = {}  # by id: every params dict stays alive in `requests` meanwhile
+    out = []
+    for params, messages in requests:
+        text = texts.get(id(params))
+        if text is None:
+            text = texts[id(params)] = key_text(params)
+        payload = head + key_text(messages) + model + text + "}"
+        out.append(hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest())
+    return out
+
+
 class ResponseCache:
     """JSON values by key in SQLite (WAL).
 

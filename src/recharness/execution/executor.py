@@ -53,7 +53,7 @@ from recharness.core.io import GroupCommitLog, read_jsonl
 from recharness.core.paths import shown_path
 from recharness.core.types import Completion, GenerationParams, Messages, Prediction
 from recharness.execution.ask import ask
-from recharness.execution.cache import ResponseCache, cache_key, key_text
+from recharness.execution.cache import ResponseCache, cache_key, cache_keys, key_text
 from recharness.models.base import ModelBackend
 from recharness.tasks.base import Task
 
@@ -124,15 +124,16 @@ class CachedModel:
         ahead = getattr(self.cache, "prefetch", None)
         if ahead is None or not requests:
             return
-        identity = self.backend.identity()
-        keys, known = [], {}
-        for messages, params in requests:
-            dumped = params.model_dump(mode="json")
-            key = cache_key("generate", identity, dumped, messages)
-            keys.append(key)
+        dumps: dict[int, dict] = {}  # each params object dumped once (a run's samples share one)
+        for _, params in requests:
+            if id(params) not in dumps:
+                dumps[id(params)] = params.model_dump(mode="json")
+        keys = cache_keys("generate", self.backend.identity(), [(dumps[id(p)], m) for m, p in requests])
+        known = {}
+        for (messages, params), key in zip(requests, keys):
             if all(type(m) is dict and all(type(v) is str for v in m.values()) for m in messages):
                 # str values: whole copies
-                known[tuple(map(id, messages))] = ([dict(m) for m in messages], params, dumped, key)
+                known[tuple(map(id, messages))] = ([dict(m) for m in messages], params, dumps[id(params)], key)
         self._keys = known
         ahead(keys)
 
