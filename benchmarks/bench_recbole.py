@@ -897,8 +897,8 @@ def selected_curve(run: dict) -> list[dict]:
     last_point = {p["epoch"]: p for p in run["curve"] if "epoch" in p}  # time order: an epoch's last wins
     out, best = [], None
     for e in rule_epochs(run):
-        p, valid = last_point.get(e["epoch"]), e.get("valid_ndcg@10")
-        if p is None or valid is None:
+        p, valid = last_point.get(e["epoch"]), e["valid_ndcg@10"]  # `rule_epochs` keeps only epochs with a value
+        if p is None:
             continue
         if best is None or valid >= best["valid"]:
             best = {"valid": valid, "test": p["ndcg@10"], "epoch": e["epoch"]}
@@ -978,20 +978,20 @@ def convergence_lines(rb: dict, runs: list[dict]) -> list[str]:
                 top = max(p["ndcg@10"] for p in selected)
                 lines.append(what + f"not at or above {best['test']:.4f} to the end (its best {top:.4f}): "
                              "**not met** on this reading.")
-        rule = converged_line(r, rb["patience"], best, exact=recbole_best_exact(rb), slow=slow, fair=fair,
-                              paired=converged_ranks(r, rb["patience"]) is not None)
+        rule = converged_line(r, rb["patience"], best, exact=recbole_best_exact(rb), slow=slow, fair=fair)
         if rule is not None:
             lines.append(rule)
     return lines
 
 
 def converged_line(run: dict, patience: int, best: dict, *, exact: float | None = None, slow: list | None = None,
-                   fair: float = 0.0, paired: bool = False) -> str | None:
+                   fair: float = 0.0) -> str | None:
     """Both sides read alike: our run stopped by RecBole's own early stopping (`patience_best`) on our
     validation NDCG@10 as RecBole would see it (`rule_epochs`), the test NDCG@10 of the weights it keeps against
     RecBole's (`exact`: its unrounded value, `recbole_best_exact`), and our seconds to those weights against
-    RecBole's to its best (and to its median-corrected best, `fair`, when `slow` epochs were). `paired`: the
-    report has the paired interval of those weights (`converged_ranks`). None for a run without validation values."""
+    RecBole's to its best (and to its median-corrected best, `fair`, when `slow` epochs were); it points to the
+    paired interval only when the report has one for those weights (`converged_ranks`). None for a run without
+    validation values."""
     kept, stop = patience_best(rule_epochs(run), patience)
     if kept is None:
         return None
@@ -1010,7 +1010,7 @@ def converged_line(run: dict, patience: int, best: dict, *, exact: float | None 
     else:
         verdict = (("met" if share <= 0.2 else "**not met**") + " on the point estimates"
                    + _corrected(p["train_s"], slow or [], fair))
-    pair = ("the paired interval over users is below" if paired else
+    pair = ("the paired interval over users is below" if converged_ranks(run, patience) is not None else
             "no paired interval: the run kept no per-user ranks of those weights")
     return what + (f"its best after epoch {kept['epoch']}, {p['train_s']:,.1f} training seconds (stopped after epoch "
                    f"{stop}" + (f", {end['train_s']:,.0f} s" if end else "") + f"); test NDCG@10 there "
