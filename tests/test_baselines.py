@@ -78,6 +78,8 @@ def test_every_baseline_of_the_ranking_tasks_fits_and_predicts_records_its_tasks
         items = out["s1"]["parsed"]["items"]  # popularity knows only items with training rows
         assert 1 <= len(items) <= 2 and set(items) <= {"b", "c", "d", "e"} and out["s1"]["parsed"]["strings"] == items
         assert sorted(out["d1"]["parsed"]["ranking"]) == ["a", "b", "e"]
+        if name == "popularity":  # counts a 2, b 1: a is seen, b is all it knows; the candidates by count
+            assert items == ["b"] and out["d1"]["parsed"]["ranking"] == ["a", "b", "e"]
         again = {**model.predict([seq], SequentialTask()), **model.predict([direct], DirectTask())}
         assert again == out  # the same samples give the same records
     assert serving(get_task("llmrec", "sequential"), on_the_fly=True) == ["popularity", "random"]

@@ -7,17 +7,25 @@ import pytest
 
 from recharness.metrics.beyond_accuracy import Popularity, beyond_accuracy_units, gini
 
+_ROWS = [("1", "a"), ("2", "a"), ("3", "a"), ("4", "a"), ("1", "b"), ("1", "b"), ("2", "b"), ("1", "c"), ("3", "e")]
 
-def _pop() -> Popularity:
-    # training interactions: a 4 (users 1,2,3,4), b 2 (users 1,2), c 1 (user 1), d 0, e 1 (user 3)
-    rows = [("1", "a"), ("2", "a"), ("3", "a"), ("4", "a"), ("1", "b"), ("2", "b"), ("1", "c"), ("3", "e")]
-    return Popularity.of(pl.DataFrame(rows, schema=["user_id", "item_id"], orient="row"), list("abcde"))
+
+def _pop(catalog="abcde", **kw) -> Popularity:
+    # training interactions: a 4 (users 1,2,3,4), b 3 (user 1 twice, user 2: 2 users), c 1 (user 1), d 0,
+    # e 1 (user 3). b's interactions and users differ, so a count read for the other shows
+    return Popularity.of(pl.DataFrame(_ROWS, schema=["user_id", "item_id"], orient="row"), list(catalog), **kw)
 
 
 def test_popularity_head_is_the_top_fifth_by_interactions():
     pop = _pop()
-    assert pop.interactions == {"a": 4, "b": 2, "c": 1, "d": 0, "e": 1}
+    assert pop.interactions == {"a": 4, "b": 3, "c": 1, "d": 0, "e": 1}
+    assert pop.users_of == {"a": 4, "b": 2, "c": 1, "d": 0, "e": 1}
     assert pop.users == 4 and pop.head == frozenset({"a"})  # 20% of 5 items = 1
+
+
+def test_popularity_head_ties_go_to_the_smaller_id_whatever_the_catalog_order():
+    # 60% of 5 items = 3: a (4), b (3), then c and e tie at 1: c by id, though e comes first in the catalog
+    assert _pop("abedc", head_share=0.6).head == frozenset("abc")
 
 
 def test_gini_matches_the_mean_absolute_difference_formula():
@@ -39,9 +47,10 @@ def test_hand_worked_lists():
     assert point["coverage@2"] == pytest.approx(2 / 5)  # a, b
     # exposures a 2, b 1, c 0, d 0, e 0 → sorted 0 0 0 1 2: Σ(2i-6)x = 0*-4 + 0*-2 + 0*0 + 1*2 + 2*4 = 10
     assert point["Gini@2"] == pytest.approx(10 / (5 * 3))
-    assert point["ARP@2"] == pytest.approx(((4 + 2) / 2 + 4 / 1) / 2)
-    si = {i: -np.log2((pop.users_of[i] + 1) / 5) for i in "ab"}
-    assert point["novelty@2"] == pytest.approx(((si["a"] + si["b"]) / 2 + si["a"]) / 2)
+    # ARP counts interactions (b 3), novelty users (b 2 of 4): -log2((users_of + 1) / (users + 1))
+    assert point["ARP@2"] == pytest.approx(((4 + 3) / 2 + 4 / 1) / 2)  # 3.75
+    # a: -log2(5/5) = 0, b: -log2(3/5); s1's mean (0 + log2(5/3)) / 2, s2's 0 (a alone), s3 has no list
+    assert point["novelty@2"] == pytest.approx(np.log2(5 / 3) / 4)  # 0.1842; interactions for users: log2(5/4)/4
     assert point["HR@2 head"] == 0.0  # only s3's target (a) is a head item
     assert point["HR@2 tail"] == pytest.approx(0.5)
 

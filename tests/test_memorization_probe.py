@@ -3,10 +3,20 @@ scipy, the ML-1M line formats, and a real run through an OpenAI-compatible serve
 
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 
-from recharness.probes.memorization import Probe, answer_line, build_probes, check, coverage, item_line, summarise
+from recharness.probes.memorization import (
+    Probe,
+    answer_line,
+    build_probes,
+    check,
+    coverage,
+    item_line,
+    popularity_deciles,
+    summarise,
+)
 
 
 def _item(title="Toy Story (1995)", genres=("Animation", "Children's", "Comedy")):
@@ -82,6 +92,23 @@ def test_summary_counts_unanswered_apart_and_lists_memorized_items(ml1m):
     assert res["kinds"]["item"]["title"]["value"] == pytest.approx(2 / 3)
     assert res["memorized_items"] == sorted(p.subject for p in probes[:2])
     assert res["probed_items"] == sorted(p.subject for p in probes[:3])  # asked and answered: the unanswered are not
+    # by popularity decile: each decile's title coverage over the checked items of that decile only
+    deciles = popularity_deciles(ml1m)
+    hit = {p.subject: i < 2 for i, p in enumerate(probes[:3])}
+    by = res["kinds"]["item"]["by_decile"]
+    assert set(by) == set(range(1, 11))
+    for d in range(1, 11):
+        mine = [h for i, h in hit.items() if deciles[i] == d]
+        assert by[d]["n"] == len(mine) and by[d]["value"] == (sum(mine) / len(mine) if mine else None)
+
+
+def test_popularity_deciles_by_interactions_ties_by_id():
+    import polars as pl
+
+    # interactions a 4, b 2, c 1, e 1, d 0: five items, two per tenth; c before e by id
+    inter = pl.DataFrame({"item_id": list("aaaabbce")})
+    ds = SimpleNamespace(interactions=inter, items=pl.DataFrame({"item_id": list("edcba")}))
+    assert popularity_deciles(ds) == {"a": 1, "b": 3, "c": 5, "e": 7, "d": 9}
 
 
 @pytest.mark.llm

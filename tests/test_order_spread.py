@@ -164,11 +164,16 @@ def test_perrecbench_spread_follows_the_headlines_dropping_rule(groups):
     recs = _records(groups, _truth, bad["id"])
     zero = task.score(_with(groups), recs)
     assert zero["tau order spread"] == pytest.approx(math.sqrt(2) / 3 / 6, abs=1e-12)
-    assert zero[f"target at {bad['target_position']}: HR@1"] < 1.0 and "order units left out" not in zero
+    # the oracle hits at every position but the invalid sample's: (n - 1) / n at its position
+    n = sum(s["target_position"] == bad["target_position"] for s in groups)
+    assert zero[f"target at {bad['target_position']}: HR@1"] == pytest.approx((n - 1) / n)
+    assert "order units left out" not in zero
     drop = task.score(_with(groups, invalid="drop"), recs)
     assert drop["tau"] == pytest.approx(1.0) and drop["tau order spread"] == pytest.approx(0.0, abs=1e-12)
     assert drop["order units left out"] == 1.0
-    assert all(v == 1.0 for k, v in drop.items() if k.startswith("target at "))
+    # the positions the other groups' samples were shown at, each hit every time
+    pos = {f"target at {s['target_position']}: HR@1" for s in groups if s["order_of"] != bad["order_of"]}
+    assert pos and {k for k in drop if k.startswith("target at ")} == pos and all(drop[k] == 1.0 for k in pos)
 
 
 def test_perrecbench_spread_under_compat_is_over_the_originals_taus(groups):

@@ -45,7 +45,7 @@ def test_markov_scores_are_the_transition_counts_after_the_last_item():
     # transitions: a->b (u1, u2), b->c (u1, u3), c->d (u3, u4)
     assert m.scores(["x", "a"]).tolist() == [0, 2, 0, 0, 0]
     assert m.scores(["b"]).tolist() == [0, 0, 2, 0, 0]
-    # ties (everything but c) by training popularity: b 3, c 4, a 2, d 2 (a before d by id), e 0
+    # ties (everything but c) by training popularity: b 3, c 3, a 2, d 2 (a before d by id), e 0
     assert m.top_k(3, history=["b"]) == ["c", "b", "a"]
     assert m.top_k(3, exclude={"b"}, history=["b"]) == ["c", "a", "d"]
     assert m.target_rank("d", ["b"]) == 3  # c, then a (popularity tie with d, id first), then d

@@ -1,13 +1,18 @@
 """Each model row is stated against the strongest reference on the task's headline metric, by the
-same paired test as the table's bold (hand-checked on a tiny run: exact sign-flip below 21 units)."""
+same paired test as the table's bold (on a tiny run: the exact sign-flip test below 21 units, checked against
+SciPy's on the per-user values worked from the answers)."""
 
 import json
+import math
 
+import numpy as np
 import pytest
+from scipy import stats
 from typer.testing import CliRunner
 
 from recharness.cli import app
 from recharness.runner.compare import compare
+from recharness.runner.pipeline import methods_by_task
 
 
 def test_model_rows_say_whether_they_beat_the_strongest_reference(ml1m, tmp_path):
@@ -28,9 +33,24 @@ def test_model_rows_say_whether_they_beat_the_strongest_reference(ml1m, tmp_path
     pair = [x for x in compare(out, ["fake", strongest], task="direct") if x["metric"] == "NDCG@10"]
     assert len(pair) == 1 and pair[0]["exact"] and pair[0]["permutations"] == 2**12
     assert v["p"] == pytest.approx(pair[0]["p_perm"], abs=1e-12) and 0 < v["p"] <= 1
-    # and the table's bold mark against that row when it is the column's best
-    if rows[strongest]["ci"]["NDCG@10"].get("top") and rows[strongest]["ci"]["NDCG@10"]["p_vs_best"] is None:
-        assert v["p"] == pytest.approx(rows["fake"]["ci"]["NDCG@10"]["p_vs_best"])
+    # and against SciPy's exact paired permutation test on the per-user NDCG@10 worked from the answers (one
+    # target each: 1/log2(r + 1) at place r of the top 10, else 0; an invalid answer 0)
+    (_, _, samples, methods), = methods_by_task(out, seed=0, only={"fake", strongest})
+    recs = {name: got for name, _, got, _ in methods}
+
+    def ndcg(rec, target):
+        ranking = (rec.get("parsed") or {}).get("ranking") or [] if rec.get("valid", True) else []
+        return 1 / math.log2(ranking.index(target) + 2) if target in ranking[:10] else 0.0
+
+    x, y = ([ndcg(recs[m][s["id"]], s["target"]) for s in samples] for m in ("fake", strongest))
+    assert np.mean(x) == pytest.approx(rows["fake"]["metrics"]["NDCG@10"])
+    assert np.mean(y) == pytest.approx(rows[strongest]["metrics"]["NDCG@10"])
+    ref = stats.permutation_test((x, y), lambda a, b: np.mean(a) - np.mean(b), permutation_type="samples",
+                                 n_resamples=np.inf).pvalue
+    assert v["p"] == pytest.approx(ref, abs=1e-12)
+    # and the table's bold mark against that row, the column's best here (popularity ranks 20 uniform candidates)
+    assert rows[strongest]["ci"]["NDCG@10"].get("top") and rows[strongest]["ci"]["NDCG@10"]["p_vs_best"] is None
+    assert v["p"] == pytest.approx(rows["fake"]["ci"]["NDCG@10"]["p_vs_best"])
     assert v["verdict"] == ("not distinguishable" if v["p"] >= 0.05 else "beats" if v["diff"] > 0 else "below")
     assert f"Strongest reference by NDCG@10: {strongest}" in (out / "scores.md").read_text()
     said = {"not distinguishable": "is not distinguishable from it", "beats": "beats it", "below": "is below it"}
