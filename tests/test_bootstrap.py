@@ -233,11 +233,13 @@ def test_gauc_ci_over_users_matches_scipy():
 
     _, aucs, sizes = group_auc(y, s, users)
     ok = ~np.isnan(aucs)
-    a, n = aucs[ok], sizes[ok].astype(float)
-    ref = _scipy_ci((a, n), lambda x, w, axis=-1: (x * w).sum(axis) / w.sum(axis), paired=True, vectorized=True)
+    # the same units as gauc_units: every user, one without both classes weighing 0 (resampled all the same)
+    num, den = np.where(ok, aucs * sizes, 0.0), np.where(ok, sizes, 0).astype(float)
+    ref = _scipy_ci((num, den), lambda x, w, axis=-1: x.sum(axis) / w.sum(axis), paired=True, vectorized=True)
     u = gauc_units(y, s, users, "impressions")
     assert u.point() == pytest.approx(gauc(y, s, users).weighted, abs=1e-12)
-    _close(_ci(u), ref, tol=0.1)  # users without both classes are units too (weight 0): a little more noise
+    assert u.point() == pytest.approx(num.sum() / den.sum(), abs=1e-12) and (~ok).any()
+    _close(_ci(u), ref)
 
 
 def test_paired_difference_ci_matches_scipy():
@@ -400,3 +402,19 @@ def test_auc_permutation_swaps_ranks_not_raw_scores_of_another_scale():
     want = roc_auc_score(y, np.where(s, rb, ra)) - roc_auc_score(y, np.where(s, ra, rb))
     assert a.swapped(b, swaps[:1])[0] == pytest.approx(want, abs=1e-12)
     assert a.point() == pytest.approx(roc_auc_score(y, x)) and b.point() == pytest.approx(roc_auc_score(y, other))
+
+
+def test_permutation_p_counts_a_near_tie_as_scipy_does():
+    """A null value 1.5e-14 relatively below the observed one is a tie under scipy's tolerance (100 float64 eps,
+    2.2e-14), not under the 1e-14 used before; the p-value is scipy's on the same null."""
+    from recharness.metrics.bootstrap import permutation_p
+
+    observed = 0.3
+    null = np.array([observed * (1 - 1.5e-14), 0.0, 0.1, -0.1, 0.05, -0.05, 0.2, -0.2])
+    assert not null[0] >= observed  # not a tie to the letter
+    # scipy.stats.permutation_test's comparison (stats/_resampling.py), on this null
+    eps = 100 * np.finfo(np.float64).eps
+    greater = np.mean(null >= observed - abs(eps * observed))
+    less = np.mean(null <= observed + abs(eps * observed))
+    assert greater == 1 / 8  # the near tie counted (0 under a 1e-14 tolerance)
+    assert permutation_p(null, observed, exact=True) == pytest.approx(2 * min(less, greater)) == pytest.approx(2 / 8)

@@ -56,6 +56,7 @@ def test_every_metric_gets_an_interval(suite, task, ds, ml1m, amazon2023, tmp_pa
         single = set(r.extra.get("no_interval", {}))  # metrics carried by one unit: no interval, said so
         assert want and set(want) == set(r.ci) | single and not single & set(r.ci), (r.method, want, r.ci, single)
         assert all(v.startswith("n too small: ") for v in r.extra.get("no_interval", {}).values())
+        assert r.ci, (r.method, r.extra.get("no_interval"))  # the checks below run on every row
         for m, c in r.ci.items():
             assert c["lo"] <= c["hi"] and c["resamples"] >= 100, (m, c)
             assert c["generic"] == generic, (m, c)  # a task without units is re-scored

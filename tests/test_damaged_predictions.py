@@ -37,7 +37,8 @@ def test_a_model_field_that_is_no_object_is_named_by_score(answered_run):
     assert isinstance(res.exception, InputError) and res.exception.field == "model", res.output
 
 
-@pytest.mark.parametrize("field, value", [("latency_s", "slow"), ("completion_tokens", True), ("latency_s", "NaN")])
+@pytest.mark.parametrize("field, value", [("latency_s", "slow"), ("completion_tokens", True), ("latency_s", "NaN"),
+                                          ("latency_s", 10**400)])  # an int no float holds (was: OverflowError)
 def test_a_latency_that_is_no_number_is_named_with_its_line(answered_run, field, value):
     out, pf, recs = answered_run
     recs[4][field] = value if value != "NaN" else float("nan")
@@ -45,6 +46,20 @@ def test_a_latency_that_is_no_number_is_named_with_its_line(answered_run, field,
     res = CliRunner().invoke(app, ["score", "llmrec", "-o", str(out), "--resamples", "0"])
     assert isinstance(res.exception, InputError), res.output
     assert (res.exception.line, res.exception.field) == (5, field)
+
+
+def test_a_number_of_more_digits_than_python_reads_is_named_with_its_line(answered_run):
+    """JSON allows any length of digits; Python's int refuses more than 4300 with a ValueError that was a
+    traceback here (read_jsonl caught only decoding errors)."""
+    out, pf, recs = answered_run
+    lines = pf.read_text().splitlines()
+    lines[2] = lines[2].replace('"latency_s":', '"latency_s": 1' + "0" * 5000 + ', "was":', 1)
+    assert "0" * 5000 in lines[2]
+    pf.write_text("\n".join(lines) + "\n")
+    for args in (["score", "llmrec", "-o", str(out), "--resamples", "0"], ["run", "llmrec", "-o", str(out), "-m", "fake"]):
+        res = CliRunner().invoke(app, args)
+        assert isinstance(res.exception, InputError), res.output
+        assert res.exception.line == 3 and "more digits than Python reads" in str(res.exception)
 
 
 def test_an_answer_filed_under_another_task_stops_a_resume(answered_run):
@@ -79,6 +94,14 @@ def test_ctrl_c_says_the_run_is_interrupted_and_resumable(ml1m, tmp_path):
             time.sleep(0.1)
         p.send_signal(signal.SIGINT)
         _, err = p.communicate(timeout=60)
-    assert p.returncode == 130, err
-    assert "interrupted" in err and "resume" in err, err
-    assert 2 <= len(pf.read_text().splitlines()) < 30
+        assert p.returncode == 130, err
+        assert "interrupted" in err and "resume" in err, err
+        kept = [json.loads(x)["id"] for x in pf.read_text().splitlines()]
+        assert 2 <= len(kept) < 30
+        # the resume the message promises: the rest answered, the kept answers neither asked again nor doubled
+        res = CliRunner().invoke(app, ["run", "llmrec", "-o", str(out), "-m", f"openai:m@{srv.base_url}", "-c", "8"],
+                                 env={"RECHARNESS_CACHE": str(tmp_path / "cache.sqlite")})
+        assert res.exit_code == 0, res.output
+        assert f"{30 - len(kept)} new predictions (0 from cache, {len(kept)} already done" in " ".join(res.output.split())
+    ids = [json.loads(x)["id"] for x in pf.read_text().splitlines()]
+    assert ids[:len(kept)] == kept and len(ids) == len(set(ids)) == 30

@@ -170,6 +170,7 @@ def test_recbench_plus(ml1m, name):
     assert m["P"] == pytest.approx(valid_only["P"] * nv / n) and m["R"] == pytest.approx(nv / n)
     # FTR on the wrong side: a failure is a failure to recommend, but never a correct decline
     assert m["FTR"] == pytest.approx(0.0 if name == "misinformed" else len(bad) / n)
+    assert ("CMR" in m) == ("CMR" in valid_only)
     if "CMR" in valid_only:
         assert m["CMR"] == valid_only["CMR"]  # over queries that recommended something, as before
     groups = task.breakdown(samples, preds)
@@ -227,6 +228,7 @@ def test_perrecbench(ml1m, name):
     # every failed group scores tau 0 in its level's mean; correct ones their own tau
     tau_ok = {g.id: g.tau_rank for g in score_groups(samples, {s["id"]: _perrec_good(name, task, s) for s in samples})}
     levels = task.breakdown(samples, preds)
+    assert set(levels) == {s["level"] for s in samples}  # every level is checked below, none silently skipped
     for lv, row in levels.items():
         ids = [s["id"] for s in samples if s["level"] == lv]
         assert row["groups"] == len(ids) and row["invalid"] == sum(i in bad for i in ids)

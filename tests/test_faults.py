@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from recharness.core.errors import ServerUnreachable, one_line
+from recharness.core.errors import ConfigError, ServerUnreachable, one_line
 from recharness.core.io import FileLocked, GroupCommitLog, read_jsonl
 from recharness.core.types import GenerationParams, Parsed
 from recharness.execution.cache import ResponseCache
@@ -298,6 +298,11 @@ def test_credentials_never_leave_the_url(tmp_path):
     assert (redact_url("https://x.example/openai?api-version=2024-02-01&code=ZZZ&deployment=d1")
             == "https://x.example/openai?api-version=2024-02-01&code=***&deployment=hidden-"
             + hashlib.sha256(b"d1").hexdigest()[:8])
+    # a #fragment is never sent: never shown, and a base URL with one is refused (the request path would land in it)
+    assert redact_url("http://127.0.0.1:9/v1#key=sk-frag-55") == "http://127.0.0.1:9/v1"
+    with pytest.raises(ConfigError) as e:
+        OpenAICompatibleBackend("m", base_url="http://127.0.0.1:9/v1#key=sk-frag-55")
+    assert "sk-frag-55" not in str(e.value) and "#fragment" in str(e.value)
     b = OpenAICompatibleBackend("m", base_url=url, backoff_s=0.01)
     assert b.local and b.extra_body == {"repeat_penalty": 1.0}  # loopback despite the user:password
     assert "s3cret" not in json.dumps(b.identity()) and "k3y" not in json.dumps(b.identity())

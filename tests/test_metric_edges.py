@@ -133,3 +133,6 @@ def test_the_default_stratified_run_keeps_its_stream():
     draws = np.concatenate([m[rng.integers(0, m.size, size=(DEFAULT_RESAMPLES, m.size))] for m in members], axis=1)
     want = np.stack([np.bincount(d, minlength=st.size) for d in draws]).astype(float)
     assert np.array_equal(got, want)
+    # and the stream itself, as literals: a change made alike here and in `resample_counts` (or in NumPy's
+    # Generator.integers) would move published intervals, and this says so
+    assert got[0, :8].tolist() == [1, 2, 1, 2, 1, 1, 1, 0] and got[1, :8].tolist() == [0, 2, 1, 1, 0, 2, 0, 2]

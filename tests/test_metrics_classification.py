@@ -13,6 +13,7 @@ except ImportError:  # package not installed: test the source tree
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from recharness.metrics import auc, gauc, group_auc, logloss
+from recharness.metrics.classification import GAUC_WEIGHTINGS, gauc_units
 
 TOL = 1e-12
 
@@ -100,15 +101,18 @@ def test_gauc_no_valid_group():
 
 
 def _gauc_loop(y, s, g):
-    aucs, weights = [], []
+    """(by impressions, uniform, groups kept, their impressions, by positives: RecBole's GAUC)."""
+    aucs, weights, positives = [], [], []
     for u in np.unique(g):
         m = g == u
         if len(np.unique(y[m])) < 2:
             continue
         aucs.append(roc_auc_score(y[m], s[m]))
         weights.append(m.sum())
-    aucs, weights = np.array(aucs), np.array(weights, dtype=float)
-    return float(np.dot(aucs, weights) / weights.sum()), float(aucs.mean()), len(aucs), int(weights.sum())
+        positives.append(y[m].sum())
+    aucs, weights, positives = np.array(aucs), np.array(weights, dtype=float), np.array(positives, dtype=float)
+    return (float(np.dot(aucs, weights) / weights.sum()), float(aucs.mean()), len(aucs), int(weights.sum()),
+            float(np.dot(aucs, positives) / positives.sum()))
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -118,10 +122,14 @@ def test_gauc_matches_sklearn_loop(seed):
     g = rng.integers(0, 150, n)
     y = (rng.random(n) < 0.3).astype(int)
     s = np.round(rng.random(n) + 0.2 * y, 1)  # heavy ties within users
-    w, u, kept, samples = _gauc_loop(y, s, g)
+    w, u, kept, samples, wp = _gauc_loop(y, s, g)
     r = gauc(y, s, g)
     assert r.weighted == pytest.approx(w, abs=TOL)
     assert r.unweighted == pytest.approx(u, abs=TOL)
+    assert r.positive_weighted == pytest.approx(wp, abs=TOL)
+    # the bootstrap's units give each weighting's point value
+    for weighting, value in zip(GAUC_WEIGHTINGS, (w, wp, u)):
+        assert gauc_units(y, s, g, weighting).point() == pytest.approx(value, abs=TOL) == r.by(weighting)
     assert (r.n_groups, r.n_samples) == (kept, samples)
     assert r.n_groups_total == len(np.unique(g))
     # large / negative integer ids take the np.unique path: same answer

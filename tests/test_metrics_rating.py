@@ -20,7 +20,7 @@ def test_hand_worked():
     # errors |2-1|, |2-2|, |5-3| = 1, 0, 2 -> MAE = 1, RMSE = sqrt((1 + 0 + 4) / 3) = 1.2909944487
     assert mae([1, 2, 3], [2, 2, 5]) == pytest.approx(1.0, abs=TOL)
     assert rmse([1, 2, 3], [2, 2, 5]) == pytest.approx(1.2909944487358056, abs=TOL)
-    assert rating_errors([1, 2, 3], [2, 2, 5]) == {"rmse": rmse([1, 2, 3], [2, 2, 5]), "mae": 1.0}
+    assert rating_errors([1, 2, 3], [2, 2, 5]) == {"rmse": pytest.approx(1.2909944487358056, abs=TOL), "mae": 1.0}
 
 
 def test_clipping_to_scale():

@@ -33,9 +33,12 @@ def test_without_ties_it_is_scipys_tau_b_and_a_constant_answer_is_tied():
         for _ in range(20):
             x, y = rng.permutation(n).astype(float), rng.normal(size=n)
             assert tau_ties_as_coin_flips(x, y) == pytest.approx(kendalltau(x, y).statistic)
-    # truth ties keep tau-b's truth-side correction; every ordering of a tie-free prediction averages to 0
+    # truth ties keep tau-b's truth-side correction: with no prediction ties, scipy's tau-b for every ordering;
+    # by hand, [4, 3, 2, 1]: the 5 pairs the truth orders all concordant, sqrt(n0 (n0 - 1 truth tie)) = sqrt(6 * 5)
     y = np.array([1.0, 1.0, 0.0, -1.0])
-    vals = [tau_ties_as_coin_flips(np.array(p, dtype=float), y) for p in itertools.permutations(range(4))]
-    assert np.mean(vals) == pytest.approx(0.0)
+    for p in itertools.permutations(range(4)):
+        x = np.array(p, dtype=float)
+        assert tau_ties_as_coin_flips(x, y) == pytest.approx(kendalltau(x, y).statistic)
+    assert tau_ties_as_coin_flips(np.array([4.0, 3, 2, 1]), y) == pytest.approx(5 / np.sqrt(30))  # 0.9129
     g = _group([3, 3, 3], [1.5, 0.2, -1.0], [3.0, 3.0, 3.0])
     assert g.status == "tied" and g.tau_rank == 0.0

@@ -215,6 +215,22 @@ def test_driver_killed_then_resume_completes_without_duplicates(cluster, built, 
     assert max(counts(again).values()) == 1 and len(counts(again)) == n
 
 
+def test_a_resume_under_ray_refuses_an_answer_filed_under_another_task(cluster, built, tmp_path):
+    """As the local runner (tests/test_damaged_predictions.py): such an answer would count as done and never be
+    scored. The Ray driver skipped this check before."""
+    from recharness.core.errors import InputError
+
+    d = fresh(built, tmp_path)
+    path, _ = pipeline.run(d, FakeBackend("fake"), "fake", use_cache=False)
+    recs = list(read_jsonl(path))
+    recs[1]["task"] = "direct" if recs[1]["task"] != "direct" else "sequential"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with pytest.raises(InputError) as e:
+        pipeline.run(d, RayExecutor("fake", workers=2, shard_size=4), "fake", use_cache=False)
+    assert e.value.field == "task" and recs[1]["id"] in str(e.value)
+    assert list(read_jsonl(path)) == recs  # nothing asked, nothing written
+
+
 @pytest.mark.heavy  # trains every reference twice
 def test_train_with_ray_tasks_matches_local(cluster, built, tmp_path):
     from recharness.runner.train import train

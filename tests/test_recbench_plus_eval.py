@@ -242,6 +242,7 @@ def test_a_users_queries_are_one_unit_of_resampling(task):
     u = task.units(samples, preds)
     assert u["P"].independent == 2 and u["valid_rate"].independent == 2  # two users, not five queries
     assert u["P"].point() == pytest.approx(task.score(samples, preds)["P"])
+    assert (u["P"].point(), u["R"].point()) == (pytest.approx(1 / 4), pytest.approx(1 / 2))  # as by hand, above
 
 
 def test_a_written_query_that_names_its_own_answers_is_not_used():
@@ -265,3 +266,17 @@ def test_cmr_says_how_many_queries_it_rests_on(task):
     m = task.score([known, unknown], preds)
     assert m["CMR"] == pytest.approx(2 / 4) and m["CMR_checkable"] == 0.5
     assert "CMR_checkable" not in task.score([known], {"a": preds["a"]})
+
+
+def test_no_scored_query_gives_no_number():
+    """No query scored (every answer missing): P, R and FTR are NaN, not 0.0 (FTR 0 is the best score of a
+    condition task), and the counts say why."""
+    import math
+
+    from recharness.tasks.recbench_plus.evaluate import aggregate
+
+    out = aggregate([None, None])
+    assert all(math.isnan(out[k]) for k in ("P", "R", "FTR")) and "CMR" not in out
+    assert (out["n_scored"], out["missing"]) == (0.0, 2.0)
+    one = aggregate([None, {"P": 0.25, "R": 0.5, "FTR": 0.0, "CMR": 0.5}])
+    assert (one["P"], one["R"], one["FTR"], one["CMR"], one["n_scored"]) == (0.25, 0.5, 0.0, 0.5, 1.0)

@@ -221,3 +221,12 @@ def test_a_gguf_header_names_the_model_and_its_quantisation(smollm2_path):
     assert read_header(smollm2_path) == {"general_name": "Smollm2 135M 8k Lc100K Mix1 Ep2", "quantization": "Q4_1"}
     ident = resolve_model("smollm2-135m").identity()
     assert ident["quantization"] == "Q4_1" and ident["sha256"] == "b179c9523d0e6a0f"
+
+
+def test_the_tau_description_says_which_tau_the_headline_is():
+    """The headline tau counts the prediction's ties as coin flips (0.667 where tau-b gives 0.816 for a hedging
+    answer, tests/test_perrecbench_ties.py): `recharness metrics` must not call it tau-b."""
+    from recharness.metrics.registry import metric_info
+
+    text = metric_info("tau").description
+    assert "coin flips" in text and not text.startswith("Kendall tau-b")

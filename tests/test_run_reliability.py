@@ -5,6 +5,7 @@ predictions file being written is never replaced, and the OpenAI-compatible back
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 
 import pytest
 
@@ -104,14 +105,17 @@ def test_redo_invalid_asks_again_past_the_cache_and_keeps_other_answers(toy_buil
     again = Scripted({_line(s): "2" for s in built})
     _, stats = pipeline.run(out, again, "m", limit=2, redo_invalid=True)
     assert again.calls == [_line(built[1])] and stats.done == 1
+    assert Counter(r["id"] for r in read_jsonl(pred)) == {s["id"]: 1 for s in built}  # no line twice, none lost
     recs = {r["id"]: r for r in read_jsonl(pred)}
-    assert len(recs) == 4 and recs[built[1]["id"]]["valid"] and not recs[built[1]["id"]]["cached"]
+    assert recs[built[1]["id"]]["valid"] and not recs[built[1]["id"]]["cached"]
     assert not recs[built[3]["id"]]["valid"]  # outside --limit 2: kept, not dropped
 
 
-def test_an_interrupted_redo_invalid_is_finished_past_the_cache_by_a_plain_resume(toy_build):
-    """`--redo-invalid` removes the invalid answers before asking again; killed then, a plain `run` must still
-    ask those samples past the response cache (which holds their invalid answers), not take them back from it."""
+@pytest.mark.parametrize("answered_first", [0, 1])
+def test_an_interrupted_redo_invalid_is_finished_past_the_cache_by_a_plain_resume(toy_build, answered_first):
+    """`--redo-invalid` removes the invalid answers before asking again; killed then (before any answer, or after
+    the first of the two), a plain `run` must ask the rest past the response cache (which holds their invalid
+    answers), not take them back from it, and never ask or write a sample twice."""
     import json
 
     from recharness.runner import pipeline
@@ -122,16 +126,22 @@ def test_an_interrupted_redo_invalid_is_finished_past_the_cache_by_a_plain_resum
 
     class Dying(Scripted):
         async def agenerate(self, messages, params):
-            raise KeyboardInterrupt  # Ctrl-C while the redo's first request is out: nothing answered
+            if len(self.calls) >= answered_first:
+                raise KeyboardInterrupt  # Ctrl-C while this request is out
+            return await super().agenerate(messages, params)
 
+    dying = Dying({_line(s): "2" for s in built})
     with pytest.raises(KeyboardInterrupt):
-        pipeline.run(out, Dying({}), "m", redo_invalid=True)
+        pipeline.run(out, dying, "m", redo_invalid=True)
+    assert len(dying.calls) == answered_first
     assert sorted(json.loads(pending.read_text())) == sorted(s["id"] for s in built[1:])
     again = Scripted({_line(s): "2" for s in built})
     _, stats = pipeline.run(out, again, "m")  # no flag: the pending samples are still asked past the cache
-    assert sorted(again.calls) == sorted(_line(s) for s in built[1:]) and stats.done == 2 and stats.cached == 0
-    recs = {r["id"]: r for r in read_jsonl(out / "predictions" / "m.jsonl")}
-    assert all(r["valid"] for r in recs.values()) and not pending.exists()
+    rest = [_line(s) for s in built[1:] if _line(s) not in dying.calls]
+    assert sorted(again.calls) == sorted(rest) and stats.done == len(rest) and stats.cached == 0
+    pred = out / "predictions" / "m.jsonl"
+    assert Counter(r["id"] for r in read_jsonl(pred)) == {s["id"]: 1 for s in built}  # no line twice, none lost
+    assert all(r["valid"] for r in read_jsonl(pred)) and not pending.exists()
 
 
 def test_redo_invalid_at_the_executor(tmp_path):
@@ -145,6 +155,7 @@ def test_redo_invalid_at_the_executor(tmp_path):
     second = Scripted({"sample 1": "2"})
     run(second, todo[:2], tmp_path / "p.jsonl", cache, fresh={"s1"})
     assert second.calls == ["sample 1"]  # asked, although the cache holds its first answer
+    assert Counter(r["id"] for r in read_jsonl(tmp_path / "p.jsonl")) == {f"s{k}": 1 for k in range(4)}
     recs = {r["id"]: r for r in read_jsonl(tmp_path / "p.jsonl")}
     assert recs["s1"]["valid"] and not recs["s1"]["cached"] and not recs["s3"]["valid"]
     third = Scripted({})
@@ -167,6 +178,30 @@ def test_a_predictions_file_being_written_is_not_replaced(tmp_path):
     finally:
         log.close()
     assert rewrite_log(p, [{"id": "b"}]) == 1 and [r["id"] for r in read_jsonl(p)] == ["b"]
+
+
+def test_a_writer_that_locks_a_file_replaced_since_its_open_writes_to_the_new_file(tmp_path, monkeypatch):
+    """The gap between a writer's open and its lock: a `rewrite_log` (`run --redo-invalid`) that took the lock
+    first replaces the file by rename, and the writer's lock then lands on the old, deleted file; every answer
+    went there, reported done and lost. The writer now checks the file it locked is the one at the path."""
+    from recharness.core import io as core_io
+
+    p = tmp_path / "p.jsonl"
+    p.write_text('{"id": "old"}\n')
+    real, calls = core_io.fcntl.flock, []
+
+    def flock(fd, op):
+        if not calls:  # the writer's first lock: the rewrite runs in the gap, on the file the writer opened
+            calls.append(fd)
+            monkeypatch.setattr(core_io.fcntl, "flock", real)
+            rewrite_log(p, [{"id": "kept"}])
+        return real(fd, op)
+
+    monkeypatch.setattr(core_io.fcntl, "flock", flock)
+    log = GroupCommitLog(p)
+    log.submit({"id": "new"})
+    log.close()
+    assert calls and [r["id"] for r in read_jsonl(p)] == ["kept", "new"]
 
 
 # ---------------------------------------------------------------- the OpenAI-compatible backend

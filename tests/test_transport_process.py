@@ -127,9 +127,11 @@ def test_the_child_ignores_ctrl_c_exits_with_the_harness_and_never_sees_the_key(
     assert code == 0  # exited by itself once its socket closed
 
 
-def test_the_key_is_not_in_the_childs_environment_when_given_in_the_url():
+def test_the_key_is_not_in_the_childs_environment_when_given_in_the_url(monkeypatch):
     with FakeServerProcess() as srv:
         url = srv.base_url.replace("http://", "http://sk-url-key-77@")
+        # the URL, key included, in the harness's environment too: the child's must not carry that variable
+        monkeypatch.setenv("OPENAI_BASE_URL", url)
 
         async def go():
             b = backend(url)
@@ -142,7 +144,7 @@ def test_the_key_is_not_in_the_childs_environment_when_given_in_the_url():
                 await b.aclose()
 
         seen = asyncio.run(go())
-    assert b"sk-url-key-77" not in seen
+    assert b"sk-url-key-77" not in seen and b"OPENAI_BASE_URL=" not in seen
 
 
 def test_a_child_that_cannot_start_stops_the_run_and_the_transport_is_chosen_by_name(monkeypatch):

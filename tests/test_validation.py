@@ -276,3 +276,18 @@ def test_number_context_and_hedge_rules_are_bounded():
     assert not RATING.check("Rating: 4 or 5 " * 1500).valid
     assert not RATING.check(",".join(["1"] * 9000) + "x").valid
     assert time.perf_counter() - t0 < 2.0
+
+
+def test_an_int_too_large_for_a_float_is_no_number_anywhere():
+    """JSON allows 10**400; float() and math.isfinite raise OverflowError on it, a traceback where an imported or
+    hand-edited value must be an invalid answer or a named error."""
+    from recharness.core.types import is_number
+    from recharness.tasks.registry import get_task
+    from recharness.tasks.validation import finite_number
+
+    big = 10**400
+    assert not is_number(big) and not is_number(-big) and not is_number(True) and not is_number(float("inf"))
+    assert is_number(10**300) and is_number(-2.5) and is_number(0)
+    assert finite_number(big) is None and finite_number(str(big)) is None and finite_number("4") == 4.0
+    rec, why = get_task("llmrec", "rating").import_answer({"id": "r1"}, {"rating": big})
+    assert why is None and not rec["valid"] and "not a number in 1..5" in rec["error"]

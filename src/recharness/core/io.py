@@ -64,6 +64,8 @@ def read_jsonl(path: Path, *, tolerate_torn_tail: bool = False) -> Iterator[dict
             if tolerate_torn_tail and i == last:  # no newline after it: the write was cut
                 return
             raise InputError(path, f"not valid JSON ({e})", line=i) from None
+        except ValueError as e:  # valid JSON, but an integer of more than 4300 digits (int's limit) in it
+            raise InputError(path, f"not a record: a number of more digits than Python reads ({e})", line=i) from None
         except RecursionError:  # thousands of nested brackets: no record of ours, and no traceback
             raise InputError(path, "not a record: JSON nested too deeply", line=i) from None
         if not isinstance(rec, dict):
@@ -240,20 +242,37 @@ class FileLocked(RecharnessError):
                          "wait for it to finish (or stop it) before starting another on the same run")
 
 
+def open_locked(path: Path, mode: str):
+    """`path` opened and locked (flock, exclusive): FileLocked at once if another process holds it. A file replaced
+    or deleted between the open and the lock (by a `rewrite_log` holding the lock meanwhile) is opened again: the
+    lock must be on the file now at `path`, or a writer would append to a file no one reads."""
+    while True:
+        f = open(path, mode)
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.close()
+            raise FileLocked(Path(path)) from None
+        try:
+            now = os.stat(path)
+        except FileNotFoundError:
+            now = None
+        held = os.fstat(f.fileno())
+        if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+            return f
+        f.close()
+
+
 @contextlib.contextmanager
 def unheld(path: Path) -> Iterator[bool]:
     """Hold `GroupCommitLog`'s lock on a log file while the caller replaces or deletes it (yields whether the file
     exists): FileLocked if a writer holds it, as that writer would go on appending to a file no one reads."""
     try:
-        f = open(path, "rb")
+        f = open_locked(path, "rb")
     except FileNotFoundError:
         yield False
         return
     with f:
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise FileLocked(Path(path)) from None
         yield True
 
 
@@ -296,12 +315,7 @@ class GroupCommitLog:
                  min_interval_s: float = 0.05):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = open(self.path, "ab")
-        try:
-            fcntl.flock(self._f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._f.close()
-            raise FileLocked(self.path) from None
+        self._f = open_locked(self.path, "ab")
         repair_torn_tail(self.path)
         self._fsync = fsync
         self._before = before_commit

@@ -260,7 +260,7 @@ class RunDir:
             raise ConfigError(f"no build in {self.path}: run `recharness build` first (or pass the right --out)")
         try:
             info = json.loads(info_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an integer of more digits than int reads
             raise InputError(info_path, f"not valid JSON ({e})") from None
         if not isinstance(info, dict):
             raise InputError(info_path, "expected a JSON object")

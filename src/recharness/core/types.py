@@ -16,6 +16,18 @@ from pydantic import BaseModel, ConfigDict, Field
 Messages = list[dict[str, str]]
 
 
+def is_number(v) -> bool:
+    """A finite int or float, not a bool: what a record's numeric field (a latency, a count, a rating) must hold.
+    An int too large for a float (JSON allows 10**400) is not one: every reader averages these as floats, and
+    `math.isfinite` raises OverflowError on it, a traceback where a bad line must get a clear error."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
 class GenerationParams(BaseModel):
     """Decoding settings; part of the cache key, so two runs with equal params share answers."""
 

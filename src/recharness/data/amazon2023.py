@@ -22,6 +22,7 @@ from pathlib import Path
 import polars as pl
 
 from recharness.core.errors import ConfigError, InputError
+from recharness.core.types import is_number
 from recharness.data.normalize import EARLIEST_S
 from recharness.data.parsing import INTERACTION_COLUMNS, finish_interactions
 from recharness.data.store import Dataset
@@ -51,6 +52,8 @@ def _records(path: Path) -> Iterator[tuple[int, dict]]:
                     obj = json.loads(text)
                 except json.JSONDecodeError as e:
                     raise InputError(path, f"not valid JSON ({e.msg}, column {e.colno})", line=lineno) from None
+                except ValueError as e:  # valid JSON, but an integer of more than 4300 digits (int's limit) in it
+                    raise InputError(path, f"a number of more digits than Python reads ({e})", line=lineno) from None
                 if not isinstance(obj, dict):
                     raise InputError(path, "a line must be one JSON object", line=lineno)
                 yield lineno, obj
@@ -91,7 +94,7 @@ def _review_row(path: Path, line: int, obj: dict) -> tuple:
     if ts is None:
         raise InputError(path, "missing 'timestamp' (every review of the published files has one)", line=line,
                          field="timestamp")
-    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts != int(ts):
+    if not is_number(ts) or ts != int(ts):
         raise InputError(path, f"timestamp {ts!r} is not a whole number of milliseconds", line=line, field="timestamp")
     row = (_str(path, line, obj, "user_id", required=True), _str(path, line, obj, "parent_asin", required=True),
            float(rating), int(ts), _str(path, line, obj, "title"), _str(path, line, obj, "text"))

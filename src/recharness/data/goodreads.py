@@ -97,6 +97,8 @@ def _python_check(path: Path, nums: list[int], lines: list[bytes], check) -> Non
             raise InputError(path, f"not valid UTF-8 ({e.reason})", line=n) from None
         except json.JSONDecodeError as e:
             raise InputError(path, f"not valid JSON ({e.msg}, column {e.colno})", line=n) from None
+        except ValueError as e:  # valid JSON, but an integer of more than 4300 digits (int's limit) in it
+            raise InputError(path, f"a number of more digits than Python reads ({e})", line=n) from None
         if not isinstance(obj, dict):
             raise InputError(path, "a line must be one JSON object", line=n)
         check(n, obj)

@@ -212,6 +212,8 @@ def read_json(path: str | Path):
         return json.loads(text), text
     except json.JSONDecodeError as e:
         raise InputError(path, f"not valid JSON ({e.msg}, column {e.colno})", line=e.lineno) from None
+    except ValueError as e:  # valid JSON, but an integer of more than 4300 digits (int's limit) in it
+        raise InputError(path, f"a number of more digits than Python reads ({e})") from None
 
 
 def json_line(text: str, where: tuple[str | int, ...]) -> int | None:

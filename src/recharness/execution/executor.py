@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -51,7 +50,7 @@ from recharness.core.errors import (
 )
 from recharness.core.io import GroupCommitLog, read_jsonl
 from recharness.core.paths import shown_path
-from recharness.core.types import Completion, GenerationParams, Messages, Prediction
+from recharness.core.types import Completion, GenerationParams, Messages, Prediction, is_number
 from recharness.execution.ask import ask
 from recharness.execution.cache import ResponseCache, cache_key, cache_keys, key_text
 from recharness.models.base import ModelBackend
@@ -265,7 +264,7 @@ def answered(path: Path, build: str | None = None, *, redo: str = "run the model
         line_of[r["id"]] = k
         for f in _NUMERIC_FIELDS:  # read as numbers by `score` (latency, cost): an edited value is named here
             v = r.get(f)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+            if v is not None and not is_number(v):
                 raise InputError(path, f"{f} is {json.dumps(v)[:40]}, not a number of seconds or tokens: remove the "
                                        f"line (its sample is asked again), or {redo}", line=k, field=f)
         out[r["id"]] = r
@@ -276,9 +275,16 @@ def answered(path: Path, build: str | None = None, *, redo: str = "run the model
 _NUMERIC_FIELDS = ("latency_s", "completion_tokens", "prompt_tokens")
 
 
-def completed_ids(path: Path, build: str | None = None, identity: dict | None = None) -> set[str]:
-    """Ids already answered in `path` (`answered`'s checks)."""
-    return set(answered(path, build, identity=identity))
+def completed_ids(path: Path, samples: list[dict], build: str | None = None, identity: dict | None = None) -> set[str]:
+    """Ids already answered in `path` (`answered`'s checks), for every executor: an answer filed under another
+    task than its sample's is refused (it would count as done and never be scored)."""
+    done = answered(path, build, identity=identity)
+    for s in samples:
+        if s["id"] in done and done[s["id"]].get("task") != s["task"]:
+            raise InputError(path, f"sample {s['id']!r} is answered as task {done[s['id']].get('task')!r}, but "
+                                   f"the build's sample is a {s['task']!r} sample: remove that line (its sample "
+                                   "is asked again)", field="task")
+    return set(done)
 
 
 def configuration_error(e: BaseException) -> bool:
@@ -358,12 +364,7 @@ async def run_samples(
     log = GroupCommitLog(out_path, fsync=fsync, before_commit=before_commit if on_first_commit or flush else None)
     try:
         # read under the lock: what a run that just ended wrote counts; another model's file is refused
-        done = answered(out_path, build, identity=model.identity())
-        for s in samples:  # an answer filed under another task would count as done and never be scored
-            if s["id"] in done and done[s["id"]].get("task") != s["task"]:
-                raise InputError(out_path, f"sample {s['id']!r} is answered as task {done[s['id']].get('task')!r}, but "
-                                           f"the build's sample is a {s['task']!r} sample: remove that line (its sample "
-                                           "is asked again)", field="task")
+        done = completed_ids(out_path, samples, build, identity=model.identity())
         stats.skipped = sum(s["id"] in done for s in samples)
         if on_progress and stats.skipped:
             on_progress(stats.skipped)

@@ -458,7 +458,8 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
                                    "prompt_version": prompt_version(tasks[task_name]), **rec}, on_progress)
 
     try:
-        done = completed_ids(out_path, build, identity)  # another model's file: refused, as the local executor does
+        # another model's file, or an answer filed under another task: refused, as the local executor does
+        done = completed_ids(out_path, samples, build, identity)
         todo = [s for s in samples if s["id"] not in done]
         stats.skipped = len(samples) - len(todo)
         if on_progress and stats.skipped:

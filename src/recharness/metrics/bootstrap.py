@@ -57,12 +57,13 @@ Paired comparisons of two methods A and B on the same units:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from recharness.core.types import is_number  # noqa: F401 - read from here by the runner and report
 
 __all__ = [
     "AUCUnits", "BLEUUnits", "DEFAULT_RESAMPLES", "EXACT_MAX_UNITS", "MIN_UNITS", "RatioUnits", "Units",
@@ -220,7 +221,9 @@ def permutation_p(null: np.ndarray, observed: float, exact: bool) -> float:
     null = null[np.isfinite(null)]
     if null.size == 0 or not np.isfinite(observed):
         return float("nan")
-    gamma = abs(1e-14 * observed)  # scipy: eps-relative comparison, so exact ties count as ties
+    # scipy's relative tolerance (100 float64 eps, 2.2e-14): a null value equal in theory but not in its last bits
+    # counts as a tie
+    gamma = abs(100 * np.finfo(np.float64).eps * observed)
     adj = 0 if exact else 1
     less = (np.sum(null <= observed + gamma) + adj) / (null.size + adj)
     greater = (np.sum(null >= observed - gamma) + adj) / (null.size + adj)
@@ -634,5 +637,3 @@ def generic_replicates(score: Callable[[np.ndarray], dict[str, float]], n: int, 
     return {m: np.asarray(v) for m, v in out.items()}
 
 
-def is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

@@ -105,8 +105,9 @@ def header(name: str) -> str:
 
 # ------------------------------------------------------------------ leading columns (this order is the tables')
 
-metric("tau", True, "Kendall tau-b of the predicted vs true order within a group, mean over levels (PerRecBench)",
-       lead=True)
+metric("tau", True, "Kendall tau of the predicted vs true order within a group, the prediction's ties counted as "
+       "coin flips (tau-b when it has none; the original's tau with --option compat=perrecbench), mean over levels "
+       "(PerRecBench)", lead=True)
 for _lv in ("easy", "medium", "hard"):
     metric(f"tau_{_lv}", True, f"tau on the {_lv} level's groups", lead=True)
 for _k in (1, 5, 10):

@@ -69,7 +69,8 @@ _PUBLIC_QUERY = frozenset({"api-version", "api_version", "version"})
 def redact_url(url: str) -> str:
     """The URL without user:password, safe for identities and logs. Query values are shown only for
     version parameters: a key-like name gives ***, any other value a short hash (so two endpoints that
-    differ there keep different identities, and no secret under an unexpected name is shown)."""
+    differ there keep different identities, and no secret under an unexpected name is shown). The #fragment
+    is dropped: it is never sent to a server, and whatever it holds (a key?) is not shown."""
     try:
         parts = urlsplit(hide_userinfo(url))
     except ValueError as e:  # "Invalid IPv6 URL" (an unclosed bracket): the user's input, said once
@@ -82,7 +83,7 @@ def redact_url(url: str) -> str:
         return "***" if _SECRET_KEY.search(k) else "hidden-" + hashlib.sha256(v.encode()).hexdigest()[:8]
 
     query = "&".join(k + ("=" + shown(k, v) if eq else "") for k, eq, v in pairs)
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, ""))
 
 
 def _hidden_query_values(url: str) -> list[str]:
@@ -155,6 +156,10 @@ class OpenAICompatibleBackend(ModelBackend):
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"--base-url {self.public_url}: an OpenAI-compatible server is reached over http:// or "
                               "https:// (e.g. http://127.0.0.1:8000/v1)")
+        if parts.fragment or self.base_url.rstrip().endswith("#"):
+            raise ConfigError(f"--base-url {self.public_url}#...: a URL's #fragment is never sent to the server, and "
+                              "the request path would land in it: give the URL without it (a key goes in "
+                              "OPENAI_API_KEY or --api-key-env)")
         try:
             parts.port  # noqa: B018 - raises on a port that is not a number in 0-65535
         except ValueError as e:

@@ -30,7 +30,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from recharness.core.types import ScoreRow
+from recharness.core.types import ScoreRow, is_number
 from recharness.report.tables import display_name, fmt, header, value_text
 
 e = html.escape
@@ -49,8 +49,7 @@ def spread_key(row: ScoreRow) -> str | None:
     return next((k for k, v in row.metrics.items() if k.endswith(" order spread") and _number(v)), None)
 
 
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+_number = is_number
 
 
 def _chart(fig, alt: str, caption: str, nonzero: int, colours: dict[str, str]) -> str:

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 from recharness.core.io import atomic_write_text, read_jsonl, write_set
 from recharness.core.rundir import RunDir
-from recharness.core.types import ScoreRow
+from recharness.core.types import ScoreRow, is_number
 from recharness.report import fairness
 from recharness.report.tables import cells, ci_note, columns, display_name, finetune_label, table_name, fmt, header, value_text
 from recharness.tasks.base import listed_rank
@@ -80,8 +80,7 @@ def display_path(p: Path | str | None) -> str:
     return shown_path(p)
 
 
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+_number = is_number
 
 
 def _suite_task(suite: str | None, task: str):

@@ -90,6 +90,9 @@ def _read_lines(path: Path):
             except json.JSONDecodeError as ex:
                 yield i, f"not valid JSON ({ex.msg} at column {ex.colno})"
                 continue
+            except (ValueError, RecursionError) as ex:  # an integer of more digits than int reads; deep nesting
+                yield i, f"not a readable record ({ex})"
+                continue
             yield i, obj if isinstance(obj, dict) else "not a JSON object"
 
 
@@ -130,6 +133,9 @@ def _json_array(path: Path) -> list | None:
     except json.JSONDecodeError as ex:  # said once, where it is: the elements before it are read
         out.append((ex.lineno, f"not valid JSON ({ex.msg} at column {ex.colno}) in a JSON array: the rest of "
                                "the file is not read (JSONL, one object a line, is read line by line)"))
+    except (ValueError, RecursionError) as ex:  # an integer of more digits than int reads; deep nesting
+        out.append((line + text.count("\n", counted, pos), f"not a readable record ({ex}) in a JSON array: the "
+                    "rest of the file is not read (JSONL, one object a line, is read line by line)"))
     return out
 
 

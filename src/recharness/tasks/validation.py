@@ -170,7 +170,10 @@ def finite_number(v) -> float | None:
     if isinstance(v, bool):
         return None
     if isinstance(v, (int, float)):
-        x = float(v)
+        try:
+            x = float(v)
+        except OverflowError:  # an int too large for a float (JSON allows 10**400): no finite number
+            return None
     elif isinstance(v, str):
         try:
             x = float(v.strip())
@@ -655,7 +658,7 @@ def as_list(v) -> list | None:
         if s.startswith("["):
             try:
                 got = json.loads(s)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON; an integer of more digits than int reads; deep nesting
                 return None
             return got if isinstance(got, list) else None
         return [x.strip() for x in s.split("|") if x.strip()]

@@ -23,6 +23,7 @@ shows such averages rival LLMs on RMSE).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -258,7 +259,11 @@ class RatingTask(Task):
         x = line.get("rating")
         if "answer" in line or isinstance(x, bool) or not isinstance(x, int | float):
             return None
-        p = self.output_format.check_number(float(x))
+        try:
+            x_float = float(x)
+        except OverflowError:  # an int too large for a float: out of any rating range
+            x_float = math.inf
+        p = self.output_format.check_number(x_float)
         return {"parsed": p.value, "valid": p.valid, "error": p.error, "output": repr(x)}, None
 
     def _answers(self, samples, predictions) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:

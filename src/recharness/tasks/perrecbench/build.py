@@ -194,7 +194,7 @@ def _make_build_context(suite: SuiteContext, opts: SuiteOptions) -> Context:
             profiles = json.loads(p.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise InputError(p, "file not found") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an integer of more digits than int reads
             raise InputError(p, f"not valid UTF-8 JSON ({e})") from None
         if not isinstance(profiles, dict):
             raise InputError(p, "expected a JSON object {user_id: profile}")

@@ -31,7 +31,7 @@ def import_answer(s: dict, d: dict) -> tuple[dict | None, str | None]:
         try:
             vals = [None if x is None or (isinstance(x, str) and x.strip() in ("", "null")) else float(x)
                     for x in r]
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an int too large for a float
             vals = [math.nan]
         if any(isinstance(x, bool) for x in r) or any(v is not None and not math.isfinite(v) for v in vals):
             return None, f"\"ratings\" holds a value that is not a finite number: {str(d['ratings'])[:80]}"

@@ -22,11 +22,11 @@ back, so numbers can be compared with the authors' released outputs.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from recharness.core.errors import InputError
 from recharness.core.rundir import RunDir
+from recharness.core.types import is_number
 from recharness.data.parsing import json_line, read_json
 from recharness.tasks.perrecbench.groups import LEVELS, Group, Member
 
@@ -67,7 +67,7 @@ class _Checker:
         return InputError(self.path, message, line=json_line(self.text, where), field=field)
 
     def num(self, v, *where) -> float:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        if not is_number(v):
             raise self.fail(f"expected a number, got {v!r}", *where)
         return float(v)
 
@@ -75,7 +75,7 @@ class _Checker:
         """An integer; whole floats and digit strings, which json dumps of other tools produce, are accepted."""
         if isinstance(v, str) and v.strip().lstrip("-").isdigit():
             return int(v)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v == int(v):
+        if is_number(v) and v == int(v):
             return int(v)
         raise self.fail(f"expected a whole number, got {v!r}", *where)
 

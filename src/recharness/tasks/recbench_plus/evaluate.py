@@ -198,13 +198,14 @@ def query_metrics(samples: list[dict], predictions: dict[str, dict]) -> list[dic
 
 
 def aggregate(rows: list[dict | None]) -> dict[str, float]:
-    """Means over scored queries (CMR and unmatched over queries that recommended something)."""
+    """Means over scored queries (CMR and unmatched over queries that recommended something). With no query
+    scored, P, R and FTR are NaN, not 0: FTR 0 would be the best score of a condition task, from no data."""
     got = [r for r in rows if r is not None]
     out: dict[str, float] = {}
     for key in ("P", "R", "CMR", "FTR", "unmatched"):
         vals = [r[key] for r in got if key in r]
         if vals or key in ("P", "R", "FTR"):
-            out[key] = float(np.mean(vals)) if vals else 0.0
+            out[key] = float(np.mean(vals)) if vals else float("nan")
     out["n_scored"] = float(len(got))
     out["missing"] = float(len(rows) - len(got))
     return out
