@@ -1010,7 +1010,7 @@ def converged_line(run: dict, patience: int, best: dict, *, exact: float | None 
     else:
         verdict = (("met" if share <= 0.2 else "**not met**") + " on the point estimates"
                    + _corrected(p["train_s"], slow or [], fair))
-    pair = ("the paired interval over users is below" if converged_ranks(run, patience) is not None else
+    pair = ("its paired interval over users: row (c) of the table below" if converged_ranks(run, patience) is not None else
             "no paired interval: the run kept no per-user ranks of those weights")
     return what + (f"its best after epoch {kept['epoch']}, {p['train_s']:,.1f} training seconds (stopped after epoch "
                    f"{stop}" + (f", {end['train_s']:,.0f} s" if end else "") + f"); test NDCG@10 there "

@@ -481,14 +481,14 @@ def test_ours_stopped_as_recbole_is(bench):
     line = bench.convergence_lines(rb, [run])[-1]
     assert line == ("- ours, stopped as RecBole is (patience 1, on its own validation NDCG@10): its best after epoch 2, "
                     "800.0 training seconds (stopped after epoch 4, 1,600 s); test NDCG@10 there 0.1510 against "
-                    "RecBole's 0.1500 (+0.0010; the paired interval over users is below), reached in 0.133 of "
+                    "RecBole's 0.1500 (+0.0010; its paired interval over users: row (c) of the table below), reached in 0.133 of "
                     "RecBole's 6,000 s: met on the point estimates.")
     # the ranks kept are of another epoch than this reading keeps (or none): no paired interval is claimed
     for ranks in ({"converged": {"epoch": 3, "ranks": {}}}, {}):
         line = bench.convergence_lines(rb, [run | {"ranks": ranks}])[-1]
         assert "(+0.0010; no paired interval: the run kept no per-user ranks of those weights)" in line
     below = bench.convergence_lines(_rb(train_s=6000.0, test=0.152, patience=1), [run])[-1]
-    assert below.endswith("(-0.0010; the paired interval over users is below), reached in 0.133 of RecBole's "
+    assert below.endswith("(-0.0010; its paired interval over users: row (c) of the table below), reached in 0.133 of RecBole's "
                           "6,000 s: **not met**: its converged value is below RecBole's.")
     slow = bench.convergence_lines(_rb(train_s=3000.0, test=0.15, patience=1), [run])[-1]
     assert slow.endswith("reached in 0.267 of RecBole's 3,000 s: **not met** on the point estimates.")
