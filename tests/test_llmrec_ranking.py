@@ -99,6 +99,15 @@ def test_direct_parse_numbers_titles_and_garbage():
     assert m["HR@1"] == 0.0 and m["HR@5"] == 1.0
     assert m["NDCG@5"] == pytest.approx(1 / math.log2(3)) and m["MRR"] == 0.5
     assert "HR@10" not in m  # k beyond the candidate count would be trivially 1
+    # at k equal to the candidate count too: 10 candidates, a complete ranking with the target last, HR@10 would be
+    # 1 for any complete answer; NDCG@10 still weighs the place: 1/log2(11)
+    ten = {"candidates": list("abcdefghij"), "candidate_titles": [f"T{k}" for k in range(10)], "target": "a",
+           "id": "t"}
+    last = task.parse(ten, ", ".join(str(k) for k in range(2, 11)) + ", 1")
+    assert last.value["ranking"][-1] == "a" and not last.value["partial"]
+    m10 = task.score([ten], {"t": {"parsed": last.value, "valid": True}})
+    assert "HR@10" not in m10 and m10["HR@5"] == 0.0 and m10["NDCG@10"] == pytest.approx(1 / math.log2(11))
+    assert set(task.units([ten], {"t": {"parsed": last.value, "valid": True}})) >= {"NDCG@10", "HR@5"}
     # huge answers: digit runs are not candidate numbers, and only the first 20,000 characters are read
     assert task.parse(s, "2, 1\n" + "1" * 9000).value["ranking"] == ["b", "a"]
     assert not task.parse(s, "1" * 9000 + " 2, 1").valid  # a list inside a line of garbage is no list

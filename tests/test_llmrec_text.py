@@ -85,6 +85,13 @@ def test_invalid_and_missing_answers_count_as_empty():
     m = t.score(samples, recs)
     assert m["invalid_rate"] == 0.5 and m["missing"] == 1.0
     assert m["ROUGE-1"] == pytest.approx(text_scores(["Okay for the price", ""], [s["reference"] for s in samples])["ROUGE-1"])
+    # by hand: u1's answer is its reference ("Okay for the price"), u3's nothing against "Flimsy lid": ROUGE-1 F
+    # 100 and 0; BLEU-4 over the corpus, every n-gram precision 1, 4 answer tokens against 6: 100 e^(1 - 6/4)
+    assert [s["reference"] for s in samples] == ["Okay for the price", "Flimsy lid"]
+    assert m["ROUGE-1"] == pytest.approx(50.0) and m["BLEU-4"] == pytest.approx(100 * math.exp(-0.5))
+    assert m["words"] == 4.0
+    none = t.score(samples, {})  # no valid answer: no answer length either (was 0.0)
+    assert none["invalid_rate"] == 1.0 and math.isnan(none["words"])
     bad = t.parse(samples[1], "")
     m2 = t.score(samples, {**recs, "summarization-u3": {"parsed": bad.value, "valid": bad.valid, "output": ""}})
     assert m2["invalid_rate"] == 0.5 and m2["missing"] == 0.0 and m2["ROUGE-1"] == m["ROUGE-1"]

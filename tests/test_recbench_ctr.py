@@ -190,12 +190,34 @@ def test_an_answer_without_yes_or_no_is_counted_and_scored_as_a_tie():
     labels, users = [1, 0, 1, 0], ["a", "a", "b", "b"]
     samples = _samples(labels, users)
     preds = {"s0": _rec("s0", 0.9), "s1": {"id": "s1", "parsed": none.value, "valid": False, "error": NO_OPTION},
-             "s2": _rec("s2", 0.2)}  # s3 has no line at all
+             "s2": _rec("s2", 0.7)}  # s3 has no line at all
     m = task.score(samples, preds)
     assert m["invalid_rate"] == 0.5 and m["missing"] == 1.0
-    scored = [0.9, 0.5, 0.2, 0.5]  # both kept, both a tie
-    assert m["AUC"] == pytest.approx(roc_auc_score(labels, scored), abs=1e-12)
-    assert m["logloss"] == pytest.approx(log_loss(labels, scored), abs=1e-12)
+    # every pair holds a failed negative, which counts one half in each of its pairs: AUC 0.5 (scoring a failure
+    # as P(Yes) 0.5, the old rule, ranks both positives above it: 1.0), per user too
+    assert m["AUC"] == 0.5 and m["GAUC"] == 0.5
+    assert roc_auc_score(labels, [0.9, 0.5, 0.7, 0.5]) == 1.0  # what the old rule gave
+    # log loss reads a failed answer as P(Yes) 0.5: -(ln .9 + ln .7 + 2 ln .5) / 4
+    assert m["logloss"] == pytest.approx(-(math.log(0.9) + math.log(0.7) + 2 * math.log(0.5)) / 4, abs=1e-12)
+    assert m["logloss"] == pytest.approx(log_loss(labels, [0.9, 0.5, 0.7, 0.5]), abs=1e-12)
+
+
+def test_a_ctr_row_without_any_usable_answer_has_no_auc():
+    """No usable answer: AUC, GAUC and log loss would come from the failure rule alone (random's 0.5 / 0.693),
+    so they are NaN, with the invalid rate 1; the units carry only the invalid rate."""
+    task = CtrTask()
+    samples = _samples([1, 0, 1, 0], ["a", "a", "b", "b"])
+    bad = {"s0": {"id": "s0", "parsed": {"p_yes": None}, "valid": False, "error": NO_OPTION}}
+    for preds in ({}, bad):
+        m = task.score(samples, preds)
+        assert all(math.isnan(m[k]) for k in ("AUC", "GAUC", "GAUC_unweighted", "GAUC_pos", "logloss"))
+        assert m["invalid_rate"] == 1.0 and m["missing"] == 4.0 - len(preds)
+        assert set(task.units(samples, preds)) == {"invalid_rate"}
+    # a hand-edited p_yes that is no number (a bool, an int no float holds) is no usable answer either
+    odd = {"s0": _rec("s0", True), "s1": _rec("s1", 10**400)}
+    assert task.score(samples, odd)["invalid_rate"] == 1.0
+    assert task.import_answer(samples[0], {"probability": True})[1].startswith("probability True is not a number")
+    assert "is not a number in [0, 1]" in task.import_answer(samples[0], {"probability": 10**400})[1]
 
 
 def test_a_generated_answer_parses_too():

@@ -23,12 +23,20 @@ def answering_only() -> bool:
     return _ANSWER_ONLY.get()
 
 
-def timed_predict(model, samples: list[dict], runs: int = LATENCY_RUNS, *, task=None) -> tuple[dict[str, dict], dict]:
+def timed_predict(model, samples: list[dict], runs: int = LATENCY_RUNS, *, task=None,
+                  own_latency: bool = False) -> tuple[dict[str, dict], dict]:
     """The model's records for `samples` and its timing: the throughput of one batched call and the
     single-sample latency as RecBench defines it, the mean time of `predict([s])` over `runs` calls,
     samples cycled; both time the answer alone. `task`: the samples' task, which turns a ranker's answers
     into its records (`Task.reference_answer`); one that adds evaluation-only work to them
-    (`evaluation_work = True`) has its records computed once more, untimed, with that work."""
+    (`evaluation_work = True`) has its records computed once more, untimed, with that work.
+    `own_latency`: the model times each answer itself (each record's `latency_s`) and remembers its answers
+    (title-cbs), so a second call would time the memory: the throughput is then its answers over the sum of
+    their own seconds, and nothing else is timed."""
+    if own_latency:
+        records = model.predict(samples, task)
+        spent = sum(float(r.get("latency_s") or 0.0) for r in records.values())
+        return records, {"throughput_per_s": round(len(records) / spent, 3) if spent > 0 and records else None}
     extra = bool(getattr(task, "evaluation_work", False))
     records = model.predict(samples, task) if extra else None
     token = _ANSWER_ONLY.set(True)

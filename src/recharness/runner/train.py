@@ -161,10 +161,11 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
         remote = {r["name"]: r for r in train_ray(fresh, train_data, seed, dict(by_task), served, latency_runs,
                                                   info["suite"], data_id, address=address, progress=progress)}
     for name in names:
-        runs = 0 if BASELINES.meta(name).get("own_latency") else latency_runs
+        own = bool(BASELINES.meta(name).get("own_latency"))
+        runs = 0 if own else latency_runs
         if name in resumed:
             model, seconds = resumed[name]
-            identity, answer = model.identity(), _timed(name, model, runs, progress)
+            identity, answer = model.identity(), _timed(name, model, runs, progress, own)
             if progress is not None:
                 progress(f"{name}: a killed train left its predictions unfinished: resumed with the model saved in "
                          f"{rd.relative(rd.model_dir(name))}")
@@ -178,7 +179,7 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
             identity, seconds, answer = r["identity"], r["train_s"], lambda _task, ss, k=by_name: k[ss[0]["task"]]
         else:
             model, seconds = _fit(rd, name, train_data, data_id, seed, tune, tune_epochs, progress)
-            identity, answer = model.identity(), _timed(name, model, runs, progress)
+            identity, answer = model.identity(), _timed(name, model, runs, progress, own)
         stamp = {"kind": "reference", "train_s": round(seconds, 6), "train_seed": seed,
                  "tune_trials": training[name]["tune_trials"]}
         if training[name]["tune_epochs"] is not None:
@@ -234,13 +235,13 @@ def _fit(rd: RunDir, name: str, train_data: TrainData, data_id: dict, seed: int,
     return model, seconds
 
 
-def _timed(name: str, model, runs: int, progress):
+def _timed(name: str, model, runs: int, progress, own_latency: bool = False):
     """How a model fitted (or loaded) here answers a task's samples: one timed batch (`timed_predict`)."""
     def answer(task, samples: list[dict]) -> tuple[dict[str, dict], dict]:
         if progress is not None:
             progress(f"{name}: predicting {len(samples)} {samples[0]['task']} samples, timing {runs} "
                      "single-sample calls…")
-        return timed_predict(model, samples, runs, task=task)
+        return timed_predict(model, samples, runs, task=task, own_latency=own_latency)
 
     return answer
 

@@ -34,8 +34,9 @@ def _fit_remote(name: str, train_data, seed: int, by_task: dict, served: dict, l
     for t, task_samples in by_task.items():
         if name not in served[t]:
             continue
-        runs = 0 if BASELINES.meta(name).get("own_latency") else latency_runs  # as the local path
-        recs, timing = timed_predict(model, task_samples, runs, task=get_task(suite, t))
+        own = bool(BASELINES.meta(name).get("own_latency"))
+        runs = 0 if own else latency_runs  # as the local path
+        recs, timing = timed_predict(model, task_samples, runs, task=get_task(suite, t), own_latency=own)
         out.append((t, recs, timing))
     import ray
 

@@ -363,8 +363,12 @@ class DirectTask(Task):
         return order_metrics(samples, got[0], got[1], "NDCG@10", usable=got[2]) if got else {}
 
     def _ks(self, samples) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        ks = tuple(k for k in self.ks if k <= max(len(s["candidates"]) for s in samples))
-        return ks, tuple(k for k in (5, 10) if k in ks)
+        """(HR cut-offs, NDCG cut-offs): HR@k only below the shortest candidate list (at k = its length every
+        complete answer hits: it would measure completeness, not ranking); NDCG@k up to the longest list (the
+        target's place still counts there)."""
+        lengths = [len(s["candidates"]) for s in samples]
+        return (tuple(k for k in self.ks if k < min(lengths)),
+                tuple(k for k in (5, 10) if k in self.ks and k <= max(lengths)))
 
     def score(self, samples, predictions):
         ranked, valid, partial, missing = self._ranked(samples, predictions)

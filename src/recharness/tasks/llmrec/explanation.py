@@ -106,7 +106,7 @@ class ReviewTextTask(Task):
         m = text_scores([h or "" for h in hyps], [s["reference"] for s in samples])
         valid = [h for h in hyps if h is not None]
         m["invalid_rate"] = 1.0 - len(valid) / len(samples)
-        m["words"] = float(np.mean([len(h.split()) for h in valid])) if valid else 0.0
+        m["words"] = float(np.mean([len(h.split()) for h in valid])) if valid else float("nan")  # no answer, no length
         m["missing"] = float(sum(p is None for p in preds))
         rd = self._run_dir(samples)
         if rd is not None:

@@ -31,7 +31,7 @@ from recharness.baselines.dlrm import DLRMS
 from recharness.core.errors import ConfigError
 from recharness.core.io import atomic_write_parquet, atomic_write_text
 from recharness.core.rundir import RunDir
-from recharness.core.types import BuildConfig, GenerationParams, Parsed
+from recharness.core.types import BuildConfig, GenerationParams, Parsed, is_number
 from recharness.metrics.classification import auc, gauc, gauc_units, logloss
 from recharness.tasks.base import Task
 from recharness.tasks.options import check
@@ -115,9 +115,10 @@ class CtrTask(Task):
         """`score --predictions`: a line's "probability" (P(Yes), in [0, 1]) is the answer; other keys: `parse`."""
         if "probability" not in line:
             return None
-        try:
-            p = float(line["probability"])
-        except (TypeError, ValueError):
+        v = line["probability"]
+        try:  # a bool is no probability; an int too large for a float (OverflowError) is out of range
+            p = math.nan if isinstance(v, bool) else float(v)
+        except (TypeError, ValueError, OverflowError):
             p = math.nan
         if not (0.0 <= p <= 1.0):
             return None, f"probability {line['probability']!r} is not a number in [0, 1]"
@@ -212,7 +213,7 @@ class CtrTask(Task):
                 missing += 1
                 continue
             v = (rec.get("parsed") or {}).get("p_yes") if rec.get("valid", True) else None
-            if v is not None and 0.0 <= float(v) <= 1.0:
+            if is_number(v) and 0.0 <= v <= 1.0:  # a hand-edited record's value may be anything
                 p[k], usable[k] = float(v), True
         return y, p, usable, missing
 
@@ -225,6 +226,12 @@ class CtrTask(Task):
         g = gauc(y2, s2, [samples[k]["user_id"] for k in rows])
         # answers whose P(Yes) rests on a bound for the option the server's top log-probs left out (said, not hidden)
         bounded = sum(bool(((predictions.get(x["id"]) or {}).get("parsed") or {}).get("bounded")) for x in samples)
+        if not usable.any():  # every value would come from the failure rule alone (random's): no number, said so
+            nan = float("nan")
+            return {"AUC": nan, "GAUC": nan, "GAUC_unweighted": nan, "GAUC_pos": nan,
+                    **({} if ranking_scores(samples, predictions) else {"logloss": nan}),
+                    "invalid_rate": 1.0, "missing": float(missing), "positive_rate": float(y.mean()),
+                    "gauc_users": 0.0}
         return {
             "AUC": auc(y2, s2),
             "GAUC": g.weighted,
@@ -249,6 +256,8 @@ class CtrTask(Task):
         ids = [s["id"] for s in samples]
         y, p, usable, _ = self._scores(samples, predictions)
         users = [s["user_id"] for s in samples]
+        if not usable.any():  # `score` gives no AUC, GAUC or log loss then: only the invalid rate has units
+            return {"invalid_rate": mean_units(ids, ~usable, how="mean over samples, users resampled", clusters=users)}
         e = np.finfo(np.float64).eps
         loss = -np.log(np.clip(np.where(y == 1, p, 1.0 - p), e, 1.0 - e))
         rows, y2, s2 = halved(y, p, usable)
