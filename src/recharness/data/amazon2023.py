@@ -43,7 +43,7 @@ def _records(path: Path) -> Iterator[tuple[int, dict]]:
         with opener(path, "rb") as fh:
             for lineno, raw in enumerate(fh, 1):
                 try:
-                    text = raw.decode("utf-8")
+                    text = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")  # a BOM may open the file
                 except UnicodeDecodeError as e:
                     raise InputError(path, f"not valid UTF-8 ({e.reason})", line=lineno) from None
                 if not text.strip():
@@ -160,7 +160,11 @@ def _meta(path: Path) -> pl.DataFrame:
             row["categories"] = cats
         if "author" in obj:
             a = obj["author"]
-            row["author"] = a.get("name") if isinstance(a, dict) else (a if isinstance(a, str) else None)
+            name = a.get("name") if isinstance(a, dict) else a
+            if name is not None and not isinstance(name, str):
+                raise InputError(path, f"the author's name must be a string, not {type(name).__name__}", line=line,
+                                 field="author")
+            row["author"] = name
         rows.append(row)
     schema = {"item_id": pl.Utf8, "title": pl.Utf8, "main_category": pl.Utf8, "store": pl.Utf8, "price": pl.Float64,
               "__line": pl.Int64}

@@ -75,6 +75,8 @@ def _batches(path: Path, status) -> Iterator[tuple[list[int], list[bytes]]]:
     try:
         with opener(path, "rb") as fh:
             for lineno, raw in enumerate(fh, 1):
+                if lineno == 1:
+                    raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 BOM may open the file
                 if raw.strip():
                     nums.append(lineno)
                     lines.append(raw.rstrip(b"\r\n"))
@@ -104,7 +106,14 @@ def _python_check(path: Path, nums: list[int], lines: list[bytes], check) -> Non
         check(n, obj)
 
 
-def _frames(path: Path, schema: dict, check, status) -> Iterator[pl.DataFrame]:
+def _not_strings(keys: tuple[str, ...]) -> str:
+    """A regex for a line giving one of `keys` a value that is no string (nor null): polars would read a
+    number, a list or an object as its text ('1.5', '["x"]'), so such lines go through `check`. A match
+    inside a string value (a description quoting JSON) costs only that check."""
+    return r'"(?:' + "|".join(keys) + r')"\s*:\s*[^"\sn]'
+
+
+def _frames(path: Path, schema: dict, check, status, strings: tuple[str, ...] = ()) -> Iterator[pl.DataFrame]:
     got = False
     for nums, lines in _batches(path, status):
         got = True
@@ -112,6 +121,9 @@ def _frames(path: Path, schema: dict, check, status) -> Iterator[pl.DataFrame]:
             df = pl.read_ndjson(io.BytesIO(b"\n".join(lines)), schema=schema)
             if df.height != len(nums):
                 raise pl.exceptions.ComputeError(f"{df.height} rows from {len(nums)} lines")
+            if strings:
+                odd = pl.Series(lines).cast(pl.Utf8).str.contains(_not_strings(strings)).arg_true().to_list()
+                _python_check(path, [nums[i] for i in odd], [lines[i] for i in odd], check)
         except (pl.exceptions.PolarsError, UnicodeDecodeError) as e:
             _python_check(path, nums, lines, check)
             raise InputError(path, f"unreadable JSON lines {nums[0]}-{nums[-1]} ({str(e).splitlines()[0]})") from None
@@ -120,13 +132,14 @@ def _frames(path: Path, schema: dict, check, status) -> Iterator[pl.DataFrame]:
         raise InputError(path, "file is empty")
 
 
-def _need_string(path, line, obj, key, *, required=True):
+def _need_string(path, line, obj, key, *, required=True, number=False):
+    """obj[key] is a string (as every id and text of the published files; `number`: or a whole number)."""
     v = obj.get(key)
     if v is None or v == "":
         if required:
             raise InputError(path, f"missing {key!r}", line=line, field=key)
         return
-    if isinstance(v, bool) or not isinstance(v, (str, int)):
+    if isinstance(v, bool) or not isinstance(v, (str, int) if number else str):
         raise InputError(path, f"{key!r} must be a string, not {type(v).__name__}", line=line, field=key)
 
 
@@ -140,7 +153,7 @@ def _check_interaction(path: Path):
         if not isinstance(obj.get("is_read"), bool):
             raise InputError(path, f"is_read {obj.get('is_read')!r} is not true or false", line=line, field="is_read")
         r = obj.get("rating")
-        if isinstance(r, bool) or not isinstance(r, int):
+        if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= 5:
             raise InputError(path, f"rating {r!r} is not a whole number 0-5", line=line, field="rating")
         _need_string(path, line, obj, "date_added")
     return check
@@ -151,7 +164,8 @@ def read_interactions(path: Path, status=None) -> pl.DataFrame:
     path = Path(path)
     status = status or _Quiet()
     out = []
-    for df in _frames(path, INTERACTION_SCHEMA, _check_interaction(path), status):
+    for df in _frames(path, INTERACTION_SCHEMA, _check_interaction(path), status,
+                      ("user_id", "book_id", "date_added")):
         for col in ("user_id", "book_id", "date_added"):
             first_bad(path, df, pl.col(col).is_null() | (pl.col(col).str.strip_chars() == ""), col,
                       lambda r, c=col: f"missing {c!r}")
@@ -188,14 +202,23 @@ def _shelved_once(path: Path, df: pl.DataFrame) -> None:
 def _check_book(path: Path):
     def check(line: int, obj: dict) -> None:
         _need_string(path, line, obj, "book_id")
-        for key in ("title", "work_id", "publication_year", "num_pages", "publisher", "language_code", "format",
-                    "description"):
+        for key in BOOK_TEXT:
             _need_string(path, line, obj, key, required=False)
+        for key in ("publication_year", "num_pages"):
+            _need_string(path, line, obj, key, required=False, number=True)
         a = obj.get("authors")
         if a is not None and not (isinstance(a, list) and all(isinstance(x, dict) for x in a)):
             raise InputError(path, "'authors' must be a list of {\"author_id\": …, \"role\": …}", line=line,
                              field="authors")
+        for x in a or []:
+            if not isinstance(x.get("author_id"), str):
+                raise InputError(path, f"an author's author_id must be a string, not {x.get('author_id')!r:.60}",
+                                 line=line, field="authors")
     return check
+
+
+#: the books file's ids and texts: strings (polars would read a number or a list as its text)
+BOOK_TEXT = ("title", "work_id", "publisher", "language_code", "format", "description")
 
 
 def read_books(path: Path, status=None) -> pl.DataFrame:
@@ -203,9 +226,11 @@ def read_books(path: Path, status=None) -> pl.DataFrame:
     status = status or _Quiet()
     out = []
     text = [c for c, t in BOOK_SCHEMA.items() if t == pl.Utf8]
-    for df in _frames(path, BOOK_SCHEMA, _check_book(path), status):
+    for df in _frames(path, BOOK_SCHEMA, _check_book(path), status, ("book_id", *BOOK_TEXT, "author_id")):
         df = df.with_columns(pl.col(c).str.strip_chars().replace("", None) for c in text)
         first_bad(path, df, pl.col("book_id").is_null(), "book_id", lambda r: "missing 'book_id'")
+        first_bad(path, df, pl.col("authors").list.eval(pl.element().struct.field("author_id").is_null()).list.any(),
+                  "authors", lambda r: "an author without an author_id")
         for col in ("publication_year", "num_pages"):
             num = pl.col(col).cast(pl.Int64, strict=False)
             first_bad(path, df, pl.col(col).is_not_null() & num.is_null(), col,

@@ -89,6 +89,7 @@ def _header(path: Path, expected: list[str], required: Iterable[str]) -> list[st
         names = first.decode("utf-8-sig").rstrip("\r\n").split(",")
     except UnicodeDecodeError:
         raise InputError(path, "not valid UTF-8", line=1) from None
+    no_repeated_columns(path, names)
     for col in required:
         if col not in names:
             raise InputError(path, f"the header has no column {col!r} (expected {','.join(expected)})",
@@ -96,6 +97,17 @@ def _header(path: Path, expected: list[str], required: Iterable[str]) -> list[st
     if last != b"\n":
         _truncated(path, names)
     return names
+
+
+def no_repeated_columns(path: Path, names: list[str]) -> None:
+    """A column named twice in the header: one of the two would be read, silently (empty names, of trailing
+    commas, are not columns)."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise InputError(path, f"the header repeats column {name!r}", line=1, field=name)
+        if name:
+            seen.add(name)
 
 
 def decoded_lines(path: Path) -> Iterator[str]:
@@ -197,15 +209,17 @@ def require(path: Path, df: pl.DataFrame, cols: Iterable[str]) -> None:
 
 def parse_int(path: Path, df: pl.DataFrame, col: str, *, lo: int | None = None, hi: int | None = None,
               why: str = "") -> pl.DataFrame:
-    """Whole numbers ("25", also "25.0"); null stays null. `why` ends the message for a value out of range."""
+    """Whole numbers ("25", also "25.0"); null stays null. `why` ends the message for a value out of range.
+    One written as an integer is read exactly (through a float, 17-19 digits lose their last ones)."""
     num = pl.col(col).cast(pl.Float64, strict=False)
     first_bad(path, df, pl.col(col).is_not_null() & (num.is_null() | ~num.is_finite() | (num != num.round())), col,
               lambda r: f"{r[col]!r} is not a whole number")
+    first_bad(path, df, num.abs() >= 2.0**63, col, lambda r: f"{r[col]!r} is too large for a whole number")
     if lo is not None:
         first_bad(path, df, num < lo, col, lambda r: f"{r[col]!r} is below {lo}{why}")
     if hi is not None:
         first_bad(path, df, num > hi, col, lambda r: f"{r[col]!r} is above {hi}{why}")
-    return df.with_columns(num.cast(pl.Int64).alias(col))
+    return df.with_columns(pl.coalesce(pl.col(col).cast(pl.Int64, strict=False), num.cast(pl.Int64)).alias(col))
 
 
 def parse_float(path: Path, df: pl.DataFrame, col: str) -> pl.DataFrame:
@@ -243,6 +257,7 @@ def read_articles(path: Path) -> pl.DataFrame:
             header = next(reader, None)
             if not header:
                 raise InputError(path, "file is empty", line=1)
+            no_repeated_columns(path, header)
             for col in ("article_id", "prod_name"):
                 if col not in header:
                     raise InputError(path, f"the header has no column {col!r} (expected {','.join(ARTICLES_HEADER)})",

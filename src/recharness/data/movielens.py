@@ -222,11 +222,20 @@ def _atomic(part: bytes | Path, label: str) -> tuple[str | Path, bytes]:
     return (part, read_bytes(part)) if isinstance(part, (str, Path)) else (label, part)
 
 
+def _scalars(path, fields: dict[str, str], names) -> None:
+    """Each of `names` is declared one value a row: a `:token_seq` age or zip code would be a list."""
+    for f in names:
+        if fields.get(f, "").endswith("_seq"):
+            raise InputError(path, f"field {f!r} is declared :{fields[f]}; one value a row (:token or :float) is "
+                                   "required", line=1, field=f)
+
+
 def _atomic_frame(path, data: bytes, need: tuple[str, ...], key: str | None = None) -> tuple[pl.DataFrame, dict]:
     df, fields = read_atomic(path, data)
     missing = [f for f in need if f not in fields]
     if missing:
         raise InputError(path, f"header lacks field {missing[0]!r} (has {', '.join(fields)})", line=1, field=missing[0])
+    _scalars(path, fields, need)
     if key is not None:
         dup = df.filter(pl.col(key).is_duplicated()).tail(1)
         if dup.height:
@@ -289,7 +298,7 @@ def load_ml1m_atomic(inter: bytes | Path, user: bytes | Path, item: bytes | Path
     items = items.sort(pl.col("item_id").cast(pl.Int64, strict=False), nulls_last=True, maintain_order=True)
 
     rdf, _ = _atomic_frame(rpath, inter, ("user_id", "item_id", "rating", "timestamp"))
-    rdf = parse_number(rpath, rdf, "timestamp", pl.Int64)
+    rdf = parse_number(rpath, parse_number(rpath, rdf, "rating"), "timestamp", pl.Int64)
     rdf = rdf.join(mapping.rename({"src": "item_id", "item_id": "mid"}), on="item_id", how="left", maintain_order="left")
     missing = rdf.filter(pl.col("mid").is_null()).head(1)
     if missing.height:
@@ -392,16 +401,18 @@ def load_ml100k_atomic(inter: bytes | Path, user: bytes | Path, item: bytes | Pa
     lost their "(year)", which is put back from release_year so titles read
     as in u.item."""
     (rpath, inter), (ipath, item), (upath, user) = (_atomic(x, f"{origin}.{k}") for x, k in ((inter, "inter"), (item, "item"), (user, "user")))
-    rdf, _ = read_atomic(rpath, inter)
-    idf, _ = read_atomic(ipath, item)
-    udf, _ = read_atomic(upath, user)
-    for path, df, kind, fields in ((rpath, rdf, "inter", ("user_id", "item_id", "rating", "timestamp")),
-                                   (ipath, idf, "item", ("item_id", "movie_title", "release_year", "class")),
-                                   (upath, udf, "user", ("user_id", "gender", "age", "occupation", "zip_code"))):
+    rdf, rtypes = read_atomic(rpath, inter)
+    idf, itypes = read_atomic(ipath, item)
+    udf, utypes = read_atomic(upath, user)
+    for path, df, types, kind, fields in (
+            (rpath, rdf, rtypes, "inter", ("user_id", "item_id", "rating", "timestamp")),
+            (ipath, idf, itypes, "item", ("item_id", "movie_title", "release_year", "class")),
+            (upath, udf, utypes, "user", ("user_id", "gender", "age", "occupation", "zip_code"))):
         need = set(fields) - set(df.columns)  # before any column is read: a missing one is this error, no traceback
         if need:
             raise InputError(path, f"missing field(s) {', '.join(sorted(need))} of RecBole's {origin}.{kind}", line=1)
-    rdf = parse_number(rpath, rdf, "timestamp", pl.Int64)
+        _scalars(path, types, [f for f in fields if f not in ("movie_title", "class")])
+    rdf = parse_number(rpath, parse_number(rpath, rdf, "rating"), "timestamp", pl.Int64)
     year = pl.col("release_year").cast(pl.Int64, strict=False)
     title = pl.when(year.is_not_null()).then(pl.format("{} ({})", pl.col("movie_title"), year)).otherwise(pl.col("movie_title"))
     items = idf.select(pl.col("item_id"), title.alias("title"), year.alias("year"), pl.col("class").alias("genres"))

@@ -64,15 +64,43 @@ def _id_fields(mapping: dict[str, str]) -> set[str]:
     return {f for f, c in mapping.items() if c in ID_COLUMNS} | {c for c in ID_COLUMNS if mapping.get(c, c) == c}
 
 
-def read_atomic(path: str | Path, data: bytes | None = None, tokens: Collection[str] = ()
-                ) -> tuple[pl.DataFrame, dict[str, str]]:
+#: what a canonical column must be declared as, read into it: one value a row, a sequence, or a text
+SCALAR_COLUMNS = ("user_id", "item_id", "rating", "timestamp")
+SEQUENCE_COLUMNS = ("item_id_list",)
+TEXT_COLUMNS = ("title",)
+
+
+def _check_header(path: Path, fields: dict[str, str], mapping: dict[str, str]) -> None:
+    """A field read into a canonical column has a type that column can hold (an item_id declared `:token_seq`
+    would be a list of ids per row), and no field is named like the internal columns (`__line`)."""
+    renames = _renames(list(fields), mapping)
+    for name, ftype in fields.items():
+        if name.startswith("__"):
+            raise InputError(path, f"field {name!r}: names starting with '__' are reserved", line=1, field=name)
+        col, need = renames.get(name, name), None
+        if col in SCALAR_COLUMNS and ftype.endswith("_seq"):
+            need = "one value a row (:token or :float)"
+        elif col in SEQUENCE_COLUMNS and not ftype.endswith("_seq"):
+            need = "a sequence (:token_seq)"
+        elif col in TEXT_COLUMNS and not ftype.startswith("token"):
+            need = "a text (:token or :token_seq)"
+        if need:
+            raise InputError(path, f"field {name!r} is declared :{ftype}; {need} is required", line=1, field=name)
+
+
+def read_atomic(path: str | Path, data: bytes | None = None, tokens: Collection[str] | None = None,
+                mapping: dict[str, str] | None = None) -> tuple[pl.DataFrame, dict[str, str]]:
     """Parse one atomic file into typed columns named by its header fields.
 
     token -> Utf8, token_seq -> List(Utf8) (space-separated; TEXT_FIELDS stay
-    strings), float -> Float64, float_seq -> List(Float64). Fields in `tokens` (ids) are read as tokens
-    whatever their declared type: an id declared `:float` keeps its spelling ('10', not '10.0').
+    strings), float -> Float64, float_seq -> List(Float64). Fields in `tokens` (ids; by default those
+    `mapping` makes ids) are read as tokens whatever their declared type: an id declared `:float` keeps
+    its spelling ('10', not '10.0'). A field `mapping` (default DEFAULT_MAPPING) reads into a canonical
+    column must be declared a type that column can hold (`_check_header`).
     Returns (frame with LINE, {field: type as declared}).
     """
+    mapping = DEFAULT_MAPPING if mapping is None else mapping
+    tokens = _id_fields(mapping) if tokens is None else tokens
     path = Path(path)
     text, _ = decode(path, read_bytes(path) if data is None else data)
     if not text.strip():
@@ -88,6 +116,7 @@ def read_atomic(path: str | Path, data: bytes | None = None, tokens: Collection[
         if name in fields:
             raise InputError(path, f"header repeats field {name!r}", line=1, field=name)
         fields[name] = ftype
+    _check_header(path, fields, mapping)
     df = split_table(path, body, "\t", list(fields), first_line=2)
     for name, ftype in fields.items():
         if name in tokens:
@@ -103,13 +132,17 @@ def read_atomic(path: str | Path, data: bytes | None = None, tokens: Collection[
     return df, fields
 
 
-def _rename(df: pl.DataFrame, mapping: dict[str, str]) -> pl.DataFrame:
-    ren = {c: mapping[c] for c in df.columns if c in mapping and mapping[c] != c}
-    targets = [ren.get(c, c) for c in df.columns]
+def _renames(columns: list[str], mapping: dict[str, str]) -> dict[str, str]:
+    ren = {c: mapping[c] for c in columns if c in mapping and mapping[c] != c}
+    targets = [ren.get(c, c) for c in columns]
     dup = {t for t in targets if targets.count(t) > 1}
     if dup:  # e.g. both `title` and `movie_title`: keep the one literally named so
         ren = {c: t for c, t in ren.items() if t not in dup}
-    return df.rename(ren)
+    return ren
+
+
+def _rename(df: pl.DataFrame, mapping: dict[str, str]) -> pl.DataFrame:
+    return df.rename(_renames(df.columns, mapping))
 
 
 def _canonical_types(df: pl.DataFrame, path: Path) -> pl.DataFrame:
@@ -209,7 +242,7 @@ def load_recbole(
     ids = _id_fields(mp)
     inters, sequences = [], []
     for f in files["inter"]:
-        df, fields = read_atomic(f, tokens=ids)
+        df, fields = read_atomic(f, tokens=ids, mapping=mp)
         df = _canonical_types(_rename(df, mp), f)
         missing = [c for c in ("user_id", "item_id") if c not in df.columns]
         if missing:
@@ -232,7 +265,7 @@ def load_recbole(
     def side(kind: str, key: str) -> pl.DataFrame | None:
         frames = []
         for f in files[kind]:
-            df, _ = read_atomic(f, tokens=ids)
+            df, _ = read_atomic(f, tokens=ids, mapping=mp)
             df = _canonical_types(_rename(df, mp), f)
             if key not in df.columns:
                 raise InputError(f, f"no field maps to {key!r}; pass a mapping", line=1)

@@ -112,7 +112,8 @@ class Dataset:
         return dataset_domain(self.name, self.meta)
 
     def validate(self) -> None:
-        """Fail early if a loader broke the schema the suites rely on."""
+        """Fail early if a loader broke the schema the suites rely on: a ConfigError (the CLI's one-line message,
+        not a traceback) naming the table and column."""
         for table, cols in (
             ("interactions", {"user_id": pl.Utf8, "item_id": pl.Utf8, "rating": pl.Float64, "timestamp": pl.Int64}),
             ("items", {"item_id": pl.Utf8, "title": pl.Utf8}),
@@ -121,9 +122,9 @@ class Dataset:
             df = getattr(self, table)
             for col, dtype in cols.items():
                 if col not in df.columns:
-                    raise ValueError(f"{self.name}.{table}: missing column {col!r}")
+                    raise ConfigError(f"{self.name}.{table}: missing column {col!r}")
                 if df.schema[col] != dtype:
-                    raise ValueError(f"{self.name}.{table}.{col}: dtype {df.schema[col]} != {dtype}")
+                    raise ConfigError(f"{self.name}.{table}.{col}: dtype {df.schema[col]} != {dtype}")
 
     def items_by_id(self) -> dict[str, dict]:
         return {row["item_id"]: row for row in self.items.iter_rows(named=True)}

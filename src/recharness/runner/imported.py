@@ -61,8 +61,15 @@ def _read_lines(path: Path):
                     raise InputError(path, _not_utf8(ex), line=physical) from None
 
         with open(path, "rb") as f:
-            reader = csv.DictReader(text_lines(f), delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+            reader = csv.DictReader(text_lines(f), delimiter="\t" if path.suffix.lower() == ".tsv" else ",",
+                                    strict=True)  # strict: a quote left open at the end of the file is an error
             try:
+                seen: set[str] = set()
+                for name in (n.strip() for n in reader.fieldnames or ()):
+                    if name in seen:  # the row's dict would keep the last of the two columns, silently
+                        raise InputError(path, f"the header repeats column {name!r}", line=1, field=name)
+                    if name:
+                        seen.add(name)
                 for row in reader:
                     if None in row:
                         yield reader.line_num, f"{len(row[None])} more fields than the header has"
@@ -186,6 +193,8 @@ class _Resolver:
                         self.by_pair.setdefault((t, str(s["user_id"]), str(s["item_id"])), []).append(s)
 
     def find(self, d: dict) -> tuple[dict | None, str | None]:
+        if d.get("task") is not None and not isinstance(d["task"], str):
+            return None, f"\"task\" must be a string, not {type(d['task']).__name__}"
         if "id" in d:
             s = self.by_id.get(str(d["id"]))
             if s is None:

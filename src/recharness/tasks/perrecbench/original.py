@@ -22,6 +22,7 @@ back, so numbers can be compared with the authors' released outputs.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from recharness.core.errors import InputError
@@ -73,7 +74,7 @@ class _Checker:
 
     def whole(self, v, *where) -> int:
         """An integer; whole floats and digit strings, which json dumps of other tools produce, are accepted."""
-        if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        if isinstance(v, str) and re.fullmatch(r"-?[0-9]{1,19}", v.strip()):
             return int(v)
         if is_number(v) and v == int(v):
             return int(v)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from recharness.core.errors import InputError
 from recharness.core.rundir import RunDir
-from recharness.data.parsing import read_json
+from recharness.data.parsing import json_line, read_json
 
 FILES = {
     "explicit": "ExplicitQuery.json",
@@ -44,7 +44,12 @@ def official_id(item_id: str):
 def read_records(path: str | Path, kind: str) -> list[dict]:
     """Load and check one official-layout file; errors name the file, entry and field."""
     path = Path(path)
-    data, _ = read_json(path)
+    data, text = read_json(path)
+
+    def wrong(n: int, key: str, need: str, got: str | None = None) -> InputError:
+        got = got or type(data[n][key]).__name__
+        return InputError(path, f"entry {n}: must be {need}, not {got}", line=json_line(text, (n, key)), field=key)
+
     if not isinstance(data, list):
         raise InputError(path, f"expected a JSON list of queries, got {type(data).__name__}")
     for n, rec in enumerate(data):
@@ -62,7 +67,17 @@ def read_records(path: str | Path, kind: str) -> list[dict]:
                 raise InputError(path, f"{where}: must be a list of [relation, value] pairs", field="sharedRelationships")
             if not any(isinstance(rec.get(q), str) and rec[q].strip() for q in ("situational_description_query", "direct_description_query")):
                 raise InputError(path, f"{where}: no query text", field="situational_description_query")
+            if rec.get("movieSubset") is not None and not isinstance(rec["movieSubset"], list):
+                raise wrong(n, "movieSubset", "a list of titles")
+            for k in ("implicitCondition", "misinformedCondition"):
+                if rec.get(k) is not None and not isinstance(rec[k], dict):
+                    raise wrong(n, k, "an object {relation, value, ...}")
         else:
+            g = rec.get("group")
+            odd = [v for v in g if not isinstance(v, str)] if isinstance(g, list) else []
+            if (g is not None and not isinstance(g, (str, list))) or odd:
+                raise wrong(n, "group", "a string or a list of strings",
+                            f"a list holding {type(odd[0]).__name__}" if odd else None)
             qs = rec.get("query & ground true")
             if not isinstance(qs, list):
                 raise InputError(path, f"{where}: missing or not a list", field="query & ground true")
