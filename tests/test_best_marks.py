@@ -249,3 +249,17 @@ def test_the_generic_path_gives_no_interval_from_fewer_than_five_samples():
 def test_an_unfinished_reference_is_named_in_the_table_note():
     row = ScoreRow("m", "toy", {"HR@10": 0.5}, 10, extra={"unfinished_references": ["ease"]})
     assert "Not in this table: ease, whose training began but wrote no predictions" in to_markdown([row])
+
+
+def test_why_no_row_is_tested_is_said_when_no_row_has_an_interval():
+    """Every row too small for an interval: the note used to end before saying that the best reference has none,
+    so no model row got a verdict and nothing said why."""
+    from recharness.report.tables import ci_note
+
+    ref = ScoreRow("popularity", "toy", {"MAE": 0.5}, 4, kind="reference",
+                   extra={"no_interval": {"MAE": "n too small: 4 units"},
+                          "no_verdicts": {"metric": "MAE", "why": "n too small: 4 units"}})
+    model = ScoreRow("m", "toy", {"MAE": 0.7}, 4, extra={"no_interval": {"MAE": "n too small: 4 units"}})
+    note = ci_note([model, ref])
+    assert note is not None and "No model row is tested against a reference: the best reference by MAE, popularity, " \
+        "has no interval (n too small: 4 units)" in note

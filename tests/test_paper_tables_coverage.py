@@ -64,6 +64,24 @@ def test_recbench_plus_tables_mark_limited_rows():
                                    "0.000 | 0.500 (limit) | 0.250 (limit) | 1.000 (limit) |")
 
 
+def test_an_undefined_value_is_a_dash_in_the_paper_layouts_whether_read_from_memory_or_scores_json():
+    """A CTR row with no usable answer (AUC NaN) and a RecBench+ row with no scored query (P, R, FTR NaN): scored
+    in memory the layouts printed "nan"; read back from scores.json (null) the RecBench+ row vanished. Both are
+    dashes now, the row kept, and no mean over datasets or query types is made from them."""
+    nan = float("nan")
+    for auc in (nan, None):
+        ctr = {"a": [_row("dead", "ctr", {"AUC": auc, "latency_s": 0.5})], "b": [_row("dead", "ctr", {"AUC": 0.6})]}
+        line = _line(across_datasets(ctr), "| dead |")
+        assert "nan" not in line and line.startswith("| dead | – | 0.6000 | – |")
+        md = table5({"ml-1m": [_row("dead", "seqrec", {"NDCG@10": auc, "latency_s": 0.5})]})
+        assert "nan" not in md and _line(md, "| dead (free text) |").startswith("| dead (free text) | – | – |")
+    for v in (nan, None):
+        rows = [_row("dead", t, {"P": v, "R": v, "FTR": v, "n_scored": 0.0}) for t in ("explicit", "implicit",
+                                                                                         "misinformed")]
+        md = plus_tables(rows)
+        assert "nan" not in md and set(_line(md, "| dead |").strip("| ").split(" | ")[1:]) == {"–"}
+
+
 def test_perrecbench_table1_marks_limited_rows():
     from recharness.tasks.perrecbench.groups import LEVELS
 

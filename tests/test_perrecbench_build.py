@@ -111,7 +111,8 @@ def test_samples_show_only_earlier_history(built, ml1m):
             earlier_titles = {titles[i] for i, t in zip(items, t_all) if t < ts}
             assert len(u["history"]) == 4
             assert all(h["card"][0][1] in earlier_titles for h in u["history"])
-            assert u["avg_rating"] == truth_avg
+            assert u["avg_rating"] == truth_avg  # the mean shown is the one the label subtracts
+            assert truth_avg == pytest.approx(r_all[t_all < ts].mean(), abs=0.005)  # the earlier ratings' mean
             vals, counts = np.unique(r_all[t_all < ts], return_counts=True)
             assert u["common_rating"] == vals[counts == counts.max()].max()
             assert "profile_history" not in u  # profile=false
@@ -147,11 +148,18 @@ def test_thresholds_are_options(ml1m, tmp_path):
 def test_few_shot_and_profile_history_in_samples(ml1m, tmp_path):
     opts = {"levels": "medium", "groups": 3, "shots": 2, "heldout": 4, "profile_items": 5, "k": 2}
     samples = _build(ml1m, tmp_path, ["point", "pair", "list"], **opts)
+    arrays, pairs = _by_user(ml1m.interactions)
+    titles = dict(zip(ml1m.items["item_id"].to_list(), ml1m.items["title"].to_list()))
     held = set(json.loads((tmp_path / "perrecbench" / "held_out-medium.json").read_text()))
     for s in samples:
         assert len(s["shots"]) == 2 and {x["item_id"] for x in s["shots"]} <= held
         assert len(s["shots"][0]["users"]) == {"point": 1, "pair": 2, "list": 3}[s["task"]]
         assert all(len(u["history"]) == 2 and len(u["profile_history"]) == 5 for u in s["users"])
+        for u in s["users"]:  # the profile's input: ratings made before the query, never the query item
+            t_all, _, items = arrays[u["user_id"]]
+            _, ts = pairs[(u["user_id"], s["item_id"])]
+            earlier = {titles[i] for i, t in zip(items, t_all) if t < ts and i != s["item_id"]}
+            assert {h["card"][0][1] for h in u["profile_history"]} <= earlier
     # no user of a test group is shown in a few-shot example (its history could hold the test label)
     tested = {u["user_id"] for s in samples for u in s["users"]}
     shown = {u["user_id"] for s in samples for x in s["shots"] for u in x["users"]}

@@ -144,3 +144,20 @@ def test_build_predictions_without_labels_names_the_build(ml1m, tmp_path):
     assert msg.endswith("group-easy.json, line 1, field 'no-such-item': item has no group in this build's "
                         "list/easy samples (2 groups; a build from the authors' label files, --option labels=DIR, "
                         "has their groups)")
+
+
+def test_a_label_count_of_earlier_ratings_reaching_past_the_query_is_refused(ml1m, tmp_path):
+    """The label file's history_len counts the user's ratings before the query in its authors' data; one that
+    reaches past the query's time here (their data held fewer of the user's ratings) would show ratings made
+    after it. The query's time is the user's rating of the item here when the file gives none."""
+    labels = tmp_path / "labels"
+    labels.mkdir()
+    data = json.loads((LABELS / "item2group_avg_diff_sample-easy.json").read_text())
+    df = ml1m.interactions.filter(pl.col("user_id") == "2468").sort("timestamp", maintain_order=True)
+    before = df["item_id"].to_list().index("571")  # the ratings this user made before rating item 571
+    assert data["571"][0][0]["history_len"] <= before  # the released count stays before the query
+    data["571"][0][0]["history_len"] = before + 5
+    (labels / "item2group_avg_diff_sample-easy.json").write_text(json.dumps(data))
+    with pytest.raises(InputError, match=r"history_len .* reaches past the query") as e:
+        build("perrecbench", "ml-1m", tmp_path / "run", tasks=["list"], options={"labels": str(labels), "profile": False})
+    assert e.value.field == "571[0][0].history_len"

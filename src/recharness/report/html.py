@@ -678,7 +678,7 @@ def training_section(out: Path, palette: Palette) -> list[str]:
         parts += _curves_block(curves, palette)
         rows = "".join(f"<tr><td>{e(k)}</td><td>{e(str(i.get('epochs')))}</td><td>{e(str(i.get('best_epoch')))}</td>"
                        f"<td>{e(fmt(i.get('best')))}</td><td style='text-align:left;white-space:normal'>"
-                       f"{e(i.get('stopped', ''))}</td><td>{e(fmt(i.get('train_s')))}</td></tr>"
+                       f"{e(str(i.get('stopped') or ''))}</td><td>{e(fmt(i.get('train_s')))}</td></tr>"
                        for k, i in infos.items())
         if rows:
             parts.append("<div class='scroll'><table><tr><th>model</th><th>epochs</th><th>best epoch</th><th>best valid"

@@ -116,8 +116,8 @@ _VERSUS = {"beats": "beats", "below": "is below", "not distinguishable": "is not
 
 def ci_note(rows: list[ScoreRow]) -> str | None:
     """What the [lo, hi] and the bold mean, for the rows of one table (None when no row has an interval)."""
-    if not any(r.ci for r in rows):
-        return _unfinished_note(rows).strip() or None
+    if not any(r.ci for r in rows):  # why no row is tested against a reference is said all the same
+        return (_reference_notes(rows) + _unfinished_note(rows)).strip() or None
     st = next((r.extra.get("ci_settings") for r in rows if r.extra.get("ci_settings")), {}) or {}
     b, seed = st.get("resamples"), st.get("seed")
     how = f"{b:,} resamples" if b else "bootstrap resamples"
@@ -147,6 +147,17 @@ def ci_note(rows: list[ScoreRow]) -> str | None:
         marked = next((r for r in rows if r.extra.get("strongest_reference")), None)
         if marked is not None:
             note += f" {STRONGEST} the strongest reference by {marked.extra['strongest_reference']}."
+    unmarked = sorted({m for r in rows for m, c in r.ci.items() if c.get("not_compared")})
+    if unmarked:
+        note += (f" No bold in {', '.join(unmarked)}: the rows' values rest on different samples (each row's own "
+                 "subset, e.g. its valid answers), so no row is best of them.")
+    return note + _reference_notes(rows) + _unfinished_note(rows)
+
+
+def _reference_notes(rows: list[ScoreRow]) -> str:
+    """Why a model row has no verdict against the strongest reference, and when that reference is the strongest
+    only among simple ones: said whether or not any row has an interval."""
+    note = ""
     for r in rows:
         nv = r.extra.get("no_verdicts")
         if nv:
@@ -156,16 +167,12 @@ def ci_note(rows: list[ScoreRow]) -> str | None:
     if unlike:
         note += (f" No verdict against {STRONGEST} for {', '.join(r.method for r in unlike)}: "
                  f"{unlike[0].extra['no_verdict']}.")
-    unmarked = sorted({m for r in rows for m, c in r.ci.items() if c.get("not_compared")})
-    if unmarked:
-        note += (f" No bold in {', '.join(unmarked)}: the rows' values rest on different samples (each row's own "
-                 "subset, e.g. its valid answers), so no row is best of them.")
     for r in rows:
         left_out = r.extra.get("untrained_references")
         if left_out and r.extra.get("strongest_reference"):
             note += (f" No trained reference is in this run, so {r.method} is the strongest only among simple ones "
                      f"(this task offers {', '.join(left_out)}: `recharness train`).")
-    return note + _unfinished_note(rows)
+    return note
 
 
 def _unfinished_note(rows: list[ScoreRow]) -> str:

@@ -242,6 +242,14 @@ def _user_block(ctx: Context, g: Group, i: int) -> dict:
         raise InputError(where or "groups", f"history_len {m.history_len} but the user has {full.items.size} ratings",
                          field=f"{g.item_id}[0][{i}].history_len")
     earlier = ctx.hist.earlier(m.user_id, m.history_len)
+    # the query's time: the group's (a label file may leave it out: 0), else this user's rating of the item here
+    asked = m.timestamp or next((int(t) for j, t in zip(full.items, full.timestamps) if j == g.item_id), 0)
+    if asked and earlier.timestamps.size and earlier.timestamps[-1] > asked:
+        # a label file's count of earlier ratings reaching past the query (its authors' data held fewer of this
+        # user's ratings): the prompt would show ratings made after it
+        raise InputError(where or "groups", f"history_len {m.history_len} reaches past the query: this user's rating "
+                                            f"{m.history_len} in time order was made at {int(earlier.timestamps[-1])}, "
+                                            f"after the query's {asked}", field=f"{g.item_id}[0][{i}].history_len")
     pos = ctx.hist.top_k(m.user_id, m.history_len, g.item_id, ctx.opts.k)
     stats_from = full.ratings if ctx.opts.groups.mean_over == "all" else earlier.ratings
     common, _ = rating_stats(stats_from)

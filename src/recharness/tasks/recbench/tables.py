@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import statistics
 
-from recharness.core.types import ScoreRow
+from recharness.core.types import ScoreRow, is_number
 
 
 def latency_label(seconds: float | None) -> str:
@@ -95,6 +95,7 @@ def _table(title: str, methods: list, by: dict[str, dict[tuple[str, str], ScoreR
         for d in datasets:
             r = by[d].get((method, kind))
             v = r.metrics.get("AUC") if r is not None else None
+            v = v if is_number(v) else None  # undefined (NaN in memory, null in scores.json): a dash either way
             cells.append("–" if v is None else _cell(r, "AUC"))
             if v is not None:
                 aucs.append(v)
@@ -231,6 +232,7 @@ def table5(runs: dict[str, list[ScoreRow]]) -> str | None:
             for d in datasets:
                 r = by[d].get(m)
                 v = r.metrics.get("NDCG@10") if r is not None else None
+                v = v if is_number(v) else None  # undefined (NaN in memory, null in scores.json): a dash either way
                 cells.append("–" if v is None else _cell(r, "NDCG@10"))
                 if r is None:
                     continue

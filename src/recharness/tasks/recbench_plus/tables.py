@@ -7,6 +7,7 @@ is given overall and, where the run had both, with and without history.
 
 from __future__ import annotations
 
+from recharness.core.types import is_number
 from recharness.report.tables import STRONGEST
 
 CONDITION_TYPES = (("explicit", "Explicit"), ("implicit", "Implicit"), ("misinformed", "Misinformed"))
@@ -73,6 +74,7 @@ def _table(rows, types, metrics, variant: str | None, title: str) -> str | None:
             ci = _intervals(r, variant) if r is not None else {}
             for m in metrics:
                 v = mm.get(m) if mm else None
+                v = v if is_number(v) else None  # undefined (NaN in memory, null in scores.json): a dash either way
                 strongest = variant is None and v is not None and (r.extra or {}).get("strongest_reference") == m
                 cells.append(_fmt(v, ci.get(m)) + (_mark(r) if v is not None else "") + (f" {STRONGEST}" if strongest else ""))
                 marked = marked or strongest
@@ -84,7 +86,9 @@ def _table(rows, types, metrics, variant: str | None, title: str) -> str | None:
             vals = per_metric[m]
             cells.append(_fmt(sum(vals) / len(vals)) + (f" ({', '.join(whys)})" if whys else "")
                          if len(vals) == len(types) else "–")
-        if any(c != "–" for c in cells):
+        # a row whose every value is undefined (no scored query) is kept, as dashes: it was run
+        if any(c != "–" for c in cells) or any(by.get((method, t)) is not None and _metrics(by[(method, t)], variant)
+                                               for t, _ in types):
             any_row = True
             name = method + (" (ref)" if kind == "reference" else "")
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
