@@ -101,3 +101,19 @@ def test_each_verdict_names_its_own_reference_when_rows_come_from_several_runs()
     assert note.count("Strongest reference by NDCG@10: ease; a is not distinguishable from it") == 1
     assert "; c is not distinguishable from it" in note.split("sasrec")[0]
     assert "Strongest reference by NDCG@10: sasrec; b is not distinguishable from it" in note
+
+
+def test_compare_says_which_metric_one_side_cannot_have(ml1m, tmp_path):
+    """A model with no valid rating has no RMSE (NaN, from no data): `compare` used to leave RMSE out of the
+    pair without a word; it now says it is undefined for that side and not compared."""
+    r = CliRunner()
+    out = tmp_path / "run"
+    assert r.invoke(app, ["build", "llmrec", "-t", "rating", "-o", str(out), "-n", "6"]).exit_code == 0
+    assert r.invoke(app, ["run", "llmrec", "-o", str(out), "-m", "fake"]).exit_code == 0
+    recs = [json.loads(x) for x in (out / "predictions" / "fake.jsonl").read_text().splitlines()]
+    dead = [{**x, "parsed": None, "valid": False, "error": "no rating in the answer"} for x in recs]
+    (out / "predictions" / "dead.jsonl").write_text("".join(json.dumps(x) + "\n" for x in dead))
+    got = compare(out, ["fake", "dead"], task="rating")
+    notes = [x["note"] for x in got if x["metric"] is None]
+    assert any(n.startswith("RMSE: undefined for dead") and "not compared" in n for n in notes), notes
+    assert "RMSE" not in {x["metric"] for x in got}

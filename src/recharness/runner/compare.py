@@ -86,6 +86,12 @@ def compare(out: Path, models: list[str] | None = None, task: str | None = None,
             ma, mb = task_obj.score(common, ra), task_obj.score(common, rb)
             ua, ub = checked_units(task_obj, common, ra, ma), checked_units(task_obj, common, rb, mb)  # values: the units'
             wanted = [m for m in ma if wants_ci(m) and is_number(ma[m]) and is_number(mb.get(m))]
+            # a metric one side cannot have (computed from no data, e.g. AUC with no usable answer): said, not dropped
+            undefined = {m: [x for x, mm in ((a, ma), (b, mb)) if not is_number(mm.get(m))]
+                         for m in dict.fromkeys([*ma, *mb]) if wants_ci(m) and m not in wanted}
+            for m, who in undefined.items():
+                results.append({**base, "metric": None, "note": f"{m}: undefined for {' and '.join(who)} (nothing to "
+                                                                "compute it from, e.g. no usable answer): not compared"})
             slow: list[dict] = []
             first_of_pair, pair_notes = len(results), []
             for m in wanted:
