@@ -114,6 +114,6 @@ def test_compare_says_which_metric_one_side_cannot_have(ml1m, tmp_path):
     dead = [{**x, "parsed": None, "valid": False, "error": "no rating in the answer"} for x in recs]
     (out / "predictions" / "dead.jsonl").write_text("".join(json.dumps(x) + "\n" for x in dead))
     got = compare(out, ["fake", "dead"], task="rating")
-    notes = [x["note"] for x in got if x["metric"] is None]
-    assert any(n.startswith("RMSE: undefined for dead") and "not compared" in n for n in notes), notes
+    notes = "; ".join(x.get("note") or "" for x in got)  # the pair's note, on its first row
+    assert "RMSE: undefined for dead (nothing to compute it from, e.g. no usable answer): not compared" in notes
     assert "RMSE" not in {x["metric"] for x in got}

@@ -86,14 +86,18 @@ def compare(out: Path, models: list[str] | None = None, task: str | None = None,
             ma, mb = task_obj.score(common, ra), task_obj.score(common, rb)
             ua, ub = checked_units(task_obj, common, ra, ma), checked_units(task_obj, common, rb, mb)  # values: the units'
             wanted = [m for m in ma if wants_ci(m) and is_number(ma[m]) and is_number(mb.get(m))]
-            # a metric one side cannot have (computed from no data, e.g. AUC with no usable answer): said, not dropped
-            undefined = {m: [x for x, mm in ((a, ma), (b, mb)) if not is_number(mm.get(m))]
-                         for m in dict.fromkeys([*ma, *mb]) if wants_ci(m) and m not in wanted}
-            for m, who in undefined.items():
-                results.append({**base, "metric": None, "note": f"{m}: undefined for {' and '.join(who)} (nothing to "
-                                                                "compute it from, e.g. no usable answer): not compared"})
             slow: list[dict] = []
             first_of_pair, pair_notes = len(results), []
+            # a metric one side cannot have (computed from no data, e.g. AUC with no usable answer): said in the
+            # pair's note, not dropped without a word
+            for m in dict.fromkeys([*ma, *mb]):
+                who = [x for x, mm in ((a, ma), (b, mb)) if not is_number(mm.get(m))]
+                if wants_ci(m) and m not in wanted and len(who) < 2:
+                    pair_notes.append(f"{m}: undefined for {who[0]} (nothing to compute it from, e.g. no usable "
+                                      "answer): not compared")
+            if pair_notes and not wanted:  # no metric row to carry the note
+                results.append({**base, "metric": None, "note": "; ".join(pair_notes)})
+                continue
             for m in wanted:
                 row = {**base, "metric": m, "value_a": ma[m], "value_b": mb[m], "diff": ma[m] - mb[m]}
                 results.append(row)
