@@ -6,40 +6,11 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
-from recharness.core.errors import InputError
-
-FIX = Path(__file__).parent / "fixtures" / "data"
-
-
-def _copy(name: str, tmp_path: Path) -> Path:
-    d = tmp_path / name
-    shutil.copytree(FIX / name, d)
-    return d
-
-
-def _edit(path: Path, old: str, new: str) -> None:
-    """Replace `old` (once, and it must be there) in a text file, gz by name."""
-    gz = path.name.endswith(".gz")
-    text = (gzip.decompress(path.read_bytes()) if gz else path.read_bytes()).decode("utf-8")
-    assert old in text, (path, old)
-    data = text.replace(old, new, 1).encode("utf-8")
-    path.write_bytes(gzip.compress(data) if gz else data)
-
-
-def _fails(fn, *, file: str, line: int | None, field: str | None, says: str) -> InputError:
-    with pytest.raises(InputError) as info:
-        fn()
-    err = info.value
-    assert Path(err.path).name == file, err
-    assert (err.line, err.field) == (line, field), err
-    assert says in err.message, err
-    return err
-
+from tests.loader_faults import copy_fixture, edit_text, fails
 
 # --- 1. RecBole atomic headers: declared types ---------------------------------------------------------
 
@@ -53,17 +24,17 @@ def _fails(fn, *, file: str, line: int | None, field: str | None, says: str) -> 
 def test_recbole_field_declared_a_type_its_column_cannot_hold(tmp_path, old, new, field, says):
     from recharness.data.recbole import load_recbole
 
-    d = _copy("recbole", tmp_path)
-    _edit(d / "tiny.inter", old, new)
-    _fails(lambda: load_recbole(d), file="tiny.inter", line=1, field=field, says=says)
+    d = copy_fixture("recbole", tmp_path)
+    edit_text(d / "tiny.inter", old, new)
+    fails(lambda: load_recbole(d), file="tiny.inter", line=1, field=field, says=says)
 
 
 def test_recbole_mapped_field_is_checked_under_its_canonical_name(tmp_path):
     from recharness.data.recbole import load_recbole
 
-    d = _copy("recbole", tmp_path)
-    _edit(d / "tiny.inter", "item_id:token", "asin:token_seq")
-    _fails(lambda: load_recbole(d, mapping={"asin": "item_id"}), file="tiny.inter", line=1, field="asin",
+    d = copy_fixture("recbole", tmp_path)
+    edit_text(d / "tiny.inter", "item_id:token", "asin:token_seq")
+    fails(lambda: load_recbole(d, mapping={"asin": "item_id"}), file="tiny.inter", line=1, field="asin",
            says="declared :token_seq")
 
 
@@ -74,25 +45,25 @@ def _ml1m(d: Path):
 
 
 def test_ml1m_atomic_ids_declared_float_are_read_as_tokens(tmp_path):
-    d = _copy("ml1m_atomic", tmp_path)
+    d = copy_fixture("ml1m_atomic", tmp_path)
     want = _ml1m(d)
-    _edit(d / "ml-1m.item", "item_id:token", "item_id:float")
-    _edit(d / "ml-1m.user", "user_id:token", "user_id:float")
+    edit_text(d / "ml-1m.item", "item_id:token", "item_id:float")
+    edit_text(d / "ml-1m.user", "user_id:token", "user_id:float")
     got = _ml1m(d)
     assert got.items.equals(want.items) and got.users.equals(want.users)
 
 
 def test_ml1m_atomic_rating_is_a_number(tmp_path):
-    d = _copy("ml1m_atomic", tmp_path)
-    _edit(d / "ml-1m.inter", "rating:float", "rating:token")
-    _edit(d / "ml-1m.inter", "\t5\t978300760", "\tfive\t978300760")
-    _fails(lambda: _ml1m(d), file="ml-1m.inter", line=2, field="rating", says="'five' is not a number")
+    d = copy_fixture("ml1m_atomic", tmp_path)
+    edit_text(d / "ml-1m.inter", "rating:float", "rating:token")
+    edit_text(d / "ml-1m.inter", "\t5\t978300760", "\tfive\t978300760")
+    fails(lambda: _ml1m(d), file="ml-1m.inter", line=2, field="rating", says="'five' is not a number")
 
 
 def test_ml1m_atomic_scalar_declared_a_list(tmp_path):
-    d = _copy("ml1m_atomic", tmp_path)
-    _edit(d / "ml-1m.user", "age:float", "age:token_seq")
-    _fails(lambda: _ml1m(d), file="ml-1m.user", line=1, field="age", says="declared :token_seq")
+    d = copy_fixture("ml1m_atomic", tmp_path)
+    edit_text(d / "ml-1m.user", "age:float", "age:token_seq")
+    fails(lambda: _ml1m(d), file="ml-1m.user", line=1, field="age", says="declared :token_seq")
 
 
 ML100K = {
@@ -110,7 +81,7 @@ def test_ml100k_atomic_user_id_declared_float_and_a_bad_rating():
     ds.validate()
     assert ds.users["user_id"].to_list() == ["1"]
     inter = ML100K["inter"].replace(b"\t4\t", b"\t\t")
-    _fails(lambda: load_ml100k_atomic(inter, ML100K["user"], ML100K["item"]), file="ml-100k.inter", line=2,
+    fails(lambda: load_ml100k_atomic(inter, ML100K["user"], ML100K["item"]), file="ml-100k.inter", line=2,
            field="rating", says="is empty, a number is required")
 
 
@@ -122,18 +93,18 @@ def test_ml100k_atomic_user_id_declared_float_and_a_bad_rating():
 def test_llmrank_field_declared_a_type_its_column_cannot_hold(tmp_path, file, old, new, field, says):
     from recharness.data.llmrank import load_llmrank
 
-    d = _copy("llmrank", tmp_path)
-    _edit(d / file, old, new)
-    _fails(lambda: load_llmrank(d), file=file, line=1, field=field, says=says)
+    d = copy_fixture("llmrank", tmp_path)
+    edit_text(d / file, old, new)
+    fails(lambda: load_llmrank(d), file=file, line=1, field=field, says=says)
 
 
 def test_llmrank_ids_declared_float_are_read_as_tokens(tmp_path):
     from recharness.data.llmrank import load_llmrank
 
-    d = _copy("llmrank", tmp_path)
+    d = copy_fixture("llmrank", tmp_path)
     want = load_llmrank(d)
-    _edit(d / "Toy.item", "item_id:token", "item_id:float")
-    _edit(d / "Toy-6k.test.inter", "user_id:token\titem_id_list:token_seq", "user_id:float\titem_id_list:float_seq")
+    edit_text(d / "Toy.item", "item_id:token", "item_id:float")
+    edit_text(d / "Toy-6k.test.inter", "user_id:token\titem_id_list:token_seq", "user_id:float\titem_id_list:float_seq")
     got = load_llmrank(d)
     assert got.interactions.equals(want.interactions) and got.items.equals(want.items)
 
@@ -165,9 +136,9 @@ def _set_json_line(path: Path, line: int, change: dict) -> None:
 def test_amazon_author_name_must_be_a_string(tmp_path, author, says):
     from recharness.data.amazon2023 import load_amazon2023
 
-    d = _copy("amazon2023", tmp_path)
+    d = copy_fixture("amazon2023", tmp_path)
     _set_json_line(d / "meta_Tiny_Cat.jsonl", 2, {"author": author})
-    _fails(lambda: load_amazon2023(d, streaming=False), file="meta_Tiny_Cat.jsonl", line=2, field="author",
+    fails(lambda: load_amazon2023(d, streaming=False), file="meta_Tiny_Cat.jsonl", line=2, field="author",
            says=f"the author's name must be a string, {says}")
 
 
@@ -175,7 +146,7 @@ def test_amazon_author_name_must_be_a_string(tmp_path, author, says):
 def test_amazon_files_opening_with_a_bom_read_as_without(tmp_path, streaming):
     from recharness.data.amazon2023 import load_amazon2023
 
-    d = _copy("amazon2023", tmp_path)
+    d = copy_fixture("amazon2023", tmp_path)
     want = load_amazon2023(d, streaming=False)
     for f in ("Tiny_Cat.jsonl", "meta_Tiny_Cat.jsonl"):
         (d / f).write_bytes(b"\xef\xbb\xbf" + (d / f).read_bytes())
@@ -192,18 +163,18 @@ def test_amazon_files_opening_with_a_bom_read_as_without(tmp_path, streaming):
 def test_hm_sales_channel_too_large_for_a_whole_number(tmp_path):
     from recharness.data.hm import load_hm
 
-    d = _copy("hm", tmp_path)
-    _edit(d / "transactions_train.csv", ",0.076078,2\n", ",0.076078,1e30\n")
-    _fails(lambda: load_hm(d), file="transactions_train.csv", line=2, field="sales_channel_id",
+    d = copy_fixture("hm", tmp_path)
+    edit_text(d / "transactions_train.csv", ",0.076078,2\n", ",0.076078,1e30\n")
+    fails(lambda: load_hm(d), file="transactions_train.csv", line=2, field="sales_channel_id",
            says="'1e30' is too large for a whole number")
 
 
 def test_microlens_timestamp_too_large_for_a_whole_number(tmp_path):
     from recharness.data.microlens import load_microlens
 
-    d = _copy("microlens", tmp_path)
-    _edit(d / "MicroLens-100k_pairs.csv", "37,8,1658813852305\n", "37,8,1e30\n")
-    _fails(lambda: load_microlens(d), file="MicroLens-100k_pairs.csv", line=2, field="timestamp",
+    d = copy_fixture("microlens", tmp_path)
+    edit_text(d / "MicroLens-100k_pairs.csv", "37,8,1658813852305\n", "37,8,1e30\n")
+    fails(lambda: load_microlens(d), file="MicroLens-100k_pairs.csv", line=2, field="timestamp",
            says="'1e30' is too large for a whole number")
 
 
@@ -225,9 +196,9 @@ def test_hm_whole_numbers_keep_every_digit():
 def test_hm_header_repeating_a_column(tmp_path, file, old, new, field):
     from recharness.data.hm import load_hm
 
-    d = _copy("hm", tmp_path)
-    _edit(d / file, old, new)
-    _fails(lambda: load_hm(d), file=file, line=1, field=field, says=f"the header repeats column {field!r}")
+    d = copy_fixture("hm", tmp_path)
+    edit_text(d / file, old, new)
+    fails(lambda: load_hm(d), file=file, line=1, field=field, says=f"the header repeats column {field!r}")
 
 
 # --- 5, 11. Goodreads: strings where the published files have strings; ratings; a BOM ---------------------
@@ -249,15 +220,15 @@ GR_B = "goodreads_books_poetry.json.gz"
 def test_goodreads_values_of_the_wrong_kind(tmp_path, file, line, change, field, says):
     from recharness.data.goodreads import load_goodreads
 
-    d = _copy("goodreads", tmp_path)
+    d = copy_fixture("goodreads", tmp_path)
     _set_json_line(d / file, line, change)
-    _fails(lambda: load_goodreads(d), file=file, line=line, field=field, says=says)
+    fails(lambda: load_goodreads(d), file=file, line=line, field=field, says=says)
 
 
 def test_goodreads_files_opening_with_a_bom_read_as_without(tmp_path):
     from recharness.data.goodreads import load_goodreads
 
-    d = _copy("goodreads", tmp_path)
+    d = copy_fixture("goodreads", tmp_path)
     want = load_goodreads(d)
     for f in (GR_I, GR_B):
         (d / f).write_bytes(gzip.compress(b"\xef\xbb\xbf" + gzip.decompress((d / f).read_bytes())))
@@ -285,7 +256,7 @@ def test_recbench_plus_official_keys_of_the_wrong_type(tmp_path, kind, rec, fiel
 
     path = tmp_path / "q.json"
     path.write_text(json.dumps([CONDITION if kind != "demographics" else GROUP, rec], indent=1))
-    err = _fails(lambda: read_records(path, kind), file="q.json", line=err_line(path, field), field=field, says=says)
+    err = fails(lambda: read_records(path, kind), file="q.json", line=err_line(path, field), field=field, says=says)
     assert err.message.startswith("entry 1:")
 
 
@@ -317,7 +288,7 @@ def test_perrecbench_label_timestamp_not_a_whole_number(tmp_path, ts):
     path.write_text(json.dumps({"i1": [[{**user, "timestamp": " -17 "}, {**user, "user_id": "u2", "timestamp": ts}]]},
                                indent=1))
     line = [n for n, t in enumerate(path.read_text().split("\n"), 1) if '"timestamp"' in t][-1]
-    _fails(lambda: read_labels(path), file=path.name, line=line, field="i1[0][1].timestamp",
+    fails(lambda: read_labels(path), file=path.name, line=line, field="i1[0][1].timestamp",
            says="expected a whole number")
     path.write_text(json.dumps({"i1": [[{**user, "timestamp": " -17 "}, {**user, "user_id": "u2", "timestamp": 9}]]}))
     assert [m.timestamp for m in read_labels(path)[0].members] == [-17, 9]
@@ -347,7 +318,7 @@ def test_imported_csv_repeated_column_or_open_quote(tmp_path, text, line, field,
 
     path = tmp_path / "p.csv"
     path.write_text(text)
-    _fails(lambda: list(_read_lines(path)), file="p.csv", line=line, field=field, says=says)
+    fails(lambda: list(_read_lines(path)), file="p.csv", line=line, field=field, says=says)
 
 
 def test_imported_csv_trailing_empty_columns_are_no_repeat(tmp_path):

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 from datetime import UTC, datetime
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -24,42 +22,11 @@ from recharness.data.microlens import load_microlens
 from recharness.data.prepare import DATASETS, domain_for, prepare_dataset
 from recharness.models.fake import FakeBackend
 from recharness.runner import pipeline
-
-FIX = Path(__file__).parent / "fixtures" / "data"
+from tests.loader_faults import FIX, copy_fixture, fails, get_line, set_line
 
 
 def _utc(*args) -> int:
     return int(datetime(*args, tzinfo=UTC).timestamp())
-
-
-def _copy(name: str, tmp_path: Path) -> Path:
-    d = tmp_path / name
-    shutil.copytree(FIX / name, d)
-    return d
-
-
-def _replace_line(path: Path, line: int, new: str) -> None:
-    gz = path.name.endswith(".gz")
-    text = gzip.decompress(path.read_bytes()).decode() if gz else path.read_text(encoding="utf-8")
-    lines = text.split("\n")
-    lines[line - 1] = new
-    text = "\n".join(lines)
-    path.write_bytes(gzip.compress(text.encode())) if gz else path.write_text(text, encoding="utf-8")
-
-
-def _line(path: Path, line: int) -> str:
-    text = gzip.decompress(path.read_bytes()).decode() if path.name.endswith(".gz") else path.read_text("utf-8")
-    return text.split("\n")[line - 1]
-
-
-def _fails(load, path: Path, *, file: str, line: int | None, field: str | None, what: str) -> None:
-    with pytest.raises(InputError) as e:
-        load(path)
-    msg = str(e.value)
-    assert "\n" not in msg and file in msg and what in msg, msg
-    assert Path(e.value.path).name == file and (e.value.line, e.value.field) == (line, field), msg
-    if line is not None:
-        assert f"line {line}" in msg
 
 
 # --- H&M -------------------------------------------------------------------------------------------
@@ -94,7 +61,7 @@ def test_hm_reads_the_kaggle_layout():
 
 
 def test_hm_article_ids_without_their_leading_zero_are_padded(tmp_path):
-    d = _copy("hm", tmp_path)
+    d = copy_fixture("hm", tmp_path)
     for name in ("articles.csv", "transactions_train.csv"):
         p = d / name
         p.write_text(p.read_text(encoding="utf-8").replace(",0108775015,", ",108775015,")
@@ -122,19 +89,19 @@ HM_BAD = [
 
 @pytest.mark.parametrize("name, line, new, field, what", HM_BAD)
 def test_hm_bad_lines_name_file_line_and_field(tmp_path, name, line, new, field, what):
-    d = _copy("hm", tmp_path)
-    customer = _line(d / name, line).split(",")[1 if name == "transactions_train.csv" else 0]
-    _replace_line(d / name, line, new.format(c=customer))
-    _fails(load_hm, d, file=name, line=line, field=field, what=what)
+    d = copy_fixture("hm", tmp_path)
+    customer = get_line(d / name, line).split(",")[1 if name == "transactions_train.csv" else 0]
+    set_line(d / name, line, new.format(c=customer))
+    fails(lambda: load_hm(d), file=name, line=line, field=field, says=what)
 
 
 def test_hm_truncated_download_and_missing_file(tmp_path):
-    d = _copy("hm", tmp_path)
+    d = copy_fixture("hm", tmp_path)
     p = d / "transactions_train.csv"
     p.write_bytes(p.read_bytes()[:-30])  # cut inside the last line
-    _fails(load_hm, d, file="transactions_train.csv", line=99, field="customer_id", what="ends mid-line")
+    fails(lambda: load_hm(d), file="transactions_train.csv", line=99, field="customer_id", says="ends mid-line")
     (d / "articles.csv").unlink()
-    _fails(load_hm, d, file="articles.csv", line=None, field=None, what="file not found")
+    fails(lambda: load_hm(d), file="articles.csv", line=None, field=None, says="file not found")
 
 
 # --- MicroLens ---------------------------------------------------------------------------------------
@@ -206,9 +173,9 @@ def test_microlens_ids_are_whole_numbers_as_upstream_reads_them(tmp_path):
 
 @pytest.mark.parametrize("name, line, new, field, what", MICROLENS_BAD)
 def test_microlens_bad_lines_name_file_line_and_field(tmp_path, name, line, new, field, what):
-    d = _copy("microlens", tmp_path)
-    _replace_line(d / name, line, new)
-    _fails(load_microlens, d, file=name, line=line, field=field, what=what)
+    d = copy_fixture("microlens", tmp_path)
+    set_line(d / name, line, new)
+    fails(lambda: load_microlens(d), file=name, line=line, field=field, says=what)
 
 
 # --- Goodreads ---------------------------------------------------------------------------------------
@@ -281,14 +248,14 @@ GOODREADS_BAD = [
 
 @pytest.mark.parametrize("name, line, change, field, what", GOODREADS_BAD)
 def test_goodreads_bad_lines_name_file_line_and_field(tmp_path, name, line, change, field, what):
-    d = _copy("goodreads", tmp_path)
-    obj = json.loads(_line(d / name, line))
-    _replace_line(d / name, line, '{"user_id": "cut off' if change is None else json.dumps({**obj, **change}))
-    _fails(load_goodreads, d, file=name, line=line, field=field, what=what)
+    d = copy_fixture("goodreads", tmp_path)
+    obj = json.loads(get_line(d / name, line))
+    set_line(d / name, line, '{"user_id": "cut off' if change is None else json.dumps({**obj, **change}))
+    fails(lambda: load_goodreads(d), file=name, line=line, field=field, says=what)
 
 
 def test_goodreads_truncated_gzip(tmp_path):
-    d = _copy("goodreads", tmp_path)
+    d = copy_fixture("goodreads", tmp_path)
     p = d / GR_I
     p.write_bytes(p.read_bytes()[:-200])
     with pytest.raises(InputError, match=f"{GR_I}.*truncated or corrupt gzip"):
@@ -336,7 +303,7 @@ def test_two_pieces_of_one_article_on_one_day_are_one_purchase_when_loaded(tmp_p
     from recharness.data.store import load_dataset
 
     monkeypatch.setenv("RECHARNESS_HOME", str(tmp_path / "home"))
-    d = _copy("hm", tmp_path)
+    d = copy_fixture("hm", tmp_path)
     tx = d / "transactions_train.csv"
     last = tx.read_text().splitlines()[-1]
     tx.write_text(tx.read_text() + last + "\n")  # a second piece of the customer's last article, same day

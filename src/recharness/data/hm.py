@@ -43,7 +43,7 @@ from pathlib import Path
 import polars as pl
 
 from recharness.core.errors import InputError
-from recharness.data.parsing import LINE, finish_interactions, first_bad
+from recharness.data.parsing import LINE, finish_interactions, first_bad, no_repeated_columns
 from recharness.data.store import Dataset
 
 ARTICLES_HEADER = [
@@ -97,17 +97,6 @@ def _header(path: Path, expected: list[str], required: Iterable[str]) -> list[st
     if last != b"\n":
         _truncated(path, names)
     return names
-
-
-def no_repeated_columns(path: Path, names: list[str]) -> None:
-    """A column named twice in the header: one of the two would be read, silently (empty names, of trailing
-    commas, are not columns)."""
-    seen: set[str] = set()
-    for name in names:
-        if name in seen:
-            raise InputError(path, f"the header repeats column {name!r}", line=1, field=name)
-        if name:
-            seen.add(name)
 
 
 def decoded_lines(path: Path) -> Iterator[str]:

@@ -126,6 +126,18 @@ def no_repeats(path: Path, df: pl.DataFrame, col: str, what: str) -> None:
                      field=col)
 
 
+def no_repeated_columns(path: Path, names, *, strip: bool = False) -> None:
+    """A column named twice in a header: one of the two would be read, silently (empty names, of trailing
+    commas, are not columns). `strip`: names are compared as the reader will use them, spaces trimmed."""
+    seen: set[str] = set()
+    for name in names:
+        name = name.strip() if strip else name
+        if name in seen:
+            raise InputError(path, f"the header repeats column {name!r}", line=1, field=name)
+        if name:
+            seen.add(name)
+
+
 def _fail_first(path, df: pl.DataFrame, bad: pl.Expr, field: str, what: str) -> None:
     hit = df.filter(bad).head(1)
     if hit.height:

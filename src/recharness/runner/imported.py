@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from recharness.core.errors import ConfigError, InputError
+from recharness.data.parsing import no_repeated_columns
 from recharness.tasks.validation import as_list
 
 ANSWER_KEYS = ("probability", "items", "titles", "answer", "ordering", "ratings", "rating")
@@ -64,12 +65,8 @@ def _read_lines(path: Path):
             reader = csv.DictReader(text_lines(f), delimiter="\t" if path.suffix.lower() == ".tsv" else ",",
                                     strict=True)  # strict: a quote left open at the end of the file is an error
             try:
-                seen: set[str] = set()
-                for name in (n.strip() for n in reader.fieldnames or ()):
-                    if name in seen:  # the row's dict would keep the last of the two columns, silently
-                        raise InputError(path, f"the header repeats column {name!r}", line=1, field=name)
-                    if name:
-                        seen.add(name)
+                # a repeated column: the row's dict would keep the last of the two, silently
+                no_repeated_columns(path, reader.fieldnames or (), strip=True)
                 for row in reader:
                     if None in row:
                         yield reader.line_num, f"{len(row[None])} more fields than the header has"
