@@ -250,3 +250,42 @@ def test_official_queries_of_unknown_users_are_noted(built, ml1m, tmp_path):
     only = build("recbench-plus", "ml-1m", tmp_path / "only", seed=0, tasks=["explicit"],
                  options={"explicit_file": str(tmp_path / "ExplicitQuery.json"), "history": "with"})
     assert only["counts"] == {"explicit": 4} and "left out of the build" in only["notes"][0]
+
+
+def _more_popular(pool: set[str], item: str, counts: dict[str, int]) -> int:
+    """How many items of `pool` have strictly more interactions than `item`: whatever the tie order, an item
+    drawn from the pool's N most popular has fewer than N of these."""
+    return sum(counts.get(i, 0) > counts.get(item, 0) for i in pool)
+
+
+def test_ref_top_and_misinfo_top_set_how_popular_the_named_films_are(built, ml1m, raw):
+    """Defaults: an implicit query's first reference film is among the 5 most popular items with the hidden
+    value (the query's own ground truth left out), a misinformed query's false claim among the 100 most popular
+    items that have the relation but not the value. 0 lifts the cut (the paper's draw from the whole KG), and
+    films outside it appear; re-derived from the raw item table and interaction counts."""
+    cnt = ml1m.interactions.group_by("item_id").len("n")
+    counts = dict(zip(cnt["item_id"].to_list(), cnt["n"].to_list()))
+
+    def ranks(samples):
+        imp, mis = [], []
+        for s in _unique_queries(samples):
+            gt = set(s["gt"])
+            if s["task"] == "implicit":
+                r, v = s["implicit"]["relation"], s["implicit"]["value"]
+                pool = {i for i, f in raw.items() if v in f[r]} - gt
+                imp.append(_more_popular(pool, str(s["implicit"]["referenceMovieIds"][0]), counts))
+            elif s["task"] == "misinformed":
+                r, v = s["misinformed"]["relation"], s["misinformed"]["value"]
+                pool = {i for i, f in raw.items() if f[r] and v not in f[r]} - gt
+                mis += [_more_popular(pool, str(i), counts) for i in s["misinformed"]["errorInfo"]["movieIds"]]
+        return imp, mis
+
+    imp, mis = ranks(built[2])
+    assert len(imp) == len(mis) == LIMIT
+    assert max(imp) < 5 and max(mis) < 100
+    whole = _task_build(ml1m, "implicit", seed=0, limit=60, options={"ref_top": 0, "history": "without"}) \
+        + _task_build(ml1m, "misinformed", seed=0, limit=60, options={"misinfo_top": 0, "history": "without"})
+    imp0, mis0 = ranks(whole)
+    assert len(imp0) == len(mis0) == 60
+    assert sum(r >= 5 for r in imp0) >= 15, sorted(imp0)
+    assert sum(r >= 100 for r in mis0) >= 50, sorted(mis0)

@@ -49,7 +49,8 @@ class ConditionTask(RecBenchTask):
         hist = ctx.history_indices()
         users = ctx.users
         sampler = ConditionSampler(kg, ctx.popularity, min_items=opts.min_gt, max_items=opts.max_gt,
-                                   require_specific=opts.specific)
+                                   require_specific=opts.specific, ref_top=opts.ref_top,
+                                   misinfo_top=opts.misinfo_top)
         mix = np.asarray(opts.mix) if opts.mix is not None else paper_mix(self.kind, ctx.domain)
         order = np.random.default_rng(config.seed).permutation(len(users))
         records: list[dict] = []

@@ -206,7 +206,7 @@ class ConditionSampler:
             if pool.size == 0:
                 continue
             pool = pool[np.argsort(self.pop_rank[pool], kind="stable")]
-            first = int(pool[rng.integers(min(self.ref_top, pool.size))])
+            first = int(pool[rng.integers(min(self.ref_top or pool.size, pool.size))])
             refs = [first]
             common = self._same_relation(first, rel)
             while common != {p} and len(refs) < self.max_refs:
@@ -239,7 +239,7 @@ class ConditionSampler:
             bad[kg.pair_items(p)] = True
             bad[sr.items] = True
             order = self.pop_order
-            pool = order[self.knows[rel, order] & ~bad[order]][: self.misinfo_top]
+            pool = order[self.knows[rel, order] & ~bad[order]][: self.misinfo_top or None]
             if pool.size < n_items:
                 continue
             picks = rng.choice(pool.size, size=n_items, replace=False)

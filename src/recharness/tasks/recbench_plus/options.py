@@ -28,6 +28,8 @@ class Options:
     specific: bool
     mix: tuple[float, float, float] | None  # None = the paper's Table 1 mix for the query type
     misinfo_items: int
+    ref_top: int  # 0: any item with the hidden value (the paper's draw)
+    misinfo_top: int  # 0: the whole KG (the paper's draw)
     interest_len: int
     interest_support: int
     interest_prev: int
@@ -73,6 +75,10 @@ class RecBenchPlusOptions(TaskOptions):
     specific: bool = Field(True, description="condition sets need one specific relation (director, cast), not only broad ones")
     mix: str | None = Field("paper", description="share of 1, 2 and 3-4 condition queries: paper or a,b,c")
     misinfo_items: int = Field(1, ge=1, description="false claims per misinformed query")
+    ref_top: int = Field(5, ge=0, description="an implicit query's first reference film is one of this many most "
+                         "popular items with the hidden value; 0: any of them (the paper's draw)")
+    misinfo_top: int = Field(100, ge=0, description="a misinformed query's false claims come from this many most "
+                             "popular items; 0: the whole KG (the paper's draw)")
     interest_len: int = Field(3, ge=2, description="items of an interest sequence")
     interest_support: int = Field(5, ge=2, description="users sharing an interest sequence (theta)")
     interest_prev: int = Field(3, ge=1, description="history items before the sequence")
