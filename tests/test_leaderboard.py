@@ -66,3 +66,22 @@ def test_scores_older_than_their_predictions_are_refused(ml1m, tmp_path):
         load_scores(run)
     write_scores(pipeline.score(run, resamples=0, partial=True), run)
     assert load_scores(run)
+
+
+def test_rows_of_builds_of_different_sizes_each_show_their_n(ml1m, tmp_path):
+    """The heading's 'n = 6–8' does not say which row rests on which: each row says its own n."""
+    import re
+
+    a = _fake_run("llmrec", "direct", "ml-1m", tmp_path / "a" / "llmrec", limit=8)
+    b = _fake_run("llmrec", "direct", "ml-1m", tmp_path / "b" / "llmrec", limit=6)
+    for run in (a, b):
+        write_scores(pipeline.score(run, resamples=0), run)
+    html = write_leaderboard([a, b], tmp_path / "board")["html"].read_text()
+    table = html[html.index("(n = 6–8)"):]
+    table = table[: table.index("</table>")]
+    assert "<th>method</th><th>n</th>" in table
+    ns = dict(re.findall(r"<td class='method'>([^<]+)(?:<small[^>]*>[^<]*</small>)?</td><td>([^<]+)</td>", table))
+    assert ns["fake [a/llmrec]"] == "8" and ns["fake [b/llmrec]"] == "6", ns
+    # one build: the heading's n is every row's, no column
+    one = write_leaderboard([a], tmp_path / "one")["html"].read_text()
+    assert "(n = 8)" in one and "<th>n</th>" not in one

@@ -386,12 +386,20 @@ def identity_text(model: dict | None) -> str:
     return " · ".join(parts)
 
 
-def _score_table(rows: list[ScoreRow], cols: list[str], *, identities: bool = True) -> str:
-    """Methods by metric: each cell the value over its [lo, hi] interval; a model's identity under its name."""
+def _row_n(r: ScoreRow) -> str:
+    """The samples a row rests on, and of how many where it is partial."""
+    of = (r.coverage or {}).get("of")
+    return f"{r.n} of {of}" if of is not None and of != r.n else str(r.n)
+
+
+def _score_table(rows: list[ScoreRow], cols: list[str], *, identities: bool = True, n_column: bool = False) -> str:
+    """Methods by metric: each cell the value over its [lo, hi] interval; a model's identity under its name.
+    `n_column`: each row's n in a column (a leaderboard's rows from builds of different sizes)."""
     def th(c: str) -> str:  # a long metric name may break after its underscores
         return "<th>" + e(header(c)).replace("_", "_<wbr>") + "</th>"
 
-    out = ["<div class='scroll'><table><tr><th>method</th>" + "".join(th(c) for c in cols) + "</tr>"]
+    out = ["<div class='scroll'><table><tr><th>method</th>" + ("<th>n</th>" if n_column else "")
+           + "".join(th(c) for c in cols) + "</tr>"]
     for r, cs in zip(rows, cells(rows, cols)):
         cls = " class='ref'" if r.kind == "reference" else ""
         ident = identity_text(r.extra.get("model")) if r.kind != "reference" and identities else ""
@@ -401,7 +409,8 @@ def _score_table(rows: list[ScoreRow], cols: list[str], *, identities: bool = Tr
             body = (f"<b>{e(v)}</b>" if top else e(v)) + (f"<small class='ci'>{e(ci)}</small>" if ci else "")
             tds.append(f"<td>{body}</td>")
         out.append(f"<tr{cls}><td class='method'>{e(table_name(r))}"
-                   + (f"<small class='id'>{e(ident)}</small>" if ident else "") + "</td>" + "".join(tds) + "</tr>")
+                   + (f"<small class='id'>{e(ident)}</small>" if ident else "") + "</td>"
+                   + (f"<td>{e(_row_n(r))}</td>" if n_column else "") + "".join(tds) + "</tr>")
     out.append("</table></div>")
     return "".join(out)
 
@@ -447,7 +456,8 @@ def task_section(rows: list[ScoreRow], suite: str | None, task: str, *, title: s
     # the quality metrics (with intervals) first; counts, costs and timings in a narrow table of their own
     quality = [c for c in cols if wants_ci(c)] or cols
     counts = [c for c in cols if c not in quality]
-    parts = [f"<h2>{e(title or task)} <small>(n = {n})</small></h2>", _score_table(rows, quality)]
+    # rows of builds of different sizes: each row's own n beside it, not only the range in the heading
+    parts = [f"<h2>{e(title or task)} <small>(n = {n})</small></h2>", _score_table(rows, quality, n_column=len(ns) > 1)]
     note = ci_note(rows)
     if note:
         parts.append(f"<p class='note'><small>{e(note)} Cells: the value, its 95% interval [lo, hi] below it."
