@@ -133,6 +133,54 @@ def test_generic_path_resamples_as_the_units_do():
         assert (u["lo"], u["hi"], u["p_vs_best"], u["top"]) == pytest.approx((g["lo"], g["hi"], g["p_vs_best"], g["top"]))
 
 
+class _RatioTask(_MeanTask):
+    """A plug-in task without units whose metric is no mean of per-sample values: hits over items listed,
+    summed over the samples (a micro-averaged precision). Only re-scoring resampled samples gives its interval."""
+
+    def __init__(self):
+        super().__init__(with_units=False)
+
+    def score(self, samples, predictions):
+        got = [predictions.get(s["id"]) or {} for s in samples]
+        return {"HR@10": sum(g.get("hits", 0) for g in got) / sum(g.get("listed", 1) for g in got)}
+
+
+def test_the_generic_path_interval_of_a_plug_in_task_is_the_hand_worked_bootstrap():
+    """Exact values: every resample of the 40 samples (repeats kept) re-scored by the task, the 2.5/97.5
+    percentiles of those, and the paired bootstrap p of the two rows over the same resamples, worked by hand
+    with matrix products from the same counts, not through the harness's re-scoring."""
+    from recharness.metrics.bootstrap import resample_counts
+
+    rng = np.random.default_rng(3)
+    n, resamples, seed = 40, 300, 1
+    samples = [{"id": f"s{i}"} for i in range(n)]
+    listed = rng.integers(1, 6, size=(2, n))
+    hits = np.minimum(listed, rng.binomial(listed, [[0.3], [0.45]]))
+    preds = [{s["id"]: {"hits": int(hits[r, i]), "listed": int(listed[r, i])} for i, s in enumerate(samples)}
+             for r in range(2)]
+    task = _RatioTask()
+    scored = [(ScoreRow(m, "toy", task.score(samples, p), n), p) for m, p in zip("ab", preds)]
+    ratio = hits.sum(1) / listed.sum(1)
+    assert [r.metrics["HR@10"] for r, _ in scored] == pytest.approx(ratio, abs=1e-15)
+    assert ratio[0] != pytest.approx(np.mean(hits[0] / listed[0]))  # not a mean of per-sample values
+    intervals.add_confidence_intervals(task, samples, scored, resamples=resamples, seed=seed)
+    w = np.concatenate(list(resample_counts(n, resamples, seed))).astype(np.float64)
+    assert w.shape == (resamples, n)
+    reps = (w @ hits.T) / (w @ listed.T)  # (resamples, 2)
+    for j, (row, _) in enumerate(scored):
+        ci = row.ci["HR@10"]
+        lo, hi = np.percentile(reps[:, j], [2.5, 97.5])
+        assert ci["generic"] and ci["resamples"] == resamples
+        assert (ci["lo"], ci["hi"]) == pytest.approx((lo, hi), abs=1e-12)
+    best, other = (0, 1) if ratio[0] > ratio[1] else (1, 0)
+    d = reps[:, other] - reps[:, best]
+    p = min(1.0, 2 * min(np.mean(d <= 0), np.mean(d >= 0)))
+    assert scored[best][0].ci["HR@10"]["top"] and scored[best][0].ci["HR@10"]["p_vs_best"] is None
+    assert scored[other][0].ci["HR@10"]["p_vs_best"] == pytest.approx(p, abs=1e-12)
+    assert scored[other][0].ci["HR@10"]["p_test"] == "bootstrap"
+    assert scored[other][0].ci["HR@10"]["top"] == (p >= 0.05)
+
+
 def test_units_that_fail_give_no_interval_not_a_resampling_of_plain_samples(monkeypatch):
     """A task with units whose `units` raises (a bug) loses those intervals and says why; it never falls
     back to re-scoring plain samples, which would ignore its users, groups and orders."""
