@@ -108,6 +108,28 @@ def test_direct_parse_numbers_titles_and_garbage():
     m10 = task.score([ten], {"t": {"parsed": last.value, "valid": True}})
     assert "HR@10" not in m10 and m10["HR@5"] == 0.0 and m10["NDCG@10"] == pytest.approx(1 / math.log2(11))
     assert set(task.units([ten], {"t": {"parsed": last.value, "valid": True}})) >= {"NDCG@10", "HR@5"}
+    # beyond accuracy likewise: the top 10 of 10 candidates is all of them (head/tail HR@10 would be 1, ARP the
+    # candidates' own); at the largest HR cut-off below the list instead, k = 5: the top 5 is b..f
+    import polars as pl
+
+    from recharness.metrics.beyond_accuracy import Popularity
+
+    inter = pl.DataFrame({"user_id": [f"u{j}" for j in range(10) for _ in range(j + 1)],
+                          "item_id": [c for j, c in enumerate("abcdefghij") for _ in range(j + 1)]})
+    pop = Popularity.of(inter, list("abcdefghij"))  # item j has j + 1 interactions; head (top 2): i, j
+
+    class _Split:
+        def of(self, samples):
+            return pop
+
+    task.popularity = _Split()
+    answers = {"t": {"parsed": last.value, "valid": True}}
+    m10 = task.score([ten], answers)
+    assert not [k for k in m10 if k.startswith(("HR@10", "ARP@10", "coverage@10", "Gini@10", "novelty@10"))], m10
+    assert m10["ARP@5"] == pytest.approx((2 + 3 + 4 + 5 + 6) / 5) and m10["coverage@5"] == pytest.approx(0.5)
+    assert m10["HR@5 tail"] == 0.0 and "HR@5 head" not in m10  # target a (1 interaction) is a tail item, missed
+    assert set(task.units([ten], answers)) >= {"ARP@5", "coverage@5", "HR@5 tail"}
+    task.popularity = None
     # huge answers: digit runs are not candidate numbers, and only the first 20,000 characters are read
     assert task.parse(s, "2, 1\n" + "1" * 9000).value["ranking"] == ["b", "a"]
     assert not task.parse(s, "1" * 9000 + " 2, 1").valid  # a list inside a line of garbage is no list

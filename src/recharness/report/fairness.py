@@ -35,9 +35,8 @@ from recharness.report.tables import display_name, fmt, header, value_text
 
 e = html.escape
 
-ARP = "ARP@10"
 #: the beyond-accuracy columns of the popularity table, after the accuracy metric and head / tail accuracy
-BEYOND = ("coverage@10", "Gini@10", ARP, "novelty@10")
+BEYOND = ("coverage@{k}", "Gini@{k}", "ARP@{k}", "novelty@{k}")
 _AT = re.compile(r"^target at (\d+): HR@1$")
 #: users / groups without all K orders counted (`tasks.orders.order_metrics`), present only when some are
 LEFT_OUT = "order units left out"
@@ -119,45 +118,55 @@ def task_parts(rows: list[ScoreRow], key: str | None, palette, samples: list[dic
 # ------------------------------------------------------------------ accuracy vs popularity bias
 
 
+def _arp_key(rows: list[ScoreRow]) -> tuple[str, int]:
+    """(ARP@k, k) of the rows: @10 where any row has it (every suite's list length), else the longest they
+    have (LLMRec direct with 10 candidates or fewer measures its lists below the candidate count)."""
+    ks = {int(m[4:]) for r in rows for m in r.metrics if m.startswith("ARP@") and m[4:].isdigit()}
+    k = 10 if 10 in ks or not ks else max(ks)
+    return f"ARP@{k}", k
+
+
 def popularity_parts(rows: list[ScoreRow], key: str | None, palette) -> list[str]:
-    """The task's headline metric against ARP@10, one point per method, and the beyond-accuracy table;
+    """The task's headline metric against ARP@10 (or the task's shorter list), one point per method, and the beyond-accuracy table;
     [] when fewer than two methods carry both (one point shows no trade-off)."""
     from recharness.metrics.registry import metric_info
 
     info = metric_info(key) if key else None
     if not (info and info.higher_is_better and info.group == "accuracy"):  # e.g. no NDCG@10 with 4 candidates
         return []
-    pts = [r for r in rows if _number(r.metrics.get(ARP)) and _number(r.metrics.get(key))]
+    arp, k = _arp_key(rows)
+    pts = [r for r in rows if _number(r.metrics.get(arp)) and _number(r.metrics.get(key))]
     if len(pts) < 2:
         return []
     task = rows[0].task
     head = next((m for r in pts for m in r.metrics if m.endswith(" head")), None)
-    cols = [key] + [c for c in (head, head and head.removesuffix(" head") + " tail", *BEYOND)
+    cols = [key] + [c for c in (head, head and head.removesuffix(" head") + " tail", *(c.format(k=k) for c in BEYOND))
                     if c and any(c in r.metrics for r in pts)]
     body = [[display_name(r)] + [value_text(r, c) for c in cols] for r in pts]
-    if any(r.metrics[key] or r.metrics[ARP] for r in pts):
-        chart = "<div class='charts'>" + _popularity_chart(pts, key, palette) + "</div>"
+    if any(r.metrics[key] or r.metrics[arp] for r in pts):
+        chart = "<div class='charts'>" + _popularity_chart(pts, key, palette, k) + "</div>"
     else:  # every point at the origin: nothing to see
-        chart = (f"<p class='nochart'>No chart of {e(key)} against ARP@10: both are 0 for every "
+        chart = (f"<p class='nochart'>No chart of {e(key)} against {arp}: both are 0 for every "
                  "method.</p>")
     return [f"<h3>{e(task)}: accuracy against popularity bias</h3>",
             chart,
             _table(["method"] + [header(c) for c in cols], body),
-            "<p class='note'><small>ARP@10 (average recommended popularity) = the mean number of training "
-            "interactions of a method's top-10 items: further right, more popular items. A method high and to the "
+            f"<p class='note'><small>{arp} (average recommended popularity) = the mean number of training "
+            f"interactions of a method's top-{k} items: further right, more popular items. A method high and to the "
             "left is accurate without leaning on what everyone has seen; head / tail = accuracy on samples whose "
             "target is among the 20% most interacted items / the rest. Coverage and Gini have no interval (a "
             "bootstrap of a set statistic is biased).</small></p>"]
 
 
-def _popularity_chart(pts: list[ScoreRow], key: str, palette) -> str:
+def _popularity_chart(pts: list[ScoreRow], key: str, palette, k: int = 10) -> str:
+    arp = f"ARP@{k}"
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    xs = [r.metrics[ARP] for r in pts]
+    xs = [r.metrics[arp] for r in pts]
     bars = False
     for r in pts:
-        x, y, colour = r.metrics[ARP], r.metrics[key], palette(r)
-        cx, cy = r.ci.get(ARP), r.ci.get(key)
+        x, y, colour = r.metrics[arp], r.metrics[key], palette(r)
+        cx, cy = r.ci.get(arp), r.ci.get(key)
         if cx or cy:  # the 95% intervals, in the method's colour
             bars = True
             # clamped at 0: a cluster-resampled ratio's interval need not hold its point value
@@ -177,14 +186,14 @@ def _popularity_chart(pts: list[ScoreRow], key: str, palette) -> str:
     if min(ys) >= 0:  # no negative accuracy on the axis (an all-zero column is drawn on [0, 1])
         ax.set_ylim(0, None if max(ys) > 0 else 1)
     scale = ", log scale" if ax.get_xscale() == "log" else ""
-    ax.set_xlabel(f"ARP@10: mean training interactions of the top-10 items{scale}")
+    ax.set_xlabel(f"{arp}: mean training interactions of the top-{k} items{scale}")
     ax.set_ylabel(header(key))
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
     ax.grid(alpha=.3)
     fig.tight_layout()
-    caption = (f"{header(key)} against popularity bias (ARP@10), one point per method"
+    caption = (f"{header(key)} against popularity bias ({arp}), one point per method"
                + ("; bars: 95% intervals" if bars else ""))
-    return _chart(fig, f"{key} vs ARP@10", caption, sum(1 for r in pts if r.metrics[key] or r.metrics[ARP]),
+    return _chart(fig, f"{key} vs {arp}", caption, sum(1 for r in pts if r.metrics[key] or r.metrics[arp]),
                   {r.method: palette(r) for r in pts})
 
 

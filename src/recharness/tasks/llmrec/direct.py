@@ -370,6 +370,16 @@ class DirectTask(Task):
         return (tuple(k for k in self.ks if k < min(lengths)),
                 tuple(k for k in (5, 10) if k in self.ks and k <= max(lengths)))
 
+    def _beyond(self, samples, ids, ranked, clusters) -> dict:
+        """Beyond-accuracy units of the top-k lists at the largest HR cut-off up to 10 below the shortest
+        candidate list: at k >= the candidates, a complete answer's top-k is all of them, so its popularity,
+        coverage and head/tail hits would describe the sampled candidates, not the method."""
+        ks = [k for k in self._ks(samples)[0] if k <= 10]
+        if not ks:
+            return {}
+        return beyond_accuracy(self._pop(samples), ids, ranked, [s["target"] for s in samples], k=max(ks),
+                               clusters=clusters)
+
     def score(self, samples, predictions):
         ranked, valid, partial, missing = self._ranked(samples, predictions)
         ks, ndcg_ks = self._ks(samples)
@@ -381,9 +391,8 @@ class DirectTask(Task):
         m["out_of_range_rate"] = sum(bool(isinstance(o, dict) and o.get("out_of_range")) for o in outside) / n
         m.update(target_seen(samples))  # here the one candidate the user had (negatives never are): a giveaway
         m.update(full_catalog_scores(samples, predictions))
-        m.update({k: u.point() for k, u in beyond_accuracy(self._pop(samples), [s["id"] for s in samples], ranked,
-                                                           [s["target"] for s in samples],
-                                                           clusters=order_clusters(samples)).items()})
+        m.update({k: u.point() for k, u in self._beyond(samples, [s["id"] for s in samples], ranked,
+                                                        order_clusters(samples)).items()})
         m.update(self._order_metrics(samples, predictions, ranked))
         return m
 
@@ -405,7 +414,7 @@ class DirectTask(Task):
         if ranks is not None:
             per = _full_metrics(ranks, per_sample=True)
             out.update({k: mean_units(ids, v, how="mean over samples", clusters=users) for k, v in per.items()})
-        out.update(beyond_accuracy(self._pop(samples), ids, ranked, [s["target"] for s in samples], clusters=users))
+        out.update(self._beyond(samples, ids, ranked, users))
         got = self._order_values(samples, predictions, ranked)
         spread = spread_units(samples, got[0], got[2], clusters=users) if got else None
         if spread is not None:
