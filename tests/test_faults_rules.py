@@ -69,6 +69,31 @@ def test_an_unreadable_body_is_retried_after_a_backoff(tmp_path, monkeypatch):
     assert waits == [0.2, 0.4]  # before the fix: [] (retried at once)
 
 
+def test_a_corrupt_compressed_body_is_retried_not_an_invalid_answer(tmp_path):
+    """httpx2's DecodingError (a 200 saying gzip, its body not) is no TransportError: it was recorded as the
+    sample's invalid answer; it is the transport's, retried as an unreadable body is."""
+    with FakeServerProcess(transient=1) as srv:
+        stats = run(samples_for(["bad-gzip"], n_ok=1), srv.base_url, tmp_path / "p.jsonl", concurrency=1,
+                    backoff_s=0.01)
+    assert stats.done == 2 and stats.transport_retries == {"bad_response": 1}
+    recs = {r["id"]: r for r in read_jsonl(tmp_path / "p.jsonl")}
+    assert recs["bad-gzip-0"]["valid"] and recs["bad-gzip-0"]["output"] == recs["ok-0"]["output"]
+
+
+def test_a_rate_limit_is_not_an_account_refusal():
+    import httpx2
+
+    from recharness.models.openai_compat import account_refused
+
+    def reply(status, err):
+        return httpx2.Response(status, json={"error": err})
+
+    assert not account_refused(reply(429, {"message": "Rate limit reached for requests", "type": "requests"}))
+    assert not account_refused(reply(400, {"message": "This model's maximum context length is 2048 tokens"}))
+    assert account_refused(reply(429, {"message": "quota", "code": "insufficient_quota"}))
+    assert account_refused(reply(401, {"message": "Incorrect API key provided: sk-***"}))
+
+
 def test_fewer_tries_than_the_refusal_limit_still_stop_a_run_on_a_dead_server(tmp_path):
     """--max-attempts 2 < max_connect_failures 3: a request refused on both tries means the server is down
     (before, every sample was tried twice and left undone, and the run never stopped)."""
@@ -88,7 +113,12 @@ def test_an_error_inside_a_200_is_retried_and_its_answer_kept(tmp_path):
 
 
 @pytest.mark.parametrize("fault, says", [("redirect", "redirects the request (HTTP 301 to https://***@example.invalid"),
-                                         ("unsupported-param", "Unsupported parameter: 'max_tokens'")])
+                                         ("unsupported-param", "Unsupported parameter: 'max_tokens'"),
+                                         # the account, not the sample: before, every sample an invalid answer
+                                         # (402, 400) a resume never asks again, or each retried to the end (429)
+                                         ("no-credit", "HTTP 402: Insufficient Balance"),
+                                         ("no-quota", "HTTP 429: You exceeded your current quota"),
+                                         ("bad-key-400", "HTTP 400: API key not valid")])
 def test_a_refusal_every_request_meets_stops_the_run_without_an_answer(tmp_path, fault, says):
     from recharness.core.errors import EndpointRefused
 

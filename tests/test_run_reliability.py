@@ -61,6 +61,46 @@ def test_a_setup_failure_stops_the_run_and_commits_nothing(tmp_path, error):
     assert stats.done == 4 and not recs["s0"]["valid"] and recs["s0"]["error_kind"] == "http_400"
 
 
+@pytest.mark.parametrize("fails", ["get", "put"])
+def test_a_response_cache_that_fails_stops_the_run_and_records_no_answer(tmp_path, fails):
+    """A disk error or a damaged cache file fails every sample alike: before, each sample was committed as an
+    invalid answer (error_kind OperationalError) that a resume never asks again."""
+    import sqlite3
+
+    class Broken(ResponseCache):
+        def get(self, key):
+            if fails == "get":
+                raise sqlite3.OperationalError("disk I/O error")
+            return super().get(key)
+
+        def put(self, key, value):
+            if fails == "put":
+                raise sqlite3.OperationalError("database or disk is full")
+            super().put(key, value)
+
+    cache = Broken(tmp_path / "cache.sqlite")
+    backend = Scripted({f"sample {k}": "2" for k in range(3)})
+    says = "disk I/O error" if fails == "get" else "database or disk is full"
+    with pytest.raises(ConfigError, match=rf"cache\.sqlite: the response cache could not be "
+                                          rf"{'read' if fails == 'get' else 'written'} \(OperationalError: {says}\)"):
+        run(backend, samples(3), tmp_path / "p.jsonl", cache)
+    assert not (tmp_path / "p.jsonl").exists() or not list(read_jsonl(tmp_path / "p.jsonl"))
+    cache.close()
+
+
+def test_a_cache_entry_of_another_shape_is_a_miss_asked_again(tmp_path):
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    backend = Scripted({"sample 0": "2"})
+    run(backend, samples(1), tmp_path / "p.jsonl", cache)
+    (key,) = [k for (k,) in cache._db.execute("SELECT key FROM responses")]
+    cache.put(key, {"answer": "from another version"})  # no `text`: Completion(**hit) cannot be made
+    again = Scripted({"sample 0": "3"})
+    run(again, samples(1), tmp_path / "q.jsonl", cache)
+    assert again.calls == ["sample 0"] and next(read_jsonl(tmp_path / "q.jsonl"))["parsed"] == "c"
+    assert cache.get(key)["text"] == "3"  # replaced
+    cache.close()
+
+
 @pytest.fixture
 def toy_build(tmp_path, ml1m, monkeypatch):
     """`build(limit)`: a toy-suite build of `limit` samples in tmp_path/run (its own response cache), its samples."""

@@ -7,9 +7,10 @@ redoing the rest; records carry the build fingerprint so answers to an
 older build are never mixed with a new one.
 
 Every outcome is classified once: a refusal of the configuration (HTTP 401,
-403, 404, 405, 501: bad key, wrong model; a 400 or 422 saying the model is
+402, 403, 404, 405, 501: bad key, no credit, wrong model; a 400 or 422 saying the model is
 unknown; log-probabilities asked for and not returned) stops the run at once with nothing
-committed for it (EndpointRefused, exit 2); a transient failure (429, 5xx,
+committed for it (EndpointRefused, exit 2), as does a response cache that cannot be read or
+written (ConfigError); a transient failure (429, 5xx,
 timeouts, resets, an unreadable or empty body, no choices) is retried and, if
 it outlives its retries, leaves the sample undone for the next run (exit 3);
 an unreachable server stops the run early (exit 4); an answer is committed,
@@ -153,21 +154,47 @@ class CachedModel:
             return key
         return None
 
+    def _failed(self, e: Exception, doing: str) -> ConfigError:
+        """A cache that cannot be read or written fails every sample alike (a disk error, a damaged file): the
+        run stops with nothing recorded for the sample, never an invalid answer a resume would not ask again."""
+        where = shown_path(self.cache.path) if getattr(self.cache, "path", None) else "the response cache"
+        return ConfigError(f"{where}: the response cache could not be {doing} ({type(e).__name__}: {one_line(e)}): "
+                           "move it away to start a new one (or set RECHARNESS_CACHE elsewhere), or run with "
+                           "--no-cache")
+
+    def _get(self, key: str):
+        if not self.read:
+            return None
+        try:
+            return self.cache.get(key)
+        except Exception as e:  # noqa: BLE001 - any failure of the cache's own is the run's, not the sample's
+            raise self._failed(e, "read") from None
+
+    def _put(self, key: str, value: dict) -> None:
+        try:
+            self.cache.put(key, value)
+        except Exception as e:  # noqa: BLE001 - as in `_get`: the answer is not recorded, the next run asks again
+            raise self._failed(e, "written") from None
+
     async def generate(self, messages: Messages, params: GenerationParams) -> Completion:
         key = None
         if self.cache is not None:
             key = self._known_key(messages, params) or cache_key(
                 "generate", self.backend.identity(), params.model_dump(mode="json"), messages)
-            hit = self.cache.get(key) if self.read else None
+            hit = self._get(key)
             if hit is not None:
-                c = Completion(**hit)
-                c.cached = True
-                return c
+                try:
+                    c = Completion(**hit)
+                except (TypeError, ValueError):  # an entry of another shape: a miss, asked and replaced
+                    c = None
+                if c is not None:
+                    c.cached = True
+                    return c
         c = await self.backend.agenerate(messages, params)
         if self.cache is not None:
             rec = c.to_dict()
             rec["cached"] = False
-            self.cache.put(key, rec)
+            self._put(key, rec)
         return c
 
     async def score_options(self, messages: Messages, options: list[str]):
@@ -177,13 +204,13 @@ class CachedModel:
         if self.cache is not None:
             # "rule": how option log-probs are read from a reply (2: every casing, a missing option bounded)
             key = cache_key("options", self.backend.identity(), None, messages, {"options": options, "rule": 2})
-            hit = self.cache.get(key) if self.read else None
-            if hit is not None:
+            hit = self._get(key)
+            if isinstance(hit, dict) and isinstance(hit.get("logprobs"), dict) and "latency_s" in hit:
                 return OptionScores(logprobs=hit["logprobs"], latency_s=hit["latency_s"], cached=True,
                                     extra=hit.get("extra") or {})
         s = await self.backend.ascore_options(messages, options)
         if self.cache is not None:
-            self.cache.put(key, {"logprobs": s.logprobs, "latency_s": s.latency_s, "extra": s.extra})
+            self._put(key, {"logprobs": s.logprobs, "latency_s": s.latency_s, "extra": s.extra})
         return s
 
 

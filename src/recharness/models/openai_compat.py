@@ -5,8 +5,9 @@ openai SDK's request/response modelling costs ~0.4 ms of CPU per call, which
 at zero server latency is most of a run's client time (benchmarks/results/
 overhead.md). Failures are sorted into retryable (429, 5xx, timeouts, resets, an
 unreadable or cut body, a reply with no choices: backoff between tries, Retry-After honoured),
-configuration (401, 403, 404, 405, 501, a redirect, a 400 or 422 saying the model is unknown or a
-parameter unsupported, a P(option) request answered without log-probabilities: the run stops),
+configuration (401, 402, 403, 404, 405, 501, a redirect, a 400 or 422 saying the model is unknown or a
+parameter unsupported, any 4xx saying the key is bad or the account out of credit or quota, a P(option)
+request answered without log-probabilities: the run stops),
 per-sample (any other 4xx) and fatal: one request refused a connection `max_connect_failures` tries
 in a row (or all its `max_attempts`, if fewer; backoff between them) while no request got an
 answer, whatever the concurrency. An error inside a 200 reply (`finish_reason: "error"`) is retried.
@@ -47,8 +48,17 @@ from recharness.models.base import ModelBackend
 #: HTTP statuses worth retrying: rate limits, request timeouts, server-side failures
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 #: HTTP statuses that say the request is wrong as configured, for every sample alike: a bad key (401, 403),
-#: a wrong model or path (404), a method or feature the server lacks (405, 501). The run stops: no answer.
-CONFIG_STATUS = {401, 403, 404, 405, 501}
+#: an account out of credit (402), a wrong model or path (404), a method or feature the server lacks (405, 501).
+#: The run stops: no answer.
+CONFIG_STATUS = {401, 402, 403, 404, 405, 501}
+#: an error body that says the account, not the request, is refused: a bad key answered with 400 (Gemini's
+#: OpenAI-compatible endpoint), no credit or quota left (DeepSeek's "Insufficient Balance", OpenAI's 429
+#: "insufficient_quota"): every request would fail alike, so the run stops (a rate limit is not this: it passes)
+ACCOUNT_REFUSED = re.compile(
+    r"insufficient[ _](?:balance|quota|credits?|funds)|\b(?:invalid|incorrect) api[ _-]?key"
+    r"|\bapi[ _-]?key\b.{0,40}?\b(?:not valid|is invalid|invalid|expired)"
+    r"|\bexceeded your (?:current )?quota|\bout of credits?\b|\bbilling (?:hard )?limit",
+    re.IGNORECASE)
 #: an error body that says the model asked for is not served: OpenAI answers it with 404 (a config status
 #: already), other servers and proxies with 400 or 422 (vLLM, Ollama, LiteLLM wordings): every request would
 #: fail alike, so it stops the run as a configuration failure, never an invalid answer
@@ -239,6 +249,8 @@ class OpenAICompatibleBackend(ModelBackend):
             return "connect"
         if isinstance(e, httpx.TransportError):  # reset, remote closed, protocol error mid-response
             return "reset"
+        if isinstance(e, httpx.DecodingError):  # a cut or corrupt compressed body, an unreadable reply frame
+            return "bad_response"
         return None
 
     async def probe(self, timeout_s: float) -> str | None:
@@ -333,8 +345,9 @@ class OpenAICompatibleBackend(ModelBackend):
                     raise EndpointRefused(f"{self.public_url} redirects the request (HTTP {r.status_code}"
                                           + (f" to {to}" if to else "") + "): give the URL it redirects to as the "
                                           "base URL", r.status_code)
-                if r.status_code in CONFIG_STATUS or (400 <= r.status_code < 500 and r.status_code not in RETRY_STATUS
-                                                      and (unknown_model(r) or unsupported_parameter(r))):
+                if r.status_code in CONFIG_STATUS or (400 <= r.status_code < 500 and (
+                        account_refused(r) or r.status_code not in RETRY_STATUS
+                        and (unknown_model(r) or unsupported_parameter(r)))):
                     raise EndpointRefused(f"{self.public_url} refuses the request for model {self.model!r}: HTTP "
                                           f"{r.status_code}: {self._server_text(r)}", r.status_code)
                 if r.status_code not in RETRY_STATUS:
@@ -432,6 +445,17 @@ def unsupported_parameter(r: httpx.Response) -> bool:
     except ValueError:
         return False
     return code in ("unsupported_parameter", "unsupported_value")
+
+
+def account_refused(r: httpx.Response) -> bool:
+    """Whether an error reply says the key or the account is refused (`ACCOUNT_REFUSED`), whatever its status."""
+    try:
+        data = r.json()
+        err = data.get("error") if isinstance(data, dict) else None
+        code = " ".join(str(err.get(k) or "") for k in ("code", "type")) if isinstance(err, dict) else ""
+    except ValueError:
+        code = ""
+    return bool(ACCOUNT_REFUSED.search(f"{_error_message(r)} {code}"))
 
 
 def unknown_model(r: httpx.Response) -> bool:

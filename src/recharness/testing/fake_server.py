@@ -37,12 +37,23 @@ from pathlib import Path
 
 HOST = "127.0.0.1"
 
+#: "bad-gzip": a 200 whose body says it is gzip and is not (a proxy's cut or corrupt compressed body)
 TRANSPORT_FAULTS = ("429", "429-retry-after", "500", "503", "hang", "reset", "truncated-json", "empty-choices",
-                    "non-utf8", "error-choice")
+                    "non-utf8", "error-choice", "bad-gzip")
 SICK_MODES = ("500", "503", "hang", "reset")
 #: "redirect": a 301 to https; "unsupported-param": OpenAI's 400 to `max_tokens` from a reasoning model;
 #: "echo-key": a 400 whose text repeats the request's Authorization header (a careless proxy)
-CONTENT_FAULTS = ("surrogate", "long-answer", "html-answer", "400", "redirect", "unsupported-param", "echo-key")
+#: the account refused, for every request alike: "no-credit" DeepSeek's 402, "no-quota" OpenAI's 429
+#: insufficient_quota, "bad-key-400" Gemini's OpenAI-compatible endpoint's answer to a wrong key
+ACCOUNT_FAULTS = {
+    "no-credit": (402, {"error": {"message": "Insufficient Balance", "type": "unknown_error"}}),
+    "no-quota": (429, {"error": {"message": "You exceeded your current quota, please check your plan and billing "
+                                            "details.", "type": "insufficient_quota", "code": "insufficient_quota"}}),
+    "bad-key-400": (400, {"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",
+                                    "status": "INVALID_ARGUMENT"}}),
+}
+CONTENT_FAULTS = ("surrogate", "long-answer", "html-answer", "400", "redirect", "unsupported-param", "echo-key",
+                  *ACCOUNT_FAULTS)
 #: `--refuse STATUS`: what a server says when the run is misconfigured
 REFUSALS = {401: "Incorrect API key provided", 403: "You are not allowed to use this model",
             404: "The model `fake-x` does not exist", 405: "Method not allowed", 501: "Not implemented",
@@ -180,6 +191,8 @@ class FakeServer:
                 "message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
                            "'max_completion_tokens' instead.", "type": "invalid_request_error",
                 "param": "max_tokens", "code": "unsupported_parameter"}})
+        if fault in ACCOUNT_FAULTS:
+            return self._send(writer, *ACCOUNT_FAULTS[fault])
         if fault == "echo-key":
             return self._send(writer, 400, {"error": {"message": "bad header: authorization="
                                                       + (headers or {}).get("authorization", "")}})
@@ -214,6 +227,8 @@ class FakeServer:
             raw = raw.replace(b"Fargo", b"Farg\xff\xfe", 1)
         elif fault == "surrogate":
             raw = raw.replace(b"Fargo", b"Fargo \\ud800", 1)
+        elif fault == "bad-gzip":
+            return self._send_raw(writer, 200, b"\x1f\x8b\x08\x00not gzip at all", {"content-encoding": "gzip"})
         return self._send_raw(writer, 200, raw)
 
     @staticmethod
