@@ -246,6 +246,39 @@ def test_the_generic_path_gives_no_interval_from_fewer_than_five_samples():
     assert "**" not in to_markdown(rows)
 
 
+def test_few_samples_without_units_are_tested_by_swapping_not_by_the_bootstrap():
+    """Five samples, a always right and b always wrong, the task without units: every bootstrap resample agrees
+    (p 0, b lost its bold), but five paired samples cannot show more than the exact swap test's smallest p, 2/32;
+    with units the exact sign-flip test gives the same, as the table note says."""
+    samples = [{"id": f"s{i}"} for i in range(5)]
+    preds = {"a": {s["id"]: {"x": 1.0} for s in samples}, "b": {s["id"]: {"x": 0.0} for s in samples}}
+    generic = _rows(_MeanTask(with_units=False), samples, preds)
+    units = _rows(_MeanTask(with_units=True), samples, preds)
+    for rows in (generic, units):
+        b = rows[1].ci["HR@10"]
+        assert b["p_vs_best"] == pytest.approx(2 / 32) and b["top"] is True, b
+    assert generic[1].ci["HR@10"]["p_test"] == "exact" and generic[1].ci["HR@10"]["generic"]
+    assert "paired swap test by re-scoring" in to_markdown(generic)
+    # 21 samples: above the exact range, the bootstrap on the shared resamples as before
+    many = [{"id": f"s{i}"} for i in range(21)]
+    big = _rows(_MeanTask(with_units=False), many, {"a": {s["id"]: {"x": 1.0} for s in many},
+                                                     "b": {s["id"]: {"x": 0.0} for s in many}})
+    assert big[1].ci["HR@10"]["p_test"] == "bootstrap" and big[1].ci["HR@10"]["p_vs_best"] == 0.0
+
+
+def test_a_swap_test_too_long_to_enumerate_draws_random_swaps_not_the_first_ones():
+    """When every swap does not fit the time budget, random swaps: the first 200 of the enumeration swap only the
+    first 8 samples, a null that leaves the last four differences alone (p 0.5 here instead of about 2/64)."""
+    task = _MeanTask(with_units=False)
+    samples = [{"id": f"s{i}"} for i in range(12)]
+    a = {s["id"]: {"x": float(i >= 6)} for i, s in enumerate(samples)}  # a right on the last six, b never
+    b = {s["id"]: {"x": 0.0} for s in samples}
+    exact = intervals.swap_test(task, samples, a, b, ["HR@10"], 1000, 0, budget_s=60)["HR@10"]
+    assert exact["exact"] and exact["permutations"] == 4096 and exact["p_perm"] == pytest.approx(2 / 64)
+    cut = intervals.swap_test(task, samples, a, b, ["HR@10"], 1000, 0, budget_s=0.0)["HR@10"]
+    assert not cut["exact"] and cut["permutations"] == 200 and cut["p_perm"] < 0.1, cut
+
+
 def test_an_unfinished_reference_is_named_in_the_table_note():
     row = ScoreRow("m", "toy", {"HR@10": 0.5}, 10, extra={"unfinished_references": ["ease"]})
     assert "Not in this table: ease, whose training began but wrote no predictions" in to_markdown([row])

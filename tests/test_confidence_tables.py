@@ -364,6 +364,28 @@ def test_compare_generic_path_equals_the_units_path_where_units_are_samples(ml1m
             assert (f["lo"], f["hi"], f["p_boot"]) == pytest.approx((g["lo"], g["hi"], g["p_boot"]), abs=1e-12), m
 
 
+def test_compare_without_units_on_few_samples_gives_the_exact_swap_test_as_the_units_path(ml1m, tmp_path,
+                                                                                          monkeypatch):
+    """8 samples: with units, the exact sign-flip test and no bootstrap p; without units the same exact test by
+    re-scoring every swap (it gave a bootstrap p beside it, which 8 samples cannot support)."""
+    from recharness.tasks.llmrec.sequential import SequentialTask
+
+    run = _fake_run("llmrec", "sequential", "ml-1m", tmp_path / "seq", limit=8)
+    fast = {r["metric"]: r for r in compare.compare(run, ["fake", "popularity"], resamples=150, permutations=150)}
+    monkeypatch.setattr(SequentialTask, "units", lambda self, samples, predictions: {})
+    slow = {r["metric"]: r for r in compare.compare(run, ["fake", "popularity"], resamples=150, permutations=150)}
+    checked = 0
+    for m, f in fast.items():
+        g = slow[m]
+        if f.get("p_perm") is None or f.get("no_interval") or g.get("no_interval"):
+            continue
+        checked += 1
+        assert f["exact"] and g["exact"] and g["permutations"] == 256 and f["p_boot"] is None and g["p_boot"] is None
+        assert g["p_perm"] == pytest.approx(f["p_perm"], abs=1e-12), m
+        assert "paired swap test by re-scoring over all 256 swaps; no bootstrap p-value" in g["note"]
+    assert checked >= 3
+
+
 def test_compare_generic_path_on_user_units_agrees_on_the_points(ctr_run, monkeypatch):
     """CTR's units are users (a user's pairs resampled together) where the generic path resamples pairs: two
     designs, so only the point values agree (the units path is the honest one for correlated pairs)."""

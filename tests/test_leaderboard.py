@@ -74,11 +74,19 @@ def test_rows_of_builds_of_different_sizes_each_show_their_n(ml1m, tmp_path):
 
     a = _fake_run("llmrec", "direct", "ml-1m", tmp_path / "a" / "llmrec", limit=8)
     b = _fake_run("llmrec", "direct", "ml-1m", tmp_path / "b" / "llmrec", limit=6)
-    for run in (a, b):
-        write_scores(pipeline.score(run, resamples=0), run)
+    for run, resamples in ((a, 200), (b, 100)):
+        write_scores(pipeline.score(run, resamples=resamples), run)
     html = write_leaderboard([a, b], tmp_path / "board")["html"].read_text()
-    table = html[html.index("(n = 6–8)"):]
-    table = table[: table.index("</table>")]
+    section = html[html.index("(n = 6–8)"):]
+    section = section[: section.index("<h2>") if "<h2>" in section else None]
+    table = section[: section.index("</table>")]
+    # each run's interval settings, not the first run's for all
+    assert "200 resamples of the independent units, seed 0; 100 resamples of the independent units, seed 0, by run" \
+        in section
+    # each verdict names its own run's reference row, as the table names it: never one "it" for two rows
+    refs = re.findall(r"Strongest reference by NDCG@10: ([^;]+);", section)
+    assert sorted(refs) == sorted({r for r in refs}) and len(refs) == 2, refs
+    assert all(r.endswith(("[a/llmrec]", "[b/llmrec]")) for r in refs), refs
     assert "<th>method</th><th>n</th>" in table
     ns = dict(re.findall(r"<td class='method'>([^<]+)(?:<small[^>]*>[^<]*</small>)?</td><td>([^<]+)</td>", table))
     assert ns["fake [a/llmrec]"] == "8" and ns["fake [b/llmrec]"] == "6", ns

@@ -162,14 +162,16 @@ def resample_counts(n: int, resamples: int, seed: int = 0, strata: np.ndarray | 
         done += rows
 
 
-def swap_masks(n: int, permutations: int, seed: int = 0) -> tuple[Iterator[np.ndarray], bool, int]:
+def swap_masks(n: int, permutations: int, seed: int = 0, *, exact_ok: bool = True
+               ) -> tuple[Iterator[np.ndarray], bool, int]:
     """Which units swap their two answers, as (rows, n) bool chunks; (chunks, exact, count).
 
     Exact (every one of the 2**n subsets, identity included) when n <= EXACT_MAX_UNITS or 2**n <=
-    permutations, as scipy does with n_resamples=inf; else `permutations` random subsets, each unit
-    swapped with probability 1/2.
+    permutations, as scipy does with n_resamples=inf; else (or with `exact_ok=False`: a caller that cannot
+    afford them all, never a first part of them, which would not be a sample of the null) `permutations` random
+    subsets, each unit swapped with probability 1/2.
     """
-    if n < 63 and (n <= EXACT_MAX_UNITS or 2**n <= permutations):
+    if exact_ok and n < 63 and (n <= EXACT_MAX_UNITS or 2**n <= permutations):
         total = 2**n
         bits = np.arange(n, dtype=np.int64)
 

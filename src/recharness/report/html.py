@@ -1189,7 +1189,14 @@ def write_leaderboard(runs: list[Path], out: Path, *, title: str = "recharness l
         for en in ens:
             r = en["row"]
             name = r.method if not repeated else f"{r.method} [{labels[str(en['run'])]}]"
-            rows.append(ScoreRow(method=name, task=r.task, metrics=r.metrics, n=r.n, kind=r.kind, extra=r.extra,
+            extra = r.extra
+            vs = extra.get("vs_strongest_reference")
+            if repeated and isinstance(vs, dict) and vs.get("reference"):
+                # the reference a verdict is against is its own run's row, named as the table names that row: two
+                # runs' references of one name are two rows, never one "it"
+                extra = {**extra, "vs_strongest_reference": {
+                    **vs, "reference": f"{vs['reference']} [{labels[str(en['run'])]}]"}}
+            rows.append(ScoreRow(method=name, task=r.task, metrics=r.metrics, n=r.n, kind=r.kind, extra=extra,
                                  ci=r.ci if same_run else {m: {k: v for k, v in c.items() if k != "top"}
                                                               for m, c in r.ci.items()}, coverage=r.coverage,
                                  build=r.build))

@@ -118,10 +118,14 @@ def ci_note(rows: list[ScoreRow]) -> str | None:
     """What the [lo, hi] and the bold mean, for the rows of one table (None when no row has an interval)."""
     if not any(r.ci for r in rows):  # why no row is tested against a reference is said all the same
         return (_reference_notes(rows) + _unfinished_note(rows)).strip() or None
-    st = next((r.extra.get("ci_settings") for r in rows if r.extra.get("ci_settings")), {}) or {}
-    b, seed = st.get("resamples"), st.get("seed")
-    how = f"{b:,} resamples" if b else "bootstrap resamples"
-    note = (f"[lo, hi] = the 95% bootstrap interval ({how} of the independent units, seed {seed}); "
+    # each setting the rows were scored with (a leaderboard's runs may differ), in the rows' order
+    settings = list(dict.fromkeys((st.get("resamples"), st.get("seed")) for r in rows
+                                  if isinstance(st := r.extra.get("ci_settings"), dict) and st))
+    how = "; ".join((f"{b:,} resamples" if b else "bootstrap resamples") + f" of the independent units, seed {seed}"
+                    for b, seed in settings) or "bootstrap resamples of the independent units"
+    if len(settings) > 1:
+        how += ", by run"
+    note = (f"[lo, hi] = the 95% bootstrap interval ({how}); "
             "bold = the best row of a column and every row not distinguishable from it "
             "(paired test, p ≥ 0.05: the exact sign-flip test up to 20 independent units, the paired bootstrap on "
             "the same resamples above; a row alone in its comparison is never marked).")
@@ -129,20 +133,26 @@ def ci_note(rows: list[ScoreRow]) -> str | None:
     if fewer:
         note += (" Intervals from re-scoring resampled samples (the task has no per-unit contract), "
                  f"{'/'.join(f'{k:,}' for k in fewer)} resamples.")
+    if any(c.get("p_test") in ("exact", "permutation") and c.get("generic") for r in rows for c in r.ci.values()):
+        note += (" With 20 samples or fewer and no per-unit contract, the bold rests on the paired swap test by "
+                 "re-scoring (each sample's two answers swapped; every swap where they fit the time budget, else "
+                 "random ones).")
     if any(c.get("overlap") for r in rows for c in r.ci.values()):
         note += " Where rows were not resampled alike, overlapping intervals stand in for the test."
     if len({(r.coverage or {}).get("answered") for r in rows}) > 1:  # rows on different sample sets
         note += (" Rows are compared only with rows scored on the same samples: a row marked with its coverage "
                  "(n = … of …) is bold against those alone, never against the rows over every sample.")
-    vs = [(r.method, r.extra["vs_strongest_reference"]) for r in rows if r.extra.get("vs_strongest_reference")]
+    vs = [(r.method, r.extra["vs_strongest_reference"], (r.extra.get("ci_settings") or {}).get("resamples"))
+          for r in rows if r.extra.get("vs_strongest_reference")]
     if vs:  # one sentence per reference: rows of several runs (a leaderboard) may each have their own
         by_ref: dict[tuple[str, str], list] = {}
-        for name, v in vs:
-            by_ref.setdefault((v["metric"], v["reference"]), []).append((name, v))
+        for name, v, b in vs:
+            by_ref.setdefault((v["metric"], v["reference"]), []).append((name, v, b))
         for (metric, ref), named in by_ref.items():
             note += (f" {STRONGEST} Strongest reference by {metric}: {ref}; "
                      + "; ".join(f"{name} {_VERSUS.get(v['verdict'], v['verdict'])} it ({v['diff']:+.4f}, "
-                                 f"{_p_text(v['p'], v.get('resamples', b))}, {v['test']})" for name, v in named) + ".")
+                                 f"{_p_text(v['p'], v.get('resamples', b))}, {v['test']})" for name, v, b in named)
+                     + ".")
     if not vs:
         marked = next((r for r in rows if r.extra.get("strongest_reference")), None)
         if marked is not None:

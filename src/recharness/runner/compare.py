@@ -15,6 +15,7 @@ from recharness.runner.intervals import (
     FailedUnits,
     checked_units,
     resampled_score,
+    swap_test,
 )
 from recharness.runner.pipeline import methods_by_task
 
@@ -146,15 +147,23 @@ def compare(out: Path, models: list[str] | None = None, task: str | None = None,
                 n, quarter = len(common), generic_budget_s / 4
                 ga = generic_replicates(resampled_score(task_obj, common, ra), n, ms, resamples, ci_seed, budget_s=quarter)
                 gb = generic_replicates(resampled_score(task_obj, common, rb), n, ms, resamples, ci_seed, budget_s=quarter)
-                perm = _generic_permutation(task_obj, common, ra, rb, ms, permutations, ci_seed, budget_s=2 * quarter)
+                perm = swap_test(task_obj, common, ra, rb, ms, permutations, ci_seed, budget_s=2 * quarter)
+                few = n <= EXACT_MAX_UNITS  # as with units: the swap test decides, a bootstrap p is no p here
                 for r in slow:
                     m = r["metric"]
                     k = min(ga[m].size, gb[m].size)  # the same counts: a common prefix is paired
                     d = ga[m][:k] - gb[m][:k]
                     ci = percentile_ci(d)
-                    r.update(lo=ci[0] if ci else float("nan"), hi=ci[1] if ci else float("nan"), p_boot=bootstrap_p(d),
-                             resamples=int(np.isfinite(d).sum()), how="re-scored resampled samples", generic=True,
-                             **perm[m])
+                    r.update(lo=ci[0] if ci else float("nan"), hi=ci[1] if ci else float("nan"),
+                             p_boot=None if few else bootstrap_p(d), resamples=int(np.isfinite(d).sum()),
+                             how="re-scored resampled samples", generic=True, units=n, **perm[m])
+                    if few:
+                        note = (f"{n} samples, no per-unit contract: paired swap test by re-scoring over "
+                                + (f"all {perm[m]['permutations']:,} swaps" if perm[m]["exact"]
+                                   else f"{perm[m]['permutations']:,} random swaps") + "; no bootstrap p-value")
+                        r["note"] = f"{r['note']}; {note}" if r.get("note") else note
+                        if note not in pair_notes:
+                            pair_notes.append(note)
             if pair_notes:  # the first row's note is the pair's (the table's note): every metric's says
                 results[first_of_pair]["note"] = "; ".join(pair_notes)
     if not results and models is None:
@@ -172,38 +181,3 @@ def compare(out: Path, models: list[str] | None = None, task: str | None = None,
         raise ConfigError(f"no task of {out} has predictions of both {' and '.join(models or [])} "
                           f"({t}: none of {', '.join(missing)}){hints}; methods here: {', '.join(known)}")
     return results
-
-
-def _generic_permutation(task, samples, ra, rb, metrics, permutations, seed, *, budget_s: float) -> dict[str, dict]:
-    """Permutation test by re-scoring: each sample's two answers swapped at random, both methods scored."""
-    import time
-
-    from recharness.metrics.bootstrap import is_number, permutation_p, swap_masks
-
-    def values(pred: dict) -> dict[str, float]:
-        got = task.score(samples, pred)
-        return {m: float(got[m]) if is_number(got.get(m)) else float("nan") for m in metrics}
-
-    va, vb = values(ra), values(rb)
-    observed = {m: va[m] - vb[m] for m in metrics}
-    chunks, exact, count = swap_masks(len(samples), permutations, seed)
-    null: dict[str, list[float]] = {m: [] for m in metrics}
-    t0, done = time.perf_counter(), 0
-    limit = count
-    for chunk in chunks:
-        for sw in chunk:
-            if done >= limit:
-                break
-            a2 = {s["id"]: (rb if x else ra)[s["id"]] for s, x in zip(samples, sw)}
-            b2 = {s["id"]: (ra if x else rb)[s["id"]] for s, x in zip(samples, sw)}
-            va, vb = values(a2), values(b2)
-            for m in metrics:
-                null[m].append(va[m] - vb[m])
-            done += 1
-            if done == 5 and not exact:
-                per = (time.perf_counter() - t0) / done
-                limit = min(count, max(200, int(budget_s / per) if per > 0 else count))
-        if done >= limit:
-            break
-    return {m: {"p_perm": permutation_p(np.asarray(null[m]), observed[m], exact and done == count), "permutations": done,
-                "exact": exact and done == count} for m in metrics}

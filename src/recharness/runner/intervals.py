@@ -33,6 +33,41 @@ def resampled_score(task, samples: list[dict], recs: dict[str, dict]):
     return fn
 
 
+def swap_test(task, samples: list[dict], ra: dict, rb: dict, metrics: list[str], permutations: int, seed: int, *,
+              budget_s: float) -> dict[str, dict]:
+    """The paired permutation test by re-scoring, for metrics without units (each sample a unit): each sample's
+    two answers swapped, both methods scored again, the difference against the observed one. Every one of the
+    2**n swaps (exact, the sign-flip test's generalisation) when they fit `budget_s` at the measured cost of a
+    scoring; else random swaps, each sample swapped with probability 1/2, as many as fit (at least 200, at most
+    `permutations`), the p-value with scipy's +1. {metric: {p_perm, permutations, exact}}."""
+    import time
+
+    from recharness.metrics.bootstrap import is_number, permutation_p, swap_masks
+
+    def values(pred: dict) -> dict[str, float]:
+        got = task.score(samples, pred)
+        return {m: float(got[m]) if is_number(got.get(m)) else float("nan") for m in metrics}
+
+    t0 = time.perf_counter()
+    va, vb = values(ra), values(rb)
+    per = time.perf_counter() - t0  # one swap's two scorings
+    observed = {m: va[m] - vb[m] for m in metrics}
+    n = len(samples)
+    fits = n < 63 and 2**n * per <= budget_s
+    count = 2**n if fits else min(permutations, max(200, int(budget_s / per) if per > 0 else permutations))
+    chunks, exact, count = swap_masks(n, count, seed, exact_ok=fits)
+    null: dict[str, list[float]] = {m: [] for m in metrics}
+    for chunk in chunks:
+        for sw in chunk:
+            a2 = {s["id"]: (rb if x else ra)[s["id"]] for s, x in zip(samples, sw) if s["id"] in (rb if x else ra)}
+            b2 = {s["id"]: (ra if x else rb)[s["id"]] for s, x in zip(samples, sw) if s["id"] in (ra if x else rb)}
+            va, vb = values(a2), values(b2)
+            for m in metrics:
+                null[m].append(va[m] - vb[m])
+    return {m: {"p_perm": permutation_p(np.asarray(null[m]), observed[m], exact), "permutations": count,
+                "exact": exact} for m in metrics}
+
+
 class FailedUnits(dict):
     """What `checked_units` returns when a task's `units` raised: no units, and not the "task has none"
     case either, so no interval is made up by re-scoring plain samples (which would ignore the task's
@@ -162,8 +197,25 @@ def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[Score
         if ci is None:
             continue
         scored[i][0].ci[m] = {"lo": ci[0], "hi": ci[1], "resamples": int(np.isfinite(r).sum()), **info[(i, m)]}
-    _mark_best([row for row, _ in scored], reps, keys, unit_of)
-    versus_strongest_reference(task, [row for row, _ in scored], reps, keys, unit_of)
+    swap = None
+    if generic and len(samples) <= EXACT_MAX_UNITS:
+        # few samples, no units: the bootstrap p of so few claims more than they show (every resample of five
+        # samples can agree); the paired swap test by re-scoring decides, as the sign-flip test does with units
+        wanted_of = dict(generic)
+        done: dict[tuple[int, int], dict] = {}
+
+        def swap(i: int, j: int, m: str) -> tuple[float, str]:
+            if (i, j) not in done:
+                ms = [x for x in wanted_of.get(i, []) if x in wanted_of.get(j, [])]
+                done[(i, j)] = swap_test(task, samples, scored[i][1], scored[j][1], ms, resamples, seed,
+                                         budget_s=generic_budget_s / max(1, len(scored) - 1))
+            got = done[(i, j)].get(m)
+            if got is None:
+                return float("nan"), "permutation"
+            return got["p_perm"], "exact" if got["exact"] else "permutation"
+
+    _mark_best([row for row, _ in scored], reps, keys, unit_of, swap)
+    versus_strongest_reference(task, [row for row, _ in scored], reps, keys, unit_of, swap)
     _breakdown_intervals(task, samples, scored, resamples=resamples, seed=seed)
     for row, _ in scored:
         row.extra["ci_settings"] = {"resamples": resamples, "seed": seed, "level": 0.95,
@@ -171,7 +223,8 @@ def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[Score
                                             f"{EXACT_MAX_UNITS} independent units, paired bootstrap above"}
 
 
-def versus_strongest_reference(task, rows: list[ScoreRow], reps: dict, keys: dict, units: dict) -> None:
+def versus_strongest_reference(task, rows: list[ScoreRow], reps: dict, keys: dict, units: dict,
+                               swap=None) -> None:
     """On the task's headline metric: the strongest reference row (the best point among references with
     an interval) is marked when a model row of `rows` is tested against it (a reference alone on its own
     samples, e.g. sample-capped, is not), and each model row says whether it beats it by the paired test `_mark_best`
@@ -217,6 +270,9 @@ def versus_strongest_reference(task, rows: list[ScoreRow], reps: dict, keys: dic
         ua, ub = units.get((i, m)), units.get((j, m))
         if ua is not None and ub is not None and ua.independent <= EXACT_MAX_UNITS:
             p, test, used = paired_permutation(ua, ub)["p"], "exact sign-flip", None
+        elif ua is None and ub is None and swap is not None:  # few samples without units: re-scored swaps
+            p, how = swap(i, j, m)
+            test, used = ("exact paired swap" if how == "exact" else "paired swap, random"), None
         else:
             a, b = reps[(i, m)], reps[(j, m)]
             k = min(a.size, b.size)
@@ -283,7 +339,7 @@ def _subset(u) -> bytes | None:
 
 
 def _mark_best(rows: list[ScoreRow], reps: dict[tuple[int, str], np.ndarray], keys: dict[tuple[int, str], tuple],
-               units: dict[tuple[int, str], object] | None = None) -> None:
+               units: dict[tuple[int, str], object] | None = None, swap=None) -> None:
     """Per metric with a better side and two rows or more with an interval: p_vs_best and `top` on each
     row's interval. The p-value is the exact paired sign-flip test's (`p_test: "exact"`, all 2**k flips)
     when the rows' units are at most EXACT_MAX_UNITS independent ones, as `compare` reports it; else the
@@ -324,6 +380,9 @@ def _mark_best(rows: list[ScoreRow], reps: dict[tuple[int, str], np.ndarray], ke
                 p = paired_permutation(ua, ub)["p"]
                 c.update(p_vs_best=p, p_test="exact", top=bool(p >= SIGNIFICANCE) or
                          rows[i].metrics[m] == rows[best].metrics[m])
+            elif keys[(i, m)] == keys[(best, m)] and ua is None and ub is None and swap is not None:
+                p, how = swap(i, best, m)  # few samples without units: the paired swap test by re-scoring
+                c.update(p_vs_best=p, p_test=how, top=bool(not p < SIGNIFICANCE) or rows[i].metrics[m] == rows[best].metrics[m])
             elif keys[(i, m)] == keys[(best, m)]:
                 k = min(a.size, b.size)  # the generic path may have done fewer: a common prefix is paired
                 p = bootstrap_p(a[:k] - b[:k])
