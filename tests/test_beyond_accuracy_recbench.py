@@ -115,7 +115,10 @@ def test_seqrec_units_agree_with_score_and_cluster_by_user(seqrec_task):
 def test_rank_only_records_keep_their_ranks_and_get_no_list_metrics(seqrec_task):
     old = {s["id"]: {"id": s["id"], "parsed": {"rank": r}, "valid": True} for s, r in zip(SEQ_SAMPLES, (2, 12, None))}
     m = seqrec_task.score(SEQ_SAMPLES, old)
-    assert m["HR@10"] == pytest.approx(1 / 3) and m["MRR"] == pytest.approx((1 / 2 + 1 / 12) / 3)
+    # rank 12 is beyond the 10 titles an LLM is asked for: no reciprocal rank in MRR, only in the ranker's own
+    # whole-catalog MRR
+    assert m["HR@10"] == pytest.approx(1 / 3) and m["MRR"] == pytest.approx((1 / 2) / 3)
+    assert m["MRR (full)"] == pytest.approx((1 / 2 + 1 / 12) / 3) and m["Recall@20 (full)"] == pytest.approx(2 / 3)
     assert not set(BA) & set(m)  # the lists were never stored: not measured as empty
     assert m["HR@10 head"] == 0.0 and m["HR@10 tail"] == pytest.approx(0.5)  # these read the rank only
     assert not set(BA) & set(seqrec_task.units(SEQ_SAMPLES, old))
@@ -245,7 +248,7 @@ def test_an_old_rank_only_reference_file_still_scores(ml1m, tmp_path):
     path.write_text("\n".join(lines) + "\n")
     old = {r.method: r for r in pipeline.score(out)}
     assert old["itemknn"].n == 12
-    for name in ("NDCG@10", "HR@10", "MRR", "Recall@20"):
+    for name in ("NDCG@10", "HR@10", "MRR", "MRR (full)", "Recall@20 (full)"):
         assert old["itemknn"].metrics[name] == pytest.approx(new["itemknn"].metrics[name])
     assert not set(BA) & set(old["itemknn"].metrics)
     assert set(BA) <= set(old["popularity"].metrics)  # the other rows keep theirs

@@ -318,7 +318,13 @@ def test_build_run_train_score(ml1m, tmp_path, monkeypatch):
     rows = {r.method: r for r in pipeline.score(out)}
     assert set(rows) == {"fake", "popularity", "sasrec"}
     for r in rows.values():
-        assert r.n == 12 and {"NDCG@10", "HR@10", "MRR", "Recall@5", "Recall@10", "Recall@20"} <= set(r.metrics)
+        # on equal terms: every row's ranks cut at the 10 titles an LLM is asked for; Recall@20 and the
+        # whole-catalog MRR only as a ranker's own "(full)" columns
+        assert r.n == 12 and {"NDCG@10", "HR@10", "MRR", "Recall@5", "Recall@10"} <= set(r.metrics)
+        assert "Recall@20" not in r.metrics
+        full = {"MRR (full)", "Recall@20 (full)"}
+        assert full <= set(r.metrics) if r.method != "fake" else not full & set(r.metrics), r.method
+        assert r.metrics.get("MRR (full)", r.metrics["MRR"]) >= r.metrics["MRR"]
     assert rows["sasrec"].metrics["train_s"] > 0 and rows["sasrec"].metrics["latency_s"] > 0
     assert rows["popularity"].metrics["NDCG@10"] == pytest.approx(before["popularity"].metrics["NDCG@10"])
 
@@ -464,3 +470,23 @@ def test_sasrec_as_recboles_network_learns_saves_and_checks_its_settings(cyclic,
         sasrec_mod.SASRec(block="mid")
     with pytest.raises(ConfigError, match="attn_dropout must be in"):
         sasrec_mod.SASRec(attn_dropout=1.0)
+
+
+def test_an_llm_list_and_a_ranker_with_the_same_top_ten_hits_score_alike():
+    """Equal terms: the LLM is asked for 10 titles, so a ranker's target at place 11 is a miss too. Before, the
+    ranker's MRR counted 1/11 and its Recall@20 a hit no LLM answer could reach, so the bold marks and verdicts
+    on those columns favoured rankers by construction."""
+    samples = [{"id": f"s{k}", "task": "seqrec", "user_id": f"u{k}", "history": ["h"], "target": "t", "n_recs": 10}
+               for k in (1, 2)]
+    llm = {"s1": {"parsed": {"strings": ["A", "B", "T"], "items": ["a", "b", "t"]}, "valid": True},
+           "s2": {"parsed": {"strings": [f"X{i}" for i in range(10)], "items": [f"x{i}" for i in range(10)]},
+                  "valid": True}}
+    ranker = {"s1": {"parsed": {"rank": 3}, "valid": True}, "s2": {"parsed": {"rank": 11}, "valid": True}}
+    a, b = SeqrecTask().score(samples, llm), SeqrecTask().score(samples, ranker)
+    for k in ("NDCG@10", "HR@10", "MRR", "Recall@5", "Recall@10"):
+        assert a[k] == pytest.approx(b[k]), k
+    assert b["MRR"] == pytest.approx((1 / 3) / 2) and "Recall@20" not in a and "Recall@20" not in b
+    assert b["MRR (full)"] == pytest.approx((1 / 3 + 1 / 11) / 2) and b["Recall@20 (full)"] == 1.0
+    assert "MRR (full)" not in a
+    units = SeqrecTask().units(samples, ranker)
+    assert {k: u.point() for k, u in units.items() if k in b} == pytest.approx({k: b[k] for k in units if k in b})

@@ -145,6 +145,10 @@ metric("train_s", False, "seconds the `train` stage took to fit the model", ci=F
 metric("HR@{k}", True, "hit ratio at k")
 metric("NDCG@{k}", True, "normalised discounted cumulative gain at k")
 metric("Recall@{k}", True, "share of relevant items in the top k (one target per sample: equals HR@k)")
+metric("MRR (full)", True, "a ranker's mean reciprocal rank over the whole catalog, beside MRR over the list length "
+       "an LLM is asked for (no LLM row has it)")
+metric("Recall@{k} (full)", True, "a ranker's Recall@k over the whole catalog for k beyond the list length an LLM "
+       "is asked for (no LLM row has it)")
 metric("words", None, "mean words per valid generated text")
 metric("n_scored", None, "queries with a prediction", ci=False)
 metric("parse_errors", False, "answers the parser failed on", ci=False)

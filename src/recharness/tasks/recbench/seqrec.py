@@ -127,6 +127,28 @@ def sample_rank(sample: dict, rec: dict | None) -> float:
     return list_rank(items, sample["target"], set(sample["history"]), n)
 
 
+def list_metrics(samples: list[dict], recs: list[dict | None]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Per-sample rank metrics on equal terms, and the ranks they read. Every method's target rank is cut at the
+    list length the task asks an LLM for (`n_recs`): a ranker's target at place 15 of the catalog is a miss, as
+    an LLM's unlisted target is, so MRR is over the first `n_recs` places for both and Recall@k is given only
+    for k <= `n_recs`. A ranker's whole-catalog MRR and its Recall@k beyond the list stand apart, named
+    `MRR (full)` and `Recall@20 (full)`: no LLM row can have them."""
+    ranks = np.array([sample_rank(s, r) for s, r in zip(samples, recs)], dtype=np.float64)
+    cap = np.array([s.get("n_recs") or np.inf for s in samples], dtype=np.float64)
+    capped = np.where(ranks <= cap, ranks, np.inf)
+    shortest = float(cap.min()) if cap.size else np.inf
+    within = [k for k in RECALL_KS if k <= shortest]
+    per = rank_metrics(capped, ks=sorted({*within, 10}), per_sample=True)
+    out = {"NDCG@10": per["ndcg@10"], "HR@10": per["hr@10"], "MRR": per["mrr"]}
+    out.update({f"Recall@{k}": per[f"recall@{k}"] for k in within})
+    ranked = [isinstance((r or {}).get("parsed"), dict) and "rank" in r["parsed"] for r in recs]
+    if recs and all(ranked) and (np.isfinite(cap).any()):  # a ranker: what the whole catalog gives it
+        full = rank_metrics(ranks, ks=RECALL_KS, per_sample=True)
+        out["MRR (full)"] = full["mrr"]
+        out.update({f"Recall@{k} (full)": full[f"recall@{k}"] for k in RECALL_KS if k not in within})
+    return out, capped
+
+
 def sample_list(sample: dict, rec: dict | None, k: int = TOP_K) -> list[str] | None:
     """A record's top-`k` list as its rank reads it: an LLM's matched items (a title carried by several
     ids standing for the target when one of them is), a reference's `top` (else a decoder's `items`),
@@ -333,10 +355,8 @@ class SeqrecTask(Task):
         if not samples:
             return {}
         recs = [predictions.get(s["id"]) for s in samples]
-        ranks = np.array([sample_rank(s, r) for s, r in zip(samples, recs)])
-        per = rank_metrics(ranks, ks=RECALL_KS)
-        out = {"NDCG@10": per["ndcg@10"], "HR@10": per["hr@10"], "MRR": per["mrr"]}
-        out.update({f"Recall@{k}": per[f"recall@{k}"] for k in RECALL_KS})
+        per, ranks = list_metrics(samples, recs)
+        out = {k: float(v.mean()) for k, v in per.items()}
         out["valid_rate"] = float(np.mean([bool(r and r.get("valid", True)) for r in recs]))
         out["missing"] = float(sum(r is None for r in recs))
         parsed = [r["parsed"] for r in recs if r and isinstance(r.get("parsed"), dict) and "strings" in r["parsed"]]
@@ -366,13 +386,9 @@ class SeqrecTask(Task):
         ids = [s["id"] for s in samples]
         users = [s.get("user_id", s["id"]) for s in samples]  # a user's samples move together
         recs = [predictions.get(i) for i in ids]
-        ranks = np.array([sample_rank(s, r) for s, r in zip(samples, recs)])
-        per = rank_metrics(ranks, ks=RECALL_KS, per_sample=True)
+        per, ranks = list_metrics(samples, recs)
         how = "mean over samples"
-        out = {"NDCG@10": mean_units(ids, per["ndcg@10"], how=how, clusters=users),
-               "HR@10": mean_units(ids, per["hr@10"], how=how, clusters=users),
-               "MRR": mean_units(ids, per["mrr"], how=how, clusters=users)}
-        out.update({f"Recall@{k}": mean_units(ids, per[f"recall@{k}"], how=how, clusters=users) for k in RECALL_KS})
+        out = {k: mean_units(ids, v, how=how, clusters=users) for k, v in per.items()}
         out["valid_rate"] = mean_units(ids, [bool(r and r.get("valid", True)) for r in recs], how=how, clusters=users)
         parsed = [r["parsed"] if r and isinstance(r.get("parsed"), dict) else {} for r in recs]
         named = [len(p["strings"]) if "strings" in p else 0 for p in parsed]
