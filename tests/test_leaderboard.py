@@ -93,3 +93,30 @@ def test_rows_of_builds_of_different_sizes_each_show_their_n(ml1m, tmp_path):
     # one build: the heading's n is every row's, no column
     one = write_leaderboard([a], tmp_path / "one")["html"].read_text()
     assert "(n = 8)" in one and "<th>n</th>" not in one
+
+
+def test_a_dataset_given_by_its_folder_shows_no_absolute_path(ml1m, tmp_path):
+    """`build -d /home/alice/data/ml`: build.json keeps the path (to load it again), but the report, the
+    leaderboard, its CSV and the logged commands show it as any path is shown, never the machine's own."""
+    from recharness.cli import _log_command
+    from recharness.data.store import _locate
+    from recharness.report.html import write_report
+    from recharness.report.tables import load_scores
+
+    folder = tmp_path / "alice" / "prepared-ml"
+    shutil.copytree(_locate("ml-1m"), folder)
+    run = _fake_run("llmrec", "direct", str(folder), tmp_path / "run", limit=6)
+    assert json.loads((run / "build.json").read_text())["dataset"] == str(folder)
+    write_scores(pipeline.score(run, resamples=0), run)
+    _log_command(run, "build", "llmrec", dataset=str(folder), out="run")
+    page = write_report(load_scores(run), run).read_text()
+    board = write_leaderboard([run], tmp_path / "board")
+    texts = {"report": page, "board": board["html"].read_text(), "csv": board["csv"].read_text(),
+             "commands": json.loads((run / "commands.jsonl").read_text())["command"]}
+    for name, text in texts.items():
+        assert str(tmp_path) not in text and "/alice/" not in text.replace("…/alice/prepared-ml", ""), name
+    assert "on …/alice/prepared-ml" in page and "--dataset …/alice/prepared-ml" in texts["commands"].replace("'", "")
+    # a prepared dataset's name is shown as it is
+    from recharness.core.paths import shown_dataset
+
+    assert shown_dataset("ml-1m") == "ml-1m" and shown_dataset(None) == ""

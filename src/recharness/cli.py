@@ -15,6 +15,7 @@ from rich.progress import Progress
 from rich.table import Column, Table
 
 from recharness.core.errors import ConfigError, RecharnessError
+from recharness.core.paths import shown_dataset
 from recharness.core.rundir import RunDir
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -98,6 +99,8 @@ def _log_command(run_dir: Path, stage: str, *args, **opts) -> None:
                 continue
             if k in ("model", "judge_model") and isinstance(x, str):
                 x = public_spec(x)  # a key in an @URL never reaches commands.jsonl (nor report.html, which shows it)
+            elif k == "dataset" and x is not True:
+                x = shown_dataset(x)  # a dataset given by its folder: no machine's absolute path in a shared page
             words += [flag] if x is True else [flag, str(x)]
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -765,7 +768,8 @@ def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, ou
         def log(msg: str) -> None:
             log_console.print(f"{time.strftime('%H:%M:%S')} {msg}", markup=False, highlight=False)
 
-        log(f"recharness eval -m {' -m '.join(map(public_spec, models))} --suites {suites} -d {dataset} --limit {limit} --seed {seed}"
+        log(f"recharness eval -m {' -m '.join(map(public_spec, models))} --suites {suites} -d {shown_dataset(dataset)} "
+            f"--limit {limit} --seed {seed}"
             f" --references {references if train_references else 'none'} generation "
             f"{ {k: v for k, v in (generation or {}).items() if v is not None} }")
         with console.status("evaluating…") as status:
@@ -817,7 +821,7 @@ def eval_command(
 
     generation = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": gen_seed}
     _eval(model, suites=suites, dataset=dataset, limit=limit, out=out, seed=seed, no_cache=no_cache,
-          train_references=train_references, title=f"recharness eval: {', '.join(map(public_spec, model))} on {dataset}",
+          train_references=train_references, title=f"recharness eval: {', '.join(map(public_spec, model))} on {shown_dataset(dataset)}",
           generation=generation, system_prompt=system_prompt, references=references,
           command=("eval", {"model": model, "suites": suites, "dataset": dataset, "limit": limit, "out": out,
                             "seed": seed, "no_cache": no_cache, "no_train_references": not train_references,
@@ -842,7 +846,7 @@ def demo(
 
     _eval([model], suites=",".join(suite) if suite else "all", dataset=dataset, limit=users,
           out=out if out is not None else runs_dir() / "demo", seed=seed, no_cache=False, train_references=True,
-          title=f"recharness demo: {public_spec(model)} on {dataset}",
+          title=f"recharness demo: {public_spec(model)} on {shown_dataset(dataset)}",
           command=("demo", {"model": model, "dataset": dataset, "users": users, "seed": seed, "out": out,
                             "suite": suite}))
 

@@ -73,6 +73,13 @@ def cache_path() -> Path:
     return Path(env).expanduser() if env else data_home() / "cache.sqlite"
 
 
+def shown_dataset(name_or_path) -> str:
+    """A build's dataset as a reader should see it: a prepared dataset's name as it is, a dataset given by its
+    folder (`-d /home/alice/data/ml`) as `shown_path` shows a path (build.json keeps the path to load it)."""
+    text = "" if name_or_path is None else str(name_or_path)
+    return text if not text or is_plain_name(text) else shown_path(text)
+
+
 def shown_path(p: Path | str | None) -> str:
     """A path as a reader should see it (reports, import reports): relative to the data home
     (`<data home>/runs/...`), else to the working directory, else only its last two parts, so no

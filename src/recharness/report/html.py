@@ -73,6 +73,13 @@ small,.note{color:#555}
 # ------------------------------------------------------------------ helpers
 
 
+def shown_dataset(name_or_path) -> str:
+    """See recharness.paths.shown_dataset: a prepared name as it is, a folder given as the dataset shown as a path."""
+    from recharness.core.paths import shown_dataset as shown
+
+    return shown(name_or_path)
+
+
 def display_path(p: Path | str | None) -> str:
     """See recharness.paths.shown_path: relative to the data home, never a machine's absolute path."""
     from recharness.core.paths import shown_path
@@ -803,7 +810,7 @@ def run_info(out: Path) -> list[str]:
     rd = RunDir(out)
     info = rd.build_info() if rd.build_json.exists() else {}  # a bad build.json: one error naming it
     if info:
-        items += [("suite / dataset", e(f"{info.get('suite')} / {info.get('dataset')}")),
+        items += [("suite / dataset", e(f"{info.get('suite')} / {shown_dataset(info.get('dataset'))}")),
                   ("tasks (samples)", e(", ".join(f"{t} ({info.get('counts', {}).get(t, '?')})" for t in info.get("tasks", [])))),
                   ("seed / limit", e(f"{info.get('seed')} / {info.get('limit')}")),
                   ("options", f"<code>{e(json.dumps(info.get('options') or {}, sort_keys=True))}</code>"),
@@ -1062,7 +1069,7 @@ def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5, sections:
         info = rd.build_info()
     suite = info.get("suite")
     samples = list(read_jsonl(rd.samples_jsonl)) if rd.samples_jsonl.exists() else []
-    title = f"recharness report: {suite} on {info.get('dataset')}" if suite else "recharness report"
+    title = f"recharness report: {suite} on {shown_dataset(info.get('dataset'))}" if suite else "recharness report"
     parts = [f"<h1>{e(title)}</h1><p><code>{e(display_path(out))}</code></p>"]
     palette = Palette(rows)
     heads = {}
@@ -1201,7 +1208,8 @@ def write_leaderboard(runs: list[Path], out: Path, *, title: str = "recharness l
                                                               for m, c in r.ci.items()}, coverage=r.coverage,
                                  build=r.build))
             palette.colours.setdefault(name, palette.colours.get(r.method, "#999999"))
-        parts += task_section(rows, suite, task, title=f"{suite} · {task} on {dataset}", palette=palette)
+        parts += task_section(rows, suite, task, title=f"{suite} · {task} on {shown_dataset(dataset)}",
+                              palette=palette)
     page = _page(title, parts)
     allcols = columns([en["row"] for en in entries])
     buf = io.StringIO(newline="")
@@ -1217,7 +1225,7 @@ def write_leaderboard(runs: list[Path], out: Path, *, title: str = "recharness l
         for c in allcols:
             ci = r.ci.get(c) or {}
             vals += [r.metrics.get(c, ""), ci.get("lo", ""), ci.get("hi", "")]
-        w.writerow([en["suite"], en["dataset"], en["task"], display_path(en["run"]), en["build"], r.method, r.kind, r.n,
+        w.writerow([en["suite"], shown_dataset(en["dataset"]), en["task"], display_path(en["run"]), en["build"], r.method, r.kind, r.n,
                     coverage_label(r.coverage) or "", *vals])
     write_set({out / "leaderboard.html": page, out / "leaderboard.csv": buf.getvalue()})  # one set: never a mismatched pair
     return {"html": out / "leaderboard.html", "csv": out / "leaderboard.csv"}
