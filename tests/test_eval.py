@@ -171,3 +171,22 @@ def test_eval_shows_how_far_a_model_has_answered(ml1m, tmp_path):
     assert lines[0] == f"{runs[0].label}: fake 0/{total} answered" and total > 0
     assert lines[-1] == f"{runs[0].label}: fake {total}/{total} answered"
     assert len(lines) == total + 1  # one line per answer after the first
+
+
+def test_eval_checks_its_options_before_it_logs_and_a_stale_run_beside_it_leaves_the_page(ml1m, tmp_path):
+    """(1) `--references bogus` is refused before anything is written: the command, which did nothing, is in no
+    run's "What was run". (2) A run of another suite under --out rebuilt since its scores (its scores.json now
+    of another build) is left off the leaderboard, said in one line; the eval's own work and summary stand
+    (it exited 2 after all its work, with no summary)."""
+    out = tmp_path / "ev"
+    p = subprocess.run([sys.executable, "-m", "recharness", "eval", "-m", "fake", "--suites", "llmrec", "-o",
+                        str(out), "--references", "bogus"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "--references bogus" in p.stderr, p.stderr
+    assert not list(out.rglob("commands.jsonl"))
+    ev("-m", "fake", "--suites", "llmrec", "-o", str(out), "--limit", "2", "--no-train-references")
+    b = subprocess.run([sys.executable, "-m", "recharness", "build", "llmrec", "-d", "ml-1m", "-o",
+                        str(out / "llmrec"), "--limit", "3"], capture_output=True, text=True, timeout=300)
+    assert b.returncode == 0, b.stderr
+    second = ev("-m", "fake", "--suites", "perrecbench", "-o", str(out), "--limit", "2", "--no-train-references")
+    assert "left off the page:" in second and "llmrec" in second.split("left off the page:")[1].splitlines()[0]
+    assert "Summary" in second and "perrecbench" in (out / "leaderboard.html").read_text()

@@ -744,12 +744,18 @@ def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, ou
     from rich.console import Console
 
     from recharness.core.paths import dataset_runs_name, runs_dir, shown_path
-    from recharness.evaluate import VERSUS_LEGEND, evaluate, plan, references_note, summary
-    from recharness.report.tables import STRONGEST
-    from recharness.models.registry import public_spec
+    from recharness.evaluate import VERSUS_LEGEND, check_references, evaluate, plan, references_note, summary
+    from recharness.models.registry import check_model_spec, public_spec
     from recharness.report.html import find_runs, write_leaderboard
+    from recharness.report.tables import STRONGEST, load_scores
 
     t0 = time.perf_counter()
+    # what can be checked without work is checked before anything is written: a command that did nothing is
+    # never logged into the runs' "What was run"
+    check_references(references)
+    for spec in models:
+        if spec.partition(":")[0] not in ("baseline", "ft"):
+            check_model_spec(spec)
     base = out if out is not None else runs_dir() / "eval" / dataset_runs_name(dataset)
     runs = plan(suites, base, limit)
     base.mkdir(parents=True, exist_ok=True)
@@ -780,7 +786,17 @@ def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, ou
                      log=lambda m: (log(m), status.update(escape(m[:100]))),
                      progress=lambda m: status.update(escape(m[:100])))
     dirs = find_runs([base])  # every run under the folder: a run of another suite stays on the page
-    paths = write_leaderboard(dirs, base, title=title,
+    ours = {Path(r.path).resolve() for r in runs}
+    kept = []
+    for d in dirs:  # another run there whose scores no longer stand (rebuilt since) leaves the page, said
+        if Path(d).resolve() not in ours:
+            try:
+                load_scores(d)
+            except RecharnessError as ex:
+                out_console.print(f"left off the page: {shown_path(d)}: {ex}", markup=False, highlight=False)
+                continue
+        kept.append(d)
+    paths = write_leaderboard(kept, base, title=title,
                               intro="Headline metrics with 95% intervals; small samples give wide intervals.")
     header, rows = summary(runs, models)
     header = [Column(h, overflow="fold") for h in header]  # names wrap, never cut
