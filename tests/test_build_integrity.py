@@ -192,6 +192,17 @@ def test_resuming_a_method_with_another_model_is_refused_and_overwrite_starts_af
     assert len(recs) == 6 and {r["model"]["model"] for r in recs} == {"other"}
 
 
+def test_overwrite_forgets_what_the_replaced_answers_covered(built):
+    """A full run, then `--overwrite --limit 2`: the new run covers 2 samples on purpose. The replaced run's
+    record (limit: none) was merged into the new one, so `score` refused the row as 2 of 6 answered."""
+    from recharness.models.fake import FakeBackend
+
+    pipeline.run(built, FakeBackend("fake"), "m", use_cache=False)
+    pipeline.run(built, FakeBackend("fake"), "m", use_cache=False, overwrite=True, limit=2)
+    row = next(r for r in pipeline.score(built, resamples=0) if r.method == "m")
+    assert row.n == 2 and row.coverage == {"answered": 2, "of": 6, "why": "limit"}, row.coverage
+
+
 def test_an_answer_twice_in_a_predictions_file_is_refused_by_run(built):
     pred = built / "predictions" / "fake.jsonl"
     first = cli("run", "llmrec", "-o", str(built), "-m", "fake", "-n", "3")

@@ -233,6 +233,8 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
     pred_path = RunDir(out).predictions(model_slug)
     if overwrite and pred_path.exists():
         remove_log(pred_path)  # FileLocked while a run writes it: its answers would go to a file no one reads
+    if overwrite:  # what the replaced answers set out to cover is not this run's (a full run's limit kept a
+        RunDir(out).run_record(model_slug).unlink(missing_ok=True)  # later --limit run's rows "partial")
     check_same_model(pred_path, backend.identity())
     settings = {"generation": generation,
                 "system_prompt_sha256": hashlib.sha256(system_prompt.encode()).hexdigest()[:16] if system_prompt else None}
