@@ -388,3 +388,22 @@ def test_a_run_refused_before_its_first_answer_leaves_the_run_record_as_it_was(b
     assert not (built / "predictions" / "r.run.json").exists()
     pipeline.run(built, FakeBackend("fake"), "r", use_cache=False, generation={"temperature": 0.7})
     assert json.loads((built / "predictions" / "r.run.json").read_text())["settings"]["generation"] == {"temperature": 0.7}
+
+
+def test_a_build_leaves_a_predictions_file_a_run_is_writing_alone(built):
+    """A `run` that opened its file while a `build` ran on the directory: the build re-stamped it as its own
+    (answers of the earlier build passing as the new one's) and replaced it under the writer."""
+    from recharness.core.io import GroupCommitLog
+    from recharness.runner.pipeline import _stamp_imported_predictions
+
+    pred = RunDir(built).predictions("m")
+    pred.parent.mkdir(parents=True, exist_ok=True)
+    pred.write_text(json.dumps({"id": "x", "build": "old"}) + "\n")
+    log = GroupCommitLog(pred)  # a run holding the file
+    try:
+        _stamp_imported_predictions(built, "new", {})
+        assert [json.loads(x)["build"] for x in pred.read_text().splitlines()] == ["old"]
+    finally:
+        log.close()
+    _stamp_imported_predictions(built, "new", {})  # a builder's own file, no writer: stamped
+    assert [json.loads(x)["build"] for x in pred.read_text().splitlines()] == ["new"]

@@ -13,7 +13,15 @@ from collections import defaultdict
 from pathlib import Path
 
 from recharness.core.errors import ConfigError, InputError, one_line
-from recharness.core.io import atomic_write_text, read_jsonl, remove_log, rewrite_log, write_jsonl_atomic
+from recharness.core.io import (
+    FileLocked,
+    atomic_write_text,
+    read_jsonl,
+    remove_log,
+    rewrite_log,
+    unheld,
+    write_jsonl_atomic,
+)
 from recharness.core.rundir import RunDir, check_name, file_sha256, fingerprint, samples_record
 from recharness.core.types import BuildConfig, GenerationParams, ScoreRow, sample_capped
 from recharness.data.store import load_dataset
@@ -143,10 +151,18 @@ def _prediction_files(out: Path) -> dict[Path, int]:
 
 
 def _stamp_imported_predictions(out: Path, fp: str, before: dict[Path, int]) -> None:
-    """Predictions a builder wrote itself (e.g. imported PerRecBench outputs) belong to this build."""
+    """Predictions a builder wrote itself (e.g. imported PerRecBench outputs) belong to this build. A file a
+    `run` holds is that run's, not the builder's (a run started while this build ran): left as it is, its
+    answers keep the build they were made for (re-stamped, they passed as this build's, and the run went on
+    appending to a replaced file)."""
     for pf, mtime in _prediction_files(out).items():
         if before.get(pf) != mtime:
-            write_jsonl_atomic(pf, [{**r, "build": fp} for r in read_jsonl(pf)])
+            try:
+                with unheld(pf) as exists:  # read and replaced under the writer's lock
+                    if exists:
+                        write_jsonl_atomic(pf, [{**r, "build": fp} for r in read_jsonl(pf)])
+            except FileLocked:
+                continue
 
 
 def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None = None, use_cache: bool = True,
