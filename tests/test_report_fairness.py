@@ -211,6 +211,31 @@ def test_order_sensitivity_section_shows_position_bias_against_random(orders_run
     _marks_as_the_browser_test_reads_them("HR@1 by target position", px, {BLUE, "#2ca02c"})
 
 
+def test_a_limited_rows_hr1_by_position_names_its_own_samples(orders_run, tmp_path):
+    """A row run with --limit 8 (2 whole users of 5) rests on 2 samples a position, not the build's 5: the table
+    said 5 beside it. Each row now carries its counts, and rows resting on different ones say so each."""
+    import shutil
+
+    from recharness.runner.coverage import record_run
+
+    src, samples = orders_run
+    out = tmp_path / "run"
+    shutil.copytree(src, out)
+    info, _ = RunDir(out).load_build()
+    part = [s for s in samples if s["order_of"] in list(dict.fromkeys(x["order_of"] for x in samples))[:2]]
+    _write_predictions(out, "part", [_record(s, list(s["candidates"]), info["fingerprint"], "part") for s in part])
+    record_run(RunDir(out), "part", limit=len(part), tasks=None)
+    rows = pipeline.score(out, references=False, resamples=0)
+    byname = {r.method: r for r in rows}
+    assert [byname["part"].metrics[f"target at {p}: samples"] for p in (1, 2, 3, 4)] == [2, 2, 2, 2]
+    assert [byname["shown"].metrics[f"target at {p}: samples"] for p in (1, 2, 3, 4)] == [5, 5, 5, 5]
+    text = "".join(fairness.order_parts(rows, html.Palette(rows), samples))
+    table = text[text.index("<th>target at position</th>"):]
+    assert "<th>samples</th>" not in table and "part [limit: n = 8 of 20] (samples)" in table
+    assert re.search(r"<tr><td>1</td><td>1.000 \(2\)</td>", table), table[:600]
+    assert "<td>1.000 (5)</td>" in table
+
+
 def test_order_section_only_with_several_orders(orders_run):
     out, samples = orders_run
     rows = _beyond_rows()

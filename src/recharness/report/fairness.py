@@ -224,9 +224,21 @@ def order_parts(rows: list[ScoreRow], palette, samples: list[dict]) -> list[str]
     spread = _table(["method", "candidate orders", header(key)] + (["users / groups left out"] if left else []),
                     [[display_name(r), fmt(int(r.metrics["orders"])) if _number(r.metrics.get("orders")) else "–",
                       value_text(r, key)] + ([fmt(int(r.metrics.get(LEFT_OUT) or 0))] if left else []) for r in own])
-    by_pos = _table(["target at position", "samples"] + [display_name(r) for r in own],
-                    [[str(p), str(n_at[p]) if n_at else "–"] + [fmt(positions(r).get(p)) for r in own]
-                     for p in where])
+    # the samples each position's HR@1 rests on: the row's own (its complete users' samples, `order_metrics`);
+    # one column when every row rests on the same, else one per row (a `--limit` row covers fewer users)
+    counts = [{p: r.metrics.get(f"target at {p}: samples") for p in where} for r in own]
+    known = all(_number(c.get(p)) for c in counts for p in where)
+    if known and all(c == counts[0] for c in counts):
+        by_pos = _table(["target at position", "samples"] + [display_name(r) for r in own],
+                        [[str(p), fmt(int(counts[0][p]))] + [fmt(positions(r).get(p)) for r in own] for p in where])
+    elif known:
+        by_pos = _table(["target at position"] + [f"{display_name(r)} (samples)" for r in own],
+                        [[str(p)] + [f"{fmt(positions(r).get(p))} ({fmt(int(c[p]))})" for r, c in zip(own, counts)]
+                         for p in where])
+    else:  # scores from before the counts were kept: the build's samples per position, as counted then
+        by_pos = _table(["target at position", "samples in the build"] + [display_name(r) for r in own],
+                        [[str(p), str(n_at[p]) if n_at else "–"] + [fmt(positions(r).get(p)) for r in own]
+                         for p in where])
     random_hr1 = f" A random ranker's expected HR@1 is 1/{n_cand} = {fmt(1 / n_cand)} (the dotted line)." \
         if n_cand else ""
     derived = [r for r in rows if r.extra.get("derived_from")]  # scored without a spread (`aggregated`)

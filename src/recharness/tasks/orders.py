@@ -21,6 +21,9 @@ declare_metric("orders", None, "candidate orders each user was asked under", ci=
 declare_metric("target at {p}: HR@1", None,
                "HR@1 over samples whose target stood at this candidate position (position bias), over the units "
                "the order spread is over", hidden=True)
+declare_metric("target at {p}: samples", None,
+               "samples HR@1 at this candidate position rests on (the complete units' samples whose target stood "
+               "there)", ci=False, hidden=True)
 declare_metric("order units left out", None, "users (PerRecBench: groups) left out of the order spread and HR@1 by "
                "position: not all K orders answered (a run cut mid-user), or an answer the headline drops "
                "(PerRecBench invalid=drop, compat); shown only when there are some", ci=False)
@@ -106,6 +109,7 @@ def order_metrics(samples: list[dict], values: Sequence[float], hits: Sequence[f
         for i in ix:
             by_pos.setdefault(samples[i]["target_position"], []).append(float(hits[i]))
     out.update({f"target at {p}: HR@1": float(np.mean(v)) for p, v in sorted(by_pos.items())})
+    out.update({f"target at {p}: samples": float(len(v)) for p, v in sorted(by_pos.items())})
     return out
 
 
