@@ -40,6 +40,9 @@ def test_user_and_interaction_rules():
     i = Probe("interaction-1", "interaction", "1", [], {"prefix": "1::", "item_id": "1193", "rating": 5.0})
     assert check(i, "1::1193::5::978300760")["full"] and check(i, "1::1193::5.0")["full"]
     assert not check(i, "1::1193::4::978300760")["full"] and not check(i, "1::661::5")["full"]
+    # the paper's key is the movie: the right film with another rating is an item hit, not a full one
+    assert check(i, "1::1193::4::978300760") == {"item": True, "full": False}
+    assert check(i, "1::661::5") == {"item": False, "full": False} and check(i, "") == {"item": False, "full": False}
     assert answer_line("here:\n2::x\n1::y", "1::") == "1::y"
 
 
@@ -293,3 +296,18 @@ def test_the_interaction_probe_needs_the_file_prepare_read(ml1m, tmp_path):
     with pytest.raises(ConfigError, match="ratings.dat .* is gone"):
         build_probes(gone, kinds=("interaction",), limit=3)
     assert build_probes(gone, kinds=("item",), limit=3)  # the other kinds do not need it
+
+
+def test_interaction_coverage_by_the_movie_and_by_movie_and_rating(ml1m):
+    """Three interaction probes answered: the right line, the right movie with another rating, another movie.
+    The movie rule (the paper's key) counts 2 of 3, the movie-and-rating rule 1 of 3."""
+    probes = build_probes(ml1m, kinds=("interaction",), limit=3, seed=0)
+    answers = {}
+    for k, p in enumerate(probes):
+        t = p.truth
+        rating = int(t["rating"]) if k == 0 else (int(t["rating"]) % 5) + 1
+        movie = t["item_id"] if k < 2 else "999999"
+        answers[p.qid] = {"parsed": f"{p.subject}::{movie}::{rating}::0", "valid": True}
+    res = summarise(probes, answers, ml1m)["kinds"]["interaction"]
+    assert res["item"]["value"] == pytest.approx(2 / 3) and res["item"]["n"] == 3
+    assert res["full"]["value"] == pytest.approx(1 / 3)

@@ -970,7 +970,7 @@ def probe_memorization(
                 use_cache=not no_cache, redo_failed=redo_failed)
     t = Table("kind", "rule", "coverage [95% CI]", "reachable by copying a shown line", "n")
     for kind, entry in res["kinds"].items():
-        for rule in ("title", "full"):
+        for rule in ("title", "item", "full"):
             c = entry.get(rule)
             if c is None or c.get("value") is None:
                 continue

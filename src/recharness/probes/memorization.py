@@ -11,7 +11,9 @@ answer matches the dataset exactly under the rule written here:
 - **user**: given `UserID::`, `UserID::Gender::Age::Occupation::Zip-code`: all four fields equal.
 - **interaction**: given a user's first `k` lines of ratings.dat (the file's own order, which is not time
   order within a user: read again from the file `prepare` read), the next line
-  `UserID::MovieID::Rating::Timestamp`: MovieID and Rating equal.
+  `UserID::MovieID::Rating::Timestamp`. *item*: the MovieID equal (the paper's key: its authors' code
+  compares `UserID::MovieID`, with a fuzzy similarity above 90 where this rule is exact); *full*: MovieID
+  and Rating both equal.
 
 How an answer is read: its lines are trimmed, runs of spaces made one and backticks stripped; the line
 judged is the first that starts with the asked prefix (`ID::`) and is not one of the shown lines repeated
@@ -120,11 +122,13 @@ def answer_line(text: str, prefix: str, shown: list[str] = ()) -> str | None:
 
 
 def check(probe: Probe, text: str) -> dict:
-    """{"title": bool, "full": bool} for items, {"full": bool} otherwise: the exact-match rules above."""
+    """{"title": bool, "full": bool} for items, {"item": bool, "full": bool} for interactions, {"full": bool}
+    for users: the exact-match rules above."""
     prefix = probe.truth["prefix"]
     line = answer_line(text, prefix, probe.truth.get("shown", ()))
     if line is None:
-        return {"full": False, **({"title": False} if probe.kind == "item" else {})}
+        return {"full": False, **({"title": False} if probe.kind == "item" else
+                                  {"item": False} if probe.kind == "interaction" else {})}
     fields = line[len(prefix):].split("::")
     t = probe.truth
     if probe.kind == "item":
@@ -136,7 +140,8 @@ def check(probe: Probe, text: str) -> dict:
         got = [_clean(f) for f in fields[:4]]
         return {"full": got == [t["gender"], str(t["age"]), str(t["occupation"]), t["zip"]]}
     got = [_clean(f) for f in fields[:2]]  # MovieID, Rating
-    return {"full": len(got) == 2 and got[0] == t["item_id"] and _rating(got[1]) == t["rating"]}
+    item = bool(got) and got[0] == t["item_id"]
+    return {"item": item, "full": item and len(got) == 2 and _rating(got[1]) == t["rating"]}
 
 
 def _rating(s: str) -> float | None:
@@ -267,6 +272,8 @@ def summarise(probes: list[Probe], answers: dict[str, dict], dataset) -> dict:
             copyable = [any(check(p, c)["full"] for c in p.truth["copies"]) for p in ps]
             entry["copy_control"] = coverage(copyable)
             entry["copied_hits"] = sum(checked[p.qid]["full"] and c for p, c in zip(ps, copyable))
+        if kind == "interaction":
+            entry["item"] = coverage([checked[p.qid].get("item", False) for p in ps])
         if kind == "item":
             entry["title"] = coverage([checked[p.qid]["title"] for p in ps])
             entry["by_decile"] = {

@@ -437,7 +437,8 @@ def memorization_parts(out: Path, rows: list[ScoreRow], dataset: str | None, hea
     if not matched:
         return []
     kinds = [("item", "title", "item coverage (title)"), ("item", "full", "item (title and genres)"),
-             ("user", "full", "user coverage"), ("interaction", "full", "interaction coverage")]
+             ("user", "full", "user coverage"), ("interaction", "item", "interaction coverage (movie id)"),
+             ("interaction", "full", "interaction (movie id and rating)")]
     body = [[name] + [_coverage_text(res["kinds"].get(k, {}).get(rule)) + _copied_text(res["kinds"].get(k, {}), rule)
                       for k, rule, _ in kinds]
             for name, res, _ in matched]
