@@ -44,7 +44,10 @@ def test_order_zero_is_the_single_order_build(ml1m, negatives):
 def test_borda_hand_worked():
     cands = ["a", "b", "c", "d"]
     # a: 4+3+4 = 11, b: 3+4+1.5 = 8.5 (third ranking names only a, c: b, d share (2+1)/2), c: 2+2+3 = 7, d: 1+1+1.5
-    assert borda([["a", "b", "c", "d"], ["b", "a", "c", "d"], ["a", "c"]], cands) == ["a", "b", "c", "d"]
+    # LLMRank's rule: a left-out candidate gets -10000 in that ranking, so b and d (each left out once) fall
+    # below c (named every time, 2 + 2 + 3 = 7) whatever their places: a 11, c 7, then b 7, d 2
+    assert borda([["a", "b", "c", "d"], ["b", "a", "c", "d"], ["a", "c"]], cands) == ["a", "c", "b", "d"]
+    assert borda([["a"], ["b", "c", "a"]], ["a", "b", "c"]) == ["a", "b", "c"]  # (shared points: b 4.5 first)
     assert borda([["d", "c"], ["c", "d"]], cands) == ["c", "d", "a", "b"]  # c, d tie 7; order of candidates breaks it
     assert borda([], cands) == []
     # partial answers: a candidate no ranking names is not ranked (before: t took the leftover points and the
@@ -126,8 +129,9 @@ def test_the_aggregated_row_is_the_borda_of_the_methods_answers(ordered_run, ml1
     assert "order units left out" not in m  # every user answered all three orders
     # the Borda row has one answer per user: no spread (0 by construction) and no position bias of its own
     assert not {k for k in agg["metrics"] if k.endswith("order spread") or k.startswith("target at ")}
-    assert {k for k in m if k.startswith("target at ")} == {f"target at {q}: HR@1" for q in top1}
+    assert {k for k in m if k.startswith("target at ") and k.endswith(": HR@1")} == {f"target at {q}: HR@1" for q in top1}
     assert all(m[f"target at {q}: HR@1"] == pytest.approx(np.mean(v)) for q, v in top1.items())
+    assert {k: m[k] for k in m if k.endswith(": samples")} == {f"target at {q}: samples": len(v) for q, v in top1.items()}
     # beyond accuracy, from the lists themselves, with intervals over users
     lists = [p["parsed"]["ranking"][:10] for p in preds.values() if p.get("valid", True) and p.get("parsed")]
     assert m["coverage@10"] == pytest.approx(len({i for t in lists for i in t}) / ml1m.items.height)

@@ -75,7 +75,8 @@ def test_order_metrics_and_the_borda_row_by_hand(run):
     positions = {f"target at {s['target_position']}: HR@1" for s in samples}
     assert len(positions) > 1  # the targets stood at several positions
     for m in (oracle, rows["first-shown"].metrics):  # one HR@1 per position a target stood at, no other
-        assert {k for k in m if k.startswith("target at ")} == positions
+        assert {k for k in m if k.startswith("target at ") and k.endswith(": HR@1")} == positions
+        assert {k.replace(": samples", ": HR@1") for k in m if k.endswith(": samples")} == positions
     assert all(oracle[k] == 1.0 for k in positions)
     # first-shown ranks users as shown: its tau per sample is scipy's tau between the shown order and the truth;
     # the spread is the mean over groups of the population std of a group's K taus

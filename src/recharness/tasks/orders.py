@@ -45,27 +45,27 @@ def candidate_orders(cand: list[str], target: str, k: int, rng) -> list[list[str
 
 
 def borda(rankings: list[list[str]], candidates: list[str], *, unnamed: bool = True) -> list[str]:
-    """One ranking from several (LLMRank's bootstrapped ranking): each ranking gives n - p points to its
-    p-th candidate (p from 0); candidates a ranking leaves out share its remaining points equally; ties
-    by candidate order. With `unnamed=False` a candidate no ranking names is left out of the result (a
-    partial answer, as each of them was), not placed by the candidate order. An empty list of rankings
-    gives []."""
+    """One ranking from several, as LLMRank aggregates its bootstrapped rankings (`llmrank/model/rank.py`):
+    each ranking gives n - p points to its p-th named candidate (p from 0) and -10000 to a candidate it leaves
+    out, and the points are summed. So a candidate left out by fewer rankings always comes first, then the
+    higher sum over the rankings that named it; ties by candidate order. With `unnamed=False` a candidate no
+    ranking names is left out of the result (a partial answer, as each of them was), not placed by the
+    candidate order. An empty list of rankings gives []."""
     if not rankings:
         return []
     n = len(candidates)
     points = dict.fromkeys(candidates, 0.0)
+    missed = dict.fromkeys(candidates, 0)  # LLMRank's -10000 each: it outweighs any sum of places
     for ranking in rankings:
         named = [c for c in dict.fromkeys(ranking) if c in points]
         for p, c in enumerate(named):
             points[c] += n - p
-        left = [c for c in candidates if c not in set(named)]
-        if left:
-            share = sum(n - p for p in range(len(named), n)) / len(left)
-            for c in left:
-                points[c] += share
+        for c in set(candidates) - set(named):
+            missed[c] += 1
     place = {c: i for i, c in enumerate(candidates)}
     named_once = {c for ranking in rankings for c in ranking}
-    return sorted((c for c in candidates if unnamed or c in named_once), key=lambda c: (-points[c], place[c]))
+    return sorted((c for c in candidates if unnamed or c in named_once),
+                  key=lambda c: (missed[c], -points[c], place[c]))
 
 
 def order_clusters(samples: list[dict]):
