@@ -260,3 +260,23 @@ def test_an_actor_posts_inline_unless_its_environment_chose_a_transport():
         env = dict(had)
         post_inline_unless_chosen(env)
         assert env["RECHARNESS_TRANSPORT"] == want
+
+
+def test_a_ray_run_stopped_by_another_runs_lock_changes_nothing_on_disk(cluster, built, tmp_path):
+    """The run's record (`predictions/NAME.run.json`) is written under the file's lock, before the first answer,
+    as on the local path: a Ray run refused by a running one wrote it first."""
+    from recharness.core.io import FileLocked, GroupCommitLog
+    from recharness.core.rundir import RunDir
+
+    d = fresh(built, tmp_path)
+    rd = RunDir(d)
+    rd.predictions_dir.mkdir(parents=True, exist_ok=True)
+    holder = GroupCommitLog(rd.predictions("m"))  # another run writing the file
+    try:
+        with pytest.raises(FileLocked):
+            pipeline.run(d, RayExecutor("fake", workers=1, shard_size=4), "m", use_cache=False)
+        assert not rd.run_record("m").exists()
+    finally:
+        holder.close()
+    _, stats = pipeline.run(d, RayExecutor("fake", workers=1, shard_size=4), "m", use_cache=False)
+    assert stats.complete and rd.run_record("m").exists()

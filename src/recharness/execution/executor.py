@@ -370,11 +370,9 @@ async def run_samples(
     in the writer thread, before the first answer is written (the pipeline records the run there, so a run
     refused before it answers anything, or stopped by another run's lock, changes nothing on disk)."""
     if getattr(model.backend, "executes_samples", False):  # e.g. the Ray executor: its driver loop, same contract
-        if on_first_commit is not None:
-            on_first_commit()
         return await model.backend.run_samples(samples, tasks, model, out_path, max_retries=max_retries,
                                                concurrency=concurrency, on_progress=on_progress, build=build,
-                                               fsync=fsync, fresh=fresh)
+                                               fsync=fsync, fresh=fresh, on_first_commit=on_first_commit)
     stats = RunStats(total=len(samples))
     cache = model.cache
     flush = cache.flush if cache is not None and cache.buffered else None

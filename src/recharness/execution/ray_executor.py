@@ -431,8 +431,10 @@ async def _replay(model, identity: dict, task, sample: dict, max_retries: int | 
 
 async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, model, out_path: Path, *,
                           max_retries: int | None = None, concurrency: int | None = None, on_progress=None,
-                          build: str | None = None, fsync: bool = True, fresh: set[str] | None = None):
-    """The driver loop: the same contract as `execution.executor.run_samples`, the work done by `ex`'s actors."""
+                          build: str | None = None, fsync: bool = True, fresh: set[str] | None = None,
+                          on_first_commit=None):
+    """The driver loop: the same contract as `execution.executor.run_samples`, the work done by `ex`'s actors
+    (`on_first_commit` too: once, under the file's lock, before the first answer is written)."""
     from recharness.core.io import GroupCommitLog
     from recharness.execution.executor import RunStats, commit_record, completed_ids, prompt_version
 
@@ -442,7 +444,17 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
     stats = RunStats(total=len(samples))
     cache = model.cache
     flush = cache.flush if cache is not None and getattr(cache, "buffered", False) else None
-    log = GroupCommitLog(out_path, fsync=fsync, before_commit=flush)
+    first = on_first_commit
+
+    def before_commit() -> None:
+        nonlocal first
+        if first is not None:
+            call, first = first, None
+            call()
+        if flush is not None:
+            flush()
+
+    log = GroupCommitLog(out_path, fsync=fsync, before_commit=before_commit if first or flush else None)
     identity = ex.identity()
     stamp = {"build": build} if build is not None else {}
     n = len(ex.actors)
