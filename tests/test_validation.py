@@ -67,6 +67,13 @@ def test_number_off_scale_is_clipped_and_flagged():
         ("B08J6LZQZ6", "no number"),
         ("5/10", "no number"),  # another scale: it read 5 (of 5) before
         ("Rating: 8 / 10", "no number"),
+        # "out of N" is a scale as "/N" is: it read 5 (clipped from 6), 4 and 3.5 on a 1-5 scale
+        ("I'd rate it 6 out of 10.", "no number"),
+        ("Rating: 4 out of 10", "no number"),
+        ("3.5 out of 10", "no number"),
+        # a list of ratings, one per line on labels: no single answer
+        ("- Rating: 4\n- Rating: 3", "a list"),
+        ("1. Heat - I'd rate it 5\n2. Casino - I'd rate it 3", "a list"),
     ],
 )
 def test_number_invalid(text, error):
@@ -196,6 +203,12 @@ def test_list_numbers_are_not_ratings():
     assert RATING.check("4.").value["value"] == 4.0
     assert RATING.check("Answer:\n- 3").value["value"] == 3.0
     assert not RATING.check("1) Heat\n2) Casino").valid
+    # one value on an answer label of its own line, then a list of reasons: the answer (it was "a list")
+    for text in ("Predicted rating: 4\n\nReasons:\n- loves sci-fi\n- rated similar films highly",
+                 "Rating: 4\n1. The user dislikes horror.\n2. Low average of 3."):
+        p = RATING.check(text)
+        assert p.valid and p.value["value"] == 4.0, (text, p.error)
+    assert RATING.check("4 out of 5").value["value"] == 4.0  # this scale's own "out of"
 
 
 def test_free_text_real_smollm2_answers():

@@ -194,6 +194,7 @@ _BETWEEN_BEFORE_RE = re.compile(r"\bbetween\s+(?:an?\s+)?$", re.IGNORECASE)
 _AND_AFTER_RE = re.compile(r"\s*(?:and|&)\s*(?:an?\s+)?\d", re.IGNORECASE)
 _LIST_MARK_AFTER_RE = re.compile(r"[.)][ \t]+\S")
 _OVER_RE = re.compile(r"\s*/\s*(\d{1,6}(?:\.\d{1,4})?)")  # "4/5", "8 / 10": the scale a number is given on
+_OUT_OF_RE = re.compile(r"\s*out\s+of\s+(\d{1,6}(?:\.\d{1,4})?)", re.IGNORECASE)  # "6 out of 10": likewise
 _LINE_PREFIX_RE = re.compile(r"[ \t#*>-]*")
 _THOUSANDS_RE = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d{1,4})?")
 _DECIMAL_COMMA_RE = re.compile(r"\d,\d")
@@ -320,9 +321,9 @@ class NumberInRange(OutputFormat):
                 continue  # "between 3 and 4": a range
             if _LIST_MARK_AFTER_RE.match(text, m.end()) and _at_line_start(text, m.start()):
                 continue  # "1. Title" / "2) Title": a list number, not an answer
-            scale = _OVER_RE.match(text, m.end())
+            scale = _OVER_RE.match(text, m.end()) or _OUT_OF_RE.match(text, m.end())
             if scale and float(scale.group(1)) != self.hi:
-                continue  # "5/10": a rating on another scale (2.5 here), not this scale's 5
+                continue  # "5/10", "6 out of 10": a rating on another scale (2.5, 3 here), not this scale's 5
             v = self._value(text, m)
             lead = float(m.group(1).split(",")[0]) if v is None else v
             if not self.lo - self.slack <= lead <= self.hi + self.slack:
@@ -354,9 +355,14 @@ class NumberInRange(OutputFormat):
         t, truncated = _scan(text)
         if not t.strip():
             return Parsed(None, valid=False, error="empty answer")
-        if _is_list(t):
-            return Parsed({"truncated": truncated}, valid=False, error="a list, not a single number")
         nums = self._numbers(t)
+        if _is_list(t):
+            # a list (the history echoed, one rating per item) is no answer, unless one value stands on an answer
+            # label of its own line ("Predicted rating: 4", then a list of reasons)
+            labelled = {n.value for n in nums if not n.context and n.value is not None and _labelled(t, n.start)}
+            if len(labelled) != 1:
+                return Parsed({"truncated": truncated}, valid=False, error="a list, not a single number")
+            nums = [n for n in nums if not n.context and n.value in labelled and _labelled(t, n.start)][-1:]
         cands = [n for n in nums if not n.context]
         if not cands:
             ctx = ", ".join(list(dict.fromkeys(n.token for n in nums))[:6])
