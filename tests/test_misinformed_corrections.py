@@ -99,3 +99,26 @@ def test_never_with_another_verb_is_no_correction_and_a_number_value_is_text():
         assert not has_correction_cue(praise), praise
     assert has_correction_cue("Richard O'Brien was never in Aliens.") and has_correction_cue("He has never starred in it.")
     assert claim_rejected("Heat (1995) is great.", ["Heat (1995)"], 1994) is False
+
+
+def test_a_correction_that_names_no_film_is_the_misinformed_querys_right_answer():
+    """"O'Brien was never in that film": the premise rejected, nothing recommended, FTR 1 (what the paper's FTR
+    rewards on a misinformed query). It was invalid ("no titles and no refusal"), scored as unanswered: FTR 0."""
+    from recharness.tasks.recbench_plus.condition_tasks import MisinformedTask
+
+    t = MisinformedTask()
+    t.setup(_toy())
+    for text in ("Richard O'Brien was never in that film, so the premise is incorrect.",
+                 "That film doesn't feature Richard O'Brien."):
+        p = t.parse(MIS, text)
+        assert p.valid, (text, p.error)
+        m = t.score([MIS], {"m": {"id": "m", "parsed": p.value, "valid": p.valid, "output": text}})
+        assert m["FTR"] == 1.0 and m["valid_rate"] == 1.0, m
+    # an answer with neither titles nor a refusal nor a correction stays invalid: the worst FTR for this type
+    text = "Here are some thoughts about the cinema of the eighties."
+    p = t.parse(MIS, text)
+    assert not p.valid
+    assert t.score([MIS], {"m": {"id": "m", "parsed": p.value, "valid": False, "output": text}})["FTR"] == 0.0
+    # an explicit query's sample (no false claim) gains nothing from correction words
+    plain = {k: v for k, v in MIS.items() if k != "misinformed"}
+    assert not t.parse(plain, "Richard O'Brien was never in that film.").valid

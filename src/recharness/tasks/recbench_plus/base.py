@@ -218,6 +218,7 @@ class RecBenchTask(Task):
         if self.ctx is None:
             raise RuntimeError("call setup(dataset) before parse")
         from recharness.matching import has_refusal_cue
+        from recharness.matching.cues import has_correction_cue
         from recharness.matching.refusal import is_nothing
 
         try:
@@ -226,6 +227,11 @@ class RecBenchTask(Task):
             value = {"strings": [], "item_ids": [], "ftr": True, "parse_error": repr(e)[:300]}
             return Parsed(value, valid=False, error=f"answer parser failed: {e!r}"[:300])
         if res["strings"] or is_nothing(text or "") or has_refusal_cue(text or ""):
+            return Parsed(res)
+        claim = sample.get("misinformed") if isinstance(sample.get("misinformed"), dict) else None
+        if claim is not None and has_correction_cue(text or "", claim.get("value")):
+            # the premise rejected without naming the film ("O'Brien was never in that film"): no recommendation,
+            # the answer the paper's FTR rewards on a misinformed query (it was invalid: the worst FTR, 0)
             return Parsed(res)
         return Parsed(res, valid=False, error="no titles and no refusal found in the answer")
 
