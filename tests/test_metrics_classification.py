@@ -179,3 +179,21 @@ def test_logloss_matches_sklearn(seed):
         warnings.simplefilter("ignore")
         ref = _sk_log_loss(y, p)
     assert logloss(y, p) == pytest.approx(ref, rel=1e-12)
+
+
+def test_recbench_gauc_is_the_plain_mean_of_the_users_sklearn_auc():
+    """RecBench's code (`MetricPool.calculate`, Jyonn/RecBench-MD utils/metrics.py) averages each user's
+    `roc_auc_score` plainly: that is GAUC_unweighted, labelled so; the impression-weighted GAUC is DIN's. With
+    users of 6 and 2 pairs (AUC 1 and 0) the two differ: 0.5 against 0.75."""
+    from sklearn.metrics import roc_auc_score
+
+    from recharness.metrics.registry import header
+
+    y = [1, 1, 1, 0, 0, 0, 1, 0]
+    s = [.9, .8, .7, .3, .2, .1, .1, .9]
+    g = list("aaaaaabb")
+    recbench = float(np.mean([roc_auc_score([y[i] for i in range(8) if g[i] == u], [s[i] for i in range(8) if g[i] == u])
+                              for u in "ab"]))
+    r = gauc(y, s, g)
+    assert recbench == 0.5 and r.unweighted == pytest.approx(recbench) and r.weighted == pytest.approx(0.75)
+    assert header("GAUC_unweighted") == "GAUC (mean) ↑" and header("GAUC") == "GAUC (impr.) ↑"

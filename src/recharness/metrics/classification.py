@@ -15,9 +15,10 @@ is missing; ``gauc`` skips such groups and reports how many it kept.
 GAUC weightings (``GAUC_WEIGHTINGS``; every one averages per-group AUC over the
 groups with both classes):
 
-* ``"impressions"``: by the group's samples (DIN, RecBench: the ``GAUC`` column);
+* ``"impressions"``: by the group's samples (DIN's: the ``GAUC`` column);
 * ``"positives"``: by the group's positives (RecBole's ``GAUC``);
-* ``"uniform"``: the plain mean over groups (``GAUC_unweighted``).
+* ``"uniform"``: the plain mean over groups (``GAUC_unweighted``; RecBench's own code averages its groups'
+  AUCs this way).
 
 RecBole's hand-worked case (tests/metrics/test_rank_metrics.py there): users of 2, 3
 and 5 items with 1, 2 and 3 positives and AUCs 1, 0.5, 0.5 give 0.5833 by positives,
@@ -90,9 +91,9 @@ class GAUCResult:
     """GAUC over the groups that have both classes.
 
     ``weighted`` weights each group's AUC by its number of samples, i.e. its
-    impressions (the GAUC of DIN and RecBench; also ``impression_weighted``);
+    impressions (DIN's GAUC; also ``impression_weighted``);
     ``positive_weighted`` by its positives (RecBole's GAUC); ``unweighted`` is the
-    plain mean over kept groups.  ``by(name)`` picks one of ``GAUC_WEIGHTINGS``.
+    plain mean over kept groups (RecBench's code).  ``by(name)`` picks one of ``GAUC_WEIGHTINGS``.
     """
 
     weighted: float

@@ -156,9 +156,10 @@ metric("CMR_checkable", None, "share of condition queries whose relations the da
        "alone (an official file may use relations the KG lacks)", ci=False)
 metric("failed", False, "samples that failed outright (HTTP error, prompt too long)", ci=False)
 metric("AUC", True, "area under the ROC curve (CTR)")
-metric("GAUC", True, "impression-weighted group AUC: per-user AUC weighted by the user's test pairs, as DIN and "
-       "RecBench (CTR)", label="GAUC (impr.)")
-metric("GAUC_unweighted", True, "plain mean of per-user AUC over users with both labels (CTR)")
+metric("GAUC", True, "impression-weighted group AUC: per-user AUC weighted by the user's test pairs, as DIN (CTR)",
+       label="GAUC (impr.)")
+metric("GAUC_unweighted", True, "plain mean of per-user AUC over users with both labels, as RecBench's code computes "
+       "GAUC (CTR)", label="GAUC (mean)")
 metric("GAUC_pos", True, "positive-weighted group AUC: per-user AUC weighted by the user's clicks, as RecBole (CTR)",
        label="GAUC (pos.)")
 metric("logloss", False, "binary cross-entropy of predicted click probabilities (CTR)")

@@ -5,8 +5,10 @@ The model sees the user's last positives as titles and one candidate, and is ask
 The samples, the training pairs beside them and the split are described in `recbench.data`.
 
 Scored over every test sample by AUC, GAUC (impression-weighted: per-user AUC weighted by the
-user's test pairs, as DIN and RecBench compute it), GAUC_pos (weighted by the user's clicks, as
-RecBole computes it), the unweighted mean of per-user AUC, and log loss. Confidence intervals
+user's test pairs, as DIN computes it), GAUC_pos (weighted by the user's clicks, as RecBole computes
+it), GAUC_unweighted (the plain mean of per-user AUC, as RecBench's own code computes it:
+`MetricPool.calculate` in Jyonn/RecBench-MD `utils/metrics.py` averages the groups' `roc_auc_score`),
+and log loss. Confidence intervals
 resample users for all of them (a user's pairs move together). A sample without a usable score
 (neither option among the returned log-probabilities, a failed request, no line at all) is counted
 in `invalid_rate` (and `missing` for no line) and kept: every pair it is in counts one half in AUC
