@@ -71,9 +71,15 @@ def test_every_casing_counts_and_a_missing_option_is_bounded_by_the_smallest_ret
     want = (math.exp(-0.05) + math.exp(-4.0)) / (math.exp(-0.05) + math.exp(-4.0) + math.exp(-3.2) + math.exp(-3.5))
     assert p_yes == pytest.approx(want) and p_yes > 0.9  # "Yes"/"No" alone: 0.378
     assert option_logprobs([("YES", -0.1), ("NO", -2.5)], ["Yes", "No"]) == pytest.approx({"Yes": -0.1, "No": -2.5})
-    # "No" not among the top: at most the smallest returned log-prob, so P(Yes) is not 1.0 but its lower bound
+    # "No" not among the top: each of its 8 spellings (No, no, NO, nO, with and without a space) at most the
+    # smallest returned log-prob, so P(Yes) is not 1.0 but its lower bound
     top = [("I", -0.2), ("Yes", -3.0), ("The", -3.4), ("Sure", -5.0)]
-    assert option_logprobs(top, ["Yes", "No"]) == pytest.approx({"Yes": -3.0, "No": -5.0})
+    assert option_logprobs(top, ["Yes", "No"]) == pytest.approx({"Yes": -3.0, "No": -5.0 + math.log(8)})
+    # the review's case: Yes at -0.05, 19 others at -6: P(Yes) at most e^-0.05 / (e^-0.05 + 8 e^-6) = 0.9796
+    # (one spelling's bound gave 0.9974, more confident than the reply allows)
+    lp = option_logprobs([("Yes", -0.05)] + [(f"t{k}", -6.0) for k in range(19)], ["Yes", "No"])
+    p = math.exp(lp["Yes"]) / (math.exp(lp["Yes"]) + math.exp(lp["No"]))
+    assert p == pytest.approx(math.exp(-0.05) / (math.exp(-0.05) + 8 * math.exp(-6.0))) and p < 0.98
     assert bounded_options(top, ["Yes", "No"]) == ["No"]
     # neither option returned: nothing to bound against, no answer
     assert option_logprobs([("I", -0.1)], ["Yes", "No"]) == {"Yes": -math.inf, "No": -math.inf}

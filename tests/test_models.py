@@ -30,9 +30,10 @@ def test_option_logprobs_sums_every_spelling():
     lp = option_logprobs(toks, ["Yes", "No", "Maybe"])
     assert lp["Yes"] == pytest.approx(math.log(0.8))  # "Yes" + " Yes" + "yes"; a repeated token once
     assert lp["No"] == pytest.approx(math.log(0.1))
-    assert lp["Maybe"] == pytest.approx(math.log(0.1))  # not returned: at most the smallest returned log-prob
+    # not returned: each of its 64 spellings (32 casings, with and without a space) at most the smallest returned
+    assert lp["Maybe"] == pytest.approx(math.log(0.1) + math.log(64))
     probs = OptionScores(lp).probabilities()
-    assert probs["Yes"] == pytest.approx(0.8 / 1.0) and probs["Maybe"] == pytest.approx(0.1)
+    assert probs["Yes"] == pytest.approx(0.8 / (0.8 + 0.1 + 6.4)) and probs["Maybe"] == pytest.approx(6.4 / 7.3)
 
 
 def test_option_first_tokens_drop_a_token_the_options_share():

@@ -474,7 +474,9 @@ def option_logprobs(token_logprobs, options: list[str]) -> dict[str, float]:
     without a leading space, in any casing ("Yes", " yes", "YES"), as the in-process backends sum their option
     tokens (`base.option_first_tokens`). An option none of whose spellings is among them, beside one that is,
     gets the smallest returned log-prob: its own is at most that, so P(Yes) is the least confident value the
-    reply allows rather than a certain 1.0 (see `bounded_options`). No option returned at all: all -inf."""
+    reply allows rather than a certain 1.0 (see `bounded_options`): times the number of spellings it could have,
+    since each unreturned spelling is at most that ("No", "no", "NO", "nO", each with and without a leading space:
+    8). No option returned at all: all -inf."""
     acc = {o: 0.0 for o in options}
     seen = set()
     for token, logprob in token_logprobs:
@@ -488,8 +490,13 @@ def option_logprobs(token_logprobs, options: list[str]) -> dict[str, float]:
     out = {o: (math.log(p) if p > 0 else -math.inf) for o, p in acc.items()}
     if any(v > -math.inf for v in out.values()) and seen:
         floor = min(lp for _, lp in token_logprobs)
-        out = {o: (v if v > -math.inf else floor) for o, v in out.items()}
+        out = {o: (v if v > -math.inf else floor + math.log(spellings(o))) for o, v in out.items()}
     return out
+
+
+def spellings(option: str) -> int:
+    """How many tokens `option_logprobs` would sum for `option`: every casing, with and without a leading space."""
+    return 2 * math.prod(2 if c.lower() != c.upper() else 1 for c in option)
 
 
 def bounded_options(token_logprobs, options: list[str]) -> list[str]:
