@@ -42,6 +42,12 @@ def test_review_splits_and_training_part():
     assert set(zip(train["user_id"], train["item_id"])) == {("u1", "a"), ("u1", "b"), ("u1", "c"), ("u2", "a"), ("u2", "d"), ("u3", "a")}
     with pytest.raises(ConfigError, match="no 'review_text' column"):
         review_splits(ds.interactions.drop("review_text"), require=("review_text",))
+    # a held-out review of only HTML ("<br />", tags, spaces) is empty as the metrics read it: no reference to
+    # score against (every row got BLEU/ROUGE 0 on it), so the user is not eligible
+    tags = ds.interactions.with_columns(
+        pl.when((pl.col("user_id") == "u1") & (pl.col("item_id") == "d")).then(pl.lit("<br /> <p> </p>"))
+        .otherwise(pl.col("review_text")).alias("review_text"))
+    assert [s.user_id for s in review_splits(tags, min_history=1, require=("review_text",))] == ["u2", "u3"]
     # an unrated held-out interaction is not eligible before sampling: --limit 2 gives 2 rated targets (before,
     # the sample of 2 could hold u1's unrated one, dropped afterwards: 1 sample)
     unrated = tiny_dataset(target_u1=None)

@@ -68,8 +68,11 @@ def review_splits(interactions: pl.DataFrame, *, min_history: int = 4, limit: in
         .agg(*(pl.col(c) for c in cols))
         .filter(pl.col("item_id").list.len() > min_history)
     )
-    for c in require:
-        g = g.filter(pl.col(c).list.last().fill_null("").str.strip_chars().str.len_chars() > 0)
+    from recharness.tasks.validation import normalize_for_metrics
+
+    for c in require:  # text as the metrics read it: a review of only "<br />" or tags is no reference
+        g = g.filter(pl.col(c).list.last().fill_null("").map_elements(lambda t: bool(normalize_for_metrics(t)),
+                                                                       return_dtype=pl.Boolean))
     if rated:  # an unrated held-out interaction (Goodreads' 0) has nothing to predict or explain
         g = g.filter(pl.col("rating").list.last().is_not_null())
     g = g.sort("user_id")
