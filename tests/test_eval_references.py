@@ -163,3 +163,30 @@ def test_eval_leaves_a_reference_out_of_a_suite_none_of_whose_tasks_ask_it(ml1m,
                                    "--no-train-references", "--out", str(tmp_path / "ev")])
     assert res.exit_code == 0, res.output
     assert "baseline:popularity answers none of its tasks" in " ".join(res.output.split())
+
+
+def test_a_tuned_reference_is_tuned_again_when_its_search_space_changes(ml1m, tmp_path, monkeypatch):
+    """A tuned model is kept on a second `train --tune N` only when its search is the same: a range changed in the
+    code (ALS's alpha 0.5-50 became 1-50) was kept with the old space's choice, reported as tuned with N trials."""
+    from recharness.baselines.markov import Markov
+    from recharness.core.io import read_jsonl
+    from recharness.core.rundir import RunDir
+    from recharness.runner import pipeline
+    from recharness.runner.train import train
+
+    out = tmp_path / "run"
+    pipeline.build("llmrec", "ml-1m", out, tasks=["direct"], seed=0, limit=6)
+    said: list[str] = []
+    train(out, suite="llmrec", baselines=["markov"], latency_runs=1, tune=2, progress=said.append)
+    first = next(iter(read_jsonl(RunDir(out).reference("markov"))))
+    assert first["tune_trials"] == 2 and len(first["tune_space"]) == 16
+    said.clear()
+    train(out, suite="llmrec", baselines=["markov"], latency_runs=1, tune=2, progress=said.append)
+    assert any("kept: markov" in m for m in said), said  # the same search: kept
+    monkeypatch.setattr(Markov, "space", {"order": ("int", 1, 3), "decay": ("float", 0.1, 0.5)})
+    said.clear()
+    train(out, suite="llmrec", baselines=["markov"], latency_runs=1, tune=2, progress=said.append)
+    assert not any("kept: markov" in m for m in said), said
+    again = next(iter(read_jsonl(RunDir(out).reference("markov"))))
+    assert again["tune_space"] != first["tune_space"]
+    assert 1 <= again["model"]["settings"]["order"] <= 3 and 0.1 <= again["model"]["settings"]["decay"] <= 0.5

@@ -31,9 +31,22 @@ from recharness.tasks.registry import get_task
 
 
 def _training(fp: str, name: str, seed: int, tune: int, tune_epochs: int | None) -> dict:
-    """What says which training of `name` a reference record comes from: the build, the seed, the tuning budget."""
+    """What says which training of `name` a reference record comes from: the build, the seed, the tuning budget,
+    and for a tuned one its search (`tune_space`: the space and defaults searched; a range changed in the code
+    is another search, never kept under the old one's choice)."""
     return {"build": fp, "train_seed": seed, "tune_trials": _budget(name, tune),
-            "tune_epochs": _epoch_cap(name, tune, tune_epochs)}
+            "tune_epochs": _epoch_cap(name, tune, tune_epochs), "tune_space": _space_digest(name, tune)}
+
+
+def _space_digest(name: str, tune: int) -> str | None:
+    """A short digest of the search space and defaults `name` is tuned over, None when it is not tuned."""
+    if not _budget(name, tune):
+        return None
+    import hashlib
+
+    cls = BASELINES.get(name)
+    what = {"space": {k: list(v) for k, v in cls.space.items()}, "default": cls.defaults()}
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _first(path: Path) -> dict | None:
@@ -44,7 +57,8 @@ def _first(path: Path) -> dict | None:
 def _made_by(first: dict | None, training: dict) -> bool:
     return first is not None and {"build": first.get("build"), "train_seed": first.get("train_seed"),
                                   "tune_trials": int(first.get("tune_trials") or 0),
-                                  "tune_epochs": first.get("tune_epochs")} == training
+                                  "tune_epochs": first.get("tune_epochs"),
+                                  "tune_space": first.get("tune_space")} == training
 
 
 def _settings_changed(name: str, seed: int, first: dict | None, training: dict) -> bool:
@@ -182,8 +196,9 @@ def train(out: Path, *, suite: str | None = None, baselines: list[str] | None = 
             identity, answer = model.identity(), _timed(name, model, runs, progress, own)
         stamp = {"kind": "reference", "train_s": round(seconds, 6), "train_seed": seed,
                  "tune_trials": training[name]["tune_trials"]}
-        if training[name]["tune_epochs"] is not None:
-            stamp["tune_epochs"] = training[name]["tune_epochs"]
+        for key in ("tune_epochs", "tune_space"):
+            if training[name][key] is not None:
+                stamp[key] = training[name][key]
         _predict(rd, TrainedReference(name, identity, stamp, answer), by_task, served, info["suite"], fp)
     return [rd.reference(n) for n in kept + names]
 
