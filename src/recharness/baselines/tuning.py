@@ -13,7 +13,10 @@ data — never a test sample:
   trial's fit then does not see). SASRec fits on the build's training windows and early-stops on
   all of the build's validation rows, as it does untuned; the scored pairs are a seeded sample of those
   rows, so its epoch is picked on a superset of them (the rows are the second-to-last positive of
-  each user; the test target is the last).
+  each user, the test target the last; under `split=global_time`, each user's last positive before the cut).
+  Under a global time split the validation pairs are still per user, not by time: a trial's fit sees other
+  users' interactions stamped after a validation target (none after the cut), the pattern the test split
+  removes, so the search chooses as under leave-last-out; the test is untouched.
 - click models (the DLRMs): AUC on the validation slice of the training pairs their fit early-stops
   on (the build's valid.parquet, else a seeded 10% of the training pairs held out), from the weights
   of the best epoch. A class chooses this through its `tuning_objective(train, seed)`.
