@@ -407,3 +407,39 @@ def test_a_build_leaves_a_predictions_file_a_run_is_writing_alone(built):
         log.close()
     _stamp_imported_predictions(built, "new", {})  # a builder's own file, no writer: stamped
     assert [json.loads(x)["build"] for x in pred.read_text().splitlines()] == ["new"]
+
+
+def test_a_finetune_answers_only_the_build_it_was_carved_from(ml1m, tmp_path):
+    """Its training examples are held out of its own build's test samples only: on another build of the same
+    dataset (another seed or limit) they may hold that build's test answers. Refused, naming both builds; its own
+    build, and another dataset, are answered."""
+    from recharness.core.errors import ConfigError
+    from recharness.models.fake import FakeBackend
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    fa = pipeline.build("llmrec", "ml-1m", a, tasks=["sequential"], seed=0, limit=3)["fingerprint"]
+    fb = pipeline.build("llmrec", "ml-1m", b, tasks=["sequential"], seed=1, limit=3)["fingerprint"]
+    ft = tmp_path / "ft"
+    ft.mkdir()
+    (ft / "finetune.json").write_text(json.dumps({"dataset": "ml-1m", "build": fa, "run_dir": str(a)}))
+    backend = FakeBackend("fake")
+    backend.model = str(ft)
+    with pytest.raises(ConfigError, match=f"fine-tuned on another build of ml-1m \\(build {fa}.*this run's is {fb}"):
+        pipeline.run(b, backend, "ft", use_cache=False)
+    assert not (b / "predictions" / "ft.jsonl").exists()
+    _, stats = pipeline.run(a, backend, "ft", use_cache=False)
+    assert stats.complete
+    # an exported GGUF: the sidecar beside it repeats finetune.json
+    gguf = tmp_path / "ft.gguf"
+    gguf.write_bytes(b"")
+    (tmp_path / "ft.gguf.json").write_text(json.dumps({"finetune.json": {"dataset": "ml-1m", "build": fa}}))
+    g = FakeBackend("fake")
+    g.model_path = str(gguf)
+    with pytest.raises(ConfigError, match="fine-tuned on another build"):
+        pipeline.run(b, g, "g", use_cache=False)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "finetune.json").write_text(json.dumps({"dataset": "amazon-x", "build": fa}))
+    backend.model = str(other)
+    _, stats = pipeline.run(b, backend, "o", use_cache=False)  # another dataset: nothing of this one in training
+    assert stats.complete

@@ -165,6 +165,44 @@ def _stamp_imported_predictions(out: Path, fp: str, before: dict[Path, int]) -> 
                 continue
 
 
+def finetune_origin(backend) -> dict | None:
+    """The `finetune.json` of a fine-tuned model a backend loads (an `hf:` folder, or the `<file>.json` beside an
+    exported GGUF, which repeats it), else None."""
+    from recharness.finetune.export import FINETUNE_INFO
+
+    for attr in ("model", "model_path", "path"):
+        where = getattr(backend, attr, None)
+        if not isinstance(where, (str, Path)) or not str(where):
+            continue
+        p = Path(where)
+        for f in (p / FINETUNE_INFO, p.with_name(p.name + ".json")):
+            try:
+                d = json.loads(f.read_text(encoding="utf-8")) if f.is_file() else None
+            except (OSError, ValueError):
+                continue
+            if isinstance(d, dict) and f.name != FINETUNE_INFO:
+                d = d.get(FINETUNE_INFO)
+            if isinstance(d, dict):
+                return d
+    return None
+
+
+def _same_build_as_its_finetune(backend, info: dict, out: Path) -> None:
+    """A model fine-tuned on one build of a dataset answering another build of it is refused: its training
+    examples are held out of its own build's test samples only (PerRecBench's held-out groups, CTR's test
+    users), and another build's test samples may be among them: a score that would rest on seen answers."""
+    ft = finetune_origin(backend)
+    if not ft or not ft.get("build") or ft.get("dataset") != info.get("dataset") or ft["build"] == info.get("fingerprint"):
+        return
+    from recharness.core.paths import shown_dataset, shown_path
+
+    raise ConfigError(f"this model was fine-tuned on another build of {shown_dataset(info.get('dataset'))} (build "
+                      f"{ft['build']}, {shown_path(ft.get('run_dir'))}; this run's is {info.get('fingerprint')}): its "
+                      "training examples are held out of that build's test samples only, so this run's may be among "
+                      f"them; fine-tune on this run (`recharness finetune ... -o {shown_path(out)}`) or run the "
+                      "model on the build it was fine-tuned on")
+
+
 def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None = None, use_cache: bool = True,
         max_retries: int | None = None, concurrency: int | None = None, on_progress=None, on_total=None,
         tasks: list[str] | None = None, overwrite: bool = False, redo_invalid: bool = False,
@@ -187,6 +225,7 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be at least 1, got {limit}")
     info, samples = load_build(out)
+    _same_build_as_its_finetune(backend, info, out)
     if not tasks and getattr(backend, "task_name", None):  # a model of one task (an id/sid fine-tune) answers that one
         tasks = [backend.task_name]
     asked = list(tasks) if tasks else None
