@@ -204,3 +204,19 @@ def test_finetune_writes_the_log_beside_the_model_and_appends_on_resume(ml1m, tm
     four = log()
     again = api.finetune("recbench", "ctr", run, "smollm2-135m", out, max_steps=4, **kw)
     assert again.stopped.startswith("already trained to step 4") and log() == four
+
+
+def test_a_checkpoint_past_the_asked_steps_is_refused_not_returned_as_fewer(tmp_path, monkeypatch):
+    """A finished 2-epoch fine-tune rerun with epochs=1: its checkpoint (past this run's steps) was returned as a
+    model of the smaller count, labelled so, with the longer training's weights."""
+    import torch
+
+    from recharness.core.errors import ConfigError
+    from recharness.finetune import lora
+
+    model = torch.nn.Linear(2, 2)
+    monkeypatch.setattr(lora, "_load", lambda *a, **k: (3, {"step": 3}))  # a checkpoint at step 3
+    settings = lora.LoraSettings(max_steps=2, batch=1, micro_batch=1)
+    data = [lora.Encoded(ids=[1, 2, 3], n_prompt=2)] * 2
+    with pytest.raises(ConfigError, match=r"at step 3, past this run's 2 steps.*ask for at least 3"):
+        lora.train(model, type("Tok", (), {"pad_token_id": 0, "eos_token_id": 0})(), data, settings, tmp_path / "ck")

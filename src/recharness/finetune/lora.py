@@ -368,6 +368,10 @@ def train(model, tok, data: list[Encoded], settings: LoraSettings, checkpoint_di
     np.random.seed(settings.seed)
     random.seed(settings.seed)
     start, prior = _load(ckpt, model, optimizer, meta) if ckpt is not None else (0, {})
+    if start > total:  # its weights are trained further than asked: they are not a model of `total` steps
+        raise ConfigError(f"the checkpoint in {ckpt} is at step {start}, past this run's {total} steps (a smaller "
+                          f"--max-steps or --epochs than it was trained with): remove it to train {total} steps, or "
+                          f"ask for at least {start}")
     prior_s, prior_tokens = float(prior.get("seconds", 0.0)), int(prior.get("tokens", 0))
     log = continue_log(checkpoint_log(ckpt) if start else [], start, [])
     pad = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
