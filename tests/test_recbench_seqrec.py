@@ -488,5 +488,8 @@ def test_an_llm_list_and_a_ranker_with_the_same_top_ten_hits_score_alike():
     assert b["MRR"] == pytest.approx((1 / 3) / 2) and "Recall@20" not in a and "Recall@20" not in b
     assert b["MRR (full)"] == pytest.approx((1 / 3 + 1 / 11) / 2) and b["Recall@20 (full)"] == 1.0
     assert "MRR (full)" not in a
+    # a beam decoder's rank stops at its beams (SID-SASRec, title-cbs): no whole-catalog columns for it
+    beams = {k: {"parsed": {**v["parsed"], "beams": 20, "invalid": 0}, "valid": True} for k, v in ranker.items()}
+    assert not {"MRR (full)", "Recall@20 (full)"} & set(SeqrecTask().score(samples, beams))
     units = SeqrecTask().units(samples, ranker)
     assert {k: u.point() for k, u in units.items() if k in b} == pytest.approx({k: b[k] for k in units if k in b})

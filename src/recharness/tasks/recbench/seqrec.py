@@ -131,8 +131,8 @@ def list_metrics(samples: list[dict], recs: list[dict | None]) -> tuple[dict[str
     """Per-sample rank metrics on equal terms, and the ranks they read. Every method's target rank is cut at the
     list length the task asks an LLM for (`n_recs`): a ranker's target at place 15 of the catalog is a miss, as
     an LLM's unlisted target is, so MRR is over the first `n_recs` places for both and Recall@k is given only
-    for k <= `n_recs`. A ranker's whole-catalog MRR and its Recall@k beyond the list stand apart, named
-    `MRR (full)` and `Recall@20 (full)`: no LLM row can have them."""
+    for k <= `n_recs`. A whole-catalog ranker's MRR and its Recall@k beyond the list stand apart, named
+    `MRR (full)` and `Recall@20 (full)`: no LLM row can have them, nor a beam decoder (its ranks stop at its beams)."""
     ranks = np.array([sample_rank(s, r) for s, r in zip(samples, recs)], dtype=np.float64)
     cap = np.array([s.get("n_recs") or np.inf for s in samples], dtype=np.float64)
     capped = np.where(ranks <= cap, ranks, np.inf)
@@ -141,8 +141,11 @@ def list_metrics(samples: list[dict], recs: list[dict | None]) -> tuple[dict[str
     per = rank_metrics(capped, ks=sorted({*within, 10}), per_sample=True)
     out = {"NDCG@10": per["ndcg@10"], "HR@10": per["hr@10"], "MRR": per["mrr"]}
     out.update({f"Recall@{k}": per[f"recall@{k}"] for k in within})
-    ranked = [isinstance((r or {}).get("parsed"), dict) and "rank" in r["parsed"] for r in recs]
-    if recs and all(ranked) and (np.isfinite(cap).any()):  # a ranker: what the whole catalog gives it
+    # a ranker of the whole catalog: a rank and no beams (a beam decoder's rank stops at its beams: SID-SASRec,
+    # title-cbs, a fine-tuned ID/SID model, whose "full" MRR would not be the catalog's)
+    ranked = [isinstance((r or {}).get("parsed"), dict) and "rank" in r["parsed"] and "beams" not in r["parsed"]
+              for r in recs]
+    if recs and all(ranked) and (np.isfinite(cap).any()):  # what the whole catalog gives it
         full = rank_metrics(ranks, ks=RECALL_KS, per_sample=True)
         out["MRR (full)"] = full["mrr"]
         out.update({f"Recall@{k} (full)": full[f"recall@{k}"] for k in RECALL_KS if k not in within})
