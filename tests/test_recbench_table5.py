@@ -277,8 +277,9 @@ def test_a_killed_sid_sasrec_fit_goes_on_from_its_last_epoch_to_the_uninterrupte
 
 
 def test_title_twins_share_their_path_for_masking_and_hits():
-    """ML-100k's "Chasing Amy (1997)" is ids 246 and 268: the trie's one path decodes to 246; 268 in the history
-    must mask it, and 268 as the target is hit by it (before: a miss, and not masked)."""
+    """ML-100k's "Chasing Amy (1997)" is ids 246 and 268: the trie's one path decodes to 246, and 268 as the
+    target is hit by it (before: a miss); the path is masked when both ids are in the history, not when one is
+    (as a free-text answer naming the title counts for the other)."""
     from recharness.tasks.recbench.title_cbs import shared_title_paths
 
     titles = {"246": "Chasing Amy (1997)", "268": "Chasing  Amy (1997)", "1": "Heat (1995)"}
@@ -286,3 +287,21 @@ def test_title_twins_share_their_path_for_masking_and_hits():
     path_items, item_paths = shared_title_paths(titles, to_item)
     assert path_items == {(5, 6): ["246", "268"], (7,): ["1"]}
     assert item_paths == {"246": [(5, 6)], "268": [(5, 6)], "1": [(7,)]}
+    from recharness.tasks.recbench.title_cbs import TitleCBS
+
+    cbs = TitleCBS()
+    cbs.titles, cbs.trie, cbs.path_items, cbs.item_paths = titles, None, path_items, item_paths
+    sample = {"history": ["268"], "target": "246", "n_recs": 10, "messages": [{"role": "user", "content": "x"}]}
+    assert cbs._request(sample).forbid == ()  # 246 carries the title too: open
+    assert cbs._request({**sample, "history": ["268", "246", "1"]}).forbid == ((5, 6), (7,))
+
+    class Found:
+        paths = [(5, 6), (7,)]
+
+    class Backend:
+        def rank_constrained_sync(self, request):
+            return Found()
+
+    cbs.backend = Backend()
+    got = cbs._answer(sample)
+    assert got["items"] == ["246", "1"] and got["rank"] == 1  # the title's other carrier, the target: a hit

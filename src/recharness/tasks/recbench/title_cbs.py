@@ -108,7 +108,11 @@ class TitleCBS(Baseline):
 
         messages = sample.get("messages") or seqrec_messages([self.titles.get(i, i) for i in sample["history"]],
                                                              int(sample.get("n_recs", 10)))
-        forbid = tuple(p for i in set(sample["history"]) for p in self.item_paths.get(i, ()))
+        # a title path is masked when every item carrying it is in the history: a title a history item shares
+        # with another item stays open, as a free-text answer naming it counts for that other item (`with_twins`)
+        history = set(sample["history"])
+        forbid = tuple(dict.fromkeys(p for i in history for p in self.item_paths.get(i, ())
+                                     if all(j in history for j in self.path_items.get(p, [i]))))
         return ConstrainedRequest(messages, self.trie, int(self.params["beams"]), answer_start=ANSWER_START,
                                   forbid=forbid)
 
@@ -122,9 +126,11 @@ class TitleCBS(Baseline):
         items: list[str] = []
         target = sample.get("target")
         for path in found.paths:
-            named = self.path_items[tuple(path)]
+            named = [i for i in self.path_items[tuple(path)] if i not in history]
+            if not named:
+                continue
             item = target if target in named else named[0]  # a title carried by several ids: the target when one is
-            if item not in history and not history.intersection(named) and item not in items:
+            if item not in items:
                 items.append(item)
         return {"rank": items.index(target) + 1 if target in items else None, "items": items,
                 "top_titles": [self.titles[i] for i in items[:3]], "beams": len(found.paths),
@@ -151,8 +157,8 @@ class TitleCBS(Baseline):
 
 def shared_title_paths(titles: dict[str, str], to_item: dict[tuple, str]) -> tuple[dict[tuple, list[str]], dict[str, list[tuple]]]:
     """Items sharing a title share its path (the trie keeps the first id): each path names all of them
-    (`path_items`), and each item has its title's paths (`item_paths`), so a history twin masks the path
-    and a target twin is a hit, as `with_twins` reads a free-text answer."""
+    (`path_items`), and each item has its title's paths (`item_paths`), so a target twin is a hit, as `with_twins`
+    reads a free-text answer, and the path is masked only when all of its items are in the history."""
     by_title: dict[str, list[str]] = {}
     for i, t in titles.items():
         by_title.setdefault(" ".join(str(t).split()), []).append(i)
