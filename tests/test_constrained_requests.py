@@ -178,3 +178,25 @@ def test_hf_ending_the_turn_ranks_by_transformers_beam_search(hf):
     assert best.paths == ranked.paths[:1] and best.logprobs == [pytest.approx(ranked.logprobs[0], abs=1e-4)]
     without = hf.rank_constrained_sync(_request(trie, 2, ends_turn=True, forbid=(ranked.paths[0],)))
     assert without.paths == ranked.paths[1:]
+
+
+@pytest.mark.llm
+def test_llama_cpp_appends_the_end_of_turn_to_a_trie_once_not_per_sample(llama, monkeypatch):
+    """With `ends_turn` each path gets the end-of-turn token: a new trie of the whole catalog, which was made for
+    every sample inside its timed latency (a cost SID-SASRec and title-cbs do not pay); now once per trie."""
+    from recharness.models import cbs
+
+    made = []
+
+    class Counting(cbs.Trie):
+        def __init__(self, *a, **k):
+            made.append(1)
+            super().__init__(*a, **k)
+
+    trie = Trie(llama.tokenize(t) for t in TITLES)
+    monkeypatch.setattr(cbs, "Trie", Counting)
+    first = llama.rank_constrained_sync(_request(trie, 2, ends_turn=True))
+    second = llama.rank_constrained_sync(_request(trie, 2, ends_turn=True))
+    assert len(made) == 1 and first.paths == second.paths
+    llama.rank_constrained_sync(_request(Trie(llama.tokenize(t) for t in TITLES[:2]), 2, ends_turn=True))
+    assert len(made) == 2  # another trie: its own

@@ -64,6 +64,9 @@ class LlamaCppBackend(ModelBackend):
         #: KV cells of a constrained search (the prompt + the beams' tokens), in a context of its own
         self.beam_n_ctx = beam_n_ctx or n_ctx
         self._beams = None  # cbs.LlamaBeams, made by the first constrained request
+        #: (the request's trie, the end tokens, that trie with them appended): made once per trie, not per sample
+        #: (it walks the whole catalog; inside a sample's timed latency it cost what a decoder without it does not)
+        self._ended = None
 
     def identity(self) -> dict:
         # The file name, not its directory, so caches survive moving the data home.
@@ -188,7 +191,9 @@ class LlamaCppBackend(ModelBackend):
             t0 = time.perf_counter()
             tokens = self._prompt_tokens(llm, request.messages, request.answer_start)
             end = (llm.token_eos(),) if request.ends_turn else ()
-            trie = Trie(tuple(p) + end for p in request.trie.paths()) if end else request.trie
+            if end and (self._ended is None or self._ended[0] is not request.trie or self._ended[1] != end):
+                self._ended = (request.trie, end, Trie(tuple(p) + end for p in request.trie.paths()))
+            trie = self._ended[2] if end else request.trie
             # KV cells: the prompt, the live beams' tokens and those of the beams that died a step ago
             need = len(tokens) + 2 * request.beams * trie.max_len
             if need > self.beam_n_ctx:
