@@ -109,6 +109,12 @@ def test_item_text_title_then_text_attributes():
     }
     assert ie.item_text(items) == t  # deterministic
     assert ie.item_text(items, long_text=True) == {**t, "1": t["1"] + ". Description: Toys come alive."}
+    # MIND's abstract is free text (RecBench's MIND text attribute is the title): only with long_text; H&M's
+    # detail_desc is RecBench's own text attribute for H&M: always
+    news = pl.DataFrame({"item_id": ["N1"], "title": ["Storm hits"], "category": ["news"],
+                         "abstract": ["A long account of the storm."], "detail_desc": ["Soft cotton."]})
+    assert ie.item_text(news) == {"N1": "Storm hits. Category: news. Detail desc: Soft cotton."}
+    assert "Abstract: A long account" in ie.item_text(news, long_text=True)["N1"]
 
 
 def test_item_text_on_prepared_ml1m(ml1m):

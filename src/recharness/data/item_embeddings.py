@@ -104,8 +104,9 @@ def _join(parts: list[str]) -> str:
 
 
 #: Free-text columns (a paragraph per item), embedded only with ``long_text=True``: on ML-1M the
-#: plot makes texts ~3x longer in tokens and the encode ~3x slower.
-LONG_TEXT_COLUMNS = ("plot", "description", "overview", "summary", "synopsis")
+#: plot makes texts ~3x longer in tokens and the encode ~3x slower. MIND's abstract is one (RecBench's text
+#: attribute for MIND is the title); H&M's detail_desc is not: it is RecBench's text attribute for H&M.
+LONG_TEXT_COLUMNS = ("plot", "description", "overview", "summary", "synopsis", "abstract")
 
 
 def _ids_and_texts(items: pl.DataFrame, long_text: bool = False) -> tuple[list[str], list[str]]:
