@@ -220,3 +220,20 @@ def test_a_checkpoint_past_the_asked_steps_is_refused_not_returned_as_fewer(tmp_
     data = [lora.Encoded(ids=[1, 2, 3], n_prompt=2)] * 2
     with pytest.raises(ConfigError, match=r"at step 3, past this run's 2 steps.*ask for at least 3"):
         lora.train(model, type("Tok", (), {"pad_token_id": 0, "eos_token_id": 0})(), data, settings, tmp_path / "ck")
+
+
+def test_an_example_with_a_test_samples_prompt_but_another_key_is_left_out_not_fatal():
+    """The same history and candidate of another user (sparse data, popular items): the fine-tune refused to run
+    at all, and a rebuild with the same seed failed alike. Left out; the same key (a split that overlaps its
+    test samples) is still refused."""
+    from recharness.core.errors import ConfigError
+    from recharness.finetune.examples import Example, check_disjoint
+
+    msgs = [{"role": "user", "content": "history: a, b; candidate: c"}]
+    samples = [{"user_id": "u1", "item_id": "c", "messages": msgs}]
+    key = lambda t: (t["user_id"], t["item_id"])  # noqa: E731
+    other = Example("o", msgs, "No", 0, key=("u2", "c"))
+    fine = Example("f", [{"role": "user", "content": "history: d; candidate: c"}], "Yes", 1, key=("u3", "c"))
+    assert check_disjoint([other, fine], samples, key) == [fine]
+    with pytest.raises(ConfigError, match="coincides with a test sample"):
+        check_disjoint([Example("x", [], "Yes", 1, key=("u1", "c"))], samples, key)

@@ -63,11 +63,22 @@ def seeded_rows(df: pl.DataFrame, limit: int | None, seed: int) -> pl.DataFrame:
     return df[take]
 
 
-def check_disjoint(examples: list[Example], samples: list[dict], key) -> None:
-    """ConfigError if any example is a test sample (same key, or the same prompt and answer)."""
+def check_disjoint(examples: list[Example], samples: list[dict], key) -> list[Example]:
+    """The examples to train on: ConfigError if one is a test sample (the same key: the build's split overlaps its
+    test samples); one whose prompt merely equals a test sample's (another user with the same history and
+    candidate) is left out, logged, rather than taught the test input, or the whole fine-tune refused."""
+    import logging
+
     test_keys = {key(s) for s in samples}
     test_prompts = {json.dumps(s.get("messages"), sort_keys=True) for s in samples if s.get("messages")}
+    kept = []
     for e in examples:
-        if e.key in test_keys or json.dumps(e.messages, sort_keys=True) in test_prompts:
+        if e.key in test_keys:
             raise ConfigError(f"training example {e.id} coincides with a test sample: the build's training "
                               "split overlaps its test samples; rebuild the run")
+        if json.dumps(e.messages, sort_keys=True) not in test_prompts:
+            kept.append(e)
+    if len(kept) < len(examples):
+        logging.getLogger(__name__).warning("%d training example(s) left out: their prompt equals a test sample's",
+                                            len(examples) - len(kept))
+    return kept

@@ -49,8 +49,7 @@ def ctr_examples(run_dir: Path, dataset, *, limit: int | None = None, seed: int 
     out = [Example(id=f"train-ctr-{u}-{i}", messages=messages(h, i), answer="Yes" if y == 1 else "No", label=int(y),
                    key=(u, i))
            for u, i, y, h in pairs.select("user_id", "item_id", "label", "history").iter_rows()]
-    check_disjoint(out, test_samples(run_dir, "ctr"), lambda s: (s["user_id"], s["item_id"]))
-    return out
+    return check_disjoint(out, test_samples(run_dir, "ctr"), lambda s: (s["user_id"], s["item_id"]))
 
 
 def seqrec_examples(run_dir: Path, vocab, *, limit: int | None = None, seed: int = 0) -> list[Example]:
@@ -63,8 +62,7 @@ def seqrec_examples(run_dir: Path, vocab, *, limit: int | None = None, seed: int
            for k, (u, h, t) in enumerate(rows.select("user_id", "history", "target").iter_rows())
            if t in vocab.items]
     tests = test_samples(run_dir, "seqrec")
-    check_disjoint(out, tests, lambda s: (s["user_id"], s["target"]))
-    return out
+    return check_disjoint(out, tests, lambda s: (s["user_id"], s["target"]))
 
 
 def _ctr(run_dir: Path, dataset, *, items: str, limit: int | None, seed: int, vocab=None, groups=None) -> list[Example]:
