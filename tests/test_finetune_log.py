@@ -237,3 +237,26 @@ def test_an_example_with_a_test_samples_prompt_but_another_key_is_left_out_not_f
     assert check_disjoint([other, fine], samples, key) == [fine]
     with pytest.raises(ConfigError, match="coincides with a test sample"):
         check_disjoint([Example("x", [], "Yes", 1, key=("u1", "c"))], samples, key)
+
+
+def test_an_item_answer_ends_with_the_tokenizers_own_end_of_turn():
+    """Training appended <|im_end|> whatever the tokenizer (a Llama-3 tokenizer has none: its unknown token or
+    None), while decoding stopped at EOS: one rule now, ChatML's token where it exists, else EOS."""
+    from recharness.models.hf import end_of_turn_id
+
+    class ChatML:
+        eos_token_id = 2
+
+        def get_vocab(self):
+            return {"<|im_end|>": 7, "a": 1}
+
+        def convert_tokens_to_ids(self, t):
+            return self.get_vocab()[t]
+
+    class Llama3(ChatML):
+        eos_token_id = 128009
+
+        def get_vocab(self):
+            return {"<|eot_id|>": 128009, "a": 1}
+
+    assert end_of_turn_id(ChatML()) == 7 and end_of_turn_id(Llama3()) == 128009

@@ -152,8 +152,10 @@ def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", 
     status(f"loading {model} through transformers…")
     tok, base = load_base(model)
     new_ids = vocab.add_to(tok, base, seed=seed) if vocab is not None else []
-    # an item answer ends at <|im_end|> (CBS stops there); a Yes/No answer is its first token alone
-    suffix = [tok.convert_tokens_to_ids("<|im_end|>")] if r.answer_ends_turn else []
+    # an item answer ends at the end-of-turn token (CBS stops there); a Yes/No answer is its first token alone
+    from recharness.models.hf import end_of_turn_id
+
+    suffix = [end_of_turn_id(tok)] if r.answer_ends_turn else []
     encoded, skipped = [], 0
     for e in exs:
         enc = encode(tok, e.messages, e.answer, suffix)

@@ -177,7 +177,7 @@ class HFBackend(ModelBackend):
         if request.forbid:
             banned = {tuple(p) for p in request.forbid}
             trie = Trie(p for p in trie.paths() if tuple(p) not in banned)
-        eos = tok.convert_tokens_to_ids("<|im_end|>") if "<|im_end|>" in tok.get_vocab() else tok.eos_token_id
+        eos = end_of_turn_id(tok)
         n = ids.shape[1]
         with torch.no_grad():
             out = model.generate(ids, attention_mask=torch.ones_like(ids), num_beams=request.beams,
@@ -234,3 +234,10 @@ def weights_fingerprint(model: str) -> str | None:
     for f in files:
         h.update(f"{f.name}\0{file_sha256_cached(f)}\n".encode())
     return h.hexdigest()[:16]
+
+
+def end_of_turn_id(tok) -> int:
+    """The token an answer ends with: ChatML's <|im_end|> where the tokenizer has it (SmolLM2, Qwen2.5), else its
+    EOS. Fine-tuning (`finetune.api`) trains an item answer to end with it and constrained decoding stops at it:
+    one rule for both."""
+    return tok.convert_tokens_to_ids("<|im_end|>") if "<|im_end|>" in tok.get_vocab() else tok.eos_token_id
