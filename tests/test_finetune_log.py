@@ -260,3 +260,19 @@ def test_an_item_answer_ends_with_the_tokenizers_own_end_of_turn():
             return {"<|eot_id|>": 128009, "a": 1}
 
     assert end_of_turn_id(ChatML()) == 7 and end_of_turn_id(Llama3()) == 128009
+
+
+def test_a_merge_of_fine_tunes_of_different_base_models_is_refused_even_with_a_base(tmp_path):
+    """The refusal used to say "give the base with --base", which then merged deltas trained on other weights."""
+    from recharness.core.errors import ConfigError
+    from recharness.finetune.merge import merge
+
+    dirs = []
+    for name, base in (("a", "smollm2-135m"), ("b", "qwen2.5-coder-0.5b-instruct")):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "finetune.json").write_text(json.dumps({"base": base, "task": "pairwise", "items": "text"}))
+        dirs.append(d)
+    for base in (None, "smollm2-135m"):
+        with pytest.raises(ConfigError, match="fine-tuned from different base models"):
+            merge(dirs, tmp_path / "out", base=base)

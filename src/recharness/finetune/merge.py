@@ -176,14 +176,18 @@ def merge(sources: list[Path], out: Path, *, method: str = "linear", weights: li
     if len(weights) != n or not all(math.isfinite(w) for w in weights):
         raise ConfigError(f"merge: give one finite weight per model ({n}), got {weights}")
     bases = {s["info"].get("base") for s in srcs}
+    named = {b for b in bases if b is not None}
+    if len(named) > 1:  # deltas from different base weights: added to one base, the sum is no model of either
+        raise ConfigError(f"merge: the models were fine-tuned from different base models ({', '.join(sorted(map(str, named)))}): "
+                          "their deltas cannot be added to one base; merge fine-tunes of one base model")
     bare = list(dict.fromkeys(str(s["dir"]) for s in srcs if s.get("no_info")))
     if base is None and bare:
         raise ConfigError(f"merge: {', '.join(bare)} has no {FINETUNE_INFO} (not a fine-tune made by `recharness "
                           "finetune`): give the base model with --base")
     if base is None:
         if len(bases) != 1 or None in bases:
-            raise ConfigError(f"merge: the models name different or no base models ({sorted(map(str, bases))}); "
-                              "give the base with --base")
+            raise ConfigError(f"merge: the models name no base model ({sorted(map(str, bases))}); give the base "
+                              "with --base")
         base = bases.pop()
     out = Path(out)
     for s in srcs:
