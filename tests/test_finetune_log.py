@@ -276,3 +276,35 @@ def test_a_merge_of_fine_tunes_of_different_base_models_is_refused_even_with_a_b
     for base in (None, "smollm2-135m"):
         with pytest.raises(ConfigError, match="fine-tuned from different base models"):
             merge(dirs, tmp_path / "out", base=base)
+
+
+def test_a_fine_tuned_seqrec_answer_reports_the_beams_it_got_and_whether_the_first_is_an_item(monkeypatch):
+    """It reported the beams asked for (invalid_share divided by them) and top1_invalid as "no item at all": a
+    junk first path before valid ones read as valid, an empty valid answer as a top-1 invalid."""
+    from recharness.core.types import RankedSequences
+    from recharness.finetune import items as items_mod
+    from recharness.models.cbs import Trie
+    from recharness.tasks.recbench.finetune import seqrec_answerer
+
+    to_item = {(11,): "1", (12,): "2", (13,): "3"}
+
+    class Fake:
+        def load(self):
+            return None, None
+
+        def rank_constrained_sync(self, request):
+            return RankedSequences([(99,), (11,)], [-0.5, -1.0], 0.01)  # a junk path first, then item 1
+
+    class Vocab:
+        def paths(self, tok):
+            return to_item
+
+        def messages(self, history):
+            return [{"role": "user", "content": " ".join(history)}]
+
+    got: dict = {}
+    ranked, invalid, _ = items_mod.recommend(Fake(), Vocab(), ["3"], beams=20, trie=Trie(to_item), to_item=to_item,
+                                             stats=got)
+    assert ranked == ["1"] and invalid == 1 and got == {"paths": 2, "top1_invalid": True}
+    parsed, _ = seqrec_answerer(Fake(), Vocab(), beams=20)({"history": ["3"], "target": "1"})
+    assert parsed.value["beams"] == 2 and parsed.value["top1_invalid"] is True and parsed.value["rank"] == 1

@@ -128,11 +128,12 @@ def make_vocab(kind: str, dataset, **sid_opts) -> ItemVocab:
 
 
 def recommend(hf: HFBackend, vocab: ItemVocab, history: list[str], *, beams: int = 20, trie: Trie | None = None,
-              to_item: dict | None = None) -> tuple[list[str], int, float]:
+              to_item: dict | None = None, stats: dict | None = None) -> tuple[list[str], int, float]:
     """The model's next items for `history`, best first (up to `beams`), the number of returned paths that are
     not catalog items (0 with CBS, by construction: counted, not assumed), and seconds. The history's items
     are masked (`ConstrainedRequest.forbid`), as every other method's ranking excludes them: a beam spent on
-    one would leave fewer than `beams` items to rank."""
+    one would leave fewer than `beams` items to rank. `stats` (a dict) gets the paths returned (`paths`) and
+    whether the first of them is no catalog item (`top1_invalid`)."""
     from recharness.models.cbs import Trie
 
     if trie is None or to_item is None:
@@ -150,4 +151,7 @@ def recommend(hf: HFBackend, vocab: ItemVocab, history: list[str], *, beams: int
             invalid += 1
         elif item not in items:
             items.append(item)
+    if stats is not None:
+        stats.update(paths=len(ranked.paths),
+                     top1_invalid=bool(ranked.paths) and to_item.get(ranked.paths[0]) is None)
     return items, invalid, ranked.latency_s

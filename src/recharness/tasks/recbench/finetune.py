@@ -86,10 +86,12 @@ def seqrec_answerer(hf, vocab, *, beams: int = 20, sample_cap: int | None = None
     trie = Trie(to_item)  # once: every sample's beam search walks the same trie
 
     def answer(s: dict) -> tuple[Parsed, float]:
-        ranked, invalid, sec = recommend(hf, vocab, s["history"], beams=beams, trie=trie, to_item=to_item)
+        got: dict = {}
+        ranked, invalid, sec = recommend(hf, vocab, s["history"], beams=beams, trie=trie, to_item=to_item, stats=got)
         r = list_rank(ranked, s["target"], set(s["history"]))
-        parsed = {"rank": None if math.isinf(r) else int(r), "top": ranked[:10], "beams": beams,
-                  "invalid": invalid, "top1_invalid": not ranked, "latency_s": round(sec, 4)}
+        # the beams returned (invalid_share divides by them) and whether the first is no item: as title-cbs reports
+        parsed = {"rank": None if math.isinf(r) else int(r), "top": ranked[:10], "beams": got["paths"],
+                  "invalid": invalid, "top1_invalid": got["top1_invalid"], "latency_s": round(sec, 4)}
         if sample_cap is not None:
             parsed["sample_cap"] = sample_cap
         return Parsed(parsed), sec
