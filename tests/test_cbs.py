@@ -174,6 +174,31 @@ def test_hf_prefix_allowed_tokens_fn_agrees_with_trie():
         assert fn(0, torch.tensor(prompt + done)) == [eos]
 
 
+def test_hf_prefix_allowed_tokens_with_forbidden_paths_equals_the_rebuilt_trie():
+    """Forbidding paths (a user's history) without rebuilding the catalog's trie per sample: the same tokens
+    at every prefix as a trie made of the other paths (the former way), a path that is a prefix of another
+    keeping its extensions, a prefix with no other path under it offering nothing."""
+    torch = pytest.importorskip("torch")
+    eos = 99
+    rng = random.Random(1)
+    for _ in range(40):
+        trie = random_trie(rng)
+        paths = trie.paths()
+        banned = rng.sample(paths, rng.randint(1, len(paths)))
+        rest = Trie(p for p in paths if p not in banned)
+        prompt = [7, 8]
+        fn = hf_prefix_allowed_tokens_fn(trie, prompt_len=len(prompt), eos_token_id=eos, forbid=banned)
+        ref = hf_prefix_allowed_tokens_fn(rest, prompt_len=len(prompt), eos_token_id=eos)
+        for prefix in [p[:k] for p in paths for k in range(len(p) + 1)]:
+            if rest.is_prefix(prefix):  # a beam can only be where the rebuilt trie lets it
+                assert fn(0, torch.tensor(prompt + prefix)) == ref(0, torch.tensor(prompt + prefix)), (prefix, banned)
+    t = Trie([[5], [5, 6]])
+    fn = hf_prefix_allowed_tokens_fn(t, 0, eos, forbid=[[5]])
+    assert fn(0, torch.tensor([])) == [5] and fn(0, torch.tensor([5])) == [6]  # [5] not finished, [5, 6] open
+    fn = hf_prefix_allowed_tokens_fn(t, 0, eos, forbid=[[5], [5, 6]])
+    assert fn(0, torch.tensor([])) == [eos]  # nothing left
+
+
 def test_hf_generate_with_trie_yields_only_valid_paths():
     """A tiny random GPT-2 under transformers' beam search, constrained by the trie."""
     torch = pytest.importorskip("torch")

@@ -42,12 +42,13 @@ StepLogprobs = Callable[[list[list[int]]], np.ndarray]
 class Trie:
     """Valid token paths. A path may be a prefix of another (both stay valid)."""
 
-    __slots__ = ("_root", "max_len", "n_paths")
+    __slots__ = ("_root", "max_len", "n_paths", "_under")
 
     def __init__(self, paths: Iterable[Sequence[int]] = ()):
         self._root: dict = {}
         self.n_paths = 0
         self.max_len = 0
+        self._under: dict[tuple[int, ...], int] = {}  # `count_under`'s answers (a trie is not changed once searched)
         for p in paths:
             self.add(p)
 
@@ -79,6 +80,21 @@ class Trie:
 
     def is_prefix(self, prefix: Sequence[int]) -> bool:
         return self._node(prefix) is not None
+
+    def count_under(self, prefix: Sequence[int]) -> int:
+        """How many paths start with `prefix` (itself included when complete); remembered per prefix."""
+        key = tuple(int(t) for t in prefix)
+        if key not in self._under:
+            node, n = self._node(key), 0
+            stack = [node] if node is not None else []
+            while stack:
+                for k, child in stack.pop().items():
+                    if k is None:
+                        n += 1
+                    else:
+                        stack.append(child)
+            self._under[key] = n
+        return self._under[key]
 
     def paths(self) -> list[list[int]]:
         out: list[list[int]] = []
@@ -238,15 +254,27 @@ def llama_cbs(llm, prompt_tokens: Sequence[int], trie: Trie | None, beams: int,
     return beam_search(llama_step_logprobs(llm, prompt_tokens), trie, beams, max_len)
 
 
-def hf_prefix_allowed_tokens_fn(trie: Trie, prompt_len: int, eos_token_id: int | Sequence[int]
-                                ) -> Callable[[int, object], list[int]]:
+def hf_prefix_allowed_tokens_fn(trie: Trie, prompt_len: int, eos_token_id: int | Sequence[int],
+                                forbid: Iterable[Sequence[int]] = ()) -> Callable[[int, object], list[int]]:
     """`prefix_allowed_tokens_fn` for transformers' generate: only trie paths, then EOS.
 
     The generated part of `input_ids` (after `prompt_len`, the padded prompt width) must be a
     trie prefix; EOS is allowed once it is a complete path, and is the only choice after a
     complete path with no extension or after anything invalid (so finished beams stay put).
+    `forbid` paths (a user's history) are never finished (no EOS after them), and a token is not
+    offered where every path through it is forbidden (a beam of generate cannot die at a masked token):
+    the trie is left as it is, not rebuilt per request.
     """
     eos = [int(eos_token_id)] if isinstance(eos_token_id, (int, np.integer)) else [int(e) for e in eos_token_id]
+    banned = {tuple(int(t) for t in p) for p in forbid}
+    lost: dict[tuple[int, ...], int] = {}  # prefix -> forbidden paths under it
+    for p in banned:
+        if trie.is_complete(p):
+            for k in range(len(p) + 1):
+                lost[p[:k]] = lost.get(p[:k], 0) + 1
+
+    def open_(prefix: tuple[int, ...]) -> bool:
+        return prefix not in lost or trie.count_under(prefix) > lost[prefix]
 
     def allowed(batch_id: int, input_ids) -> list[int]:
         gen = input_ids[prompt_len:]
@@ -254,7 +282,10 @@ def hf_prefix_allowed_tokens_fn(trie: Trie, prompt_len: int, eos_token_id: int |
         if gen and gen[-1] in eos:
             return eos[:1]
         ok = trie.allowed(gen)
-        if trie.is_complete(gen):
+        if lost:
+            here = tuple(gen)
+            ok = [t for t in ok if open_(here + (t,))]
+        if trie.is_complete(gen) and tuple(gen) not in banned:
             ok = ok + eos
         return ok or eos[:1]
 

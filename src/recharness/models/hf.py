@@ -168,22 +168,20 @@ class HFBackend(ModelBackend):
         """`generate` with the trie as its `prefix_allowed_tokens_fn` and the end-of-turn token as EOS: `beams`
         rows ranked by log-prob per token (the cumulative order when all paths have one length: IDs, SIDs;
         with fewer paths than beams some rows are no path). A beam of it cannot die at a masked token, so
-        `forbid` paths are left out of the trie."""
+        `forbid` paths are never finished and a token all of whose paths are forbidden never offered
+        (`hf_prefix_allowed_tokens_fn`), the catalog's trie not rebuilt per sample."""
         import torch
 
-        from recharness.models.cbs import Trie, hf_prefix_allowed_tokens_fn
+        from recharness.models.cbs import hf_prefix_allowed_tokens_fn
 
         trie = request.trie
-        if request.forbid:
-            banned = {tuple(p) for p in request.forbid}
-            trie = Trie(p for p in trie.paths() if tuple(p) not in banned)
         eos = end_of_turn_id(tok)
         n = ids.shape[1]
         with torch.no_grad():
             out = model.generate(ids, attention_mask=torch.ones_like(ids), num_beams=request.beams,
                                  num_return_sequences=request.beams, max_new_tokens=trie.max_len + 1,
                                  do_sample=False, early_stopping=True, eos_token_id=eos, pad_token_id=eos,
-                                 prefix_allowed_tokens_fn=hf_prefix_allowed_tokens_fn(trie, n, eos),
+                                 prefix_allowed_tokens_fn=hf_prefix_allowed_tokens_fn(trie, n, eos, request.forbid),
                                  # the model's own generation config may penalise repeats (Qwen2.5: 1.05): the
                                  # beams would be chosen on scores other than the log-probs reported for them
                                  repetition_penalty=1.0, no_repeat_ngram_size=0, length_penalty=1.0,
