@@ -317,3 +317,24 @@ def test_recbench_plus_fixed_k_cuts_the_list_first(plus_task):
     samples = [_q("explicit-q1-n", ["a"], k=1)]  # asked for one item: L is its first entry only
     m = plus_task.score(samples, {"explicit-q1-n": _ans("explicit-q1-n", ["b", "c"])})
     assert m["coverage@10"] == pytest.approx(1 / 6) and m["ARP@10"] == pytest.approx(2.0)
+
+
+def test_sid_sasrec_weights_do_not_depend_on_the_beams_it_decodes_with(cyclic):
+    """The CBS and free variants share one fit whose key leaves `beams` out, but early stopping decoded the
+    validation rows with the model's own beams: weights chosen under 2 beams served a 30-beam variant. Early
+    stopping now decodes with a fixed VALID_BEAMS."""
+    from recharness.baselines import sid_sasrec
+    from recharness.baselines.sid_sasrec import SIDSASRec
+    from recharness.data.semantic_ids import SemanticIds, disambiguate
+
+    data, _ = cyclic
+    raw = np.random.default_rng(1).integers(0, 8, size=(len(data.items), 3)).astype(np.int32)
+    sid = SemanticIds(list(data.items), disambiguate(raw), "given", 3, 8, 0, 0, "none", 0.0, [1.0] * 3, 0.0)
+    logs = []
+    for beams in (2, 30):
+        sid_sasrec._FITTED.clear()  # a fit of its own, not the other's shared weights
+        m = SIDSASRec(seed=0, threads=1, progress=False, sid=sid, hidden=16, inner=32, max_epochs=2, beams=beams,
+                      valid_rows=8, batch_size=256).fit(data)
+        logs.append((m.log["best_epoch"], m.log["best_valid_ndcg@10"]))
+    sid_sasrec._FITTED.clear()
+    assert logs[0] == logs[1], logs

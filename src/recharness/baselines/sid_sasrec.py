@@ -78,8 +78,12 @@ DEFAULTS: dict[str, Any] = {
     "sid_method": "rqvae", "sid_levels": 4, "sid_codebook": 256, "sid_epochs": None, "sid_seed": 0,
 }
 _NET = ("hidden", "heads", "inner", "dropout")
-#: the settings that decide the weights (the decoding does not): the key of a shared fit
+#: the settings that decide the weights (the decoding does not: early stopping decodes with `VALID_BEAMS`
+#: whatever `beams` is): the key of a shared fit
 _FIT_KEYS = tuple(k for k in DEFAULTS if k != "beams")
+#: beams of the CBS decode that early stopping scores validation rows with, fixed so that the weights do not
+#: depend on the `beams` a variant decodes its answers with (a shared fit serves both variants)
+VALID_BEAMS = 20
 #: weights fitted in this process, shared between the CBS and free variants (at most a few entries)
 _FITTED: dict[str, dict] = {}
 _FITTED_MAX = 2
@@ -293,7 +297,7 @@ class SIDSASRec(Baseline):
 
     def _valid_ndcg(self, rows: list[dict]) -> float:
         """Validation NDCG@10 of the CBS rankings (early stopping uses the constrained decoder for both variants)."""
-        ranks = [self._answer(r["history"], r["target"], free=False)["rank"] for r in rows]
+        ranks = [self._answer(r["history"], r["target"], free=False, beams=VALID_BEAMS)["rank"] for r in rows]
         return float(rank_metrics([r or np.inf for r in ranks], ks=(10,))["ndcg@10"])
 
     # ------------------------------------------------------------ decoding
@@ -321,8 +325,9 @@ class SIDSASRec(Baseline):
         return step
 
     @torch.inference_mode()
-    def _answer(self, history: list[str], target: str | None, *, free: bool) -> dict:
-        """One sample's parsed record: the decoded ranking, the target's rank in it, invalid beams."""
+    def _answer(self, history: list[str], target: str | None, *, free: bool, beams: int | None = None) -> dict:
+        """One sample's parsed record: the decoded ranking, the target's rank in it, invalid beams (`beams`: the
+        model's own setting unless given)."""
         net, lt = self.net, self.n_tokens_per_item
         was_training = net.training
         net.eval()
@@ -331,7 +336,7 @@ class SIDSASRec(Baseline):
             return {"rank": None, "items": [], "beams": 0, "invalid": 0, "top1_invalid": False}
         seen = set(history)
         step = forbid_paths(self._step(context), [self.item_tokens[i] for i in seen if i in self.item_tokens])
-        found = beam_search(step, None if free else self.trie, int(self.params["beams"]), lt)
+        found = beam_search(step, None if free else self.trie, int(beams or self.params["beams"]), lt)
         if was_training:
             net.train()
         items: list[str] = []
