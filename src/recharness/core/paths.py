@@ -73,6 +73,10 @@ def cache_path() -> Path:
     return Path(env).expanduser() if env else data_home() / "cache.sqlite"
 
 
+#: what `recharness finetune` writes beside a fine-tuned model (base, task, build, settings...): read by `run` too
+FINETUNE_INFO = "finetune.json"
+
+
 def shown_dataset(name_or_path) -> str:
     """A build's dataset as a reader should see it: a prepared dataset's name as it is, a dataset given by its
     folder (`-d /home/alice/data/ml`) as `shown_path` shows a path (build.json keeps the path to load it)."""

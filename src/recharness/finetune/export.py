@@ -20,9 +20,9 @@ import hashlib
 import json
 from pathlib import Path
 
+from recharness.core.paths import FINETUNE_INFO  # its home is core: `run` reads it too
 from recharness.finetune._fs import atomic_dir
 
-FINETUNE_INFO = "finetune.json"
 #: the LoRA adapter beside the merged weights (`save_adapter`)
 ADAPTER_DIR = "adapter"
 

@@ -168,7 +168,7 @@ def _stamp_imported_predictions(out: Path, fp: str, before: dict[Path, int]) -> 
 def finetune_origin(backend) -> dict | None:
     """The `finetune.json` of a fine-tuned model a backend loads (an `hf:` folder, or the `<file>.json` beside an
     exported GGUF, which repeats it), else None."""
-    from recharness.finetune.export import FINETUNE_INFO
+    from recharness.core.paths import FINETUNE_INFO
 
     for attr in ("model", "model_path", "path"):
         where = getattr(backend, attr, None)
