@@ -314,6 +314,26 @@ def completed_ids(path: Path, samples: list[dict], build: str | None = None, ide
     return set(done)
 
 
+def commit_hook(cache, on_first_commit: Callable[[], None] | None) -> Callable[[], None] | None:
+    """What runs in the writer thread before each commit: `on_first_commit` once (under the file's lock, before
+    the first answer is written), then a buffered cache's flush (its entries on disk no later than the answers
+    they gave); None when there is neither."""
+    flush = cache.flush if cache is not None and getattr(cache, "buffered", False) else None
+    if on_first_commit is None and flush is None:
+        return None
+    first = on_first_commit
+
+    def before_commit() -> None:
+        nonlocal first
+        if first is not None:
+            call, first = first, None
+            call()
+        if flush is not None:
+            flush()
+
+    return before_commit
+
+
 def configuration_error(e: BaseException) -> bool:
     """A failure of the setup, not of one sample: a ConfigError or any other of recharness's own errors but a
     SampleError (a model that cannot load, a backend without the request kind the task needs, a GGUF with no
@@ -374,19 +394,7 @@ async def run_samples(
                                                concurrency=concurrency, on_progress=on_progress, build=build,
                                                fsync=fsync, fresh=fresh, on_first_commit=on_first_commit)
     stats = RunStats(total=len(samples))
-    cache = model.cache
-    flush = cache.flush if cache is not None and cache.buffered else None
-    first = on_first_commit
-
-    def before_commit() -> None:
-        nonlocal first
-        if first is not None:
-            call, first = first, None
-            call()
-        if flush is not None:
-            flush()
-
-    log = GroupCommitLog(out_path, fsync=fsync, before_commit=before_commit if on_first_commit or flush else None)
+    log = GroupCommitLog(out_path, fsync=fsync, before_commit=commit_hook(model.cache, on_first_commit))
     try:
         # read under the lock: what a run that just ended wrote counts; another model's file is refused
         done = completed_ids(out_path, samples, build, identity=model.identity())

@@ -436,25 +436,14 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
     """The driver loop: the same contract as `execution.executor.run_samples`, the work done by `ex`'s actors
     (`on_first_commit` too: once, under the file's lock, before the first answer is written)."""
     from recharness.core.io import GroupCommitLog
-    from recharness.execution.executor import RunStats, commit_record, completed_ids, prompt_version
+    from recharness.execution.executor import RunStats, commit_hook, commit_record, completed_ids, prompt_version
 
     ray = ray_module()
     from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 
     stats = RunStats(total=len(samples))
     cache = model.cache
-    flush = cache.flush if cache is not None and getattr(cache, "buffered", False) else None
-    first = on_first_commit
-
-    def before_commit() -> None:
-        nonlocal first
-        if first is not None:
-            call, first = first, None
-            call()
-        if flush is not None:
-            flush()
-
-    log = GroupCommitLog(out_path, fsync=fsync, before_commit=before_commit if first or flush else None)
+    log = GroupCommitLog(out_path, fsync=fsync, before_commit=commit_hook(cache, on_first_commit))
     identity = ex.identity()
     stamp = {"build": build} if build is not None else {}
     n = len(ex.actors)

@@ -447,26 +447,25 @@ def unsupported_parameter(r: httpx.Response) -> bool:
     return code in ("unsupported_parameter", "unsupported_value")
 
 
-def account_refused(r: httpx.Response) -> bool:
-    """Whether an error reply says the key or the account is refused (`ACCOUNT_REFUSED`), whatever its status."""
+def _error_words(r: httpx.Response) -> str:
+    """An error reply's message and its OpenAI-style error code and type, as one text to search."""
     try:
         data = r.json()
         err = data.get("error") if isinstance(data, dict) else None
         code = " ".join(str(err.get(k) or "") for k in ("code", "type")) if isinstance(err, dict) else ""
     except ValueError:
         code = ""
-    return bool(ACCOUNT_REFUSED.search(f"{_error_message(r)} {code}"))
+    return f"{_error_message(r)} {code}"
+
+
+def account_refused(r: httpx.Response) -> bool:
+    """Whether an error reply says the key or the account is refused (`ACCOUNT_REFUSED`), whatever its status."""
+    return bool(ACCOUNT_REFUSED.search(_error_words(r)))
 
 
 def unknown_model(r: httpx.Response) -> bool:
     """Whether an error reply says the model is not served (its message, or an OpenAI-style error code)."""
-    try:
-        data = r.json()
-        err = data.get("error") if isinstance(data, dict) else None
-        code = " ".join(str(err.get(k) or "") for k in ("code", "type")) if isinstance(err, dict) else ""
-    except ValueError:
-        code = ""
-    return bool(UNKNOWN_MODEL.search(f"{_error_message(r)} {code}"))
+    return bool(UNKNOWN_MODEL.search(_error_words(r)))
 
 
 def option_logprobs(token_logprobs, options: list[str]) -> dict[str, float]:
