@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from recharness.core.io import atomic_write_text, read_jsonl, write_set
+from recharness.core.paths import shown_dataset
 from recharness.core.rundir import RunDir
 from recharness.core.types import ScoreRow, is_number
 from recharness.report import fairness
@@ -71,13 +72,6 @@ small,.note{color:#555}
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def shown_dataset(name_or_path) -> str:
-    """See recharness.paths.shown_dataset: a prepared name as it is, a folder given as the dataset shown as a path."""
-    from recharness.core.paths import shown_dataset as shown
-
-    return shown(name_or_path)
 
 
 def display_path(p: Path | str | None) -> str:
