@@ -122,3 +122,34 @@ def test_a_correction_that_names_no_film_is_the_misinformed_querys_right_answer(
     # an explicit query's sample (no false claim) gains nothing from correction words
     plain = {k: v for k, v in MIS.items() if k != "misinformed"}
     assert not t.parse(plain, "Richard O'Brien was never in that film.").valid
+
+
+@pytest.mark.parametrize("text", [
+    "Actually, Aliens (1986) stars Sigourney Weaver.",
+    "Aliens (1986) was actually directed by James Cameron, and stars Sigourney Weaver.",
+    "In fact, Aliens (1986) starred Sigourney Weaver.",
+])
+def test_an_affirmative_correction_rejects_the_claim(task, text):
+    """The true credit, marked as a correction, rejects the premise like a negated one: the claimed film is not a
+    recommendation (it was scored as one: P 0, FTR 0)."""
+    assert has_correction_cue(text)
+    m = _score(task, text)
+    assert m["FTR"] == 1.0 and m["P"] == 0.0 and "CMR" not in m
+
+
+@pytest.mark.parametrize("praise", ["Aliens (1986) actually features great effects.",
+                                    "Aliens (1986) is actually a fine film starring Sigourney Weaver.",
+                                    "Actually, I think you will love Aliens (1986)."])
+def test_praise_with_actually_is_no_correction(task, praise):
+    assert not has_correction_cue(praise)
+    m = _score(task, "1. Aliens (1986)\n2. Dark City (1998)\n\n" + praise)
+    assert (m["P"], m["CMR"], m["FTR"]) == (0.5, 0.5, 0.0)  # Aliens is still a (wrong) recommendation
+
+
+def test_a_sentence_adverb_opening_a_line_is_no_title():
+    """"Actually, Aliens (1986) stars ..." was split at its comma into the titles "Actually" and "Aliens (1986)"."""
+    from recharness.matching.parse import parse_recommendations
+
+    assert parse_recommendations("Actually, Aliens (1986) stars Sigourney Weaver.") == ["Aliens (1986)"]
+    assert parse_recommendations("In fact, Heat (1995) stars Al Pacino.") == ["Heat (1995)"]
+    assert parse_recommendations("Heat, Fargo, Casablanca") == ["Heat", "Fargo", "Casablanca"]

@@ -37,7 +37,12 @@ CORRECTION_RE = re.compile(
     r"(?:feature|features|star|stars|starring|include|includes|appear|appears|have|has|in\b|part of|directed|written)"
     r"|\b(?:never|not)\s+(?:starred|appeared|acted|featured)\b|\bfalse premise\b|\bincorrect\b|\bmistaken\b"
     r"|\b(?:was|is|were|are|did|does|has|have|had)\s+never\s+(?:been\s+)?(?:actually\s+)?"
-    r"(?:in|appear(?:s|ed)?|star(?:s|red|ring)?|feature[sd]?|act(?:s|ed)?|cast|part of|direct(?:s|ed)?|written)\b",
+    r"(?:in|appear(?:s|ed)?|star(?:s|red|ring)?|feature[sd]?|act(?:s|ed)?|cast|part of|direct(?:s|ed)?|written)\b"
+    # an affirmative correction: the true credit, marked as a correction ("Aliens actually stars Sigourney Weaver",
+    # "In fact, it was directed by James Cameron"); credit verbs only, no article between ("it actually features
+    # great effects", "it is actually a fine film starring ..." are praise)
+    r"|\b(?:actually|in fact|in reality|in truth)\b,?\s+(?:(?!(?:a|an|one)\s)[^\s.!?]+\s+){0,4}?"
+    r"(?:star(?:s|red|ring)\b|(?:directed|written|produced|composed|made)\s+by\b)",
     re.IGNORECASE,
 )
 

@@ -95,6 +95,9 @@ _LEAD_IN_RE = re.compile(
     r"|(?:[Tt]ry|[Cc]onsider|[Cc]heck out|[Hh]ow about|[Ww]hat about)\s)"
 )
 _LEAD_WORDS = frozenset({"Try", "Consider"})
+# A sentence adverb opening a lone line, not a title of a comma list: "Actually, Aliens (1986) stars Sigourney Weaver."
+_DISCOURSE_RE = re.compile(
+    r"^(?:actually|in fact|in reality|in truth|indeed|however|of course|unfortunately|honestly),\s+", re.IGNORECASE)
 _LABEL_RE = re.compile(r"^\s*((?:\*\*|__)?[^:\n]{1,80}?:(?:\*\*|__)?)\s+(?=\S)")
 _LABEL_WORDS_RE = re.compile(
     r"(?:movie|film|book|game|product|item|title|name|pick|recommendation|suggestion)s?(?:\s+(?:title|name)s?)?(?:\s*#?\d{1,2})?",
@@ -553,6 +556,7 @@ def _split_line(line: str, single: bool) -> list[Candidate]:
         if len(pieces) > 1:
             return [t for t in (_item(_trim_lead_in(p)) for p in pieces) if t]
     if single and "," in s and not _LEAD_SPAN_RE.match(s):
+        s = _DISCOURSE_RE.sub("", s, count=1)
         # a lone "(YYYY)" marks the end of one title, not of the line: "Heat (1995), Fargo, Casablanca"
         pieces = _comma_split(s)[:MAX_PIECES]
         if len(pieces) > 1 and all(len(p.split()) <= 10 for p in pieces):
