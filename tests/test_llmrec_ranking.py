@@ -239,3 +239,21 @@ def test_a_direct_repeat_target_is_reported():
     preds = {s["id"]: {"parsed": {"ranking": ["t", "a", "b"]}, "valid": True} for s in samples}
     assert DirectTask().score(samples, preds)["target_seen_rate"] == 0.5
     assert "target_seen_rate" not in DirectTask().score(samples[1:], preds)
+
+
+def test_direct_rank_marks_before_candidate_numbers_are_no_candidates():
+    """"1) 5" ranks candidate 5 first: its rank mark was read as candidate 1 (a list "1, 5"), so candidate 1 came
+    first in every such answer: HR@1 0 and MRR 1/2 for an answer that put the target first."""
+    task = DirectTask()
+    s = {"candidates": list("abcdef"), "candidate_titles": ["Alien (1979)", "Heat (1995)", "Fargo (1996)", "Big (1988)",
+                                                             "Jaws (1975)", "Up (2009)"], "target": "e", "id": "s"}
+    for text in ("1) 5\n2) 3\n3) 1", "(1) 5\n(2) 3\n(3) 1", "1 - 5\n2 - 3\n3 - 1", "1) [5]\n2) [3]\n3) [1]",
+                 "1. 5\n2. 3\n3. 1"):
+        p = task.parse(s, text)
+        assert p.valid and p.value["ranking"] == ["e", "c", "a"], (text, p.value)
+        m = task.score([s], {"s": {"parsed": p.value, "valid": True}})
+        assert m["HR@1"] == 1.0 and m["MRR"] == 1.0
+    # bracketed candidate numbers alike stay a list, and a title after a rank mark stays a title
+    assert task.parse(s, "(5) (3) (1)").value["ranking"] == ["e", "c", "a"]
+    assert task.parse(s, "[5], [3], [1]").value["ranking"] == ["e", "c", "a"]
+    assert task.parse(s, "1) Jaws (1975)\n2) Fargo (1996)").value["ranking"] == ["e", "c"]

@@ -85,6 +85,27 @@ def test_parse_uses_number_validator():
     assert not p.valid and p.error == "empty answer"
 
 
+@pytest.mark.parametrize("text,title", [
+    ('I would rate "Toy Story 2" a 4.', "Toy Story 2 (1999)"),
+    ("I predict the user will rate Toy Story 2 (1999) a 4.", "Toy Story 2 (1999)"),
+    ('Rating for "Home Alone 2": 4', "Home Alone 2: Lost in New York (1992)"),
+    ("My rating for Matrix Reloaded 2, The is 4", "Matrix Reloaded 2, The (2003)"),
+])
+def test_a_digit_in_the_rated_items_title_is_no_rating(text, title):
+    """The title's 2, closest to "rate", was read as the rating (valid, not clipped: RMSE 2 for an answer of 4)."""
+    p = RatingTask().parse({"item_title": title}, text)
+    assert p.valid and p.value["value"] == 4.0, p
+
+
+def test_a_rating_written_while_thinking_is_no_answer():
+    """<think> reasoning is dropped before the answer is read, however long it is (a number in it was read)."""
+    t = RatingTask()
+    assert t.parse({}, "<think>Most items got 5. I would rate it 5? Maybe lower.</think>\n3").value["value"] == 3.0
+    assert t.parse({}, "<think>" + "hmm, 5? " * 4000 + "</think>\nRating: 2").value["value"] == 2.0
+    p = t.parse({}, "<think>I would rate it 5, but")  # reasoning cut off: no answer
+    assert not p.valid and p.error == "empty answer"
+
+
 def test_score_hand_worked():
     """y = 4, 2, 5, 3; answers 5 (valid), invalid, 7→… invalid (off the slack), 0→clipped to 1; one missing."""
     samples = [{"id": str(k), "target_rating": y, "user_mean": m} for k, (y, m) in enumerate([(4, 3.5), (2, 3.0), (5, 4.0), (3, 2.0), (1, 1.5)])]

@@ -99,6 +99,18 @@ def test_invalid_and_missing_answers_count_as_empty():
 
 # ---------------------------------------------------------------- samples
 
+def test_reasoning_and_bare_markup_are_no_text():
+    """A summary after <think> reasoning is the summary (it was "<think>", valid, and scored as an empty string);
+    an answer of markup alone is invalid, not a valid answer BLEU and ROUGE see as empty."""
+    from recharness.tasks.validation import FreeText
+
+    one_line = FreeText(single_line=True)
+    p = one_line.check("<think>\nThe review praises the texture.\n</think>\n\nThis cream keeps my skin soft")
+    assert p.valid and p.value["text"] == "This cream keeps my skin soft"
+    p = FreeText().check("<b></b> <br>")
+    assert not p.valid and p.error == "no text: only markup"
+
+
 def test_explanation_samples(tmp_path):
     ds = reviews_dataset()
     samples = build(ExplanationTask(), ds, tmp_path)

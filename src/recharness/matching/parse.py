@@ -120,17 +120,26 @@ def collapse_spaces(text: str) -> str:
     return _SPACE_RUN_RE.sub(" ", text)
 
 
-def strip_reasoning(text: str) -> str:
-    """Drop <think>...</think> reasoning (DeepSeek-R1 and kin): titles it
-    mentions while thinking are not recommendations."""
-    text = text[:MAX_CHARS] if len(text) > MAX_CHARS else text
-    closes = list(_THINK_CLOSE.finditer(text))
-    if closes:
-        text = text[closes[-1].end() :]
+def drop_reasoning(text: str) -> str:
+    """The answer after <think>...</think> reasoning (DeepSeek-R1 and kin), found in the whole text: what a
+    model says while thinking is no answer, and reasoning longer than the part of an answer that is read
+    (MAX_CHARS) does not hide the answer after it. An unclosed <think> (reasoning cut off) ends the answer."""
+    if "<" not in text:
+        return text
+    last = None
+    for last in _THINK_CLOSE.finditer(text):
+        pass
+    if last is not None:
+        text = text[last.end() :]
     m = _THINK_OPEN.search(text)
-    if m:
-        text = text[: m.start()]
-    return text
+    return text[: m.start()] if m else text
+
+
+def strip_reasoning(text: str) -> str:
+    """`drop_reasoning`, then the first MAX_CHARS characters: titles a model mentions while thinking are not
+    recommendations."""
+    text = drop_reasoning(text)
+    return text[:MAX_CHARS] if len(text) > MAX_CHARS else text
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,7 @@ import re
 from dataclasses import dataclass, field
 
 from recharness.core.types import Parsed
+from recharness.matching.parse import drop_reasoning
 
 MAX_SCAN = 20_000  # characters of an answer that are looked at; the rest is ignored
 
@@ -134,8 +135,9 @@ class OutputFormat:
 
 
 def scan(text: str | None) -> tuple[str, bool]:
-    """The part of an answer that is looked at (the first MAX_SCAN characters), and whether it was cut."""
-    t = "" if text is None else str(text)
+    """The part of an answer that is looked at (the first MAX_SCAN characters after any <think>...</think>
+    reasoning: a number or text written while thinking is no answer), and whether it was cut."""
+    t = drop_reasoning("" if text is None else str(text))
     return t[:MAX_SCAN], len(t) > MAX_SCAN
 
 
@@ -645,6 +647,8 @@ class FreeText(OutputFormat):
         value = {"text": cleaned, "words": n, "truncated": truncated}
         if n == 0:
             return Parsed(value, valid=False, error="empty answer")
+        if not normalize_for_metrics(cleaned):  # only markup ("<br>", "<b></b>"): BLEU/ROUGE would see nothing
+            return Parsed(value, valid=False, error="no text: only markup")
         if n < self.min_words:
             return Parsed(value, valid=False, error=f"too short: {n} words < {self.min_words}")
         if n > self.max_words or (truncated and not self.single_line):

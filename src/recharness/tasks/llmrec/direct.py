@@ -77,6 +77,9 @@ _RANK_MARK = re.compile(r"\s*(?:[-*•+]\s+|#?\d{1,3}[.)]\s+|rank\s*#?\d{1,3}\s*
 _CAND_MARK = re.compile(r"\s*(?:[\[(](\d{1,3})[\])]|(\d{1,3})\s*[-–—:]\s|candidate\s*#?(\d{1,3})\b)", re.IGNORECASE)
 _LEAD_NUM = re.compile(r"(?:#|candidate\s*)?\[?(\d{1,3})\]?(?![\w.])", re.IGNORECASE)
 _BRACKET_NUM = re.compile(r"\[(\d{1,3})\]")
+#: a rank before candidate numbers: "1) 5", "1 - 5", "(1) 5", "1) [5]" (not "(1) (5)": two candidates alike)
+_RANK_THEN_NUMBER = re.compile(r"\s*(?:\d{1,3}\)|\d{1,3}\s*[-–—]|\(\d{1,3}\))\s+(?=(?:#|candidate\s*)?[\[\d])",
+                               re.IGNORECASE)
 _MARKUP = str.maketrans("", "", "*`")
 #: what may stand between two titles of one line ("Heat (1995) - Ronin (1998)", "\"Heat\", \"Ronin\"", "A > B and C")
 _BETWEEN_TITLES = re.compile(r"[\s\"'“”‘’_]*(?:(?:->|=>|[-–—,;>|/→&+]|and\b|then\b)[\s\"'“”‘’_]*)*")
@@ -555,6 +558,11 @@ def _list_refs(text: str, titles: _Titles) -> tuple[list[tuple[int, bool]], int,
 
 def _line_refs(line: str, titles: _Titles) -> list[tuple[int, bool]] | None:
     """The candidates one line names, or None if it is no list line."""
+    r = _RANK_THEN_NUMBER.match(line)
+    if r:  # the rank mark is no candidate: "1) 5" names candidate 5 alone (it was read as 1, 5)
+        numbers = _number_list(line[r.end():])
+        if numbers is not None:
+            return [(k, True) for k in numbers]
     numbers = _number_list(line)
     if numbers is not None:
         return [(k, True) for k in numbers]

@@ -24,6 +24,7 @@ shows such averages rival LLMs on RMSE).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -41,6 +42,21 @@ from recharness.tasks.validation import NumberInRange
 
 SCALE = (1.0, 5.0)
 REVIEW_COLUMNS = ("review_title", "review_text")
+
+
+def without_title(text: str | None, title: str | None) -> str | None:
+    """The answer with the rated item's title, where it holds a digit, read as "the item": "I would rate
+    "Toy Story 2" a 4" is 4, not the 2 of the title (closest to "rate", it was taken for the rating)."""
+    if not text or not title or not any(c.isdigit() for c in str(title)):
+        return text
+    t = " ".join(str(title).split())
+    base = re.sub(r"\s*\(\d{4}\)$", "", t).strip()
+    m = re.match(r"^(.+), (The|A|An)$", base)
+    short = base.split(":")[0].strip() if ":" in base else ""  # "Home Alone 2" for "Home Alone 2: Lost in New York"
+    names = {x for x in (t, base, short, f"{m.group(2)} {m.group(1)}" if m else "")
+             if x and any(c.isdigit() for c in x)}
+    pattern = "|".join(re.escape(x).replace(r"\ ", r"\s+") for x in sorted(names, key=len, reverse=True))
+    return re.sub(rf"(?<!\w)(?:{pattern})(?!\w)", "the item", text, flags=re.IGNORECASE)
 
 
 @dataclass
@@ -254,7 +270,7 @@ class RatingTask(Task):
         return why_no_reviews(self.name, dataset, int(config.options.get("min_history", 4)), rated=True)
 
     def parse(self, sample: dict, text: str) -> Parsed:
-        return self.output_format.check(text)
+        return self.output_format.check(without_title(text, sample.get("item_title")))
 
     def import_answer(self, sample: dict, line: dict):
         """An imported `rating` given as a number is that number (a regressor's 3.8765432 keeps its digits; as
