@@ -93,3 +93,14 @@ def test_perrecbench_table1_marks_limited_rows():
     cells = line.strip("| ").split(" | ")
     assert cells[1:4] == ["0.50", "0.50", "0.50 (limit: n = 3 of 12)"]  # easy point / pair / list
     assert cells[10] == "0.50 (limit)" and cells[11:] == ["1.000", "1.500"]
+
+
+def test_perrecbench_table1_says_when_unparsed_groups_are_left_out():
+    """Under invalid=drop the note said such groups were "scored 0"."""
+    from recharness.tasks.perrecbench.groups import LEVELS
+
+    metrics = {**{f"tau_{lv}": 0.5 for lv in LEVELS}, "tau": 0.5, "tau_rank": 0.5}
+    zero = table1_markdown([_row("llm", "pair", metrics)])
+    assert "scored 0" in zero and "left out" not in zero
+    drop = table1_markdown([_row("llm", "pair", {**metrics, "dropped_unparsed": 2.0, "levels_without_tau": 1.0})])
+    assert "scored 0" not in drop and "left out (invalid=drop)" in drop and "averages the others" in drop

@@ -28,6 +28,8 @@ from recharness.tasks.perrecbench.parsing import majority, parse_pair, parse_ran
     ('"predicted_rating": 4.0 because', 4.0),
     ('{"Rating": 1}', 1.0),
     ('{"predicted_rating": 4, "user_score": 2}', 4.0),  # the format's key, not the last one naming a score
+    ('Step 1: {"user_average_rating": 3.8}. So the predicted rating: 5', 5.0),  # the format's key wherever it is
+    ('{"predicted_rating": 2} Note: {"user_average_rating": 3.8}', 2.0),
 ])
 def test_parse_rating(text, value):
     p = parse_rating(text)
@@ -50,6 +52,23 @@ def test_parse_pair(text, last, value):
     assert parse_pair(text, last=last).value == value
 
 
+@pytest.mark.parametrize("text, value", [
+    ("Comparing the histories, [User B] fits better. Therefore [User B] is more likely to prefer the query item "
+     "than [User A].", "B"),  # the last mention is the loser: it was taken as the answer
+    ("Both like drama. [User A] is less likely to enjoy it than [User B].", "B"),
+    ("To answer this, compare [User A] and [User B]. [User B] loves drama, so [User B] is the better fit.", "B"),
+    ("[User A] rates sci-fi highly; [User B] rarely watches it. Final answer: [User A]. [User B] might too.", "A"),
+    ("User B loves drama. Answer: A", "A"),
+])
+def test_parse_pair_after_a_chain_of_thought(text, value):
+    assert parse_pair(text, last=True).value == value
+
+
+def test_a_chain_of_thought_whose_last_sentence_names_both_without_a_verdict_is_no_answer():
+    p = parse_pair("[User A] likes drama. Let us compare [User A] and [User B].", last=True)
+    assert not p.valid and p.error.startswith("no verdict")
+
+
 def test_parse_pair_ignores_user_average_and_rejects_nonsense():
     assert not parse_pair("User Average Rating is 3").valid
     assert not parse_pair("neither").valid
@@ -58,6 +77,7 @@ def test_parse_pair_ignores_user_average_and_rejects_nonsense():
 @pytest.mark.parametrize("text, n, value", [
     ('{"predicted_ranking": [2, 1, 3]}', 3, [2, 1, 3]),
     ('{"predicted_ranking": ["User3", "User1", "User2"]}', 3, [3, 1, 2]),
+    ('{"predicted_ranking": [2, 1, 3]} {"ranking_note": [1]}', 3, [2, 1, 3]),  # a later loose "rank" key lost
     ('{"predicted_ranking": ["2", "1"]}', 2, [2, 1]),
     ('predicted_ranking: [1, 2]', 2, [1, 2]),
 ])
@@ -195,6 +215,39 @@ def test_pairwise_unparseable_after_retries_is_reported():
     assert rec["parsed"]["failed"] == 1 and rec["error"] and rec["calls"] == 4
     # its one comparison failed: the ordering is the heapsort's fixed order, no answer, so the group is invalid
     assert not rec["valid"] and rec["error"].startswith("all 1 comparisons failed")
+
+
+class CotScripted(Scripted):
+    """Always right, and says so as a chain of thought does: "Therefore [winner] is more likely ... than [loser]";
+    `cut`: the answer stops at max_tokens inside its reasoning, before the verdict."""
+
+    def __init__(self, truth, cut=False):
+        super().__init__(truth)
+        self.cut = cut
+
+    async def generate(self, messages, params):
+        self.calls += 1
+        text = next(m["content"] for m in reversed(messages) if m["role"] == "user" and "ID " in m["content"])
+        a, b = [int(x) for x in re.findall(r"ID (\d+)", text)][:2]
+        w, lose = ("A", "B") if self.truth[a] > self.truth[b] else ("B", "A")
+        if self.cut:
+            return Completion(text=f"[User {lose}] has rated many similar films. [User {w}] has", finish_reason="length")
+        return Completion(text=f"Comparing the histories, [User {w}] fits the item better. Therefore [User {w}] is "
+                               f"more likely to prefer the query item than [User {lose}].", finish_reason="stop")
+
+
+@pytest.mark.parametrize("truth", [[1.0, -1.0], [1.0, -1.0, 2.5], [0.1, 2.0, -1.0, 1.0]])
+def test_a_right_chain_of_thought_ranks_right(truth):
+    """Its verdicts were read from the last user named (the loser) in both orders alike, so they agreed, and the
+    heapsort put every group in reverse: tau -1 for a model that was always right."""
+    from recharness.tasks.perrecbench.scoring import summarize
+
+    s = group_sample(truth, cot=True)
+    rec = asyncio.run(predict_pair(CotScripted(truth), s)).to_record()
+    assert [truth[i - 1] for i in rec["parsed"]["ordering"]] == sorted(truth, reverse=True)
+    assert summarize([s], {"g": rec})[0]["tau"] == 1.0
+    cut = asyncio.run(predict_pair(CotScripted(truth, cut=True), s)).to_record()
+    assert not cut["valid"] and cut["parsed"]["failed"] == cut["parsed"]["comparisons"]
 
 
 def test_point_and_list_with_scripted_model():

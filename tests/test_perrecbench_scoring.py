@@ -99,6 +99,13 @@ def test_point_both_levels_average_of_levels():
     m_drop, lv = summarize(samples, preds, invalid="drop")
     assert lv["easy"]["tau"] == pytest.approx(1.0)  # e3 dropped
     assert lv["medium"]["tau"] == pytest.approx(0.5)  # m1 = 1, m2 tied = 0, m3 dropped
+    assert m_drop["dropped_unparsed"] == 2.0 and "levels_without_tau" not in m_drop and "dropped_unparsed" not in m
+    # a level whose every group is dropped has no tau; the headline, the mean of the others, says so
+    easy = [s for s in samples if s["level"] == "easy"]
+    no_easy = {**preds, **{s["id"]: {"valid": False, "parsed": None} for s in easy}}
+    m_none, lv_none = summarize(samples, no_easy, invalid="drop")
+    assert math.isnan(lv_none["easy"]["tau"]) and m_none["tau"] == pytest.approx(0.5)
+    assert m_none["levels_without_tau"] == 1.0 and m_none["dropped_unparsed"] == len(easy) + 1
     m_c, lv_c = summarize(samples, preds, compat=True)
     assert m_c["tau"] == pytest.approx(5 / 6) and lv_c["medium"]["tau"] == pytest.approx(2 / 3)
 

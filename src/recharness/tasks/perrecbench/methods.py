@@ -19,7 +19,7 @@ from recharness.core.types import Prediction
 from recharness.execution.ask import ask as runner_ask
 from recharness.tasks.perrecbench import prompts
 from recharness.tasks.perrecbench.heapsort import heapsort
-from recharness.tasks.perrecbench.parsing import majority, parse_pair, parse_ranking, parse_rating
+from recharness.tasks.perrecbench.parsing import final_answer, majority, parse_pair, parse_ranking, parse_rating
 
 
 @dataclass
@@ -67,7 +67,11 @@ async def ask(model, messages, parse, reminder: str, method: dict, tally: Tally,
             tally.add(c)
         tally.retries += asked.attempts - 1
         outputs.extend(asked.outputs)
-        if asked.parsed.valid:
+        if asked.parsed.valid and kind == "pair" and method.get("cot") and asked.completions \
+                and asked.completions[-1].finish_reason == "length" and final_answer(asked.completions[-1].text) is None:
+            # cut off inside its chain of thought: the last sentence read is reasoning, not the verdict
+            errors.append("cut off at max_tokens before a final answer")
+        elif asked.parsed.valid:
             values.append(asked.parsed.value)
         else:
             errors.append(asked.parsed.error)

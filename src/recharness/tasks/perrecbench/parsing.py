@@ -23,24 +23,31 @@ _USER = re.compile(r"\buser\s*([ab])\b", re.I)
 _INDEX = re.compile(r"^\s*(?:user\s*)?(\d{1,3})\s*$", re.I)
 
 
+def _own_key(obj: dict, key: str) -> str | None:
+    """The object's key that is the format's own (`key`, in any case, with a space for the underscore)."""
+    return next((k for k in obj if k.lower().replace(" ", "_") == key), None)
+
+
 def parse_rating(text: str, lo: float = 1.0, hi: float = 5.0) -> Parsed:
-    """{"predicted_rating": x} (the last such object wins, as after a chain of thought); x in [lo, hi]."""
+    """{"predicted_rating": x} (the last such object wins, as after a chain of thought); x in [lo, hi]. The format's
+    own key wherever it is (an object, or a bare `predicted rating: x`) before any looser key: "Step 1:
+    {"user_average_rating": 3.8} ... predicted rating: 5" is 5."""
+    objects = flat_json_objects(text)
     value = None
-    for obj in reversed(flat_json_objects(text)):
-        # the format's own key first, then any "rating" key, then any "score" ({"predicted_rating": 4,
-        # "user_score": 2} is 4, not the last key that mentions a score)
-        low = {k.lower().replace(" ", "_"): k for k in obj}
-        keys = ([low["predicted_rating"]] if "predicted_rating" in low else []) \
-            + [k for k in obj if "rating" in k.lower()] + [k for k in obj if "score" in k.lower()]
-        for k in keys:
-            value = finite_number(obj[k])
-            if value is not None:
-                break
-        if value is not None:
+    for obj in reversed(objects):
+        k = _own_key(obj, "predicted_rating")
+        if k is not None and (value := finite_number(obj[k])) is not None:
             break
     if value is None:
         found = _RATING_KV.findall(scan(text)[0])
         value = float(found[-1]) if found else None
+    if value is None:
+        for obj in reversed(objects):  # any "rating" key, then any "score"
+            for k in [k for k in obj if "rating" in k.lower()] + [k for k in obj if "score" in k.lower()]:
+                if (value := finite_number(obj[k])) is not None:
+                    break
+            if value is not None:
+                break
     if value is None:
         return Parsed(None, valid=False, error='no {"predicted_rating": <number>} in the answer')
     if not lo <= value <= hi:
@@ -49,18 +56,76 @@ def parse_rating(text: str, lo: float = 1.0, hi: float = 5.0) -> Parsed:
 
 
 _BRACKETED_USER = re.compile(r"\[\s*user\s*([ab])\s*\]", re.I)
+#: where a chain of thought gives its verdict: "Final answer: [User B]", "Answer: B", "the answer is [User A]"
+_FINAL_MARK = re.compile(r"\bfinal\s+answer\b\s*(?:is\b)?\s*[:=\-–—]?|\b(?:answer|verdict|conclusion)\b\s*(?:is\b\s*[:=]?|[:=])",
+                         re.I)  # not "To answer this, compare [User A] and [User B]"
+_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)", re.M)
+#: the comparative a verdict sentence turns on; "less likely" makes the other user the answer
+_MORE = re.compile(r"\b(?:more|better|higher|stronger|greater|most|best|prefers?|likelier)\b", re.I)
+_LESS = re.compile(r"\b(?:less|lower|weaker|worse|least|fewer)\b", re.I)
+
+
+def _mentions(t: str) -> list[tuple[int, str]]:
+    """(position, "A"/"B") of each user named: the format's brackets when there are any, else "User A"."""
+    found = [(m.start(), m.group(1).upper()) for m in _BRACKETED_USER.finditer(t)]
+    return found or [(m.start(), m.group(1).upper()) for m in _USER.finditer(t)]
+
+
+def final_answer(text: str) -> str | None:
+    """The user a chain of thought names after its last "answer" marker, else None."""
+    t = scan(text)[0]
+    marks = list(_FINAL_MARK.finditer(t))
+    if not marks:
+        return None
+    tail = t[marks[-1].end():]
+    named = _mentions(tail)
+    if named:
+        return named[0][1]
+    bare = re.match(r"\s*[\[(\"'*]*\s*([AB])\b", tail)  # "Answer: B"
+    return bare.group(1) if bare else None
+
+
+def _verdict(sentence: str) -> str | None:
+    """The user a sentence naming both prefers: the one named last before its comparative ("[User B] is more
+    likely to prefer it than [User A]" is B; "... is less likely than ..." the other); None without one."""
+    named = _mentions(sentence)
+    for cmp in (_MORE, _LESS):
+        m = cmp.search(sentence)
+        if m is None:
+            continue
+        before = [u for pos, u in named if pos < m.start()]
+        if before:
+            return before[-1] if cmp is _MORE else ("B" if before[-1] == "A" else "A")
+    return None
 
 
 def parse_pair(text: str, last: bool = False) -> Parsed:
     """'A' or 'B' from "[User A]" / "[User B]" (the format's brackets first: "Comparing User A and User B, [User B]
-    is more likely" is B): the first mention, or the last after a chain of thought."""
+    is more likely" is B): the first mention; after a chain of thought (`last`) the user named after its last
+    "answer" marker, else its last sentence naming a user: one user, or both around a comparative ("Therefore [User
+    A] is more likely to prefer the query item than [User B]" is A, where the last mention was taken). A last
+    sentence that names both without saying which is preferred gives no answer."""
     t = scan(text)[0]
-    found = [m.group(1).upper() for m in _BRACKETED_USER.finditer(t)] or [m.group(1).upper() for m in _USER.finditer(t)]
+    given = final_answer(t) if last else None
+    if given is not None:
+        return Parsed(given)
+    found = [u for _, u in _mentions(t)]
     if not found and t.strip().strip("[]().").upper() in ("A", "B"):
         found = [t.strip().strip("[]().").upper()]
     if not found:
         return Parsed(None, valid=False, error='neither "[User A]" nor "[User B]" in the answer')
-    return Parsed(found[-1] if last else found[0])
+    if not last:
+        return Parsed(found[0])
+    sentence = next((x for x in reversed(_SENTENCE.findall(t)) if _mentions(x)), None)
+    if sentence is None:  # only a bare letter
+        return Parsed(found[-1])
+    users = {u for _, u in _mentions(sentence)}
+    if len(users) == 1:
+        return Parsed(users.pop())
+    verdict = _verdict(sentence)
+    if verdict is None:
+        return Parsed(None, valid=False, error=f"no verdict: the last sentence names both users ({sentence.strip()[:80]!r})")
+    return Parsed(verdict)
 
 
 def _index(v) -> int | None:
@@ -80,15 +145,22 @@ def _index(v) -> int | None:
 def parse_ranking(text: str, n: int) -> Parsed:
     """{"predicted_ranking": [...]} with each user index 1..n exactly once, most preferred first."""
     raw = None
-    for obj in reversed(flat_json_objects(text)):
-        keys = [k for k in obj if "rank" in k.lower()]
-        if keys and isinstance(obj[keys[-1]], list):
-            raw = obj[keys[-1]]
+    objects = flat_json_objects(text)
+    for obj in reversed(objects):  # the format's own key first, wherever it is, then any "rank" key
+        k = _own_key(obj, "predicted_ranking")
+        if k is not None and isinstance(obj[k], list):
+            raw = obj[k]
             break
     if raw is None:
         found = _RANKING_KV.findall(scan(text)[0])
         if found:
             raw = [x.strip().strip("\"'") for x in found[-1].split(",") if x.strip()]
+    if raw is None:
+        for obj in reversed(objects):
+            keys = [k for k in obj if "rank" in k.lower()]
+            if keys and isinstance(obj[keys[-1]], list):
+                raw = obj[keys[-1]]
+                break
     if raw is None:
         return Parsed(None, valid=False, error='no {"predicted_ranking": [...]} in the answer')
     idx = [_index(v) for v in raw]

@@ -222,6 +222,11 @@ def summarize(samples: list[dict], predictions: dict[str, dict], *, compat: bool
     levels = level_table(groups, compat=compat, invalid=invalid)
     metrics: dict[str, float] = {}
     rank = _mean([row["tau_rank"] for row in levels.values() if not np.isnan(row["tau_rank"])])
+    if invalid == "drop":  # said in the metrics: the tables' notes and the headline's reading depend on it
+        metrics["dropped_unparsed"] = float(sum(row["invalid"] + row["missing"] for row in levels.values()))
+        unscored = sum(np.isnan(row["tau_rank"]) for row in levels.values())
+        if unscored:  # a level whose every group was dropped: the headline is the mean of the other levels
+            metrics["levels_without_tau"] = float(unscored)
     by_file = compat_tau(samples, groups)
     # tau_rank: the mean over levels, as the paper's "Avg." column; tau_compat: over label files, as the original
     metrics.update(tau=by_file if compat else rank, tau_rank=rank, tau_compat=by_file)

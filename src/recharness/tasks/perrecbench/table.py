@@ -64,9 +64,15 @@ def table1_markdown(rows: list[ScoreRow]) -> str:
     body = table1_rows(rows)
     lines += ["| " + " | ".join(r) + " |" for r in body]
     mode = next((r.metrics for r in rows if r.task in TASKS), {})
-    note = ("Kendall tau per group, mean per level; (k unparsed) = k groups with no parseable answer, scored 0"
-            if mode.get("tau") == mode.get("tau_rank") else
-            "tau as the original PerRecBench code computes it (orderings; unparseable groups dropped: (k unparsed))")
+    if mode.get("tau") != mode.get("tau_rank"):
+        note = "tau as the original PerRecBench code computes it (orderings; unparseable groups dropped: (k unparsed))"
+    elif "dropped_unparsed" in mode:  # invalid=drop: those groups are left out, not scored 0
+        note = ("Kendall tau per group, mean per level; (k unparsed) = k groups with no parseable answer, left out "
+                "(invalid=drop)")
+    else:
+        note = "Kendall tau per group, mean per level; (k unparsed) = k groups with no parseable answer, scored 0"
+    if any(r.metrics.get("levels_without_tau") for r in rows if r.task in TASKS):
+        note += "; a level whose every group was left out has no tau, and the row's headline tau averages the others"
     if any(", " in line and " [" in line for line in lines[2:]):
         note += ("; [lo, hi] = the 95% bootstrap interval over the level's groups, none on a level with fewer than "
                  "5 groups (n too small) or on Avg. (a mean of the cells)")
