@@ -62,10 +62,47 @@ def test_scores_older_than_their_predictions_are_refused(ml1m, tmp_path):
     f = run / "predictions" / "fake.jsonl"
     lines = f.read_text().splitlines(keepends=True)
     f.write_text("".join(lines[:-1]))  # one answer fewer, as after --redo-invalid took it out
-    with pytest.raises(ConfigError, match=r"fake's scores from an earlier predictions/fake.jsonl \(it changed"):
+    with pytest.raises(ConfigError, match=r"fake's scores from before predictions/fake.jsonl changed"):
         load_scores(run)
     write_scores(pipeline.score(run, resamples=0, partial=True), run)
     assert load_scores(run)
+
+
+def test_scores_older_than_a_trained_reference_or_a_new_model_are_refused(ml1m, tmp_path):
+    """A reference `train` wrote, or replaced (--retrain, --tune), after `score`, and a model run after it, were
+    shown with the old rows (or none) beside the training section and the examples that are of the new files."""
+    import shutil
+
+    import pytest
+
+    from recharness.core.errors import ConfigError
+    from recharness.core.rundir import RunDir
+    from recharness.report.tables import load_scores
+    from recharness.runner.train import train
+
+    run = _fake_run("llmrec", "direct", "ml-1m", tmp_path / "run", limit=6)
+    write_scores(pipeline.score(run, resamples=0), run)
+    computed = {r.method for r in load_scores(run) if r.kind == "reference" and r.extra.get("computed")}
+    assert "popularity" in computed and "markov" not in computed
+    train(run, suite="llmrec", baselines=["popularity"], latency_runs=1)
+    with pytest.raises(ConfigError, match=r"the reference popularity computed on the fly from before "
+                                          r"predictions/reference/popularity.jsonl was trained"):
+        load_scores(run)
+    write_scores(pipeline.score(run, resamples=0), run)
+    train(run, suite="llmrec", baselines=["markov"], latency_runs=1)  # a reference with no row yet
+    with pytest.raises(ConfigError, match=r"no row for that reference from before predictions/reference/markov.jsonl"):
+        load_scores(run)
+    write_scores(pipeline.score(run, resamples=0), run)
+    (markov,) = [r for r in load_scores(run) if r.method == "markov"]
+    assert markov.extra.get("predictions_sha256") and not markov.extra.get("computed")
+    f = RunDir(run).reference("markov")
+    f.write_text("".join(f.read_text().splitlines(keepends=True)[:-1]))  # as a retrain rewrites it
+    with pytest.raises(ConfigError, match=r"markov's scores from before predictions/reference/markov.jsonl changed"):
+        load_scores(run)
+    write_scores(pipeline.score(run, resamples=0, partial=True), run)
+    shutil.copy(run / "predictions" / "fake.jsonl", run / "predictions" / "newmodel.jsonl")
+    with pytest.raises(ConfigError, match=r"no row for that model from before predictions/newmodel.jsonl was written"):
+        load_scores(run)
 
 
 def test_rows_of_builds_of_different_sizes_each_show_their_n(ml1m, tmp_path):

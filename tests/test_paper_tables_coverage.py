@@ -51,7 +51,7 @@ def test_table5_and_across_datasets_mark_each_cell_and_the_overall():
                       ci={"AUC": {"lo": 0.5, "hi": 0.9}})],
            "b": [_row("llm", "ctr", {"AUC": 0.25}, coverage={"answered": 7, "of": 9, "why": "imported"})]}
     assert _line(across_datasets(ctr), "| llm |") == \
-        "| llm | 0.7500 [0.500, 0.900] (limit: n = 5 of 20) | 0.2500 (imported: n = 7 of 9) | 0.5000 (imported, limit) | – |"
+        "| llm | 0.7500 [0.5000, 0.9000] (limit: n = 5 of 20) | 0.2500 (imported: n = 7 of 9) | 0.5000 (imported, limit) | – |"
 
 
 def test_recbench_plus_tables_mark_limited_rows():
@@ -104,3 +104,37 @@ def test_perrecbench_table1_says_when_unparsed_groups_are_left_out():
     assert "scored 0" in zero and "left out" not in zero
     drop = table1_markdown([_row("llm", "pair", {**metrics, "dropped_unparsed": 2.0, "levels_without_tau": 1.0})])
     assert "scored 0" not in drop and "left out (invalid=drop)" in drop and "averages the others" in drop
+
+
+def test_small_values_and_bounds_are_not_printed_as_zero():
+    """RecBench+ printed P 0.0004 [0.0001, 0.0011] as "0.000 [0.000, 0.001]", Table 5 a bound 0.0004 as 0.000."""
+    from recharness.tasks.recbench.tables import _cell
+    from recharness.tasks.recbench_plus.tables import _fmt
+
+    assert _fmt(0.0004, {"lo": 0.0001, "hi": 0.0011}) == "4.00e-04 [1.00e-04, 0.001]"
+    assert _fmt(0.25, {"lo": 0.2, "hi": 0.3}) == "0.250 [0.200, 0.300]"
+    r = _row("llm", "seqrec", {"NDCG@10": 0.0021}, ci={"NDCG@10": {"lo": 0.0004, "hi": 0.0040}})
+    assert _cell(r, "NDCG@10") == "0.0021 [0.0004, 0.0040]"
+    r = _row("llm", "seqrec", {"NDCG@10": 0.0001}, ci={"NDCG@10": {"lo": 0.00005, "hi": 0.0003}})
+    assert _cell(r, "NDCG@10") == "0.0001 [5.00e-05, 0.0003]"
+
+
+def test_a_verdicts_small_difference_is_not_printed_as_zero():
+    from recharness.report.tables import signed
+
+    assert signed(4e-05) == "+4.0e-05" and signed(-0.0123) == "-0.0123" and signed(0.0) == "+0.0000"
+
+
+def test_the_csvs_mark_an_import_over_every_sample(tmp_path):
+    """scores.csv gave another tool's full import an empty coverage cell, as a run of this harness; the tables
+    say `[imported]`."""
+    import csv
+
+    from recharness.report.tables import write_scores
+
+    rows = [_row("other-tool", "direct", {"HR@1": 0.5}, extra={"model": {"backend": "imported"}}),
+            _row("ref-import", "direct", {"HR@1": 0.4}, extra={"model": {"backend": "imported", "kind": "reference"}}),
+            _row("fake", "direct", {"HR@1": 0.3}, extra={"model": {"backend": "fake"}})]
+    paths = write_scores(rows, tmp_path)
+    got = {r["method"]: r["coverage"] for r in csv.DictReader(paths["csv"].open())}
+    assert got == {"other-tool": "imported", "ref-import": "imported as reference", "fake": ""}

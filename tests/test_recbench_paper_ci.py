@@ -9,7 +9,7 @@ def test_cells_show_the_interval_and_the_note_explains_it():
                        ci={"AUC": {"lo": 0.45, "hi": 0.532}})
     plain = ScoreRow(method="dnn", task="ctr", n=1000, kind="reference", metrics={"AUC": 0.8168, "latency_s": 2e-4})
     md = paper_tables([with_ci, plain], dataset="ml-1m")
-    assert "| qwen | 0.4940 [0.450, 0.532] | 0.4940 | 3.74s |" in md  # asymmetric: both bounds, not a ±
+    assert "| qwen | 0.4940 [0.4500, 0.5320] | 0.4940 | 3.74s |" in md  # asymmetric: both bounds, not a ±
     assert "| dnn | 0.8168 | 0.8168 | 0.20ms |" in md  # no interval: the plain value
     assert CI_NOTE in md
 

@@ -173,3 +173,19 @@ def test_every_chart_with_nothing_but_zeros_is_a_line_saying_so():
     pos[0].metrics["target at 2: HR@1"] = 0.5
     text = "".join(fairness.order_parts(pos, html.Palette(pos), []))
     assert "<figure data-nonzero='1'" in text and "No chart" not in text
+
+
+def test_console_score_table_marks_the_strongest_reference_its_caption_names():
+    """The caption said "◆ Strongest reference by NDCG@10", but no row of the terminal table carried ◆."""
+    from rich.console import Console
+
+    from recharness.report.tables import STRONGEST, to_rich
+
+    rows = [ScoreRow("some-model", "seqrec", {"NDCG@10": 0.1}, 4, kind="model"),
+            ScoreRow("popularity", "seqrec", {"NDCG@10": 0.2}, 4, kind="reference",
+                     extra={"strongest_reference": "NDCG@10"})]
+    con = Console(width=100, record=True)
+    for t in to_rich(rows):
+        con.print(t)
+    text = con.export_text()
+    assert STRONGEST in text and f"popularity (ref) {STRONGEST}" in text, text

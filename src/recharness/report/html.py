@@ -30,7 +30,18 @@ from recharness.core.paths import shown_dataset
 from recharness.core.rundir import RunDir
 from recharness.core.types import ScoreRow, is_number
 from recharness.report import fairness
-from recharness.report.tables import cells, ci_note, columns, display_name, finetune_label, table_name, fmt, header, value_text
+from recharness.report.tables import (
+    cells,
+    ci_note,
+    columns,
+    coverage_text,
+    display_name,
+    finetune_label,
+    fmt,
+    header,
+    table_name,
+    value_text,
+)
 from recharness.tasks.base import listed_rank
 
 e = html.escape
@@ -1208,9 +1219,8 @@ def write_leaderboard(runs: list[Path], out: Path, *, title: str = "recharness l
     allcols = columns([en["row"] for en in entries])
     buf = io.StringIO(newline="")
     w = csv.writer(buf)
-    from recharness.runner.coverage import label as coverage_label
-
-    # coverage: "partial: n = 12 of 20" where a row rests on part of the samples, as scores.csv says it
+    # coverage: "partial: n = 12 of 20" where a row rests on part of the samples, "imported" for an import over
+    # every sample, as scores.csv says it
     w.writerow(["suite", "dataset", "task", "run", "build", "method", "kind", "n", "coverage",
                 *[x for c in allcols for x in (c, f"{c}_lo", f"{c}_hi")]])
     for en in entries:
@@ -1220,7 +1230,7 @@ def write_leaderboard(runs: list[Path], out: Path, *, title: str = "recharness l
             ci = r.ci.get(c) or {}
             vals += [r.metrics.get(c, ""), ci.get("lo", ""), ci.get("hi", "")]
         w.writerow([en["suite"], shown_dataset(en["dataset"]), en["task"], display_path(en["run"]), en["build"], r.method, r.kind, r.n,
-                    coverage_label(r.coverage) or "", *vals])
+                    coverage_text(r), *vals])
     write_set({out / "leaderboard.html": page, out / "leaderboard.csv": buf.getvalue()})  # one set: never a mismatched pair
     return {"html": out / "leaderboard.html", "csv": out / "leaderboard.csv"}
 

@@ -59,18 +59,30 @@ def fmt(v) -> str:
     return str(v)
 
 
+def signed(d: float) -> str:
+    """A difference with its sign, never shown as +0.0000 when it is not zero (4e-05 is "+4.0e-05")."""
+    return f"{d:+.4f}" if d == 0 or abs(d) >= 0.0001 else f"{d:+.1e}"
+
+
 def display_name(row: ScoreRow) -> str:
     """A row's name in every table and chart: a reference says so, a row over part of the task's samples
     says which part (`limit 40/400`, `imported 170/200`, `partial 12/20`), an import over all of them says
     it is one (`[imported]`, `[imported as reference]`)."""
+    cov = coverage_text(row)
+    return row.method + (" (ref)" if row.kind == "reference" else "") + (f" [{cov}]" if cov else "")
+
+
+def coverage_text(row: ScoreRow) -> str:
+    """Which samples a row covers, and whether it is an import (the CSVs' coverage column, `display_name`'s
+    brackets): `limit: n = 40 of 400`, ..., `imported` (as reference / finetuned) for an import over every
+    sample, which never passes for a run of this harness; "" for a run over every sample."""
     from recharness.runner.coverage import label
 
     cov = label(getattr(row, "coverage", None))
     model = (row.extra or {}).get("model") or {}
     if not cov and isinstance(model, dict) and model.get("backend") == "imported":
-        # an import over every sample still says it is one (and as what), never passing for a run of this harness
         cov = "imported" + (f" as {model['kind']}" if model.get("kind") in ("reference", "finetuned") else "")
-    return row.method + (" (ref)" if row.kind == "reference" else "") + (f" [{cov}]" if cov else "")
+    return cov
 
 
 def value_text(row: ScoreRow, metric: str) -> str:
@@ -150,7 +162,7 @@ def ci_note(rows: list[ScoreRow]) -> str | None:
             by_ref.setdefault((v["metric"], v["reference"]), []).append((name, v, b))
         for (metric, ref), named in by_ref.items():
             note += (f" {STRONGEST} Strongest reference by {metric}: {ref}; "
-                     + "; ".join(f"{name} {_VERSUS.get(v['verdict'], v['verdict'])} it ({v['diff']:+.4f}, "
+                     + "; ".join(f"{name} {_VERSUS.get(v['verdict'], v['verdict'])} it ({signed(v['diff'])}, "
                                  f"{_p_text(v['p'], v.get('resamples', b))}, {v['test']})" for name, v, b in named)
                      + ".")
     if not vs:
@@ -327,7 +339,7 @@ def _rich_table(rows: list[ScoreRow], cols: list[str], title: str):
             if (m := _NO_CI.search(text)) and c not in why.setdefault(m.group(1), []):
                 why[m.group(1)].append(c)
     t = Table(title=title, title_justify="left")
-    names = [escape(display_name(r)) for r in rows]
+    names = [escape(table_name(r)) for r in rows]  # the strongest reference marked, as the caption says
     t.add_column("method", overflow="fold", min_width=min(18, max(12, *map(len, names))))  # wraps, never cut
     for c in cols:  # a metric's header is never cut: it wraps after its underscores (else folds)
         t.add_column(escape(wrap_header(header(c))), justify="right", overflow="fold")
@@ -347,7 +359,6 @@ def _rich_table(rows: list[ScoreRow], cols: list[str], title: str):
 def write_scores(rows: list[ScoreRow], out: Path, extra_md: str | None = None) -> dict[str, Path]:
     """scores.json/.md/.csv written as one set (`core.io.write_set`: a crash leaves the old set or the new)."""
     from recharness.core.io import write_set
-    from recharness.runner.coverage import label
 
     paths = {fmt: RunDir(out).scores(fmt) for fmt in ("json", "md", "csv")}
     # an undefined value (NaN, ±inf) is null: strict JSON readers (JavaScript's JSON.parse) reject a bare NaN
@@ -369,7 +380,7 @@ def write_scores(rows: list[ScoreRow], out: Path, extra_md: str | None = None) -
             if c in with_ci:
                 ci = r.ci.get(c) or {}
                 vals += [finite_or_null(ci.get("lo")), finite_or_null(ci.get("hi"))]
-        w.writerow([r.task, r.method, r.kind, r.n, label(r.coverage), *("" if v is None else v for v in vals)])
+        w.writerow([r.task, r.method, r.kind, r.n, coverage_text(r), *("" if v is None else v for v in vals)])
     texts[paths["csv"]] = buf.getvalue()
     write_set(texts)
     return paths
@@ -413,23 +424,44 @@ def load_scores(out: Path) -> list[ScoreRow]:
 
 
 def check_scores_are_current(out: Path, rows: list[ScoreRow], scores_path: Path) -> None:
-    """A model row's numbers are of the predictions file `score` read (its sha256, in the row): a file changed
-    since (run --overwrite, --redo-invalid, a resumed or finished run) or removed would show beside numbers not
-    computed from it, so it is refused, named."""
+    """A row's numbers are of the answers `score` read: a model's predictions file, a trained reference's file
+    (their sha256, in the row), or a reference computed because `train` had written none. A file changed since
+    (run --overwrite, --redo-invalid, a resumed or finished run, train --retrain or --tune) or removed, a reference
+    trained since, or answers with no row (a model run since) would show beside numbers not computed from them,
+    so each is refused, named."""
     from recharness.core.errors import ConfigError
     from recharness.core.rundir import file_sha256
 
     rd = RunDir(out)
-    seen: dict[str, str | None] = {}
+
+    def stale(what: str, f: Path, why: str) -> ConfigError:
+        return ConfigError(f"{scores_path} holds {what} from before {rd.relative(f)} {why}: run `recharness score` "
+                           "again")
+
+    seen: dict[Path, str | None] = {}
     for r in rows:
         want = r.extra.get("predictions_sha256")
-        if r.kind != "model" or not want:
+        if r.kind == "model":
+            stem = r.extra.get("derived_from") or r.method
+            f = rd.predictions_dir / f"{stem}.jsonl"
+        elif r.kind == "reference":
+            stem, f = r.method, rd.reference_dir / f"{r.method}.jsonl"
+            if r.extra.get("computed") and f.is_file():
+                raise stale(f"the reference {stem} computed on the fly", f, "was trained")
+        else:
             continue
-        stem = r.extra.get("derived_from") or r.method
-        f = rd.predictions_dir / f"{stem}.jsonl"
-        if stem not in seen:
-            seen[stem] = file_sha256(f) if f.is_file() else None
-        if seen[stem] != want:
-            raise ConfigError(f"{scores_path} holds {stem}'s scores from an earlier {rd.relative(f)} (it "
-                              f"{'is gone' if seen[stem] is None else 'changed'} since `recharness score`): run "
-                              "`recharness score` again")
+        if not want:
+            continue
+        if f not in seen:
+            seen[f] = file_sha256(f) if f.is_file() else None
+        if seen[f] != want:
+            raise stale(f"{stem}'s scores", f, "is gone" if seen[f] is None else "changed")
+    scored = {r.extra.get("derived_from") or r.method for r in rows if r.kind == "model"}
+    for f in rd.prediction_files():
+        if f.stem not in scored and f.stat().st_size:
+            raise stale("no row for that model", f, "was written")
+    if any(r.kind == "reference" for r in rows):  # scored with references: each trained one has its rows
+        scored = {r.method for r in rows if r.kind == "reference"}
+        for f in rd.reference_files():
+            if f.stem not in scored and f.stat().st_size:
+                raise stale("no row for that reference", f, "was written")

@@ -486,6 +486,7 @@ def methods_by_task(out: Path, *, seed: int = 0, references: bool = True, only: 
     preds = {pf: _records_by_task(pf, fp) for pf in pred_files}
     digests = {pf: file_sha256(pf) for pf in pred_files}  # `report` checks the scores are of these answers
     refs = {pf: _records_by_task(pf, fp, redo="run `recharness train` again") for pf in ref_files}
+    ref_digests = {pf.stem: file_sha256(pf) for pf in ref_files}  # likewise for `train`'s answers
     ds = None
     for t, task_samples in by_task.items():
         task = get_task(info["suite"], t)
@@ -525,8 +526,9 @@ def methods_by_task(out: Path, *, seed: int = 0, references: bool = True, only: 
                 if only is not None and name not in only:
                     continue
                 recs = trained[name] if name in trained else computed.get(name)
-                if recs is not None:
-                    methods.append((name, "reference", recs, {}))
+                if recs is not None:  # where its answers came from: `report` refuses rows `train` has replaced
+                    methods.append((name, "reference", recs, {"predictions_sha256": ref_digests[name]}
+                                    if name in trained else {"computed": True}))
             # a model `train` began (its folder exists) but whose predictions it never wrote: named, not dropped
             unfinished = [n for n in served if n not in trained and n not in computed and rd.model_dir(n).exists()]
             if unfinished and methods:

@@ -77,7 +77,15 @@ def _cell(r: ScoreRow, metric: str) -> str:
     mark = coverage_mark(r) + (f" {STRONGEST}" if (r.extra or {}).get("strongest_reference") == metric else "")
     if ci.get("lo") is None or ci.get("hi") is None:
         return f"{v:.4f}" + mark
-    return f"{v:.4f} [{ci['lo']:.3f}, {ci['hi']:.3f}]" + mark
+    return f"{v:.4f} [{_bound(ci['lo'])}, {_bound(ci['hi'])}]" + mark
+
+
+def _bound(x: float) -> str:
+    """An interval's bound at the value's 4 decimals (at 3, 0.0021 [0.0004, 0.0040] read [0.000, 0.004]: as if it
+    reached zero); below 0.0001 in the `report.tables.fmt` way (5e-05 is 5.00e-05, not 0.0000)."""
+    from recharness.report.tables import fmt
+
+    return fmt(x) if 0 < abs(x) < 0.0001 else f"{x:.4f}"
 
 
 def _table(title: str, methods: list, by: dict[str, dict[tuple[str, str], ScoreRow]]) -> str:

@@ -15,11 +15,14 @@ PROFILE_TYPES = (("interest", "Interest"), ("demographics", "Demographics"))
 
 
 def _fmt(v, ci: dict | None = None) -> str:
+    """As every score table shows a number (`report.tables.fmt`: 0.0004 is 4.00e-04, never 0.000)."""
+    from recharness.report.tables import fmt
+
     if v is None:
         return "–"
     if ci and ci.get("lo") is not None and ci.get("hi") is not None:
-        return f"{v:.3f} [{ci['lo']:.3f}, {ci['hi']:.3f}]"
-    return f"{v:.3f}"
+        return f"{fmt(float(v))} [{fmt(float(ci['lo']))}, {fmt(float(ci['hi']))}]"
+    return fmt(float(v))
 
 
 def _mark(row) -> str:
