@@ -136,6 +136,43 @@ def test_server_text_that_echoes_the_api_key_is_recorded_without_it(tmp_path, mo
     assert "sk-very-secret-123" not in text and "authorization=Bearer [API key]" in text
 
 
+@pytest.mark.parametrize("body", [
+    {"error": {"message": "x" * 260 + "bad header: authorization=Bearer sk-very-secret-123"}},
+    "y" * 280 + " token=sk-very-secret-123",
+    {"error": {"message": "x" * 250 + " GET /v1?api-key=sk-very-secret-123%2B"}},
+])
+def test_a_key_echoed_across_the_messages_cut_is_not_kept_in_part(body, monkeypatch):
+    """The server's text was cut to one line of 300 characters before the key was blanked: a key across the cut
+    kept its first part ("Bearer sk-ver…"), in an invalid record's error or a refusal's message."""
+    import json
+
+    import httpx2
+
+    from recharness.models.openai_compat import OpenAICompatibleBackend
+
+    monkeypatch.setenv("RECHARNESS_TEST_KEY", "sk-very-secret-123")
+    b = OpenAICompatibleBackend("fake", base_url="http://127.0.0.1:9/v1", api_key_env="RECHARNESS_TEST_KEY")
+    if isinstance(body, str):
+        r = httpx2.Response(400, content=body.encode())
+    else:
+        r = httpx2.Response(400, content=json.dumps(body).encode())
+    text = b._server_text(r)
+    assert "sk-" not in text and len(text) <= 300, text
+    b2 = OpenAICompatibleBackend("fake", base_url="http://127.0.0.1:9/v1?api-key=sk-very-secret-123%2B")
+    r = httpx2.Response(400, content=json.dumps({"error": {"message": "x" * 262 + " key sk-very-secret-123+"}}).encode())
+    assert "sk-" not in b2._server_text(r)
+
+
+@pytest.mark.parametrize("fault", ["524", "529"])
+def test_a_server_error_outside_the_common_four_is_retried_not_an_answer(tmp_path, fault):
+    """529 ("overloaded") and Cloudflare's 524 were recorded as invalid answers a resume never asks again."""
+    with FakeServerProcess(transient=1) as srv:
+        stats = run(samples_for([fault], n_ok=1), srv.base_url, tmp_path / "p.jsonl", concurrency=1)
+    assert stats.done == 2 and stats.transport_retries == {f"http_{fault}": 1} and not stats.errors
+    recs = {r["id"]: r for r in read_jsonl(tmp_path / "p.jsonl")}
+    assert recs[f"{fault}-0"]["valid"]
+
+
 def test_a_keys_in_the_url_wins_over_the_environments(monkeypatch):
     monkeypatch.setenv("RECHARNESS_TEST_KEY", "sk-from-env")
     b = OpenAICompatibleBackend("m", base_url="https://u:sk-in-url@other.example/v1", api_key_env="RECHARNESS_TEST_KEY")

@@ -29,7 +29,7 @@ import re
 import time
 from collections import Counter
 from email.utils import parsedate_to_datetime
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx2 as httpx  # the maintained successor (pydantic/httpx2): its pool stays fast at 32+ connections
 
@@ -45,7 +45,8 @@ from recharness.core.errors import (
 from recharness.core.types import Completion, GenerationParams, Messages, OptionScores
 from recharness.models.base import ModelBackend
 
-#: HTTP statuses worth retrying: rate limits, request timeouts, server-side failures
+#: HTTP statuses worth retrying: rate limits, request timeouts, and every server-side failure but 501
+#: (`retryable`): 529 "overloaded", Cloudflare's 520-524 and a proxy's 507 are no answer either
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 #: HTTP statuses that say the request is wrong as configured, for every sample alike: a bad key (401, 403),
 #: an account out of credit (402), a wrong model or path (404), a method or feature the server lacks (405, 501).
@@ -265,12 +266,14 @@ class OpenAICompatibleBackend(ModelBackend):
     def _server_text(self, r: httpx.Response) -> str:
         """The server's error text for a message or a record, the API key and the URL's hidden query values
         blanked should it echo them (a 404 page quoting the request path with its ?api-key=...)."""
-        text = one_line(_error_message(r))
+        text = _error_message(r)  # blanked whole, before it is cut: a key across the cut would keep its first part
         if self._key and len(self._key) >= 4:
-            text = text.replace(self._key, "[API key]")
+            for form in dict.fromkeys((self._key, quote(self._key, safe=""))):
+                text = text.replace(form, "[API key]")
         for value in self._hidden_query:
-            text = text.replace(value, "[hidden]")
-        return text
+            for form in dict.fromkeys((value, quote(value, safe=""))):
+                text = text.replace(form, "[hidden]")
+        return one_line(text)
 
     async def _post(self, body: dict) -> tuple[dict, float]:
         """One answer as a JSON object and the seconds of the try that got it, after retries; raises
@@ -309,7 +312,7 @@ class OpenAICompatibleBackend(ModelBackend):
             else:
                 self._responses += 1
                 refused = 0
-                if r.status_code == 200:
+                if 200 <= r.status_code < 300:  # a proxy's 201 / 203 with the reply is read as 200 is
                     try:
                         data = json.loads(r.content)
                         if not isinstance(data, dict):
@@ -350,7 +353,7 @@ class OpenAICompatibleBackend(ModelBackend):
                         and (unknown_model(r) or unsupported_parameter(r)))):
                     raise EndpointRefused(f"{self.public_url} refuses the request for model {self.model!r}: HTTP "
                                           f"{r.status_code}: {self._server_text(r)}", r.status_code)
-                if r.status_code not in RETRY_STATUS:
+                if not retryable(r.status_code):
                     raise SampleError(kind, f"{self._where()}: HTTP {r.status_code}: {self._server_text(r)}")
                 wait = retry_after_s(r.headers)
             if attempt == self.max_attempts:
@@ -432,7 +435,13 @@ def _error_message(r: httpx.Response) -> str:
             return err
     except ValueError:
         pass
-    return r.text[:300] or r.reason_phrase
+    return r.text[:20_000] or r.reason_phrase  # bounded; `_server_text` blanks the key, then cuts it to a line
+
+
+def retryable(status: int) -> bool:
+    """A status whose request may succeed when asked again: `RETRY_STATUS` and any 5xx the configuration
+    cannot cause (501, a feature the server lacks, stops the run)."""
+    return status in RETRY_STATUS or (status >= 500 and status not in CONFIG_STATUS)
 
 
 def unsupported_parameter(r: httpx.Response) -> bool:

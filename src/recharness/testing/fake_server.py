@@ -37,9 +37,10 @@ from pathlib import Path
 
 HOST = "127.0.0.1"
 
-#: "bad-gzip": a 200 whose body says it is gzip and is not (a proxy's cut or corrupt compressed body)
-TRANSPORT_FAULTS = ("429", "429-retry-after", "500", "503", "hang", "reset", "truncated-json", "empty-choices",
-                    "non-utf8", "error-choice", "bad-gzip")
+#: "bad-gzip": a 200 whose body says it is gzip and is not (a proxy's cut or corrupt compressed body);
+#: "524", "529": Cloudflare's timeout and an "overloaded" endpoint, 5xx outside the common four
+TRANSPORT_FAULTS = ("429", "429-retry-after", "500", "503", "524", "529", "hang", "reset", "truncated-json",
+                    "empty-choices", "non-utf8", "error-choice", "bad-gzip")
 SICK_MODES = ("500", "503", "hang", "reset")
 #: "redirect": a 301 to https; "unsupported-param": OpenAI's 400 to `max_tokens` from a reasoning model;
 #: "echo-key": a 400 whose text repeats the request's Authorization header (a careless proxy)
@@ -179,7 +180,7 @@ class FakeServer:
         if fault == "429-retry-after":
             return self._send(writer, 429, {"error": {"message": "rate limited"}},
                               extra_headers={"retry-after": f"{self.retry_after_s:g}"})
-        if fault in ("500", "503"):
+        if fault in ("500", "503", "524", "529"):
             return self._send(writer, int(fault), {"error": {"message": "server error"}})
         if fault == "400":
             return self._send(writer, 400, {"error": {"message": "prompt too long for the context window"}})
