@@ -153,3 +153,45 @@ def test_a_sentence_adverb_opening_a_line_is_no_title():
     assert parse_recommendations("Actually, Aliens (1986) stars Sigourney Weaver.") == ["Aliens (1986)"]
     assert parse_recommendations("In fact, Heat (1995) stars Al Pacino.") == ["Heat (1995)"]
     assert parse_recommendations("Heat, Fargo, Casablanca") == ["Heat", "Fargo", "Casablanca"]
+
+
+
+@pytest.mark.parametrize("text", ["Correction: Richard O'Brien does not appear in that film.",
+                                  "Just to clarify: that claim is incorrect, O'Brien was never in it."])
+def test_a_labelled_correction_is_a_decline_not_a_title(text):
+    """The label ("Correction:") was read as an unmatched title: FTR 0, CMR 0, where the same sentence without it
+    scores FTR 1."""
+    from recharness.tasks.recbench_plus.condition_tasks import MisinformedTask
+
+    t = MisinformedTask()
+    t.setup(_toy())
+    p = t.parse(MIS, text)
+    assert p.valid and p.value["ftr"] and p.value["strings"] == [], p
+    m = t.score([MIS], {"m": {"id": "m", "parsed": p.value, "valid": p.valid, "output": text}})
+    assert m["FTR"] == 1.0 and "CMR" not in m
+
+
+def test_a_correction_then_an_unknown_suggestion_still_recommends():
+    from recharness.tasks.recbench_plus.condition_tasks import MisinformedTask
+
+    t = MisinformedTask()
+    t.setup(_toy())
+    p = t.parse(MIS, "Richard O'Brien isn't in Aliens.\n1. Shock Treatment (1981)")
+    assert p.valid and not p.value["ftr"] and p.value["strings"] == ["Shock Treatment (1981)"], p
+    assert p.value["item_ids"] == [None]  # a film the catalog lacks: still a recommendation, not a decline
+
+
+def test_an_empty_or_cut_off_answer_to_a_misinformed_query_is_no_decline():
+    """Empty content (max_tokens spent on reasoning, a filter) and cut-off reasoning with refusal words in it were
+    valid declines: FTR 1, the best a misinformed query can score."""
+    from recharness.tasks.recbench_plus.condition_tasks import MisinformedTask
+
+    t = MisinformedTask()
+    t.setup(_toy())
+    for text in ("", "   ", "<think>I'm not aware of that. Let me list films: Big (1988), Forr"):
+        p = t.parse(MIS, text)
+        assert not p.valid, text
+        m = t.score([MIS], {"m": {"id": "m", "parsed": p.value, "valid": p.valid, "output": text}})
+        assert m["FTR"] == 0.0
+    p = t.parse(MIS, "<think>Hmm.</think>None.")  # an explicit "None" after the reasoning is a decline
+    assert p.valid and p.value["ftr"]

@@ -289,3 +289,40 @@ def test_ref_top_and_misinfo_top_set_how_popular_the_named_films_are(built, ml1m
     assert len(imp0) == len(mis0) == 60
     assert sum(r >= 5 for r in imp0) >= 15, sorted(imp0)
     assert sum(r >= 100 for r in mis0) >= 50, sorted(mis0)
+
+
+def test_official_conditions_the_kg_cannot_check_have_no_cmr(built, ml1m, tmp_path):
+    """A condition value spelt otherwise than in our KG, or a ground truth our KG says does not meet the
+    conditions, gave every recommendation CMR 0 while CMR_checkable counted the query as checkable."""
+    import json
+
+    out, _, samples = built
+    recs = read_records(out / "recbench_plus" / "ExplicitQuery.json", "explicit")[:3]
+    raw = json.loads((out / "recbench_plus" / "ExplicitQuery.json").read_text())[:3]
+    r, v = raw[0]["sharedRelationships"][0]
+    raw[0]["sharedRelationships"][0] = [r, v + "\u0301x"]  # a value our KG does not hold
+    others = [int(s["gt"][0]) for s in samples if s["task"] == "explicit" and s["gt"]
+              and str(s["gt"][0]) not in set(map(str, recs[1]["movieSubsetId"]))]
+    sat = {str(i) for i in next(s for s in samples if s.get("data_idx") == recs[1]["data_idx"])["satisfying"]}
+    outsider = next(i for i in others if str(i) not in sat)
+    raw[1]["movieSubsetId"] = [*raw[1]["movieSubsetId"], outsider]  # a ground truth our KG says fails
+    raw[1]["movieSubset"] = [*raw[1]["movieSubset"], "x"]
+    raw[1]["movieCount"] += 1
+    d = tmp_path / "official"
+    d.mkdir()
+    (d / "ExplicitQuery.json").write_text(json.dumps(raw))
+    got = {s["data_idx"]: s for s in _task_build(ml1m, "explicit", options={"official_dir": str(d), "history": "without"})}
+    assert got[raw[0]["data_idx"]]["satisfying"] is None and got[raw[1]["data_idx"]]["satisfying"] is None
+    assert got[raw[2]["data_idx"]]["satisfying"] is not None
+
+
+def test_another_edition_of_a_ground_truth_item_is_not_shown(ml1m):
+    """The history shown beside a query dropped the ground-truth ids only: an item of the same title (another
+    edition) stayed, and an answer copying its title scored a hit."""
+    from recharness.tasks.recbench_plus.context import make_context
+
+    ctx = make_context(ml1m)
+    ids = list(ctx.titles)[:3]
+    ctx.titles[ids[1]] = ctx.titles[ids[0]]  # two items of one title
+    ctx._same_title = None
+    assert ctx.hidden_with({ids[0]}) == {ids[0], ids[1]} and ctx.hidden_with({ids[2]}) == {ids[2]}

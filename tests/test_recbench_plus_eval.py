@@ -90,8 +90,12 @@ def test_refusals_nothing_and_missing(task):
     assert m["P"] == pytest.approx(0.25 / 3) and m["R"] == pytest.approx(0.5 / 3)
     assert m["FTR"] == pytest.approx(2 / 3)
     assert m["CMR"] == pytest.approx(0.5)  # only the query that recommended something has a CMR
+    # an empty answer, or reasoning cut off before its answer, is no answer: invalid (scored as unanswered: FTR 1
+    # here, but 0 on a misinformed query, where a deliberate decline is the best FTR and an empty answer got it)
     empty = task.parse(samples[3], "")
-    assert empty.valid and empty.value["ftr"]  # an empty answer recommends nothing: FTR, not a format error
+    assert not empty.valid and empty.error == "empty answer"
+    cut = task.parse(samples[3], "<think>I'm not aware of such a film. Let me list: Heat (1995), Ron")
+    assert not cut.valid and cut.error.startswith("no answer after the reasoning")
 
 
 def test_repeated_titles_count_once_and_refusal_with_items_is_not_ftr(task):

@@ -33,6 +33,20 @@ def unanswered(p: dict) -> bool:
     return not p.get("valid", True)
 
 
+def correction_only(body: str, strings: list[str], value: str | None) -> bool:
+    """The answer corrects the premise (`has_correction_cue`) and every string the parser read as a title sits in
+    a sentence that corrects it (a label, "Correction: ...", not a film it goes on to suggest: "O'Brien isn't in
+    Aliens. Try Shock Treatment" recommends)."""
+    import re
+
+    from recharness.matching.cues import has_correction_cue
+
+    if not has_correction_cue(body, value):
+        return False
+    sentences = [x for x in re.split(r"(?<=[.!?])\s+|\n+", body) if x.strip()]
+    return all(any(s.casefold() in x.casefold() and has_correction_cue(x, value) for x in sentences) for s in strings)
+
+
 def recommended(sid: str, ids: list[str], ctx) -> dict:
     """A reference method's answer: these items, by title (none: it declines)."""
     titles = [ctx.title(i) for i in ids]
@@ -217,8 +231,7 @@ class RecBenchTask(Task):
     def parse(self, sample: dict, text: str) -> Parsed:
         if self.ctx is None:
             raise RuntimeError("call setup(dataset) before parse")
-        from recharness.matching import has_refusal_cue
-        from recharness.matching.cues import has_correction_cue
+        from recharness.matching import has_refusal_cue, strip_reasoning
         from recharness.matching.refusal import is_nothing
 
         try:
@@ -226,12 +239,18 @@ class RecBenchTask(Task):
         except Exception as e:  # a parser bug must not stop a long run: kept, counted as invalid, visible
             value = {"strings": [], "item_ids": [], "ftr": True, "parse_error": repr(e)[:300]}
             return Parsed(value, valid=False, error=f"answer parser failed: {e!r}"[:300])
-        if res["strings"] or is_nothing(text or "") or has_refusal_cue(text or ""):
-            return Parsed(res)
+        body = strip_reasoning(text or "")
+        if not body.strip():  # nothing, or reasoning cut off before its answer: no answer, never a decline (on a
+            # misinformed query a decline is the best FTR, 1; an empty content is what max_tokens or a filter leaves)
+            return Parsed(res, valid=False, error="empty answer" if not (text or "").strip()
+                          else "no answer after the reasoning (cut off at max_tokens?)")
         claim = sample.get("misinformed") if isinstance(sample.get("misinformed"), dict) else None
-        if claim is not None and has_correction_cue(text or "", claim.get("value")):
-            # the premise rejected without naming the film ("O'Brien was never in that film"): no recommendation,
-            # the answer the paper's FTR rewards on a misinformed query (it was invalid: the worst FTR, 0)
+        if claim is not None and not any(i is not None for i in res["item_ids"]) \
+                and correction_only(body, res["strings"], claim.get("value")):
+            # the premise rejected, nothing recommended: "O'Brien was never in that film", also after a label the
+            # parser took for a title ("Correction: ..."): the answer the paper's FTR rewards on a misinformed query
+            return Parsed({**res, "strings": [], "item_ids": [], "ftr": True, "correction": True})
+        if res["strings"] or is_nothing(body) or has_refusal_cue(body):
             return Parsed(res)
         return Parsed(res, valid=False, error="no titles and no refusal found in the answer")
 

@@ -176,8 +176,13 @@ class ConditionTask(RecBenchTask):
                 if iid not in gt:
                     gt.append(iid)
             conds = [(str(r), str(v)) for r, v in rec["sharedRelationships"]]
-            known = all(r in kg.relations for r, _ in conds)
+            # CMR is checkable where the KG has every condition, and agrees the ground truth meets them: a value
+            # spelt otherwise ("Penélope Cruz"), or facts the query's KG had and ours lacks, would score every
+            # recommendation as failing, the ground truth too
+            known = all(r in kg.relations and (r, v) in kg.pair_index for r, v in conds)
             satisfying = sorted(kg.satisfying(conds)) if known and conds else None
+            if satisfying is not None and not {i for i in gt if not i.startswith(GT_UNMATCHED)} <= set(satisfying):
+                satisfying = None
             imp = rec.get("implicitCondition")
             if self.kind == "implicit":
                 # the KG baseline may use only what the query states; without the mask we cannot tell
@@ -186,7 +191,7 @@ class ConditionTask(RecBenchTask):
                 stated = conds
             query = rec.get(field) or rec.get(other)
             history = ctx.histories.get(user)
-            gt_set = set(gt)
+            gt_set = ctx.hidden_with(set(gt))  # another edition of a ground-truth item is not shown either
             shown = [i for i in history if i not in gt_set] if history else []
             shown = shown[-opts.history_len :] if opts.history_len else []
             idx = rec.get("data_idx")

@@ -48,6 +48,7 @@ class Context:
     counts: dict[str, int]  # interactions per item over the whole data
     popularity: np.ndarray  # counts aligned with kg.item_ids
     _matcher: object | None = field(default=None, repr=False)
+    _same_title: dict[str, list[str]] | None = field(default=None, repr=False)
     _hist_idx: dict[str, np.ndarray] | None = field(default=None, repr=False)
     _pop_order: list[str] | None = field(default=None, repr=False)
     _shown: dict[str, str] = field(default_factory=dict, repr=False)
@@ -87,6 +88,21 @@ class Context:
         if t is None:
             t = self._shown[item_id] = display_title(self.title(item_id))
         return t
+
+    def hidden_with(self, ids: set[str]) -> set[str]:
+        """`ids` and every item carrying one of their titles (the matcher's twins: the same title, spacing and case
+        aside): a history shown beside a query never holds another edition of a ground-truth item, whose title an
+        answer could copy for a hit."""
+        if self._same_title is None:
+            same: dict[str, list[str]] = {}
+            for i, t in self.titles.items():
+                if t:
+                    same.setdefault(" ".join(str(t).split()).casefold(), []).append(i)
+            self._same_title = {i: ids_ for ids_ in same.values() if len(ids_) > 1 for i in ids_}
+        out = set(ids)
+        for i in ids:
+            out.update(self._same_title.get(i, ()))
+        return out
 
     def matcher(self):
         if self._matcher is None:

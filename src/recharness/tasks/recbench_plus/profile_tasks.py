@@ -153,7 +153,7 @@ class InterestTask(ProfileTask):
             pos = rec.get("source_position")
             for j, q in enumerate(rec["query & ground true"]):
                 gt = self._ground_truth(ctx, q)
-                gt_set = set(gt)
+                gt_set = ctx.hidden_with(set(gt))  # another edition of a ground-truth item is not shown either
                 before = history[:pos] if history is not None and isinstance(pos, int) else history
                 shown = [i for i in (before or []) if i not in gt_set]
                 shown = shown[-opts.history_len :] if opts.history_len else []
