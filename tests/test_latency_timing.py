@@ -47,10 +47,13 @@ def test_seqrec_reference_latency_times_its_top_10_not_the_targets_rank():
     ranked, listed = [], []
     real_both, real_tops = model.target_ranks_and_tops, model.top_ks
     model.target_ranks_and_tops = lambda q, k: ranked.append(len(q)) or real_both(q, k)
-    model.top_ks = lambda q, k: listed.append(len(q)) or real_tops(q, k)
+    targets = []
+    model.top_ks = lambda q, k: listed.append(len(q)) or targets.extend(t for t, _, _ in q) or real_tops(q, k)
     recs, timing = timed_predict(model, samples, runs=4, task=SeqrecTask())
     assert ranked == [3]  # the records' untimed call only
     assert listed == [3, 1, 1, 1, 1]  # the batched timed call, then 4 single-sample calls
+    # no label reaches a timed call: SASRec's top-k shared its scoring with the target's rank, which it computed
+    assert set(targets) == {""}
     assert recs == model.predict(samples, SeqrecTask())
     assert all("rank" in r["parsed"] and len(r["parsed"]["top"]) <= 10 for r in recs.values())
 

@@ -249,6 +249,9 @@ def test_train_with_ray_tasks_matches_local(cluster, built, tmp_path):
         assert a == b
         assert all(isinstance(r["train_s"], float) for r in spread[name])
     assert any("trained in" in s for s in seen)
+    # every model timed once every fit is done, one at a time (before, each was timed beside others' training)
+    timed = [k for k, s in enumerate(seen) if "predicting and timing" in s]
+    assert len(timed) == len(local) and not any("trained in" in s for s in seen[timed[0]:])
     assert json.dumps(spread)  # plain JSON records
 
 

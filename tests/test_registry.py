@@ -164,7 +164,7 @@ def test_column_order_is_what_it_was():
     assert lead_order() == ["tau", "tau_easy", "tau_medium", "tau_hard", "HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10",
                             "MRR", "RMSE", "MAE", "RMSE_fb", "MAE_fb", "BLEU-1", "BLEU-4", "ROUGE-1", "ROUGE-2",
                             "ROUGE-L", "invalid", "invalid_rate", "valid_rate", "partial_rate", "matched_share",
-                            "latency_s", "completion_tokens"]
+                            "latency_s", "latency_concurrency", "completion_tokens"]
     rows = [ScoreRow(method="m", task="t", n=2, kind="model",
                      metrics={"words": 3.0, "HR@20": 0.5, "MRR": 0.1, "missing": 0.0, "HR@1": 0.2, "latency_uncached_s": 1.0}),
             ScoreRow(method="popularity", task="t", n=2, kind="reference", metrics={"MRR": 0.3, "RMSE": 1.0})]

@@ -411,6 +411,9 @@ async def run_samples(
         limit = max(1, concurrency or model.backend.max_concurrency) + getattr(model.backend, "queue_ahead", 0)
         identity = model.identity()
         stamp = {"build": build} if build is not None else {}
+        # a latency timed while other requests were in flight says how many could be (`_latency_summary` marks it)
+        load = ({"concurrency": max(1, concurrency or model.backend.max_concurrency)}
+                if getattr(model.backend, "latency_under_load", False) else {})
         prompted = getattr(model.backend, "reads_prompts", True)
         t0 = time.perf_counter()
         stop = asyncio.Event()
@@ -459,7 +462,7 @@ async def run_samples(
                         continue
                     commit_record(log, stats, {"id": s["id"], "task": s["task"], "model": identity, **stamp,
                                                **({"prompt_version": prompt_version(task)} if prompted else {}),
-                                               **rec}, on_progress)
+                                               **(load if not rec.get("cached") else {}), **rec}, on_progress)
 
         await asyncio.gather(*(worker() for _ in range(limit)))
         stats.wall_s = time.perf_counter() - t0

@@ -136,6 +136,9 @@ metric("target_seen_rate", None, "share of samples whose held-out item is also i
        "candidate the user had, a giveaway", ci=False)
 metric("unrecognised_rate", False, "share of answers in the right shape that name no catalog item (apart from invalid ones)")
 metric("latency_s", False, "mean seconds per answer (cached answers included)", lead=True, ci=False)
+metric("latency_concurrency", None, "the most requests the run had in flight at its server while timing an answer: "
+       "its latency holds that server's queue (`--concurrency 1` times single calls, as the conventional models are)",
+       lead=True, ci=False, label="latency at concurrency")
 metric("completion_tokens", None, "mean generated tokens per answer", lead=True, ci=False)
 metric("throughput_per_s", True, "samples per second predicted in one batch (trained reference models)", ci=False)
 metric("train_s", False, "seconds the `train` stage took to fit the model", ci=False)

@@ -28,6 +28,9 @@ class ModelBackend(ABC):
     backend: str = "base"
     #: how many requests may be in flight at once; the runner honours it
     max_concurrency: int = 1
+    #: True where a sample's latency is one request's time at a server while others are in flight (an HTTP
+    #: server's queue counts in it): each answer records the concurrency it was asked at (`concurrency`)
+    latency_under_load: bool = False
 
     def __init__(self, model: str):
         self.model = model

@@ -114,6 +114,7 @@ class EndpointPool(ModelBackend):
             {"repeat_penalty": 1.0} if all(is_loopback(u) for u in urls) else {})
         #: requests in flight over the whole pool (the runner's worker count): 8 per endpoint unless given
         self.max_concurrency = max_concurrency or 8 * len(urls)
+        self.latency_under_load = True  # as each endpoint's requests: the server's queue counts in a latency
         self.max_attempts = max_attempts
         self.backoff_s = backoff_s
         self.max_connect_failures = max_connect_failures

@@ -183,6 +183,7 @@ class OpenAICompatibleBackend(ModelBackend):
                                     parts.fragment))
         self.api_key_env = api_key_env
         self.max_concurrency = max_concurrency
+        self.latency_under_load = True  # each request timed from send to reply, queue at the server included
         self.max_attempts = max_attempts
         self.timeout_s = timeout_s
         self.backoff_s = backoff_s

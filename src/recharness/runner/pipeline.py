@@ -23,7 +23,7 @@ from recharness.core.io import (
     write_jsonl_atomic,
 )
 from recharness.core.rundir import RunDir, check_name, file_sha256, fingerprint, samples_record
-from recharness.core.types import BuildConfig, GenerationParams, ScoreRow, sample_capped
+from recharness.core.types import BuildConfig, GenerationParams, ScoreRow, is_number, sample_capped
 from recharness.data.store import load_dataset
 from recharness.execution.executor import RunStats, answered, check_same_model, prompt_version, run_samples, with_model
 from recharness.metrics.bootstrap import DEFAULT_RESAMPLES
@@ -391,6 +391,12 @@ def _latency_summary(records: list[dict]) -> dict[str, float]:
     ct = [r["completion_tokens"] for r in records if r.get("completion_tokens") is not None]
     if ct:
         out["completion_tokens"] = statistics.fmean(ct)
+    # asked with several requests in flight, a latency holds the server's queue: said beside it (a conventional
+    # model's is single calls in series; `--concurrency 1` times an LLM the same way)
+    load = [r["concurrency"] for r in records if is_number(r.get("concurrency")) and r.get("latency_s") is not None
+            and not r.get("cached")]
+    if load and max(load) > 1:
+        out["latency_concurrency"] = float(max(load))
     return out
 
 

@@ -36,6 +36,17 @@ def latency_label(seconds: float | None) -> str:
     return f"{ms:.2f}ms" if ms >= 0.1 else f"{ms:.2g}ms"  # a count or lookup: keep its digits
 
 
+def under_load(rows) -> str:
+    """" (8 in flight)" where a row's latency was timed with that many requests at its server at once (the
+    server's queue counts in it; a conventional model's latency is single calls in series), else ""."""
+    c = max((r.metrics.get("latency_concurrency") or 0 for r in rows if r is not None), default=0)
+    return f" ({c:g} in flight)" if c and c > 1 else ""
+
+
+LOAD_NOTE = ("(N in flight): the latency was timed with up to N requests at the server at once, its queue counted; "
+             "run with --concurrency 1 for a latency on the conventional models' terms (single calls in series).")
+
+
 CI_NOTE = ("[lo, hi] = the 95% bootstrap interval over the independent units (users; bounds also in the run's "
            "scores.csv); Overall is the plain mean over datasets.")
 
@@ -46,6 +57,7 @@ def _with_note(lines: list[str]) -> str:
 
     text = "\n".join(lines) + "\n"
     text = text + f"\n{CI_NOTE}\n" if any(" [" in line for line in lines[3:]) else text
+    text = text + f"\n{LOAD_NOTE}\n" if any(" in flight)" in line for line in lines[3:]) else text
     if any(f" {STRONGEST} " in line or line.endswith(f" {STRONGEST}") for line in lines[3:]):
         text += (f"\n{STRONGEST} the strongest reference on that dataset (the task's headline metric): the row each "
                  "model row is tested against in scores.md.\n")
@@ -112,7 +124,8 @@ def _table(title: str, methods: list, by: dict[str, dict[tuple[str, str], ScoreR
         overall = f"{statistics.fmean(aucs):.4f}" if len(aucs) == len(datasets) else "–"
         if len(aucs) == len(datasets):
             overall += overall_mark([by[d].get((method, kind)) for d in datasets])
-        cells += [overall, latency_label(statistics.fmean(lat) if lat else None)]
+        rows_m = [by[d].get((method, kind)) for d in datasets]
+        cells += [overall, latency_label(statistics.fmean(lat) if lat else None) + under_load(rows_m)]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return _with_note(lines)
 
@@ -255,7 +268,8 @@ def table5(runs: dict[str, list[ScoreRow]]) -> str | None:
             overall = f"{statistics.fmean(vals):.4f}" if len(vals) == len(datasets) else "–"
             if len(vals) == len(datasets):
                 overall += overall_mark([by[d].get(m) for d in datasets])
-            cells += [overall, latency_label(statistics.fmean(lat) if lat else None), " / ".join(ns) or "–"]
+            cells += [overall, latency_label(statistics.fmean(lat) if lat else None) + under_load(
+                [by[d].get(m) for d in datasets]), " / ".join(ns) or "–"]
             if show_invalid:
                 cells.append("; ".join(inv) or "–")
             lines.append(f"| {placed[m][1]} | " + " | ".join(cells) + " |")
