@@ -202,3 +202,26 @@ def test_server_text_that_echoes_a_key_in_the_urls_query_is_recorded_without_it(
     assert "my model" not in str(e.value) and "my%20model" not in str(e.value)  # any value redact_url hides
     b = OpenAICompatibleBackend("m", base_url="http://127.0.0.1:1/v1?api-version=2024-06-01&key=abc12345")
     assert b._hidden_query == ["abc12345"]  # a version stays readable
+
+
+def test_an_inline_request_waiting_for_a_connection_is_not_timed(monkeypatch):
+    """Posting from its own process, the backend timed a request from before it had a connection: two asked at
+    once over one connection (as PerRecBench asks a pair) gave the second the first's time as well."""
+    import asyncio
+
+    from recharness.core.types import GenerationParams
+    from recharness.models.openai_compat import OpenAICompatibleBackend
+
+    monkeypatch.setenv("RECHARNESS_TRANSPORT", "inline")
+    with FakeServerProcess(delay_s=0.3) as srv:
+        b = OpenAICompatibleBackend("fake", base_url=srv.base_url, max_concurrency=1)
+
+        async def both():
+            try:
+                p = GenerationParams(max_tokens=8)
+                return await asyncio.gather(*(b.agenerate([{"role": "user", "content": f"q{k}"}], p) for k in range(2)))
+            finally:
+                await b.aclose()
+
+        got = asyncio.run(both())
+    assert all(0.25 < c.latency_s < 0.5 for c in got), [c.latency_s for c in got]

@@ -217,6 +217,7 @@ class OpenAICompatibleBackend(ModelBackend):
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout_s), trust_env=not self.local,  # proxies from the environment, not for loopback
             limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency))
+        self._slots = asyncio.Semaphore(max_concurrency)  # the inline posts' connections: a wait for one is untimed
         transport = transport or os.environ.get("RECHARNESS_TRANSPORT") or "process"
         if transport not in TRANSPORTS:
             raise ConfigError(f"RECHARNESS_TRANSPORT={transport!r}: one of {', '.join(TRANSPORTS)}")
@@ -293,7 +294,11 @@ class OpenAICompatibleBackend(ModelBackend):
                 if self._pump is not None:
                     r, took = await self._pump.post(payload)
                 else:
-                    r = await self._client.post(self._url, content=payload, headers=self._headers)
+                    # a request waiting for one of the pool's connections is not timed: a task asking two
+                    # at once (PerRecBench's pairs) had the wait in its latency, and a PoolTimeout as a timeout
+                    async with self._slots:
+                        t0 = time.perf_counter()
+                        r = await self._client.post(self._url, content=payload, headers=self._headers)
             except Exception as e:  # noqa: BLE001 - sorted into retry / fatal below
                 if isinstance(e, ConfigError):  # the transport process could not start
                     raise
