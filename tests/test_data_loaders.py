@@ -280,3 +280,34 @@ def test_recbole_sequence_files_of_one_benchmark_expand_each_history_once(shared
     with pytest.raises(InputError, match="not the start of the user's longest one") as e:
         load_recbole(tmp_path)
     assert e.value.line == 2 and e.value.field == "item_id_list"
+
+
+def _split_files(d, dated=(True, True, True)):
+    d.mkdir()
+    head = "user_id:token\titem_id:token" + "\ttimestamp:float"
+    rows = {"train": [("u1", "a", 978300000), ("u1", "b", 978300760)], "valid": [("u1", "c", 978300760)],
+            "test": [("u1", "d", 978300760)]}
+    for (part, rs), has in zip(rows.items(), dated):
+        lines = [head if has else head.rsplit("\t", 1)[0]]
+        lines += ["\t".join(map(str, r if has else r[:2])) for r in rs]
+        (d / f"x.{part}.inter").write_text("\n".join(lines) + "\n")
+    return d
+
+
+def test_a_folders_split_files_are_read_in_the_order_of_time(tmp_path):
+    """Alphabetically (test, train, valid) the official test item, tied in time with the valid one, was not the
+    last: leave-last-out held out the valid item and showed the test item in the history."""
+    from recharness.data.leave_last_out import leave_last_out
+
+    ds = load_recbole(_split_files(tmp_path / "d"))
+    (sp,) = leave_last_out(ds.interactions, min_history=1)
+    assert sp.history == ["a", "b", "c"] and sp.target == "d"
+
+
+def test_split_files_dated_and_undated_are_refused(tmp_path):
+    """An undated file beside dated ones: its rows sorted after theirs and became the held-out items, unrefused."""
+    from recharness.core.errors import InputError
+
+    with pytest.raises(InputError, match="no timestamps where the other .inter files have them") as e:
+        load_recbole(_split_files(tmp_path / "d", dated=(True, True, False)))
+    assert e.value.path.endswith("x.test.inter") and e.value.field == "timestamp"

@@ -78,6 +78,23 @@ def test_amazon_rating_between_stars_is_an_error(tmp_path, streaming):
            file="Tiny_Cat.jsonl", line=3, field="rating", says="whole number of stars from 1 to 5")
 
 
+@pytest.mark.parametrize("streaming", [False, True])
+def test_amazon_an_escaped_lone_surrogate_is_repaired_in_text_and_named_in_an_id(tmp_path, streaming):
+    """`"\\ud83d"` (an emoji cut in half) is valid JSON; polars then failed with a UnicodeEncodeError naming no
+    file or line."""
+    d = copy_fixture("amazon2023", tmp_path)
+    src = d / "Tiny_Cat.jsonl"
+    line = get_line(src, 3)
+    set_line(src, 3, line.replace('"text": "', '"text": "cut \\ud83d ', 1))
+    assert '\\ud83d' in get_line(src, 3)
+    ds = amazon.load_amazon2023(d, streaming=streaming, spill_dir=tmp_path / "spill")
+    inter = ds.interactions.collect() if hasattr(ds.interactions, "collect") else ds.interactions
+    assert inter["review_text"].str.contains("cut \ufffd").any()
+    set_line(src, 3, line.replace('"user_id": "', '"user_id": "\\udc00', 1))
+    fails(lambda: amazon.load_amazon2023(d, streaming=streaming, spill_dir=tmp_path / "spill"),
+          file="Tiny_Cat.jsonl", line=3, field="user_id", says="lone surrogate")
+
+
 def test_amazon_meta_repeat_with_another_title_is_an_error(tmp_path):
     d = copy_fixture("amazon2023", tmp_path)
     meta = d / "meta_Tiny_Cat.jsonl"

@@ -153,3 +153,17 @@ def test_every_split_task_takes_split_and_cut_from_one_definition():
         assert list(table)[-2:] == ["split", "cut"]
         assert ("test_pairs_per_user" in table["split"]) == (key == "recbench.ctr")
         assert ("last positive is the test target" in table["split"]) == (key == "recbench.seqrec")
+
+
+def test_a_global_cut_over_sequence_positions_is_refused(llmrank_games):
+    """LLMRank's (and RecBole's split files') timestamps are each item's position in its user's sequence: one cut
+    at "position 15" mixed users and moved the official targets (526 of 4,330 users kept theirs)."""
+    from recharness.tasks.llmrec.sequential import SequentialTask
+
+    assert llmrank_games.meta.get("sequence_timestamps")
+    with pytest.raises(ConfigError, match="positions in each user's sequence"):
+        global_time(llmrank_games.interactions, cut=0.9, meta=llmrank_games.meta)
+    with pytest.raises(ConfigError, match="use split=leave_last_out"):
+        list(SequentialTask().build(llmrank_games, BuildConfig(seed=0, limit=5, options={"split": "global_time"})))
+    with pytest.raises(ConfigError, match="positions in each user's sequence"):
+        cut_time(llmrank_games.events(), 0.9, llmrank_games.meta)  # RecBench's seqrec and CTR builds call this

@@ -71,6 +71,14 @@ def _str(path, line, obj, key, *, required=False) -> str | None:
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             return str(v)
         raise InputError(path, f"{key!r} must be a string, not {type(v).__name__}", line=line, field=key)
+    if not v.isascii():
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:  # an escaped lone surrogate ("\ud83d": an emoji cut in half) is valid JSON only
+            if required:  # an id: corrupt, named
+                raise InputError(path, f"{key!r} holds a lone surrogate escape (no character): a damaged line",
+                                 line=line, field=key) from None
+            v = v.encode("utf-8", "surrogatepass").decode("utf-8", "replace")  # text: the half shown as U+FFFD
     return v
 
 

@@ -209,12 +209,22 @@ def longest_sequences(frames: list[tuple[Path, pl.DataFrame]]) -> pl.DataFrame:
                        pl.col("_seq").list.last().alias("item_id"))
 
 
+#: RecBole's split files in the order of time: a folder's are read so, never alphabetically (test < train <
+#: valid), as file order breaks ties in time and orders undated rows: the official test item stays last
+SPLIT_ORDER = {"train": 0, "valid": 1, "validation": 1, "dev": 1, "test": 2}
+
+
+def _split_rank(p: Path) -> tuple[int, str]:
+    part = p.name[: -len(p.suffix)].rsplit(".", 1)[-1].lower() if "." in p.name[: -len(p.suffix)] else ""
+    return SPLIT_ORDER.get(part, -1), p.name
+
+
 def find_atomic_files(paths: list[Path]) -> dict[str, list[Path]]:
     files: dict[str, list[Path]] = {"inter": [], "item": [], "user": []}
     for p in map(Path, paths):
         if p.is_dir():
             for kind in files:
-                files[kind] += sorted(p.glob(f"*.{kind}"))
+                files[kind] += sorted(p.glob(f"*.{kind}"), key=_split_rank)
         elif p.suffix.lstrip(".") in files:
             files[p.suffix.lstrip(".")].append(p)
         elif not p.exists():
@@ -234,13 +244,14 @@ def load_recbole(
     `mapping` renames RecBole fields to canonical columns on top of
     DEFAULT_MAPPING (e.g. {"parent_asin": "item_id"}). Fields without a
     mapping are kept under their own names. Several .inter files (e.g. a
-    benchmark's .train/.valid/.test) are concatenated in the order given.
+    benchmark's .train/.valid/.test) are concatenated in the order given; a folder's in the order of time
+    (train, valid, test: `SPLIT_ORDER`), never alphabetically. Every file dated, or none.
     """
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     files = find_atomic_files(paths)
     mp = {**DEFAULT_MAPPING, **(mapping or {})}
     ids = _id_fields(mp)
-    inters, sequences = [], []
+    inters, inter_files, sequences = [], [], []
     for f in files["inter"]:
         df, fields = read_atomic(f, tokens=ids, mapping=mp)
         df = _canonical_types(_rename(df, mp), f)
@@ -253,6 +264,13 @@ def load_recbole(
             sequences.append((f, df))
         else:
             inters.append(df.drop(LINE))
+            inter_files.append(f)
+    dated = {f: "timestamp" in df.columns for f, df in zip(inter_files, inters)}
+    if any(dated.values()) and not all(dated.values()):  # an undated file's rows would sort after every dated one
+        undated = next(f for f, d in dated.items() if not d)
+        raise InputError(undated, "has no timestamps where the other .inter files have them: its rows would sort "
+                                  "after the dated ones and become the held-out items; date every file, or none",
+                         field="timestamp")
     if sequences:
         if inters:
             raise ConfigError(f"{sequences[0][0]} holds sequences (item_id_list) and {files['inter'][0]} "

@@ -49,9 +49,15 @@ def _timestamps(interactions: pl.DataFrame, where: str) -> pl.Series:
     return ts
 
 
-def cut_time(interactions: pl.DataFrame, cut: float):
-    """T: the timestamp at position ⌊cut·n⌋ of the n interactions sorted by time (0 < cut < 1)."""
+def cut_time(interactions: pl.DataFrame, cut: float, meta: dict | None = None):
+    """T: the timestamp at position ⌊cut·n⌋ of the n interactions sorted by time (0 < cut < 1). `meta`: the
+    dataset's; one whose timestamps are positions in each user's sequence (`sequence_timestamps`: LLMRank's
+    and RecBole's split files) has no time to cut at, and is refused."""
     where = f"--option split=global_time cut={cut}"
+    if meta and meta.get("sequence_timestamps"):
+        raise ConfigError(f"{where}: this dataset's timestamps are positions in each user's sequence "
+                          f"({meta['sequence_timestamps']}), not times: one cut over them would mix users' "
+                          "positions and move the official targets; use split=leave_last_out")
     if not 0 < cut < 1:
         raise ConfigError(f"--option cut={cut}: the cut is a quantile of the interactions' times, "
                           "strictly between 0 and 1")
@@ -80,11 +86,12 @@ def global_time(
     limit: int | None = None,
     seed: int = 0,
     users: tuple[str, ...] | list[str] | None = None,
+    meta: dict | None = None,
 ) -> tuple[list[UserSplit], object]:
     """(the users' splits, the cut time T): users with at least `min_history` interactions before T
     and one at or after it (only `users` when given); a seeded sample of `limit` of them, drawn as
-    leave-last-out draws (sorted by user id, `default_rng(seed).choice`)."""
-    t = cut_time(interactions, cut)
+    leave-last-out draws (sorted by user id, `default_rng(seed).choice`). `meta`: as `cut_time`'s."""
+    t = cut_time(interactions, cut, meta)
     df = in_time_order(interactions.select("user_id", "item_id", "rating", "timestamp"))
     before = pl.col("timestamp") < t
     grouped = (

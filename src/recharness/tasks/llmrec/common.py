@@ -58,7 +58,7 @@ def split_users(dataset, opts: dict, config, *, min_history: int, interactions=N
         from recharness.data.temporal_split import global_time
 
         cut = float(opts.get("cut") or DEFAULT_CUT)
-        splits, t = global_time(interactions, cut=cut, **kw)
+        splits, t = global_time(interactions, cut=cut, meta=dataset.meta, **kw)
         return splits, {"split": "global_time", "cut": cut, "cut_time": t}
     raise ConfigError(f"--option split={how}: known splits are {', '.join(SPLITS)}")
 

@@ -172,7 +172,7 @@ class CtrTask(Task):
             return None
         from recharness.data.temporal_split import cut_time
 
-        return cut_time(dataset.events(), opts.cut_quantile)
+        return cut_time(dataset.events(), opts.cut_quantile, dataset.meta)
 
     def why_empty(self, dataset, config: BuildConfig) -> str | None:
         """Which filter of the split (`data.split`) removed every test user, with its numbers."""

@@ -292,7 +292,7 @@ class SeqrecTask(Task):
         if opts.split == "global_time":
             from recharness.data.temporal_split import cut_time
 
-            cut_t = cut_time(dataset.events(), opts.cut_quantile)
+            cut_t = cut_time(dataset.events(), opts.cut_quantile, dataset.meta)
             sp = global_split(seqs, cut_t, **sizes)
         else:
             sp = split(seqs, **sizes)
@@ -329,7 +329,7 @@ class SeqrecTask(Task):
         if opts.split == "global_time":
             from recharness.data.temporal_split import cut_time
 
-            t = cut_time(dataset.events(), opts.cut_quantile)
+            t = cut_time(dataset.events(), opts.cut_quantile, dataset.meta)
             if not global_eligible(seqs, t, opts.min_history)[1]:
                 after = sum(1 for ts in seqs["times"].to_list() if ts and ts[-1] >= t)
                 return (f"seqrec: split=global_time cut={opts.cut_quantile} (time {t}): {after} of the {seqs.height} users "
