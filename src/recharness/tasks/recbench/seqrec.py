@@ -9,14 +9,16 @@ Every method is judged by the target's rank over the whole catalog, with the use
 out the same way for all (no sampled candidates):
 
 * an LLM names `n_recs` titles in free text; they are matched to the catalog (`recharness.matching`),
-  and the matched items in answer order, history items and repeats dropped, are its ranking
-  (unmatched strings are ignored); a target it does not name has rank ∞ and counts 0;
+  and the matched items in answer order, history items and repeats dropped, are its ranking (an
+  unmatched string keeps its slot: an invented title costs a place); a target it does not name has
+  rank ∞ and counts 0;
 * a reference model gives the rank directly (`parsed["rank"]`): SASRec scores every item, popularity
   orders every item it has counts for; a beam decoder (SID-SASRec, the title-trie LLM) ranks only
   the items of its beams, in beam order, and a target outside them has rank None (∞, counts 0).
 
-Metrics (`metrics.full_ranking`): NDCG@10 (the paper's Table 5), HR@10, MRR (the true reciprocal
-rank), Recall@{5,10,20}. A failed or unanswered sample has rank ∞ and is counted in `valid_rate` /
+Metrics (`metrics.full_ranking`): NDCG@10 (the paper's Table 5), HR@10, MRR, Recall@{5,10,20}, every
+method's rank cut at the `n_recs` places an LLM is asked for (a whole-catalog ranker's own values beyond
+them: `MRR (full)`, `Recall@20 (full)`). A failed or unanswered sample has rank ∞ and is counted in `valid_rate` /
 `missing`: a model that answers little cannot look better by being judged on fewer samples.
 
 One exception, declared by the method itself: records whose parsed answer carries `sample_cap`
