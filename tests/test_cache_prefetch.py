@@ -52,11 +52,19 @@ def test_json_lines_are_what_json_dumps_wrote():
         assert dumps_safe(rec) == text and dumps_line(rec) == text.encode("utf-8") + b"\n"
 
 
+def _opened_not_empty(path) -> ResponseCache:
+    """A cache whose file held an entry when it opened: its read-ahead queries the file."""
+    first = ResponseCache(path)
+    first.put("seed", {"text": "seed"})
+    first.close()
+    return ResponseCache(path, buffered=True)
+
+
 def test_prefetch_answers_each_get_as_sqlite_would(tmp_path):
-    c = ResponseCache(tmp_path / "c.sqlite", buffered=True)
+    c = _opened_not_empty(tmp_path / "c.sqlite")
     for i in range(1200):  # more than one flush statement and one prefetch query
         c.put(f"k{i}", {"text": str(i)})
-    assert c.flush() == 1200 and len(c) == 1200
+    assert c.flush() == 1200 and len(c) == 1201
     assert c.prefetch([f"k{i}" for i in range(0, 1200, 2)] + ["missing", "later"]) == 600
     assert c.get("k0") == {"text": "0"} and c.get("k1") == {"text": "1"}  # read ahead, and not
     assert c.get("missing") is None
@@ -68,14 +76,14 @@ def test_prefetch_answers_each_get_as_sqlite_would(tmp_path):
     assert c.get("k2") == {"text": "changed"}
     c.close()
     c2 = ResponseCache(tmp_path / "c.sqlite")
-    assert c2.get("k2") == {"text": "changed"} and c2.get("later") == {"text": "new"} and len(c2) == 1201
+    assert c2.get("k2") == {"text": "changed"} and c2.get("later") == {"text": "new"} and len(c2) == 1202
     c2.close()
 
 
 def test_the_cache_builds_temporary_btrees_in_ram_and_another_connection_reads_what_it_flushed(tmp_path):
     import sqlite3
 
-    c = ResponseCache(tmp_path / "c.sqlite", buffered=True)
+    c = _opened_not_empty(tmp_path / "c.sqlite")
     with c._db_lock:  # per connection: 2 is MEMORY (the CPU per entry written: cache_cpu.md)
         assert c._db.execute("PRAGMA temp_store").fetchone()[0] == 2
         default = sqlite3.connect(":memory:").execute("PRAGMA wal_autocheckpoint").fetchone()[0]
@@ -85,11 +93,42 @@ def test_the_cache_builds_temporary_btrees_in_ram_and_another_connection_reads_w
     assert c.flush() == 3000
     assert c.prefetch([f"k{i}" for i in range(0, 3000, 3)] + ["absent"]) == 1000  # an IN (...) of 1,001 keys
     plain = sqlite3.connect(tmp_path / "c.sqlite")  # while the cache is open: what a flush committed is there
-    assert plain.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == 3000
+    assert plain.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == 3001
     assert json.loads(plain.execute("SELECT value FROM responses WHERE key = 'k2999'").fetchone()[0]) == \
         {"text": "x" * 200 + "2999"}
     plain.close()
     c.close()
+
+
+def test_a_cache_opened_empty_knows_its_own_entries_without_a_query(tmp_path):
+    """A first run's cache can hold only what it wrote: other keys are absent without a query (the read-ahead's
+    query cost ~6 µs a sample), its own are found before and after their flush, as SQLite would answer."""
+    c = ResponseCache(tmp_path / "c.sqlite", buffered=True)
+    queries = []
+
+    class Spy:
+        def __init__(self, db):
+            self.db = db
+
+        def execute(self, sql, *a):
+            queries.append(sql.split()[0])
+            return self.db.execute(sql, *a)
+
+        def close(self):
+            self.db.close()
+
+    c._db = Spy(c._db)
+    assert c.prefetch([f"k{i}" for i in range(100)]) == 0 and c.get("k1") is None
+    assert queries == []  # neither the read-ahead nor the get asked SQLite
+    c.put("k1", {"text": "1"})
+    assert c.get("k1") == {"text": "1"}
+    c.flush()
+    assert c.get("k1") == {"text": "1"} and c.get("k2") is None  # its own entry read back from the file
+    assert queries.count("SELECT") == 1
+    c.close()
+    again = ResponseCache(tmp_path / "c.sqlite", buffered=True)  # not empty now: the read-ahead queries the file
+    assert again._written is None and again.prefetch(["k1", "k2"]) == 1 and again.get("k1") == {"text": "1"}
+    again.close()
 
 
 def test_a_prompt_changed_after_its_read_ahead_gets_its_own_key(tmp_path):
