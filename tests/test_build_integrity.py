@@ -355,6 +355,18 @@ def test_generation_settings_and_a_system_prompt_are_part_of_the_run(built, tmp_
     p = cli("run", "llmrec", "-o", str(built), "-m", "fake", "--name", "r3", "--system-prompt", str(tmp_path / "sys.txt"),
             "--top-p", "0.9")
     assert p.returncode == 0, p.stderr
+    # format retries decide which answers stand invalid: a resume with others is refused too (it mixed them)
+    p = cli("run", "llmrec", "-o", str(built), "-m", "fake", "--name", "r4", "--max-retries", "0", "-n", "2")
+    assert p.returncode == 0, p.stderr
+    p = cli("run", "llmrec", "-o", str(built), "-m", "fake", "--name", "r4", "--max-retries", "3")
+    msg = " ".join(p.stderr.split())
+    assert p.returncode == 2 and '"max_retries": 0' in msg, p.stderr
+    # a run record from before max_retries was recorded resumes (unknown there, not a refusal)
+    rec = built / "predictions" / "r4.run.json"
+    old = json.loads(rec.read_text())
+    old["settings"].pop("max_retries")
+    rec.write_text(json.dumps(old))
+    assert cli("run", "llmrec", "-o", str(built), "-m", "fake", "--name", "r4", "--max-retries", "3").returncode == 0
 
 
 def test_a_run_refused_before_its_first_answer_leaves_the_run_record_as_it_was(built):

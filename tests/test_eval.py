@@ -190,3 +190,32 @@ def test_eval_checks_its_options_before_it_logs_and_a_stale_run_beside_it_leaves
     second = ev("-m", "fake", "--suites", "perrecbench", "-o", str(out), "--limit", "2", "--no-train-references")
     assert "left off the page:" in second and "llmrec" in second.split("left off the page:")[1].splitlines()[0]
     assert "Summary" in second and "perrecbench" in (out / "leaderboard.html").read_text()
+
+
+def test_two_specs_of_one_name_are_refused_and_an_unreachable_server_exits_as_run_does(tmp_path):
+    """One model on two servers answered into one file: the second found every sample done and was never asked,
+    and both columns showed the first's numbers. A server that is down made eval exit 2, the usage error's code;
+    `run` exits 4."""
+    from recharness.models.server import free_port
+
+    out = tmp_path / "ev"
+    a, b = (f"openai:m@http://127.0.0.1:{free_port()}/v1" for _ in range(2))
+    p = subprocess.run([sys.executable, "-m", "recharness", "eval", "-m", a, "-m", b, "--suites", "llmrec", "-o",
+                        str(out), "--limit", "2", "--no-train-references"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "both answer as 'openai-m'" in " ".join(p.stderr.split()), p.stderr
+    assert not list(out.rglob("commands.jsonl"))  # refused before anything was written
+    p = subprocess.run([sys.executable, "-m", "recharness", "eval", "-m", a, "--suites", "llmrec", "-o", str(out),
+                        "--limit", "2", "--no-train-references"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 4 and "unanswered" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_eval_says_its_own_way_out_when_a_models_answers_were_made_otherwise(ml1m, tmp_path):
+    """Its advice was run's "another --name, or --overwrite", options eval does not have."""
+    out = tmp_path / "ev"
+    ev("-m", "fake", "--suites", "llmrec", "-o", str(out), "--limit", "2", "--no-train-references")
+    p = subprocess.run([sys.executable, "-m", "recharness", "eval", "-m", "fake", "--suites", "llmrec", "-o", str(out),
+                        "--limit", "2", "--no-train-references", "--max-tokens", "5"], capture_output=True, text=True,
+                       timeout=300)
+    msg = " ".join(p.stderr.split())
+    assert p.returncode == 2 and "answers were made with" in msg and "eval into another --out" in msg, msg
+    assert "--overwrite" not in msg

@@ -744,7 +744,15 @@ def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, ou
     from rich.console import Console
 
     from recharness.core.paths import dataset_runs_name, runs_dir, shown_path
-    from recharness.evaluate import VERSUS_LEGEND, check_references, evaluate, plan, references_note, summary
+    from recharness.evaluate import (
+        VERSUS_LEGEND,
+        check_distinct_names,
+        check_references,
+        evaluate,
+        plan,
+        references_note,
+        summary,
+    )
     from recharness.models.registry import check_model_spec, public_spec
     from recharness.report.html import find_runs, write_leaderboard
     from recharness.report.tables import STRONGEST, load_scores
@@ -756,6 +764,7 @@ def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, ou
     for spec in models:
         if spec.partition(":")[0] not in ("baseline", "ft"):
             check_model_spec(spec)
+    check_distinct_names(models)
     base = out if out is not None else runs_dir() / "eval" / dataset_runs_name(dataset)
     runs = plan(suites, base, limit)
     base.mkdir(parents=True, exist_ok=True)
@@ -1008,7 +1017,7 @@ def main():
     except RecharnessError as e:
         # literal text: a message may contain [brackets] (e.g. "[hf]", "[relation, value]")
         console.print(f"[red]error:[/] {escape(str(e))}")
-        sys.exit(2)
+        sys.exit(getattr(e, "exit_code", 2))  # 3 / 4: an unfinished run (`Unfinished`), as `run` exits
     except OSError as e:  # a read-only or full disk, a file where a folder should be: one line, not a traceback
         from recharness.core.paths import shown_path
 

@@ -155,6 +155,23 @@ class _AnswerCounter:
         self.show(f"{self.what} {self.done}/{self.of} answered")
 
 
+def check_distinct_names(models: list[str]) -> None:
+    """Each model answers into its own file, named by `default_name`: two specs of one name (one model on two
+    servers) would share it, and the second would find every sample done and never be asked."""
+    from recharness.core.errors import ConfigError
+    from recharness.models.registry import public_spec
+    from recharness.specs import default_name
+
+    seen: dict[str, str] = {}
+    for spec in models:
+        name = default_name(spec)
+        if name in seen and seen[name] != spec:
+            raise ConfigError(f"-m {public_spec(seen[name])} and -m {public_spec(spec)} both answer as {name!r} (one "
+                              "answer file per name): eval them into separate --out folders, or use `recharness "
+                              "run ... --name` for each")
+        seen[name] = spec
+
+
 def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int = 0, use_cache: bool = True,
              train_references: bool = True, references: str = "quick", say=print, log=None,
              generation: dict | None = None, system_prompt: str | None = None, system_prompt_file: Path | None = None,
@@ -162,7 +179,7 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
     """Build, answer, train, score and report every run; `say` gets one line per step, `log` the details,
     `record(run_dir, stage, *args, **options)` each stage as the command line it amounts to, `progress` a
     status line while a model answers ("llmrec: fake 12/40 answered"), not logged."""
-    from recharness.core.errors import RecharnessError
+    from recharness.core.errors import ConfigError, RecharnessError
     from recharness.data.store import load_dataset
     from recharness.report.html import write_report
     from recharness.report.tables import write_scores
@@ -180,6 +197,7 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
     for spec in models:
         if spec.partition(":")[0] not in ("baseline", "ft"):  # those name files a run directory holds
             check_model_spec(spec)
+    check_distinct_names(models)
     try:
         load_dataset(dataset)
     except RecharnessError:
@@ -239,9 +257,15 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
                     "of their own decoding settings, so the generation settings and system prompt given are not "
                     f"used anywhere in {r.label} (its answers are one method, asked one way)")
             counter = _AnswerCounter(progress, f"{r.label}: {name}") if progress is not None else None
-            path, stats = pipeline.run(r.path, backend, name, use_cache=use_cache, generation=run_gen,
-                                       system_prompt=run_sys, on_total=counter and counter.total,
-                                       on_progress=counter and counter.advance)
+            from recharness.core.errors import NameTaken
+
+            try:
+                path, stats = pipeline.run(r.path, backend, name, use_cache=use_cache, generation=run_gen,
+                                           system_prompt=run_sys, on_total=counter and counter.total,
+                                           on_progress=counter and counter.advance)
+            except NameTaken as e:  # run's advice (--name, --overwrite) is no option of eval's
+                raise ConfigError(f"{r.label}: {e.what}. eval keeps one answer file per model in {r.path}: eval "
+                                  "into another --out to keep both, or use `recharness run ... --name`") from None
             r.answered[name] = (stats.done, stats.skipped)
             r.invalid[name] = stats.invalid
             if stats.done:
@@ -255,8 +279,11 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
             log(f"{r.label}: {name}: {stats.done} answered ({stats.cached} from the cache, {stats.invalid} invalid), "
                 f"{stats.skipped} already done, {time.perf_counter() - t1:.1f} s → {path}")
             if not stats.complete:
-                raise RecharnessError(f"{r.label}: {name} left {stats.total - stats.skipped - stats.done} samples "
-                                      f"unanswered ({stats.stopped or dict(stats.undone)}); run the command again")
+                from recharness.core.errors import Unfinished
+
+                raise Unfinished(f"{r.label}: {name} left {stats.total - stats.skipped - stats.done} samples "
+                                 f"unanswered ({stats.stopped or dict(stats.undone)}); run the command again",
+                                 4 if stats.stopped else 3)
         if train_references:
             names, r.skipped = references_plan(r.path, references)
             for n in [n for n in r.skipped if rd.reference(n).exists()]:  # trained before (e.g. `train -b n`): kept

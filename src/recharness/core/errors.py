@@ -33,6 +33,15 @@ class ConfigError(RecharnessError):
     """A bad option or model spec given by the user."""
 
 
+class NameTaken(ConfigError):
+    """A method's answer file holds answers made another way (another model, settings, prompt): `what` says how,
+    the message adds what `run` offers (another --name, --overwrite); `eval`, which has neither, says its own."""
+
+    def __init__(self, what: str):
+        self.what = what
+        super().__init__(f"{what}. Give this run another --name to keep both, or --overwrite to replace those answers")
+
+
 class AnswerError(RecharnessError):
     """An answer (imported, a reference model's, a parser's) not of its task's declared answer type."""
 
@@ -73,6 +82,15 @@ class ServerUnreachable(RecharnessError):
 
 class BuildMismatch(RecharnessError):
     """Predictions made for another build of the run directory."""
+
+
+class Unfinished(RecharnessError):
+    """A run left samples unanswered (`exit_code` 3: transient errors outlived their retries, rerun to finish; 4:
+    the server could not be reached): `eval` exits as `run` does, never with the usage error's 2."""
+
+    def __init__(self, message: str, exit_code: int):
+        self.exit_code = exit_code
+        super().__init__(message)
 
 
 #: a URL's user-info: everything from "://" to the last "@" that a host (name, IPv4 or [IPv6], optional port)

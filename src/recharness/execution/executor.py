@@ -43,6 +43,7 @@ from recharness.core.errors import (
     ConfigError,
     EndpointRefused,
     InputError,
+    NameTaken,
     RecharnessError,
     SampleError,
     ServerUnreachable,
@@ -259,9 +260,8 @@ def check_same_model(path: Path, identity: dict, first: dict | None = None) -> N
         def show(ident: dict) -> str:
             return json.dumps(ident, sort_keys=True)[:300]
 
-        raise ConfigError(f"{shown_path(path)} holds the answers of another model ({show(had)}), not of "
-                          f"{show(now)}: a method is one model. Give this run another --name to keep both, or "
-                          "--overwrite to replace those answers")
+        raise NameTaken(f"{shown_path(path)} holds the answers of another model ({show(had)}), not of "
+                        f"{show(now)}: a method is one model")
 
 
 def answered(path: Path, build: str | None = None, *, redo: str = "run the model again into a new --name",

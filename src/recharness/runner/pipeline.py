@@ -12,7 +12,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from recharness.core.errors import ConfigError, InputError, one_line
+from recharness.core.errors import ConfigError, InputError, NameTaken, one_line
 from recharness.core.io import (
     FileLocked,
     atomic_write_text,
@@ -292,7 +292,9 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
         RunDir(out).run_record(model_slug).unlink(missing_ok=True)  # later --limit run's rows "partial")
     check_same_model(pred_path, backend.identity())
     settings = {"generation": generation,
-                "system_prompt_sha256": hashlib.sha256(system_prompt.encode()).hexdigest()[:16] if system_prompt else None}
+                "system_prompt_sha256": hashlib.sha256(system_prompt.encode()).hexdigest()[:16] if system_prompt else None,
+                # format retries decide which answers stand invalid: one method, one rule (None: each task's own)
+                "max_retries": max_retries}
     check_same_settings(RunDir(out), model_slug, settings)
     prompts = {t: prompt_version(tasks[t]) for t in dict.fromkeys(s["task"] for s in samples)}
     check_same_prompts(RunDir(out), model_slug, prompts)
@@ -346,17 +348,18 @@ def read_pending(path: Path) -> set[str]:
 
 
 def check_same_settings(rd: RunDir, method: str, settings: dict) -> None:
-    """The decoding settings and system prompt are part of what a method is: resuming it with others is
-    refused, as resuming it with another model is."""
+    """The decoding settings, system prompt and format retries are part of what a method is: resuming it with
+    others is refused, as resuming it with another model is."""
     from recharness.runner.coverage import read_run
 
     if not rd.predictions(method).exists():
         return
     prev = read_run(rd, method).get("settings")
-    if prev is not None and prev != json.loads(json.dumps(settings)):
-        raise ConfigError(f"{method}'s answers were made with {json.dumps(prev, sort_keys=True)}, not "
-                          f"{json.dumps(settings, sort_keys=True)}: give this run another --name to keep both, or "
-                          "--overwrite to replace those answers")
+    now = json.loads(json.dumps(settings))
+    # a setting a record from before it was recorded lacks is unknown there: not a refusal
+    if prev is not None and prev != {k: v for k, v in now.items() if k in prev}:
+        raise NameTaken(f"{method}'s answers were made with {json.dumps(prev, sort_keys=True)}, not "
+                        f"{json.dumps(settings, sort_keys=True)}")
 
 
 def check_same_prompts(rd: RunDir, method: str, prompts: dict[str, str]) -> None:
@@ -374,10 +377,9 @@ def check_same_prompts(rd: RunDir, method: str, prompts: dict[str, str]) -> None
     if changed:
         was = ", ".join(f"{t} prompt version {a}" for t, (a, _) in changed.items())
         now = ", ".join(f"{t} prompt version {b}" for t, (_, b) in changed.items())
-        raise ConfigError(f"{method}'s answers were asked with {was} (recharness "
-                          f"{prev_run.get('harness_version') or 'unknown'}), not {now} (recharness {__version__}): "
-                          "the prompt changed, and a method answers one prompt. Give this run another --name to keep "
-                          "both, or --overwrite to replace those answers")
+        raise NameTaken(f"{method}'s answers were asked with {was} (recharness "
+                        f"{prev_run.get('harness_version') or 'unknown'}), not {now} (recharness {__version__}): "
+                        "the prompt changed, and a method answers one prompt")
 
 
 def _latency_summary(records: list[dict]) -> dict[str, float]:
