@@ -455,3 +455,34 @@ def test_a_finetune_answers_only_the_build_it_was_carved_from(ml1m, tmp_path):
     backend.model = str(other)
     _, stats = pipeline.run(b, backend, "o", use_cache=False)  # another dataset: nothing of this one in training
     assert stats.complete
+
+
+def test_a_merge_of_two_builds_and_a_finetune_of_a_finetune_answer_neither_other_build(ml1m, tmp_path):
+    """A merge of fine-tunes of two builds recorded no common build (None), and a fine-tune trained from another
+    fine-tune recorded only its own: both passed the guard on a build whose test answers their weights saw."""
+    from recharness.core.errors import ConfigError
+    from recharness.finetune.api import base_finetune
+    from recharness.models.fake import FakeBackend
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    fa = pipeline.build("llmrec", "ml-1m", a, tasks=["sequential"], seed=0, limit=3)["fingerprint"]
+    fb = pipeline.build("llmrec", "ml-1m", b, tasks=["sequential"], seed=1, limit=3)["fingerprint"]
+    merged = tmp_path / "merged"
+    merged.mkdir()
+    (merged / "finetune.json").write_text(json.dumps({"dataset": "ml-1m", "build": None, "merge": {"sources": [
+        {"dir": "x", "dataset": "ml-1m", "build": fa}, {"dir": "y", "dataset": "ml-1m", "build": fb}]}}))
+    backend = FakeBackend("fake")
+    backend.model = str(merged)
+    for run_dir, fp in ((a, fb), (b, fa)):
+        with pytest.raises(ConfigError, match=f"fine-tuned on another build of ml-1m \(build {fp}"):
+            pipeline.run(run_dir, backend, "merged", use_cache=False)
+    base = tmp_path / "base-ft"
+    base.mkdir()
+    (base / "finetune.json").write_text(json.dumps({"dataset": "ml-1m", "build": fa, "run_dir": str(a)}))
+    chained = tmp_path / "chained"
+    chained.mkdir()  # what `finetune` writes when its --model is that fine-tune: its origin kept
+    (chained / "finetune.json").write_text(json.dumps({"dataset": "ml-1m", "build": fb,
+                                                      "base_finetune": base_finetune(str(base))}))
+    backend.model = str(chained)
+    with pytest.raises(ConfigError, match=f"\(build {fa}"):
+        pipeline.run(b, backend, "chained", use_cache=False)

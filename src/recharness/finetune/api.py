@@ -13,6 +13,7 @@ the build's samples as `recharness run -m ft:OUT` does (`answer_build`: the exec
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -81,6 +82,23 @@ def base_model_path(model: str) -> str:
         raise ConfigError(f"finetune: --model {model!r} is neither a built-in model ({', '.join(BUILTIN_MODELS)}) "
                           "nor a local GGUF file or transformers directory")
     return model
+
+
+def base_finetune(model: str) -> dict | None:
+    """The fine-tune a base model directory is (its finetune.json: dataset, build, and its own origins), else None."""
+    from recharness.core.paths import FINETUNE_INFO
+
+    p = Path(str(model).removeprefix("hf:"))
+    f = p / FINETUNE_INFO if p.is_dir() else p.with_name(p.name + ".json")
+    try:
+        d = json.loads(f.read_text(encoding="utf-8")) if f.is_file() else None
+    except (OSError, ValueError):
+        return None
+    if isinstance(d, dict) and f.name != FINETUNE_INFO:
+        d = d.get(FINETUNE_INFO)
+    if not isinstance(d, dict):
+        return None
+    return {k: d.get(k) for k in ("base", "dataset", "build", "run_dir", "merge", "base_finetune") if k in d}
 
 
 def load_base(model: str):
@@ -185,6 +203,9 @@ def finetune(suite: str, task: str, run_dir: Path, model: str = "smollm2-135m", 
     }
     if vocab is not None and vocab.kind == "sid":  # the semantic IDs' settings (and their RQ-VAE's log, if any)
         meta["semantic_ids"] = vocab.info
+    base_ft = base_finetune(model)
+    if base_ft is not None:  # trained from a fine-tune: where its weights were trained too (`run` checks each build)
+        meta["base_finetune"] = base_ft
     notes: list[str] = []
     if r.describe is not None:
         more, notes = r.describe(info, exs, train_groups)

@@ -187,17 +187,35 @@ def finetune_origin(backend) -> dict | None:
     return None
 
 
+def trained_on(ft: dict | None, depth: int = 0) -> list[dict]:
+    """Every fine-tune a model's weights come from ({dataset, build, run_dir}): the model's own, each merged
+    source's (a merge of two builds records no common one) and, through `base_finetune`, those of the fine-tune
+    it was trained from in turn."""
+    if not isinstance(ft, dict) or depth > 20:
+        return []
+    out = [{"dataset": ft.get("dataset"), "build": ft.get("build"), "run_dir": ft.get("run_dir")}]
+    merge = ft.get("merge") if isinstance(ft.get("merge"), dict) else {}
+    for s in merge.get("sources") or []:
+        if isinstance(s, dict):
+            out.append({"dataset": s.get("dataset", ft.get("dataset")), "build": s.get("build"),
+                        "run_dir": s.get("dir")})
+            out += trained_on(s.get("base_finetune"), depth + 1)
+    return out + trained_on(ft.get("base_finetune"), depth + 1)
+
+
 def _same_build_as_its_finetune(backend, info: dict, out: Path) -> None:
     """A model fine-tuned on one build of a dataset answering another build of it is refused: its training
     examples are held out of its own build's test samples only (PerRecBench's held-out groups, CTR's test
-    users), and another build's test samples may be among them: a score that would rest on seen answers."""
-    ft = finetune_origin(backend)
-    if not ft or not ft.get("build") or ft.get("dataset") != info.get("dataset") or ft["build"] == info.get("fingerprint"):
+    users), and another build's test samples may be among them: a score that would rest on seen answers. Every
+    fine-tune its weights come from counts (`trained_on`: merged sources, a fine-tune of a fine-tune)."""
+    other = next((t for t in trained_on(finetune_origin(backend)) if t["build"] and t["dataset"] == info.get("dataset")
+                  and t["build"] != info.get("fingerprint")), None)
+    if other is None:
         return
     from recharness.core.paths import shown_dataset, shown_path
 
     raise ConfigError(f"this model was fine-tuned on another build of {shown_dataset(info.get('dataset'))} (build "
-                      f"{ft['build']}, {shown_path(ft.get('run_dir'))}; this run's is {info.get('fingerprint')}): its "
+                      f"{other['build']}, {shown_path(other.get('run_dir'))}; this run's is {info.get('fingerprint')}): its "
                       "training examples are held out of that build's test samples only, so this run's may be among "
                       f"them; fine-tune on this run (`recharness finetune ... -o {shown_path(out)}`) or run the "
                       "model on the build it was fine-tuned on")
