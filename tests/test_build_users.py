@@ -115,3 +115,20 @@ def test_cli_build_users(ml1m, tmp_path, some_users):
     res = CliRunner().invoke(app, ["build", "llmrec", "-t", "sequential", "-o", str(tmp_path / "x"), "--users",
                                    str(tmp_path / "none.txt")])
     assert res.exit_code != 0 and "--users" in str(res.exception) and "no such file" in str(res.exception)
+
+
+def test_what_was_run_keeps_the_flags_that_change_results(ml1m, tmp_path):
+    """`score --partial --ci-seed 3` was logged without both (re-running the logged line was refused, or gave
+    other intervals), `run --redo-invalid --timeout 5` without both."""
+    import json
+
+    out = tmp_path / "run"
+    for args in (["build", "llmrec", "-t", "sequential", "-o", str(out), "--limit", "2"],
+                 ["run", "llmrec", "-o", str(out), "-m", "fake", "--no-cache", "--timeout", "5"],
+                 ["run", "llmrec", "-o", str(out), "-m", "fake", "--no-cache", "--redo-invalid"],
+                 ["score", "llmrec", "-o", str(out), "--partial", "--ci-seed", "3", "--resamples", "0"]):
+        res = CliRunner().invoke(app, args, catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+    cmds = [json.loads(x)["command"] for x in (out / "commands.jsonl").read_text().splitlines()]
+    assert "--timeout 5.0" in cmds[1] and "--redo-invalid" in cmds[2]
+    assert "--partial" in cmds[3] and "--ci-seed 3" in cmds[3] and "--resamples 0" in cmds[3]

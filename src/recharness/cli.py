@@ -319,7 +319,9 @@ def run(
     from recharness.core.paths import shown_path
 
     _log_command(d, "run", suite, dataset=dataset, model=public_spec(model), out=shown_path(d), limit=limit,
-                 task=task, no_cache=no_cache, max_retries=max_retries, name=name,
+                 task=task, no_cache=no_cache, max_retries=max_retries, name=name, redo_invalid=redo_invalid,
+                 overwrite=overwrite, timeout=timeout if timeout != 300.0 else None,
+                 max_attempts=max_attempts if max_attempts != 5 else None,
                  concurrency=concurrency, executor=executor if executor != "local" else None, address=address,
                  temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=gen_seed,
                  system_prompt=shown_path(system_prompt) if system_prompt is not None else None)
@@ -474,8 +476,10 @@ def score(
         md = _paper_tables(suite, rows, d)
         paths = write_scores(rows, d, extra_md=md)
     _log_command(d, "score", suite, dataset=dataset, out=shown_path(d), seed=seed, no_references=no_references,
-                 resamples=resamples if resamples != 1000 else None, predictions=shown_path(predictions) if predictions
-                 else None, name=name, targets=targets if targets != "build" else None)
+                 resamples=resamples if resamples != 1000 else None, ci_seed=ci_seed or None, partial=partial,
+                 predictions=shown_path(predictions) if predictions else None, name=name, force=force, kind=kind,
+                 targets=targets if targets != "build" else None,
+                 labels=shown_path(labels) if labels is not None else None)
     for t in to_rich(rows):
         out_console.print(t)
     for r in rows:
