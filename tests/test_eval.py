@@ -219,3 +219,7 @@ def test_eval_says_its_own_way_out_when_a_models_answers_were_made_otherwise(ml1
     msg = " ".join(p.stderr.split())
     assert p.returncode == 2 and "answers were made with" in msg and "eval into another --out" in msg, msg
     assert "--overwrite" not in msg
+    import json
+
+    cmds = [json.loads(x)["command"] for x in (out / "llmrec" / "commands.jsonl").read_text().splitlines()]
+    assert "--max-tokens 5" in cmds[-2] and cmds[-1].startswith("# the eval above stopped before its end")

@@ -111,6 +111,18 @@ def _log_command(run_dir: Path, stage: str, *args, **opts) -> None:
         pass
 
 
+def _log_note(run_dir: Path, text: str) -> None:
+    """A line of commands.jsonl that is no command ("# ..."): what became of the command above it."""
+    import time
+
+    try:
+        if RunDir(run_dir).commands_log.exists():
+            with open(RunDir(run_dir).commands_log, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "command": f"# {text}"}) + "\n")
+    except OSError:
+        pass
+
+
 def _paper_tables(suite: str, rows, run_dir: Path | None = None) -> str | None:
     """The suite's results in its paper's table layout, if the suite defines one (a layout with
     datasets as columns, RecBench's, is told the run's dataset)."""
@@ -791,13 +803,20 @@ def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, ou
             f"--limit {limit} --seed {seed}"
             f" --references {references if train_references else 'none'} generation "
             f"{ {k: v for k, v in (generation or {}).items() if v is not None} }")
-        with console.status("evaluating…") as status:
-            evaluate(models, runs, dataset=dataset, seed=seed, use_cache=not no_cache,
-                     train_references=train_references, references=references, generation=generation,
-                     system_prompt=sys_text, system_prompt_file=system_prompt, record=record,
-                     say=lambda m: console.print(m, markup=False, highlight=False),
-                     log=lambda m: (log(m), status.update(escape(m[:100]))),
-                     progress=lambda m: status.update(escape(m[:100])))
+        try:
+            with console.status("evaluating…") as status:
+                evaluate(models, runs, dataset=dataset, seed=seed, use_cache=not no_cache,
+                         train_references=train_references, references=references, generation=generation,
+                         system_prompt=sys_text, system_prompt_file=system_prompt, record=record,
+                         say=lambda m: console.print(m, markup=False, highlight=False),
+                         log=lambda m: (log(m), status.update(escape(m[:100]))),
+                         progress=lambda m: status.update(escape(m[:100])))
+        except BaseException as e:  # the eval line stands in "What was run": it says it stopped, and why
+            why = "interrupted" if isinstance(e, KeyboardInterrupt) else " ".join(str(e).split())[:200]
+            for r in runs:
+                _log_note(r.path, f"the {stage} above stopped before its end ({why}): only the stages logged "
+                                  "after it were done")
+            raise
     dirs = find_runs([base])  # every run under the folder: a run of another suite stays on the page
     ours = {Path(r.path).resolve() for r in runs}
     kept = []

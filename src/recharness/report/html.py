@@ -841,6 +841,8 @@ def run_info(out: Path) -> list[str]:
                 text += f"; generation {json.dumps(settings['generation'], sort_keys=True)}"
             if settings.get("system_prompt_sha256"):
                 text += f"; system prompt sha256 {settings['system_prompt_sha256']}"
+            if settings.get("max_retries") is not None:
+                text += f"; format retries {settings['max_retries']}"
         items.append((kind + pf.stem, f"{label}<code>{e(text)}</code>"))
     items.append(("software", e(", ".join(f"{k} {v}" for k, v in _versions().items()))))
     return ["<h2>What was run</h2>", _meta_table(items)]
