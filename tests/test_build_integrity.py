@@ -203,6 +203,20 @@ def test_overwrite_forgets_what_the_replaced_answers_covered(built):
     assert row.n == 2 and row.coverage == {"answered": 2, "of": 6, "why": "limit"}, row.coverage
 
 
+def test_two_runs_limited_to_other_tasks_are_each_scored_on_their_limit(ml1m, tmp_path):
+    """`run --task direct --limit 1`, then `run --task sequential --limit 1`: the record merged them into "the
+    first 1 of both tasks", which holds no direct sample, and `score` refused the direct row as unfinished."""
+    from recharness.models.fake import FakeBackend
+
+    d = tmp_path / "r"
+    pipeline.build("llmrec", "ml-1m", d, tasks=["sequential", "direct"], seed=0, limit=2)
+    pipeline.run(d, FakeBackend("fake"), "m", use_cache=False, tasks=["direct"], limit=1)
+    pipeline.run(d, FakeBackend("fake"), "m", use_cache=False, tasks=["sequential"], limit=1)
+    rows = {r.task: r for r in pipeline.score(d, resamples=0) if r.method == "m"}
+    assert {t: r.coverage for t, r in rows.items()} == {
+        "sequential": {"answered": 1, "of": 2, "why": "limit"}, "direct": {"answered": 1, "of": 2, "why": "limit"}}
+
+
 def test_an_answer_twice_in_a_predictions_file_is_refused_by_run(built):
     pred = built / "predictions" / "fake.jsonl"
     first = cli("run", "llmrec", "-o", str(built), "-m", "fake", "-n", "3")

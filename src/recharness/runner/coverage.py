@@ -26,12 +26,19 @@ def record_run(rd: RunDir, method: str, *, limit: int | None, tasks: list[str] |
     from recharness import __version__
 
     prev = read_run(rd, method) if rd.predictions(method).exists() and not imported else {}
+    # each ask as given: two runs limited to other tasks cover the first `limit` of each, which the widest
+    # limit over the union of their tasks does not say (`covered` reads these)
+    ask = {"limit": limit, "tasks": sorted(tasks) if tasks else None}
+    asks = [a for a in (prev.get("asks") or []) if isinstance(a, dict)] if prev and not prev.get("imported") else []
+    if ask not in asks:
+        asks.append(ask)
     if prev and not prev.get("imported"):
         limit = None if limit is None or prev.get("limit") is None else max(int(limit), int(prev["limit"]))
         tasks = None if not tasks or not prev.get("tasks") else sorted(set(tasks) | set(prev["tasks"]))
         if prompt_versions is not None:
             prompt_versions = {**(prev.get("prompt_versions") or {}), **prompt_versions}
-    record = {"limit": limit, "tasks": tasks, "imported": imported, "settings": settings}
+    record = {"limit": limit, "tasks": tasks, "imported": imported, "settings": settings,
+              **({"asks": asks} if not imported else {})}
     if prompt_versions is not None:
         record.update(prompt_versions=dict(sorted(prompt_versions.items())), harness_version=__version__)
     rd.predictions_dir.mkdir(parents=True, exist_ok=True)
@@ -56,9 +63,14 @@ def covered(rd: RunDir, method: str, task: str, task_samples: list[dict], build_
     run = read_run(rd, method)
     if run.get("imported"):
         return answered, {"answered": n, "of": m, "why": "imported"}
-    if run.get("limit") is not None:
-        ran = [s for s in build_samples if not run.get("tasks") or s["task"] in run["tasks"]][: int(run["limit"])]
-        meant = [s for s in task_samples if s["id"] in {x["id"] for x in ran}]
+    asks = [a for a in run.get("asks") or [] if isinstance(a, dict)] or \
+        ([{"limit": run.get("limit"), "tasks": run.get("tasks")}] if run.get("limit") is not None else [])
+    if asks and all(a.get("limit") is not None or a.get("tasks") for a in asks):
+        ran: set[str] = set()
+        for a in asks:  # what each run set out to answer: the first `limit` samples of its tasks
+            theirs = [s for s in build_samples if not a.get("tasks") or s["task"] in a["tasks"]]
+            ran |= {s["id"] for s in (theirs if a.get("limit") is None else theirs[: int(a["limit"])])}
+        meant = [s for s in task_samples if s["id"] in ran]
         if [s["id"] for s in meant] == [s["id"] for s in answered]:
             return answered, {"answered": n, "of": m, "why": "limit"}
     if partial:
