@@ -203,6 +203,33 @@ def test_overwrite_forgets_what_the_replaced_answers_covered(built):
     assert row.n == 2 and row.coverage == {"answered": 2, "of": 6, "why": "limit"}, row.coverage
 
 
+def test_an_exported_gguf_without_its_sidecar_still_names_its_build(ml1m, tmp_path):
+    """The guard read the `.gguf.json` sidecar only: a copied .gguf without it passed on any build. What
+    export-gguf embeds in the file (the llama.cpp backend's identity) now carries the dataset and build."""
+    from recharness.core.errors import ConfigError
+    from recharness.finetune.gguf import identity_of
+    from recharness.models.fake import FakeBackend
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    fa = pipeline.build("llmrec", "ml-1m", a, tasks=["sequential"], seed=0, limit=3)["fingerprint"]
+    pipeline.build("llmrec", "ml-1m", b, tasks=["sequential"], seed=1, limit=3)
+    ft = tmp_path / "ft"
+    ft.mkdir()
+    (ft / "finetune.json").write_text(json.dumps({"base": "x", "dataset": "ml-1m", "build": fa, "weights": "w",
+                                                  "merge": {"sources": [{"dir": "s", "dataset": "ml-1m", "build": fa}]}}))
+    ident = identity_of(ft, "f16", "1")
+    assert ident["dataset"] == "ml-1m" and ident["build"] == fa and ident["merge"]["sources"][0]["build"] == fa
+
+    class Gguf(FakeBackend):  # a GGUF file with no sidecar: its identity is all there is
+        def identity(self):
+            return {**super().identity(), "finetune": ident}
+
+    g = Gguf("fake")
+    g.model_path = str(tmp_path / "copied.gguf")
+    with pytest.raises(ConfigError, match=f"fine-tuned on another build of ml-1m \\(build {fa}"):
+        pipeline.run(b, g, "g", use_cache=False)
+
+
 def test_two_runs_limited_to_other_tasks_are_each_scored_on_their_limit(ml1m, tmp_path):
     """`run --task direct --limit 1`, then `run --task sequential --limit 1`: the record merged them into "the
     first 1 of both tasks", which holds no direct sample, and `score` refused the direct row as unfinished."""

