@@ -293,7 +293,8 @@ def test_title_twins_share_their_path_for_masking_and_hits():
     cbs.titles, cbs.trie, cbs.path_items, cbs.item_paths = titles, None, path_items, item_paths
     sample = {"history": ["268"], "target": "246", "n_recs": 10, "messages": [{"role": "user", "content": "x"}]}
     assert cbs._request(sample).forbid == ()  # 246 carries the title too: open
-    assert cbs._request({**sample, "history": ["268", "246", "1"]}).forbid == ((5, 6), (7,))
+    assert cbs._request({**sample, "history": ["268", "246", "1"]}).forbid == ((5, 6), (7,))  # the history's order
+    assert cbs._request({**sample, "history": ["1", "268", "246"]}).forbid == ((7,), (5, 6))
 
     class Found:
         paths = [(5, 6), (7,)]

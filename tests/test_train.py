@@ -45,8 +45,14 @@ def _rows(out, seed=0, **kw):
 TIMING = {"latency_s", "train_s", "throughput_per_s"}
 
 
+#: where a reference row's answers came from (computed on the fly, or `train`'s file and its sha256): the source
+#: differs between the rows compared, their numbers must not
+SOURCE = ("computed", "predictions_sha256")
+
+
 def _untimed(rows: list[dict]) -> list[dict]:
-    return [{**r, "metrics": {k: v for k, v in r["metrics"].items() if r["kind"] == "model" or k not in TIMING}}
+    return [{**r, "metrics": {k: v for k, v in r["metrics"].items() if r["kind"] == "model" or k not in TIMING},
+             "extra": {k: v for k, v in (r.get("extra") or {}).items() if r["kind"] == "model" or k not in SOURCE}}
             for r in rows]
 
 

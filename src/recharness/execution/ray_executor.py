@@ -329,6 +329,9 @@ class RayExecutor(ModelBackend):
         super().__init__(self.infos[0]["identity"].get("model", spec))
         self._identity = self.infos[0]["identity"]
         self.max_concurrency = sum(i["slots"] for i in self.infos)
+        #: actors posting to HTTP servers time each request with others in flight (as the local executor's
+        #: `latency_under_load` backends): at most every actor's slots at one server
+        self.latency_under_load = self._identity.get("backend") == "openai"
         #: transport retries over all workers (filled at the end of a run)
         self.retries: Counter = Counter()
         self.worker_totals: list[dict] = []
@@ -446,6 +449,7 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
     log = GroupCommitLog(out_path, fsync=fsync, before_commit=commit_hook(cache, on_first_commit))
     identity = ex.identity()
     stamp = {"build": build} if build is not None else {}
+    under_load = {"concurrency": ex.max_concurrency} if getattr(ex, "latency_under_load", False) else {}
     n = len(ex.actors)
     per = [{"worker": ex.labels[i], "node": ex.infos[i]["node"], "ip": ex.infos[i]["ip"], "samples": 0, "shards": 0,
             "failures": 0, "busy_s": 0.0, "first": None, "last": None, "retired": None} for i in range(n)]
@@ -456,7 +460,8 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
             return
         committed.add(sid)
         commit_record(log, stats, {"id": sid, "task": task_name, "model": identity, **stamp,
-                                   "prompt_version": prompt_version(tasks[task_name]), **rec}, on_progress)
+                                   "prompt_version": prompt_version(tasks[task_name]),
+                                   **(under_load if not rec.get("cached") else {}), **rec}, on_progress)
 
     try:
         # another model's file, or an answer filed under another task: refused, as the local executor does

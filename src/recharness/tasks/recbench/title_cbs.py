@@ -111,8 +111,8 @@ class TitleCBS(Baseline):
         # a title path is masked when every item carrying it is in the history: a title a history item shares
         # with another item stays open, as a free-text answer naming it counts for that other item (`with_twins`)
         history = set(sample["history"])
-        forbid = tuple(dict.fromkeys(p for i in history for p in self.item_paths.get(i, ())
-                                     if all(j in history for j in self.path_items.get(p, [i]))))
+        forbid = tuple(dict.fromkeys(p for i in sample["history"] for p in self.item_paths.get(i, ())  # history's
+                                     if all(j in history for j in self.path_items.get(p, [i]))))  # order: stable
         return ConstrainedRequest(messages, self.trie, int(self.params["beams"]), answer_start=ANSWER_START,
                                   forbid=forbid)
 
