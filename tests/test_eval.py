@@ -223,3 +223,11 @@ def test_eval_says_its_own_way_out_when_a_models_answers_were_made_otherwise(ml1
 
     cmds = [json.loads(x)["command"] for x in (out / "llmrec" / "commands.jsonl").read_text().splitlines()]
     assert "--max-tokens 5" in cmds[-2] and cmds[-1].startswith("# the eval above stopped before its end")
+
+
+def test_eval_says_which_new_answers_came_from_the_cache(ml1m, tmp_path):
+    """Into a fresh --out, a model asked before answers from the response cache: the step line said "new
+    answers: fake 4" as if the model had been called."""
+    ev("-m", "fake", "--suites", "llmrec", "-o", str(tmp_path / "a"), "--limit", "2", "--no-train-references")
+    again = ev("-m", "fake", "--suites", "llmrec", "-o", str(tmp_path / "b"), "--limit", "2", "--no-train-references")
+    assert "new answers: fake 4 (4 from the cache" in again, again

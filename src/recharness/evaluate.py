@@ -49,6 +49,8 @@ class EvalRun:
     built: bool = False
     #: {model name: (new answers, already answered)}
     answered: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: {model name: its new answers served from the response cache (no model call)}
+    cached: dict[str, int] = field(default_factory=dict)
     #: {model name: its new answers that are invalid (a failed request included)}: said on the console too
     invalid: dict[str, int] = field(default_factory=dict)
     #: references fitted by this call, those already trained on this build (kept), those left out {name: why}
@@ -267,6 +269,7 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
                 raise ConfigError(f"{r.label}: {e.what}. eval keeps one answer file per model in {r.path}: eval "
                                   "into another --out to keep both, or use `recharness run ... --name`") from None
             r.answered[name] = (stats.done, stats.skipped)
+            r.cached[name] = stats.cached
             r.invalid[name] = stats.invalid
             if stats.done:
                 from recharness.models.registry import public_spec
@@ -319,8 +322,12 @@ def evaluate(models: list[str], runs: list[EvalRun], *, dataset: str, seed: int 
         write_scores(rows, r.path, extra_md=md)
         report = write_report(rows, r.path, sections={"In the paper's layout": md} if md else None)
         new = sum(a for a, _ in r.answered.values())
-        per = ", ".join(f"{m} {a}" + (f" ({r.invalid[m]} invalid)" if r.invalid.get(m) else "")
-                        for m, (a, _) in r.answered.items())
+        def said(m: str, a: int) -> str:  # what is new in the file, and how much of it no model call made
+            notes = [f"{r.cached[m]} from the cache"] if r.cached.get(m) else []
+            notes += [f"{r.invalid[m]} invalid"] if r.invalid.get(m) else []
+            return f"{m} {a}" + (f" ({', '.join(notes)})" if notes else "")
+
+        per = ", ".join(said(m, a) for m, (a, _) in r.answered.items())
         say(f"{r.label}: {', '.join(r.tasks)} · {r.limit} per task · " + ("built" if r.built else "build kept")
             + (f" · new answers: {per}" if new else " · nothing to answer (no model call)") + _references_text(r))
         log(f"{r.label}: scores → {rd.scores('md')}; report → {report}")
