@@ -242,6 +242,13 @@ def test_two_runs_limited_to_other_tasks_are_each_scored_on_their_limit(ml1m, tm
     rows = {r.task: r for r in pipeline.score(d, resamples=0) if r.method == "m"}
     assert {t: r.coverage for t, r in rows.items()} == {
         "sequential": {"answered": 1, "of": 2, "why": "limit"}, "direct": {"answered": 1, "of": 2, "why": "limit"}}
+    # a record from before the asks were kept (limit and tasks only): its own ask is kept when the next run adds one
+    rec = d / "predictions" / "old.run.json"
+    pipeline.run(d, FakeBackend("fake"), "old", use_cache=False, tasks=["direct"], limit=1)
+    rec.write_text(json.dumps({k: v for k, v in json.loads(rec.read_text()).items() if k != "asks"}))
+    pipeline.run(d, FakeBackend("fake"), "old", use_cache=False, tasks=["sequential"], limit=1)
+    rows = {r.task: r for r in pipeline.score(d, resamples=0) if r.method == "old"}
+    assert {r.coverage["why"] for r in rows.values()} == {"limit"}
 
 
 def test_an_answer_twice_in_a_predictions_file_is_refused_by_run(built):

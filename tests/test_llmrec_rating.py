@@ -95,6 +95,8 @@ def test_a_digit_in_the_rated_items_title_is_no_rating(text, title):
     """The title's 2, closest to "rate", was read as the rating (valid, not clipped: RMSE 2 for an answer of 4)."""
     p = RatingTask().parse({"item_title": title}, text)
     assert p.valid and p.value["value"] == 4.0, p
+    # a title that is a number is not masked: "3 (2010)" rated 3 stays 3
+    assert RatingTask().parse({"item_title": "3 (2010)"}, "I would rate it 3.").value["value"] == 3.0
 
 
 def test_a_rating_written_while_thinking_is_no_answer():

@@ -132,16 +132,26 @@ def test_a_correction_that_names_no_film_is_the_misinformed_querys_right_answer(
 def test_an_affirmative_correction_rejects_the_claim(task, text):
     """The true credit, marked as a correction, rejects the premise like a negated one: the claimed film is not a
     recommendation (it was scored as one: P 0, FTR 0)."""
-    assert has_correction_cue(text)
+    assert has_correction_cue(text, "Richard O'Brien") and not has_correction_cue(text)  # whose credit: unknown
     m = _score(task, text)
     assert m["FTR"] == 1.0 and m["P"] == 0.0 and "CMR" not in m
+
+
+@pytest.mark.parametrize("text", ["Yes! Richard O'Brien actually starred in Aliens (1986).",
+                                  "In fact, Aliens (1986) stars Richard O'Brien as the android.",
+                                  "Aliens (1986) actually stars O'Brien, a great choice!"])
+def test_an_affirmation_of_the_false_claim_is_no_correction(task, text):
+    """"Actually ... stars <the claimed value>" agrees with the premise: it scored as a correction, FTR 1, the best
+    a misinformed query can get."""
+    assert not has_correction_cue(text, "Richard O'Brien")
+    assert _score(task, text)["FTR"] == 0.0
 
 
 @pytest.mark.parametrize("praise", ["Aliens (1986) actually features great effects.",
                                     "Aliens (1986) is actually a fine film starring Sigourney Weaver.",
                                     "Actually, I think you will love Aliens (1986)."])
 def test_praise_with_actually_is_no_correction(task, praise):
-    assert not has_correction_cue(praise)
+    assert not has_correction_cue(praise, "Richard O'Brien")
     m = _score(task, "1. Aliens (1986)\n2. Dark City (1998)\n\n" + praise)
     assert (m["P"], m["CMR"], m["FTR"]) == (0.5, 0.5, 0.0)  # Aliens is still a (wrong) recommendation
 

@@ -59,6 +59,12 @@ def test_parse_pair(text, last, value):
     ("To answer this, compare [User A] and [User B]. [User B] loves drama, so [User B] is the better fit.", "B"),
     ("[User A] rates sci-fi highly; [User B] rarely watches it. Final answer: [User A]. [User B] might too.", "A"),
     ("User B loves drama. Answer: A", "A"),
+    # the subject of the comparative, not the first user after the marker or before the comparative word
+    ("Conclusion: [User A] mostly rates action films low while [User B] loves romance, so [User B] is more likely "
+     "to prefer it.", "B"),
+    ("The answer is not [User A]; it is [User B].", "B"),
+    ("Compared with [User A], who has rated more comedies, [User B] is more likely to prefer the item.", "B"),
+    ("Final answer: [User A] is preferred over [User B].", "A"),
 ])
 def test_parse_pair_after_a_chain_of_thought(text, value):
     assert parse_pair(text, last=True).value == value

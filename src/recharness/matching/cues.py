@@ -37,11 +37,15 @@ CORRECTION_RE = re.compile(
     r"(?:feature|features|star|stars|starring|include|includes|appear|appears|have|has|in\b|part of|directed|written)"
     r"|\b(?:never|not)\s+(?:starred|appeared|acted|featured)\b|\bfalse premise\b|\bincorrect\b|\bmistaken\b"
     r"|\b(?:was|is|were|are|did|does|has|have|had)\s+never\s+(?:been\s+)?(?:actually\s+)?"
-    r"(?:in|appear(?:s|ed)?|star(?:s|red|ring)?|feature[sd]?|act(?:s|ed)?|cast|part of|direct(?:s|ed)?|written)\b"
-    # an affirmative correction: the true credit, marked as a correction ("Aliens actually stars Sigourney Weaver",
-    # "In fact, it was directed by James Cameron"); credit verbs only, no article between ("it actually features
-    # great effects", "it is actually a fine film starring ..." are praise)
-    r"|\b(?:actually|in fact|in reality|in truth)\b,?\s+(?:(?!(?:a|an|one)\s)[^\s.!?]+\s+){0,4}?"
+    r"(?:in|appear(?:s|ed)?|star(?:s|red|ring)?|feature[sd]?|act(?:s|ed)?|cast|part of|direct(?:s|ed)?|written)\b",
+    re.IGNORECASE,
+)
+# An affirmative correction: the true credit, marked as a correction ("Aliens actually stars Sigourney Weaver",
+# "In fact, it was directed by James Cameron"); credit verbs only, no article between ("it actually features great
+# effects", "it is actually a fine film starring ..." are praise). It corrects only a sentence that does not name
+# the claimed value ("Richard O'Brien actually starred in Aliens" agrees with the false claim): `has_correction_cue`.
+AFFIRMATIVE_RE = re.compile(
+    r"\b(?:actually|in fact|in reality|in truth)\b,?\s+(?:(?!(?:a|an|one)\s)[^\s.!?]+\s+){0,4}?"
     r"(?:star(?:s|red|ring)\b|(?:directed|written|produced|composed|made)\s+by\b)",
     re.IGNORECASE,
 )
@@ -57,13 +61,26 @@ def _not_value_re(value: str) -> re.Pattern | None:
 
 
 def has_correction_cue(text: str, value: str | None = None) -> bool:
-    """True if the text corrects a premise (`CORRECTION_RE`, or ", not <value>" for the claimed `value`) anywhere;
+    """True if the text corrects a premise (`CORRECTION_RE`, or ", not <value>" for the claimed `value`, or the
+    true credit marked as a correction, `AFFIRMATIVE_RE`, in text that does not name the claimed value) anywhere;
     callers scope it by passing one sentence."""
     text = text[:20_000]
     if CORRECTION_RE.search(text) is not None:
         return True
-    pat = _not_value_re(value) if value else None
-    return pat is not None and pat.search(text.replace("\u2019", "'")) is not None
+    if not value or not str(value).strip():
+        return False
+    plain = text.replace("\u2019", "'")
+    pat = _not_value_re(value)
+    if pat is not None and pat.search(plain) is not None:
+        return True
+    return AFFIRMATIVE_RE.search(plain) is not None and not _names_value(plain, value)
+
+
+def _names_value(text: str, value: str) -> bool:
+    """Whether `text` names the claimed value (or its last word: "O'Brien" for "Richard O'Brien")."""
+    words = str(value).replace("\u2019", "'").split()
+    alts = [" ".join(words)] + ([words[-1]] if len(words) > 1 and len(words[-1]) > 2 else [])
+    return any(re.search(rf"(?<!\w){re.escape(a)}(?!\w)", text, re.IGNORECASE) for a in alts)
 
 # Whole answers that mean "nothing": R1 answers "None" to a misinformed query.
 _NOTHING_RE = re.compile(

@@ -154,6 +154,10 @@ metric("Recall@{k} (full)", True, "a ranker's Recall@k over the whole catalog fo
        "is asked for (no LLM row has it)")
 metric("words", None, "mean words per valid generated text")
 metric("n_scored", None, "queries with a prediction", ci=False)
+metric("dropped_unparsed", None, "PerRecBench under invalid=drop: groups with no parseable answer (or none), left "
+       "out of tau rather than scored 0", ci=False)
+metric("levels_without_tau", None, "PerRecBench under invalid=drop: levels whose every group was left out; the "
+       "headline tau is the mean of the others", ci=False)
 metric("parse_errors", False, "answers the parser failed on", ci=False)
 metric("CMR_checkable", None, "share of condition queries whose relations the dataset's KG has: CMR rests on these "
        "alone (an official file may use relations the KG lacks)", ci=False)

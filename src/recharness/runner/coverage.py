@@ -30,6 +30,8 @@ def record_run(rd: RunDir, method: str, *, limit: int | None, tasks: list[str] |
     # limit over the union of their tasks does not say (`covered` reads these)
     ask = {"limit": limit, "tasks": sorted(tasks) if tasks else None}
     asks = [a for a in (prev.get("asks") or []) if isinstance(a, dict)] if prev and not prev.get("imported") else []
+    if prev and not prev.get("imported") and "asks" not in prev:  # a record from before asks were kept: its own
+        asks = [{"limit": prev.get("limit"), "tasks": sorted(prev["tasks"]) if prev.get("tasks") else None}]
     if ask not in asks:
         asks.append(ask)
     if prev and not prev.get("imported"):

@@ -53,8 +53,10 @@ def without_title(text: str | None, title: str | None) -> str | None:
     base = re.sub(r"\s*\(\d{4}\)$", "", t).strip()
     m = re.match(r"^(.+), (The|A|An)$", base)
     short = base.split(":")[0].strip() if ":" in base else ""  # "Home Alone 2" for "Home Alone 2: Lost in New York"
-    names = {x for x in (t, base, short, f"{m.group(2)} {m.group(1)}" if m else "")
-             if x and any(c.isdigit() for c in x)}
+    names = {x for x in (t, base, short, f"{m.group(2)} {m.group(1)}" if m else "")  # "3" alone would hide a rating
+             if x and any(c.isdigit() for c in x) and any(c.isalpha() for c in x)}
+    if not names:  # a title that is a number ("3 (2010)"): nothing masked
+        return text
     pattern = "|".join(re.escape(x).replace(r"\ ", r"\s+") for x in sorted(names, key=len, reverse=True))
     return re.sub(rf"(?<!\w)(?:{pattern})(?!\w)", "the item", text, flags=re.IGNORECASE)
 

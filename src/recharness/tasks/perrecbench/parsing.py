@@ -60,9 +60,14 @@ _BRACKETED_USER = re.compile(r"\[\s*user\s*([ab])\s*\]", re.I)
 _FINAL_MARK = re.compile(r"\bfinal\s+answer\b\s*(?:is\b)?\s*[:=\-–—]?|\b(?:answer|verdict|conclusion)\b\s*(?:is\b\s*[:=]?|[:=])",
                          re.I)  # not "To answer this, compare [User A] and [User B]"
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)", re.M)
-#: the comparative a verdict sentence turns on; "less likely" makes the other user the answer
-_MORE = re.compile(r"\b(?:more|better|higher|stronger|greater|most|best|prefers?|likelier)\b", re.I)
-_LESS = re.compile(r"\b(?:less|lower|weaker|worse|least|fewer)\b", re.I)
+#: a user as the subject of the comparative a verdict turns on: "[User B] is more likely", "User A would be the
+#: better fit", "[User A] is less likely" (the other user is the answer), "[User B] is preferred"
+_SUBJECT_CMP = re.compile(
+    r"(?:\[\s*user\s*([ab])\s*\]|\buser\s*([ab])\b)\s+(?:(?:is|are|would|will|should|seems?|appears?|be|been|"
+    r"likely|probably|clearly|much|far|slightly|somewhat|the|a|an|definitely)\s+){0,4}"
+    r"(more|better|higher|stronger|greater|likelier|most|best|preferred|prefers?|less|lower|weaker|worse|least)\b",
+    re.I)
+_LESS_WORDS = frozenset({"less", "lower", "weaker", "worse", "least"})
 
 
 def _mentions(t: str) -> list[tuple[int, str]]:
@@ -72,31 +77,34 @@ def _mentions(t: str) -> list[tuple[int, str]]:
 
 
 def final_answer(text: str) -> str | None:
-    """The user a chain of thought names after its last "answer" marker, else None."""
+    """The user a chain of thought gives after its last "answer" marker: the one named in the sentence that follows
+    (naming both: the subject of its comparative, `_verdict`, else the last named: "The answer is not [User A]; it is
+    [User B]"), "Answer: B"; else None."""
     t = scan(text)[0]
     marks = list(_FINAL_MARK.finditer(t))
     if not marks:
         return None
     tail = t[marks[-1].end():]
-    named = _mentions(tail)
+    first = next(iter(_SENTENCE.findall(tail)), "")
+    named = _mentions(first) or _mentions(tail)[:1]
     if named:
+        if len({u for _, u in named}) > 1:
+            return _verdict(first) or named[-1][1]
         return named[0][1]
     bare = re.match(r"\s*[\[(\"'*]*\s*([AB])\b", tail)  # "Answer: B"
     return bare.group(1) if bare else None
 
 
 def _verdict(sentence: str) -> str | None:
-    """The user a sentence naming both prefers: the one named last before its comparative ("[User B] is more
-    likely to prefer it than [User A]" is B; "... is less likely than ..." the other); None without one."""
-    named = _mentions(sentence)
-    for cmp in (_MORE, _LESS):
-        m = cmp.search(sentence)
-        if m is None:
-            continue
-        before = [u for pos, u in named if pos < m.start()]
-        if before:
-            return before[-1] if cmp is _MORE else ("B" if before[-1] == "A" else "A")
-    return None
+    """The user a sentence naming both prefers: the subject of its last comparative ("[User B] is more likely to
+    prefer it than [User A]" is B, also after "Compared with [User A], who rated more comedies, ..."; "[User A] is
+    less likely than [User B]" is B); None without one."""
+    found = list(_SUBJECT_CMP.finditer(sentence))
+    if not found:
+        return None
+    m = found[-1]
+    user = (m.group(1) or m.group(2)).upper()
+    return ("B" if user == "A" else "A") if m.group(3).lower() in _LESS_WORDS else user
 
 
 def parse_pair(text: str, last: bool = False) -> Parsed:
