@@ -522,7 +522,7 @@ def test_a_merge_of_two_builds_and_a_finetune_of_a_finetune_answer_neither_other
     backend = FakeBackend("fake")
     backend.model = str(merged)
     for run_dir, fp in ((a, fb), (b, fa)):
-        with pytest.raises(ConfigError, match=f"fine-tuned on another build of ml-1m \(build {fp}"):
+        with pytest.raises(ConfigError, match=rf"fine-tuned on another build of ml-1m \(build {fp}"):
             pipeline.run(run_dir, backend, "merged", use_cache=False)
     base = tmp_path / "base-ft"
     base.mkdir()
@@ -532,5 +532,5 @@ def test_a_merge_of_two_builds_and_a_finetune_of_a_finetune_answer_neither_other
     (chained / "finetune.json").write_text(json.dumps({"dataset": "ml-1m", "build": fb,
                                                       "base_finetune": base_finetune(str(base))}))
     backend.model = str(chained)
-    with pytest.raises(ConfigError, match=f"\(build {fa}"):
+    with pytest.raises(ConfigError, match=rf"\(build {fa}"):
         pipeline.run(b, backend, "chained", use_cache=False)
