@@ -87,6 +87,15 @@ def _reads_as_sentence(text: str) -> bool:
     return sum(w[0].islower() and w.lower() not in _TITLE_SMALL_WORDS for w in words) >= 2
 
 
+def same_title_twins(pairs) -> dict[str, tuple[str, ...]]:
+    """{id: every id carrying its title} for the (id, title) pairs whose title (spacing and case aside) several
+    items carry; ids of a unique title are left out."""
+    same: dict[str, list[str]] = {}
+    for i, title in pairs:
+        same.setdefault(" ".join(str(title).split()).casefold(), []).append(i)
+    return {i: tuple(ids) for ids in same.values() if len(ids) > 1 for i in ids}
+
+
 class CatalogMatcher:
     """Index of a catalog's titles for matching LLM output.
 
@@ -128,10 +137,7 @@ class CatalogMatcher:
         self._priority = [-float(prio.get(i, 0.0)) for i in self.item_ids]
         self._n_aliases: list[int] = []
         # items that share one exact title (ML-100k: "Chasing Amy (1997)" is 246 and 268): a title names them all
-        same: dict[str, list[str]] = {}
-        for i, title in pairs:
-            same.setdefault(" ".join(str(title).split()).casefold(), []).append(i)
-        self._twins = {i: tuple(ids) for ids in same.values() if len(ids) > 1 for i in ids}
+        self._twins = same_title_twins(pairs)
         index: dict[str, list[tuple[int, int]]] = {}
         mains: list[str] = []
         alt_keys: set[str] = set()

@@ -51,12 +51,17 @@ AFFIRMATIVE_RE = re.compile(
 )
 
 
+def _value_names(value: str) -> list[str]:
+    """How an answer names a claimed value: whole, or by its last word ("O'Brien" for "Richard O'Brien")."""
+    words = str(value).replace("\u2019", "'").split()
+    return [" ".join(words)] + ([words[-1]] if len(words) > 1 and len(words[-1]) > 2 else []) if words else []
+
+
 def _not_value_re(value: str) -> re.Pattern | None:
     """", not <value>" ("stars Sigourney Weaver, not Richard O'Brien"), also with the value's last word alone."""
-    words = str(value).replace("\u2019", "'").split()
-    if not words:
+    alts = [re.escape(a) for a in _value_names(value)]
+    if not alts:
         return None
-    alts = [re.escape(" ".join(words))] + ([re.escape(words[-1])] if len(words) > 1 and len(words[-1]) > 2 else [])
     return re.compile(rf",\s*(?:and\s+|but\s+)?not\s+(?:by\s+|with\s+)?(?:{'|'.join(alts)})(?!\w)", re.IGNORECASE)
 
 
@@ -78,9 +83,7 @@ def has_correction_cue(text: str, value: str | None = None) -> bool:
 
 def _names_value(text: str, value: str) -> bool:
     """Whether `text` names the claimed value (or its last word: "O'Brien" for "Richard O'Brien")."""
-    words = str(value).replace("\u2019", "'").split()
-    alts = [" ".join(words)] + ([words[-1]] if len(words) > 1 and len(words[-1]) > 2 else [])
-    return any(re.search(rf"(?<!\w){re.escape(a)}(?!\w)", text, re.IGNORECASE) for a in alts)
+    return any(re.search(rf"(?<!\w){re.escape(a)}(?!\w)", text, re.IGNORECASE) for a in _value_names(value))
 
 # Whole answers that mean "nothing": R1 answers "None" to a misinformed query.
 _NOTHING_RE = re.compile(

@@ -48,7 +48,7 @@ class Context:
     counts: dict[str, int]  # interactions per item over the whole data
     popularity: np.ndarray  # counts aligned with kg.item_ids
     _matcher: object | None = field(default=None, repr=False)
-    _same_title: dict[str, list[str]] | None = field(default=None, repr=False)
+    _same_title: dict[str, tuple[str, ...]] | None = field(default=None, repr=False)
     _hist_idx: dict[str, np.ndarray] | None = field(default=None, repr=False)
     _pop_order: list[str] | None = field(default=None, repr=False)
     _shown: dict[str, str] = field(default_factory=dict, repr=False)
@@ -93,12 +93,10 @@ class Context:
         """`ids` and every item carrying one of their titles (the matcher's twins: the same title, spacing and case
         aside): a history shown beside a query never holds another edition of a ground-truth item, whose title an
         answer could copy for a hit."""
-        if self._same_title is None:
-            same: dict[str, list[str]] = {}
-            for i, t in self.titles.items():
-                if t:
-                    same.setdefault(" ".join(str(t).split()).casefold(), []).append(i)
-            self._same_title = {i: ids_ for ids_ in same.values() if len(ids_) > 1 for i in ids_}
+        if self._same_title is None:  # the matcher's twins, without building the matcher
+            from recharness.matching.catalog import same_title_twins
+
+            self._same_title = same_title_twins((i, t) for i, t in self.titles.items() if t)
         out = set(ids)
         for i in ids:
             out.update(self._same_title.get(i, ()))
