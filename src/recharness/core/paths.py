@@ -77,6 +77,24 @@ def cache_path() -> Path:
 FINETUNE_INFO = "finetune.json"
 
 
+def finetune_info_at(where) -> dict | None:
+    """The `finetune.json` of a fine-tuned model at `where`: a model folder's own, or the `<file>.json` beside an
+    exported GGUF, which repeats it under that key; None for anything else (or an unreadable file)."""
+    import json
+
+    p = Path(where)
+    for f in (p / FINETUNE_INFO, p.with_name(p.name + ".json")):
+        try:
+            d = json.loads(f.read_text(encoding="utf-8")) if f.is_file() else None
+        except (OSError, ValueError):
+            continue
+        if isinstance(d, dict) and f.name != FINETUNE_INFO:
+            d = d.get(FINETUNE_INFO)
+        if isinstance(d, dict):
+            return d
+    return None
+
+
 def shown_dataset(name_or_path) -> str:
     """A build's dataset as a reader should see it: a prepared dataset's name as it is, a dataset given by its
     folder (`-d /home/alice/data/ml`) as `shown_path` shows a path (build.json keeps the path to load it)."""

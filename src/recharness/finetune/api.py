@@ -13,7 +13,6 @@ the build's samples as `recharness run -m ft:OUT` does (`answer_build`: the exec
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -86,17 +85,10 @@ def base_model_path(model: str) -> str:
 
 def base_finetune(model: str) -> dict | None:
     """The fine-tune a base model directory is (its finetune.json: dataset, build, and its own origins), else None."""
-    from recharness.core.paths import FINETUNE_INFO
+    from recharness.core.paths import finetune_info_at
 
-    p = Path(str(model).removeprefix("hf:"))
-    f = p / FINETUNE_INFO if p.is_dir() else p.with_name(p.name + ".json")
-    try:
-        d = json.loads(f.read_text(encoding="utf-8")) if f.is_file() else None
-    except (OSError, ValueError):
-        return None
-    if isinstance(d, dict) and f.name != FINETUNE_INFO:
-        d = d.get(FINETUNE_INFO)
-    if not isinstance(d, dict):
+    d = finetune_info_at(str(model).removeprefix("hf:"))
+    if d is None:
         return None
     return {k: d.get(k) for k in ("base", "dataset", "build", "run_dir", "merge", "base_finetune") if k in d}
 

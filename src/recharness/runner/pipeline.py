@@ -168,22 +168,15 @@ def _stamp_imported_predictions(out: Path, fp: str, before: dict[Path, int]) -> 
 def finetune_origin(backend) -> dict | None:
     """The `finetune.json` of a fine-tuned model a backend loads (an `hf:` folder, or the `<file>.json` beside an
     exported GGUF, which repeats it), else None."""
-    from recharness.core.paths import FINETUNE_INFO
+    from recharness.core.paths import finetune_info_at
 
     for attr in ("model", "model_path", "path"):
         where = getattr(backend, attr, None)
         if not isinstance(where, (str, Path)) or not str(where):
             continue
-        p = Path(where)
-        for f in (p / FINETUNE_INFO, p.with_name(p.name + ".json")):
-            try:
-                d = json.loads(f.read_text(encoding="utf-8")) if f.is_file() else None
-            except (OSError, ValueError):
-                continue
-            if isinstance(d, dict) and f.name != FINETUNE_INFO:
-                d = d.get(FINETUNE_INFO)
-            if isinstance(d, dict):
-                return d
+        d = finetune_info_at(where)
+        if d is not None:
+            return d
     try:  # an exported GGUF without its sidecar: what `export-gguf` embedded in the file (its dataset and build)
         embedded = (backend.identity() or {}).get("finetune")
     except Exception:  # noqa: BLE001 - a backend whose identity cannot be read has no origin to check
