@@ -460,9 +460,8 @@ async def run_samples(
                         if on_progress:
                             on_progress(1)
                         continue
-                    commit_record(log, stats, {"id": s["id"], "task": s["task"], "model": identity, **stamp,
-                                               **({"prompt_version": prompt_version(task)} if prompted else {}),
-                                               **(load if not rec.get("cached") else {}), **rec}, on_progress)
+                    commit_record(log, stats, answer_record(s["id"], s["task"], task, rec, identity=identity,
+                                                            stamp=stamp, load=load, prompted=prompted), on_progress)
 
         await asyncio.gather(*(worker() for _ in range(limit)))
         stats.wall_s = time.perf_counter() - t0
@@ -512,6 +511,17 @@ def batches(samples: list[dict], done: set[str], size: int | None) -> list[list[
         cut = (group[k:k + step] for k in range(0, len(group), step))
         out += [b for b in cut if any(s["id"] not in done for s in b)]
     return out
+
+
+def answer_record(sample_id: str, task_name: str, task, rec: dict, *, identity: dict, stamp: dict, load: dict,
+                  prompted: bool = True) -> dict:
+    """The line a finished sample is committed as, for the local runner and the Ray executor alike: its id and
+    task, the model that answered, the build (`stamp`), the task's prompt version (not for a backend that reads
+    no prompt), the concurrency its latency was timed at (`load`; not for an answer the cache gave), then what
+    the answer itself holds."""
+    return {"id": sample_id, "task": task_name, "model": identity, **stamp,
+            **({"prompt_version": prompt_version(task)} if prompted else {}),
+            **(load if not rec.get("cached") else {}), **rec}
 
 
 def commit_record(log, stats: RunStats, rec: dict, on_progress: Callable[[int], None] | None = None) -> None:

@@ -439,7 +439,7 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
     """The driver loop: the same contract as `execution.executor.run_samples`, the work done by `ex`'s actors
     (`on_first_commit` too: once, under the file's lock, before the first answer is written)."""
     from recharness.core.io import GroupCommitLog
-    from recharness.execution.executor import RunStats, commit_hook, commit_record, completed_ids, prompt_version
+    from recharness.execution.executor import RunStats, answer_record, commit_hook, commit_record, completed_ids
 
     ray = ray_module()
     from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
@@ -459,9 +459,8 @@ async def run_samples_ray(ex: RayExecutor, samples: list[dict], tasks: dict, mod
         if sid in committed:  # a shard answered twice (never expected): the first answer stands
             return
         committed.add(sid)
-        commit_record(log, stats, {"id": sid, "task": task_name, "model": identity, **stamp,
-                                   "prompt_version": prompt_version(tasks[task_name]),
-                                   **(under_load if not rec.get("cached") else {}), **rec}, on_progress)
+        commit_record(log, stats, answer_record(sid, task_name, tasks[task_name], rec, identity=identity, stamp=stamp,
+                                                load=under_load), on_progress)
 
     try:
         # another model's file, or an answer filed under another task: refused, as the local executor does
