@@ -196,6 +196,18 @@ def test_tuning_tries_the_default_first_and_keeps_the_best_on_validation():
     assert default == pytest.approx((1 + 1 + 1 / np.log2(3) + 1 / np.log2(4)) / 4)
 
 
+def test_progress_and_summary_number_trials_alike():
+    """The progress lines, the summary line and tuning.json number trials one way (trial 0 is the default)."""
+    from recharness.runner.train_log import tuned_line
+
+    said: list[str] = []
+    search = tune(Markov, _train(), trials=4, seed=0, progress=said.append)
+    best = search["best"]["trial"]
+    line = next(x for x in said if f"{search['best']['valid']:.4f} (best" in x and f"trial {best} " in x)
+    assert f"({best + 1} of 4)" in line
+    assert f"(trial {best})" in tuned_line("markov", {**search, "seconds": 0.0}, "refitted")
+
+
 def test_itemknn_search_starts_from_the_plain_model_and_spans_the_new_parameters():
     assert ItemKNN.space["neighbours"][0] == "choice" and "all" in ItemKNN.space["neighbours"]
     assert ItemKNN.space["shrink"] == ("int", 0, 1000) and ItemKNN.space["decay"] == ("float", 0.0, 1.0)

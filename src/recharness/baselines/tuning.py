@@ -249,7 +249,7 @@ def tune(cls: type[Baseline], train, trials: int, seed: int = 0, progress=None, 
         t0 = time.perf_counter()
         value = objective_.score(cls.create(seed=seed, **params, **fixed).fit(objective_.fit_on))
         if not np.isfinite(value):  # no trial could be told apart from another: a search would only pretend
-            raise ConfigError(f"tuning {cls.name}: the validation {metric} of trial {number + 1} is undefined "
+            raise ConfigError(f"tuning {cls.name}: the validation {metric} of trial {number} is undefined "
                               f"({value}): {objective_.description}; AUC needs both clicks and non-clicks among "
                               "them. Train without --tune, or rebuild with more training data")
         rows.append({"trial": number, "params": params, "valid": value,
@@ -263,7 +263,7 @@ def tune(cls: type[Baseline], train, trials: int, seed: int = 0, progress=None, 
                 f.flush()
                 os.fsync(f.fileno())
         if progress is not None:
-            progress(f"tuning {cls.name}: trial {number + 1}/{trials}, valid {metric} {value:.4f} "
+            progress(f"tuning {cls.name}: trial {number} ({number + 1} of {trials}), valid {metric} {value:.4f} "
                      f"(best {best:.4f})")
         return value
 
