@@ -72,14 +72,21 @@ def test_every_casing_counts_and_a_missing_option_is_bounded_by_the_smallest_ret
     assert p_yes == pytest.approx(want) and p_yes > 0.9  # "Yes"/"No" alone: 0.378
     assert option_logprobs([("YES", -0.1), ("NO", -2.5)], ["Yes", "No"]) == pytest.approx({"Yes": -0.1, "No": -2.5})
     # "No" not among the top: each of its 8 spellings (No, no, NO, nO, with and without a space) at most the
-    # smallest returned log-prob, so P(Yes) is not 1.0 but its lower bound
+    # smallest returned probability, 8 e^-5 = 0.054 in all, which could pass Yes's e^-3 = 0.050: the least
+    # confident value the reply allows is then 0.5 (before: 0.48, a preference for the option never returned)
     top = [("I", -0.2), ("Yes", -3.0), ("The", -3.4), ("Sure", -5.0)]
-    assert option_logprobs(top, ["Yes", "No"]) == pytest.approx({"Yes": -3.0, "No": -5.0 + math.log(8)})
-    # the review's case: Yes at -0.05, 19 others at -6: P(Yes) at most e^-0.05 / (e^-0.05 + 8 e^-6) = 0.9796
-    # (one spelling's bound gave 0.9974, more confident than the reply allows)
+    assert option_logprobs(top, ["Yes", "No"]) == pytest.approx({"Yes": -3.0, "No": -3.0})
+    top2 = [("I", -1.5), ("Yes", -1.2), ("Sure", -5.0)]  # the spellings' bound below Yes and what is left: it stands
+    assert option_logprobs(top2, ["Yes", "No"]) == pytest.approx({"Yes": -1.2, "No": -5.0 + math.log(8)})
+    # the review's case: Yes at -0.05, 19 others at -6: they leave 1 - e^-0.05 - 19 e^-6 = 0.00167 for every
+    # other token, "No" included, tighter than its 8 spellings' 8 e^-6 = 0.0198
     lp = option_logprobs([("Yes", -0.05)] + [(f"t{k}", -6.0) for k in range(19)], ["Yes", "No"])
+    left = 1 - math.exp(-0.05) - 19 * math.exp(-6.0)
+    assert lp["No"] == pytest.approx(math.log(left))
+    # a server that returns one token: "No" at -1e-4 leaves 1e-4 for "Yes" (before: 16 e^-1e-4, P(Yes) 0.94)
+    lp = option_logprobs([("No", -1e-4)], ["Yes", "No"])
     p = math.exp(lp["Yes"]) / (math.exp(lp["Yes"]) + math.exp(lp["No"]))
-    assert p == pytest.approx(math.exp(-0.05) / (math.exp(-0.05) + 8 * math.exp(-6.0))) and p < 0.98
+    assert p == pytest.approx(1e-4, rel=1e-3)
     assert bounded_options(top, ["Yes", "No"]) == ["No"]
     # neither option returned: nothing to bound against, no answer
     assert option_logprobs([("I", -0.1)], ["Yes", "No"]) == {"Yes": -math.inf, "No": -math.inf}

@@ -487,10 +487,12 @@ def option_logprobs(token_logprobs, options: list[str]) -> dict[str, float]:
     """Sum the probability of every spelling of an option token among the returned top log-probs: with or
     without a leading space, in any casing ("Yes", " yes", "YES"), as the in-process backends sum their option
     tokens (`base.option_first_tokens`). An option none of whose spellings is among them, beside one that is,
-    gets the smallest returned log-prob: its own is at most that, so P(Yes) is the least confident value the
-    reply allows rather than a certain 1.0 (see `bounded_options`): times the number of spellings it could have,
-    since each unreturned spelling is at most that ("No", "no", "NO", "nO", each with and without a leading space:
-    8). No option returned at all: all -inf."""
+    gets the most the reply allows it (see `bounded_options`): each of its unreturned spellings is at most the
+    smallest returned probability ("No", "no", "NO", "nO", each with and without a leading space: 8 of them), all
+    of them together at most what the returned tokens leave of 1, and never more than the strongest option
+    returned (the reply ranks that one above each of its spellings). So P(Yes) is the least confident value the
+    reply allows, 0.5 where the bounds reach it, rather than a certain 1.0, and a missing option never turns
+    into the preferred one. No option returned at all: all -inf."""
     acc = {o: 0.0 for o in options}
     seen = set()
     for token, logprob in token_logprobs:
@@ -504,7 +506,14 @@ def option_logprobs(token_logprobs, options: list[str]) -> dict[str, float]:
     out = {o: (math.log(p) if p > 0 else -math.inf) for o, p in acc.items()}
     if any(v > -math.inf for v in out.values()) and seen:
         floor = min(lp for _, lp in token_logprobs)
-        out = {o: (v if v > -math.inf else floor + math.log(spellings(o))) for o, v in out.items()}
+        returned, counted = 0.0, set()
+        for token, logprob in token_logprobs:
+            if token not in counted:
+                counted.add(token)
+                returned += math.exp(logprob)
+        left = math.log(1.0 - returned) if returned < 1.0 else -math.inf
+        top = max(out.values())
+        out = {o: (v if v > -math.inf else min(floor + math.log(spellings(o)), left, top)) for o, v in out.items()}
     return out
 
 
