@@ -90,8 +90,10 @@ def test_summary_counts_unanswered_apart_and_lists_memorized_items(ml1m):
     answers = {p.qid: {"parsed": item_line(items[p.subject]), "valid": True} for p in probes[:2]}
     answers[probes[2].qid] = {"parsed": "no idea", "valid": True}
     answers[probes[3].qid] = {"parsed": None, "valid": False, "error": "http_400: prompt rejected"}
+    answers[probes[4].qid] = {"parsed": "<think>The file movies.dat lists", "valid": True}  # cut off: no line
     res = summarise(probes, answers, ml1m)
-    assert res["unanswered"] == 2 and res["failed"] == 1  # a failure is not a miss, and not left for a plain rerun
+    assert res["unanswered"] == 1 and res["failed"] == 1  # a failure is not a miss, and not left for a plain rerun
+    assert res["empty"] == 1  # nor is an answer with no line in it (before: a miss)
     assert res["kinds"]["item"]["title"]["value"] == pytest.approx(2 / 3)
     assert res["memorized_items"] == sorted(p.subject for p in probes[:2])
     assert res["probed_items"] == sorted(p.subject for p in probes[:3])  # asked and answered: the unanswered are not
@@ -105,13 +107,18 @@ def test_summary_counts_unanswered_apart_and_lists_memorized_items(ml1m):
         assert by[d]["n"] == len(mine) and by[d]["value"] == (sum(mine) / len(mine) if mine else None)
 
 
-def test_popularity_deciles_by_interactions_ties_by_id():
+def test_popularity_deciles_by_interactions_ties_share_one():
     import polars as pl
 
-    # interactions a 4, b 2, c 1, e 1, d 0: five items, two per tenth; c before e by id
+    # interactions a 4, b 2, c 1, e 1, d 0: five items, two per tenth; c and e tie at places 2 and 3 (0-based),
+    # both take the decile of place 2.5 (before: c 5 and e 7, by their ids)
     inter = pl.DataFrame({"item_id": list("aaaabbce")})
     ds = SimpleNamespace(interactions=inter, items=pl.DataFrame({"item_id": list("edcba")}))
-    assert popularity_deciles(ds) == {"a": 1, "b": 3, "c": 5, "e": 7, "d": 9}
+    assert popularity_deciles(ds) == {"a": 1, "b": 3, "c": 6, "e": 6, "d": 9}
+    # twenty items of one interaction each: one decile, the middle one (before: spread over 1-10 by their ids)
+    ids = [str(k) for k in range(1, 21)]
+    ds = SimpleNamespace(interactions=pl.DataFrame({"item_id": ids}), items=pl.DataFrame({"item_id": ids}))
+    assert set(popularity_deciles(ds).values()) == {5}
 
 
 @pytest.mark.llm
@@ -171,6 +178,10 @@ def test_a_logged_answer_is_reused_only_for_the_prompt_it_answered(ml1m, tmp_pat
     assert changed and shown.subject in {p.subject for p in changed}
     assert run(edited, 8) == len(changed)
     assert all(re.fullmatch(r"item-\d+@[0-9a-f]{12}", q) for q in bigger)
+    # another --max-tokens is another question: asked again (before, the logged answers were reused)
+    asked.clear()
+    probe(Counting("fake"), ml1m, tmp_path, "fake", kinds=("item",), limit=4, seed=3, use_cache=False, max_tokens=512)
+    assert len(asked) == 4 and json.loads((tmp_path / "fake.json").read_text())["max_tokens"] == 512
 
 
 def test_failed_probes_are_counted_apart_and_asked_again_only_with_redo_failed(ml1m, tmp_path):

@@ -982,6 +982,7 @@ def probe_memorization(
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Requests in flight.")] = 4,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the response cache; answers already in NAME.answers.jsonl are kept (another --name asks everything again).")] = False,
     redo_failed: Annotated[bool, typer.Option("--redo-failed", help="Ask again the probes whose request failed (e.g. HTTP 400), past the response cache.")] = False,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens an answer may take (a reasoning model needs room to finish thinking before its line); another value asks every probe again.")] = 64,
 ):
     """Does the model reproduce the dataset's own lines (items, users, next ratings)? Coverage with 95% intervals and
     by popularity decile, as in arXiv 2505.10212; the exact-match rules are written into the result file."""
@@ -999,7 +1000,7 @@ def probe_memorization(
     d = out if out is not None else runs_dir() / "probe-memorization" / dataset_runs_name(dataset)
     backend = resolve_spec(model, d, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency)
     res = probe(backend, ds, d, check_name(name or default_name(model)), kinds=wanted, limit=limit, seed=seed,
-                use_cache=not no_cache, redo_failed=redo_failed)
+                use_cache=not no_cache, redo_failed=redo_failed, max_tokens=max_tokens)
     t = Table("kind", "rule", "coverage [95% CI]", "reachable by copying a shown line", "n")
     for kind, entry in res["kinds"].items():
         for rule in ("title", "item", "full"):
@@ -1014,6 +1015,10 @@ def probe_memorization(
     if res["unanswered"]:
         out_console.print(f"{res['unanswered']} probes unanswered (transport): not counted; run again to finish",
                           markup=False)
+    if res.get("empty"):
+        out_console.print(f"{res['empty']} probes answered with no line (nothing, or reasoning cut off at "
+                          f"--max-tokens {max_tokens}): not counted; a larger --max-tokens lets a reasoning model "
+                          "finish", markup=False)
     if res.get("failed"):
         out_console.print(f"{res['failed']} probes failed (the request's own error, in the answers file): not "
                           "counted; --redo-failed asks them again", markup=False)

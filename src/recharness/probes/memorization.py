@@ -46,7 +46,7 @@ from recharness.core.types import GenerationParams, Parsed
 #: the exact-match rules and how an answer is read, as each result file records them
 RULES = "\n\n".join(__doc__.split("\n\n")[1:4]).strip()
 KINDS = ("item", "user", "interaction")
-PARAMS = GenerationParams(max_tokens=64, temperature=0.0)
+PARAMS = GenerationParams(max_tokens=64, temperature=0.0)  # `probe(max_tokens=...)` changes the first
 SHOTS = 3
 HISTORY_LINES = 5
 
@@ -63,13 +63,15 @@ class Probe:
     truth: dict
 
 
-def question_id(kind: str, subject: str, messages: list[dict]) -> str:
+def question_id(kind: str, subject: str, messages: list[dict], max_tokens: int = PARAMS.max_tokens) -> str:
     """`kind-subject@hash`: the hash (12 hex of the prompt's sha256) ties a logged answer to its prompt, so a
     dataset prepared again with other contents is asked again where its prompts changed (and only there),
     while another `--limit` (a larger one holds a smaller one's probes) or `--seed` reuses the answers of the
-    probes it shares with earlier runs."""
-    digest = hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode("utf-8",
-                                                                                        "surrogatepass")).hexdigest()
+    probes it shares with earlier runs. A `max_tokens` other than the default is part of the question (its
+    answers are other answers); the default's ids are those written before it could change."""
+    asked = messages if max_tokens == PARAMS.max_tokens else {"messages": messages, "max_tokens": max_tokens}
+    digest = hashlib.sha256(json.dumps(asked, sort_keys=True, ensure_ascii=False).encode("utf-8",
+                                                                                     "surrogatepass")).hexdigest()
     return f"{kind}-{subject}@{digest[:12]}"
 
 
@@ -151,7 +153,8 @@ def _rating(s: str) -> float | None:
         return None
 
 
-def build_probes(dataset, kinds=KINDS, limit: int | None = 200, seed: int = 0) -> list[Probe]:
+def build_probes(dataset, kinds=KINDS, limit: int | None = 200, seed: int = 0,
+                 max_tokens: int = PARAMS.max_tokens) -> list[Probe]:
     """The probes of `kinds`, `limit` ids of each (None: all): the first `limit` of one seeded permutation
     per kind, so the sample of a smaller limit is part of a larger one's (a larger `--limit` asks only the
     probes it adds) and one kind's sample does not depend on which other kinds are probed."""
@@ -171,7 +174,7 @@ def build_probes(dataset, kinds=KINDS, limit: int | None = 200, seed: int = 0) -
             prefix = f"{r[key]}::"
             shots = lines[max(0, k - SHOTS):k] or lines[k + 1:k + 1 + SHOTS]
             messages = _ask(file, fmt, shots, prefix)
-            out.append(Probe(question_id(kind, str(r[key]), messages), kind, str(r[key]), messages,
+            out.append(Probe(question_id(kind, str(r[key]), messages, max_tokens), kind, str(r[key]), messages,
                              {"prefix": prefix, **truth(r), "shown": shots, "copies": copy_lines(prefix, shots)}))
 
     if "item" in kinds:
@@ -203,7 +206,7 @@ def build_probes(dataset, kinds=KINDS, limit: int | None = 200, seed: int = 0) -
             i, r, _ = rows[HISTORY_LINES]
             prefix = f"{u}::"
             messages = _ask("ratings.dat", fmt, shown, prefix)
-            out.append(Probe(question_id("interaction", str(u), messages), "interaction", str(u), messages,
+            out.append(Probe(question_id("interaction", str(u), messages, max_tokens), "interaction", str(u), messages,
                              {"prefix": prefix, "item_id": str(i), "rating": float(r), "shown": shown,
                               "copies": copy_lines(prefix, shown)}))
     return out
@@ -228,12 +231,24 @@ def check_movielens_1m(dataset) -> None:
 
 
 def popularity_deciles(dataset) -> dict[str, int]:
-    """Each item's popularity decile (1 = the 10% most interacted, over all of the dataset's interactions),
-    ties by item id."""
+    """Each item's popularity decile (1 = the 10% most interacted, over all of the dataset's interactions).
+    Items with the same count share one decile, that of their group's middle place in the order (before, ties
+    were split by item id, so two items of equal popularity could sit deciles apart)."""
     counts = dict(dataset.interactions.group_by("item_id").len().iter_rows())
-    order = sorted(dataset.items["item_id"].to_list(), key=lambda i: (-counts.get(i, 0), i))
-    n = len(order)
-    return {i: min(10, 1 + (10 * k) // max(n, 1)) for k, i in enumerate(order)}
+    order = sorted(dataset.items["item_id"].to_list(), key=lambda i: -counts.get(i, 0))
+    n = max(len(order), 1)
+    out: dict[str, int] = {}
+    start = 0
+    while start < len(order):
+        c = counts.get(order[start], 0)
+        end = start
+        while end < len(order) and counts.get(order[end], 0) == c:
+            end += 1
+        middle = (start + end - 1) / 2
+        for i in order[start:end]:
+            out[i] = min(10, 1 + int(10 * middle // n))
+        start = end
+    return out
 
 
 def coverage(values: list[bool]) -> dict:
@@ -251,17 +266,23 @@ def coverage(values: list[bool]) -> dict:
 
 def summarise(probes: list[Probe], answers: dict[str, dict], dataset) -> dict:
     """The coverages, per decile for items, and the memorized item ids. Probes are counted apart, never as
-    misses, when unanswered (no record: the transport gave up; a new run asks them) or failed (a record of
-    the request's own failure, e.g. HTTP 400: `redo_failed` asks them again)."""
+    misses, when unanswered (no record: the transport gave up; a new run asks them), failed (a record of
+    the request's own failure, e.g. HTTP 400: `redo_failed` asks them again) or empty (an answer with no line
+    in it: nothing, or reasoning that `max_tokens` cut off before any line: no recall was tried)."""
     checked: dict[str, dict] = {}
-    failed = 0
+    failed = empty = 0
     for p in probes:
         rec = answers.get(p.qid)
         if rec is not None and rec.get("valid", True):
-            checked[p.qid] = check(p, (rec.get("parsed") or rec.get("text") or ""))
+            text = rec.get("parsed") or rec.get("text") or ""
+            if answer_line(text, p.truth["prefix"], p.truth.get("shown", ())) is None:
+                empty += 1  # nothing but reasoning (cut off by max_tokens?) or nothing at all: no line to judge
+                continue
+            checked[p.qid] = check(p, text)
         elif rec is not None:
             failed += 1
-    res: dict = {"rules": RULES, "unanswered": len(probes) - len(checked) - failed, "failed": failed, "kinds": {}}
+    res: dict = {"rules": RULES, "unanswered": len(probes) - len(checked) - failed - empty, "failed": failed,
+                 "empty": empty, "kinds": {}}
     deciles = popularity_deciles(dataset)
     for kind in KINDS:
         ps = [p for p in probes if p.kind == kind and p.qid in checked]
@@ -287,7 +308,7 @@ def summarise(probes: list[Probe], answers: dict[str, dict], dataset) -> dict:
 
 
 def probe(backend, dataset, out: Path, name: str, *, kinds=KINDS, limit: int | None = 200, seed: int = 0,
-          use_cache: bool = True, redo_failed: bool = False) -> dict:
+          use_cache: bool = True, redo_failed: bool = False, max_tokens: int | None = None) -> dict:
     """Ask `backend` every probe (answers logged in `out`/NAME.answers.jsonl by prompt-keyed id: a killed
     probe resumes, a changed prompt is asked again),
     then write `out`/NAME.json with the coverages; returns that record. `redo_failed`: the logged failures
@@ -297,11 +318,12 @@ def probe(backend, dataset, out: Path, name: str, *, kinds=KINDS, limit: int | N
     from recharness.execution.requests import TextRequest, answer_messages
 
     check_movielens_1m(dataset)
-    probes = build_probes(dataset, kinds, limit, seed)
+    params = PARAMS if max_tokens is None else PARAMS.model_copy(update={"max_tokens": int(max_tokens)})
+    probes = build_probes(dataset, kinds, limit, seed, params.max_tokens)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     log = out / f"{name}.answers.jsonl"
-    request = TextRequest(PARAMS, lambda text: Parsed(text))
+    request = TextRequest(params, lambda text: Parsed(text))
 
     fresh: set[str] = set()
     if redo_failed and log.exists():
@@ -316,6 +338,7 @@ def probe(backend, dataset, out: Path, name: str, *, kinds=KINDS, limit: int | N
 
     answers, stats = with_model(backend, go, use_cache=use_cache)
     res = summarise(probes, answers, dataset)
-    res.update(model=backend.identity(), dataset=dataset.name, limit=limit, seed=seed, probes=len(probes))
+    res.update(model=backend.identity(), dataset=dataset.name, limit=limit, seed=seed, probes=len(probes),
+               max_tokens=params.max_tokens)
     atomic_write_text(out / f"{name}.json", json.dumps(res, indent=2, default=str))
     return res
