@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import pytest
 
 from recharness.core.types import BuildConfig
@@ -64,21 +66,29 @@ def test_sequential_parse_matches_catalog_and_scores_by_hand(ml1m, seq_samples):
     assert parsed.valid and parsed.value["items"][:2] == ["1", "2571"]
     assert parsed.value["unmatched"] == ["Some Film That Does Not Exist (2031)"]
     pred = {"id": s["id"], "parsed": parsed.value, "valid": True}
-    assert task.ranked(s, pred) == ["2571"]  # the seen item is removed before scoring
+    # the seen item and the invented title hold their places (never a hit): the target is second as listed
+    assert task.ranked(s, pred) == [None, "2571", None]
+    assert task.target_rank(s, pred) == 2 and task.recommended(s, pred) == ["2571"]
     m = task.score([s], {s["id"]: pred})
-    # target at rank 1 after filtering: HR@1 = 1, NDCG@5 = 1/log2(2) = 1
-    assert m["HR@1"] == 1.0 and m["NDCG@5"] == 1.0 and m["MRR"] == 1.0
+    # target at rank 2: HR@1 = 0, HR@5 = 1, NDCG@5 = 1/log2(3), MRR = 1/2
+    assert m["HR@1"] == 0.0 and m["HR@5"] == 1.0 and m["NDCG@5"] == pytest.approx(1 / np.log2(3)) and m["MRR"] == 0.5
     assert m["matched_share"] == pytest.approx(2 / 3)
     # second sample misses entirely; means halve
     s2 = dict(s, id="x2", target=next(i for i in titles if i not in ("1", "2571")))
     m2 = task.score([s, s2], {s["id"]: pred, "x2": dict(pred, id="x2")})
-    assert m2["HR@10"] == 0.5 and m2["NDCG@10"] == 0.5
+    assert m2["HR@10"] == 0.5 and m2["NDCG@10"] == pytest.approx(0.5 / np.log2(3))
+    # a second title naming an item already listed holds its place too: "Matrix" is third, not second (the
+    # same title written twice is read once, by the parser)
+    s4 = dict(s, seen=[], n_recs=5)
+    twice = task.parse(s4, "1. Toy Story (1995)\n2. Toy Story\n3. The Matrix (1999)")
+    assert task.ranked(s4, {"parsed": twice.value}) == ["1", "1", "2571"]
+    assert task.score([s4], {s4["id"]: {"parsed": twice.value, "valid": True}})["NDCG@5"] == pytest.approx(0.5)
     assert not task.parse(s, "I'm sorry, I cannot help with that.").valid
     assert parsed.value["slots"] == ["1", "2571", None]
     # asked for n_recs titles: the first n_recs listed are the answer, an invented one spending its place
     s3 = dict(s, n_recs=2, target="2571")
     late = task.parse(s3, "1. Some Film That Does Not Exist (2031)\n2. Another Invented Film (2030)\n3. The Matrix (1999)")
-    assert late.value["items"] == ["2571"] and task.ranked(s3, {"parsed": late.value}) == []
+    assert late.value["items"] == ["2571"] and task.ranked(s3, {"parsed": late.value}) == [None, None]
 
 
 def test_direct_parse_numbers_titles_and_garbage():
@@ -88,6 +98,15 @@ def test_direct_parse_numbers_titles_and_garbage():
          "target": "c", "id": "s"}
     p = task.parse(s, "3, 1, [2], 3, 9")
     assert p.valid and p.value["ranking"] == ["c", "a", "b"] and p.value["partial"] and p.value["out_of_range"] == 1
+    assert p.value["slots"] == ["c", "a", "b", "c", None]  # the list as written: what the metrics read
+    # a repeat or a number no candidate has holds its place: "c" (3) is third as written, not moved up
+    for answer in ("1, 1, 3, 4", "9, 2, 3, 1"):
+        p = task.parse(s, answer)
+        rec = {"parsed": p.value, "valid": True}
+        assert task.target_rank(s, rec) == 3
+        assert task.score([s], {"s": rec})["NDCG@5"] == pytest.approx(0.5)
+    p = task.parse(s, "1, 2, 3, 4, 5, 6")
+    assert "slots" not in p.value and task.target_rank(s, {"parsed": p.value, "valid": True}) == 3
     p = task.parse(s, "I would go with Fargo (1996), then Alien (1979).")
     assert p.value["ranking"] == ["c", "a"] and p.value["how"] == "titles"
     assert not task.parse(s, "").valid

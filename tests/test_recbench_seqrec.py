@@ -172,14 +172,14 @@ def _s(k: int, history: list[str], target: str) -> dict:
 
 def test_score_reads_llm_lists_and_reference_ranks_alike():
     samples = [_s(0, ["a", "b"], "c"), _s(1, ["a"], "d"), _s(2, ["a"], "e"), _s(3, ["a"], "f"), _s(4, ["a"], "g")]
-    llm = {"strings": ["a", "x", "b", "c"], "items": ["a", "b", "b", "c"]}  # history and repeats dropped: c is 1st
+    llm = {"strings": ["a", "x", "b", "c"], "items": ["a", "b", "b", "c"]}  # history and a repeat first: c is 4th
     preds = {"s0": {"id": "s0", "parsed": llm, "valid": True},
              "s1": {"id": "s1", "parsed": {"rank": 3}, "valid": True},
              "s2": {"id": "s2", "parsed": {"rank": None}, "valid": True},  # a reference that cannot rank it
              "s3": {"id": "s3", "parsed": None, "valid": False, "error": "http_400"}}  # s4: no line at all
     m = SeqrecTask().score(samples, preds)
-    assert m["MRR"] == pytest.approx((1 + 1 / 3) / 5) and m["HR@10"] == m["Recall@10"] == pytest.approx(2 / 5)
-    assert m["NDCG@10"] == pytest.approx((1 + 1 / math.log2(4)) / 5)
+    assert m["MRR"] == pytest.approx((1 / 4 + 1 / 3) / 5) and m["HR@10"] == m["Recall@10"] == pytest.approx(2 / 5)
+    assert m["NDCG@10"] == pytest.approx((1 / math.log2(5) + 1 / math.log2(4)) / 5)
     assert m["valid_rate"] == 0.6 and m["missing"] == 1.0 and m["matched_share"] == 1.0
     assert list_rank(["x", "a", "y", "x", "t"], "t", {"a"}) == 3 and list_rank(["x"], "t", set()) == math.inf
     # asked for 10, the 15th title named is no hit (it scored Recall@20 and MRR 1/15, out of a compliant answer's reach)
@@ -188,15 +188,16 @@ def test_score_reads_llm_lists_and_reference_ranks_alike():
     sample = {"target": "t", "history": ["h1"], "n_recs": 10}
     items = [f"o{i}" for i in range(14)] + ["t"]
     assert sample_rank(sample, {"parsed": {"items": items}}) == math.inf
-    assert sample_rank(sample, {"parsed": {"items": ["h1"] + items[5:]}}) == 10.0  # history dropped first
+    assert sample_rank(sample, {"parsed": {"items": ["h1"] + items[6:]}}) == 10.0  # the history title spends a place
+    assert sample_rank(sample, {"parsed": {"items": ["h1"] + items[5:]}}) == math.inf
     # the first 10 titles *listed* are the answer: 10 invented titles then the target is a miss, however many
     # more it names (before, only matched titles were counted: the 11th listed was rank 1)
     invented = {"strings": [f"x{i}" for i in range(10)] + ["t"], "slots": [None] * 10 + ["t"], "items": ["t"]}
     assert sample_rank(sample, {"parsed": invented}) == math.inf
     assert sample_list(sample, {"parsed": invented}) == []
-    # a history title listed spends its place too; within the 10 listed, the target's rank skips it
+    # a history title listed spends its place too, and so does an invented one: the target is third as listed
     listed = {"slots": ["h1", None, "t"] + [f"o{i}" for i in range(7)], "items": ["h1", "t"]}
-    assert sample_rank(sample, {"parsed": listed}) == 1.0
+    assert sample_rank(sample, {"parsed": listed}) == 3.0
     assert sample_rank(sample, {"parsed": {"slots": ["h1"] + items[5:], "items": ["h1"] + items[5:]}}) == math.inf
 
 
@@ -493,3 +494,19 @@ def test_an_llm_list_and_a_ranker_with_the_same_top_ten_hits_score_alike():
     assert not {"MRR (full)", "Recall@20 (full)"} & set(SeqrecTask().score(samples, beams))
     units = SeqrecTask().units(samples, ranker)
     assert {k: u.point() for k, u in units.items() if k in b} == pytest.approx({k: b[k] for k in units if k in b})
+
+
+def test_an_invented_repeated_or_history_title_holds_its_place_in_an_llm_list():
+    """The target's rank is its place in the list as written: a title naming no item, an item named again and a
+    history item each spend a place and move no later title up (before, each of them lifted the target)."""
+    from recharness.tasks.recbench.seqrec import sample_rank
+
+    s = {"target": "t", "history": ["h"], "n_recs": 10}
+    rank = lambda slots: sample_rank(s, {"parsed": {"slots": slots, "items": [i for i in slots if i]}})  # noqa: E731
+    assert rank(["x", "y", "t"]) == 3
+    assert rank(["x", None, "t"]) == 3
+    assert rank(["x", "x", "t"]) == 3
+    assert rank(["h", "t"]) == 2
+    assert rank([None, "t"]) == 2
+    assert rank(["x"] * 10 + ["t"]) == math.inf  # past the titles asked for
+    assert sample_rank({**s, "history": ["t"]}, {"parsed": {"slots": ["t"], "items": ["t"]}}) == math.inf

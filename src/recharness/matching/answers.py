@@ -45,6 +45,17 @@ class CatalogContext:
         return out
 
 
+def listed_slots(parsed: dict, n: int | None) -> list[str | None]:
+    """The first `n` titles an answer lists (all with None) as places: each the catalog item it names, None for
+    a title that names none, a repeat kept where it stands. A target's rank is its place here: an invented,
+    repeated or history title spends its place and moves no later title up (`metrics.ranking`'s rule; a
+    reference's list holds none of these). A record without `slots` gives its first `n` matched `items`."""
+    slots = parsed.get("slots")
+    if not isinstance(slots, list):
+        slots = parsed.get("items") or []
+    return list(slots if n is None else slots[:n])
+
+
 def listed_items(parsed: dict, n: int | None) -> list[str]:
     """The catalog items among the first `n` titles an answer lists (all with None), in order, repeats
     once. An unmatched or repeated title keeps its place: a longer answer gets no extra guesses by

@@ -184,8 +184,9 @@ def answer_problem(answer_type, value) -> str | None:
 
 
 def listed_rank(sample: dict, record: dict | None) -> int | None:
-    """The generic rank of `sample["target"]` in a record: a ranker's `rank`, else the place in its `items` or
-    `ranking` (repeats dropped); None when not ranked."""
+    """The generic rank of `sample["target"]` in a record: a ranker's `rank`, else its place in the list as
+    written (`slots`, else `items` or `ranking`: an entry naming no item or naming one again holds its place,
+    as the ranking tasks score); None when not ranked."""
     parsed = (record or {}).get("parsed")
     if not isinstance(parsed, dict):
         return None
@@ -193,6 +194,7 @@ def listed_rank(sample: dict, record: dict | None) -> int | None:
         r = parsed["rank"]
         ok = isinstance(r, int | float) and not isinstance(r, bool) and 1 <= r < float("inf")
         return int(r) if ok else None
-    ranked = list(dict.fromkeys(map(str, parsed.get("items") or parsed.get("ranking") or [])))
+    listed = parsed.get("slots") if isinstance(parsed.get("slots"), list) else None
+    ranked = [None if i is None else str(i) for i in (listed or parsed.get("items") or parsed.get("ranking") or [])]
     target = str(sample.get("target"))
     return ranked.index(target) + 1 if target in ranked else None

@@ -293,6 +293,7 @@ class DirectTask(Task):
         titles = _Titles(sample["candidate_titles"])
         refs, list_chars, other_chars = _list_refs(body, titles)
         order: list[str] = []
+        slots: list[str | None] = []  # every listed entry in its place: None for a number no candidate has
         out_of_range = 0
         how = "titles"
         for k, by_number in refs:
@@ -300,11 +301,15 @@ class DirectTask(Task):
                 how = "numbers"
             if not 1 <= k <= len(cands):
                 out_of_range += 1
-            elif cands[k - 1] not in order:
+                slots.append(None)
+                continue
+            slots.append(cands[k - 1])
+            if cands[k - 1] not in order:
                 order.append(cands[k - 1])
         error = None
         if not refs:
             order = [cands[i] for i in titles.in_order(body.lower())]  # "I'd go with Fargo (1996), then Alien (1979)."
+            slots = list(order)
             if not order:
                 error = "no list of candidate numbers and no candidate title found in the answer"
         elif list_chars < other_chars:
@@ -312,12 +317,32 @@ class DirectTask(Task):
         elif not order:
             error = "the list names no candidate in range"
         value = {"ranking": order, "how": how, "out_of_range": out_of_range, "partial": 0 < len(order) < len(cands)}
+        if slots != order:  # a repeat or a number out of range: the list as written, which the metrics read
+            value["slots"] = slots
         if error:
             return Parsed(value, valid=False, error=error)
         return Parsed(value)
 
+    def target_rank(self, sample: dict, record: dict | None) -> int | None:
+        """As `score` reads it: the target's place in the answer as written (`_places`)."""
+        places = self._places([sample], {sample["id"]: record} if record is not None else {})[0]
+        return places.index(sample["target"]) + 1 if sample.get("target") in places else None
+
+    @staticmethod
+    def _places(samples, predictions) -> list[list[str | None]]:
+        """Each sample's answer as the accuracy metrics read it ([] unless valid): the list as written, a
+        repeated candidate or a number no candidate has holding its place (`slots`), so it moves no later
+        candidate up; the ranking itself when the answer had neither."""
+        out = []
+        for s in samples:
+            p = predictions.get(s["id"])
+            ok = bool(p and p.get("valid", True) and p.get("parsed"))
+            out.append((p["parsed"].get("slots") or p["parsed"]["ranking"]) if ok else [])
+        return out
+
     def _ranked(self, samples, predictions) -> tuple[list[list[str]], list[bool], list[bool], int]:
-        """Each sample's ranking ([] unless valid), whether valid, whether partial, and the missing count."""
+        """Each sample's ranking ([] unless valid), whether valid, whether partial, and the missing count: each
+        candidate once, in the order first named (what the beyond-accuracy metrics and Borda read)."""
         ranked, valid, partial = [], [], []
         missing = 0
         for s in samples:
@@ -385,8 +410,9 @@ class DirectTask(Task):
 
     def score(self, samples, predictions):
         ranked, valid, partial, missing = self._ranked(samples, predictions)
+        places = self._places(samples, predictions)
         ks, ndcg_ks = self._ks(samples)
-        m = ranking_scores(ranked, [s["target"] for s in samples], ks, ndcg_ks=ndcg_ks)
+        m = ranking_scores(places, [s["target"] for s in samples], ks, ndcg_ks=ndcg_ks)
         n = max(1, len(samples))
         m.update(valid_rate=sum(valid) / n, partial_rate=sum(partial) / n, missing=float(missing))
         # answers naming a number no candidate has (a 0-based ranking "0, 1, 2" reads as 1, 2): said, not silent
@@ -396,7 +422,7 @@ class DirectTask(Task):
         m.update(full_catalog_scores(samples, predictions))
         m.update({k: u.point() for k, u in self._beyond(samples, [s["id"] for s in samples], ranked,
                                                         order_clusters(samples)).items()})
-        m.update(self._order_metrics(samples, predictions, ranked))
+        m.update(self._order_metrics(samples, predictions, places))
         return m
 
     def units(self, samples, predictions):
@@ -408,9 +434,10 @@ class DirectTask(Task):
             return {}
         ids = [s["id"] for s in samples]
         ranked, valid, partial, _ = self._ranked(samples, predictions)
+        places = self._places(samples, predictions)
         ks, ndcg_ks = self._ks(samples)
         users = order_clusters(samples)
-        out = ranking_units(ids, ranked, [s["target"] for s in samples], ks, ndcg_ks=ndcg_ks, clusters=users)
+        out = ranking_units(ids, places, [s["target"] for s in samples], ks, ndcg_ks=ndcg_ks, clusters=users)
         out["valid_rate"] = mean_units(ids, valid, how="mean over samples", clusters=users)
         out["partial_rate"] = mean_units(ids, partial, how="mean over samples", clusters=users)
         ranks = full_ranks(samples, predictions)
@@ -418,7 +445,7 @@ class DirectTask(Task):
             per = _full_metrics(ranks, per_sample=True)
             out.update({k: mean_units(ids, v, how="mean over samples", clusters=users) for k, v in per.items()})
         out.update(self._beyond(samples, ids, ranked, users))
-        got = self._order_values(samples, predictions, ranked)
+        got = self._order_values(samples, predictions, places)
         spread = spread_units(samples, got[0], got[2], clusters=users) if got else None
         if spread is not None:
             out["NDCG@10 order spread"] = spread

@@ -15,7 +15,7 @@ import numpy as np
 
 from recharness.core.errors import ConfigError
 from recharness.core.types import BuildConfig, GenerationParams, Parsed
-from recharness.matching.answers import listed_items
+from recharness.matching.answers import listed_slots
 from recharness.tasks.base import Task
 from recharness.tasks.llmrec.common import (
     CatalogContext,
@@ -106,18 +106,30 @@ class SequentialTask(Task):
     def why_empty(self, dataset, config) -> str | None:
         return why_empty(self.name, dataset, int(config.options.get("min_history", 5)), config.options)
 
-    def ranked(self, sample: dict, pred: dict | None) -> list[str]:
+    def ranked(self, sample: dict, pred: dict | None) -> list[str | None]:
+        """The first n_recs listed titles as places (`listed_slots`): each the item it names (the target when
+        its title also names the target), None for an invented or history title; a repeat keeps its place.
+        The accuracy metrics read a place as the rank, so a junk title ahead of the target costs it a place."""
         if not pred or not pred.get("parsed"):
             return []
-        seen = set(sample["seen"])
+        seen = set(sample.get("seen") or ())
         twins = pred["parsed"].get("twins") or {}
         out = []
-        for i in listed_items(pred["parsed"], sample["n_recs"]):  # the first n_recs listed titles
-            if sample.get("target") in twins.get(i, ()):  # the title names the target too: it is the target
+        for i in listed_slots(pred["parsed"], sample.get("n_recs")):
+            if i is not None and sample.get("target") in twins.get(i, ()):  # the title names the target too
                 i = sample["target"]
-            if i not in seen and i not in out:
-                out.append(i)
-        return out[: sample["n_recs"]]
+            out.append(None if i in seen else i)
+        return out
+
+    def target_rank(self, sample: dict, record: dict | None) -> int | None:
+        """As `score` reads it: the target's place among the first n_recs listed titles (`ranked`)."""
+        places = self.ranked(sample, record)
+        return places.index(sample["target"]) + 1 if sample.get("target") in places else None
+
+    def recommended(self, sample: dict, pred: dict | None) -> list[str]:
+        """The catalog items an answer recommends, in order, each once, no history item: what the
+        beyond-accuracy metrics (coverage, popularity, novelty) read."""
+        return [i for i in dict.fromkeys(self.ranked(sample, pred)) if i is not None]
 
     def score(self, samples, predictions):
         ranked = [self.ranked(s, predictions.get(s["id"])) for s in samples]
@@ -136,7 +148,8 @@ class SequentialTask(Task):
             m["unrecognised_rate"] = float(np.mean([_unrecognised(p) for p in got]))
         m.update(target_seen(samples))  # unreachable here: every method's list leaves history out
         ids = [s["id"] for s in samples]
-        m.update({k: u.point() for k, u in beyond_accuracy(self._pop(samples), ids, ranked,
+        lists = [self.recommended(s, predictions.get(s["id"])) for s in samples]
+        m.update({k: u.point() for k, u in beyond_accuracy(self._pop(samples), ids, lists,
                                                            [s["target"] for s in samples]).items()})
         return m
 
@@ -157,7 +170,8 @@ class SequentialTask(Task):
         named = [len(p["parsed"]["strings"]) if p and p.get("parsed") else 0 for p in preds]
         if sum(named):
             out["matched_share"] = RatioUnits(ids, matched, named, how="matched / named titles, pooled over samples")
-        out.update(beyond_accuracy(self._pop(samples), ids, ranked, [s["target"] for s in samples]))
+        lists = [self.recommended(s, p) for s, p in zip(samples, preds)]
+        out.update(beyond_accuracy(self._pop(samples), ids, lists, [s["target"] for s in samples]))
         return out
 
     def _pop(self, samples):

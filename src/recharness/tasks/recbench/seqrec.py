@@ -56,7 +56,7 @@ from recharness.core.types import BuildConfig, GenerationParams, Parsed, sample_
 from recharness.matching.twins import with_twins
 from recharness.metrics.full_ranking import rank_metrics
 from recharness.tasks.base import Task
-from recharness.matching.answers import CatalogContext, listed_items
+from recharness.matching.answers import CatalogContext, listed_items, listed_slots
 from recharness.tasks.wording import DOMAIN_NOUNS, domain_of
 from recharness.tasks.options import check
 from recharness.tasks.recbench.options import SeqrecOptions
@@ -123,10 +123,22 @@ def sample_rank(sample: dict, rec: dict | None) -> float:
         return float(r) if r is not None and r >= 1 else math.inf
     # a title carried by several ids (`twins`) names the target too when one of them is: a hit, once
     # the titles asked for (`n_recs`), the first listed, not every one a longer answer names: Recall@20 / MRR
-    # over 10 asked; an invented or history title listed among them spends its place
+    # over 10 asked; an invented, repeated or history title listed among them spends its place (`listed_slots`),
+    # and a history title is never a hit (a reference's list leaves the history out)
     n = sample.get("n_recs")
-    items = with_twins(listed_items(parsed, n), parsed.get("twins"), (sample["target"],))
-    return list_rank(items, sample["target"], set(sample["history"]), n)
+    slots = with_twins(listed_slots(parsed, n), parsed.get("twins"), (sample["target"],))
+    return slot_rank(slots, sample["target"], set(sample["history"]))
+
+
+def slot_rank(slots: list[str | None], target: str, exclude: set[str]) -> float:
+    """The target's 1-based place in `slots` as listed (every entry holds its place), inf when absent or in
+    `exclude`."""
+    if target in exclude:
+        return math.inf
+    for k, i in enumerate(slots, 1):
+        if i == target:
+            return float(k)
+    return math.inf
 
 
 def list_metrics(samples: list[dict], recs: list[dict | None]) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -271,7 +283,8 @@ class SeqrecTask(Task):
         self.popularity = None
 
     def target_rank(self, sample: dict, record: dict | None) -> int | None:
-        """As `score` reads it: the shown history and repeats dropped, a title's twin ids standing for the target."""
+        """As `score` reads it: the target's place in the list as written (an invented, repeated or history title
+        holding its place), a title's twin ids standing for the target."""
         r = sample_rank(sample, record)
         return int(r) if math.isfinite(r) else None
 
