@@ -284,3 +284,11 @@ def test_no_scored_query_gives_no_number():
     assert (out["n_scored"], out["missing"]) == (0.0, 2.0)
     one = aggregate([None, {"P": 0.25, "R": 0.5, "FTR": 0.0, "CMR": 0.5}])
     assert (one["P"], one["R"], one["FTR"], one["CMR"], one["n_scored"]) == (0.25, 0.5, 0.0, 0.5, 1.0)
+
+
+def test_a_sample_without_ground_truth_gets_no_precision_and_stops_nothing(task):
+    """An older build's sample with an empty ground truth: no P or R for it, the others scored (before, the
+    whole task's scoring raised)."""
+    s, empty = _sample("a"), {**_sample("b"), "gt": []}
+    m = task.score([s, empty], {"a": _pred(task, s, ANSWER), "b": _pred(task, empty, ANSWER)})
+    assert m["P"] == pytest.approx(1 / 4) and m["R"] == pytest.approx(1 / 2) and m["n_scored"] == 2

@@ -131,8 +131,9 @@ def resample_counts(n: int, resamples: int, seed: int = 0, strata: np.ndarray | 
         codes, c = cluster_codes(clusters)
         cstrata = None
         if strata is not None:
-            first = np.zeros(c, dtype=np.int64)
-            first[codes[::-1]] = np.arange(codes.size)[::-1]
+            # each cluster's first unit (`np.unique` guarantees the first index; an assignment through repeated
+            # indices would leave which write stands to numpy's unspecified order)
+            _, first = np.unique(codes, return_index=True)
             cstrata = np.asarray(strata)[first]
         for w in resample_counts(c, resamples, seed, cstrata):
             yield w[:, codes]

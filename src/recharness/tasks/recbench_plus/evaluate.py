@@ -188,6 +188,9 @@ def query_metrics(samples: list[dict], predictions: dict[str, dict]) -> list[dic
         rows[n] = row
         by_k[k].append(n)
     for k, idx in by_k.items():
+        idx = [n for n in idx if samples[n].get("gt")]  # a sample with no ground truth (an older build): no P or R
+        if not idx:
+            continue
         rel = [set(samples[n]["gt"]) for n in idx]
         m = ranking_metrics([lists[n] for n in idx], rel, ks=(k,), per_sample=True)
         pk, rk = ("precision", "recall") if k is None else (f"precision@{k}", f"recall@{k}")
