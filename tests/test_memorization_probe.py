@@ -61,6 +61,9 @@ def test_formatting_around_the_line_and_reasoning_are_not_the_answer():
     q = _item(title="'burbs, The (1989)", genres=("Comedy",))
     assert check(q, "1::'burbs, The (1989)::Comedy") == {"title": True, "full": True}
     assert check(q, "1::burbs, The (1989)::Comedy")["title"] is False
+    # a chat model's preamble before a line without its id is not the answer (before: judged on "Here is...")
+    assert check(p, "Here is the line:\nToy Story (1995)::Animation|Children's|Comedy") == {"title": True, "full": True}
+    assert check(p, "Toy Story (1995)") == {"title": True, "full": False}  # no field anywhere: the first line
 
 def test_coverage_interval_is_clopper_pearson():
     from scipy.stats import beta

@@ -17,8 +17,9 @@ answer matches the dataset exactly under the rule written here:
 
 How an answer is read: its lines are trimmed, runs of spaces made one and backticks stripped; the line
 judged is the first that starts with the asked prefix (`ID::`) and is not one of the shown lines repeated
-(a model that echoes its context before continuing is judged on its continuation), else its first
-non-empty line with the prefix put in front when the model left it out.
+(a model that echoes its context before continuing is judged on its continuation), else the first such line
+holding a `::` field separator (a chat model's "Here is the line:" before it is not the answer), else its first
+non-empty line, with the prefix put in front when the model left it out.
 
 Few-shot context is the file's neighbouring lines (the `SHOTS` lines before the probed id), as the
 paper prompts. Coverage gets an exact 95% (Clopper-Pearson) interval over the probed ids, each an
@@ -110,8 +111,8 @@ def _unwrap(line: str) -> str:
 
 def answer_line(text: str, prefix: str, shown: list[str] = ()) -> str | None:
     """The answer's line for `prefix`: the first line that starts with it and is not one of the `shown` lines
-    repeated, else the first non-empty line (with the prefix added when the model left it out); None for an
-    empty answer. Reasoning (`<think>...</think>`) is not the answer; bold, quotes or code around a whole line
+    repeated, else the first such line with a `::` in it, else the first non-empty line (with the prefix added
+    when the model left it out); None for an empty answer. Reasoning (`<think>...</think>`) is not the answer; bold, quotes or code around a whole line
     are formatting, not part of it."""
     from recharness.matching.parse import strip_reasoning
 
@@ -120,7 +121,9 @@ def answer_line(text: str, prefix: str, shown: list[str] = ()) -> str | None:
     for x in lines:
         if x.startswith(prefix) and x not in echoed:
             return x
-    return (lines[0] if lines[0].startswith(prefix) else prefix + lines[0]) if lines else None
+    # every line of these files has fields after its id: a line with none is a preamble, not the answer
+    line = next((x for x in lines if "::" in x and x not in echoed), lines[0] if lines else None)
+    return None if line is None else line if line.startswith(prefix) else prefix + line
 
 
 def check(probe: Probe, text: str) -> dict:
