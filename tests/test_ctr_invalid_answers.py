@@ -88,6 +88,10 @@ def test_every_casing_counts_and_a_missing_option_is_bounded_by_the_smallest_ret
     p = math.exp(lp["Yes"]) / (math.exp(lp["Yes"]) + math.exp(lp["No"]))
     assert p == pytest.approx(1e-4, rel=1e-3)
     assert bounded_options(top, ["Yes", "No"]) == ["No"]
+    # returned probabilities whose rounded sum reaches 1 leave no bound to go by, not "nothing left": P(Yes) stays
+    # below a certain 1.0 (before: exactly 1.0 from -9.2 on, 0.99999 at -9.3)
+    lp = option_logprobs([("Yes", -1e-4), ("Sure", -9.2)], ["Yes", "No"])
+    assert lp["No"] == pytest.approx(-9.2 + math.log(8))
     # neither option returned: nothing to bound against, no answer
     assert option_logprobs([("I", -0.1)], ["Yes", "No"]) == {"Yes": -math.inf, "No": -math.inf}
     assert bounded_options([("I", -0.1)], ["Yes", "No"]) == []

@@ -510,3 +510,11 @@ def test_an_invented_repeated_or_history_title_holds_its_place_in_an_llm_list():
     assert rank([None, "t"]) == 2
     assert rank(["x"] * 10 + ["t"]) == math.inf  # past the titles asked for
     assert sample_rank({**s, "history": ["t"]}, {"parsed": {"slots": ["t"], "items": ["t"]}}) == math.inf
+    # the top-10 list beyond accuracy reads is the first 10 places, then what names no new item dropped: asked
+    # for 20, five invented titles leave five items (before: ten, reaching places 11-15)
+    from recharness.tasks.recbench.seqrec import sample_list
+
+    many = {"target": "i7", "history": [], "n_recs": 20}
+    slots = [None] * 5 + [f"i{k}" for k in range(15)]
+    assert sample_list(many, {"parsed": {"slots": slots, "items": slots[5:]}}) == [f"i{k}" for k in range(5)]
+    assert sample_rank(many, {"parsed": {"slots": slots, "items": slots[5:]}}) == 13

@@ -511,7 +511,9 @@ def option_logprobs(token_logprobs, options: list[str]) -> dict[str, float]:
             if token not in counted:
                 counted.add(token)
                 returned += math.exp(logprob)
-        left = math.log(1.0 - returned) if returned < 1.0 else -math.inf
+        # what the returned tokens leave of 1; none to go by when their rounded sum reaches 1 (not "nothing left":
+        # that would make the missing option impossible and P(Yes) a certain 1.0)
+        left = math.log(1.0 - returned) if returned < 1.0 else math.inf
         top = max(out.values())
         out = {o: (v if v > -math.inf else min(floor + math.log(spellings(o)), left, top)) for o, v in out.items()}
     return out
@@ -523,7 +525,8 @@ def spellings(option: str) -> int:
 
 
 def bounded_options(token_logprobs, options: list[str]) -> list[str]:
-    """The options `option_logprobs` gave the smallest returned log-prob, as none of their spellings was returned."""
+    """The options `option_logprobs` bounded (the most the reply allows them), as none of their spellings was
+    returned."""
     words = {(t[1:] if t.startswith(" ") else t).casefold() for t, _ in token_logprobs}
     present = [o for o in options if o.casefold() in words]
     return [o for o in options if o.casefold() not in words] if present else []

@@ -420,7 +420,7 @@ class DirectTask(Task):
         m["out_of_range_rate"] = sum(bool(isinstance(o, dict) and o.get("out_of_range")) for o in outside) / n
         m.update(target_seen(samples))  # here the one candidate the user had (negatives never are): a giveaway
         m.update(full_catalog_scores(samples, predictions))
-        m.update({k: u.point() for k, u in self._beyond(samples, [s["id"] for s in samples], ranked,
+        m.update({k: u.point() for k, u in self._beyond(samples, [s["id"] for s in samples], places,
                                                         order_clusters(samples)).items()})
         m.update(self._order_metrics(samples, predictions, places))
         return m
@@ -444,7 +444,7 @@ class DirectTask(Task):
         if ranks is not None:
             per = _full_metrics(ranks, per_sample=True)
             out.update({k: mean_units(ids, v, how="mean over samples", clusters=users) for k, v in per.items()})
-        out.update(self._beyond(samples, ids, ranked, users))
+        out.update(self._beyond(samples, ids, places, users))
         got = self._order_values(samples, predictions, places)
         spread = spread_units(samples, got[0], got[2], clusters=users) if got else None
         if spread is not None:

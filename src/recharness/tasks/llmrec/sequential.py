@@ -1,9 +1,9 @@
 """LLMRec sequential recommendation: name the next items after a user's history.
 
-The model answers in free text over the whole catalog; answers are matched
-to catalog items, items the user already had are removed (for every method
-alike, as in standard leave-one-out evaluation), and HR@k / NDCG@k are taken
-against the held-out next item: each user's last one (`--option split=leave_last_out`, the paper's)
+The model answers in free text over the whole catalog; answers are matched to catalog items, each listed
+title holding its place (an invented title, one naming an item already listed and an item the user already
+had are no hit; the references never list the user's items), and HR@k / NDCG@k are taken against the
+held-out next item: each user's last one (`--option split=leave_last_out`, the paper's)
 or their first after one cut time for all users (`split=global_time`, `data.temporal_split`).
 """
 
@@ -126,11 +126,6 @@ class SequentialTask(Task):
         places = self.ranked(sample, record)
         return places.index(sample["target"]) + 1 if sample.get("target") in places else None
 
-    def recommended(self, sample: dict, pred: dict | None) -> list[str]:
-        """The catalog items an answer recommends, in order, each once, no history item: what the
-        beyond-accuracy metrics (coverage, popularity, novelty) read."""
-        return [i for i in dict.fromkeys(self.ranked(sample, pred)) if i is not None]
-
     def score(self, samples, predictions):
         ranked = [self.ranked(s, predictions.get(s["id"])) for s in samples]
         m = ranking_scores(ranked, [s["target"] for s in samples], self.ks, ndcg_ks=(5, 10))
@@ -148,8 +143,7 @@ class SequentialTask(Task):
             m["unrecognised_rate"] = float(np.mean([_unrecognised(p) for p in got]))
         m.update(target_seen(samples))  # unreachable here: every method's list leaves history out
         ids = [s["id"] for s in samples]
-        lists = [self.recommended(s, predictions.get(s["id"])) for s in samples]
-        m.update({k: u.point() for k, u in beyond_accuracy(self._pop(samples), ids, lists,
+        m.update({k: u.point() for k, u in beyond_accuracy(self._pop(samples), ids, ranked,
                                                            [s["target"] for s in samples]).items()})
         return m
 
@@ -170,8 +164,7 @@ class SequentialTask(Task):
         named = [len(p["parsed"]["strings"]) if p and p.get("parsed") else 0 for p in preds]
         if sum(named):
             out["matched_share"] = RatioUnits(ids, matched, named, how="matched / named titles, pooled over samples")
-        lists = [self.recommended(s, p) for s, p in zip(samples, preds)]
-        out.update(beyond_accuracy(self._pop(samples), ids, lists, [s["target"] for s in samples]))
+        out.update(beyond_accuracy(self._pop(samples), ids, ranked, [s["target"] for s in samples]))
         return out
 
     def _pop(self, samples):

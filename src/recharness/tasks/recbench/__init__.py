@@ -20,8 +20,8 @@ from recharness.tasks.registry import DemoRun, register_suite
 # the suite's own columns: what a beam decoder (title-cbs, an ID/SID fine-tune) on seqrec reports
 metric("invalid_share", False, "share of a beam decoder's beams that name no catalog item (seqrec)")
 metric("invalid_top1_share", False, "share of a beam decoder's answers whose first beam names no item (seqrec)")
-metric("bounded_rate", None, "share of ctr answers with one option missing from the server's top log-probs, its "
-       "log-prob bounded by the smallest returned one (P(Yes) then the least confident value the reply allows)",
+metric("bounded_rate", None, "share of ctr answers with one option missing from the server's top log-probs, given "
+       "the most the reply allows it (P(Yes) then the least confident value the reply allows)",
        ci=False)
 metric("answer_latency_s", False, "mean seconds per answer as the method measured it (beam decoders)", ci=False)
 

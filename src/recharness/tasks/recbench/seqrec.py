@@ -9,9 +9,9 @@ Every method is judged by the target's rank over the whole catalog, with the use
 out the same way for all (no sampled candidates):
 
 * an LLM names `n_recs` titles in free text; they are matched to the catalog (`recharness.matching`),
-  and the matched items in answer order, history items and repeats dropped, are its ranking (an
-  unmatched string keeps its slot: an invented title costs a place); a target it does not name has
-  rank ∞ and counts 0;
+  and the target's rank is its place among the titles as written (an unmatched title, a history item or one
+  named again keeps its place: it costs the titles after it one place, and a history item is never a hit); a
+  target it does not name has rank ∞ and counts 0;
 * a reference model gives the rank directly (`parsed["rank"]`): SASRec scores every item, popularity
   orders every item it has counts for; a beam decoder (SID-SASRec, the title-trie LLM) ranks only
   the items of its beams, in beam order, and a target outside them has rank None (∞, counts 0).
@@ -31,8 +31,8 @@ Decoders that report beams (`beams`, `invalid`, `top1_invalid`: SID-SASRec) add 
 Beyond accuracy (`metrics.beyond_accuracy`: coverage@10, Gini@10, ARP@10, novelty@10, HR@10 head /
 tail), against the item popularity of the build's training sequences (their positives: what the
 references learn from; the leave-last-out part of the data when the run has none). The top-10 list
-of a sample (`sample_list`): an LLM's matched items as its ranking reads them (history and repeats
-dropped), a reference's `parsed["top"]` (the 10 best items, history excluded, that the model gives
+of a sample (`sample_list`): the items among an LLM's first 10 listed titles (history, unmatched titles and
+repeats then dropped), a reference's `parsed["top"]` (the 10 best items, history excluded, that the model gives
 beside the rank: `Baseline.target_ranks_and_tops`) or, for a decoder without one, its decoded
 `items`. A reference file written before `top` existed gives ranks only: its row keeps HR@10 head /
 tail (they read the rank) and gets no list metrics (coverage, Gini, ARP, novelty), rather than
@@ -56,7 +56,7 @@ from recharness.core.types import BuildConfig, GenerationParams, Parsed, sample_
 from recharness.matching.twins import with_twins
 from recharness.metrics.full_ranking import rank_metrics
 from recharness.tasks.base import Task
-from recharness.matching.answers import CatalogContext, listed_items, listed_slots
+from recharness.matching.answers import CatalogContext, listed_slots
 from recharness.tasks.wording import DOMAIN_NOUNS, domain_of
 from recharness.tasks.options import check
 from recharness.tasks.recbench.options import SeqrecOptions
@@ -178,11 +178,11 @@ def sample_list(sample: dict, rec: dict | None, k: int = TOP_K) -> list[str] | N
         items = parsed.get("top", parsed.get("items"))
         if items is None:
             return None
-    else:
-        k = min(k, sample.get("n_recs") or k)  # an LLM's list: the titles asked for, the first listed
-        items = with_twins(listed_items(parsed, sample.get("n_recs")), parsed.get("twins"), (sample["target"],))
+    else:  # an LLM's list: its first k places as written (`listed_slots`), then what names no new item dropped
+        k = min(k, sample.get("n_recs") or k)
+        items = with_twins(listed_slots(parsed, k), parsed.get("twins"), (sample["target"],))
     drop = set(sample["history"])
-    return [i for i in dict.fromkeys(items) if i not in drop][:k]
+    return [i for i in dict.fromkeys(items) if i is not None and i not in drop][:k]
 
 
 def seqrec_popularity(dataset, run_dir):
