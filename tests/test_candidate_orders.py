@@ -54,6 +54,10 @@ def test_borda_hand_worked():
     # candidate order's tie-break, 2nd in [a, t, b], a hit at 2 that no answer made)
     assert borda([["a"], ["a"]], ["t", "a", "b"], unnamed=False) == ["a"]
     assert borda([["a"], ["b"]], ["t", "a", "b"], unnamed=False) == ["a", "b"]
+    # a place as written: a repeat or an entry naming no candidate holds its place, as the per-order metrics read
+    # it. [b, b, None, a] puts a at place 3: 2 - 3 = -1 points, b 2; [a, b]: a 2, b 1. So b 3, a 1 (before: the
+    # first read as [b, a], a tie 3 : 3 that the candidate order gave to a)
+    assert borda([["b", "b", None, "a"], ["a", "b"]], ["a", "b"]) == ["b", "a"]
 
 
 def test_the_borda_answer_says_how_many_orders_it_rests_on():

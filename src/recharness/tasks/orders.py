@@ -46,8 +46,9 @@ def candidate_orders(cand: list[str], target: str, k: int, rng) -> list[list[str
 
 def borda(rankings: list[list[str]], candidates: list[str], *, unnamed: bool = True) -> list[str]:
     """One ranking from several, as LLMRank aggregates its bootstrapped rankings (`llmrank/model/rank.py`):
-    each ranking gives n - p points to its p-th named candidate (p from 0) and -10000 to a candidate it leaves
-    out, and the points are summed. So a candidate left out by fewer rankings always comes first, then the
+    each ranking gives n - p points to the candidate at its place p (p from 0: its first place as written, an entry
+    naming no candidate or one named before holding its place, as the task's metrics read it) and -10000 to a
+    candidate it leaves out, and the points are summed. So a candidate left out by fewer rankings always comes first, then the
     higher sum over the rankings that named it; ties by candidate order. With `unnamed=False` a candidate no
     ranking names is left out of the result (a partial answer, as each of them was), not placed by the
     candidate order. An empty list of rankings gives []."""
@@ -57,13 +58,16 @@ def borda(rankings: list[list[str]], candidates: list[str], *, unnamed: bool = T
     points = dict.fromkeys(candidates, 0.0)
     missed = dict.fromkeys(candidates, 0)  # LLMRank's -10000 each: it outweighs any sum of places
     for ranking in rankings:
-        named = [c for c in dict.fromkeys(ranking) if c in points]
-        for p, c in enumerate(named):
+        first: dict[str, int] = {}
+        for p, c in enumerate(ranking):
+            if c in points and c not in first:
+                first[c] = p
+        for c, p in first.items():
             points[c] += n - p
-        for c in set(candidates) - set(named):
+        for c in set(candidates) - set(first):
             missed[c] += 1
     place = {c: i for i, c in enumerate(candidates)}
-    named_once = {c for ranking in rankings for c in ranking}
+    named_once = {c for ranking in rankings for c in ranking if c is not None}
     return sorted((c for c in candidates if unnamed or c in named_once),
                   key=lambda c: (missed[c], -points[c], place[c]))
 

@@ -367,7 +367,9 @@ class DirectTask(Task):
         Only users whose K samples were all answered get it; none valid → an invalid answer."""
         return borda_method(
             samples, recs,
-            ranking=lambda s, r: r["parsed"]["ranking"] if r.get("valid", True) and r.get("parsed") else None,
+            # each answer as the metrics read it: a repeat or a number out of range holds its place
+            ranking=lambda s, r: ((r["parsed"].get("slots") or r["parsed"]["ranking"]) if r.get("valid", True)
+                                  and r.get("parsed") else None),
             candidates=lambda ss: min(ss, key=lambda s: s["order"])["candidates"],
             # a candidate no order's answer named stays unranked (it was a miss in every one of them)
             answer=lambda s, ranking: {"ranking": ranking, "out_of_range": 0,
