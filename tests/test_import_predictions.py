@@ -423,3 +423,21 @@ def test_a_user_item_pair_several_tasks_share_needs_the_task():
     s, why = r.find({"user_id": "u1", "item_id": "i9", "rating": 4})
     assert s is None and "give \"id\" or \"task\"" in why  # before: the explanation sample, silently
     assert r.find({"user_id": "u1", "item_id": "i9", "task": "rating"})[0]["id"] == "rating-u1"
+
+
+def test_an_imported_id_outside_the_candidates_holds_its_place(ml1m, tmp_path):
+    """A direct ranking imported as item ids: an id that is no candidate holds its place, as an LLM's out-of-range
+    number does (before, it was left out and the target moved up)."""
+    out = tmp_path / "run"
+    _, samples = _fake_run(out, "llmrec", ["direct"], 2)
+    s = next(iter(samples.values()))
+    src = _write_jsonl(tmp_path / "ext.jsonl", [{"id": s["id"], "items": ["no-such-item", s["target"]]}])
+    res = CliRunner().invoke(app, ["score", "llmrec", "-o", str(out), "--predictions", str(src), "--name", "ext",
+                                   "--resamples", "50"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rec = next(r for r in read_jsonl(out / "predictions" / "ext.jsonl") if r["id"] == s["id"])
+    assert rec["parsed"]["slots"] == [None, s["target"]] and rec["parsed"]["out_of_range"] == 1
+    ext = next(r for r in json.loads((out / "scores.json").read_text()) if r["method"] == "ext")
+    assert ext["metrics"]["HR@1"] == 0.0 and ext["metrics"]["MRR"] == 0.5
+    rep = json.loads((out / "imports" / "ext.json").read_text())
+    assert any("holds its place" in p["problem"] for p in rep["problems"])

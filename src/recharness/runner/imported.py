@@ -239,8 +239,10 @@ def _answer_text(task, sample: dict, d: dict, titles) -> tuple[str | None, list[
         cands = [str(c) for c in sample.get("candidates") or []]
         if cands:  # a candidate ranking: answer with the candidate numbers, as the prompt asks
             pos = {c: n for n, c in enumerate(cands, 1)}
-            notes += [f"item {i!r} is not one of the sample's candidates (left out)" for i in ids if i not in pos]
-            return ", ".join(str(pos[i]) for i in ids if i in pos), notes, None
+            notes += [f"item {i!r} is not one of the sample's candidates (it holds its place, as a number no "
+                      "candidate has)" for i in ids if i not in pos]
+            # a number past the candidates: the task reads it as an LLM's out-of-range number, which holds its place
+            return ", ".join(str(pos.get(i, len(cands) + 1)) for i in ids), notes, None
         cat = titles()
         notes += [f"item {i!r} is not in the dataset's catalog (left out)" for i in ids if i not in cat]
         return "\n".join(f"{n}. {cat[i]}" for n, i in enumerate([i for i in ids if i in cat], 1)), notes, None
