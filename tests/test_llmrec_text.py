@@ -126,6 +126,10 @@ def test_explanation_samples(tmp_path):
     assert bare["messages"][0]["content"] == 'Product: "Lunch Box" (Arts)\nThe user\'s rating: 3/5'
     ref = ExplanationTask().references(ds, samples)["previous_review"]
     assert ref["explanation-u3"]["parsed"]["text"] == "Super fast shipping."
+    # held to the check a model's answer meets: a review past its word limit is invalid, as a model's would be
+    long = {**samples[0], "previous_review": "word " * 130}
+    got = ExplanationTask().references(ds, [long])["previous_review"][long["id"]]
+    assert not got["valid"] and ExplanationTask().references(ds, samples)["previous_review"]["explanation-u3"]["valid"]
 
 
 def test_summarization_samples_and_lead_words():
@@ -273,7 +277,13 @@ def test_pipeline_build_and_reference_rows(amazon, tmp_path):
 
     samples = list(read_jsonl(tmp_path / "samples.jsonl"))
     # the reference rows' texts, as the tasks define them: the user's previous review; the review's first words
-    hyp = {"explanation": lambda s: s["previous_review"],
+    from recharness.tasks.llmrec.explanation import ExplanationTask as _E
+
+    def previous(s):  # read as a model's answer is: past the word limit it is invalid, scored as ''
+        p = _E().parse(s, s["previous_review"])
+        return p.value["text"] if p.valid else ""
+
+    hyp = {"explanation": previous,
            "summarization": lambda s: " ".join(s["review_text"].split()[: s["lead_words"]])}
     scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
     for r in rows:

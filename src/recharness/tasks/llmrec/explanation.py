@@ -204,10 +204,13 @@ class ExplanationTask(ReviewTextTask):
                               rated=True)
 
     def references(self, dataset, samples, seed: int = 0):
-        return {
-            "previous_review": {
-                s["id"]: reference_record(s["id"], {"text": s["previous_review"]}, output=s["previous_review"],
-                                          valid=bool(s["previous_review"]))
-                for s in samples
-            }
-        }
+        """`previous_review`: the user's last earlier review, read by the check a model's answer meets (at most
+        `output_format.max_words` words, else invalid): on the models' terms (before, a 1,455-word review stood,
+        and its length alone moved BLEU)."""
+        out = {}
+        for s in samples:
+            p = self.parse(s, s["previous_review"]) if s["previous_review"] else None
+            ok = p is not None and p.valid
+            out[s["id"]] = reference_record(s["id"], p.value if ok else {"text": s["previous_review"]},
+                                            output=s["previous_review"], valid=ok)
+        return {"previous_review": out}
