@@ -304,3 +304,22 @@ def test_an_int_too_large_for_a_float_is_no_number_anywhere():
     assert finite_number(big) is None and finite_number(str(big)) is None and finite_number("4") == 4.0
     rec, why = get_task("llmrec", "rating").import_answer({"id": "r1"}, {"rating": big})
     assert why is None and not rec["valid"] and "not a number in 1..5" in rec["error"]
+
+
+def test_a_number_inside_the_rated_object_is_not_the_rating():
+    """"I'd rate these 3 books a 4": the object's number took the anchor and was read as the rating (review case:
+    the Amazon fixture's "toy for 3 year olds"); and a rating given on another scale is no answer on this one."""
+    f = NumberInRange(1, 5)
+    cases = {"I would rate these 3 books a 4": 4.0, "I'd rate the CENOVE toy for 3 year olds a 5": 5.0,
+             "Rating for 2 Days: 3": 3.0, "I'd rate Kill Bill Vol. 2 a 4": 4.0, "The rating for Season 2 is 4": 4.0,
+             "I'd rate Rocky 2 a 3": 3.0, "I'd rate this 2-pack 4": 4.0, "a 5-star movie": 5.0,
+             # unchanged: the first answer stands against an alternative or the history
+             "I'd give it a 4, not a 5": 4.0, "I'd rate it a 3 because the average is 4.2": 3.0,
+             "On a scale of 1 to 5, I'd say 4": 4.0}
+    for text, want in cases.items():
+        p = f.check(text)
+        assert p.valid and p.value["value"] == want, (text, p)
+    for text in ("On a scale of 1 to 10: 6", "6 (on a 10-point scale)", "Rating: 6\n(scale 1-10)",
+                 "on a scale of 1-10, I'd give it 6"):
+        p = f.check(text)
+        assert not p.valid and "scale to 10" in p.error, (text, p)  # before: 6 clipped to a valid 5

@@ -228,6 +228,19 @@ _ANSWER_WORD_RE = re.compile(
     r"\b(?:predict\w*|answer|estimat\w*|guess|expect\w*|would|will|should|I|I'd|I'll|my|so|therefore|thus|hence)\b",
     re.IGNORECASE)
 _CLAUSE_START_RE = re.compile(r".*(?:\d|\n|[.!?;](?=\s))", re.DOTALL)
+#: a word naming the answer, then (as the answer's object) a phrase holding a number: "I'd rate these 3 books a 4",
+#: "The rating for Season 2 is 4", "Rating for 2 Days: 3"; the number after "a" / "is" / ":" is the answer
+_RATED_OBJECT_RE = re.compile(
+    r"(?:\bI(?:'d|’d|\s+would|\s+will|'ll|’ll|\s+should)?\s+(?:rate|give|score)\b|\b(?:my\s+)?(?:rating|score|prediction)"
+    r"\s+(?:for|of)\b)(?P<object>[^\n,;!?]*?\d[^\n,;!?]*?)(?:\b(?:an?|is|be)\s+|[:=]\s*)$", re.IGNORECASE)
+#: a number joined to a word ("2-pack", "3-year-old"): a quantity; "4-star", "4-ish" are ratings
+_COMPOUND_AFTER_RE = re.compile(r"[-–](?!(?:stars?|ish|points?)\b)[A-Za-z]", re.IGNORECASE)
+#: what makes the second number an alternative or a comparison, not the object's answer ("a 4, not a 5")
+_NOT_OBJECT_RE = re.compile(r"\b(?:not|or|but|than|and|instead|rather|maybe|perhaps|possibly)\b", re.IGNORECASE)
+#: the answer says it uses another scale than the task's ("on a scale of 1 to 10", "(scale 1-10)", "10-point scale")
+_SCALE_RE = re.compile(
+    r"\bscale\s+(?:of\s+|from\s+)?(?:0|1)\s*(?:-|–|—|to)\s*(\d{1,3})\b|\b(?:0|1)\s*(?:-|–|—|to)\s*(\d{1,3})[ \t-]*(?:point\s+)?scale\b"
+    r"|\b(\d{1,3})[ \t-]*point\s+scale\b", re.IGNORECASE)
 #: a fraction in words after the number ("4 and a half", "3 and three quarters", "4½"): not 4
 _FRACTION_WORDS_RE = re.compile(r"\s*(?:½|¼|¾|and\s+(?:a\s+|one\s+)?(?:half|quarter|third)|and\s+(?:two|three)\s+"
                                 r"(?:thirds|quarters)|point\s+(?:five|\w+))\b", re.IGNORECASE)
@@ -255,6 +268,14 @@ def _at_line_start(text: str, pos: int) -> bool:
     if nl < 0 and pos > 24:
         return False
     return _LINE_PREFIX_RE.fullmatch(text, nl + 1, pos) is not None
+
+
+def _rated_object(text: str, pos: int) -> bool:
+    """The number at `pos` answers for an object that itself holds a number: "I'd rate these 3 books a 4", "I'd
+    rate Kill Bill Vol. 2 a 4", "The rating for Season 2 is 4", "Rating for 2 Days: 3". The object's number (3,
+    2) is then no answer; before, it took the anchor and was read as the rating."""
+    m = _RATED_OBJECT_RE.search(text, max(0, pos - 120), pos)
+    return m is not None and not _NOT_OBJECT_RE.search(m.group("object"))
 
 
 def _labelled(text: str, pos: int) -> bool:
@@ -323,6 +344,8 @@ class NumberInRange(OutputFormat):
                 continue  # "between 3 and 4": a range
             if _LIST_MARK_AFTER_RE.match(text, m.end()) and _at_line_start(text, m.start()):
                 continue  # "1. Title" / "2) Title": a list number, not an answer
+            if _COMPOUND_AFTER_RE.match(text, m.end()):
+                continue  # "2-pack", "3-year-old": part of a word, not an answer ("4-star" still is one)
             scale = _OVER_RE.match(text, m.end()) or _OUT_OF_RE.match(text, m.end())
             if scale and float(scale.group(1)) != self.hi:
                 continue  # "5/10", "6 out of 10": a rating on another scale (2.5, 3 here), not this scale's 5
@@ -332,7 +355,8 @@ class NumberInRange(OutputFormat):
                 continue
             near = text[max(0, m.start() - 24) : m.start()]
             label = _labelled(text, m.start())
-            anchor = 2 if label or _STRONG_ANCHOR_RE.search(near) else int(bool(_ANCHOR_RE.search(near)))
+            anchor = 2 if label or _STRONG_ANCHOR_RE.search(near) or _rated_object(text, m.start()) \
+                else int(bool(_ANCHOR_RE.search(near)))
             # a labelled line holds the answer ("Overall rating: 4"); elsewhere the clause decides
             context = not label and _describes_context(text, m.start())
             out.append(_Num(v, anchor, m.start(), m.end(), m.group(1), context))
@@ -357,6 +381,10 @@ class NumberInRange(OutputFormat):
         t, truncated = _scan(text)
         if not t.strip():
             return Parsed(None, valid=False, error="empty answer")
+        other = [int(g) for sm in _SCALE_RE.finditer(t) for g in sm.groups() if g and int(g) != self.hi]
+        if other:  # "on a scale of 1 to 10: 6" is 3 on this one, not a 6 to clip to 5
+            return Parsed({"truncated": truncated}, valid=False,
+                          error=f"the answer gives its rating on a scale to {other[0]}, not {self.lo:g}..{self.hi:g}")
         nums = self._numbers(t)
         if _is_list(t):
             # a list (the history echoed, one rating per item) is no answer, unless one value stands on an answer
