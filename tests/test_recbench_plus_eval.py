@@ -292,3 +292,33 @@ def test_a_sample_without_ground_truth_gets_no_precision_and_stops_nothing(task)
     s, empty = _sample("a"), {**_sample("b"), "gt": []}
     m = task.score([s, empty], {"a": _pred(task, s, ANSWER), "b": _pred(task, empty, ANSWER)})
     assert m["P"] == pytest.approx(1 / 4) and m["R"] == pytest.approx(1 / 2) and m["n_scored"] == 2
+
+
+def test_the_querys_own_film_is_dropped_before_its_title_twin_counts_as_a_hit():
+    """An implicit query's reference film (101) that shares its title with a ground-truth item (1): naming it
+    is repeating the query, not a hit (before, the twin swap came first and made it item 1: P = 1)."""
+    from recharness.tasks.recbench_plus.evaluate import recommended
+
+    parsed = {"item_ids": ["101", "5"], "twins": {"101": ["1", "101"], "1": ["1", "101"]}}
+    assert recommended(parsed, None, wanted=["1", "2"], drop={"101"}) == ["5"]
+    # the matcher may have picked the ground-truth id for that title: still the query's own film
+    assert recommended({"item_ids": ["1", "5"], "twins": parsed["twins"]}, None, wanted=["1", "2"],
+                       drop={"101"}) == ["5"]
+    # without the query naming it, the twin stands for the ground truth as before
+    assert recommended(parsed, None, wanted=["1", "2"]) == ["1", "5"]
+
+
+def test_an_implicit_reference_film_never_shares_a_title_with_the_ground_truth():
+    import numpy as np
+
+    from recharness.kg.graph import ItemKG
+    from recharness.tasks.recbench_plus.conditions import ConditionSampler, SharedRelation
+
+    # items 0, 1, 2 by director D (the user's: the ground truth); 3 is another edition of item 0, 4 a film of D too
+    kg = ItemKG(["0", "1", "2", "3", "4"], [(i, "Directed_by", "D") for i in "01234"], specific={"Directed_by"})
+    pop = np.array([1.0, 1.0, 1.0, 100.0, 0.0])  # the twin is the most popular candidate
+    sr = SharedRelation(pairs=(0,), items=np.array([0, 1, 2]))
+    plain = ConditionSampler(kg, pop, ref_top=1)
+    assert plain.implicit(sr, np.random.default_rng(0)).refs[0] == 3  # the title a copy would score with
+    guarded = ConditionSampler(kg, pop, ref_top=1, twins={0: (3,), 3: (0,)})
+    assert guarded.implicit(sr, np.random.default_rng(0)).refs[0] == 4

@@ -41,6 +41,15 @@ def condition_texts(rec: dict, ctx) -> list[ConditionText]:
     return out
 
 
+def _title_twins(ctx, kg) -> dict[int, tuple[int, ...]]:
+    """{KG item index: the indices of the other items with its title} (`catalog.same_title_twins`)."""
+    from recharness.matching.catalog import same_title_twins
+
+    same = same_title_twins((i, ctx.titles[i]) for i in kg.item_ids if ctx.titles.get(i))
+    at = kg.item_index
+    return {at[i]: tuple(at[j] for j in js if j in at and j != i) for i, js in same.items() if i in at}
+
+
 class ConditionTask(RecBenchTask):
     """One condition-query type; `kind` is explicit, implicit or misinformed."""
 
@@ -50,7 +59,7 @@ class ConditionTask(RecBenchTask):
         users = ctx.users
         sampler = ConditionSampler(kg, ctx.popularity, min_items=opts.min_gt, max_items=opts.max_gt,
                                    require_specific=opts.specific, ref_top=opts.ref_top,
-                                   misinfo_top=opts.misinfo_top)
+                                   misinfo_top=opts.misinfo_top, twins=_title_twins(ctx, kg))
         mix = np.asarray(opts.mix) if opts.mix is not None else paper_mix(self.kind, ctx.domain)
         order = np.random.default_rng(config.seed).permutation(len(users))
         records: list[dict] = []

@@ -69,7 +69,7 @@ class ConditionSampler:
 
     def __init__(self, kg: ItemKG, popularity: np.ndarray, *, min_items: int = 2, max_items: int = 10,
                  require_specific: bool = True, max_tries: int = 30, ref_top: int = 5, max_refs: int = 3,
-                 misinfo_top: int = 100):
+                 misinfo_top: int = 100, twins: dict[int, tuple[int, ...]] | None = None):
         if min_items < 2:
             raise ValueError("min_items must be >= 2 (a shared relation needs two items)")
         if max_items < min_items:
@@ -82,6 +82,9 @@ class ConditionSampler:
         self.ref_top = ref_top
         self.max_refs = max_refs
         self.misinfo_top = misinfo_top
+        #: item -> the items carrying its title (another edition): never an implicit query's reference film for a
+        #: ground truth of that title, whose title an answer could copy from the query for a hit
+        self.twins = twins or {}
         pop = np.asarray(popularity, dtype=np.float64)
         if pop.shape != (len(kg),):
             raise ValueError(f"popularity has shape {pop.shape}, expected ({len(kg)},)")
@@ -202,7 +205,11 @@ class ConditionSampler:
         for k in self._order(sr, rng):
             p = sr.pairs[k]
             rel = int(kg.pair_relation[p])
-            pool = np.setdiff1d(kg.pair_items(p), sr.items, assume_unique=True)
+            taken = sr.items
+            if self.twins:
+                taken = np.union1d(sr.items, [j for i in sr.items for j in self.twins.get(int(i), ())]).astype(
+                    np.asarray(sr.items).dtype)
+            pool = np.setdiff1d(kg.pair_items(p), taken, assume_unique=True)
             if pool.size == 0:
                 continue
             pool = pool[np.argsort(self.pop_rank[pool], kind="stable")]

@@ -143,13 +143,19 @@ def claim_rejected(text: str, titles: Iterable[str], value: str | None) -> bool:
 
 
 def recommended(parsed: dict | None, k: int | None, wanted: Iterable[str] = (), drop: set[str] = frozenset()) -> list[str]:
-    """The list L: catalog ids, with a unique placeholder for each unmatched title; an id whose title
-    also names a `wanted` id (the ground truth) stands for that id, once; the ids in `drop` (the query's own
-    films, `named_in_query`) left out before the cut to `k`."""
+    """The list L: catalog ids, with a unique placeholder for each unmatched title; the ids in `drop` (the
+    query's own films, `named_in_query`), and any id whose title also names one of them, left out first; then an
+    id whose title also names a `wanted` id (the ground truth) stands for that id, once; then the cut to `k`.
+    (Before 2026-11-29 the swap came first: an implicit query's reference film that shares its title with a
+    ground-truth item became that item, so naming the query's own film scored a hit.)"""
     if not parsed or parsed.get("ftr"):
         return []
-    ids = with_twins(parsed.get("item_ids") or [], parsed.get("twins"), wanted)
-    out = [i if i is not None else f"{UNMATCHED}{n}" for n, i in enumerate(ids) if i is None or i not in drop]
+    twins = parsed.get("twins") or {}
+    raw = parsed.get("item_ids") or []
+    kept = [(n, i) for n, i in enumerate(raw)
+            if i is None or (i not in drop and not drop.intersection(twins.get(i, ())))]
+    ids = with_twins([i for _, i in kept], twins, wanted)
+    out = [i if i is not None else f"{UNMATCHED}{n}" for (n, _), i in zip(kept, ids)]
     return out[:k] if k else out
 
 
