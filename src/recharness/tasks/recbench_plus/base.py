@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TypedDict
 
 import numpy as np
@@ -25,6 +26,12 @@ GT_UNMATCHED = "\x00gt:"  # placeholder id for a ground-truth title the catalog 
 #: the list length of the beyond-accuracy metrics (coverage@10, Gini@10, ARP@10, novelty@10)
 TOP_K = 10
 
+#: where a sentence turns from correcting the premise to suggesting films
+_SUGGESTING = re.compile(
+    r"\b(?:you\s+(?:could|might|may|can|should)\s+(?:try|enjoy|like|watch|check|consider)|try|how\s+about|consider"
+    r"|I(?:'d|’d|\s+would|\s+can)?\s+(?:recommend|suggest)|(?:here\s+are|some)\s+(?:other\s+)?(?:films?|movies?)"
+    r"|instead,?\s+(?:watch|try|see))\b", re.IGNORECASE)
+
 
 def unanswered(p: dict) -> bool:
     """A sample the model never answered (HTTP error, prompt too long: the runner's failure
@@ -37,14 +44,15 @@ def correction_only(body: str, strings: list[str], value: str | None) -> bool:
     """The answer corrects the premise (`has_correction_cue`) and every string the parser read as a title sits in
     a sentence that corrects it (a label, "Correction: ...", not a film it goes on to suggest: "O'Brien isn't in
     Aliens. Try Shock Treatment" recommends)."""
-    import re
-
     from recharness.matching.cues import has_correction_cue
 
     if not has_correction_cue(body, value):
         return False
-    sentences = [x for x in re.split(r"(?<=[.!?])\s+|\n+", body) if x.strip()]
-    return all(any(s.casefold() in x.casefold() and has_correction_cue(x, value) for x in sentences) for s in strings)
+    # a sentence's correction ends where it turns to suggesting ("... was never in that film, but you could try
+    # X"): a title after that is a recommendation (before 2026-11-29 it read as part of the correction, and the
+    # answer as a decline)
+    parts = [_SUGGESTING.split(x, maxsplit=1)[0] for x in re.split(r"(?<=[.!?])\s+|\n+", body) if x.strip()]
+    return all(any(s.casefold() in x.casefold() and has_correction_cue(x, value) for x in parts) for s in strings)
 
 
 def recommended(sid: str, ids: list[str], ctx) -> dict:
