@@ -190,7 +190,7 @@ def test_a_correction_then_an_unknown_suggestion_still_recommends():
     assert p.valid and not p.value["ftr"] and p.value["strings"] == ["Shock Treatment (1981)"], p
     assert p.value["item_ids"] == [None]  # a film the catalog lacks: still a recommendation, not a decline
     # the suggestion in the correcting sentence itself (before: read as part of the correction, FTR 1)
-    text = "Richard O'Brien was never in Aliens, but you could try Made Up Movie (2001) and Another Fake Film (1999)."
+    text = "Richard O'Brien was never in that film, but you could try Made Up Movie (2001) and Another Fake Film (1999)."
     p = t.parse(MIS, text)
     assert p.valid and not p.value["ftr"] and len(p.value["strings"]) == 2, p
 
