@@ -326,3 +326,27 @@ def test_another_edition_of_a_ground_truth_item_is_not_shown(ml1m):
     ctx.titles[ids[1]] = ctx.titles[ids[0]]  # two items of one title
     ctx._same_title = None
     assert ctx.hidden_with({ids[0]}) == {ids[0], ids[1]} and ctx.hidden_with({ids[2]}) == {ids[2]}
+
+
+def test_the_kg_baseline_does_not_decline_a_query_whose_condition_the_kg_lacks(built, ml1m, tmp_path):
+    """A stated condition our KG does not hold: the KG baseline has no answer (invalid), where it recommended
+    nothing, a valid decline (FTR 1: the best a misinformed query scores)."""
+    import json
+
+    from recharness.tasks.recbench_plus.condition_tasks import ExplicitTask
+
+    out, _, _ = built
+    raw = json.loads((out / "recbench_plus" / "ExplicitQuery.json").read_text())[:2]
+    r, v = raw[0]["sharedRelationships"][0]
+    raw[0]["sharedRelationships"][0] = ["Cinematography", "Owen Roizman"]  # a relation our KG does not have
+    d = tmp_path / "official"
+    d.mkdir()
+    (d / "ExplicitQuery.json").write_text(json.dumps(raw))
+    samples = _task_build(ml1m, "explicit", options={"official_dir": str(d), "history": "without"})
+    t = ExplicitTask()
+    t.setup(ml1m)
+    kg = t.references(ml1m, samples)["kg-conditions"]
+    bad = next(s for s in samples if s["data_idx"] == raw[0]["data_idx"])
+    good = next(s for s in samples if s["data_idx"] == raw[1]["data_idx"])
+    assert not kg[bad["id"]]["valid"] and "Cinematography" in kg[bad["id"]]["error"]
+    assert kg[good["id"]]["valid"] and kg[good["id"]]["parsed"]["item_ids"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recharness.core.types import BuildConfig
+from recharness.core.types import BuildConfig, reference_record
 from recharness.matching.normalize import split_year
 from recharness.tasks.recbench_plus.base import GT_UNMATCHED, RecBenchTask, recommended
 from recharness.tasks.recbench_plus.conditions import CLASSES, ConditionSampler, condition_class, paper_mix
@@ -234,13 +234,23 @@ class ConditionTask(RecBenchTask):
                 }
 
     def references(self, dataset, samples, seed: int = 0):
-        """Popularity, and the KG baseline: the most popular items having every condition the query states."""
+        """Popularity, and the KG baseline: the most popular items having every condition the query states. A
+        query stating a condition our KG does not hold (an official file's relation or value spelt otherwise) gets
+        no KG answer: invalid, not a decline (before 2026-11-29 it recommended nothing, a valid decline: FTR 1,
+        the best a misinformed query can score)."""
         refs = super().references(dataset, samples, seed)
         ctx = self.context(dataset)
         kgb = {}
         for s in samples:
             k = s.get("k") or s.get("ref_k", 10)
             stated = [tuple(c) for c in s.get("stated_conditions", [])]
+            unknown = [c for c in stated if c not in ctx.kg.pair_index]
+            if unknown:
+                rec = reference_record(s["id"], None, valid=False)
+                rec["error"] = (f"the knowledge graph holds no {unknown[0][0]} = {unknown[0][1]!r}: the KG baseline "
+                                "cannot answer the query as stated")
+                kgb[s["id"]] = rec
+                continue
             among = ctx.kg.satisfying(stated) if stated else None
             kgb[s["id"]] = recommended(s["id"], ctx.popular(set(s.get("history", [])), k, among=among), ctx)
         refs["kg-conditions"] = kgb
