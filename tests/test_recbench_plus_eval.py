@@ -322,3 +322,49 @@ def test_an_implicit_reference_film_never_shares_a_title_with_the_ground_truth()
     assert plain.implicit(sr, np.random.default_rng(0)).refs[0] == 3  # the title a copy would score with
     guarded = ConditionSampler(kg, pop, ref_top=1, twins={0: (3,), 3: (0,)})
     assert guarded.implicit(sr, np.random.default_rng(0)).refs[0] == 4
+
+
+def test_a_template_interest_query_never_names_a_ground_truth_item():
+    """A user who had a ground-truth item before the interest window (a repeat) had it named in the template query
+    ("I recently enjoyed ... Film 1 ..."), handing the answer over; the shown history already left it out."""
+    from recharness.core.types import BuildConfig
+    from recharness.tasks.recbench_plus.profile_tasks import InterestTask
+
+    items = pl.DataFrame({"item_id": [str(i) for i in range(1, 30)],
+                          "title": [f"Film {i} ({1950 + i})" for i in range(1, 30)]})
+    rows = []
+    for u in range(6):  # every user: 10+u, then item 1 once before the shared window 1, 2, 3
+        for t, i in enumerate([10 + u, 1, 20 + u, 1, 2, 3]):
+            rows.append((f"u{u}", str(i), 4.0, t))
+    inter = pl.DataFrame(rows, schema=["user_id", "item_id", "rating", "timestamp"], orient="row")
+    ds = Dataset("toy-interest", inter, items, pl.DataFrame({"user_id": [f"u{u}" for u in range(6)]}),
+                 meta={"domain": "movie"})
+    t = InterestTask()
+    samples = list(t.build(ds, BuildConfig(seed=0, options={"interest_len": 3, "interest_support": 5,
+                                                            "history": "without"})))
+    assert samples
+    for s in samples:
+        assert set(s["gt"]) == {"1", "2", "3"}
+        assert "Film 1 (1951)" not in s["query"], s["query"]
+
+
+def test_items_without_attributes_build_profile_queries_and_name_what_condition_queries_need():
+    """A catalog of ids and titles (MicroLens): interest queries build (they need no KG; before, every task
+    raised "no knowledge-graph relation"), condition queries say what they lack; users without an occupation
+    give no demographics queries, said, not a ValueError."""
+    from recharness.core.errors import ConfigError
+    from recharness.core.types import BuildConfig
+    from recharness.tasks.recbench_plus.profile_tasks import DemographicsTask, InterestTask
+
+    items = pl.DataFrame({"item_id": [str(i) for i in range(1, 10)], "title": [f"Film {i}" for i in range(1, 10)]})
+    rows = [(f"u{u}", str(i), 4.0, t) for u in range(6) for t, i in enumerate([4 + u % 3, 1, 2, 3])]
+    inter = pl.DataFrame(rows, schema=["user_id", "item_id", "rating", "timestamp"], orient="row")
+    users = pl.DataFrame({"user_id": [f"u{u}" for u in range(6)], "age": [25] * 6, "gender": ["F"] * 6})
+    ds = Dataset("toy-plain", inter, items, users, meta={"domain": "movie"})
+    cfg = BuildConfig(seed=0, options={"interest_len": 3, "interest_support": 5, "history": "without"})
+    assert list(InterestTask().build(ds, cfg))
+    with pytest.raises(ConfigError, match="no knowledge-graph relation"):
+        list(ExplicitTask().build(ds, cfg))
+    demo = DemographicsTask()
+    assert list(demo.build(ds, BuildConfig(seed=0))) == []
+    assert "occupation" in demo.why_none_made(ds, BuildConfig(seed=0))

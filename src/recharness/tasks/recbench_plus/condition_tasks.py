@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from recharness.core.errors import ConfigError
 from recharness.core.types import BuildConfig, reference_record
 from recharness.matching.normalize import split_year
 from recharness.tasks.recbench_plus.base import GT_UNMATCHED, RecBenchTask, recommended
@@ -54,6 +55,8 @@ class ConditionTask(RecBenchTask):
     """One condition-query type; `kind` is explicit, implicit or misinformed."""
 
     def make_records(self, ctx, config: BuildConfig, opts: Options) -> list[dict]:
+        if ctx.no_kg:
+            raise ConfigError(f"{self.kind}: {ctx.no_kg}; the profile tasks (interest, demographics) need none")
         kg = ctx.kg
         hist = ctx.history_indices()
         users = ctx.users

@@ -52,10 +52,20 @@ class Context:
     _hist_idx: dict[str, np.ndarray] | None = field(default=None, repr=False)
     _pop_order: list[str] | None = field(default=None, repr=False)
     _shown: dict[str, str] = field(default_factory=dict, repr=False)
+    #: why the dataset has no knowledge graph (no attribute column to derive a relation from), else None: the
+    #: condition tasks need one and say this; the profile tasks (interest, demographics) do not
+    no_kg: str | None = None
 
     @classmethod
     def build(cls, dataset) -> "Context":
-        kg = ItemKG.from_dataset(dataset)
+        no_kg = None
+        try:
+            kg = ItemKG.from_dataset(dataset)
+        except ValueError as e:  # items without attributes (MicroLens): a graph of items with no relation
+            if "item_id" not in dataset.items.columns:
+                raise
+            no_kg = str(e)
+            kg = ItemKG(dataset.items["item_id"].cast(pl.Utf8).to_list(), [])
         titles = dict(zip(dataset.items["item_id"].to_list(), dataset.items["title"].to_list()))
         grouped = (
             dataset.interactions.select("user_id", "item_id")
@@ -66,7 +76,8 @@ class Context:
         cnt = dataset.interactions.group_by("item_id").len("n")
         counts = dict(zip(cnt["item_id"].to_list(), cnt["n"].to_list()))
         popularity = np.asarray([counts.get(i, 0) for i in kg.item_ids], dtype=np.float64)
-        return cls(dataset, kg, domain_of(dataset), titles, sorted(histories), histories, counts, popularity)
+        return cls(dataset, kg, domain_of(dataset), titles, sorted(histories), histories, counts, popularity,
+                   no_kg=no_kg)
 
     def history_indices(self) -> dict[str, np.ndarray]:
         """Each user's history as sorted unique KG item indices (items unknown to the KG dropped)."""

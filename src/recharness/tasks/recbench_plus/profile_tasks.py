@@ -107,7 +107,10 @@ class InterestTask(ProfileTask):
             rng = np.random.default_rng([config.seed, 4, n])
             with_prev = [o for o in s.occurrences if o[1] > 0] or s.occurrences
             user, pos = with_prev[int(rng.integers(len(with_prev)))]
-            prev = ctx.histories[user][max(0, pos - opts.interest_prev) : pos]
+            # a user who had a ground-truth item before its window too (a repeat): not named by the query, which
+            # would hand the answer over (as the shown history leaves it out; `names_its_answer` guards LLM phrasing)
+            hidden = ctx.hidden_with(set(s.items))
+            prev = [i for i in ctx.histories[user][max(0, pos - opts.interest_prev) : pos] if i not in hidden]
             query = template_interest_query([ctx.shown(i) for i in prev], ctx.domain) if prev else (
                 f"What should I {'watch' if ctx.domain == 'movie' else 'try'} next?")
             records.append({
@@ -193,8 +196,10 @@ class DemographicsTask(ProfileTask):
     def make_records(self, ctx, config: BuildConfig, opts: Options) -> list[dict]:
         ds = ctx.dataset
         self._made = {"demographics": False, "groups": 0}  # what `why_none_made` reports
-        if not {"age", "gender"} <= set(ds.users.columns):
-            # as in the paper's book data: no demographics, no demographics-based queries (counted as 0)
+        cols = set(ds.users.columns)
+        if not {"age", "gender"} <= cols or not {"occupation", "occupation_name"} & cols:
+            # as in the paper's book data: no demographics, no demographics-based queries (counted as 0); the
+            # groups are by age, gender and occupation (`profiles.user_attributes` needs all three)
             return []
         groups = demographic_groups(ds.interactions, ds.users, max_groups=opts.demo_groups,
                                     min_users=opts.demo_min_users, top=opts.demo_top)
@@ -223,7 +228,8 @@ class DemographicsTask(ProfileTask):
         if made is None or made["groups"]:
             return None
         if not made["demographics"]:
-            return (f"demographics: {dataset.name} has no age and gender of its users (as the paper's book data): "
+            return (f"demographics: {dataset.name} has no age, gender and occupation of its users (as the paper's "
+                    "book data): "
                     "build the other tasks (-t explicit -t implicit -t misinformed -t interest)")
         opts = parse_options(config.options)
         return (f"demographics: no age or gender group has demo_min_users={opts.demo_min_users} users who rated "
