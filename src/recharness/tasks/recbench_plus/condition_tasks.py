@@ -118,7 +118,7 @@ class ConditionTask(RecBenchTask):
     def _record(self, ctx, sampler: ConditionSampler, user: str, sr, rng, opts: Options, idx: int) -> dict | None:
         kg = ctx.kg
         gt_set = {kg.item_ids[i] for i in sr.items}
-        gt = [i for i in ctx.histories[user] if i in gt_set]  # history order
+        gt = list(dict.fromkeys(i for i in ctx.histories[user] if i in gt_set))  # history order, a repeat once
         conds = [kg.pairs[p] for p in sr.pairs]
         rec = {
             "source_user": user,
