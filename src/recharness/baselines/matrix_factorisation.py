@@ -48,9 +48,9 @@ class ALS(HistoryScorer):
                             shape=(1, len(self.items)))
         from threadpoolctl import threadpool_limits
 
-        with threadpool_limits(1):
+        with threadpool_limits(1):  # one thread, the product too: a single answer as the other references give it
             user = np.asarray(self.model.recalculate_user(0, row)).ravel()
-        return self.model.item_factors @ user
+            return self.model.item_factors @ user
 
     def state(self) -> dict:
         return {**super().state(), "item_factors": self.model.item_factors}
