@@ -193,6 +193,11 @@ def test_a_correction_then_an_unknown_suggestion_still_recommends():
     text = "Richard O'Brien was never in that film, but you could try Made Up Movie (2001) and Another Fake Film (1999)."
     p = t.parse(MIS, text)
     assert p.valid and not p.value["ftr"] and len(p.value["strings"]) == 2, p
+    # a suggesting word after the label does not undo the label's correction
+    for text in ("**Correction**: Try as I might, Richard O'Brien was never in that film.",
+                 "**Correction**: You might consider that Richard O'Brien was never in that film."):
+        p = t.parse(MIS, text)
+        assert p.valid and p.value["ftr"] and p.value["strings"] == [], (text, p)
 
 
 def test_an_empty_or_cut_off_answer_to_a_misinformed_query_is_no_decline():

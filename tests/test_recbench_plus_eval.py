@@ -211,6 +211,7 @@ def test_llm_output_checks():
     assert clean_query("Any film with the same rating as Heat (1995)?", ["R"])[0] is not None
     assert clean_query("An award winner like Heat (1995)?", ["War"])[0] is not None
     assert clean_query("Something rated R like Heat (1995)?", ["R"]) == (None, "the query names the hidden value")
+    assert clean_query("Some good westerns like Unforgiven (1992)?", ["Western"]) == (None, "the query names the hidden value")
     assert clean_query("")[1] == "empty answer"
     assert clean_query("I'm ready to assist you. What's your query?", required=["Tom Hanks"]) == (
         None, "the query omits 'Tom Hanks'")

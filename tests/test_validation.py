@@ -315,11 +315,24 @@ def test_a_number_inside_the_rated_object_is_not_the_rating():
              "I'd rate Rocky 2 a 3": 3.0, "I'd rate this 2-pack 4": 4.0, "a 5-star movie": 5.0,
              # unchanged: the first answer stands against an alternative or the history
              "I'd give it a 4, not a 5": 4.0, "I'd rate it a 3 because the average is 4.2": 3.0,
-             "On a scale of 1 to 5, I'd say 4": 4.0}
+             "On a scale of 1 to 5, I'd say 4": 4.0,
+             # the review of the first version of this rule: a later number after a sentence end, a reason or the
+             # object's own rating is no answer for an object; a word joined to a rating keeps it a rating
+             "I'd rate it 4. It would be a 5 if it were cheaper.": 4.0, "I'd rate it 4 because it is a 5-star brand": 4.0,
+             "I would rate this 4 since the previous one is 5": 4.0, "I would give this a 4 because the sequel is a 2": 4.0,
+             "I'd give it 4 stars. The user rated 2 items a 5.": 4.0,
+             "I predict 4. The user's rating for similar item 2 is 5.": 4.0,
+             "I would rate this product a 4. The 2 reviews above are a 5 and a 3.": 4.0,
+             "Rating: 4-out-of-5": 4.0, "Rating: 5-Excellent": 5.0, "Predicted rating: 3-average": 3.0,
+             "Score for the 2-disc set: 5": 5.0,
+             # another scale named beside a 1-5 rating: the rating stands
+             "Prediction: 4 (8 on a 10-point scale)": 4.0, "Rating: 4 (1-5 scale, not the 1-10 scale)": 4.0,
+             "4\n\nNote: on a scale of 1 to 10 this would be about 8.": 4.0,
+             "I would give it a 8/10, which is 4 on a 1-5 scale": 4.0}
     for text, want in cases.items():
         p = f.check(text)
         assert p.valid and p.value["value"] == want, (text, p)
     for text in ("On a scale of 1 to 10: 6", "6 (on a 10-point scale)", "Rating: 6\n(scale 1-10)",
-                 "on a scale of 1-10, I'd give it 6"):
+                 "on a scale of 1-10, I'd give it 6", "On a scale of 1-10, I'd give it 4", "rate it a 4 on a 10 point scale"):
         p = f.check(text)
         assert not p.valid and "scale to 10" in p.error, (text, p)  # before: 6 clipped to a valid 5

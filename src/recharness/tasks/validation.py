@@ -229,18 +229,23 @@ _ANSWER_WORD_RE = re.compile(
     re.IGNORECASE)
 _CLAUSE_START_RE = re.compile(r".*(?:\d|\n|[.!?;](?=\s))", re.DOTALL)
 #: a word naming the answer, then (as the answer's object) a phrase holding a number: "I'd rate these 3 books a 4",
-#: "The rating for Season 2 is 4", "Rating for 2 Days: 3"; the number after "a" / "is" / ":" is the answer
+#: "The rating for Season 2 is 4", "Rating for 2 Days: 3", "I'd rate this 2-pack 4"; the number after "a" / "is" /
+#: ":" (or after the object's "2-pack") is the answer. The object stays in one sentence ("Vol. 2" is no sentence end)
 _RATED_OBJECT_RE = re.compile(
-    r"(?:\bI(?:'d|’d|\s+would|\s+will|'ll|’ll|\s+should)?\s+(?:rate|give|score)\b|\b(?:my\s+)?(?:rating|score|prediction)"
-    r"\s+(?:for|of)\b)(?P<object>[^\n,;!?]*?\d[^\n,;!?]*?)(?:\b(?:an?|is|be)\s+|[:=]\s*)$", re.IGNORECASE)
-#: a number joined to a word ("2-pack", "3-year-old"): a quantity; "4-star", "4-ish" are ratings
-_COMPOUND_AFTER_RE = re.compile(r"[-–](?!(?:stars?|ish|points?)\b)[A-Za-z]", re.IGNORECASE)
-#: what makes the second number an alternative or a comparison, not the object's answer ("a 4, not a 5")
-_NOT_OBJECT_RE = re.compile(r"\b(?:not|or|but|than|and|instead|rather|maybe|perhaps|possibly)\b", re.IGNORECASE)
+    r"(?:\bI(?:'d|’d|\s+would|\s+will|'ll|’ll|\s+should)?\s+(?:rate|give|score)\b"
+    r"|(?:^|[.!?]\s+|\n)[ \t*#>-]*(?:the\s+|my\s+)?(?:predicted\s+)?(?:rating|score|prediction)\s+(?:for|of)\b)"
+    r"(?P<object>(?:[^\n,;!?.]|\.(?!\s+[A-Z]))*?\d(?:[^\n,;!?.]|\.(?!\s+[A-Z]))*?)"
+    r"(?:\b(?:an?|is|be)\s+|[:=]\s*|(?<=\d)[-–][A-Za-z]{2,12}\s+)$", re.IGNORECASE)
+#: what makes the later number something else than the object's answer: an alternative, a comparison, a reason
+#: ("a 4, not a 5", "4 because the sequel is a 2", "rate this 4 since the previous one is 5")
+_NOT_OBJECT_RE = re.compile(
+    r"\b(?:not|or|but|than|and|instead|rather|maybe|perhaps|possibly|because|since|as|though|although|while|whereas"
+    r"|if|when|compared|like|unlike)\b", re.IGNORECASE)
 #: the answer says it uses another scale than the task's ("on a scale of 1 to 10", "(scale 1-10)", "10-point scale")
 _SCALE_RE = re.compile(
     r"\bscale\s+(?:of\s+|from\s+)?(?:0|1)\s*(?:-|–|—|to)\s*(\d{1,3})\b|\b(?:0|1)\s*(?:-|–|—|to)\s*(\d{1,3})[ \t-]*(?:point\s+)?scale\b"
-    r"|\b(\d{1,3})[ \t-]*point\s+scale\b", re.IGNORECASE)
+    r"|\b(\d{1,3})[ \t-]*point\s+scale\b|\bout\s+of\s+(\d{1,3})\b", re.IGNORECASE)
+_SENTENCE_RE = re.compile(r"[^.!?\n]*(?:[.!?](?=\s|$)|\n|$)")
 #: a fraction in words after the number ("4 and a half", "3 and three quarters", "4½"): not 4
 _FRACTION_WORDS_RE = re.compile(r"\s*(?:½|¼|¾|and\s+(?:a\s+|one\s+)?(?:half|quarter|third)|and\s+(?:two|three)\s+"
                                 r"(?:thirds|quarters)|point\s+(?:five|\w+))\b", re.IGNORECASE)
@@ -344,8 +349,6 @@ class NumberInRange(OutputFormat):
                 continue  # "between 3 and 4": a range
             if _LIST_MARK_AFTER_RE.match(text, m.end()) and _at_line_start(text, m.start()):
                 continue  # "1. Title" / "2) Title": a list number, not an answer
-            if _COMPOUND_AFTER_RE.match(text, m.end()):
-                continue  # "2-pack", "3-year-old": part of a word, not an answer ("4-star" still is one)
             scale = _OVER_RE.match(text, m.end()) or _OUT_OF_RE.match(text, m.end())
             if scale and float(scale.group(1)) != self.hi:
                 continue  # "5/10", "6 out of 10": a rating on another scale (2.5, 3 here), not this scale's 5
@@ -381,10 +384,6 @@ class NumberInRange(OutputFormat):
         t, truncated = _scan(text)
         if not t.strip():
             return Parsed(None, valid=False, error="empty answer")
-        other = [int(g) for sm in _SCALE_RE.finditer(t) for g in sm.groups() if g and int(g) != self.hi]
-        if other:  # "on a scale of 1 to 10: 6" is 3 on this one, not a 6 to clip to 5
-            return Parsed({"truncated": truncated}, valid=False,
-                          error=f"the answer gives its rating on a scale to {other[0]}, not {self.lo:g}..{self.hi:g}")
         nums = self._numbers(t)
         if _is_list(t):
             # a list (the history echoed, one rating per item) is no answer, unless one value stands on an answer
@@ -423,8 +422,35 @@ class NumberInRange(OutputFormat):
             return Parsed({"truncated": truncated}, valid=False,
                           error=f"hedged: {t[chosen.start:alt.end]!r} gives more than one answer")
         raw = chosen.value
+        other = self._other_scale(t, chosen, raw)
+        if other is not None:  # "on a scale of 1 to 10: 6" is 3 on this one, not a 6 to clip to 5
+            return Parsed({"truncated": truncated}, valid=False,
+                          error=f"the answer gives its rating on a scale to {other}, not {self.lo:g}..{self.hi:g}")
         value = min(max(raw, self.lo), self.hi)
         return Parsed({"value": value, "raw": raw, "clipped": value != raw, "how": how, "truncated": truncated})
+
+    def _other_scale(self, text: str, chosen: _Num, raw: float) -> int | None:
+        """The top of another scale the chosen number is given on, else None. The answer names another scale and
+        either the number is off this one (it would be clipped: "Rating: 6 (scale 1-10)") or its own sentence names
+        that scale, no other number and not this scale ("On a scale of 1-10, I'd give it 4": 2 here). A 1-5 rating
+        beside a remark on another scale ("4 (8 on a 10-point scale)") stands."""
+        tops = [(sm.start(), int(g)) for sm in _SCALE_RE.finditer(text) for g in sm.groups() if g]
+        other = [(at, top) for at, top in tops if top != self.hi]
+        if not other:
+            return None
+        if not self.lo <= raw <= self.hi:
+            return other[0][1]
+        sent = next((m for m in _SENTENCE_RE.finditer(text) if m.start() <= chosen.start < max(m.end(), m.start() + 1)),
+                    None)
+        if sent is None:
+            return None
+        mine = [top for at, top in tops if sent.start() <= at < sent.end()]
+        spans = [sm.span() for sm in _SCALE_RE.finditer(text, sent.start(), sent.end())]  # "1 to 10", "10-point"
+        numbers = [n for n in _NUM_RE.finditer(text, sent.start(), sent.end())
+                   if n.start() != chosen.start and not any(a <= n.start() < b for a, b in spans)]
+        if mine and self.hi not in mine and not numbers:
+            return mine[0]
+        return None
 
 
 # ---------------------------------------------------------------- JSON objects

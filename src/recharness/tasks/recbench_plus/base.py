@@ -51,8 +51,9 @@ def correction_only(body: str, strings: list[str], value: str | None) -> bool:
     # a sentence's correction ends where it turns to suggesting ("... was never in that film, but you could try
     # X"): a title after that is a recommendation (before 2026-11-29 it read as part of the correction, and the
     # answer as a decline)
-    parts = [_SUGGESTING.split(x, maxsplit=1)[0] for x in re.split(r"(?<=[.!?])\s+|\n+", body) if x.strip()]
-    return all(any(s.casefold() in x.casefold() and has_correction_cue(x, value) for x in parts) for s in strings)
+    sentences = [x for x in re.split(r"(?<=[.!?])\s+|\n+", body) if x.strip()]
+    return all(any(s.casefold() in _SUGGESTING.split(x, maxsplit=1)[0].casefold() and has_correction_cue(x, value)
+                   for x in sentences) for s in strings)
 
 
 def recommended(sid: str, ids: list[str], ctx) -> dict:

@@ -294,8 +294,9 @@ def clean_query(text: str | None, forbidden: list[str] = (), required: list[str]
     if len(t) > 800:
         return None, "answer too long"
     low = t.lower()
-    for f in forbidden:  # as a whole word: a hidden certificate "R" is not named by "rating", nor "War" by "award"
-        if f and re.search(rf"(?<!\w){re.escape(f.lower())}(?!\w)", low):
+    for f in forbidden:  # as a whole word (or its plural): a hidden certificate "R" is not named by "rating", nor
+        # "War" by "award"; "westerns" names "Western"
+        if f and re.search(rf"(?<!\w){re.escape(f.lower())}(?:e?s)?(?!\w)", low):
             return None, "the query names the hidden value"
     for r in required:
         if r and r.lower() not in low:
