@@ -392,3 +392,41 @@ def test_other_targets_are_the_probed_ones_not_reproduced(memo_run):
     # without the asked items (an older probe result), every non-memorized target is "other"
     (y,) = fairness.memorized_split(out, load_scores(out), {"llm-a": set(targets[:6])}, {"direct": "NDCG@10"})
     assert y["other"]["n"] == 6 and y["unprobed"] is None
+
+
+def test_a_probe_of_another_model_under_a_rows_name_is_not_its_memorization(memo_run, tmp_path, caplog):
+    """A result named like a row but made by another model (`probe --name llm-a -m other`): left out, said (before,
+    the other model's memorized items split this row's accuracy); the same model served elsewhere is this row's.
+    A run built from the dataset's path takes the results of that dataset's name."""
+    import logging
+
+    out, samples, probes, _ = memo_run
+    res = json.loads((probes / "llm-a.json").read_text())
+    d = tmp_path / "p"
+    d.mkdir()
+    (d / "llm-a.json").write_text(json.dumps({**res, "model": {"backend": "llamacpp", "model": "qwen"}}))
+    with caplog.at_level(logging.WARNING):
+        page = html.write_report(load_scores(out), out, memorization=d).read_text(encoding="utf-8")
+    assert "Memorization beside accuracy" not in page and "the probe asked qwen" in caplog.text
+    (d / "llm-a.json").write_text(json.dumps({**res, "model": {"backend": "test", "model": "llm-a",
+                                                                "base_url": "http://elsewhere/v1"}}))
+    page = html.write_report(load_scores(out), out, memorization=d).read_text(encoding="utf-8")
+    assert "<h2>Memorization beside accuracy</h2>" in page
+    from recharness.report.fairness import probe_results
+
+    assert [n for n, _ in probe_results(probes, "/data/prepared/ml-1m")] == ["llm-a", "llm-b", "someone-else"]
+
+
+def test_mixed_old_and_new_probe_results_state_the_other_targets_per_row(memo_run, tmp_path):
+    """llm-a's result lists the items it asked, llm-b's (older) does not: the note says "other" leaves the unasked
+    out for llm-a and includes them for llm-b (before, one sentence claimed the first for both)."""
+    out, samples, probes, _ = memo_run
+    targets = [s["target"] for s in samples]
+    d = tmp_path / "p"
+    d.mkdir()
+    a = json.loads((probes / "llm-a.json").read_text())
+    (d / "llm-a.json").write_text(json.dumps({**a, "probed_items": targets[:9]}))
+    (d / "llm-b.json").write_text((probes / "llm-b.json").read_text())
+    page = html.write_report(load_scores(out), out, memorization=d).read_text(encoding="utf-8")
+    assert "llm-a on direct: 3" in page
+    assert "For llm-b, \"other\" targets include items the probe never asked about" in page

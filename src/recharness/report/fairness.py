@@ -326,7 +326,8 @@ def probe_results(path: Path | None, dataset: str | None) -> list[tuple[str, dic
             problem = None
             if not isinstance(res, dict) or not isinstance(res.get("kinds"), dict):
                 problem = "not a `recharness probe memorization` result (no \"kinds\" object)"
-            elif dataset and res.get("dataset") not in (None, dataset):
+            elif dataset and res.get("dataset") not in (None, dataset, dataset_runs_name(dataset)):
+                # (a run built from a dataset's path records the path; the probe, the dataset's name)
                 problem = f"a memorization probe result of dataset {res.get('dataset')!r}, not of this run's {dataset!r}"
         if problem is None:
             out.append((f.stem, res))
@@ -335,6 +336,20 @@ def probe_results(path: Path | None, dataset: str | None) -> list[tuple[str, dic
         else:  # found in a folder: left out, and said
             logging.getLogger(__name__).warning("memorization section: %s left out: %s", f, problem)
     return out
+
+
+def _same_model(probed, answered) -> bool:
+    """Whether a probe result's model is the one a row's answers came from: their identities alike but for where
+    the model was served (`base_url`); a side that does not say (an import, an older result) is not refused."""
+    if not isinstance(probed, dict) or not isinstance(answered, dict):
+        return True
+    drop = ("base_url",)
+    return ({k: v for k, v in probed.items() if k not in drop}
+            == {k: v for k, v in json.loads(json.dumps(answered, default=str)).items() if k not in drop})
+
+
+def _model_name(identity) -> str:
+    return str(identity.get("model") or identity.get("backend")) if isinstance(identity, dict) else "an unknown model"
 
 
 def _coverage_text(c: dict | None) -> str:
@@ -428,7 +443,13 @@ def memorization_parts(out: Path, rows: list[ScoreRow], dataset: str | None, hea
 
     matched = []
     for name, res in probe_results(path, dataset):
-        own = [r for r in rows if r.kind == "model" and name in (r.method, r.extra.get("derived_from"))]
+        named = [r for r in rows if r.kind == "model" and name in (r.method, r.extra.get("derived_from"))]
+        own = [r for r in named if _same_model(res.get("model"), r.extra.get("model"))]
+        for r in named:
+            if r not in own:  # a result of another model under this name (`probe --name`): not this row's recall
+                logging.getLogger(__name__).warning(
+                    "memorization section: %s left out for %s: the probe asked %s, the row's answers are %s's",
+                    name, r.method, _model_name(res.get("model")), _model_name(r.extra.get("model")))
         if own:
             matched.append((name, res, own))
         elif path is not None and Path(path).is_file():  # the file the user named: why it shows nowhere
@@ -475,8 +496,11 @@ def memorization_parts(out: Path, rows: list[ScoreRow], dataset: str | None, hea
                     "whose target the probe never asked about are left out of both ("
                     + "; ".join(f"{e(display_name(x['row']))} on {e(x['task'])}: {x['unprobed']}" for x in split
                                 if x.get("unprobed") is not None) + "). "
-                    if any(x.get("unprobed") is not None for x in split) else
-                    "\"Other\" targets include items the probe never asked about (a result written before the "
-                    "probe recorded the items it asked). ")
+                    if any(x.get("unprobed") is not None for x in split) else "")
+                 + ((("For " + ", ".join(dict.fromkeys(e(display_name(x["row"])) for x in split
+                                                     if x.get("unprobed") is None)) + ", \"other\" targets")
+                     if any(x.get("unprobed") is not None for x in split) else "\"Other\" targets")
+                    + " include items the probe never asked about (a result written before the probe recorded the "
+                    "items it asked). " if any(x.get("unprobed") is None for x in split) else "")
                  + (f"({e(asked)})" if asked else "") + "</p>")
     return parts
