@@ -176,3 +176,12 @@ def test_orders_flag_beside_a_bad_option_value_is_an_error_not_a_traceback(ml1m,
         res = r.invoke(app, ["build", "llmrec", "-t", "direct", "-o", str(tmp_path / value), "-n", "2", "--orders", "3",
                              "--option", f"orders={value}"])
         assert isinstance(res.exception, ConfigError) and "disagree" in str(res.exception), res.output
+
+
+def test_compare_takes_a_derived_row_by_its_name(ordered_run):
+    """`compare --models "fake (Borda over 3 orders)" popularity`: the row derived from fake's answers is compared
+    (before, its file was filtered out by the name and the row never existed: "no task has predictions of both")."""
+    r = CliRunner()
+    res = r.invoke(app, ["compare", str(ordered_run), "fake (Borda over 3 orders)", "popularity", "--resamples", "100"])
+    assert res.exit_code == 0, res.output
+    assert "Borda over 3 orders" in res.output and "popularity" in res.output

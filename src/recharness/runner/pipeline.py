@@ -503,8 +503,11 @@ def methods_by_task(out: Path, *, seed: int = 0, references: bool = True, only: 
     rd = RunDir(out)
     pred_files = rd.prediction_files()
     ref_files = rd.reference_files() if references else []
+    derived_asked: set[str] = set()
     if only is not None:
-        pred_files = [pf for pf in pred_files if pf.stem in only]
+        # a row a task derives from a file's answers ("NAME (Borda over 3 orders)") needs that file
+        derived_asked = {o for o in only for pf in pred_files if str(o).startswith(pf.stem + " ")}
+        pred_files = [pf for pf in pred_files if pf.stem in only or any(o.startswith(pf.stem + " ") for o in derived_asked)]
         ref_files = [pf for pf in ref_files if pf.stem in only]
     preds = {pf: _records_by_task(pf, fp) for pf in pred_files}
     digests = {pf: file_sha256(pf) for pf in pred_files}  # `report` checks the scores are of these answers
@@ -540,7 +543,7 @@ def methods_by_task(out: Path, *, seed: int = 0, references: bool = True, only: 
             served = serving(task)
             cheap = serving(task, on_the_fly=True)
             computed: dict[str, dict[str, dict]] = {}
-            wanted = only is None or bool(only - {pf.stem for pf in pred_files} - set(trained))
+            wanted = only is None or bool(only - {pf.stem for pf in pred_files} - set(trained) - derived_asked)
             if wanted and (not served or not set(cheap) <= set(trained)):  # something `train` did not write
                 if ds is None:
                     ds = load_dataset(info["dataset"])
