@@ -36,7 +36,15 @@ def test_parse_rating(text, value):
     assert p.valid and p.value == value
 
 
-@pytest.mark.parametrize("text", ["I think 4 stars", '{"predicted_rating": 7}', '{"predicted_rating": "good"}', ""])
+@pytest.mark.parametrize("text", [
+    "I think 4 stars", '{"predicted_rating": 7}', '{"predicted_rating": "good"}', "",
+    # the review of 2026-11-29: a statistic under another key, a null, a range or hedge, an unreadable final answer
+    # after a draft, all read before as a valid rating
+    '{"user_average_rating": 3.8, "predicted_rating": null}', "Step 1: {\"user_average_rating\": 3.8}. Step 2: since",
+    '{"confidence_score": 3}', '{"predicted_rating": "4-5"}', '{"predicted_rating": "3 or 4"}',
+    '{"predicted_rating": "2 to 5"}', "Predicted rating: 4 or 5",
+    'Draft {"predicted_rating": 4}. Final: {"predicted_rating": "N/A"}',
+])
 def test_parse_rating_invalid(text):
     p = parse_rating(text)
     assert not p.valid and p.error
@@ -95,6 +103,8 @@ def test_parse_ranking(text, n, value):
 @pytest.mark.parametrize("text, n", [
     ('{"predicted_ranking": [1, 1, 2]}', 3), ('{"predicted_ranking": [1, 2]}', 3),
     ('{"predicted_ranking": [0, 1]}', 2), ('{"predicted_ranking": ["x", 1]}', 2), ("1 > 2", 2),
+    # the last object with the format's key decides: an earlier draft is not the answer (before: [1, 2], valid)
+    ('Draft {"predicted_ranking": [1, 2]}. Final: {"predicted_ranking": "N/A"}', 2),
 ])
 def test_parse_ranking_must_be_a_permutation(text, n):
     assert not parse_ranking(text, n).valid
@@ -318,6 +328,27 @@ def test_profiles_are_generated_when_not_given():
             return await super().generate(messages, params)
 
     assert asyncio.run(predict_list(Cut(truth), s)).to_record()["profiles_cut"] == 2
+
+    # a reasoning model's <think> is no profile: cut off inside it, the profile is empty (before, the reasoning went
+    # into every prompt as the user's profile); after it, the profile is what follows
+    class Thinking(Scripted):
+        async def generate(self, messages, params):
+            if "User Behavior history" in messages[-1]["content"]:
+                self.calls += 1
+                return Completion(text="<think>Okay, the user wants a profile. Let me look", finish_reason="length")
+            return await super().generate(messages, params)
+
+    with pytest.raises(SampleError, match="reasoning is not a profile"):
+        asyncio.run(predict_list(Thinking(truth), s))
+
+    class Thought(Scripted):
+        async def generate(self, messages, params):
+            if "User Behavior history" in messages[-1]["content"]:
+                self.calls += 1
+                return Completion(text=f"<think>hmm</think>ID {self.calls - 1}")
+            return await super().generate(messages, params)
+
+    assert asyncio.run(predict_list(Thought(truth), s)).to_record()["profiles"] == ["ID 0", "ID 1"]
 
 
 def test_prompts_follow_appendix_e():

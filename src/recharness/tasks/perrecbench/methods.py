@@ -98,11 +98,15 @@ async def make_profiles(model, users: list[dict], method: dict, tally: Tally) ->
         c = await model.generate(prompts.profile_messages(u.get("profile_history", [])), params)
         tally.add(c)
         tally.profile_calls += 1
-        if not c.text.strip():  # no profile is no answer: the group's prompts would carry an empty section
+        from recharness.matching.parse import drop_reasoning
+
+        text = drop_reasoning(c.text).strip()  # a reasoning model's <think> is no profile (cut off inside it: none)
+        if not text:  # no profile is no answer: the group's prompts would carry an empty section
             raise SampleError("empty_profile", f"the profile of user {u.get('user_id')} came back empty "
-                              f"(finish_reason {c.finish_reason!r}): the group is not asked without it")
+                              f"(finish_reason {c.finish_reason!r}; reasoning is not a profile): the group is not "
+                              "asked without it")
         tally.profiles_cut += c.finish_reason == "length"
-        out.append(c.text.strip())
+        out.append(text)
     return out
 
 

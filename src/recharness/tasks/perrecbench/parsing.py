@@ -17,7 +17,13 @@ import re
 from recharness.core.types import Parsed
 from recharness.tasks.validation import finite_number, flat_json_objects, scan
 
-_RATING_KV = re.compile(r"predicted[_ ]rating\"?\s*[:=]\s*\"?(-?\d+(?:\.\d+)?)", re.I)
+#: a bare "predicted rating: 4" (not a range or a hedge: "4-5", "3 or 4", "2 to 5" are no single rating)
+_RATING_KV = re.compile(r"predicted[_ ]rating\"?\s*[:=]\s*\"?(-?\d+(?:\.\d+)?)(?!\s*(?:-|–|—|to\b|or\b)\s*\d)", re.I)
+#: a number given as text: the whole string, nothing else ("4", " 3.5 "), not "4-5" or "N/A"
+_NUMBER_TEXT = re.compile(r"\s*-?\d+(?:\.\d+)?\s*")
+#: keys a model may put its rating under instead of the format's own: the rating itself, not a statistic
+#: ("user_average_rating", "confidence_score" name other numbers)
+_RATING_KEYS = frozenset({"rating", "prediction", "predicted", "predicted_score", "score", "final_rating"})
 _RANKING_KV = re.compile(r"predicted[_ ]ranking\"?\s*[:=]\s*\[([^\]]*)\]", re.I)
 _USER = re.compile(r"\buser\s*([ab])\b", re.I)
 _INDEX = re.compile(r"^\s*(?:user\s*)?(\d{1,3})\s*$", re.I)
@@ -29,30 +35,45 @@ def _own_key(obj: dict, key: str) -> str | None:
 
 
 def parse_rating(text: str, lo: float = 1.0, hi: float = 5.0) -> Parsed:
-    """{"predicted_rating": x} (the last such object wins, as after a chain of thought); x in [lo, hi]. The format's
-    own key wherever it is (an object, or a bare `predicted rating: x`) before any looser key: "Step 1:
-    {"user_average_rating": 3.8} ... predicted rating: 5" is 5."""
+    """{"predicted_rating": x} (the last such object decides, as after a chain of thought); x in [lo, hi]. The
+    format's own key wherever it is (an object, or a bare `predicted rating: x`) before a key that names the rating
+    itself ("rating", "score"): "Step 1: {"user_average_rating": 3.8} ... predicted rating: 5" is 5. The last
+    object with the format's key decides even when its value is unreadable ("N/A", null, "4-5", "3 or 4": invalid):
+    an earlier draft is not the answer, nor a statistic under another key (before 2026-11-29 "user_average_rating"
+    or "confidence_score" stood in for a missing rating, and a range or hedge was read as its first number)."""
     objects = flat_json_objects(text)
-    value = None
+    value, own = None, None
     for obj in reversed(objects):
         k = _own_key(obj, "predicted_rating")
-        if k is not None and (value := finite_number(obj[k])) is not None:
+        if k is not None:
+            own = obj[k]
             break
+    if own is not None or any(_own_key(o, "predicted_rating") is not None for o in objects):
+        value = _rating_value(own)
+        if value is None:
+            return Parsed(None, valid=False, error=f'the answer\'s "predicted_rating" is {json.dumps(own)[:40]}: '
+                                                   "not one number")
     if value is None:
         found = _RATING_KV.findall(scan(text)[0])
         value = float(found[-1]) if found else None
     if value is None:
-        for obj in reversed(objects):  # any "rating" key, then any "score"
-            for k in [k for k in obj if "rating" in k.lower()] + [k for k in obj if "score" in k.lower()]:
-                if (value := finite_number(obj[k])) is not None:
-                    break
-            if value is not None:
+        for obj in reversed(objects):  # a key naming the rating itself
+            k = next((k for k in obj if k.lower().replace(" ", "_") in _RATING_KEYS), None)
+            if k is not None:
+                value = _rating_value(obj[k])
                 break
     if value is None:
         return Parsed(None, valid=False, error='no {"predicted_rating": <number>} in the answer')
     if not lo <= value <= hi:
         return Parsed(value, valid=False, error=f"rating {value:g} outside {lo:g}..{hi:g}")
     return Parsed(value)
+
+
+def _rating_value(v) -> float | None:
+    """A rating given as a number, or as text that is one number and nothing else; None otherwise."""
+    if isinstance(v, str):
+        return float(v) if _NUMBER_TEXT.fullmatch(v) else None
+    return finite_number(v)
 
 
 _BRACKETED_USER = re.compile(r"\[\s*user\s*([ab])\s*\]", re.I)
@@ -156,8 +177,13 @@ def parse_ranking(text: str, n: int) -> Parsed:
     objects = flat_json_objects(text)
     for obj in reversed(objects):  # the format's own key first, wherever it is, then any "rank" key
         k = _own_key(obj, "predicted_ranking")
-        if k is not None and isinstance(obj[k], list):
+        if k is not None:  # the last one decides: an earlier draft is not the answer
             raw = obj[k]
+            if isinstance(raw, str):
+                raw = [x.strip().strip("\"'") for x in raw.strip().strip("[]").split(",") if x.strip()]
+            if not isinstance(raw, list):
+                return Parsed(None, valid=False, error=f'the answer\'s "predicted_ranking" is {json.dumps(raw)[:40]}: '
+                                                       "not a list of user indices")
             break
     if raw is None:
         found = _RANKING_KV.findall(scan(text)[0])
