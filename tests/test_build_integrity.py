@@ -534,3 +534,26 @@ def test_a_merge_of_two_builds_and_a_finetune_of_a_finetune_answer_neither_other
     backend.model = str(chained)
     with pytest.raises(ConfigError, match=rf"\(build {fa}"):
         pipeline.run(b, backend, "chained", use_cache=False)
+
+
+def test_a_task_with_no_answer_at_all_is_refused_like_any_other_gap(ml1m, tmp_path):
+    """A full run whose file holds no line of one task (killed before it, lines lost): refused, "0 of 3 direct"
+    (before, the task's row was silently missing from scores.json, exit 0); `--partial` scores the other task and
+    warns; a run limited to the other task (`--task`) is no gap."""
+    from recharness.models.fake import FakeBackend
+
+    out = tmp_path / "two"
+    pipeline.build("llmrec", "ml-1m", out, tasks=["sequential", "direct"], seed=0, limit=3)
+    path, _ = pipeline.run(out, FakeBackend("fake"), "cut", use_cache=False)
+    lines = [x for x in path.read_text().splitlines(keepends=True) if json.loads(x)["task"] == "sequential"]
+    path.write_text("".join(lines))
+    p = cli("score", "llmrec", "-o", str(out))
+    msg = " ".join(p.stderr.split())
+    assert p.returncode == 2 and "cut: 0 of 3 direct samples answered" in msg and "--partial" in msg, p.stderr
+    p = cli("score", "llmrec", "-o", str(out), "--partial")
+    assert p.returncode == 0, p.stderr
+    assert {(r["task"], r["method"]) for r in json.loads((out / "scores.json").read_text())} >= {("sequential", "cut")}
+    pipeline.run(out, FakeBackend("fake"), "seq", use_cache=False, tasks=["sequential"])
+    (out / "predictions" / "cut.jsonl").unlink()
+    (out / "predictions" / "cut.run.json").unlink()
+    assert {r.method for r in pipeline.score(out, resamples=0) if r.task == "sequential"} >= {"seq"}

@@ -82,6 +82,33 @@ def covered(rd: RunDir, method: str, task: str, task_samples: list[dict], build_
                       f"--name {method}`)")
 
 
+def check_task_answered(rd: RunDir, method: str, task: str, task_samples: list[dict], build_samples: list[dict],
+                        *, partial: bool) -> None:
+    """A method with no answer at all to `task`: fine when its runs never asked the task (`run --task`, a --limit
+    that ended before it, an import), refused when they did ("0 of M answered", as `covered` refuses any other
+    gap; before, the task's row was silently missing), and with `partial` left out with a warning."""
+    run = read_run(rd, method)
+    if not run or run.get("imported"):
+        return
+    asks = [a for a in run.get("asks") or [] if isinstance(a, dict)] or \
+        [{"limit": run.get("limit"), "tasks": run.get("tasks")}]
+    ran: set[str] = set()
+    for a in asks:
+        theirs = [s for s in build_samples if not a.get("tasks") or s["task"] in a["tasks"]]
+        ran |= {s["id"] for s in (theirs if a.get("limit") is None else theirs[: int(a["limit"])])}
+    m = sum(s["id"] in ran for s in task_samples)
+    if not m:
+        return
+    if partial:
+        import logging
+
+        logging.getLogger(__name__).warning("%s: 0 of %d %s samples answered: no row for it", method, m, task)
+        return
+    raise ConfigError(f"{method}: 0 of {m} {task} samples answered (its run asked them); finish the run "
+                      f"(`recharness run ... --name {method}`), or `recharness score --partial` scores the tasks it "
+                      "answered")
+
+
 def label(coverage: dict | None) -> str:
     """`limit: n = 40 of 400`, `imported: n = 170 of 200`, `partial: n = 12 of 20` (the row's n, of the task's
     samples that the table's header counts), or "" for a row over every sample."""

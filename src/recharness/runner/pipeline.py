@@ -458,14 +458,17 @@ def score(out: Path, *, seed: int = 0, references: bool = True, resamples: int =
     so; any other gap is refused unless `partial` (runner.coverage). Each task's rows then get 95%
     bootstrap intervals (`resamples` of them, seeded by `ci_seed`; 0: none) and, among rows scored
     on the same samples, the marks of which are not distinguishable from the best."""
-    from recharness.runner.coverage import covered
+    from recharness.runner.coverage import check_task_answered, covered
 
     if resamples < 0:
         raise ConfigError(f"--resamples must be 0 or more, got {resamples}")
     rd = RunDir(out)
     info, build_samples = load_build(out)
     rows: list[ScoreRow] = []
+    stems = [pf.stem for pf in rd.prediction_files()]
     for t, task, task_samples, methods in methods_by_task(out, seed=seed, references=references):
+        for stem in sorted(set(stems) - {name for name, kind, *_ in methods if kind == "model"}):
+            check_task_answered(rd, stem, t, task_samples, build_samples, partial=partial)
         groups: dict[tuple, tuple[list[dict], list]] = {}
         for name, kind, recs, extra in methods:
             task.check_answers(recs, name)  # imported, reference and parsed answers alike: the task's answer type
