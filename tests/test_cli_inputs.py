@@ -196,3 +196,31 @@ def test_a_timestamp_unit_typo_is_refused_before_reading_the_sources(tmp_path):
 def test_import_options_without_predictions_are_refused(built, opt, says):
     """`score --kind` alone was silently ignored while --name and --targets were refused."""
     one_error(cli("score", "llmrec", "-o", str(built), *opt), says)
+
+
+def test_inputs_the_cli_review_found_accepted(tmp_path, ml1m):
+    """Found accepted by a review of the CLI (2026-11-29): an unknown suite beside a known one (ran the known one
+    alone, silently), a non-finite temperature (every answer then failed and counted as the model's), an
+    official_dir that does not exist (synthetic queries built as if none were named)."""
+    one_error(cli("eval", "-m", "fake", "--suites", "llmrec,nosuch", "-o", str(tmp_path / "e")),
+              "--suites llmrec,nosuch: nosuch is none of")
+    one_error(cli("demo", "-m", "fake", "-s", "nosuch", "-o", str(tmp_path / "d")), "--suite nosuch:")
+    one_error(cli("build", "perrecbench", "-t", "list", "-n", "1", "-o", str(tmp_path / "p"), "--option",
+                  "profile=false", "--option", "temperature=inf"), "temperature")
+    one_error(cli("build", "recbench-plus", "-t", "explicit", "-n", "1", "-o", str(tmp_path / "r"), "--option",
+                  f"official_dir={tmp_path / 'nonexist'}"), "no such folder")
+    (tmp_path / "empty").mkdir()
+    one_error(cli("build", "recbench-plus", "-t", "explicit", "-n", "1", "-o", str(tmp_path / "r2"), "--option",
+                  f"official_dir={tmp_path / 'empty'}"), "holds none of the official files")
+
+
+def test_one_model_named_twice_is_asked_once(tmp_path, ml1m):
+    p = cli("eval", "-m", "fake", "-m", "fake", "--suites", "llmrec", "-n", "2", "-o", str(tmp_path / "e"),
+            "--references", "quick")
+    assert p.returncode == 0, p.stderr
+    assert "-m fake given more than once: asked once" in p.stdout + p.stderr
+    import json
+
+    rows = json.loads((tmp_path / "e" / "llmrec" / "scores.json").read_text())
+    assert sum(r["method"] == "fake" and r["task"] == "sequential" for r in rows) == 1
+

@@ -781,8 +781,12 @@ def _eval(models: list[str], *, suites: str, dataset: str, limit: int | None, ou
         if spec.partition(":")[0] not in ("baseline", "ft"):
             check_model_spec(spec)
     check_distinct_names(models)
+    if len(set(models)) < len(models):  # one model named twice: asked once, one column (before: two, alike)
+        twice = sorted({public_spec(m) for m in models if models.count(m) > 1})
+        console.print(f"-m {', '.join(twice)} given more than once: asked once", markup=False, highlight=False)
+        models = list(dict.fromkeys(models))
     base = out if out is not None else runs_dir() / "eval" / dataset_runs_name(dataset)
-    runs = plan(suites, base, limit)
+    runs = plan(suites, base, limit, option="--suite" if command and command[0] == "demo" else "--suites")
     base.mkdir(parents=True, exist_ok=True)
     sys_text = _read_text(system_prompt, "--system-prompt") if system_prompt is not None else None
 

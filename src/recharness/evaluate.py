@@ -94,19 +94,23 @@ def _same_build(rd: RunDir, suite: str, tasks: list[str], seed: int, limit: int,
     return same
 
 
-def plan(suites: str, out: Path, limit: int | None) -> list[EvalRun]:
-    """The runs of the chosen suites (`all`, or names of suites / demo runs, comma-separated)."""
+def plan(suites: str, out: Path, limit: int | None, option: str = "--suites") -> list[EvalRun]:
+    """The runs of the chosen suites (`all`, or names of suites / demo runs, comma-separated); a name that is
+    none of them is refused, naming `option`."""
     from recharness.core.errors import ConfigError
     from recharness.tasks.registry import suites as all_suites
 
     every = sorted(((d, name) for name, s in all_suites().items() for d in s.demo), key=lambda r: r[0].order)
     wanted = None if suites in ("", "all") else {x.strip() for x in suites.split(",") if x.strip()}
+    known = sorted({name for _, name in every} | {d.label for d, _ in every})
+    unknown = sorted((wanted or set()) - set(known))
+    if unknown:  # one right name beside a wrong one ran the right one alone, silently
+        raise ConfigError(f"{option} {suites}: {', '.join(unknown)} is none of {', '.join(known)}")
     runs = [EvalRun(d.label, name, list(d.tasks), limit if limit is not None else d.limit, list(d.options),
                     out / d.label)
             for d, name in every if wanted is None or d.label in wanted or name in wanted]
     if not runs:
-        known = sorted({name for _, name in every} | {d.label for d, _ in every})
-        raise ConfigError(f"--suites {suites}: none of {', '.join(known)}")
+        raise ConfigError(f"{option} {suites}: none of {', '.join(known)}")
     return runs
 
 

@@ -17,9 +17,10 @@ same key names.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
-from recharness.core.errors import InputError
+from recharness.core.errors import ConfigError, InputError
 from recharness.core.rundir import RunDir
 from recharness.data.parsing import json_line, read_json
 
@@ -124,6 +125,16 @@ def find_file(options: dict, kind: str) -> Path | None:
         return Path(str(f))
     d = options.get("official_dir")
     if d:
-        p = Path(str(d)) / FILES[kind]
-        return p if p.exists() else None
+        folder = Path(str(d))
+        if not folder.is_dir():  # before: the queries were built from the data, as if no folder had been named
+            raise ConfigError(f"official_dir={d}: no such folder (the one holding the official files: "
+                              f"{', '.join(FILES.values())})")
+        if not any((folder / f).exists() for f in FILES.values()):
+            raise ConfigError(f"official_dir={d}: holds none of the official files ({', '.join(FILES.values())})")
+        p = folder / FILES[kind]
+        if not p.exists():
+            logging.getLogger(__name__).warning("official_dir=%s has no %s: the %s queries are built from the data",
+                                                d, FILES[kind], kind)
+            return None
+        return p
     return None
