@@ -278,3 +278,22 @@ def test_the_first_repeat_is_named_with_its_own_first_line(tmp_path):
     (d / "movies.dat").write_text(text + "73::Again (1995)::Drama\n1::Again (1995)::Drama\n", encoding="latin-1")
     err = fails(lambda: load_movielens_dat(d), file="movies.dat", line=n + 1, field="item_id")
     assert "MovieID '73' appears twice (first: line 2)" in err.message
+
+
+def test_a_damaged_prepared_dataset_is_one_error_naming_its_file(ml1m, tmp_path):
+    """A prepared dataset whose meta.json is not JSON, or whose parquet file is cut: an InputError naming the file
+    (before: a JSONDecodeError or polars ComputeError traceback, or a message about the run directory)."""
+    from recharness.core.paths import dataset_dir
+    from recharness.data.store import load_dataset
+
+    src = dataset_dir("ml-1m")
+    bad = tmp_path / "meta-bad"
+    shutil.copytree(src, bad)
+    (bad / "meta.json").write_text("{bad")
+    with pytest.raises(InputError, match=r"meta\.json.*damaged or unreadable"):
+        load_dataset(str(bad))
+    cut = tmp_path / "cut"
+    shutil.copytree(src, cut)
+    (cut / "items.parquet").write_bytes((src / "items.parquet").read_bytes()[:1000])
+    with pytest.raises(InputError, match=r"items\.parquet.*damaged or unreadable"):
+        load_dataset(str(cut))

@@ -348,13 +348,27 @@ def _read_dir(p: Path) -> Dataset:
         return os.fdopen(os.open(name, os.O_RDONLY, dir_fd=dfd), "rb") if use_fd else open(p / name, "rb")
 
     handles = []
+    reading = "meta.json"
     try:
         with open_("meta.json") as f:
             meta = json.loads(f.read())
+        if not isinstance(meta, dict):
+            raise ValueError("not a JSON object")
         names = [*TABLES, *(f"extra_{e}" for e in meta.get("extras", []))]
         for n in names:
-            handles.append(open_(f"{n}.parquet"))
-        frames = {n: pl.read_parquet(h) for n, h in zip(names, handles)}
+            reading = f"{n}.parquet"
+            handles.append(open_(reading))
+        frames = {}
+        for n, h in zip(names, handles):
+            reading = f"{n}.parquet"
+            frames[n] = pl.read_parquet(h)
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, pl.exceptions.PolarsError) as e:  # a damaged prepared dataset: said, not a traceback
+        from recharness.core.errors import InputError, one_line
+
+        raise InputError(p / reading, f"the prepared dataset is damaged or unreadable ({type(e).__name__}: "
+                                      f"{one_line(e, 160)}): prepare it again (`recharness prepare ... --force`)") from None
     finally:
         for h in handles:
             h.close()
