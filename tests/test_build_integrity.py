@@ -557,3 +557,22 @@ def test_a_task_with_no_answer_at_all_is_refused_like_any_other_gap(ml1m, tmp_pa
     (out / "predictions" / "cut.jsonl").unlink()
     (out / "predictions" / "cut.run.json").unlink()
     assert {r.method for r in pipeline.score(out, resamples=0) if r.task == "sequential"} >= {"seq"}
+
+
+def test_report_refuses_samples_changed_after_scoring(ml1m, tmp_path):
+    """report.html shows example answers beside their samples: samples edited after `score` were shown beside scores
+    of the built ones (before: a report written anyway)."""
+    from recharness.models.fake import FakeBackend
+
+    out = tmp_path / "rep"
+    pipeline.build("llmrec", "ml-1m", out, tasks=["sequential"], seed=0, limit=3)
+    pipeline.run(out, FakeBackend("fake"), "fake", use_cache=False)
+    assert cli("score", "llmrec", "-o", str(out), "--resamples", "0").returncode == 0
+    path = out / "samples.jsonl"
+    first, *rest = path.read_text().splitlines(keepends=True)
+    edited = {**json.loads(first), "target": "9999"}
+    path.write_text(json.dumps(edited) + "\n" + "".join(rest))
+    p = cli("report", "llmrec", "-o", str(out))
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert "samples.jsonl: changed since `build` wrote it" in " ".join(p.stderr.split())
+

@@ -1075,6 +1075,10 @@ def write_report(rows: list[ScoreRow], out: Path, n_examples: int = 5, sections:
     if rd.build_json.exists():
         info = rd.build_info()
     suite = info.get("suite")
+    if info and rd.samples_jsonl.exists():  # the examples show these samples beside scores of the built ones
+        from recharness.core.rundir import check_samples_file
+
+        check_samples_file(rd.samples_jsonl, info, rd.build_json)
     samples = list(read_jsonl(rd.samples_jsonl)) if rd.samples_jsonl.exists() else []
     title = f"recharness report: {suite} on {shown_dataset(info.get('dataset'))}" if suite else "recharness report"
     parts = [f"<h1>{e(title)}</h1><p><code>{e(display_path(out))}</code></p>"]
