@@ -192,7 +192,8 @@ def test_a_timestamp_unit_typo_is_refused_before_reading_the_sources(tmp_path):
 
 @pytest.mark.parametrize("opt, says", [(["--kind", "llm"], "--kind goes with --predictions"),
                                        (["--name", "x"], "--name goes with --predictions"),
-                                       (["--targets", "as-given"], "--targets goes with --predictions")])
+                                       (["--targets", "as-given"], "--targets goes with --predictions"),
+                                       (["--force"], "--force goes with --predictions")])
 def test_import_options_without_predictions_are_refused(built, opt, says):
     """`score --kind` alone was silently ignored while --name and --targets were refused."""
     one_error(cli("score", "llmrec", "-o", str(built), *opt), says)

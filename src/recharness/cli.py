@@ -482,6 +482,8 @@ def score(
     elif kind is not None:
         raise RecharnessError("--kind goes with --predictions (what made the imported answers; a run's own rows "
                               "know theirs)")
+    elif force:
+        raise RecharnessError("--force goes with --predictions (it replaces an imported predictions/NAME.jsonl)")
     with console.status("scoring…"):
         rows = do_score(d, seed=seed, references=not no_references, resamples=resamples, ci_seed=ci_seed,
                         partial=partial)
