@@ -203,10 +203,12 @@ _DECIMAL_COMMA_RE = re.compile(r"\d,\d")
 _LIST_BEFORE_RE = re.compile(r"\d[ \t]*,[ \t]*$")
 _LIST_AFTER_RE = re.compile(r"[ \t]*,[ \t]*\d")
 _ANCHOR_RE = re.compile(r"\b(?:rating|rate|score|predict|predicted|prediction|answer|estimate)\b[^\d\n]{0,20}$", re.IGNORECASE)
+#: "I", "I'd", "I would", "I'll" ... before the verb of the answer
+_I_WOULD = r"\bI(?:'d|’d|\s+would|\s+will|'ll|’ll|\s+should)?\s+"
 #: the words that name the answer itself; "rating" / "score" also name the history's ratings ("rated 4/5")
 _STRONG_ANCHOR_RE = re.compile(
     r"(?:\b(?:predict|predicted|prediction|answer|estimate)\b"
-    r"|\bI(?:'d|’d|\s+would|\s+will|'ll|’ll|\s+should)?\s+(?:rate|give|score|say|put|predict|estimate|guess)\b"
+    r"|" + _I_WOULD + r"(?:rate|give|score|say|put|predict|estimate|guess)\b"
     r"|\bmy\s+(?:final\s+|best\s+)?(?:rating|score|guess|answer|prediction|estimate|pick)\b)[^\d\n]{0,20}$", re.IGNORECASE)
 #: a line's label ("Rating:", "**Final score:**"): the line holds the answer
 _ANSWER_LABEL_RE = re.compile(
@@ -232,7 +234,7 @@ _CLAUSE_START_RE = re.compile(r".*(?:\d|\n|[.!?;](?=\s))", re.DOTALL)
 #: "The rating for Season 2 is 4", "Rating for 2 Days: 3", "I'd rate this 2-pack 4"; the number after "a" / "is" /
 #: ":" (or after the object's "2-pack") is the answer. The object stays in one sentence ("Vol. 2" is no sentence end)
 _RATED_OBJECT_RE = re.compile(
-    r"(?:\bI(?:'d|’d|\s+would|\s+will|'ll|’ll|\s+should)?\s+(?:rate|give|score)\b"
+    r"(?:" + _I_WOULD + r"(?:rate|give|score)\b"
     r"|(?:^|[.!?]\s+|\n)[ \t*#>-]*(?:the\s+|my\s+)?(?:predicted\s+)?(?:rating|score|prediction)\s+(?:for|of)\b)"
     r"(?P<object>(?:[^\n,;!?.]|\.(?!\s+[A-Z]))*?\d(?:[^\n,;!?.]|\.(?!\s+[A-Z]))*?)"
     r"(?:\b(?:an?|is|be)\s+|[:=]\s*|(?<=\d)[-–][A-Za-z]{2,12}\s+)$", re.IGNORECASE)
