@@ -576,3 +576,19 @@ def test_report_refuses_samples_changed_after_scoring(ml1m, tmp_path):
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     assert "samples.jsonl: changed since `build` wrote it" in " ".join(p.stderr.split())
 
+
+def test_a_record_naming_no_prompt_of_a_task_is_not_refused_for_it(ml1m, tmp_path):
+    """A reference run through `run -m baseline:X` (its record from before 2026-11-28 said tasks: all) answers only
+    the tasks that ask it: its record names no prompt of the others, so no "0 of M answered" for them."""
+    from recharness.models.fake import FakeBackend
+
+    out = tmp_path / "old"
+    pipeline.build("llmrec", "ml-1m", out, tasks=["sequential", "direct"], seed=0, limit=3)
+    path, _ = pipeline.run(out, FakeBackend("fake"), "ref", use_cache=False)
+    path.write_text("".join(x for x in path.read_text().splitlines(keepends=True) if json.loads(x)["task"] == "sequential"))
+    record = out / "predictions" / "ref.run.json"
+    rec = json.loads(record.read_text())
+    rec["prompt_versions"] = {"sequential": rec["prompt_versions"]["sequential"]}
+    record.write_text(json.dumps(rec))
+    assert {r.method for r in pipeline.score(out, resamples=0) if r.task == "sequential"} >= {"ref"}
+

@@ -30,6 +30,9 @@ from recharness.tasks.perrecbench.parsing import majority, parse_pair, parse_ran
     ('{"predicted_rating": 4, "user_score": 2}', 4.0),  # the format's key, not the last one naming a score
     ('Step 1: {"user_average_rating": 3.8}. So the predicted rating: 5', 5.0),  # the format's key wherever it is
     ('{"predicted_rating": 2} Note: {"user_average_rating": 3.8}', 2.0),
+    # a single rating written as text stays one (the review of the stricter rule)
+    ('{"predicted_rating": "4 stars"}', 4.0), ('{"predicted_rating": "4/5"}', 4.0),
+    ('{"predicted_rating": "4.0 out of 5"}', 4.0), ('{"predicted_rating": "+4"}', 4.0), ('{"predicted_rating": "4,5"}', 4.5),
 ])
 def test_parse_rating(text, value):
     p = parse_rating(text)
@@ -44,6 +47,8 @@ def test_parse_rating(text, value):
     '{"confidence_score": 3}', '{"predicted_rating": "4-5"}', '{"predicted_rating": "3 or 4"}',
     '{"predicted_rating": "2 to 5"}', "Predicted rating: 4 or 5",
     'Draft {"predicted_rating": 4}. Final: {"predicted_rating": "N/A"}',
+    # a range after a decimal is no shorter number ("3.5-4" read as 3, "12 to 15" as 1 by a backtracking match)
+    "predicted rating: 3.5-4", "Predicted rating: 4.5 or 5", "predicted rating: 12 to 15", '{"predicted_rating": "8/10"}',
 ])
 def test_parse_rating_invalid(text):
     p = parse_rating(text)

@@ -430,3 +430,16 @@ def test_mixed_old_and_new_probe_results_state_the_other_targets_per_row(memo_ru
     page = html.write_report(load_scores(out), out, memorization=d).read_text(encoding="utf-8")
     assert "llm-a on direct: 3" in page
     assert "For llm-b, \"other\" targets include items the probe never asked about" in page
+
+
+def test_an_imported_row_or_a_model_served_elsewhere_keeps_its_probe_result():
+    """An imported row's model says "imported" (it cannot be compared with a probe's), and a model run on another
+    host with another extra body is the same model: neither is left out (the review of the first version)."""
+    from recharness.report.fairness import _same_model
+
+    probed = {"backend": "openai", "model": "qwen", "base_url": "http://127.0.0.1:8000/v1",
+              "extra_body": {"repeat_penalty": 1.0}}
+    assert _same_model(probed, {"backend": "imported", "model": "qwen", "file": "x.jsonl"})
+    assert _same_model(probed, {"backend": "openai", "model": "qwen", "base_url": "http://gpu:8000/v1"})
+    assert not _same_model(probed, {"backend": "openai", "model": "llama"})
+

@@ -328,11 +328,20 @@ def test_a_number_inside_the_rated_object_is_not_the_rating():
              # another scale named beside a 1-5 rating: the rating stands
              "Prediction: 4 (8 on a 10-point scale)": 4.0, "Rating: 4 (1-5 scale, not the 1-10 scale)": 4.0,
              "4\n\nNote: on a scale of 1 to 10 this would be about 8.": 4.0,
-             "I would give it a 8/10, which is 4 on a 1-5 scale": 4.0}
+             "I would give it a 8/10, which is 4 on a 1-5 scale": 4.0,
+             # the second review: "as a 4", an opening clause or label word before "rating for", a unit after a
+             # number, "Mr.", a decimal in the sentence, an unrelated "out of 10"
+             "I'd rate Toy Story 2 as a 4.": 4.0, "Overall, the rating for Shrek 2 is 4.": 4.0,
+             "Therefore, the predicted rating for Alien 3 is 2.": 2.0, "Final rating for Toy Story 2: 4": 4.0,
+             "So my prediction for Toy Story 3 is 4.": 4.0, "I'd rate the 2-disc set 4 stars.": 4.0,
+             "I'd rate the 3-hour epic 4.": 4.0, "I'd rate Mr. Holland's Opus 2 a 4.": 4.0,
+             "Critics average 7.5 out of 10, so I'd give it 4.": 4.0,
+             "I'd give it 2 since only one out of 10 of their dramas scored well.": 2.0}
     for text, want in cases.items():
         p = f.check(text)
         assert p.valid and p.value["value"] == want, (text, p)
     for text in ("On a scale of 1 to 10: 6", "6 (on a 10-point scale)", "Rating: 6\n(scale 1-10)",
-                 "on a scale of 1-10, I'd give it 6", "On a scale of 1-10, I'd give it 4", "rate it a 4 on a 10 point scale"):
+                 "on a scale of 1-10, I'd give it 6", "On a scale of 1-10, I'd give it 4", "rate it a 4 on a 10 point scale",
+                 "On a scale of 1 to 10, I'd give it 3.5.", "Rating: 3.5 (scale 1-10)"):
         p = f.check(text)
         assert not p.valid and "scale to 10" in p.error, (text, p)  # before: 6 clipped to a valid 5

@@ -339,13 +339,14 @@ def probe_results(path: Path | None, dataset: str | None) -> list[tuple[str, dic
 
 
 def _same_model(probed, answered) -> bool:
-    """Whether a probe result's model is the one a row's answers came from: their identities alike but for where
-    the model was served (`base_url`); a side that does not say (an import, an older result) is not refused."""
-    if not isinstance(probed, dict) or not isinstance(answered, dict):
+    """Whether a probe result's model is the one a row's answers came from: the same backend and model (where and
+    how it was served, e.g. `base_url` or a local server's extra body, aside); a side that does not say (an import,
+    an older result) is not refused."""
+    if not isinstance(probed, dict) or not isinstance(answered, dict) or answered.get("backend") == "imported":
         return True
-    drop = ("base_url",)
-    return ({k: v for k, v in probed.items() if k not in drop}
-            == {k: v for k, v in json.loads(json.dumps(answered, default=str)).items() if k not in drop})
+    keys = ("backend", "model", "sha256", "gguf_sha256", "finetune")
+    return ({k: probed.get(k) for k in keys if k in probed or k in answered}
+            == {k: json.loads(json.dumps(answered.get(k), default=str)) for k in keys if k in probed or k in answered})
 
 
 def _model_name(identity) -> str:

@@ -88,7 +88,10 @@ def check_task_answered(rd: RunDir, method: str, task: str, task_samples: list[d
     that ended before it, an import), refused when they did ("0 of M answered", as `covered` refuses any other
     gap; before, the task's row was silently missing), and with `partial` left out with a warning."""
     run = read_run(rd, method)
-    if not run or run.get("imported"):
+    if not run or run.get("imported") or not run.get("prompt_versions") or task not in run["prompt_versions"]:
+        # imported; or a record that names no prompt of this task: a reference run through `run -m baseline:X`
+        # answers only the tasks that ask it (a record from before 2026-11-28 said tasks: all), and a record from
+        # before prompt versions were kept cannot say what it asked
         return
     asks = [a for a in run.get("asks") or [] if isinstance(a, dict)] or \
         [{"limit": run.get("limit"), "tasks": run.get("tasks")}]

@@ -233,21 +233,30 @@ _CLAUSE_START_RE = re.compile(r".*(?:\d|\n|[.!?;](?=\s))", re.DOTALL)
 #: a word naming the answer, then (as the answer's object) a phrase holding a number: "I'd rate these 3 books a 4",
 #: "The rating for Season 2 is 4", "Rating for 2 Days: 3", "I'd rate this 2-pack 4"; the number after "a" / "is" /
 #: ":" (or after the object's "2-pack") is the answer. The object stays in one sentence ("Vol. 2" is no sentence end)
+_OBJECT_CHAR = r"(?:[^\n,;!?.]|\.(?!\s+[A-Z])|(?<=\b(?:Mr|Ms|Dr|St|Jr|Sr|No|Pt))\.|(?<=\b(?:Mrs|Vol))\.)"
 _RATED_OBJECT_RE = re.compile(
     r"(?:" + _I_WOULD + r"(?:rate|give|score)\b"
-    r"|(?:^|[.!?]\s+|\n)[ \t*#>-]*(?:the\s+|my\s+)?(?:predicted\s+)?(?:rating|score|prediction)\s+(?:for|of)\b)"
-    r"(?P<object>(?:[^\n,;!?.]|\.(?!\s+[A-Z]))*?\d(?:[^\n,;!?.]|\.(?!\s+[A-Z]))*?)"
+    # "the rating for X", "my final rating for X", "so my prediction for X", not "the user's rating for X"
+    r"|(?<!['’]s )(?<!their )(?<!users' )(?<!user )(?<!his )(?<!her )(?<!its )\b(?:(?:the|my)\s+)?"
+    r"(?:(?:final|expected|overall|predicted|estimated)\s+)?(?:rating|score|prediction)\s+(?:for|of)\b)"
+    r"(?P<object>" + _OBJECT_CHAR + r"*?\d" + _OBJECT_CHAR + r"*?)"
     r"(?:\b(?:an?|is|be)\s+|[:=]\s*|(?<=\d)[-–][A-Za-z]{2,12}\s+)$", re.IGNORECASE)
 #: what makes the later number something else than the object's answer: an alternative, a comparison, a reason
 #: ("a 4, not a 5", "4 because the sequel is a 2", "rate this 4 since the previous one is 5")
 _NOT_OBJECT_RE = re.compile(
-    r"\b(?:not|or|but|than|and|instead|rather|maybe|perhaps|possibly|because|since|as|though|although|while|whereas"
+    r"\b(?:not|or|but|than|and|instead|rather|maybe|perhaps|possibly|because|since|though|although|while|whereas"
     r"|if|when|compared|like|unlike)\b", re.IGNORECASE)
+#: a number joined to a unit ("the 2-disc set", "a 3-hour epic", "a 2-pack"): a quantity, never the rating
+_QUANTITY_AFTER_RE = re.compile(
+    r"[-–](?:discs?|packs?|pieces?|hours?|minutes?|years?|days?|weeks?|months?|parts?|volumes?|books?|movies?|films?"
+    r"|seasons?|episodes?|sets?|players?|persons?|people|inch(?:es)?|feet|foot|ft|lbs?|oz|cups?|counts?|ct|in-1)\b",
+    re.IGNORECASE)
 #: the answer says it uses another scale than the task's ("on a scale of 1 to 10", "(scale 1-10)", "10-point scale")
 _SCALE_RE = re.compile(
     r"\bscale\s+(?:of\s+|from\s+)?(?:0|1)\s*(?:-|–|—|to)\s*(\d{1,3})\b|\b(?:0|1)\s*(?:-|–|—|to)\s*(\d{1,3})[ \t-]*(?:point\s+)?scale\b"
-    r"|\b(\d{1,3})[ \t-]*point\s+scale\b|\bout\s+of\s+(\d{1,3})\b", re.IGNORECASE)
-_SENTENCE_RE = re.compile(r"[^.!?\n]*(?:[.!?](?=\s|$)|\n|$)")
+    r"|\b(\d{1,3})[ \t-]*point\s+scale\b", re.IGNORECASE)
+#: a sentence: up to a . ! ? before a space or the end (not "3.5"), or a line's end
+_SENTENCE_RE = re.compile(r"(?:[^.!?\n]|[.!?](?!\s|$))*(?:[.!?](?=\s|$)|\n|$)")
 #: a fraction in words after the number ("4 and a half", "3 and three quarters", "4½"): not 4
 _FRACTION_WORDS_RE = re.compile(r"\s*(?:½|¼|¾|and\s+(?:a\s+|one\s+)?(?:half|quarter|third)|and\s+(?:two|three)\s+"
                                 r"(?:thirds|quarters)|point\s+(?:five|\w+))\b", re.IGNORECASE)
@@ -351,6 +360,8 @@ class NumberInRange(OutputFormat):
                 continue  # "between 3 and 4": a range
             if _LIST_MARK_AFTER_RE.match(text, m.end()) and _at_line_start(text, m.start()):
                 continue  # "1. Title" / "2) Title": a list number, not an answer
+            if _QUANTITY_AFTER_RE.match(text, m.end()):
+                continue  # "the 2-disc set", "a 3-hour epic": a quantity, not an answer
             scale = _OVER_RE.match(text, m.end()) or _OUT_OF_RE.match(text, m.end())
             if scale and float(scale.group(1)) != self.hi:
                 continue  # "5/10", "6 out of 10": a rating on another scale (2.5, 3 here), not this scale's 5

@@ -18,9 +18,12 @@ from recharness.core.types import Parsed
 from recharness.tasks.validation import finite_number, flat_json_objects, scan
 
 #: a bare "predicted rating: 4" (not a range or a hedge: "4-5", "3 or 4", "2 to 5" are no single rating)
-_RATING_KV = re.compile(r"predicted[_ ]rating\"?\s*[:=]\s*\"?(-?\d+(?:\.\d+)?)(?!\s*(?:-|–|—|to\b|or\b)\s*\d)", re.I)
-#: a number given as text: the whole string, nothing else ("4", " 3.5 "), not "4-5" or "N/A"
-_NUMBER_TEXT = re.compile(r"\s*-?\d+(?:\.\d+)?\s*")
+_RATING_KV = re.compile(r"predicted[_ ]rating\"?\s*[:=]\s*\"?(-?\d+(?:\.\d+)?)(?![\d.])(?!\s*(?:-|–|—|to\b|or\b)\s*\d)",
+                        re.I)
+#: a rating given as text: one number, perhaps in stars or over 5 ("4", "4.0 out of 5", "4/5", "4 stars", "+4",
+#: "4,5"), not "4-5", "3 or 4", "8/10" or "N/A"
+_NUMBER_TEXT = re.compile(r"\s*\+?(\d+(?:[.,]\d+)?)\.?\s*(?:stars?|/\s*5(?:\.0)?|out\s+of\s+5(?:\.0)?)?\s*\.?\s*",
+                          re.I)
 #: keys a model may put its rating under instead of the format's own: the rating itself, not a statistic
 #: ("user_average_rating", "confidence_score" name other numbers)
 _RATING_KEYS = frozenset({"rating", "prediction", "predicted", "predicted_score", "score", "final_rating"})
@@ -72,7 +75,8 @@ def parse_rating(text: str, lo: float = 1.0, hi: float = 5.0) -> Parsed:
 def _rating_value(v) -> float | None:
     """A rating given as a number, or as text that is one number and nothing else; None otherwise."""
     if isinstance(v, str):
-        return float(v) if _NUMBER_TEXT.fullmatch(v) else None
+        m = _NUMBER_TEXT.fullmatch(v)
+        return float(m.group(1).replace(",", ".")) if m else None
     return finite_number(v)
 
 
