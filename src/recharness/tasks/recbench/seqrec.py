@@ -167,9 +167,10 @@ def list_metrics(samples: list[dict], recs: list[dict | None]) -> tuple[dict[str
 
 
 def sample_list(sample: dict, rec: dict | None, k: int = TOP_K) -> list[str] | None:
-    """A record's top-`k` list as its rank reads it: an LLM's matched items (a title carried by several
-    ids standing for the target when one of them is), a reference's `top` (else a decoder's `items`),
-    history items and repeats dropped; [] for no record or no parsed answer; None when the record
+    """A record's top-`k` list for the beyond-accuracy metrics: an LLM's first k places as written (a title
+    carried by several ids standing for the target when one of them is), then unmatched titles, history items and
+    repeats dropped; a reference's `top` (else a decoder's `items`), history items and repeats dropped; [] for no
+    record or no parsed answer; None when the record
     gives a rank but no list (a reference file from before `top`): its list is unknown, not empty."""
     parsed = (rec or {}).get("parsed")
     if not isinstance(parsed, dict):
