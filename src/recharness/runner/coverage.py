@@ -68,10 +68,7 @@ def covered(rd: RunDir, method: str, task: str, task_samples: list[dict], build_
     asks = [a for a in run.get("asks") or [] if isinstance(a, dict)] or \
         ([{"limit": run.get("limit"), "tasks": run.get("tasks")}] if run.get("limit") is not None else [])
     if asks and all(a.get("limit") is not None or a.get("tasks") for a in asks):
-        ran: set[str] = set()
-        for a in asks:  # what each run set out to answer: the first `limit` samples of its tasks
-            theirs = [s for s in build_samples if not a.get("tasks") or s["task"] in a["tasks"]]
-            ran |= {s["id"] for s in (theirs if a.get("limit") is None else theirs[: int(a["limit"])])}
+        ran = asked_ids(asks, build_samples)
         meant = [s for s in task_samples if s["id"] in ran]
         if [s["id"] for s in meant] == [s["id"] for s in answered]:
             return answered, {"answered": n, "of": m, "why": "limit"}
@@ -80,6 +77,15 @@ def covered(rd: RunDir, method: str, task: str, task_samples: list[dict], build_
     raise ConfigError(f"{method}: {n} of {m} {task} samples answered; `recharness score --partial` scores the "
                       f"answered ones (rows marked partial {n}/{m}), or finish the run (`recharness run ... "
                       f"--name {method}`)")
+
+
+def asked_ids(asks: list[dict], build_samples: list[dict]) -> set[str]:
+    """The sample ids the runs of `asks` set out to answer: each, the first `limit` samples of its tasks."""
+    ran: set[str] = set()
+    for a in asks:
+        theirs = [s for s in build_samples if not a.get("tasks") or s["task"] in a["tasks"]]
+        ran |= {s["id"] for s in (theirs if a.get("limit") is None else theirs[: int(a["limit"])])}
+    return ran
 
 
 def check_task_answered(rd: RunDir, method: str, task: str, task_samples: list[dict], build_samples: list[dict],
@@ -95,10 +101,7 @@ def check_task_answered(rd: RunDir, method: str, task: str, task_samples: list[d
         return
     asks = [a for a in run.get("asks") or [] if isinstance(a, dict)] or \
         [{"limit": run.get("limit"), "tasks": run.get("tasks")}]
-    ran: set[str] = set()
-    for a in asks:
-        theirs = [s for s in build_samples if not a.get("tasks") or s["task"] in a["tasks"]]
-        ran |= {s["id"] for s in (theirs if a.get("limit") is None else theirs[: int(a["limit"])])}
+    ran = asked_ids(asks, build_samples)
     m = sum(s["id"] in ran for s in task_samples)
     if not m:
         return

@@ -324,26 +324,19 @@ class DirectTask(Task):
         return Parsed(value)
 
     def target_rank(self, sample: dict, record: dict | None) -> int | None:
-        """As `score` reads it: the target's place in the answer as written (`_places`)."""
-        places = self._places([sample], {sample["id"]: record} if record is not None else {})[0]
+        """As `score` reads it: the target's place in the answer as written (`answer_places`)."""
+        places = answer_places(record) or []
         return places.index(sample["target"]) + 1 if sample.get("target") in places else None
 
     @staticmethod
     def _places(samples, predictions) -> list[list[str | None]]:
-        """Each sample's answer as the accuracy metrics read it ([] unless valid): the list as written, a
-        repeated candidate or a number no candidate has holding its place (`slots`), so it moves no later
-        candidate up; the ranking itself when the answer had neither."""
-        out = []
-        for s in samples:
-            p = predictions.get(s["id"])
-            ok = bool(p and p.get("valid", True) and p.get("parsed"))
-            out.append((p["parsed"].get("slots") or p["parsed"]["ranking"]) if ok else [])
-        return out
+        """Each sample's `answer_places` ([] unless valid): what the accuracy and beyond-accuracy metrics read."""
+        return [answer_places(predictions.get(s["id"])) or [] for s in samples]
 
-    def _ranked(self, samples, predictions) -> tuple[list[list[str]], list[bool], list[bool], int]:
-        """Each sample's ranking ([] unless valid), whether valid, whether partial, and the missing count: each
-        candidate once, in the order first named (what the beyond-accuracy metrics and Borda read)."""
-        ranked, valid, partial = [], [], []
+    @staticmethod
+    def _validity(samples, predictions) -> tuple[list[bool], list[bool], int]:
+        """Whether each sample's answer is valid, whether partial, and the missing count."""
+        valid, partial = [], []
         missing = 0
         for s in samples:
             p = predictions.get(s["id"])
@@ -352,8 +345,7 @@ class DirectTask(Task):
             ok = bool(p and p.get("valid", True) and p.get("parsed"))
             valid.append(ok)
             partial.append(ok and bool(p["parsed"].get("partial")))
-            ranked.append(p["parsed"]["ranking"] if ok else [])
-        return ranked, valid, partial, missing
+        return valid, partial, missing
 
     def why_empty(self, dataset, config) -> str | None:
         opts = config.options
@@ -368,8 +360,7 @@ class DirectTask(Task):
         return borda_method(
             samples, recs,
             # each answer as the metrics read it: a repeat or a number out of range holds its place
-            ranking=lambda s, r: ((r["parsed"].get("slots") or r["parsed"]["ranking"]) if r.get("valid", True)
-                                  and r.get("parsed") else None),
+            ranking=lambda s, r: answer_places(r),
             candidates=lambda ss: min(ss, key=lambda s: s["order"])["candidates"],
             # a candidate no order's answer named stays unranked (it was a miss in every one of them)
             answer=lambda s, ranking: {"ranking": ranking, "out_of_range": 0,
@@ -411,7 +402,7 @@ class DirectTask(Task):
                                clusters=clusters)
 
     def score(self, samples, predictions):
-        ranked, valid, partial, missing = self._ranked(samples, predictions)
+        valid, partial, missing = self._validity(samples, predictions)
         places = self._places(samples, predictions)
         ks, ndcg_ks = self._ks(samples)
         m = ranking_scores(places, [s["target"] for s in samples], ks, ndcg_ks=ndcg_ks)
@@ -435,7 +426,7 @@ class DirectTask(Task):
         if not samples:
             return {}
         ids = [s["id"] for s in samples]
-        ranked, valid, partial, _ = self._ranked(samples, predictions)
+        valid, partial, _ = self._validity(samples, predictions)
         places = self._places(samples, predictions)
         ks, ndcg_ks = self._ks(samples)
         users = order_clusters(samples)
@@ -483,6 +474,14 @@ class DirectTask(Task):
 
 #: the full-catalog metrics of a trained reference's rows: the target's rank among every item the user never had
 FULL_KS = (10,)
+
+
+def answer_places(rec: dict | None) -> list[str | None] | None:
+    """A valid answer's candidates as written (`slots`: a repeat or a number no candidate has holds its place, so
+    it moves no later candidate up; else its ranking, which then has neither); None for no valid answer."""
+    if not rec or not rec.get("valid", True) or not rec.get("parsed"):
+        return None
+    return rec["parsed"].get("slots") or rec["parsed"]["ranking"]
 
 
 def full_ranks(samples: list[dict], predictions: dict[str, dict]) -> list[float] | None:
