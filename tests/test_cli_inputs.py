@@ -225,3 +225,22 @@ def test_one_model_named_twice_is_asked_once(tmp_path, ml1m):
     rows = json.loads((tmp_path / "e" / "llmrec" / "scores.json").read_text())
     assert sum(r["method"] == "fake" and r["task"] == "sequential" for r in rows) == 1
 
+
+
+def test_a_row_name_of_a_reference_is_refused_and_a_file_named_so_is_named(tmp_path, ml1m):
+    """`--name popularity` used to write predictions/popularity.jsonl: the tables showed two rows 'popularity' and
+    `compare popularity X` silently took the reference's."""
+    d = tmp_path / "run"
+    pipeline.build("llmrec", "ml-1m", d, tasks=["sequential"], seed=0, limit=3)
+    one_error(cli("run", "llmrec", "-o", str(d), "-m", "fake", "--name", "popularity"),
+              "the row name 'popularity' is a reference row's")
+    one_error(cli("score", "llmrec", "-o", str(d), "--predictions", str(tmp_path / "x.jsonl"), "--name", "ease"),
+              "the row name 'ease' is a reference row's")
+    assert not (d / "predictions" / "popularity.jsonl").exists()
+    p = cli("run", "llmrec", "-o", str(d), "-m", "fake", "--name", "mine")
+    assert p.returncode == 0, p.stderr
+    (d / "predictions" / "mine.jsonl").rename(d / "predictions" / "popularity.jsonl")  # as written before the check
+    (d / "predictions" / "mine.run.json").rename(d / "predictions" / "popularity.run.json")
+    one_error(cli("score", "llmrec", "-o", str(d)), "predictions/popularity.jsonl: sequential also has a reference "
+              "row 'popularity'; rename the file")
+    one_error(cli("compare", str(d), "popularity", "random"), "also has a reference row 'popularity'")

@@ -290,13 +290,13 @@ def run(
     workers: Annotated[int | None, typer.Option("--workers", min=1, help="With --executor ray: actors for a local model or one endpoint (default: one per node; several --base-url: one per endpoint).")] = None,
 ):
     """Run a model over the built samples; resumable (re-run after a crash continues)."""
-    from recharness.core.rundir import check_name
     from recharness.models.registry import public_spec
     from recharness.runner.pipeline import run as do_run
     from recharness.specs import default_name, resolve_spec
+    from recharness.tasks.references import check_method_name
 
     d = _run_dir(suite, dataset, out, built=True)
-    name = check_name(name or default_name(model))
+    name = check_method_name(name or default_name(model))
     if executor != "ray" and (workers is not None or address is not None):
         raise ConfigError(f"{'--workers' if workers is not None else '--address'} goes with --executor ray")
     if redo_invalid and overwrite:

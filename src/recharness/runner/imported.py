@@ -490,13 +490,14 @@ def import_predictions(out: Path, source: Path, name: str, *, native=None, force
     method's row only), and parses it against them (candidate numbers name the line's candidates)."""
     from recharness.core.io import atomic_write_text, read_jsonl, write_jsonl_atomic
     from recharness.core.paths import shown_path
-    from recharness.core.rundir import RunDir, check_name
+    from recharness.core.rundir import RunDir
+    from recharness.tasks.references import check_method_name
     from recharness.data.store import load_dataset
     from recharness.runner.coverage import record_run
     from recharness.tasks.registry import suite_context
     from recharness.tasks.registry import get_task
 
-    check_name(name)
+    check_method_name(name)
     if targets not in TARGETS:
         raise ConfigError(f"--targets {targets!r}: one of {', '.join(TARGETS)}")
     source = Path(source)

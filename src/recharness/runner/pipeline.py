@@ -22,7 +22,8 @@ from recharness.core.io import (
     unheld,
     write_jsonl_atomic,
 )
-from recharness.core.rundir import RunDir, check_name, file_sha256, fingerprint, samples_record
+from recharness.core.paths import shown_path
+from recharness.core.rundir import RunDir, file_sha256, fingerprint, samples_record
 from recharness.core.types import BuildConfig, GenerationParams, ScoreRow, is_number, sample_capped
 from recharness.data.store import load_dataset
 from recharness.execution.executor import RunStats, answered, check_same_model, prompt_version, run_samples, with_model
@@ -33,6 +34,7 @@ from recharness.runner.imported import as_given_samples
 from recharness.runner.intervals import add_confidence_intervals, checked_units
 from recharness.tasks.options import validate_options
 from recharness.tasks.registry import get_suite, get_task, suite_context  # noqa: F401 (suite_context re-exported)
+from recharness.tasks.references import check_method_name
 
 
 def default_run_dir(suite: str, dataset: str) -> Path:
@@ -209,7 +211,7 @@ def _same_build_as_its_finetune(backend, info: dict, out: Path) -> None:
                   and t["build"] != info.get("fingerprint")), None)
     if other is None:
         return
-    from recharness.core.paths import shown_dataset, shown_path
+    from recharness.core.paths import shown_dataset
 
     raise ConfigError(f"this model was fine-tuned on another build of {shown_dataset(info.get('dataset'))} (build "
                       f"{other['build']}, {shown_path(other.get('run_dir'))}; this run's is {info.get('fingerprint')}): its "
@@ -232,7 +234,7 @@ def run(out: Path, backend: ModelBackend, model_slug: str, *, limit: int | None 
     method with other ones is refused. With several orders per user / group (`order_of`) a `limit` that ends
     inside one unit is rounded up to its end (warned, and recorded so): a unit cut short has no order spread and no
     Borda answer, and would leave the Borda row on other samples than its parent row."""
-    check_name(model_slug)
+    check_method_name(model_slug)
     if max_retries is not None and max_retries < 0:
         raise ConfigError(f"--max-retries must be 0 or more, got {max_retries}")
     if concurrency is not None and concurrency < 1:
@@ -562,4 +564,9 @@ def methods_by_task(out: Path, *, seed: int = 0, references: bool = True, only: 
             unfinished = [n for n in served if n not in trained and n not in computed and rd.model_dir(n).exists()]
             if unfinished and methods:
                 methods[0][3].setdefault("unfinished_references", unfinished)
+        twice = sorted({m[0] for m in methods if [n for n, *_ in methods].count(m[0]) > 1})
+        if twice:  # a predictions file named as a reference row (written before `run` refused such names)
+            raise ConfigError(f"{shown_path(rd.predictions_dir / (twice[0] + '.jsonl'))}: {t} also has a reference "
+                              f"row {twice[0]!r}; rename the file (predictions/NEW_NAME.jsonl, and its .run.json "
+                              "beside it) so the rows and `compare` can tell them apart")
         yield t, task, task_samples, methods

@@ -5,6 +5,18 @@ so no baseline knows a suite or a task by name."""
 from __future__ import annotations
 
 from recharness.baselines import BASELINES, TrainData, fit
+from recharness.core.errors import ConfigError
+from recharness.core.rundir import check_name
+
+
+def check_method_name(name: str) -> str:
+    """A model's row name (`run --name`, `score --predictions --name`): a plain file name, and not a reference
+    row's, which would show two rows of one name and leave `compare --models NAME` to pick one of them."""
+    check_name(name)
+    if name in BASELINES:
+        raise ConfigError(f"the row name {name!r} is a reference row's (`recharness baselines`): give the model's "
+                          "row another with --name")
+    return name
 
 
 def serving(task, *, on_the_fly: bool = False) -> list[str]:
