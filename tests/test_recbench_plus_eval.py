@@ -212,6 +212,12 @@ def test_llm_output_checks():
     assert clean_query("An award winner like Heat (1995)?", ["War"])[0] is not None
     assert clean_query("Something rated R like Heat (1995)?", ["R"]) == (None, "the query names the hidden value")
     assert clean_query("Some good westerns like Unforgiven (1992)?", ["Western"]) == (None, "the query names the hidden value")
+    # a consonant's -y plural names the genre too (before: "comedies" passed as not naming "Comedy")
+    assert clean_query("Any fun comedies like Big (1988)?", ["Comedy"]) == (None, "the query names the hidden value")
+    assert clean_query("Any fun comedy like Big (1988)?", ["Comedy"]) == (None, "the query names the hidden value")
+    assert clean_query("Any fun stuff like Big (1988)?", ["Comedy"])[0] is not None
+    assert clean_query("Films with new days like Big (1988)?", ["Day"]) == (None, "the query names the hidden value")
+    assert clean_query("Films with new daies like Big (1988)?", ["Day"])[0] is not None
     assert clean_query("")[1] == "empty answer"
     assert clean_query("I'm ready to assist you. What's your query?", required=["Tom Hanks"]) == (
         None, "the query omits 'Tom Hanks'")

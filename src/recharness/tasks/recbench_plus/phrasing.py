@@ -271,6 +271,14 @@ def demographics_prompt(summary: str, domain: str) -> list[dict]:
 _PREAMBLE = re.compile(r"^(?:sure[,!.]?|here(?:'s| is)[^:\n]*:|query:|user query:)\s*", re.IGNORECASE)
 
 
+def _plural_pattern(word: str) -> str:
+    """`word` or its English plural as a regex: -s / -es, and a consonant's -y as -ies ("comedy", "comedies")."""
+    w = re.escape(word)
+    if len(word) > 1 and word[-1] == "y" and word[-2] not in "aeiouy":
+        return rf"(?:{w}s?|{re.escape(word[:-1])}ies)"
+    return rf"{w}(?:e?s)?"
+
+
 def clean_query(text: str | None, forbidden: list[str] = (), required: list[str] = (),
                 required_any: list[str] = ()) -> tuple[str | None, str | None]:
     """(query, None) if the LLM wrote a usable query, else (None, why not).
@@ -295,8 +303,8 @@ def clean_query(text: str | None, forbidden: list[str] = (), required: list[str]
         return None, "answer too long"
     low = t.lower()
     for f in forbidden:  # as a whole word (or its plural): a hidden certificate "R" is not named by "rating", nor
-        # "War" by "award"; "westerns" names "Western"
-        if f and re.search(rf"(?<!\w){re.escape(f.lower())}(?:e?s)?(?!\w)", low):
+        # "War" by "award"; "westerns" names "Western", "comedies" names "Comedy"
+        if f and re.search(rf"(?<!\w){_plural_pattern(f.lower())}(?!\w)", low):
             return None, "the query names the hidden value"
     for r in required:
         if r and r.lower() not in low:
