@@ -60,9 +60,21 @@ def test_parse_rating_invalid(text):
     ("[User A] prefers it more than [User B]", False, "A"),
     ("User A likes drama but User B loves it. Final answer: [User B]", True, "B"),
     ("Comparing User A and User B, [User B] is more likely to enjoy it.", False, "B"),  # the bracketed answer
+    # a direct answer naming both: the subject of its comparative, not the first user named (the review of
+    # 2026-11-29: A was read, so a model meaning "user b" in both orders was counted as agreeing on the other)
+    ("Compared to [User A], [User B] prefers it more.", False, "B"),
+    ("Compared to [User B], [User A] prefers it more.", False, "A"),
+    ("[User A] is less likely than [User B] to enjoy it.", False, "B"),
+    ("Comparing User A and User B. [User B] is more likely to enjoy it.", False, "B"),
+    ("[User B]. User A rarely rates comedies.", False, "B"),
 ])
 def test_parse_pair(text, last, value):
     assert parse_pair(text, last=last).value == value
+
+
+def test_a_direct_answer_naming_both_without_a_verdict_is_no_answer():
+    p = parse_pair("Both [User A] and [User B] would enjoy it.")
+    assert not p.valid and p.error.startswith("no verdict")
 
 
 @pytest.mark.parametrize("text, value", [
@@ -228,6 +240,26 @@ def test_pairwise_retries_are_counted_calls():
     p = rec["parsed"]
     assert rec["retries"] == 1 and rec["calls"] == 2 * p["comparisons"] + 1 == model.calls
     assert p["failed"] == 0 and rec["valid"]
+
+
+def test_a_failed_comparison_makes_the_group_invalid():
+    """Four of six comparisons unparseable used to leave the group valid, ordered by the heapsort's fixed order
+    where the model gave no answer (a perfect tau by chance of the shown order)."""
+    truth = [2.0, 1.0, 0.0, -1.0]
+
+    class OneReadable(Scripted):  # answers only when users 2 and 4 are compared, garbage otherwise
+        async def generate(self, messages, params):
+            text = next(m["content"] for m in reversed(messages) if m["role"] == "user" and "ID " in m["content"])
+            ids = {int(x) for x in re.findall(r"ID (\d+)", text)[:2]}
+            if ids != {1, 3}:
+                self.calls += 1
+                return Completion(text="hmm", finish_reason="stop")
+            return await super().generate(messages, params)
+
+    rec = asyncio.run(predict_pair(OneReadable(truth), group_sample(truth, max_retries=0))).to_record()
+    p = rec["parsed"]
+    assert p["agree"] >= 1 and 0 < p["failed"] < p["comparisons"]
+    assert not rec["valid"] and rec["error"].startswith(f"{p['failed']} of the {p['comparisons']} comparisons failed")
 
 
 def test_pairwise_unparseable_after_retries_is_reported():

@@ -185,17 +185,18 @@ async def predict_pair(model, sample: dict) -> Prediction:
     order, comparisons = await heapsort(len(users), greater)
     stats["comparisons"] = comparisons
     value = {"ordering": [i + 1 for i in order], **stats}
-    # a failed or inconsistent comparison still yields an ordering (it counts as "not preferred"; `failed` and
-    # `disagree` say how many); when no comparison gave one judgment in both orders, that ordering is the
-    # heapsort's fixed order of the shown users, no answer at all (the paper counts a preference only where the
-    # two orders agree): invalid, as a group whose every comparison failed
-    valid = not comparisons or stats["agree"] > 0
+    # an inconsistent comparison is the model's answer "no preference" (the paper counts a preference only where
+    # the two orders agree): it counts as "not preferred" and `disagree` says how many. A failed one (no usable
+    # answer after the retries) is no answer: the group is invalid, as a pointwise group with one unanswered
+    # user, not ordered by the heapsort's fixed order in its place. So is a group where no comparison agreed
+    # in both orders: its ordering would be that fixed order of the shown users, no answer at all
+    valid = stats["failed"] == 0 and (not comparisons or stats["agree"] > 0)
     error = "; ".join(errors) or None
     if not valid:
         error = (f"all {comparisons} comparisons failed: {error}" if stats["failed"] == comparisons else
-                 f"none of the {comparisons} comparisons agreed in both orders ({stats['disagree']} disagreed, "
-                 f"{stats['failed']} failed): the ordering would be the heapsort's fixed order"
-                 + (f"; {error}" if error else ""))
+                 f"{stats['failed']} of the {comparisons} comparisons failed: {error}" if stats["failed"] else
+                 f"none of the {comparisons} comparisons agreed in both orders ({stats['disagree']} disagreed): "
+                 "the ordering would be the heapsort's fixed order")
     return _record(value, valid, error, tally, profiles)
 
 

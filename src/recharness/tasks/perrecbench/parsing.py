@@ -147,8 +147,8 @@ def parse_pair(text: str, last: bool = False) -> Parsed:
         found = [t.strip().strip("[]().").upper()]
     if not found:
         return Parsed(None, valid=False, error='neither "[User A]" nor "[User B]" in the answer')
-    if not last:
-        return Parsed(found[0])
+    if not last:  # the first sentence naming a user; naming both, the subject of its comparative
+        return _first_verdict(t, found)
     sentence = next((x for x in reversed(_SENTENCE.findall(t)) if _mentions(x)), None)
     if sentence is None:  # only a bare letter
         return Parsed(found[-1])
@@ -158,6 +158,24 @@ def parse_pair(text: str, last: bool = False) -> Parsed:
     verdict = _verdict(sentence)
     if verdict is None:
         return Parsed(None, valid=False, error=f"no verdict: the last sentence names both users ({sentence.strip()[:80]!r})")
+    return Parsed(verdict)
+
+
+def _first_verdict(t: str, found: list[str]) -> Parsed:
+    """A direct answer's user: the first sentence that names one ("[User B]. User A rarely ..." is B); naming both,
+    the subject of its comparative ("Compared to [User A], [User B] prefers it more" is B, where the first mention
+    was taken), else no answer ("Both [User A] and [User B] would enjoy it"). Brackets first, as `_mentions`."""
+    pattern = _BRACKETED_USER if _BRACKETED_USER.search(t) else _USER
+    sentence = next((x for x in _SENTENCE.findall(t) if pattern.search(x)), None)
+    if sentence is None:  # only a bare letter
+        return Parsed(found[0])
+    users = {m.group(1).upper() for m in pattern.finditer(sentence)}
+    if len(users) == 1:
+        return Parsed(users.pop())
+    verdict = _verdict(sentence)
+    if verdict is None:
+        return Parsed(None, valid=False, error=f"no verdict: the answer's first sentence names both users "
+                                               f"({sentence.strip()[:80]!r})")
     return Parsed(verdict)
 
 
