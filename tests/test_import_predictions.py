@@ -441,3 +441,33 @@ def test_an_imported_id_outside_the_candidates_holds_its_place(ml1m, tmp_path):
     assert ext["metrics"]["HR@1"] == 0.0 and ext["metrics"]["MRR"] == 0.5
     rep = json.loads((out / "imports" / "ext.json").read_text())
     assert any("holds its place" in p["problem"] for p in rep["problems"])
+
+
+def test_answers_of_the_wrong_json_type_are_named_not_scored_as_their_python_text(ml1m, tmp_path):
+    """A list or object in "answer" was scored as its Python text ("['Yes', 'No']": a valid "Yes"; {"ranking":
+    [12]}: candidate 12), a null or number among "titles" was matched, a null "answer" beside a numeric
+    "rating" made the rating invalid (the review of 2026-11-29)."""
+    out = tmp_path / "run"
+    pipeline.build("llmrec", "ml-1m", out, tasks=["rating", "sequential", "direct"], seed=0, limit=3)
+    samples = list(read_jsonl(out / "samples.jsonl"))
+    rating, seq, direct = ([s for s in samples if s["task"] == t] for t in ("rating", "sequential", "direct"))
+    lines = [{"id": direct[0]["id"], "answer": {"ranking": [12]}},
+             {"id": seq[0]["id"], "answer": ["Sleepers (1996)", "Toy Story (1995)"]},
+             {"id": seq[1]["id"], "answer": float("nan")},
+             {"id": seq[2]["id"], "titles": [["Net, The (1995)"], None, 7]},
+             {"id": direct[1]["id"], "items": [direct[1]["candidates"][0], None]},
+             {"id": rating[0]["id"], "rating": [4]},
+             {"id": rating[1]["id"], "answer": None, "rating": 2.0000001},
+             {"id": direct[2]["id"], "items": [direct[2]["candidates"][0], 7]}]
+    rep = import_predictions(out, _write_jsonl(tmp_path / "p.jsonl", lines), "other")
+    where = {int(p["where"].rsplit(":", 1)[1]): p["problem"] for p in rep["problems"]}
+    assert where[1] == '"answer" is an object, not text (give a list as "items" or "titles")'
+    assert where[2] == '"answer" is a list, not text (give a list as "items" or "titles")'
+    assert where[3].startswith('"answer" is NaN, not text')
+    assert where[4] == '"titles" holds a list: titles are text'
+    assert where[5] == '"items" holds null: item ids are text or whole numbers'
+    assert where[6] == '"rating" is a list, not a number'
+    recs = {r["id"]: r for r in read_jsonl(out / "predictions" / "other.jsonl")}
+    assert set(recs) == {rating[1]["id"], direct[2]["id"]} and 7 not in where
+    assert where[8].startswith("item '7' is not one of the sample's candidates")  # a whole number is an id
+    assert recs[rating[1]["id"]]["valid"] and recs[rating[1]["id"]]["parsed"]["value"] == 2.0000001

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from recharness.core.errors import ConfigError, InputError
 from recharness.data.parsing import no_repeated_columns
-from recharness.tasks.validation import as_list
+from recharness.tasks.validation import as_list, finite_number
 
 ANSWER_KEYS = ("probability", "items", "titles", "answer", "ordering", "ratings", "rating")
 
@@ -229,12 +229,17 @@ def _answer_text(task, sample: dict, d: dict, titles) -> tuple[str | None, list[
     """(answer text for task.parse, per-line notes on item ids left out, error). `titles()` loads the catalog."""
     notes: list[str] = []
     if "answer" in d and d["answer"] is not None:
-        return str(d["answer"]), notes, None
+        if not isinstance(d["answer"], str):  # a list or an object would be scored as its Python text
+            return None, notes, f"\"answer\" is {_kind(d['answer'])}, not text (give a list as \"items\" or \"titles\")"
+        return d["answer"], notes, None
     # "items": "text" | "id" | "sid" says how a fine-tune read items (`_kind_of`), not an answer
     if "items" in d and not (isinstance(d["items"], str) and d["items"].strip().lower() in ITEM_KINDS):
         ids = as_list(d["items"])
         if ids is None:
             return None, notes, "\"items\" is not a list of item ids"
+        bad = next((x for x in ids if not _is_id(x)), _OK)
+        if bad is not _OK:
+            return None, notes, f"\"items\" holds {_kind(bad)}: item ids are text or whole numbers"
         ids = [str(x) for x in ids]
         cands = [str(c) for c in sample.get("candidates") or []]
         if cands:  # a candidate ranking: answer with the candidate numbers, as the prompt asks
@@ -250,12 +255,38 @@ def _answer_text(task, sample: dict, d: dict, titles) -> tuple[str | None, list[
         ts = as_list(d["titles"])
         if ts is None:
             return None, notes, "\"titles\" is not a list"
+        bad = next((t for t in ts if not isinstance(t, str)), _OK)
+        if bad is not _OK:
+            return None, notes, f"\"titles\" holds {_kind(bad)}: titles are text"
         return "\n".join(f"{n}. {t}" for n, t in enumerate(ts, 1)), notes, None
     if "rating" in d:
+        if not isinstance(d["rating"], str) and finite_number(d["rating"]) is None:
+            return None, notes, f"\"rating\" is {_kind(d['rating'])}, not a number"
         return str(d["rating"]), notes, None
     if "probability" in d:
         return None, notes, f"\"probability\" answers a task scored by P(Yes), not {sample['task']}"
     return None, notes, f"no answer field (one of {', '.join(ANSWER_KEYS)})"
+
+
+_OK = object()
+
+
+def _is_id(x) -> bool:
+    """An item id as a file gives it: text, or a number (an id column read as numbers; not a bool)."""
+    return isinstance(x, str) or (finite_number(x) is not None)
+
+
+def _kind(x) -> str:
+    """What a JSON value is, for a problem line: "a list", "an object", "NaN", "null", "true"."""
+    if x is None:
+        return "null"
+    if isinstance(x, bool):
+        return str(x).lower()
+    if isinstance(x, float) and x != x:
+        return "NaN"
+    if isinstance(x, float | int):
+        return repr(x)
+    return {list: "a list", dict: "an object"}.get(type(x), type(x).__name__)
 
 
 def _unrecognised(rec: dict) -> bool:

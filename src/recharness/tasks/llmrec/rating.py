@@ -278,7 +278,7 @@ class RatingTask(Task):
         """An imported `rating` given as a number is that number (a regressor's 3.8765432 keeps its digits; as
         text it would be read with at most 4 decimals, and a longer one not at all); any other answer is text."""
         x = line.get("rating")
-        if "answer" in line or isinstance(x, bool) or not isinstance(x, int | float):
+        if line.get("answer") is not None or isinstance(x, bool) or not isinstance(x, int | float):
             return None
         try:
             x_float = float(x)
