@@ -33,6 +33,9 @@ from recharness.tasks.perrecbench.parsing import majority, parse_pair, parse_ran
     # a single rating written as text stays one (the review of the stricter rule)
     ('{"predicted_rating": "4 stars"}', 4.0), ('{"predicted_rating": "4/5"}', 4.0),
     ('{"predicted_rating": "4.0 out of 5"}', 4.0), ('{"predicted_rating": "+4"}', 4.0), ('{"predicted_rating": "4,5"}', 4.5),
+    # a sentence's full stop, a scale and stars together (the third review: both read as no rating)
+    ("Predicted rating: 4.", 4.0), ("The predicted rating: 4.0.", 4.0), ('{"predicted_rating": "4 out of 5 stars"}', 4.0),
+    ("predicted rating: 4.5", 4.5),
 ])
 def test_parse_rating(text, value):
     p = parse_rating(text)

@@ -336,7 +336,14 @@ def test_a_number_inside_the_rated_object_is_not_the_rating():
              "So my prediction for Toy Story 3 is 4.": 4.0, "I'd rate the 2-disc set 4 stars.": 4.0,
              "I'd rate the 3-hour epic 4.": 4.0, "I'd rate Mr. Holland's Opus 2 a 4.": 4.0,
              "Critics average 7.5 out of 10, so I'd give it 4.": 4.0,
-             "I'd give it 2 since only one out of 10 of their dramas scored well.": 2.0}
+             "I'd give it 2 since only one out of 10 of their dramas scored well.": 2.0,
+             # the third review: a number where the answer stands is no object's ("it a 4 on a 5-point scale" read
+             # 5), and a statistic's "rating for X" opens no rated object ("the highest rating for Toy Story 2 is 5")
+             "I'd give it a 4 on a 5-point scale.": 4.0, "I'd rate it 4 - a 2 is too harsh": 4.0,
+             "I'd give it 4 stars: a 5 would be too generous": 4.0, "I'd rate this 4 - a 2 is too harsh": 4.0,
+             "I'd rate it a 4 out of 5 based on a 5 star scale": 4.0,
+             "Prediction: 3. The highest rating for Toy Story 2 is 5.": 3.0,
+             "I predict 3, since the average score for Toy Story 2 is 5": 3.0}
     for text, want in cases.items():
         p = f.check(text)
         assert p.valid and p.value["value"] == want, (text, p)

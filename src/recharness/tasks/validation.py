@@ -236,8 +236,9 @@ _CLAUSE_START_RE = re.compile(r".*(?:\d|\n|[.!?;](?=\s))", re.DOTALL)
 _OBJECT_CHAR = r"(?:[^\n,;!?.]|\.(?!\s+[A-Z])|(?<=\b(?:Mr|Ms|Dr|St|Jr|Sr|No|Pt))\.|(?<=\b(?:Mrs|Vol))\.)"
 _RATED_OBJECT_RE = re.compile(
     r"(?:" + _I_WOULD + r"(?:rate|give|score)\b"
-    # "the rating for X", "my final rating for X", "so my prediction for X", not "the user's rating for X"
-    r"|(?<!['’]s )(?<!their )(?<!users' )(?<!user )(?<!his )(?<!her )(?<!its )\b(?:(?:the|my)\s+)?"
+    # "the rating for X", "my final rating for X", "so my prediction for X", opening a clause: not "the user's
+    # rating for X", nor "the highest rating for X" / "since the average score for X" (a statistic)
+    r"|(?:^|(?<=[.!?:;,(]\s)|(?<=\n)|\b(?:so|thus|therefore|hence|overall|and)\s+)(?:(?:the|my)\s+)?"
     r"(?:(?:final|expected|overall|predicted|estimated)\s+)?(?:rating|score|prediction)\s+(?:for|of)\b)"
     r"(?P<object>" + _OBJECT_CHAR + r"*?\d" + _OBJECT_CHAR + r"*?)"
     r"(?:\b(?:an?|is|be)\s+|[:=]\s*|(?<=\d)[-–][A-Za-z]{2,12}\s+)$", re.IGNORECASE)
@@ -246,6 +247,10 @@ _RATED_OBJECT_RE = re.compile(
 _NOT_OBJECT_RE = re.compile(
     r"\b(?:not|or|but|than|and|instead|rather|maybe|perhaps|possibly|because|since|though|although|while|whereas"
     r"|if|when|compared|like|unlike)\b", re.IGNORECASE)
+#: a number where an answer stands, inside what looked like the rated object: "I'd give it a 4 on a 5-point
+#: scale", "I'd rate it 4 - a 2 is too harsh", "I'd give it 4 stars: a 5 would be too generous" (the object rule
+#: read the later 5 / 2 as the answer); "this 2-pack" is an object's number
+_ANSWER_IN_OBJECT_RE = re.compile(r"(?:\b(?:an?|is|be|it|this|that)\s+|[:=]\s*)\d(?![\d.]*[-–][A-Za-z])", re.IGNORECASE)
 #: a number joined to a unit ("the 2-disc set", "a 3-hour epic", "a 2-pack"): a quantity, never the rating
 _QUANTITY_AFTER_RE = re.compile(
     r"[-–](?:discs?|packs?|pieces?|hours?|minutes?|years?|days?|weeks?|months?|parts?|volumes?|books?|movies?|films?"
@@ -291,7 +296,8 @@ def _rated_object(text: str, pos: int) -> bool:
     rate Kill Bill Vol. 2 a 4", "The rating for Season 2 is 4", "Rating for 2 Days: 3". The object's number (3,
     2) is then no answer; before, it took the anchor and was read as the rating."""
     m = _RATED_OBJECT_RE.search(text, max(0, pos - 120), pos)
-    return m is not None and not _NOT_OBJECT_RE.search(m.group("object"))
+    return m is not None and not _NOT_OBJECT_RE.search(m.group("object")) \
+        and not _ANSWER_IN_OBJECT_RE.search(m.group("object"))
 
 
 def _labelled(text: str, pos: int) -> bool:

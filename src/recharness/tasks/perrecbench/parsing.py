@@ -18,11 +18,11 @@ from recharness.core.types import Parsed
 from recharness.tasks.validation import finite_number, flat_json_objects, scan
 
 #: a bare "predicted rating: 4" (not a range or a hedge: "4-5", "3 or 4", "2 to 5" are no single rating)
-_RATING_KV = re.compile(r"predicted[_ ]rating\"?\s*[:=]\s*\"?(-?\d+(?:\.\d+)?)(?![\d.])(?!\s*(?:-|–|—|to\b|or\b)\s*\d)",
+_RATING_KV = re.compile(r"predicted[_ ]rating\"?\s*[:=]\s*\"?(-?\d+(?:\.\d+)?)(?!\.?\d)(?!\s*(?:-|–|—|to\b|or\b)\s*\d)",
                         re.I)
 #: a rating given as text: one number, perhaps in stars or over 5 ("4", "4.0 out of 5", "4/5", "4 stars", "+4",
-#: "4,5"), not "4-5", "3 or 4", "8/10" or "N/A"
-_NUMBER_TEXT = re.compile(r"\s*\+?(\d+(?:[.,]\d+)?)\.?\s*(?:stars?|/\s*5(?:\.0)?|out\s+of\s+5(?:\.0)?)?\s*\.?\s*",
+#: "4,5", "4 out of 5 stars"), not "4-5", "3 or 4", "8/10" or "N/A"
+_NUMBER_TEXT = re.compile(r"\s*\+?(\d+(?:[.,]\d+)?)\.?\s*(?:/\s*5(?:\.0)?|out\s+of\s+5(?:\.0)?)?\s*(?:stars?)?\s*\.?\s*",
                           re.I)
 #: keys a model may put its rating under instead of the format's own: the rating itself, not a statistic
 #: ("user_average_rating", "confidence_score" name other numbers)
