@@ -44,6 +44,11 @@ def test_user_and_interaction_rules():
     assert check(i, "1::1193::4::978300760") == {"item": True, "full": False}
     assert check(i, "1::661::5") == {"item": False, "full": False} and check(i, "") == {"item": False, "full": False}
     assert answer_line("here:\n2::x\n1::y", "1::") == "1::y"
+    # an answer without the prefix, then the file's next record: the answer is the first line, not the record
+    # (the review of 2026-11-29: "1::2::Jumanji" was read, a title miss)
+    assert answer_line("Toy Story (1995)\n2::Jumanji (1995)::Adventure", "1::") == "1::Toy Story (1995)"
+    assert answer_line("Here it is:\nToy Story (1995)::Animation\n2::Jumanji (1995)::Adventure", "1::") == \
+        "1::Toy Story (1995)::Animation"
 
 
 

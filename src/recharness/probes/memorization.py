@@ -109,6 +109,10 @@ def _unwrap(line: str) -> str:
             return line
 
 
+#: a line of the file opening with an id ("2::Jumanji (1995)::...")
+_OTHER_RECORD = re.compile(r"\d+::")
+
+
 def answer_line(text: str, prefix: str, shown: list[str] = ()) -> str | None:
     """The answer's line for `prefix`: the first line that starts with it and is not one of the `shown` lines
     repeated, else the first such line with a `::` in it, else the first non-empty line (with the prefix added
@@ -121,8 +125,10 @@ def answer_line(text: str, prefix: str, shown: list[str] = ()) -> str | None:
     for x in lines:
         if x.startswith(prefix) and x not in echoed:
             return x
-    # every line of these files has fields after its id: a line with none is a preamble, not the answer
-    line = next((x for x in lines if "::" in x and x not in echoed), lines[0] if lines else None)
+    # every line of these files has fields after its id: a line with none is a preamble, not the answer; a line
+    # opening with another id is the file's next record, which a model that answered without the prefix goes on to
+    line = next((x for x in lines if "::" in x and x not in echoed and not _OTHER_RECORD.match(x)),
+                lines[0] if lines else None)
     return None if line is None else line if line.startswith(prefix) else prefix + line
 
 
