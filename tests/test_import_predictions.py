@@ -471,3 +471,22 @@ def test_answers_of_the_wrong_json_type_are_named_not_scored_as_their_python_tex
     assert set(recs) == {rating[1]["id"], direct[2]["id"]} and 7 not in where
     assert where[8].startswith("item '7' is not one of the sample's candidates")  # a whole number is an id
     assert recs[rating[1]["id"]]["valid"] and recs[rating[1]["id"]]["parsed"]["value"] == 2.0000001
+
+
+def test_an_imported_id_outside_the_catalog_holds_its_place(ml1m, tmp_path):
+    """A sequential list ["junk", target] ranked the target first (the id was left out); an LLM listing an
+    invented title first ranks it second (the review of 2026-11-29)."""
+    out = tmp_path / "run"
+    pipeline.build("llmrec", "ml-1m", out, tasks=["sequential"], seed=0, limit=2)
+    seq = list(read_jsonl(out / "samples.jsonl"))
+    lines = [{"id": seq[0]["id"], "items": ["junk-id", seq[0]["target"]]},
+             {"id": seq[1]["id"], "items": ["junk-id"]}]
+    rep = import_predictions(out, _write_jsonl(tmp_path / "p.jsonl", lines), "other")
+    assert [p["problem"] for p in rep["problems"]] == [
+        "item 'junk-id' is not in the dataset's catalog (it holds its place, as a title no item has)"] * 2
+    recs = {r["id"]: r for r in read_jsonl(out / "predictions" / "other.jsonl")}
+    assert recs[seq[0]["id"]]["parsed"]["slots"] == [None, seq[0]["target"]]
+    assert rep["unrecognised"] == 1 and recs[seq[1]["id"]]["valid"] and not recs[seq[1]["id"]]["parsed"]["refusal"]
+    rows = pipeline.score(out, resamples=0)
+    m = next(r for r in rows if r.method == "other").metrics
+    assert m["HR@1"] == 0.0 and m["HR@5"] == 0.5 and m["NDCG@5"] == pytest.approx(0.5 / math.log2(3))

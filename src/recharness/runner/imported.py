@@ -249,8 +249,10 @@ def _answer_text(task, sample: dict, d: dict, titles) -> tuple[str | None, list[
             # a number past the candidates: the task reads it as an LLM's out-of-range number, which holds its place
             return ", ".join(str(pos.get(i, len(cands) + 1)) for i in ids), notes, None
         cat = titles()
-        notes += [f"item {i!r} is not in the dataset's catalog (left out)" for i in ids if i not in cat]
-        return "\n".join(f"{n}. {cat[i]}" for n, i in enumerate([i for i in ids if i in cat], 1)), notes, None
+        notes += [f"item {i!r} is not in the dataset's catalog (it holds its place, as a title no item has)"
+                  for i in ids if i not in cat]
+        # an id outside the catalog holds its place as an LLM's invented title does: a line naming no item
+        return "\n".join(f"{n}. {cat[i] if i in cat else _unknown_item(i)}" for n, i in enumerate(ids, 1)), notes, None
     if "titles" in d:
         ts = as_list(d["titles"])
         if ts is None:
@@ -269,6 +271,11 @@ def _answer_text(task, sample: dict, d: dict, titles) -> tuple[str | None, list[
 
 
 _OK = object()
+
+
+def _unknown_item(item_id: str) -> str:
+    """The line an imported id outside the catalog becomes: text that names no catalog title."""
+    return f"unknown item id {item_id[:40]!r} (not in the catalog)"
 
 
 def _is_id(x) -> bool:
