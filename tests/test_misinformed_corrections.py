@@ -214,3 +214,18 @@ def test_an_empty_or_cut_off_answer_to_a_misinformed_query_is_no_decline():
         assert m["FTR"] == 0.0
     p = t.parse(MIS, "<think>Hmm.</think>None.")  # an explicit "None" after the reasoning is a decline
     assert p.valid and p.value["ftr"]
+
+
+@pytest.mark.parametrize("body, title", [
+    ("Tom Hanks has starred in some movies, but he was never in Aliens.", "Aliens"),
+    ("Tom Hanks was not in Try Seventeen.", "Try Seventeen"),
+    ("Tom Hanks does not appear in How About You.", "How About You"),
+])
+def test_a_suggesting_word_inside_a_title_or_phrase_does_not_end_the_correction(body, title):
+    """"some movies", "Try", "How About" cut the correcting sentence before the title it corrects, so the answer
+    read as a recommendation of it (the review of 2026-11-29); a cue opening a clause still ends it."""
+    from recharness.tasks.recbench_plus.base import correction_only
+
+    assert correction_only(body, [title], "Tom Hanks")
+    assert not correction_only(f"Tom Hanks was never in that film, but you could try {title}.", [title], "Tom Hanks")
+    assert not correction_only(f"Tom Hanks was never in that film; try {title}.", [title], "Tom Hanks")

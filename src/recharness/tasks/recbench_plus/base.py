@@ -26,9 +26,11 @@ GT_UNMATCHED = "\x00gt:"  # placeholder id for a ground-truth title the catalog 
 #: the list length of the beyond-accuracy metrics (coverage@10, Gini@10, ARP@10, novelty@10)
 TOP_K = 10
 
-#: where a sentence turns from correcting the premise to suggesting films
+#: where a sentence turns from correcting the premise to suggesting films: a cue opening the sentence or a clause
+#: ("..., but you could try", "; I'd recommend"), not one inside a title or a phrase ("never in Try Seventeen",
+#: "has starred in some movies, but he was never in Aliens")
 _SUGGESTING = re.compile(
-    r"\b(?:you\s+(?:could|might|may|can|should)\s+(?:try|enjoy|like|watch|check|consider)|try|how\s+about|consider"
+    r"(?:^|(?<=[,;:(\u2014\u2013-])\s*|\b(?:but|so|and|though|however|instead|rather)\b,?\s+)(?:you\s+(?:could|might|may|can|should)\s+(?:try|enjoy|like|watch|check|consider)|try|how\s+about|consider"
     r"|I(?:'d|’d|\s+would|\s+can)?\s+(?:recommend|suggest)|(?:here\s+are|some)\s+(?:other\s+)?(?:films?|movies?)"
     r"|instead,?\s+(?:watch|try|see))\b", re.IGNORECASE)
 
