@@ -510,6 +510,13 @@ def test_an_invented_repeated_or_history_title_holds_its_place_in_an_llm_list():
     assert rank([None, "t"]) == 2
     assert rank(["x"] * 10 + ["t"]) == math.inf  # past the titles asked for
     assert sample_rank({**s, "history": ["t"]}, {"parsed": {"slots": ["t"], "items": ["t"]}}) == math.inf
+    # a history item whose title also names the target is a hit where it stands, as LLMRec sequential reads it
+    # (the review of 2026-11-29: rank 2 here, 1 there, on a dataset with titles shared by two ids)
+    twin = {"slots": ["h", "t"], "items": ["h", "t"], "twins": {"h": ["h", "t"], "t": ["h", "t"]}}
+    assert sample_rank(s, {"parsed": twin}) == 1
+    from recharness.tasks.llmrec.sequential import SequentialTask
+
+    assert SequentialTask().target_rank({**s, "seen": ["h"]}, {"parsed": twin}) == 1
     # the top-10 list beyond accuracy reads is the first 10 places, then what names no new item dropped: asked
     # for 20, five invented titles leave five items (before: ten, reaching places 11-15)
     from recharness.tasks.recbench.seqrec import sample_list

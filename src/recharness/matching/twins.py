@@ -35,3 +35,14 @@ def with_twins(items: Sequence[str | None], twins: Mapping[str, Sequence[str]] |
                 i = alt
         out.append(i)
     return out
+
+
+def naming_target(slots: Sequence[str | None], twins: Mapping[str, Sequence[str]] | None,
+                  target: str) -> list[str | None]:
+    """A ranked answer's places with every entry whose title also names `target` read as the target: a title
+    carried by several ids names each of them, wherever the target's own id stands (a history twin listed first
+    is a hit at place 1, as the target's id listed first is). Repeats stay: the first place counts."""
+    if not twins:
+        return list(slots)
+    return [target if i is not None and target in (twins.get(i) or ()) else i for i in slots]
+

@@ -16,6 +16,7 @@ import numpy as np
 from recharness.core.errors import ConfigError
 from recharness.core.types import BuildConfig, GenerationParams, Parsed
 from recharness.matching.answers import listed_slots
+from recharness.matching.twins import naming_target
 from recharness.tasks.base import Task
 from recharness.tasks.llmrec.common import (
     CatalogContext,
@@ -113,13 +114,9 @@ class SequentialTask(Task):
         if not pred or not pred.get("parsed"):
             return []
         seen = set(sample.get("seen") or ())
-        twins = pred["parsed"].get("twins") or {}
-        out = []
-        for i in listed_slots(pred["parsed"], sample.get("n_recs")):
-            if i is not None and sample.get("target") in twins.get(i, ()):  # the title names the target too
-                i = sample["target"]
-            out.append(None if i in seen else i)
-        return out
+        places = naming_target(listed_slots(pred["parsed"], sample.get("n_recs")), pred["parsed"].get("twins"),
+                               sample.get("target"))
+        return [None if i in seen else i for i in places]
 
     def target_rank(self, sample: dict, record: dict | None) -> int | None:
         """As `score` reads it: the target's place among the first n_recs listed titles (`ranked`)."""

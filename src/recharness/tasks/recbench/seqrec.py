@@ -53,7 +53,7 @@ from recharness.core.errors import ConfigError
 from recharness.core.io import atomic_write_parquet, atomic_write_text
 from recharness.core.rundir import RunDir
 from recharness.core.types import BuildConfig, GenerationParams, Parsed, sample_capped
-from recharness.matching.twins import with_twins
+from recharness.matching.twins import naming_target
 from recharness.metrics.full_ranking import rank_metrics
 from recharness.tasks.base import Task
 from recharness.matching.answers import CatalogContext, listed_slots
@@ -126,7 +126,7 @@ def sample_rank(sample: dict, rec: dict | None) -> float:
     # over 10 asked; an invented, repeated or history title listed among them spends its place (`listed_slots`),
     # and a history title is never a hit (a reference's list leaves the history out)
     n = sample.get("n_recs")
-    slots = with_twins(listed_slots(parsed, n), parsed.get("twins"), (sample["target"],))
+    slots = naming_target(listed_slots(parsed, n), parsed.get("twins"), sample["target"])
     return slot_rank(slots, sample["target"], set(sample["history"]))
 
 
@@ -181,7 +181,7 @@ def sample_list(sample: dict, rec: dict | None, k: int = TOP_K) -> list[str] | N
             return None
     else:  # an LLM's list: its first k places as written (`listed_slots`), then what names no new item dropped
         k = min(k, sample.get("n_recs") or k)
-        items = with_twins(listed_slots(parsed, k), parsed.get("twins"), (sample["target"],))
+        items = naming_target(listed_slots(parsed, k), parsed.get("twins"), sample["target"])
     drop = set(sample["history"])
     return [i for i in dict.fromkeys(items) if i is not None and i not in drop][:k]
 
