@@ -592,3 +592,24 @@ def test_a_record_naming_no_prompt_of_a_task_is_not_refused_for_it(ml1m, tmp_pat
     record.write_text(json.dumps(rec))
     assert {r.method for r in pipeline.score(out, resamples=0) if r.task == "sequential"} >= {"ref"}
 
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda r: {**r, "valid": "false"}, 'line 2, field \'valid\': valid is "false", not true or false'),
+    (lambda r: {**r, "parsed": {**r["parsed"], "items": "1061"}}, "line 2, field 'parsed.items': parsed.items is "
+                                                                   '"1061", not a list'),
+    (lambda r: {**r, "id": "sequential-nobody"}, "field 'id': the record of 'sequential-nobody' (task 'sequential') "
+                                                 "answers no sample of this build"),
+])
+def test_a_hand_edited_record_of_the_wrong_type_or_sample_is_named_by_score(built, edit, says):
+    """"valid": "false" scored as a valid answer (a hit), "items": "1061" gave matched_share 2.333, a record of no
+    sample was dropped without a word (the review of 2026-11-29)."""
+    from recharness.models.fake import FakeBackend
+
+    path, _ = pipeline.run(built, FakeBackend("fake"), "fake", use_cache=False)
+    lines = path.read_text().splitlines(keepends=True)
+    lines[1] = json.dumps(edit(json.loads(lines[1]))) + "\n"
+    path.write_text("".join(lines))
+    p = cli("score", "llmrec", "-o", str(built))
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert says in " ".join(p.stderr.split()), p.stderr

@@ -289,6 +289,15 @@ def answered(path: Path, build: str | None = None, *, redo: str = "run the model
             raise InputError(path, f"sample {r['id']!r} is answered twice (first on line {line_of[r['id']]}): remove "
                                    f"one, or {redo}", line=k, field="id")
         line_of[r["id"]] = k
+        if "valid" in r and not isinstance(r["valid"], bool):  # "false" as text would count as a valid answer
+            raise InputError(path, f"valid is {json.dumps(r['valid'])[:40]}, not true or false: remove the line (its "
+                                   f"sample is asked again), or {redo}", line=k, field="valid")
+        parsed = r.get("parsed")
+        for f in _LIST_FIELDS if isinstance(parsed, dict) else ():  # a ranked answer's lists, read as lists
+            v = parsed.get(f)
+            if v is not None and not isinstance(v, list):
+                raise InputError(path, f"parsed.{f} is {json.dumps(v, default=str)[:40]}, not a list: remove the line "
+                                       f"(its sample is asked again), or {redo}", line=k, field=f"parsed.{f}")
         for f in _NUMERIC_FIELDS:  # read as numbers by `score` (latency, cost): an edited value is named here
             v = r.get(f)
             if v is not None and not is_number(v):
@@ -300,6 +309,8 @@ def answered(path: Path, build: str | None = None, *, redo: str = "run the model
 
 #: a prediction record's fields `score` averages: a number or null
 _NUMERIC_FIELDS = ("latency_s", "completion_tokens", "prompt_tokens")
+#: a parsed answer's fields the tasks read as lists (matched items, places, a ranking, titles, an ordering)
+_LIST_FIELDS = ("items", "slots", "ranking", "strings", "item_ids", "ordering", "top")
 
 
 def completed_ids(path: Path, samples: list[dict], build: str | None = None, identity: dict | None = None) -> set[str]:

@@ -515,6 +515,13 @@ def methods_by_task(out: Path, *, seed: int = 0, references: bool = True, only: 
         pred_files = [pf for pf in pred_files if pf.stem in only or any(o.startswith(pf.stem + " ") for o in derived_asked)]
         ref_files = [pf for pf in ref_files if pf.stem in only]
     preds = {pf: _records_by_task(pf, fp) for pf in pred_files}
+    for pf, by in preds.items():  # a hand-edited record of this build answering no sample of it: named, not dropped
+        for t, recs in by.items():
+            ids = {s["id"] for s in by_task.get(t, ())}
+            stray = next((sid for sid in recs if sid not in ids), None)
+            if stray is not None:
+                raise InputError(pf, f"the record of {stray!r} (task {t!r}) answers no sample of this build: remove "
+                                     "the line, or run the model again into a new --name", field="id")
     digests = {pf: file_sha256(pf) for pf in pred_files}  # `report` checks the scores are of these answers
     refs = {pf: _records_by_task(pf, fp, redo="run `recharness train` again") for pf in ref_files}
     ref_digests = {pf.stem: file_sha256(pf) for pf in ref_files}  # likewise for `train`'s answers
