@@ -185,3 +185,19 @@ def test_compare_takes_a_derived_row_by_its_name(ordered_run):
     res = r.invoke(app, ["compare", str(ordered_run), "fake (Borda over 3 orders)", "popularity", "--resamples", "100"])
     assert res.exit_code == 0, res.output
     assert "Borda over 3 orders" in res.output and "popularity" in res.output
+
+
+def test_more_orders_than_candidates_are_refused(ml1m, tmp_path):
+    """orders=5 over 2 candidates built the same prompt three times as three samples, the target at position 1
+    in three orders and 2 in two (the review of 2026-11-29)."""
+    from recharness.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="a sample shows 2 candidates, so at most 2 orders"):
+        candidate_orders(["a", "b"], "a", 3, np.random.default_rng(0))
+    two = candidate_orders(["a", "b"], "a", 2, np.random.default_rng(0))
+    assert two == [["a", "b"], ["b", "a"]]
+    res = CliRunner().invoke(app, ["build", "llmrec", "-t", "direct", "-n", "2", "--option", "n_candidates=2",
+                                   "--orders", "5", "-o", str(tmp_path / "r")])
+    assert isinstance(res.exception, ConfigError), res.output
+    assert str(res.exception).startswith("--orders: a sample shows 2 candidates, so at most 2 orders")
+    assert not (tmp_path / "r" / "samples.jsonl").exists()

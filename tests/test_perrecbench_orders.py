@@ -47,7 +47,12 @@ def test_each_group_is_shown_in_k_orders_with_its_truth_permuted_alike(run):
     by = defaultdict(list)
     for s in samples:
         by[s["order_of"]].append(s)
-    assert len(by) == 6 and all(len(v) == K for v in by.values())  # 2 groups x 3 levels, K orders each
+    # 2 groups x 3 levels, K orders each; a pair (easy) in its 2: a third order repeated its first, the same prompt
+    # twice (the review of 2026-11-29)
+    assert len(by) == 6 and all(len(v) == min(K, len(v[0]["users"])) for v in by.values())
+    assert {len(v) for v in by.values()} == {2, K}
+    assert all(s.get("unit_orders") == (2 if s["level"] == "easy" else None) for s in samples)
+    assert all(len({tuple(s["shown_order"]) for s in v}) == len(v) for v in by.values())  # no order twice
     for gid, ss in by.items():
         base = next(s for s in ss if s["order"] == 0)
         assert base["shown_order"] == list(range(len(base["users"])))  # order 0 is the group as built
@@ -63,7 +68,8 @@ def test_each_group_is_shown_in_k_orders_with_its_truth_permuted_alike(run):
         # balanced: order j puts the most-liked user at (p0 + j*n/K) mod n, distinct positions for n >= K
         n = len(base["users"])
         p0 = base["target_position"] - 1
-        assert sorted(s["target_position"] - 1 for s in ss) == sorted((p0 + j * n // K) % n for j in range(K))
+        k = min(K, n)
+        assert sorted(s["target_position"] - 1 for s in ss) == sorted((p0 + j * n // k) % n for j in range(k))
 
 
 def test_order_metrics_and_the_borda_row_by_hand(run):
@@ -84,7 +90,7 @@ def test_order_metrics_and_the_borda_row_by_hand(run):
     for s in samples:
         n = len(s["users"])
         taus[s["order_of"]].append(kendalltau([n - i for i in range(n)], s["truth"]["relative_ratings"]).statistic)
-    assert len(taus) == 6 and {len(v) for v in taus.values()} == {K}
+    assert len(taus) == 6 and {len(v) for v in taus.values()} == {2, K}  # a pair in its 2 orders
     assert first["tau order spread"] == pytest.approx(float(np.mean([np.std(v) for v in taus.values()])), abs=1e-12)
     # its top answer is always the first user shown: a hit exactly when the most-liked user stood first
     assert all(first[k] == (1.0 if k == "target at 1: HR@1" else 0.0) for k in positions)
@@ -99,7 +105,7 @@ def test_a_groups_orders_are_one_unit_of_resampling(run):
     task = get_task("perrecbench", "list")
     recs = {r["id"]: r for r in read_jsonl(RunDir(out).predictions("first-shown"))}
     units = task.units(samples, recs)
-    assert len(set(units["tau"].clusters.tolist())) == 6 and len(units["tau"].ids) == 6 * K
+    assert len(set(units["tau"].clusters.tolist())) == 6 and len(units["tau"].ids) == 2 * 2 + 4 * K
 
 
 def test_orders_are_for_the_listwise_task_only(ml1m, tmp_path):

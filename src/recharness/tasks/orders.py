@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from recharness.core.errors import ConfigError
 from recharness.metrics.registry import metric as declare_metric
 
 # what `order_metrics` adds to a task's scores (hidden: the report draws position bias from them)
@@ -32,8 +33,13 @@ declare_metric("order units left out", None, "users (PerRecBench: groups) left o
 def candidate_orders(cand: list[str], target: str, k: int, rng) -> list[list[str]]:
     """`k` orders of the same candidates, the target's position balanced: order j puts it at
     (p₀ + j·n/k) mod n, p₀ its place in `cand` (already a seeded random order, kept as order 0);
-    the other candidates are shuffled afresh (seeded) around it in every later order."""
+    the other candidates are shuffled afresh (seeded) around it in every later order. More orders than
+    candidates are refused: positions would repeat unevenly, and with 2 candidates the same prompt twice."""
     n = len(cand)
+    if k > n:
+        raise ConfigError(f"--option orders={k}: a sample shows {n} candidates, so at most {n} orders put its target "
+                          f"at distinct positions (more repeat positions unevenly, and prompts): use orders={n} or "
+                          "fewer")
     p0 = cand.index(target)
     out = [list(cand)]
     others = [c for c in cand if c != target]
@@ -81,16 +87,20 @@ def order_clusters(samples: list[dict]):
 
 
 def complete_units(samples: list[dict], usable: Sequence[bool] | None = None) -> tuple[dict[str, list[int]], int, int]:
-    """({unit: its samples' indices, order 0 first} for the units (`order_of`) with all K orders among `samples`
-    and `usable` (answered, and counted by the task's headline), K, how many units are left out). K is the most
-    orders any sample shows (1 + its `order`): a unit missing one would compare fewer orders than the others."""
+    """({unit: its samples' indices, order 0 first} for the units (`order_of`) with all their orders among
+    `samples` and `usable` (answered, and counted by the task's headline), K, how many units are left out). K is
+    the most orders any sample shows (1 + its `order`), and a unit's own count unless it says it has fewer
+    (`unit_orders`: a PerRecBench group of fewer users than K): a unit missing one of its orders is left out."""
     usable = [True] * len(samples) if usable is None else list(usable)
     by: dict[str, dict[int, int]] = {}
+    own: dict[str, int] = {}
     for i, s in enumerate(samples):
         by.setdefault(s["order_of"], {})[int(s["order"])] = i
+        if s.get("unit_orders") is not None:
+            own[s["order_of"]] = int(s["unit_orders"])
     k = 1 + max((int(s["order"]) for s in samples), default=-1)
-    done = {u: [ix[j] for j in range(k)] for u, ix in by.items()
-            if sorted(ix) == list(range(k)) and all(usable[i] for i in ix.values())}
+    done = {u: [ix[j] for j in range(own.get(u, k))] for u, ix in by.items()
+            if sorted(ix) == list(range(own.get(u, k))) and all(usable[i] for i in ix.values())}
     return done, k, len(by) - len(done)
 
 
@@ -128,9 +138,9 @@ def spread_units(samples: list[dict], values: Sequence[float], usable: Sequence[
     if not units:
         return None
     num, den = np.zeros(len(samples)), np.zeros(len(samples))
-    for ix in units.values():
-        num[ix] = np.std([float(values[i]) for i in ix])
-        den[ix] = 1.0
+    for ix in units.values():  # each unit weighs one, however many orders it has (`unit_orders`)
+        num[ix] = np.std([float(values[i]) for i in ix]) / len(ix)
+        den[ix] = 1.0 / len(ix)
     return RatioUnits([s["id"] for s in samples], num, den, strata=strata,
                       clusters=order_clusters(samples) if clusters is None else clusters,
                       how=f"mean over {unit} of the std across their orders ({unit} resampled whole)")

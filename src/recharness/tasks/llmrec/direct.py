@@ -190,6 +190,9 @@ class DirectTask(Task):
             raise ConfigError(f"--option n_candidates={n_cand}: the {dataset.name} catalog has {dataset.items.height} "
                               "items; candidates are the target and n_candidates - 1 other items, so ask for 2 to "
                               f"{dataset.items.height}")
+        if orders > n_cand:  # refused before any work (`candidate_orders` refuses it per sample, e.g. a short list)
+            raise ConfigError(f"--option orders={orders}: a sample shows {n_cand} candidates, so at most {n_cand} "
+                              "orders put its target at distinct positions: use fewer orders, or more n_candidates")
         hist_len = int(opts.get("history_len", 10))
         retriever = opts.get("retriever")
         if retriever and (by_retriever or by_popularity):

@@ -347,7 +347,9 @@ def build_samples(task: str, dataset, config) -> list[dict]:
 def user_orders(sample: dict, k: int, seed: int) -> list[dict]:
     """`sample` under `k` orders of its users (`tasks.orders.candidate_orders`: order 0 as built, the most-liked
     user's position balanced, the others reshuffled, seeded per group): the users and every per-user truth list
-    permuted alike, ids `<id>@o<j>`; `order_of` ties the group's orders together (one unit of resampling)."""
+    permuted alike, ids `<id>@o<j>`; `order_of` ties the group's orders together (one unit of resampling). A
+    group of fewer users than `k` is shown in as many orders as it has users (`unit_orders`): more would repeat
+    positions unevenly, and a pair's third order would be its first again, the same prompt twice."""
     from recharness.tasks.orders import candidate_orders
 
     truth = sample["truth"]
@@ -355,8 +357,9 @@ def user_orders(sample: dict, k: int, seed: int) -> list[dict]:
     best = int(np.argmax(truth["relative_ratings"]))
     rng = np.random.default_rng([seed, zlib.crc32(sample["id"].encode())])
     out = []
-    for j, order in enumerate(candidate_orders(list(range(n)), best, k, rng)):
-        out.append({**sample, "id": f"{sample['id']}@o{j}", "order": j, "order_of": sample["id"],
+    fewer = {"unit_orders": n} if n < k else {}
+    for j, order in enumerate(candidate_orders(list(range(n)), best, min(k, n), rng)):
+        out.append({**sample, **fewer, "id": f"{sample['id']}@o{j}", "order": j, "order_of": sample["id"],
                     "shown_order": order, "target_position": order.index(best) + 1,
                     "users": [sample["users"][i] for i in order],
                     "truth": {key: [v[i] for i in order] if isinstance(v, list) and len(v) == n else v
