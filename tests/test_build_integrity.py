@@ -613,3 +613,50 @@ def test_a_hand_edited_record_of_the_wrong_type_or_sample_is_named_by_score(buil
     p = cli("score", "llmrec", "-o", str(built))
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     assert says in " ".join(p.stderr.split()), p.stderr
+
+
+@pytest.mark.parametrize("key, value, says", [
+    ("tasks", [1], "field 'tasks': [1] is not a list of task names"),
+    ("options", [1], "field 'options': [1] is not an object of options"),
+    ("dataset", ["ml-1m"], "field 'dataset': [\"ml-1m\"] is not a dataset's name or path"),
+    ("samples_sha256", 5, "field 'samples_sha256': 5 is not a sha256 in hex"),
+    ("seed", "abc", "field 'seed': \"abc\" is not a whole number >= 0"),
+])
+def test_an_edited_build_json_is_named_by_field(built, key, value, says):
+    """Each was a TypeError traceback, or (seed, limit) taken as it was (the review of 2026-11-29)."""
+    info = json.loads((built / "build.json").read_text())
+    (built / "build.json").write_text(json.dumps({**info, key: value}))
+    p = cli("score", "llmrec", "-o", str(built))
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert says in " ".join(p.stderr.split()), p.stderr
+
+
+def test_a_sample_id_that_is_not_text_is_named(built):
+    info = json.loads((built / "build.json").read_text())
+    (built / "build.json").write_text(json.dumps({k: v for k, v in info.items() if k != "samples_sha256"}))
+    lines = (built / "samples.jsonl").read_text().splitlines(keepends=True)
+    lines[2] = json.dumps({**json.loads(lines[2]), "id": ["x"]}) + "\n"
+    (built / "samples.jsonl").write_text("".join(lines))
+    with pytest.raises(InputError, match=r"line 3, field 'id': \[\"x\"\] is not text"):
+        RunDir(built).load_build()
+
+
+@pytest.mark.parametrize("record, says", [
+    ({"limit": "abc", "tasks": None}, "field 'limit': \"abc\" is not null or a whole number >= 1"),
+    ({"limit": -1, "tasks": None}, "field 'limit': -1 is not null or a whole number >= 1"),
+    ({"asks": [{"limit": 2, "tasks": 5}]}, "field 'asks[0].tasks': 5 is not null or a list of task names"),
+    ([1], "expected a JSON object"),
+    ({"imported": "no", "limit": None}, "field 'imported': \"no\" is not true or false"),
+])
+def test_an_edited_run_record_is_named_by_field(built, record, says):
+    """A run cut short with its run record edited: a traceback (limit "abc", a list), or the gap taken for a
+    limited or imported row (limit -1, imported "no") where it must be refused (the review of 2026-11-29)."""
+    from recharness.models.fake import FakeBackend
+
+    path, _ = pipeline.run(built, FakeBackend("fake"), "fake", use_cache=False)
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:-1]))  # one answer lost
+    (built / "predictions" / "fake.run.json").write_text(json.dumps(record))
+    p = cli("score", "llmrec", "-o", str(built))
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert "fake.run.json" in p.stderr and says in " ".join(p.stderr.split()), p.stderr

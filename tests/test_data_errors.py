@@ -297,3 +297,30 @@ def test_a_damaged_prepared_dataset_is_one_error_naming_its_file(ml1m, tmp_path)
     (cut / "items.parquet").write_bytes((src / "items.parquet").read_bytes()[:1000])
     with pytest.raises(InputError, match=r"items\.parquet.*damaged or unreadable"):
         load_dataset(str(cut))
+
+
+def test_an_edited_prepared_dataset_with_a_repeated_id_or_bad_extras_is_named(ml1m, tmp_path):
+    """An id on two rows of items.parquet loaded, the last row's title winning in prompts and matching; "extras":
+    "ab" in meta.json read as tables 'a' and 'b' (the review of 2026-11-29)."""
+    import json
+
+    import polars as pl
+
+    from recharness.core.errors import ConfigError
+    from recharness.core.paths import dataset_dir
+    from recharness.data.store import load_dataset
+
+    src = dataset_dir("ml-1m")
+    dup = tmp_path / "dup"
+    shutil.copytree(src, dup)
+    items = pl.read_parquet(src / "items.parquet")
+    pl.concat([items, items.head(2).with_columns(pl.lit("Dup").alias("title"))]).write_parquet(dup / "items.parquet")
+    first = sorted(items["item_id"].head(2).to_list())
+    with pytest.raises(ConfigError, match=rf"items: item_id '{first[0]}', '{first[1]}' on more than one row"):
+        load_dataset(str(dup))
+    ex = tmp_path / "extras"
+    shutil.copytree(src, ex)
+    meta = json.loads((src / "meta.json").read_text())
+    (ex / "meta.json").write_text(json.dumps({**meta, "extras": "ab"}))
+    with pytest.raises(InputError, match=r'meta\.json.*"extras" is "ab", not a list of table names'):
+        load_dataset(str(ex))

@@ -267,6 +267,11 @@ class RunDir:
         for key in ("suite", "dataset", "tasks"):
             if key not in info:
                 raise InputError(info_path, "missing key", field=key)
+        # what every stage reads, of the type `build` wrote: an edited value is named here, not met as a traceback
+        wrong = next((k for k, ok in _BUILD_TYPES.items() if k in info and not ok(info[k])), None)
+        if wrong is not None:
+            raise InputError(info_path, f"{json.dumps(info[wrong], default=str)[:60]} is not {_BUILD_WANT[wrong]}: "
+                                        "run `recharness build` again", field=wrong)
         return info
 
     def load_build(self) -> tuple[dict, list[dict]]:
@@ -282,14 +287,38 @@ class RunDir:
         info.setdefault("fingerprint", fingerprint(self.samples_jsonl))
         seen: dict[str, int] = {}
         for i, smp in enumerate(samples, 1):
+            if not isinstance(smp, dict):
+                raise InputError(self.samples_jsonl, "a sample is a JSON object", line=i)
             for key in ("id", "task"):
                 if key not in smp:
                     raise InputError(self.samples_jsonl, "missing key", line=i, field=key)
+                if not isinstance(smp[key], str):
+                    raise InputError(self.samples_jsonl, f"{json.dumps(smp[key], default=str)[:40]} is not text",
+                                     line=i, field=key)
             if smp["id"] in seen:
                 raise InputError(self.samples_jsonl, f"sample id {smp['id']!r} again (first on line {seen[smp['id']]})",
                                  line=i, field="id")
             seen[smp["id"]] = i
         return info, samples
+
+
+def _whole(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+#: build.json's keys as `build` writes them (a key left out is an older build's, checked where it is read)
+_BUILD_TYPES = {
+    "suite": lambda v: isinstance(v, str), "dataset": lambda v: isinstance(v, str),
+    "tasks": lambda v: isinstance(v, list) and bool(v) and all(isinstance(t, str) for t in v),
+    "options": lambda v: v is None or isinstance(v, dict),
+    "seed": lambda v: _whole(v) and v >= 0, "limit": lambda v: v is None or (_whole(v) and v >= 1),
+    "samples_sha256": lambda v: isinstance(v, str) and len(v) == 64,
+    "samples_count": lambda v: _whole(v) and v >= 0, "fingerprint": lambda v: isinstance(v, str),
+}
+_BUILD_WANT = {"suite": "a suite's name", "dataset": "a dataset's name or path", "tasks": "a list of task names",
+               "options": "an object of options", "seed": "a whole number >= 0", "limit": "null or a whole number >= 1",
+               "samples_sha256": "a sha256 in hex", "samples_count": "a whole number >= 0",
+               "fingerprint": "a build fingerprint"}
 
 
 def file_sha256(path: Path) -> str:

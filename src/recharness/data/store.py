@@ -125,6 +125,12 @@ class Dataset:
                     raise ConfigError(f"{self.name}.{table}: missing column {col!r}")
                 if df.schema[col] != dtype:
                     raise ConfigError(f"{self.name}.{table}.{col}: dtype {df.schema[col]} != {dtype}")
+        for table, col in (("items", "item_id"), ("users", "user_id")):  # one row each: the last would win silently
+            df = getattr(self, table)
+            if df.height and df[col].n_unique() != df.height:
+                twice = df.filter(df[col].is_duplicated())[col].unique().sort().head(3).to_list()
+                raise ConfigError(f"{self.name}.{table}: {col} {', '.join(repr(x) for x in twice)} on more than one "
+                                  "row (one row per id): fix the source, or prepare it again")
 
     def items_by_id(self) -> dict[str, dict]:
         return {row["item_id"]: row for row in self.items.iter_rows(named=True)}
@@ -354,7 +360,10 @@ def _read_dir(p: Path) -> Dataset:
             meta = json.loads(f.read())
         if not isinstance(meta, dict):
             raise ValueError("not a JSON object")
-        names = [*TABLES, *(f"extra_{e}" for e in meta.get("extras", []))]
+        extras = meta.get("extras", [])
+        if not isinstance(extras, list) or not all(isinstance(e, str) and e for e in extras):
+            raise ValueError(f'"extras" is {json.dumps(extras)[:40]}, not a list of table names')
+        names = [*TABLES, *(f"extra_{e}" for e in extras)]
         for n in names:
             reading = f"{n}.parquet"
             handles.append(open_(reading))
@@ -411,10 +420,13 @@ def load_dataset(name_or_path: str | Path) -> Dataset:
         if p is None:
             break
         try:
-            return _read_dir(p)
+            ds = _read_dir(p)
         except FileNotFoundError:
             if attempt == 4:
                 raise
+            continue
+        ds.validate()  # a file edited since `prepare` checked it: named, not met later as a wrong title
+        return ds
     p = dataset_dir(str(name_or_path)) if is_plain_name(str(name_or_path)) else Path(name_or_path)
     prepared = prepared_names()
     from recharness.core.registry import did_you_mean

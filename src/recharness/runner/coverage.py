@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from recharness.core.errors import ConfigError
+from recharness.core.errors import ConfigError, InputError
 from recharness.core.io import atomic_write_text
 from recharness.core.rundir import RunDir
 
@@ -48,11 +48,44 @@ def record_run(rd: RunDir, method: str, *, limit: int | None, tasks: list[str] |
 
 
 def read_run(rd: RunDir, method: str) -> dict:
+    """predictions/NAME.run.json ({} when there is none), its fields checked: an edited one is named by field
+    (a `limit` of -1 or an `imported` of "no" made a run cut short look limited on purpose)."""
     path = rd.run_record(method)
-    try:
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    except (OSError, ValueError):
+    if not path.exists():
         return {}
+    redo = "remove the file to score the answers as a partial run (`score --partial`), or run the model again"
+    try:
+        run = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise InputError(path, f"not readable as JSON ({e}): {redo}") from None
+    if not isinstance(run, dict):
+        raise InputError(path, f"expected a JSON object: {redo}")
+    for where, rec in [("", run)] + [(f"asks[{k}].", a) for k, a in enumerate(run.get("asks") or [])
+                                      if isinstance(run.get("asks"), list)]:
+        if not isinstance(rec, dict):
+            raise InputError(path, f"expected an object: {redo}", field=where.rstrip("."))
+        bad = _wrong_field(rec)
+        if bad is not None:
+            raise InputError(path, f"{json.dumps(rec[bad], default=str)[:40]} is not {_RUN_WANT[bad]}: {redo}",
+                             field=where + bad)
+    if "asks" in run and not isinstance(run["asks"], list):
+        raise InputError(path, f"not a list: {redo}", field="asks")
+    return run
+
+
+_RUN_WANT = {"limit": "null or a whole number >= 1", "tasks": "null or a list of task names",
+             "imported": "true or false", "prompt_versions": "an object of task: version"}
+
+
+def _wrong_field(rec: dict) -> str | None:
+    """The first field of a run record (or one of its asks) not of the type `record_run` writes."""
+    checks = {
+        "limit": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+        "tasks": lambda v: v is None or (isinstance(v, list) and all(isinstance(t, str) for t in v)),
+        "imported": lambda v: isinstance(v, bool),
+        "prompt_versions": lambda v: isinstance(v, dict),
+    }
+    return next((k for k, ok in checks.items() if k in rec and not ok(rec[k])), None)
 
 
 def covered(rd: RunDir, method: str, task: str, task_samples: list[dict], build_samples: list[dict],
