@@ -222,3 +222,17 @@ def test_titles_in_prose_cost_bounded_work(m, text):
     out = m.match_answer(text)
     assert time.process_time() - t0 < 0.5
     assert len(out) <= 100
+
+
+def test_an_unknown_entry_before_a_title_with_commas_keeps_its_place():
+    """"Some Made Up Thing" joined to the next line by a comma matched that line's Amazon title through its
+    side, so the invented entry vanished and every later title moved up a place (the review of 2026-11-29)."""
+    from recharness.matching import CatalogMatcher
+
+    title = ("Summer Crystal Hair Clip Sparkling Sequins, Double-Layered Alligator Clip Hair Bow Accessory For "
+             "Women and Girls, Made in Korea, Daily, Party, Cosplay (Holographic)")
+    m = CatalogMatcher([("1", title), ("2", "Heat (1995)"), ("3", "Lock, Stock and Two Smoking Barrels (1998)")])
+    got = m.match_answer(f"1. Heat (1995)\n2. Some Made Up Thing\n3. {title}")
+    assert [x.item_id for x in got] == ["2", None, "1"]
+    # a title cut at its comma still joins back
+    assert [x.item_id for x in m.match_answer("1. Lock\n2. Stock and Two Smoking Barrels (1998)")] == ["3"]

@@ -489,7 +489,10 @@ class CatalogMatcher:
             if i + 1 < len(cands) and not (m.kind == "exact" and matches[i + 1].kind == "exact"):
                 joined = f"{cands[i].title}, {cands[i + 1].title}"
                 j = self._exact(normalize_title(joined), joined)
-                if j is not None and not _one_piece_of(j, [m, matches[i + 1]]):
+                # not a join that is one piece's own exact item: "Made Up Thing" before a title with commas
+                # that the join matched by its side would vanish, and the titles after it move up a place
+                if j is not None and not _one_piece_of(j, [m, matches[i + 1]]) \
+                        and not any(p.kind == "exact" and p.item_id == j.item_id for p in (m, matches[i + 1])):
                     out.append(j)
                     i += 2
                     continue

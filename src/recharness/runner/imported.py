@@ -252,7 +252,7 @@ def _answer_text(task, sample: dict, d: dict, titles) -> tuple[str | None, list[
         notes += [f"item {i!r} is not in the dataset's catalog (it holds its place, as a title no item has)"
                   for i in ids if i not in cat]
         # an id outside the catalog holds its place as an LLM's invented title does: a line naming no item
-        return "\n".join(f"{n}. {cat[i] if i in cat else _unknown_item(i)}" for n, i in enumerate(ids, 1)), notes, None
+        return "\n".join(f"{n}. {cat[i] if i in cat else _UNKNOWN_ITEM.format(n=n)}" for n, i in enumerate(ids, 1)), notes, None
     if "titles" in d:
         ts = as_list(d["titles"])
         if ts is None:
@@ -273,9 +273,9 @@ def _answer_text(task, sample: dict, d: dict, titles) -> tuple[str | None, list[
 _OK = object()
 
 
-def _unknown_item(item_id: str) -> str:
-    """The line an imported id outside the catalog becomes: text that names no catalog title."""
-    return f"unknown item id {item_id[:40]!r} (not in the catalog)"
+#: the line an imported id outside the catalog becomes: text that names no catalog title (the id itself is not
+#: in it: an id such as "Heat" would be read as that title; the problem line names it)
+_UNKNOWN_ITEM = "unknown item no. {n} (not in the catalog)"  # numbered: two such lines are two places
 
 
 def _is_id(x) -> bool:

@@ -9,11 +9,21 @@ from recharness.core.errors import ConfigError
 from recharness.core.rundir import check_name
 
 
+#: the rows tasks compute themselves (`Task.references`) beside the registered baselines (`BASELINES`)
+COMPUTED_REFERENCES = frozenset({
+    "global_mean", "user_mean", "item_mean", "user_item_bias",  # llmrec rating
+    "previous_review", "lead_words",  # llmrec explanation, summarization
+    "user-mean", "item-mean",  # perrecbench
+    "kg-conditions",  # recbench-plus
+})
+
+
 def check_method_name(name: str) -> str:
     """A model's row name (`run --name`, `score --predictions --name`): a plain file name, and not a reference
-    row's, which would show two rows of one name and leave `compare --models NAME` to pick one of them."""
+    row's, which would show two rows of one name and leave `compare --models NAME` to pick one of them (`score`
+    refuses such a file too: `methods_by_task`)."""
     check_name(name)
-    if name in BASELINES:
+    if name in BASELINES or name in COMPUTED_REFERENCES:
         raise ConfigError(f"the row name {name!r} is a reference row's (`recharness baselines`): give the model's "
                           "row another with --name")
     return name
