@@ -343,7 +343,17 @@ def test_a_number_inside_the_rated_object_is_not_the_rating():
              "I'd give it 4 stars: a 5 would be too generous": 4.0, "I'd rate this 4 - a 2 is too harsh": 4.0,
              "I'd rate it a 4 out of 5 based on a 5 star scale": 4.0,
              "Prediction: 3. The highest rating for Toy Story 2 is 5.": 3.0,
-             "I predict 3, since the average score for Toy Story 2 is 5": 3.0}
+             "I predict 3, since the average score for Toy Story 2 is 5": 3.0,
+             # the fourth review: "the rating for X" after an opening clause is still the rated object, a unit
+             # after a space is a quantity; "a rating of", "as" and a bold label close the object too
+             "I think the rating for Toy Story 2 is 4.": 4.0, "I predict the rating for Toy Story 2 is 4.": 4.0,
+             "Given the history, I believe the rating for Toy Story 2 would be 4.": 4.0,
+             "In my view the predicted rating for Toy Story 2 is 4.": 4.0, "- Rating for Toy Story 2: 4": 4.0,
+             "I'd give this 2 hour film a 4.": 4.0, "I'd rate this 2 disc set a 4.": 4.0,
+             "I would give a 2 hour movie a 4.": 4.0, "The highest rating for Toy Story 2 is 5, so I'd say 4": 4.0,
+             "Since the average score for Rocky 2 is 3, I predict 4": 4.0, "I'd give Rocky 3 a rating of 4": 4.0,
+             "I would give Toy Story 2 a score of 5": 5.0, "I'd rate Rocky 2 as 4": 4.0,
+             "**Rating for Toy Story 2:** 4": 4.0}
     for text, want in cases.items():
         p = f.check(text)
         assert p.valid and p.value["value"] == want, (text, p)

@@ -236,26 +236,31 @@ _CLAUSE_START_RE = re.compile(r".*(?:\d|\n|[.!?;](?=\s))", re.DOTALL)
 _OBJECT_CHAR = r"(?:[^\n,;!?.]|\.(?!\s+[A-Z])|(?<=\b(?:Mr|Ms|Dr|St|Jr|Sr|No|Pt))\.|(?<=\b(?:Mrs|Vol))\.)"
 _RATED_OBJECT_RE = re.compile(
     r"(?:" + _I_WOULD + r"(?:rate|give|score)\b"
-    # "the rating for X", "my final rating for X", "so my prediction for X", opening a clause: not "the user's
-    # rating for X", nor "the highest rating for X" / "since the average score for X" (a statistic)
-    r"|(?:^|(?<=[.!?:;,(]\s)|(?<=\n)|\b(?:so|thus|therefore|hence|overall|and)\s+)(?:(?:the|my)\s+)?"
+    # "the rating for X", "my final rating for X", "so my prediction for X", not "the user's rating for X", nor
+    # "the highest rating for X" / "since the average score for X" (a statistic)
+    r"|(?<!['’]s )(?<!their )(?<!users' )(?<!user )(?<!his )(?<!her )(?<!its )(?<!highest )(?<!lowest )"
+    r"(?<!average )(?<!mean )(?<!median )(?<!typical )(?<!previous )(?<!usual )(?<!top )(?<!best )(?<!worst )"
+    r"\b(?:(?:the|my)\s+)?"
     r"(?:(?:final|expected|overall|predicted|estimated)\s+)?(?:rating|score|prediction)\s+(?:for|of)\b)"
     r"(?P<object>" + _OBJECT_CHAR + r"*?\d" + _OBJECT_CHAR + r"*?)"
-    r"(?:\b(?:an?|is|be)\s+|[:=]\s*|(?<=\d)[-–][A-Za-z]{2,12}\s+)$", re.IGNORECASE)
+    r"(?:\b(?:an?|is|be|as)\s+(?:(?:rating|score)\s+of\s+)?|[:=]\s*(?:\*\*|__)?\s*|(?:\*\*|__)\s*[:=]?\s*"
+    r"|(?<=\d)[-–][A-Za-z]{2,12}\s+)$", re.IGNORECASE)
 #: what makes the later number something else than the object's answer: an alternative, a comparison, a reason
 #: ("a 4, not a 5", "4 because the sequel is a 2", "rate this 4 since the previous one is 5")
 _NOT_OBJECT_RE = re.compile(
     r"\b(?:not|or|but|than|and|instead|rather|maybe|perhaps|possibly|because|since|though|although|while|whereas"
     r"|if|when|compared|like|unlike)\b", re.IGNORECASE)
+#: units a number can be joined to ("the 2-disc set", "this 2 hour film"): a quantity, not a rating
+_UNITS = (r"(?:discs?|packs?|pieces?|hours?|minutes?|years?|days?|weeks?|months?|parts?|volumes?|books?|movies?"
+          r"|films?|seasons?|episodes?|sets?|players?|persons?|people|inch(?:es)?|feet|foot|ft|lbs?|oz|cups?|counts?"
+          r"|ct|in-1)")
 #: a number where an answer stands, inside what looked like the rated object: "I'd give it a 4 on a 5-point
 #: scale", "I'd rate it 4 - a 2 is too harsh", "I'd give it 4 stars: a 5 would be too generous" (the object rule
 #: read the later 5 / 2 as the answer); "this 2-pack" is an object's number
-_ANSWER_IN_OBJECT_RE = re.compile(r"(?:\b(?:an?|is|be|it|this|that)\s+|[:=]\s*)\d(?![\d.]*[-–][A-Za-z])", re.IGNORECASE)
+_ANSWER_IN_OBJECT_RE = re.compile(r"(?:\b(?:an?|is|be|it|this|that)\s+|[:=]\s*)\d(?![\d.]*[-–][A-Za-z])"
+                                  r"(?![\d.]*\s*" + _UNITS + r"\b)", re.IGNORECASE)
 #: a number joined to a unit ("the 2-disc set", "a 3-hour epic", "a 2-pack"): a quantity, never the rating
-_QUANTITY_AFTER_RE = re.compile(
-    r"[-–](?:discs?|packs?|pieces?|hours?|minutes?|years?|days?|weeks?|months?|parts?|volumes?|books?|movies?|films?"
-    r"|seasons?|episodes?|sets?|players?|persons?|people|inch(?:es)?|feet|foot|ft|lbs?|oz|cups?|counts?|ct|in-1)\b",
-    re.IGNORECASE)
+_QUANTITY_AFTER_RE = re.compile(r"[-–]" + _UNITS + r"\b", re.IGNORECASE)
 #: the answer says it uses another scale than the task's ("on a scale of 1 to 10", "(scale 1-10)", "10-point scale")
 _SCALE_RE = re.compile(
     r"\bscale\s+(?:of\s+|from\s+)?(?:0|1)\s*(?:-|–|—|to)\s*(\d{1,3})\b|\b(?:0|1)\s*(?:-|–|—|to)\s*(\d{1,3})[ \t-]*(?:point\s+)?scale\b"
