@@ -70,6 +70,10 @@ def test_parse_rating_invalid(text):
     ("[User A] is less likely than [User B] to enjoy it.", False, "B"),
     ("Comparing User A and User B. [User B] is more likely to enjoy it.", False, "B"),
     ("[User B]. User A rarely rates comedies.", False, "B"),
+    # naming both without a comparative: the first clause naming one, not negated (the fourth review: invalid)
+    ("[User B], since [User A] dislikes dramas.", False, "B"), ("The answer is [User B]; [User A] rated dramas low.", False, "B"),
+    ("[User B] (not [User A])", False, "B"), ("Comparing [User A] and [User B], I choose [User B].", False, "B"),
+    ("Between [User A] and [User B], [User B].", False, "B"), ("Not [User A], but [User B].", False, "B"),
 ])
 def test_parse_pair(text, last, value):
     assert parse_pair(text, last=last).value == value

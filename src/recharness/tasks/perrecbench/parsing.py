@@ -172,11 +172,26 @@ def _first_verdict(t: str, found: list[str]) -> Parsed:
     users = {m.group(1).upper() for m in pattern.finditer(sentence)}
     if len(users) == 1:
         return Parsed(users.pop())
-    verdict = _verdict(sentence)
+    verdict = _verdict(sentence) or _clause_verdict(sentence, pattern)
     if verdict is None:
         return Parsed(None, valid=False, error=f"no verdict: the answer's first sentence names both users "
                                                f"({sentence.strip()[:80]!r})")
     return Parsed(verdict)
+
+
+_CLAUSE = re.compile(r"[,;:()\u2014\u2013]|\b(?:since|because|while|whereas|as|but)\b", re.I)
+_NEGATED = re.compile(r"\bnot\b|n['’]t\b", re.I)
+
+
+def _clause_verdict(sentence: str, pattern: re.Pattern) -> str | None:
+    """The user of the first clause that names one and does not negate it: "[User B], since [User A] dislikes
+    dramas", "The answer is [User B]; [User A] ...", "Comparing [User A] and [User B], I choose [User B]" are B;
+    None when no clause does ("Both [User A] and [User B] would enjoy it")."""
+    for clause in _CLAUSE.split(sentence):
+        users = {m.group(1).upper() for m in pattern.finditer(clause)}
+        if len(users) == 1 and not _NEGATED.search(clause):
+            return users.pop()
+    return None
 
 
 def _index(v) -> int | None:
