@@ -229,3 +229,6 @@ def test_a_suggesting_word_inside_a_title_or_phrase_does_not_end_the_correction(
     assert correction_only(body, [title], "Tom Hanks")
     assert not correction_only(f"Tom Hanks was never in that film, but you could try {title}.", [title], "Tom Hanks")
     assert not correction_only(f"Tom Hanks was never in that film; try {title}.", [title], "Tom Hanks")
+    for turn in ("but you may want to try", "perhaps try", "so maybe try", "why not try", "although you might like",
+                 "you should definitely try", "but here are some films he starred in:", "How about"):
+        assert not correction_only(f"Tom Hanks was never in GoodFellas, {turn} {title}.", [title], "Tom Hanks"), turn

@@ -26,13 +26,23 @@ GT_UNMATCHED = "\x00gt:"  # placeholder id for a ground-truth title the catalog 
 #: the list length of the beyond-accuracy metrics (coverage@10, Gini@10, ARP@10, novelty@10)
 TOP_K = 10
 
-#: where a sentence turns from correcting the premise to suggesting films: a cue opening the sentence or a clause
-#: ("..., but you could try", "; I'd recommend"), not one inside a title or a phrase ("never in Try Seventeen",
-#: "has starred in some movies, but he was never in Aliens")
+#: where a sentence turns from correcting the premise to suggesting films: a phrase that suggests anywhere ("you
+#: may want to try", "I'd recommend", "here are some films"); a bare "try" / "consider" / "how about" in lower case
+#: mid-sentence, or opening it or a clause in any case (a title's "Try Seventeen" or "How About You" is no suggestion; nor is
+#: "has starred in some movies")
 _SUGGESTING = re.compile(
-    r"(?:^|(?<=[,;:(\u2014\u2013-])\s*|\b(?:but|so|and|though|however|instead|rather)\b,?\s+)(?:you\s+(?:could|might|may|can|should)\s+(?:try|enjoy|like|watch|check|consider)|try|how\s+about|consider"
-    r"|I(?:'d|’d|\s+would|\s+can)?\s+(?:recommend|suggest)|(?:here\s+are|some)\s+(?:other\s+)?(?:films?|movies?)"
-    r"|instead,?\s+(?:watch|try|see))\b", re.IGNORECASE)
+    r"\byou\s+(?:could|might|may|can|should|would)\s+(?:\w+\s+){0,3}?(?:try|enjoy|like|watch|check|consider)\b"
+    r"|\bI(?:'d|’d|\s+would|\s+can)?\s+(?:recommend|suggest)\b|\bhere\s+are\s+(?:some\s+)?(?:other\s+)?(?:films?|movies?)\b"
+    r"|\binstead,?\s+(?:watch|try|see)\b|\bwhy\s+not\s+try\b", re.IGNORECASE)
+_SUGGESTING_WORD = re.compile(r"\b(?:try|consider|how\s+about)\b")
+_SUGGESTING_OPENER = re.compile(r"(?:^|[,;:\u2014\u2013])\W*(?:try|consider|how\s+about)\b", re.IGNORECASE)
+
+
+def _correcting_part(sentence: str) -> str:
+    """The sentence up to where it turns to suggesting (`_SUGGESTING`, or a bare word opening it or a clause)."""
+    cuts = [m.start() for m in (_SUGGESTING.search(sentence), _SUGGESTING_WORD.search(sentence),
+                                _SUGGESTING_OPENER.search(sentence)) if m]
+    return sentence[:min(cuts)] if cuts else sentence
 
 
 def unanswered(p: dict) -> bool:
@@ -54,7 +64,7 @@ def correction_only(body: str, strings: list[str], value: str | None) -> bool:
     # X"): a title after that is a recommendation (before 2026-11-29 it read as part of the correction, and the
     # answer as a decline)
     sentences = [x for x in re.split(r"(?<=[.!?])\s+|\n+", body) if x.strip()]
-    return all(any(s.casefold() in _SUGGESTING.split(x, maxsplit=1)[0].casefold() and has_correction_cue(x, value)
+    return all(any(s.casefold() in _correcting_part(x).casefold() and has_correction_cue(x, value)
                    for x in sentences) for s in strings)
 
 
