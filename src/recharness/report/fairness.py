@@ -244,7 +244,8 @@ def order_parts(rows: list[ScoreRow], palette, samples: list[dict]) -> list[str]
     derived = [r for r in rows if r.extra.get("derived_from")]  # scored without a spread (`aggregated`)
     return [f"<h3>{e(task)}: order sensitivity</h3>",
             f"<p>Each user was asked under {'/'.join(map(str, sorted(ks))) or 'several'} orders of the same "
-            "candidates (PerRecBench: a group's users), the target's position (PerRecBench: the most-liked user's) "
+            "candidates (PerRecBench: a group's users; a group of fewer users than that in as many orders as it has "
+            "users), the target's position (PerRecBench: the most-liked user's) "
             "balanced over the orders. The order spread is, for each user (PerRecBench: group), the standard "
             f"deviation (population, ddof = 0) of its {e(key.removesuffix(' order spread'))} across its orders, "
             "averaged over the users: 0 means every user's answer scores the same under all of its orders, and the "
