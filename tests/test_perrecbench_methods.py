@@ -74,14 +74,23 @@ def test_parse_rating_invalid(text):
     ("[User B], since [User A] dislikes dramas.", False, "B"), ("The answer is [User B]; [User A] rated dramas low.", False, "B"),
     ("[User B] (not [User A])", False, "B"), ("Comparing [User A] and [User B], I choose [User B].", False, "B"),
     ("Between [User A] and [User B], [User B].", False, "B"), ("Not [User A], but [User B].", False, "B"),
+    ("Since [User A] dislikes horror, [User B].", False, "B"),
 ])
 def test_parse_pair(text, last, value):
     assert parse_pair(text, last=last).value == value
 
 
-def test_a_direct_answer_naming_both_without_a_verdict_is_no_answer():
-    p = parse_pair("Both [User A] and [User B] would enjoy it.")
-    assert not p.valid and p.error.startswith("no verdict")
+@pytest.mark.parametrize("text", [
+    "Both [User A] and [User B] would enjoy it.",
+    # a reason about the other user opening the sentence is no answer (the fifth review: read as A)
+    "Given that [User A] mostly watches comedies, [User B] would enjoy this thriller.",
+    "Since [User A] dislikes horror, [User B] is the one.", "Unlike [User A], [User B] enjoys sci-fi films like this.",
+    "Although [User A] has rated some dramas highly, [User B] has a stronger history.",
+    "Considering [User A] gave Heat a 2, [User B] is my pick.",
+])
+def test_a_direct_answer_naming_both_without_a_verdict_is_no_answer(text):
+    p = parse_pair(text)
+    assert not p.valid and p.error.startswith("no verdict"), p
 
 
 @pytest.mark.parametrize("text, value", [

@@ -183,14 +183,22 @@ _CLAUSE = re.compile(r"[,;:()\u2014\u2013]|\b(?:since|because|while|whereas|as|b
 _NEGATED = re.compile(r"\bnot\b|n['’]t\b", re.I)
 
 
+#: a clause that is the answer and nothing else ("[User B]", "The answer is [User B]", "I choose [User B]", "so
+#: [User B]"), the user written as U
+_BARE_ANSWER = re.compile(
+    r"\W*(?:(?:so|then|therefore|thus|hence)\W+)?(?:(?:the\s+)?(?:final\s+)?answer\s+is\W+|I(?:'d|’d|\s+would)?\s+"
+    r"(?:choose|pick|say|select|go\s+with)\W+|it(?:'s|’s|\s+is)\W+|my\s+(?:pick|choice|answer)\s+is\W+)?U\W*", re.I)
+
+
 def _clause_verdict(sentence: str, pattern: re.Pattern) -> str | None:
-    """The user of the first clause that names one and does not negate it: "[User B], since [User A] dislikes
-    dramas", "The answer is [User B]; [User A] ...", "Comparing [User A] and [User B], I choose [User B]" are B;
-    None when no clause does ("Both [User A] and [User B] would enjoy it")."""
+    """The user of the first clause that is the answer alone (`_BARE_ANSWER`): "[User B], since [User A] dislikes
+    dramas", "The answer is [User B]; [User A] ...", "Comparing [User A] and [User B], I choose [User B]" are B.
+    A clause about one user ("Given that [User A] mostly watches comedies, [User B] would enjoy it") is no
+    answer; None when no clause is one ("Both [User A] and [User B] would enjoy it")."""
     for clause in _CLAUSE.split(sentence):
-        users = {m.group(1).upper() for m in pattern.finditer(clause)}
-        if len(users) == 1 and not _NEGATED.search(clause):
-            return users.pop()
+        users = [m.group(1).upper() for m in pattern.finditer(clause)]
+        if len(users) == 1 and not _NEGATED.search(clause) and _BARE_ANSWER.fullmatch(pattern.sub("U", clause)):
+            return users[0]
     return None
 
 
