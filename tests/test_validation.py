@@ -353,7 +353,18 @@ def test_a_number_inside_the_rated_object_is_not_the_rating():
              "I would give a 2 hour movie a 4.": 4.0, "The highest rating for Toy Story 2 is 5, so I'd say 4": 4.0,
              "Since the average score for Rocky 2 is 3, I predict 4": 4.0, "I'd give Rocky 3 a rating of 4": 4.0,
              "I would give Toy Story 2 a score of 5": 5.0, "I'd rate Rocky 2 as 4": 4.0,
-             "**Rating for Toy Story 2:** 4": 4.0}
+             "**Rating for Toy Story 2:** 4": 4.0,
+             # the fifth review: a bare "the rating for X" in a reason is weaker than the answer's own words, and a
+             # rating before "as" is no object ("I'd give 4 stars as 5 would be too much")
+             "I predict 4, because the rating for Toy Story 2 is 5.": 4.0,
+             "I'd predict 4 since your rating for Toy Story 2 is 5.": 4.0,
+             "Rating: 4. Note that the rating for Rocky 3 is a 3 in your history.": 4.0,
+             "Prediction: 4 (the rating for Toy Story 2 is a 5, and this is similar)": 4.0,
+             "I'd say 4, as your score for Apollo 13 is 5.": 4.0,
+             "My prediction is 4, given that the rating for 101 Dalmatians is 5.": 4.0,
+             "I'd give 4 stars as 5 would be too much.": 4.0, "I'd give 3 stars as 4 is too high.": 3.0,
+             "I'd rate 4 as 5 is reserved for classics.": 4.0, "I'd give 4/5 as 5/5 is too generous.": 4.0,
+             "I'd rate 12 Monkeys a 4": 4.0, "I'd rate 2 Fast 2 Furious as 3": 3.0}
     for text, want in cases.items():
         p = f.check(text)
         assert p.valid and p.value["value"] == want, (text, p)

@@ -235,13 +235,13 @@ _CLAUSE_START_RE = re.compile(r".*(?:\d|\n|[.!?;](?=\s))", re.DOTALL)
 #: ":" (or after the object's "2-pack") is the answer. The object stays in one sentence ("Vol. 2" is no sentence end)
 _OBJECT_CHAR = r"(?:[^\n,;!?.]|\.(?!\s+[A-Z])|(?<=\b(?:Mr|Ms|Dr|St|Jr|Sr|No|Pt))\.|(?<=\b(?:Mrs|Vol))\.)"
 _RATED_OBJECT_RE = re.compile(
-    r"(?:" + _I_WOULD + r"(?:rate|give|score)\b"
+    r"(?:(?P<would>" + _I_WOULD + r"(?:rate|give|score)\b)"
     # "the rating for X", "my final rating for X", "so my prediction for X", not "the user's rating for X", nor
     # "the highest rating for X" / "since the average score for X" (a statistic)
     r"|(?<!['’]s )(?<!their )(?<!users' )(?<!user )(?<!his )(?<!her )(?<!its )(?<!highest )(?<!lowest )"
     r"(?<!average )(?<!mean )(?<!median )(?<!typical )(?<!previous )(?<!usual )(?<!top )(?<!best )(?<!worst )"
-    r"\b(?:(?:the|my)\s+)?"
-    r"(?:(?:final|expected|overall|predicted|estimated)\s+)?(?:rating|score|prediction)\s+(?:for|of)\b)"
+    r"\b(?:(?P<whose>the|my)\s+)?"
+    r"(?P<kind>(?:final|expected|overall|predicted|estimated)\s+)?(?P<word>rating|score|prediction)\s+(?:for|of)\b)"
     r"(?P<object>" + _OBJECT_CHAR + r"*?\d" + _OBJECT_CHAR + r"*?)"
     r"(?:\b(?:an?|is|be|as)\s+(?:(?:rating|score)\s+of\s+)?|[:=]\s*(?:\*\*|__)?\s*|(?:\*\*|__)\s*[:=]?\s*"
     r"|(?<=\d)[-–][A-Za-z]{2,12}\s+)$", re.IGNORECASE)
@@ -258,7 +258,9 @@ _UNITS = (r"(?:discs?|packs?|pieces?|hours?|minutes?|years?|days?|weeks?|months?
 #: scale", "I'd rate it 4 - a 2 is too harsh", "I'd give it 4 stars: a 5 would be too generous" (the object rule
 #: read the later 5 / 2 as the answer); "this 2-pack" is an object's number
 _ANSWER_IN_OBJECT_RE = re.compile(r"(?:\b(?:an?|is|be|it|this|that)\s+|[:=]\s*)\d(?![\d.]*[-–][A-Za-z])"
-                                  r"(?![\d.]*\s*" + _UNITS + r"\b)", re.IGNORECASE)
+                                  r"(?![\d.]*\s*" + _UNITS + r"\b)"
+                                  # "I'd give 4 stars as 5 would be too much", "I'd rate 4 as 5 is ...": a rating
+                                  r"|\d[\d.]*\s*(?:/\s*\d|stars?\b|points?\b)|^\s*\d[\d.]*\s*$", re.IGNORECASE)
 #: a number joined to a unit ("the 2-disc set", "a 3-hour epic", "a 2-pack"): a quantity, never the rating
 _QUANTITY_AFTER_RE = re.compile(r"[-–]" + _UNITS + r"\b", re.IGNORECASE)
 #: the answer says it uses another scale than the task's ("on a scale of 1 to 10", "(scale 1-10)", "10-point scale")
@@ -296,13 +298,18 @@ def _at_line_start(text: str, pos: int) -> bool:
     return _LINE_PREFIX_RE.fullmatch(text, nl + 1, pos) is not None
 
 
-def _rated_object(text: str, pos: int) -> bool:
+def _rated_object(text: str, pos: int) -> int:
     """The number at `pos` answers for an object that itself holds a number: "I'd rate these 3 books a 4", "I'd
     rate Kill Bill Vol. 2 a 4", "The rating for Season 2 is 4", "Rating for 2 Days: 3". The object's number (3,
-    2) is then no answer; before, it took the anchor and was read as the rating."""
+    2) is then no answer; before, it took the anchor and was read as the rating. Returns the anchor it gives: 2
+    when the words are the answer's own ("I'd rate", "my / the predicted rating for"), 1 for a bare "the rating
+    for X", which a reason also says ("I predict 4, because the rating for Toy Story 2 is 5": 4), 0 for none."""
     m = _RATED_OBJECT_RE.search(text, max(0, pos - 120), pos)
-    return m is not None and not _NOT_OBJECT_RE.search(m.group("object")) \
-        and not _ANSWER_IN_OBJECT_RE.search(m.group("object"))
+    if m is None or _NOT_OBJECT_RE.search(m.group("object")) or _ANSWER_IN_OBJECT_RE.search(m.group("object")):
+        return 0
+    own = m.group("would") or m.group("kind") or (m.group("whose") or "").lower() == "my" \
+        or (m.group("word") or "").lower() == "prediction"
+    return 2 if own else 1
 
 
 def _labelled(text: str, pos: int) -> bool:
@@ -382,8 +389,9 @@ class NumberInRange(OutputFormat):
                 continue
             near = text[max(0, m.start() - 24) : m.start()]
             label = _labelled(text, m.start())
-            anchor = 2 if label or _STRONG_ANCHOR_RE.search(near) or _rated_object(text, m.start()) \
-                else int(bool(_ANCHOR_RE.search(near)))
+            rated = _rated_object(text, m.start())
+            anchor = 2 if label or _STRONG_ANCHOR_RE.search(near) or rated == 2 \
+                else max(rated, int(bool(_ANCHOR_RE.search(near))))
             # a labelled line holds the answer ("Overall rating: 4"); elsewhere the clause decides
             context = not label and _describes_context(text, m.start())
             out.append(_Num(v, anchor, m.start(), m.end(), m.group(1), context))
