@@ -236,3 +236,9 @@ def test_an_unknown_entry_before_a_title_with_commas_keeps_its_place():
     assert [x.item_id for x in got] == ["2", None, "1"]
     # a title cut at its comma still joins back
     assert [x.item_id for x in m.match_answer("1. Lock\n2. Stock and Two Smoking Barrels (1998)")] == ["3"]
+    # a join that is the item's whole title stays one entry, even where its second piece alone names that item
+    # by its alternative title (the fifth review: "Heat, Blood In, Blood Out (...), Fargo" got an empty slot)
+    m = CatalogMatcher([("1", "Blood In, Blood Out (a.k.a. Bound by Honor) (1993)"), ("2", "Heat (1995)"),
+                        ("3", "Fargo (1996)")])
+    got = m.match_answer("Heat, Blood In, Blood Out (a.k.a. Bound by Honor), Fargo")
+    assert [x.item_id for x in got] == ["2", "1", "3"]

@@ -489,10 +489,12 @@ class CatalogMatcher:
             if i + 1 < len(cands) and not (m.kind == "exact" and matches[i + 1].kind == "exact"):
                 joined = f"{cands[i].title}, {cands[i + 1].title}"
                 j = self._exact(normalize_title(joined), joined)
-                # not a join that is one piece's own exact item: "Made Up Thing" before a title with commas
-                # that the join matched by its side would vanish, and the titles after it move up a place
+                # not a join that matched one piece's own exact item by a side of its title: "Made Up Thing"
+                # before a title with commas would vanish, and the titles after it move up a place; a join that
+                # is the item's whole title ("Blood In, Blood Out (a.k.a. Bound by Honor)") is that title
                 if j is not None and not _one_piece_of(j, [m, matches[i + 1]]) \
-                        and not any(p.kind == "exact" and p.item_id == j.item_id for p in (m, matches[i + 1])):
+                        and (normalize_title(joined).key == normalize_title(j.title or "").key
+                             or not any(p.kind == "exact" and p.item_id == j.item_id for p in (m, matches[i + 1]))):
                     out.append(j)
                     i += 2
                     continue
