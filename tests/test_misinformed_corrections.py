@@ -232,3 +232,20 @@ def test_a_suggesting_word_inside_a_title_or_phrase_does_not_end_the_correction(
     for turn in ("but you may want to try", "perhaps try", "so maybe try", "why not try", "although you might like",
                  "you should definitely try", "but here are some films he starred in:", "How about"):
         assert not correction_only(f"Tom Hanks was never in GoodFellas, {turn} {title}.", [title], "Tom Hanks"), turn
+
+
+
+def test_what_follows_a_correction_is_read_as_suggesting_or_not():
+    """The fifth review: "some other films:", "so Try", "but Consider" suggest; "many consider", "you may want to
+    check IMDb", "I'd try asking about", "if you consider the credits" do not."""
+    from recharness.tasks.recbench_plus.base import correction_only
+
+    t = "Moon Harbor Nights"
+    for body in (f"Correction: Tom Hanks was never in that film; some other films: {t}.",
+                 f"Tom Hanks was never in that film, so Try {t}.", f"Tom Hanks was never in that film, but Consider {t}."):
+        assert not correction_only(body, [t], "Tom Hanks"), body
+    for body in (f"Correction: Tom Hanks was never in that film; many consider {t} his best",
+                 f"Correction: Tom Hanks was never in that film; you may want to check IMDb for {t}",
+                 f"Correction: Tom Hanks was never in that film; I'd try asking about {t} instead",
+                 f"Correction: Tom Hanks was never in the cast of {t}, if you consider the credits"):
+        assert correction_only(body, [t], "Tom Hanks"), body

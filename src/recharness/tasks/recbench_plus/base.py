@@ -27,21 +27,22 @@ GT_UNMATCHED = "\x00gt:"  # placeholder id for a ground-truth title the catalog 
 TOP_K = 10
 
 #: where a sentence turns from correcting the premise to suggesting films: a phrase that suggests anywhere ("you
-#: may want to try", "I'd recommend", "here are some films"); a bare "try" / "consider" / "how about" in lower case
-#: mid-sentence, or opening it or a clause in any case (a title's "Try Seventeen" or "How About You" is no suggestion; nor is
-#: "has starred in some movies")
+#: may want to try", "you might like", "I'd recommend", "here are some films"); "try", "consider", "how about",
+#: "some (other) films" opening the sentence or a clause, or after "maybe", "so", "but" ...; not a title's "Try
+#: Seventeen" or "How About You", "has starred in some movies", "many consider", "you may want to check IMDb"
 _SUGGESTING = re.compile(
-    r"\byou\s+(?:could|might|may|can|should|would)\s+(?:\w+\s+){0,3}?(?:try|enjoy|like|watch|check|consider)\b"
+    r"\byou\s+(?:could|might|may|can|should|would)\s+(?:\w+\s+){0,3}?"
+    r"(?:try|enjoy|like(?!\s+to\b)|watch|check\s+out|consider)\b"
     r"|\bI(?:'d|’d|\s+would|\s+can)?\s+(?:recommend|suggest)\b|\bhere\s+are\s+(?:some\s+)?(?:other\s+)?(?:films?|movies?)\b"
     r"|\binstead,?\s+(?:watch|try|see)\b|\bwhy\s+not\s+try\b", re.IGNORECASE)
-_SUGGESTING_WORD = re.compile(r"\b(?:try|consider|how\s+about)\b")
-_SUGGESTING_OPENER = re.compile(r"(?:^|[,;:\u2014\u2013])\W*(?:try|consider|how\s+about)\b", re.IGNORECASE)
+_SUGGESTING_OPENER = re.compile(
+    r"(?:^|[,;:\u2014\u2013]|\b(?:maybe|perhaps|just|so|but|and|or|then|instead)\b)\W*"
+    r"(?:try|consider|how\s+about|some\s+(?:other\s+)?(?:films?|movies?))\b", re.IGNORECASE)
 
 
 def _correcting_part(sentence: str) -> str:
-    """The sentence up to where it turns to suggesting (`_SUGGESTING`, or a bare word opening it or a clause)."""
-    cuts = [m.start() for m in (_SUGGESTING.search(sentence), _SUGGESTING_WORD.search(sentence),
-                                _SUGGESTING_OPENER.search(sentence)) if m]
+    """The sentence up to where it turns to suggesting (`_SUGGESTING`, `_SUGGESTING_OPENER`)."""
+    cuts = [m.start() for m in (_SUGGESTING.search(sentence), _SUGGESTING_OPENER.search(sentence)) if m]
     return sentence[:min(cuts)] if cuts else sentence
 
 
