@@ -75,6 +75,14 @@ def test_parse_rating_invalid(text):
     ("[User B] (not [User A])", False, "B"), ("Comparing [User A] and [User B], I choose [User B].", False, "B"),
     ("Between [User A] and [User B], [User B].", False, "B"), ("Not [User A], but [User B].", False, "B"),
     ("Since [User A] dislikes horror, [User B].", False, "B"),
+    # a reason's comparative names the other user; a worded answer decides (the sixth review: A, or refused)
+    ("[User B], since [User A] prefers comedies.", False, "B"), ("[User B] because [User A] prefers romance.", False, "B"),
+    ("[User B], since [User A] is more into comedies.", False, "B"), ("I think [User B], since [User A] dislikes it.", False, "B"),
+    ("Probably [User B], as [User A] hates horror.", False, "B"), ("[User B] is the answer, since [User A] hates it.", False, "B"),
+    ("The answer would be [User B], since [User A] hates it.", False, "B"),
+    ("Since [User A] dislikes horror, [User B] is the one.", False, "B"),
+    ("[User A], on the other hand, dislikes horror, so [User B].", False, "B"),
+    ("Considering [User A] gave Heat a 2, [User B] is my pick.", False, "B"),
 ])
 def test_parse_pair(text, last, value):
     assert parse_pair(text, last=last).value == value
@@ -84,9 +92,11 @@ def test_parse_pair(text, last, value):
     "Both [User A] and [User B] would enjoy it.",
     # a reason about the other user opening the sentence is no answer (the fifth review: read as A)
     "Given that [User A] mostly watches comedies, [User B] would enjoy this thriller.",
-    "Since [User A] dislikes horror, [User B] is the one.", "Unlike [User A], [User B] enjoys sci-fi films like this.",
+    "Unlike [User A], [User B] enjoys sci-fi films like this.",
+    # the sixth review: a name alone is the answer only before a reason, the other user or the end (read as A)
+    "[User A], who likes comedies, is less likely than [User B].", "[User A]: 2/5, [User B]: 4/5",
+    "[User A], compared to [User B], is less likely to enjoy it.", "[User A]: unlikely, [User B]: likely",
     "Although [User A] has rated some dramas highly, [User B] has a stronger history.",
-    "Considering [User A] gave Heat a 2, [User B] is my pick.",
 ])
 def test_a_direct_answer_naming_both_without_a_verdict_is_no_answer(text):
     p = parse_pair(text)

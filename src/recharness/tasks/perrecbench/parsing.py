@@ -172,7 +172,9 @@ def _first_verdict(t: str, found: list[str]) -> Parsed:
     users = {m.group(1).upper() for m in pattern.finditer(sentence)}
     if len(users) == 1:
         return Parsed(users.pop())
-    verdict = _verdict(sentence) or _clause_verdict(sentence, pattern)
+    # a clause that is the answer first: a reason's comparative ("[User B], since [User A] prefers comedies")
+    # names the other user
+    verdict = _clause_verdict(sentence, pattern) or _verdict(sentence)
     if verdict is None:
         return Parsed(None, valid=False, error=f"no verdict: the answer's first sentence names both users "
                                                f"({sentence.strip()[:80]!r})")
@@ -183,21 +185,41 @@ _CLAUSE = re.compile(r"[,;:()\u2014\u2013]|\b(?:since|because|while|whereas|as|b
 _NEGATED = re.compile(r"\bnot\b|n['’]t\b", re.I)
 
 
-#: a clause that is the answer and nothing else ("[User B]", "The answer is [User B]", "I choose [User B]", "so
-#: [User B]"), the user written as U
-_BARE_ANSWER = re.compile(
-    r"\W*(?:(?:so|then|therefore|thus|hence)\W+)?(?:(?:the\s+)?(?:final\s+)?answer\s+is\W+|I(?:'d|’d|\s+would)?\s+"
-    r"(?:choose|pick|say|select|go\s+with)\W+|it(?:'s|’s|\s+is)\W+|my\s+(?:pick|choice|answer)\s+is\W+)?U\W*", re.I)
+#: a clause that says it is the answer: "The answer is [User B]", "I choose [User B]", "Probably [User B]", "[User B]
+#: is my pick" (the user written as U)
+_WORDED_ANSWER = re.compile(
+    r"\W*(?:(?:so|then|therefore|thus|hence)\W+)?(?:(?:I\s+think|I\s+believe|probably|(?:most\s+)?likely|definitely"
+    r"|clearly|surely)\W+)?(?:(?:(?:the\s+)?(?:final\s+)?answer|my\s+(?:pick|choice|answer))\s+(?:is|would\s+be)\W+"
+    r"|I(?:'d|’d|\s+would)?\s+(?:choose|pick|say|select|go\s+with)\W+|it(?:'s|’s|\s+is|\s+would\s+be)\W+)?U"
+    r"(?:\W+(?:it\s+is|is\s+(?:the|my)\s+(?:answer|pick|choice)|is\s+the\s+one|for\s+sure))?\W*", re.I)
+_NAME_ONLY = re.compile(r"\W*U\W*")
+#: what may follow a clause that is a user's name alone for it to be the answer: a reason, the other user
+#: ("[User B] (not [User A])"), the sentence's end; not more about that user ("[User A], who likes comedies, is
+#: less likely ...", "[User A]: 2/5, [User B]: 4/5")
+_AFTER_NAME = re.compile(r"[,;(\u2014\u2013\s]*(?:$|(?:since|because|as|while|whereas|but|though|although)\b"
+                         r"|(?:not\s+)?(?:\[\s*user\s*[ab]\s*\]|\buser\s*[ab]\b))", re.I)
 
 
 def _clause_verdict(sentence: str, pattern: re.Pattern) -> str | None:
-    """The user of the first clause that is the answer alone (`_BARE_ANSWER`): "[User B], since [User A] dislikes
-    dramas", "The answer is [User B]; [User A] ...", "Comparing [User A] and [User B], I choose [User B]" are B.
-    A clause about one user ("Given that [User A] mostly watches comedies, [User B] would enjoy it") is no
-    answer; None when no clause is one ("Both [User A] and [User B] would enjoy it")."""
-    for clause in _CLAUSE.split(sentence):
+    """The user of the first clause that is the answer (`_WORDED_ANSWER`, or the name alone before a reason or the
+    end): "[User B], since [User A] dislikes dramas", "The answer is [User B]; [User A] ...", "Comparing [User A]
+    and [User B], I choose [User B]" are B. A clause about one user ("Given that [User A] mostly watches comedies,
+    [User B] would enjoy it"; "[User A], who likes comedies, is less likely") is no answer; None when no clause
+    is one ("Both [User A] and [User B] would enjoy it")."""
+    pieces, pos = [], 0
+    for m in _CLAUSE.finditer(sentence):
+        pieces.append((sentence[pos:m.start()], sentence[m.start():]))
+        pos = m.end()
+    pieces.append((sentence[pos:], ""))
+    for clause, rest in pieces:
         users = [m.group(1).upper() for m in pattern.finditer(clause)]
-        if len(users) == 1 and not _NEGATED.search(clause) and _BARE_ANSWER.fullmatch(pattern.sub("U", clause)):
+        if len(users) != 1 or _NEGATED.search(clause):
+            continue
+        bare = pattern.sub("U", clause)
+        if _NAME_ONLY.fullmatch(bare):
+            if _AFTER_NAME.match(rest.rstrip(".!? \n")):
+                return users[0]
+        elif _WORDED_ANSWER.fullmatch(bare):
             return users[0]
     return None
 
