@@ -364,7 +364,15 @@ def test_a_number_inside_the_rated_object_is_not_the_rating():
              "My prediction is 4, given that the rating for 101 Dalmatians is 5.": 4.0,
              "I'd give 4 stars as 5 would be too much.": 4.0, "I'd give 3 stars as 4 is too high.": 3.0,
              "I'd rate 4 as 5 is reserved for classics.": 4.0, "I'd give 4/5 as 5/5 is too generous.": 4.0,
-             "I'd rate 12 Monkeys a 4": 4.0, "I'd rate 2 Fast 2 Furious as 3": 3.0}
+             "I'd rate 12 Monkeys a 4": 4.0, "I'd rate 2 Fast 2 Furious as 3": 3.0,
+             # the sixth review: a bare "the rating for X" outside a reason still states the answer; a rating-like
+             # number must end the object to stand for an answer in it ("the 5 Star Spiral Notebook")
+             "The rating for Toy Story 2 is 4. Toy Story got a rating of 5 from this user.": 4.0,
+             "Rating for Apollo 13: 4. Cast Away got a rating of 3.": 4.0,
+             "The rating for Apollo 13 is 4, whereas Cast Away received a rating of 3.": 4.0,
+             "I predict the rating for Toy Story 2 is 4, since the rating for Toy Story is 5.": 4.0,
+             "I'd rate the 5 Star Spiral Notebook a 4.": 4.0, "I'd rate Naked Gun 2 1/2 a 4.": 4.0,
+             "The rating for Touch Detective 2 1/2 is 4.": 4.0, "I'd give the 3 Point Hitch Kit a 4.": 4.0}
     for text, want in cases.items():
         p = f.check(text)
         assert p.valid and p.value["value"] == want, (text, p)

@@ -260,7 +260,7 @@ _UNITS = (r"(?:discs?|packs?|pieces?|hours?|minutes?|years?|days?|weeks?|months?
 _ANSWER_IN_OBJECT_RE = re.compile(r"(?:\b(?:an?|is|be|it|this|that)\s+|[:=]\s*)\d(?![\d.]*[-–][A-Za-z])"
                                   r"(?![\d.]*\s*" + _UNITS + r"\b)"
                                   # "I'd give 4 stars as 5 would be too much", "I'd rate 4 as 5 is ...": a rating
-                                  r"|\d[\d.]*\s*(?:/\s*\d|stars?\b|points?\b)|^\s*\d[\d.]*\s*$", re.IGNORECASE)
+                                  r"|\d[\d.]*\s*(?:/\s*(?:5|10)(?:\.0)?|stars?|points?)\s*$|^\s*\d[\d.]*\s*$", re.IGNORECASE)
 #: a number joined to a unit ("the 2-disc set", "a 3-hour epic", "a 2-pack"): a quantity, never the rating
 _QUANTITY_AFTER_RE = re.compile(r"[-–]" + _UNITS + r"\b", re.IGNORECASE)
 #: the answer says it uses another scale than the task's ("on a scale of 1 to 10", "(scale 1-10)", "10-point scale")
@@ -298,18 +298,25 @@ def _at_line_start(text: str, pos: int) -> bool:
     return _LINE_PREFIX_RE.fullmatch(text, nl + 1, pos) is not None
 
 
+#: a reason or remark opening before "the rating for X" in its sentence: the phrase then states it, not the answer
+_REASON_BEFORE_RE = re.compile(r"\b(?:because|since|as|while|whereas|considering|given|note|noting|recall|remember"
+                               r"|compared|for\s+reference)\b|\(", re.IGNORECASE)
+
+
 def _rated_object(text: str, pos: int) -> int:
     """The number at `pos` answers for an object that itself holds a number: "I'd rate these 3 books a 4", "I'd
     rate Kill Bill Vol. 2 a 4", "The rating for Season 2 is 4", "Rating for 2 Days: 3". The object's number (3,
     2) is then no answer; before, it took the anchor and was read as the rating. Returns the anchor it gives: 2
-    when the words are the answer's own ("I'd rate", "my / the predicted rating for"), 1 for a bare "the rating
-    for X", which a reason also says ("I predict 4, because the rating for Toy Story 2 is 5": 4), 0 for none."""
+    when the words are the answer's own ("I'd rate", "my / the predicted rating for") or a bare "the rating for X"
+    states it, 1 for a bare one inside a reason ("I predict 4, because the rating for Toy Story 2 is 5": 4), 0 for
+    none."""
     m = _RATED_OBJECT_RE.search(text, max(0, pos - 120), pos)
     if m is None or _NOT_OBJECT_RE.search(m.group("object")) or _ANSWER_IN_OBJECT_RE.search(m.group("object")):
         return 0
     own = m.group("would") or m.group("kind") or (m.group("whose") or "").lower() == "my" \
         or (m.group("word") or "").lower() == "prediction"
-    return 2 if own else 1
+    start = max(text.rfind(x, 0, m.start()) for x in (". ", "\n", "! ", "? "))
+    return 2 if own or not _REASON_BEFORE_RE.search(text, max(0, start), m.start()) else 1
 
 
 def _labelled(text: str, pos: int) -> bool:
