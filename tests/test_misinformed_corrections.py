@@ -244,8 +244,13 @@ def test_what_follows_a_correction_is_read_as_suggesting_or_not():
     for body in (f"Correction: Tom Hanks was never in that film; some other films: {t}.",
                  f"Tom Hanks was never in that film, so Try {t}.", f"Tom Hanks was never in that film, but Consider {t}."):
         assert not correction_only(body, [t], "Tom Hanks"), body
+    # the sixth review: a lower-case "try" anywhere suggests; "some other films" only with a suggesting word after
+    for body in (f"Tom Hanks was never in Heat - try {t} instead.", f"Tom Hanks was never in Heat (try {t} instead).",
+                 f"Tom Hanks was never in Heat, though try {t}.", f"Tom Hanks was never in Heat, but do try {t}."):
+        assert not correction_only(body, [t], "Tom Hanks"), body
     for body in (f"Correction: Tom Hanks was never in that film; many consider {t} his best",
                  f"Correction: Tom Hanks was never in that film; you may want to check IMDb for {t}",
-                 f"Correction: Tom Hanks was never in that film; I'd try asking about {t} instead",
-                 f"Correction: Tom Hanks was never in the cast of {t}, if you consider the credits"):
+                 f"Correction: Tom Hanks was never in the cast of {t}, if you consider the credits",
+                 f"Tom Hanks was never in Heat or some other films attributed to him, such as {t}.",
+                 f"That's incorrect; some movies are misattributed, but {t} does not feature Tom Hanks."):
         assert correction_only(body, [t], "Tom Hanks"), body

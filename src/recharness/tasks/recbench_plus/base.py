@@ -28,8 +28,9 @@ TOP_K = 10
 
 #: where a sentence turns from correcting the premise to suggesting films: a phrase that suggests anywhere ("you
 #: may want to try", "you might like", "I'd recommend", "here are some films"); "try", "consider", "how about",
-#: "some (other) films" opening the sentence or a clause, or after "maybe", "so", "but" ...; not a title's "Try
-#: Seventeen" or "How About You", "has starred in some movies", "many consider", "you may want to check IMDb"
+#: "some (other) films:" opening the sentence or a clause, or after "maybe", "so", "but" ...; a lower-case "try"
+#: anywhere; not a title's "Try Seventeen" or "How About You", "has starred in some movies", "or some other films
+#: attributed to him", "many consider", "you may want to check IMDb"
 _SUGGESTING = re.compile(
     r"\byou\s+(?:could|might|may|can|should|would)\s+(?:\w+\s+){0,3}?"
     r"(?:try|enjoy|like(?!\s+to\b)|watch|check\s+out|consider)\b"
@@ -37,12 +38,16 @@ _SUGGESTING = re.compile(
     r"|\binstead,?\s+(?:watch|try|see)\b|\bwhy\s+not\s+try\b", re.IGNORECASE)
 _SUGGESTING_OPENER = re.compile(
     r"(?:^|[,;:\u2014\u2013]|\b(?:maybe|perhaps|just|so|but|and|or|then|instead)\b)\W*"
-    r"(?:try|consider|how\s+about|some\s+(?:other\s+)?(?:films?|movies?))\b", re.IGNORECASE)
+    r"(?:(?:try|consider|how\s+about)\b|some\s+(?:other\s+)?(?:films?|movies?)\s*(?::|(?:you|to\s+watch|worth|starring"
+    r"|featuring|with\s+(?:him|her|them))\b))", re.IGNORECASE)
+#: a lower-case "try" / "how about" anywhere ("- try Cast Away instead", "but do try"): a title's is capitalised
+_SUGGESTING_WORD = re.compile(r"\b(?:try|how\s+about)\b")
 
 
 def _correcting_part(sentence: str) -> str:
-    """The sentence up to where it turns to suggesting (`_SUGGESTING`, `_SUGGESTING_OPENER`)."""
-    cuts = [m.start() for m in (_SUGGESTING.search(sentence), _SUGGESTING_OPENER.search(sentence)) if m]
+    """The sentence up to where it turns to suggesting (`_SUGGESTING`, `_SUGGESTING_OPENER`, `_SUGGESTING_WORD`)."""
+    cuts = [m.start() for m in (_SUGGESTING.search(sentence), _SUGGESTING_OPENER.search(sentence),
+                                _SUGGESTING_WORD.search(sentence)) if m]
     return sentence[:min(cuts)] if cuts else sentence
 
 
