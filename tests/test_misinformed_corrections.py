@@ -248,6 +248,12 @@ def test_what_follows_a_correction_is_read_as_suggesting_or_not():
     for body in (f"Tom Hanks was never in Heat - try {t} instead.", f"Tom Hanks was never in Heat (try {t} instead).",
                  f"Tom Hanks was never in Heat, though try {t}.", f"Tom Hanks was never in Heat, but do try {t}."):
         assert not correction_only(body, [t], "Tom Hanks"), body
+    # the seventh review: "I'd also consider", "please consider", "- consider", "(consider", "check out" suggest
+    for body in (f"Tom Hanks was not in Aliens, but I'd also consider {t}.", f"Tom Hanks was not in Aliens; please consider {t} instead.",
+                 f"Tom Hanks was not in Aliens, so I would consider {t} instead.", f"Tom Hanks was not in Aliens, but also consider {t}.",
+                 f"Tom Hanks was never in Aliens - consider {t}.", f"Tom Hanks was never in Aliens (consider {t}).",
+                 f"Tom Hanks was never in Aliens, but if you would like to see more of his work, check out {t}."):
+        assert not correction_only(body, [t], "Tom Hanks"), body
     for body in (f"Correction: Tom Hanks was never in that film; many consider {t} his best",
                  f"Correction: Tom Hanks was never in that film; you may want to check IMDb for {t}",
                  f"Correction: Tom Hanks was never in the cast of {t}, if you consider the credits",

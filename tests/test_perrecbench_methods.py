@@ -83,6 +83,13 @@ def test_parse_rating_invalid(text):
     ("Since [User A] dislikes horror, [User B] is the one.", False, "B"),
     ("[User A], on the other hand, dislikes horror, so [User B].", False, "B"),
     ("Considering [User A] gave Heat a 2, [User B] is my pick.", False, "B"),
+    # the seventh review: a name alone, then a remark about that same user, is no answer; the verdict decides
+    ("[User A], as a romance lover, would not enjoy this horror film, so [User B] is more likely to prefer it.", False, "B"),
+    ("[User A] as a romance lover would probably dislike this, so [User B] is more likely.", False, "B"),
+    ("[User A], while enjoying dramas, rarely watches horror, so [User B] is the better fit.", False, "B"),
+    ("[User A], because they prefer light comedies, would likely skip this, so [User B] is the better choice.", False, "B"),
+    ("[User A] as well as [User B] might like it, but [User B] is more likely.", False, "B"),
+    ("User A, as a horror fan, would rate it lower, so User B is more likely.", False, "B"),
 ])
 def test_parse_pair(text, last, value):
     assert parse_pair(text, last=last).value == value

@@ -372,7 +372,12 @@ def test_a_number_inside_the_rated_object_is_not_the_rating():
              "The rating for Apollo 13 is 4, whereas Cast Away received a rating of 3.": 4.0,
              "I predict the rating for Toy Story 2 is 4, since the rating for Toy Story is 5.": 4.0,
              "I'd rate the 5 Star Spiral Notebook a 4.": 4.0, "I'd rate Naked Gun 2 1/2 a 4.": 4.0,
-             "The rating for Touch Detective 2 1/2 is 4.": 4.0, "I'd give the 3 Point Hitch Kit a 4.": 4.0}
+             "The rating for Touch Detective 2 1/2 is 4.": 4.0, "I'd give the 3 Point Hitch Kit a 4.": 4.0,
+             # the seventh review: a reason earlier in the sentence does not weaken the final clause's statement
+             "I'd rate it 3 at first, but since they love Pixar, the rating for Toy Story 2 is 4.": 4.0,
+             "I'd give the original 5. Given the user's taste, the rating for Toy Story 2 is 4.": 4.0,
+             "I'd rate it 5, but as the user dislikes sequels, the rating for Shrek 2 should be 4.": 4.0,
+             "I'd rate it 5 at most, though compared with the original, the rating for Cars 2 is 3.": 3.0}
     for text, want in cases.items():
         p = f.check(text)
         assert p.valid and p.value["value"] == want, (text, p)

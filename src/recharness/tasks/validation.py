@@ -298,7 +298,7 @@ def _at_line_start(text: str, pos: int) -> bool:
     return _LINE_PREFIX_RE.fullmatch(text, nl + 1, pos) is not None
 
 
-#: a reason or remark opening before "the rating for X" in its sentence: the phrase then states it, not the answer
+#: a reason or remark opening before "the rating for X" in its clause: the phrase then states it, not the answer
 _REASON_BEFORE_RE = re.compile(r"\b(?:because|since|as|while|whereas|considering|given|note|noting|recall|remember"
                                r"|compared|for\s+reference)\b|\(", re.IGNORECASE)
 
@@ -315,7 +315,7 @@ def _rated_object(text: str, pos: int) -> int:
         return 0
     own = m.group("would") or m.group("kind") or (m.group("whose") or "").lower() == "my" \
         or (m.group("word") or "").lower() == "prediction"
-    start = max(text.rfind(x, 0, m.start()) for x in (". ", "\n", "! ", "? "))
+    start = max(text.rfind(x, 0, m.start()) for x in (". ", "\n", "! ", "? ", ", ", "; ", ": "))  # its clause
     return 2 if own or not _REASON_BEFORE_RE.search(text, max(0, start), m.start()) else 1
 
 

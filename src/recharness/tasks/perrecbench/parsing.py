@@ -174,7 +174,7 @@ def _first_verdict(t: str, found: list[str]) -> Parsed:
         return Parsed(users.pop())
     # a clause that is the answer first: a reason's comparative ("[User B], since [User A] prefers comedies")
     # names the other user
-    verdict = _clause_verdict(sentence, pattern) or _verdict(sentence)
+    verdict = _clause_verdict(sentence, pattern) or _verdict(sentence) or _clause_verdict(sentence, pattern, strict=False)
     if verdict is None:
         return Parsed(None, valid=False, error=f"no verdict: the answer's first sentence names both users "
                                                f"({sentence.strip()[:80]!r})")
@@ -196,16 +196,19 @@ _NAME_ONLY = re.compile(r"\W*U\W*")
 #: what may follow a clause that is a user's name alone for it to be the answer: a reason, the other user
 #: ("[User B] (not [User A])"), the sentence's end; not more about that user ("[User A], who likes comedies, is
 #: less likely ...", "[User A]: 2/5, [User B]: 4/5")
-_AFTER_NAME = re.compile(r"[,;(\u2014\u2013\s]*(?:$|(?:since|because|as|while|whereas|but|though|although)\b"
+_AFTER_NAME = re.compile(r"[,;(\u2014\u2013\s]*(?:$|(?P<reason>since|because|as|while|whereas|but|though|although)\b"
                          r"|(?:not\s+)?(?:\[\s*user\s*[ab]\s*\]|\buser\s*[ab]\b))", re.I)
 
 
-def _clause_verdict(sentence: str, pattern: re.Pattern) -> str | None:
+def _clause_verdict(sentence: str, pattern: re.Pattern, *, strict: bool = True) -> str | None:
     """The user of the first clause that is the answer (`_WORDED_ANSWER`, or the name alone before a reason or the
     end): "[User B], since [User A] dislikes dramas", "The answer is [User B]; [User A] ...", "Comparing [User A]
     and [User B], I choose [User B]" are B. A clause about one user ("Given that [User A] mostly watches comedies,
     [User B] would enjoy it"; "[User A], who likes comedies, is less likely") is no answer; None when no clause
-    is one ("Both [User A] and [User B] would enjoy it")."""
+    is one ("Both [User A] and [User B] would enjoy it"). `strict`: a name alone before a reason only when the
+    reason is about the other user ("[User B], since [User A] prefers comedies"), not when it goes on about the
+    named one ("[User A], as a romance lover, would not enjoy it, so [User B] is more likely": `_verdict` reads
+    that first)."""
     pieces, pos = [], 0
     for m in _CLAUSE.finditer(sentence):
         pieces.append((sentence[pos:m.start()], sentence[m.start():]))
@@ -217,7 +220,14 @@ def _clause_verdict(sentence: str, pattern: re.Pattern) -> str | None:
             continue
         bare = pattern.sub("U", clause)
         if _NAME_ONLY.fullmatch(bare):
-            if _AFTER_NAME.match(rest.rstrip(".!? \n")):
+            tail = rest.rstrip(".!? \n")
+            after = _AFTER_NAME.match(tail)
+            if after is None:
+                continue
+            if not strict or not after.group("reason"):
+                return users[0]
+            reason = _CLAUSE.split(tail[after.end():], maxsplit=1)[0]
+            if any(x.group(1).upper() != users[0] for x in pattern.finditer(reason)):
                 return users[0]
         elif _WORDED_ANSWER.fullmatch(bare):
             return users[0]
