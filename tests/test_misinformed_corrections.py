@@ -260,3 +260,9 @@ def test_what_follows_a_correction_is_read_as_suggesting_or_not():
                  f"Tom Hanks was never in Heat or some other films attributed to him, such as {t}.",
                  f"That's incorrect; some movies are misattributed, but {t} does not feature Tom Hanks."):
         assert correction_only(body, [t], "Tom Hanks"), body
+    # the eighth review: "consider that", "check out his filmography" correct
+    for body in (f"I'd consider this a mix-up: {t} starred Tom Hanks, not Harrison Ford.",
+                 f"Please consider that {t} starred Tom Hanks, not Harrison Ford.",
+                 f"There seems to be a mix-up - consider that {t} starred Tom Hanks, not Harrison Ford.",
+                 f"If you check out his filmography, you'll see Harrison Ford was never in {t}."):
+        assert correction_only(body, [t], "Harrison Ford"), body

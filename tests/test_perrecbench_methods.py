@@ -90,6 +90,12 @@ def test_parse_rating_invalid(text):
     ("[User A], because they prefer light comedies, would likely skip this, so [User B] is the better choice.", False, "B"),
     ("[User A] as well as [User B] might like it, but [User B] is more likely.", False, "B"),
     ("User A, as a horror fan, would rate it lower, so User B is more likely.", False, "B"),
+    # the eighth review: reasons that reach the other user later in the sentence keep the name the answer
+    ("[User B], because [User B] prefers comedies, whereas [User A] prefers dramas.", False, "B"),
+    ("[User B], because they rated many comedies highly, while [User A] prefers dramas.", False, "B"),
+    ("[User A], since [User A] loves action, while [User B] is more into documentaries and less likely to enjoy it.",
+     False, "A"),
+    ("[User B], as [User B] has a stronger preference for horror, whereas [User A] prefers comedies.", False, "B"),
 ])
 def test_parse_pair(text, last, value):
     assert parse_pair(text, last=last).value == value

@@ -377,7 +377,13 @@ def test_a_number_inside_the_rated_object_is_not_the_rating():
              "I'd rate it 3 at first, but since they love Pixar, the rating for Toy Story 2 is 4.": 4.0,
              "I'd give the original 5. Given the user's taste, the rating for Toy Story 2 is 4.": 4.0,
              "I'd rate it 5, but as the user dislikes sequels, the rating for Shrek 2 should be 4.": 4.0,
-             "I'd rate it 5 at most, though compared with the original, the rating for Cars 2 is 3.": 3.0}
+             "I'd rate it 5 at most, though compared with the original, the rating for Cars 2 is 3.": 3.0,
+             # the eighth review: a reason still open over later commas keeps the phrase weak
+             "My prediction: 4 (the user enjoyed Toy Story, and the rating for Toy Story 2 is 5).": 4.0,
+             "I predict 4 because, as we know, the rating for Toy Story 2 is 5.": 4.0,
+             "My predicted rating is 4, considering that, overall, the rating for Alien 3 is 2.": 4.0,
+             "I'd rate it 3, because the user disliked horror; the rating for Saw 2 is 1.": 3.0,
+             "I predict 3 (the user generally dislikes sequels, and the rating for Cars 2 is 2).": 3.0}
     for text, want in cases.items():
         p = f.check(text)
         assert p.valid and p.value["value"] == want, (text, p)

@@ -298,9 +298,14 @@ def _at_line_start(text: str, pos: int) -> bool:
     return _LINE_PREFIX_RE.fullmatch(text, nl + 1, pos) is not None
 
 
-#: a reason or remark opening before "the rating for X" in its clause: the phrase then states it, not the answer
+#: a reason or remark opening before "the rating for X" in its sentence: the phrase then states it, not the answer
 _REASON_BEFORE_RE = re.compile(r"\b(?:because|since|as|while|whereas|considering|given|note|noting|recall|remember"
                                r"|compared|for\s+reference)\b|\(", re.IGNORECASE)
+
+
+#: a reason clause opening the sentence (perhaps after "..., but"), closed by a comma before what follows
+_FRONTED_REASON_RE = re.compile(r"(?:[^(]*?\b(?:but|though|although|yet|so)\s+)?(?:because|since|as|while|whereas"
+                                r"|considering|given|compared)\b[^,;:()]*,\s*", re.IGNORECASE)
 
 
 def _rated_object(text: str, pos: int) -> int:
@@ -315,8 +320,11 @@ def _rated_object(text: str, pos: int) -> int:
         return 0
     own = m.group("would") or m.group("kind") or (m.group("whose") or "").lower() == "my" \
         or (m.group("word") or "").lower() == "prediction"
-    start = max(text.rfind(x, 0, m.start()) for x in (". ", "\n", "! ", "? ", ", ", "; ", ": "))  # its clause
-    return 2 if own or not _REASON_BEFORE_RE.search(text, max(0, start), m.start()) else 1
+    start = max(0, max(text.rfind(x, 0, m.start()) for x in (". ", "\n", "! ", "? ")))
+    before = text[start:m.start()].lstrip(".!? \n")
+    # strong when no reason is open before it, or one opened the sentence and its clause closed ("Given the
+    # user's taste, the rating for Toy Story 2 is 4")
+    return 2 if own or _FRONTED_REASON_RE.fullmatch(before) or not _REASON_BEFORE_RE.search(before) else 1
 
 
 def _labelled(text: str, pos: int) -> bool:

@@ -182,6 +182,7 @@ def _first_verdict(t: str, found: list[str]) -> Parsed:
 
 
 _CLAUSE = re.compile(r"[,;:()\u2014\u2013]|\b(?:since|because|while|whereas|as|but)\b", re.I)
+_CONCLUSION = re.compile(r"\b(?:so|therefore|thus|hence)\b", re.I)
 _NEGATED = re.compile(r"\bnot\b|n['’]t\b", re.I)
 
 
@@ -196,7 +197,7 @@ _NAME_ONLY = re.compile(r"\W*U\W*")
 #: what may follow a clause that is a user's name alone for it to be the answer: a reason, the other user
 #: ("[User B] (not [User A])"), the sentence's end; not more about that user ("[User A], who likes comedies, is
 #: less likely ...", "[User A]: 2/5, [User B]: 4/5")
-_AFTER_NAME = re.compile(r"[,;(\u2014\u2013\s]*(?:$|(?P<reason>since|because|as|while|whereas|but|though|although)\b"
+_AFTER_NAME = re.compile(r"[,;(\u2014\u2013\s]*(?:$|(?P<reason>since|because|as(?!\s+well\s+as\b)|while|whereas|but|though|although)\b"
                          r"|(?:not\s+)?(?:\[\s*user\s*[ab]\s*\]|\buser\s*[ab]\b))", re.I)
 
 
@@ -226,8 +227,9 @@ def _clause_verdict(sentence: str, pattern: re.Pattern, *, strict: bool = True) 
                 continue
             if not strict or not after.group("reason"):
                 return users[0]
-            reason = _CLAUSE.split(tail[after.end():], maxsplit=1)[0]
-            if any(x.group(1).upper() != users[0] for x in pattern.finditer(reason)):
+            # the reasons up to a conclusion ("so [User B] is more likely") must be about the other user
+            reasons = _CONCLUSION.split(tail[after.end():], maxsplit=1)[0]
+            if any(x.group(1).upper() != users[0] for x in pattern.finditer(reasons)):
                 return users[0]
         elif _WORDED_ANSWER.fullmatch(bare):
             return users[0]
