@@ -266,3 +266,9 @@ def test_what_follows_a_correction_is_read_as_suggesting_or_not():
                  f"There seems to be a mix-up - consider that {t} starred Tom Hanks, not Harrison Ford.",
                  f"If you check out his filmography, you'll see Harrison Ford was never in {t}."):
         assert correction_only(body, [t], "Harrison Ford"), body
+    # the ninth review: a title after "consider" ("It Happened One Night"), "consider checking out" suggest; a
+    # capitalised "Check out the credits" corrects
+    for title in ("It Happened One Night", "That Thing You Do!"):
+        assert not correction_only(f"Tom Hanks was not in Heat, but consider {title} instead.", [title], "Tom Hanks")
+    assert not correction_only(f"Tom Hanks wasn't in Aliens, but consider checking out {t}.", [t], "Tom Hanks")
+    assert correction_only(f"Check out the credits: {t} starred Al Pacino, not Tom Hanks.", [t], "Tom Hanks")

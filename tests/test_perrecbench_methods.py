@@ -96,6 +96,10 @@ def test_parse_rating_invalid(text):
     ("[User A], since [User A] loves action, while [User B] is more into documentaries and less likely to enjoy it.",
      False, "A"),
     ("[User B], as [User B] has a stronger preference for horror, whereas [User A] prefers comedies.", False, "B"),
+    # the ninth review: an intensifier "so" is no conclusion
+    ("[User B], since they like horror so much more than [User A] does, and [User A] prefers comedies.", False, "B"),
+    ("[User B], because they love horror so much and [User A] prefers lighter fare.", False, "B"),
+    ("[User A], because they love action so much more than [User B], whereas [User B] prefers dramas.", False, "A"),
 ])
 def test_parse_pair(text, last, value):
     assert parse_pair(text, last=last).value == value

@@ -182,7 +182,8 @@ def _first_verdict(t: str, found: list[str]) -> Parsed:
 
 
 _CLAUSE = re.compile(r"[,;:()\u2014\u2013]|\b(?:since|because|while|whereas|as|but)\b", re.I)
-_CONCLUSION = re.compile(r"\b(?:so|therefore|thus|hence)\b", re.I)
+#: a conclusion after a clause break ("..., so [User B] is more likely"), not an intensifier ("so much more")
+_CONCLUSION = re.compile(r"[,;\u2014\u2013]\s*(?:and\s+)?(?:so|therefore|thus|hence)\b", re.I)
 _NEGATED = re.compile(r"\bnot\b|n['’]t\b", re.I)
 
 
