@@ -100,6 +100,9 @@ def test_parse_rating_invalid(text):
     ("[User B], since they like horror so much more than [User A] does, and [User A] prefers comedies.", False, "B"),
     ("[User B], because they love horror so much and [User A] prefers lighter fare.", False, "B"),
     ("[User A], because they love action so much more than [User B], whereas [User B] prefers dramas.", False, "A"),
+    # the verdict first, then a reason with its own comparative (read as A: the last comparative's subject)
+    ("[User B] is more likely, since [User A] prefers dramas.", False, "B"),
+    ("[User A] is more into comedies, so [User B] is more likely.", False, "B"),
 ])
 def test_parse_pair(text, last, value):
     assert parse_pair(text, last=last).value == value

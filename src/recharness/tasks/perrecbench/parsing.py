@@ -174,7 +174,8 @@ def _first_verdict(t: str, found: list[str]) -> Parsed:
         return Parsed(users.pop())
     # a clause that is the answer first: a reason's comparative ("[User B], since [User A] prefers comedies")
     # names the other user
-    verdict = _clause_verdict(sentence, pattern) or _verdict(sentence) or _clause_verdict(sentence, pattern, strict=False)
+    verdict = _clause_verdict(sentence, pattern) or _direct_verdict(sentence) \
+        or _clause_verdict(sentence, pattern, strict=False)
     if verdict is None:
         return Parsed(None, valid=False, error=f"no verdict: the answer's first sentence names both users "
                                                f"({sentence.strip()[:80]!r})")
@@ -200,6 +201,19 @@ _NAME_ONLY = re.compile(r"\W*U\W*")
 #: less likely ...", "[User A]: 2/5, [User B]: 4/5")
 _AFTER_NAME = re.compile(r"[,;(\u2014\u2013\s]*(?:$|(?P<reason>since|because|as(?!\s+well\s+as\b)|while|whereas|but|though|although)\b"
                          r"|(?:not\s+)?(?:\[\s*user\s*[ab]\s*\]|\buser\s*[ab]\b))", re.I)
+
+
+def _direct_verdict(sentence: str) -> str | None:
+    """`_verdict` for a direct answer's first sentence: after its last conclusion ("[User A] is more into comedies,
+    so [User B] is more likely" is B), else its first comparative, the verdict a reason then follows ("[User B] is
+    more likely, since [User A] prefers dramas" is B, where the last comparative's subject was taken)."""
+    conclusions = list(_CONCLUSION.finditer(sentence))
+    if conclusions:
+        after = _verdict(sentence[conclusions[-1].end():])
+        if after is not None:
+            return after
+    first = _SUBJECT_CMP.search(sentence)
+    return _verdict(sentence[: first.end()]) if first else None
 
 
 def _clause_verdict(sentence: str, pattern: re.Pattern, *, strict: bool = True) -> str | None:
