@@ -272,3 +272,7 @@ def test_what_follows_a_correction_is_read_as_suggesting_or_not():
         assert not correction_only(f"Tom Hanks was not in Heat, but consider {title} instead.", [title], "Tom Hanks")
     assert not correction_only(f"Tom Hanks wasn't in Aliens, but consider checking out {t}.", [t], "Tom Hanks")
     assert correction_only(f"Check out the credits: {t} starred Al Pacino, not Tom Hanks.", [t], "Tom Hanks")
+    # the tenth review: "check out the film X" suggests
+    for body in (f"Tom Hanks did not star in Aliens; check out the film {t} instead.",
+                 f"Tom Hanks did not star in Aliens, but check out his movie {t}."):
+        assert not correction_only(body, [t], "Tom Hanks"), body

@@ -103,6 +103,15 @@ def test_parse_rating_invalid(text):
     # the verdict first, then a reason with its own comparative (read as A: the last comparative's subject)
     ("[User B] is more likely, since [User A] prefers dramas.", False, "B"),
     ("[User A] is more into comedies, so [User B] is more likely.", False, "B"),
+    # the tenth review: a reason first ends in the verdict; "and so", "therefore" conclude
+    ("Since [User A] prefers comedies more, [User B] is more likely to enjoy this drama.", False, "B"),
+    ("While [User A] is more into thrillers, [User B] would likely prefer this romantic comedy more.", False, "B"),
+    ("[User A] prefers more upbeat titles, meaning [User B] would prefer this one more.", False, "B"),
+    ("[User A] prefers action and so [User B] is more likely to enjoy it.", False, "B"),
+    ("[User A], as a romance lover, would not enjoy it and so [User B] is more likely.", False, "B"),
+    ("[User B] is the better fit because [User A] prefers comedies and thus would be less interested.", False, "B"),
+    ("[User B] is more likely since [User A] prefers sci-fi and so wouldn't like this drama.", False, "B"),
+    ("[User B] is more likely to enjoy it, given that [User A] prefers comedies.", False, "B"),
 ])
 def test_parse_pair(text, last, value):
     assert parse_pair(text, last=last).value == value

@@ -184,7 +184,8 @@ def _first_verdict(t: str, found: list[str]) -> Parsed:
 
 _CLAUSE = re.compile(r"[,;:()\u2014\u2013]|\b(?:since|because|while|whereas|as|but)\b", re.I)
 #: a conclusion after a clause break ("..., so [User B] is more likely"), not an intensifier ("so much more")
-_CONCLUSION = re.compile(r"[,;\u2014\u2013]\s*(?:and\s+)?(?:so|therefore|thus|hence)\b", re.I)
+_CONCLUSION = re.compile(r"(?:[,;\u2014\u2013]\s*|\band\s+)(?:so|therefore|thus|hence)\b|\b(?:therefore|thus|hence)\b",
+                         re.I)
 _NEGATED = re.compile(r"\bnot\b|n['’]t\b", re.I)
 
 
@@ -203,17 +204,29 @@ _AFTER_NAME = re.compile(r"[,;(\u2014\u2013\s]*(?:$|(?P<reason>since|because|as(
                          r"|(?:not\s+)?(?:\[\s*user\s*[ab]\s*\]|\buser\s*[ab]\b))", re.I)
 
 
+_BREAK = re.compile(r"[,;:\u2014\u2013]")
+_REASON_WORD = re.compile(r"\s*(?:since|because|as|given|considering|while|whereas)\b", re.I)
+_BREAK_OR_REASON = re.compile(r"[,;:\u2014\u2013]|\b(?P<reason>since|because|given|considering|whereas)\b", re.I)
+
+
 def _direct_verdict(sentence: str) -> str | None:
     """`_verdict` for a direct answer's first sentence: after its last conclusion ("[User A] is more into comedies,
-    so [User B] is more likely" is B), else its first comparative, the verdict a reason then follows ("[User B] is
-    more likely, since [User A] prefers dramas" is B, where the last comparative's subject was taken)."""
+    so [User B] is more likely" is B); else its first comparative when a reason follows it ("[User B] is more
+    likely, since [User A] prefers dramas" is B, where the last comparative's subject was taken); else its last
+    ("Since [User A] prefers comedies more, [User B] is more likely" is B)."""
     conclusions = list(_CONCLUSION.finditer(sentence))
     if conclusions:
         after = _verdict(sentence[conclusions[-1].end():])
         if after is not None:
             return after
     first = _SUBJECT_CMP.search(sentence)
-    return _verdict(sentence[: first.end()]) if first else None
+    # the first comparative is the verdict only when it opens the sentence's first clause and a reason follows
+    # it; a reason first ("Since [User A] prefers comedies more, [User B] is more likely") ends in the verdict
+    if first and not _BREAK.search(sentence, 0, first.start()):
+        nxt = _BREAK_OR_REASON.search(sentence, first.end())  # the next clause break, or a reason word without one
+        if nxt and (nxt.group("reason") or _REASON_WORD.match(sentence, nxt.end())):
+            return _verdict(sentence[: first.end()])
+    return _verdict(sentence)
 
 
 def _clause_verdict(sentence: str, pattern: re.Pattern, *, strict: bool = True) -> str | None:
