@@ -276,3 +276,9 @@ def test_what_follows_a_correction_is_read_as_suggesting_or_not():
     for body in (f"Tom Hanks did not star in Aliens; check out the film {t} instead.",
                  f"Tom Hanks did not star in Aliens, but check out his movie {t}."):
         assert not correction_only(body, [t], "Tom Hanks"), body
+    # the eleventh review: "check out the movie's credits for X", "the official X cast list" correct
+    for body in (f"Tom Hanks did not star in it - check out the movie's credits for {t}.",
+                 f"Tom Hanks was not in that movie; check out the Wikipedia article on {t} for its real cast."):
+        assert correction_only(body, [t], "Tom Hanks"), body
+    assert correction_only("Tom Hanks did not star in that movie; check out the official Aliens cast list.", ["Aliens"],
+                           "Tom Hanks")

@@ -112,6 +112,10 @@ def test_parse_rating_invalid(text):
     ("[User B] is the better fit because [User A] prefers comedies and thus would be less interested.", False, "B"),
     ("[User B] is more likely since [User A] prefers sci-fi and so wouldn't like this drama.", False, "B"),
     ("[User B] is more likely to enjoy it, given that [User A] prefers comedies.", False, "B"),
+    # the eleventh review: "while" / "whereas" contrast, the verdict is last
+    ("[User A] prefers light comedies, while [User B] is more likely to enjoy this dark drama.", False, "B"),
+    ("[User A] prefers action whereas [User B] is more likely to enjoy this romance.", False, "B"),
+    ("[User A] is more likely to enjoy comedies, while [User B] is more likely to enjoy this drama.", False, "B"),
 ])
 def test_parse_pair(text, last, value):
     assert parse_pair(text, last=last).value == value

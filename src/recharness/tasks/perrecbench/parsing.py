@@ -205,8 +205,9 @@ _AFTER_NAME = re.compile(r"[,;(\u2014\u2013\s]*(?:$|(?P<reason>since|because|as(
 
 
 _BREAK = re.compile(r"[,;:\u2014\u2013]")
-_REASON_WORD = re.compile(r"\s*(?:since|because|as|given|considering|while|whereas)\b", re.I)
-_BREAK_OR_REASON = re.compile(r"[,;:\u2014\u2013]|\b(?P<reason>since|because|given|considering|whereas)\b", re.I)
+#: reasons, not contrasts ("[User A] prefers comedies, while [User B] is more likely ..." puts the verdict last)
+_REASON_WORD = re.compile(r"\s*(?:since|because|as|given|considering)\b", re.I)
+_BREAK_OR_REASON = re.compile(r"[,;:\u2014\u2013]|\b(?P<reason>since|because|given|considering)\b", re.I)
 
 
 def _direct_verdict(sentence: str) -> str | None:

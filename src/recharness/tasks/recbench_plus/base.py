@@ -38,7 +38,8 @@ _SUGGESTING = re.compile(
     r"|\binstead,?\s+(?:watch|try|see)\b|\bwhy\s+not\s+try\b", re.IGNORECASE)
 _SUGGESTING_OPENER = re.compile(
     r"(?:^|[,;:(\u2014\u2013]|\s-\s|\b(?:maybe|perhaps|just|so|but|and|or|then|instead|also|please|I['’]d|I\s+would)\b)\W*"
-    r"(?:(?:try|how\s+about)\b|check\s+out\b(?!\s+(?:(?-i:the|his|her|their)\s+(?:\w+\s+)?(?:credits?|cast|filmography|page|list)|IMDb)\b)"
+    r"(?:(?:try|how\s+about)\b|check\s+out\b(?!\s+(?:(?-i:the|his|her|their)\s+(?:[\w'’()]+\s+){0,3}?"
+    r"(?-i:credits?|cast|filmography|page|list|entry|article|details|trivia)|IMDb)\b)"
     r"|consider\b(?!\s*:|\s+(?-i:that|this|it|your|whether)\b|\s+checking\b(?!\s+out))|some\s+(?:other\s+)?(?:films?|movies?)\s*(?::|(?:you|to\s+watch|worth|starring"
     r"|featuring|with\s+(?:him|her|them))\b))", re.IGNORECASE)
 #: a lower-case "try" / "how about" anywhere ("- try Cast Away instead", "but do try"): a title's is capitalised
