@@ -31,6 +31,7 @@ from pathlib import Path
 from recharness.core.errors import ConfigError, InputError
 from recharness.core.io import read_jsonl
 from recharness.core.paths import dataset_runs_name, plain_name, runs_dir
+from recharness.core.types import is_whole
 
 #: trained reference models' predictions live in predictions/reference/<baseline>.jsonl: a model's
 #: name cannot hold '/', so its file can never be taken for a reference's (nor the other way round)
@@ -302,18 +303,14 @@ class RunDir:
         return info, samples
 
 
-def _whole(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 #: build.json's keys as `build` writes them (a key left out is an older build's, checked where it is read)
 _BUILD_TYPES = {
     "suite": lambda v: isinstance(v, str), "dataset": lambda v: isinstance(v, str),
     "tasks": lambda v: isinstance(v, list) and bool(v) and all(isinstance(t, str) for t in v),
     "options": lambda v: v is None or isinstance(v, dict),
-    "seed": lambda v: _whole(v) and v >= 0, "limit": lambda v: v is None or (_whole(v) and v >= 1),
+    "seed": lambda v: is_whole(v) and v >= 0, "limit": lambda v: v is None or (is_whole(v) and v >= 1),
     "samples_sha256": lambda v: isinstance(v, str) and len(v) == 64,
-    "samples_count": lambda v: _whole(v) and v >= 0, "fingerprint": lambda v: isinstance(v, str),
+    "samples_count": lambda v: is_whole(v) and v >= 0, "fingerprint": lambda v: isinstance(v, str),
 }
 _BUILD_WANT = {"suite": "a suite's name", "dataset": "a dataset's name or path", "tasks": "a list of task names",
                "options": "an object of options", "seed": "a whole number >= 0", "limit": "null or a whole number >= 1",

@@ -28,6 +28,11 @@ def is_number(v) -> bool:
         return False
 
 
+def is_whole(v) -> bool:
+    """An int, not a bool (JSON's true is no count): a seed, a limit, a user index as a file gives it."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 class GenerationParams(BaseModel):
     """Decoding settings; part of the cache key, so two runs with equal params share answers."""
 

@@ -15,6 +15,7 @@ import json
 from recharness.core.errors import ConfigError, InputError
 from recharness.core.io import atomic_write_text
 from recharness.core.rundir import RunDir
+from recharness.core.types import is_whole
 
 
 def record_run(rd: RunDir, method: str, *, limit: int | None, tasks: list[str] | None, imported: bool = False,
@@ -80,7 +81,7 @@ _RUN_WANT = {"limit": "null or a whole number >= 1", "tasks": "null or a list of
 def _wrong_field(rec: dict) -> str | None:
     """The first field of a run record (or one of its asks) not of the type `record_run` writes."""
     checks = {
-        "limit": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+        "limit": lambda v: v is None or (is_whole(v) and v >= 1),
         "tasks": lambda v: v is None or (isinstance(v, list) and all(isinstance(t, str) for t in v)),
         "imported": lambda v: isinstance(v, bool),
         "prompt_versions": lambda v: isinstance(v, dict),

@@ -9,7 +9,7 @@ import hashlib
 import json
 import statistics
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from recharness.core.errors import ConfigError, InputError, NameTaken, one_line
@@ -571,7 +571,7 @@ def methods_by_task(out: Path, *, seed: int = 0, references: bool = True, only: 
             unfinished = [n for n in served if n not in trained and n not in computed and rd.model_dir(n).exists()]
             if unfinished and methods:
                 methods[0][3].setdefault("unfinished_references", unfinished)
-        twice = sorted({m[0] for m in methods if [n for n, *_ in methods].count(m[0]) > 1})
+        twice = sorted(n for n, c in Counter(m[0] for m in methods).items() if c > 1)
         if twice:  # a predictions file named as a reference row (written before `run` refused such names)
             raise ConfigError(f"{shown_path(rd.predictions_dir / (twice[0] + '.jsonl'))}: {t} also has a reference "
                               f"row {twice[0]!r}; rename the file (predictions/NEW_NAME.jsonl, and its .run.json "

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from recharness.core.errors import InputError
 from recharness.core.rundir import RunDir
-from recharness.core.types import is_number
+from recharness.core.types import is_number, is_whole
 from recharness.data.parsing import json_line, read_json
 from recharness.tasks.perrecbench.groups import LEVELS, Group, Member
 
@@ -156,7 +156,7 @@ def read_predictions(path: Path, mode: str, groups: list[Group], *, against: str
             if o == NOT_CORRECT:
                 out[item] = {"parsed": {"ordering": None}, "valid": False, "error": NOT_CORRECT}
                 continue
-            if not isinstance(o, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in o):
+            if not isinstance(o, list) or not all(is_whole(v) for v in o):
                 raise f.fail(f"expected a list of user indices or {NOT_CORRECT!r}", item, 0, 0)
             valid = sorted(o) == list(range(1, n + 1))
             out[item] = {"parsed": {"ordering": o}, "valid": valid,
