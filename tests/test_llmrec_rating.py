@@ -213,3 +213,23 @@ def test_max_tokens_option_reaches_generation_params():
     t = RatingTask()
     assert t.generation_params(build(ds, min_history=2)[0]).max_tokens == t.params.max_tokens
     assert t.generation_params(build(ds, min_history=2, max_tokens=8)[0]).max_tokens == 8
+
+
+def test_a_digit_in_a_history_title_is_no_rating():
+    """A title the prompt's history shows, holding a digit, was read as the rating: "The user would likely rate Toy
+    Story 2 a 4" gave 2 and "4 (for reference, the rating for Toy Story 3 was 5)" gave 3 (valid answers, off by
+    two); the history's titles are now read as "another item", as the rated one's is read as "the item"."""
+    ds = tiny_dataset()
+    ds.items = ds.items.with_columns(pl.Series("title", ["Toy Story 2 (1999)", "Toy Story 3 (2010)",
+                                                          "Godfather: Part II, The (1974)", "Heat (1995)"]))
+    s = next(x for x in build(ds, min_history=1) if x["user_id"] == "u1")
+    assert s["item_title"] == "Heat (1995)"
+    t = RatingTask()
+    assert t.parse(s, "The user would likely rate Toy Story 2 a 4").value["value"] == 4.0
+    assert t.parse(s, "They rated The Godfather: Part II highly, so I'd say 3.").value["value"] == 3.0
+    # the 3 of the title no longer answers; 5 is the history's and 4 follows no answer word: not read, not 3
+    p = t.parse(s, "4 (for reference, the rating for Toy Story 3 was 5)")
+    assert not p.valid and "ambiguous" in p.error
+    # a sample without the history in its prompt masks nothing of it (the model never saw those titles)
+    bare = next(x for x in build(ds, min_history=1, behaviour=False) if x["user_id"] == "u1")
+    assert t.parse(bare, "The user would likely rate Toy Story 2 a 4").value["value"] == 2.0

@@ -44,21 +44,52 @@ SCALE = (1.0, 5.0)
 REVIEW_COLUMNS = ("review_title", "review_text")
 
 
-def without_title(text: str | None, title: str | None) -> str | None:
-    """The answer with the rated item's title, where it holds a digit, read as "the item": "I would rate
-    "Toy Story 2" a 4" is 4, not the 2 of the title (closest to "rate", it was taken for the rating)."""
-    if not text or not title or not any(c.isdigit() for c in str(title)):
-        return text
-    t = " ".join(str(title).split())
+def _title_names(title: str) -> set[str]:
+    """The ways an answer may write a title that holds a digit and a letter: whole, without its year, before its
+    subtitle ("Home Alone 2" for "Home Alone 2: Lost in New York"), with its article in front ("The Godfather:
+    Part II" for "Godfather: Part II, The"). A title that is a number ("3 (2010)") gives none: "3" alone would hide
+    a rating."""
+    t = " ".join(str(title).split()).rstrip("…").strip()
+    if not any(c.isdigit() for c in t):
+        return set()
     base = re.sub(r"\s*\(\d{4}\)$", "", t).strip()
     m = re.match(r"^(.+), (The|A|An)$", base)
-    short = base.split(":")[0].strip() if ":" in base else ""  # "Home Alone 2" for "Home Alone 2: Lost in New York"
-    names = {x for x in (t, base, short, f"{m.group(2)} {m.group(1)}" if m else "")  # "3" alone would hide a rating
-             if x and any(c.isdigit() for c in x) and any(c.isalpha() for c in x)}
-    if not names:  # a title that is a number ("3 (2010)"): nothing masked
+    short = base.split(":")[0].strip() if ":" in base else ""
+    return {x for x in (t, base, short, f"{m.group(2)} {m.group(1)}" if m else "")
+            if x and any(c.isdigit() for c in x) and any(c.isalpha() for c in x)}
+
+
+def without_title(text: str | None, title: str | None, shown: list[str] | tuple[str, ...] = ()) -> str | None:
+    """The answer with the rated item's title, where it holds a digit, read as "the item", and each other title
+    the prompt `shown` (the history) as "another item": "I would rate "Toy Story 2" a 4" is 4, not the 2 of the
+    title (closest to "rate", it was taken for the rating), and "4 (for reference, the rating for Toy Story 3 was
+    5)" is not the 3 of a history title."""
+    if not text:
         return text
-    pattern = "|".join(re.escape(x).replace(r"\ ", r"\s+") for x in sorted(names, key=len, reverse=True))
-    return re.sub(rf"(?<!\w)(?:{pattern})(?!\w)", "the item", text, flags=re.IGNORECASE)
+    mine = _title_names(title) if title else set()
+    says = {" ".join(x.lower().split()): "another item" for t in shown for x in _title_names(t)}
+    says.update({" ".join(x.lower().split()): "the item" for x in mine})
+    if not says:
+        return text
+    # one pass, longest first: a history title that holds the rated one ("Toy Story 2: Special Edition") is whole
+    pattern = "|".join(re.escape(x).replace(r"\ ", r"\s+") for x in sorted(says, key=len, reverse=True))
+    return re.sub(rf"(?<!\w)(?:{pattern})(?!\w)", lambda m: says.get(" ".join(m.group(0).lower().split()), "the item"),
+                  text, flags=re.IGNORECASE)
+
+
+#: a history line of the rating prompt (`text_prompts.rated_history`): "3. Title (rated 4/5; review: "...")"
+_HISTORY_LINE_RE = re.compile(r"^\d{1,4}\. (.+?)(?: \((?:rated [\d.]+/5)?(?:; )?(?:review: \".*\")?\))?$",
+                              re.MULTILINE)
+
+
+def shown_titles(sample: dict) -> list[str]:
+    """The history titles the sample's prompt shows (its numbered lines; none when the prompt has no history)."""
+    out = []
+    for m in sample.get("messages") or ():
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, str) and m.get("role") == "user":
+            out += [t for t in _HISTORY_LINE_RE.findall(content) if t]
+    return out
 
 
 @dataclass
@@ -272,7 +303,7 @@ class RatingTask(Task):
         return why_no_reviews(self.name, dataset, int(config.options.get("min_history", 4)), rated=True)
 
     def parse(self, sample: dict, text: str) -> Parsed:
-        return self.output_format.check(without_title(text, sample.get("item_title")))
+        return self.output_format.check(without_title(text, sample.get("item_title"), shown_titles(sample)))
 
     def import_answer(self, sample: dict, line: dict):
         """An imported `rating` given as a number is that number (a regressor's 3.8765432 keeps its digits; as
