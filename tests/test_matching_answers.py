@@ -124,3 +124,22 @@ def test_pathological_answers_parse_in_linear_time():
         t0 = time.process_time()
         parse_recommendations(text)
         assert time.process_time() - t0 < 2.0, text[:40]
+
+
+def test_a_title_repeated_word_for_word_keeps_its_place():
+    """"1. Fargo 2. Fargo 3. Heat" put Heat second: the parser folded an exact repeat, while a repeat spelled
+    otherwise ("Fargo (1996)") kept its place, as `listed_slots` says every repeat does. Heat is third now."""
+    from recharness.matching import parse_candidates, parse_recommendations
+    from recharness.tasks.llmrec.common import CatalogContext
+    from recharness.tasks.llmrec.sequential import SequentialTask
+
+    assert [c.title for c in parse_candidates("1. Fargo\n2. Fargo\n3. Heat")] == ["Fargo", "Fargo", "Heat"]
+    assert parse_recommendations("1. Fargo\n2. Fargo\n3. Heat") == ["Fargo", "Heat"]  # the titles it names
+    ctx = CatalogContext(CatalogMatcher([("608", "Fargo (1996)"), ("6", "Heat (1995)")]))
+    task = SequentialTask()
+    sample = {"id": "s", "task": "sequential", "seen": [], "n_recs": 10, "target": "6"}
+    for text in ("1. Fargo\n2. Fargo\n3. Heat", "1. Fargo\n2. Fargo (1996)\n3. Heat", "Fargo, Fargo, Heat"):
+        parsed = ctx.resolve(text)
+        assert parsed["slots"] == ["608", "608", "6"] and parsed["items"] == ["608", "6"], text
+        m = task.score([sample], {"s": {"parsed": parsed, "valid": True}})
+        assert m["MRR"] == pytest.approx(1 / 3), text

@@ -379,3 +379,12 @@ def test_items_without_attributes_build_profile_queries_and_name_what_condition_
     demo = DemographicsTask()
     assert list(demo.build(ds, BuildConfig(seed=0))) == []
     assert "occupation" in demo.why_none_made(ds, BuildConfig(seed=0))
+
+
+def test_an_unknown_title_named_twice_is_one_wrong_entry(task):
+    """The title parser no longer folds an exact repeat (a ranked list's places keep it); RecBench+'s list L still
+    holds each recommendation once, unknown titles too: "Manhunter, Manhunter, Heat" is P 1/2, not 1/3."""
+    s = _sample()
+    p = _pred(task, s, "1. Manhunter (1986)\n2. Manhunter (1986)\n3. Heat (1995)\n4. Heat")
+    assert p["parsed"]["strings"] == ["Manhunter (1986)", "Heat (1995)"] and p["parsed"]["item_ids"] == [None, "1"]
+    assert task.score([s], {"q": p})["P"] == pytest.approx(0.5)

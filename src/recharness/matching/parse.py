@@ -155,16 +155,18 @@ class Candidate:
 
 
 def parse_recommendations(text: str | None) -> list[str]:
-    """Candidate item titles from an LLM answer, in order, without repeats.
+    """Candidate item titles from an LLM answer, in order, without repeats (how many different titles it names).
 
     Titles keep a year when the answer gives one ("Heat (1995)"), normalised
     to "(YYYY)" so the matcher can use it to break ties between remakes.
     """
-    return [c.title for c in parse_candidates(text)]
+    return [c.title for c in _dedupe(parse_candidates(text))]
 
 
 def parse_candidates(text: str | None) -> list[Candidate]:
-    """parse_recommendations, keeping each entry's raw text beside its title."""
+    """Each entry of an LLM answer, in order, repeats kept where they stand (a ranked list's places: "1. Fargo
+    2. Fargo 3. Heat" puts Heat third, as a repeat by another spelling always did), its raw text beside its
+    title; at most MAX_ITEMS."""
     if not text:
         return []
     # one answer is parsed by the matcher and again by the refusal check: remember recent ones
@@ -192,7 +194,7 @@ def _parse_candidates(text: str) -> tuple[Candidate, ...]:
     items = _from_json(text)
     if items is None:
         items = _from_lines(text)
-    return tuple(_dedupe(items))
+    return tuple(t for t in items if normalize_title(t.title).key)[:MAX_ITEMS]
 
 
 _INLINE_HINT_RE = re.compile(r"\S[ \t]+\(?2[.)][ \t]+\S")  # a "2." inside a line: perhaps a list on one line
@@ -919,6 +921,7 @@ def _unquote(s: str) -> str:
 
 
 def _dedupe(items: list[Candidate]) -> list[Candidate]:
+    """The first of each title (its key and year)."""
     out, seen = [], set()
     for t in items:
         nt = normalize_title(t.title)

@@ -49,20 +49,26 @@ UNMATCHED = "\x00unmatched:"  # prefix of placeholder ids; never a catalog id
 
 
 def resolve_answer(text: str | None, matcher) -> dict:
-    """Titles in answer order, each with its catalog id (None if unmatched), and the FTR flag.
+    """Titles in answer order, each once, with its catalog id (None if unmatched), and the FTR flag.
 
     Matching is CatalogMatcher.match_answer's (titles split at commas rejoined,
     catalog titles named in prose found); an answer that names a catalog item
     is never a failure to recommend, whatever apologies surround it.
     """
     from recharness.matching import is_refusal
+    from recharness.matching.normalize import normalize_title
 
-    out_s, out_i, seen = [], [], set()
+    out_s, out_i, seen, unknown = [], [], set(), set()
     for m in matcher.match_answer(text or ""):
         if m.item_id is not None:
             if m.item_id in seen:
                 continue
             seen.add(m.item_id)
+        else:  # L holds each recommendation once: an unknown title named twice is one wrong entry, as a known one
+            nt = normalize_title(m.query)
+            if (nt.key, nt.year) in unknown:
+                continue
+            unknown.add((nt.key, nt.year))
         out_s.append(m.query)
         out_i.append(m.item_id)
     ftr = not seen and bool(is_refusal(text, matched=0))
