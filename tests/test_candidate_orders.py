@@ -165,7 +165,9 @@ def test_popularity_negatives_follow_training_popularity(ml1m, tmp_path):
         if how == "popularity":
             assert {s["retriever"] for s in samples} == {"popularity-sampled"}
             assert all(counts.get(c, 0) > 0 for c in negs)
-    assert means["popularity"] > 3 * means["uniform"]
+    # in expectation sum(c^2)/sum(c) over the mean count: 812 / 256 = 3.2 on ML-1M (less a user's seen items, mostly
+    # popular ones); 760 draws a side put 2 several standard errors below that and far above uniform's 1
+    assert means["popularity"] > 2 * means["uniform"]
 
 
 def test_orders_flag_beside_a_bad_option_value_is_an_error_not_a_traceback(ml1m, tmp_path):

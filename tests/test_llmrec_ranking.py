@@ -210,6 +210,21 @@ def test_direct_candidates_hold_target_and_unseen_negatives(ml1m):
     assert len(positions) > 1  # the target is not always in the same slot
 
 
+def test_a_users_direct_candidates_are_the_same_in_any_build_of_the_seed(ml1m):
+    """The negatives came from one stream over the users, so `--users` (or `--limit`) gave a user other candidates
+    than the full build did: a subset run was not comparable sample by sample. Each user draws from their own."""
+    full = {s["user_id"]: s for s in DirectTask().build(ml1m, BuildConfig(seed=0, limit=12))}
+    some = sorted(full)[5:8]
+    for kind in ({}, {"negatives": "popularity"}):
+        full_k = {s["user_id"]: s for s in DirectTask().build(ml1m, BuildConfig(seed=0, limit=12, options=kind))}
+        part = list(DirectTask().build(ml1m, BuildConfig(seed=0, users=tuple(some), options=kind)))
+        assert sorted(s["user_id"] for s in part) == some
+        for s in part:
+            assert s["candidates"] == full_k[s["user_id"]]["candidates"], kind
+    other = {s["user_id"]: s for s in DirectTask().build(ml1m, BuildConfig(seed=1, users=tuple(some)))}
+    assert all(full[u]["candidates"] != other[u]["candidates"] for u in some)  # the seed still decides
+
+
 def test_direct_with_llmrank_retriever_lists(llmrank_games):
     ds = llmrank_games
     samples = list(DirectTask().build(ds, BuildConfig(seed=0, limit=None, options={"retriever": "sasrec", "n_candidates": 20})))

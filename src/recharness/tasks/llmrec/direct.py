@@ -134,6 +134,10 @@ def retrieved_candidates(model, sp, seen: set[str], n_cand: int, rng, negatives:
     return shown_order(negs, sp.target, rng)
 
 
+#: the candidate draws' stream, beside the orders' own (`[seed, crc32(sample id)]`)
+_CANDIDATE_STREAM = 7
+
+
 def shown_order(negs: list[str], target: str, rng) -> list[str]:
     """The candidates as the prompt shows them: the negatives in a seeded random order, the target at a seeded
     random place. A retriever's own order (best first) is not shown: a prompt listing the hardest negatives
@@ -234,8 +238,10 @@ class DirectTask(Task):
                 model, _ = fit(by_retriever, train, config.seed)
         # a user's items, all of them: no negative is an item the user had (before or after the target)
         had = _items_of(interactions, [sp.user_id for sp in splits]) if split["split"] != "leave_last_out" else {}
-        rng = np.random.default_rng(config.seed)
         for sp in splits:
+            # the user's own stream: their candidates are the same in any build of this seed (`--users`, `--limit`
+            # or another dataset filter draw others, and the users before them no longer decide their negatives)
+            rng = np.random.default_rng([config.seed, _CANDIDATE_STREAM, zlib.crc32(str(sp.user_id).encode())])
             seen = set(sp.history) | {sp.target} | had.get(sp.user_id, set())
             if retriever:
                 if sp.user_id not in retrieved:
