@@ -143,3 +143,34 @@ def test_a_title_repeated_word_for_word_keeps_its_place():
         assert parsed["slots"] == ["608", "608", "6"] and parsed["items"] == ["608", "6"], text
         m = task.score([sample], {"s": {"parsed": parsed, "valid": True}})
         assert m["MRR"] == pytest.approx(1 / 3), text
+
+
+def test_a_real_title_named_twice_is_two_matched_places():
+    """matched_share counted distinct matched items over every named title: once exact repeats were kept, a model
+    looping on real titles ("Heat, Alien, Heat, Alien") scored 0.5, like one inventing half its titles. Places
+    now count on both sides; an invented title named twice is two unmatched places."""
+    from recharness.matching.answers import matched_named
+    from recharness.tasks.llmrec.common import CatalogContext
+    from recharness.tasks.llmrec.sequential import SequentialTask
+
+    ctx = CatalogContext(CatalogMatcher([("608", "Fargo (1996)"), ("6", "Heat (1995)"), ("1214", "Alien (1979)")]))
+    task = SequentialTask()
+    sample = {"id": "s", "task": "sequential", "seen": [], "n_recs": 10, "target": "6"}
+    for text, share in (("1. Heat\n2. Alien\n3. Heat\n4. Alien", 1.0), ("1. Fargo\n2. Fargo (1996)\n3. Heat", 1.0),
+                        ("1. Zorblax\n2. Zorblax\n3. Heat\n4. Alien", 0.5)):
+        parsed = ctx.resolve(text)
+        assert task.score([sample], {"s": {"parsed": parsed, "valid": True}})["matched_share"] == pytest.approx(share)
+        assert task.units([sample], {"s": {"parsed": parsed, "valid": True}})["matched_share"].point() \
+            == pytest.approx(share)
+    # a record written before places: its matched items over its titles
+    assert matched_named({"items": ["6"], "strings": ["Heat", "Zorblax"]}) == (1, 2)
+
+
+def test_a_title_made_of_a_repeated_title_is_that_title(ml1m_matcher):
+    """"Niagara, Niagara" (1997) was read as Niagara (1953) twice once exact repeats were kept; list lines of one
+    title stay two entries."""
+    ids = lambda text: [m.item_id for m in ml1m_matcher.match_answer(text)]  # noqa: E731
+    assert ids("Niagara, Niagara") == ["1811"]
+    assert ids("I'd suggest: Niagara, Niagara") == ["1811"]
+    assert ids("Heat, Niagara, Niagara") == ["6", "1811"]
+    assert ids("1. Niagara\n2. Niagara\n3. Heat") == ["2939", "2939", "6"]

@@ -45,6 +45,17 @@ class CatalogContext:
         return out
 
 
+def matched_named(parsed: dict) -> tuple[int, int]:
+    """(titles that name a catalog item, titles named) of one answer, for `matched_share`: each place counted, so
+    a real title named twice is two matched places (it was two named against one matched item: a model looping
+    on real titles looked like one inventing them). A record without `slots` gives its matched `items` and
+    its `strings`."""
+    slots, strings = parsed.get("slots"), parsed.get("strings") or []
+    if isinstance(slots, list) and len(slots) == len(strings):
+        return sum(s is not None for s in slots), len(slots)
+    return len(parsed.get("items") or []), len(strings)
+
+
 def listed_slots(parsed: dict, n: int | None) -> list[str | None]:
     """The first `n` titles an answer lists (all with None) as places: each the catalog item it names, None for
     a title that names none, a repeat kept where it stands. A target's rank is its place here: an invented,

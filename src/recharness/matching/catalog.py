@@ -426,9 +426,10 @@ class CatalogMatcher:
         cands = parse_candidates(text)
         if whole_match is not None:
             literal = " ".join(whole.split()) == " ".join((whole_match.title or "").split())
-            if literal or len(cands) < 2:
+            # one title, however often its pieces repeat ("Niagara, Niagara" is that film, not Niagara twice)
+            if literal or len({(nt.key, nt.year) for nt in map(normalize_title, (c.title for c in cands))}) < 2:
                 return [whole_match]
-            split = self._match_candidates(cands)
+            split = self._match_candidates(cands, text)
             # two or more titles each found exactly ("Star Trek: Generations (1994), Star Trek: First Contact
             # (1996)") are a list, not one title matched by a shared subtitle side; so are pieces that each name
             # another item, one of them misspelled, when the whole matched only one piece's item
@@ -438,7 +439,7 @@ class CatalogMatcher:
             return split
         if not cands:
             return titles_in_prose(text, lambda span: self._exact(normalize_title(span), span))
-        matches = self._match_candidates(cands)
+        matches = self._match_candidates(cands, text)
         if len(cands) == 1 and matches and matches[0].item_id is None and len(cands[0].title.split()) > 3:
             # one unmatched sentence ("Consider Sense and Sensibility for a twist."): the titles its prose names
             named = titles_in_prose(text, lambda span: self._exact(normalize_title(span), span))
@@ -464,9 +465,10 @@ class CatalogMatcher:
             out.append(m)
         return out
 
-    def _match_candidates(self, cands) -> list[Match]:
+    def _match_candidates(self, cands, text: str = "") -> list[Match]:
         """Each parsed candidate matched (its raw text exactly first), neighbours whose comma-join is a
-        catalog title joined back."""
+        catalog title joined back (a title repeated, "Niagara, Niagara", only where `text` writes the join)."""
+        flat = " ".join(text.split()).casefold()
         matches: list[Match | None] = [None] * len(cands)
         for i, c in enumerate(cands):
             if c.raw != c.title:
@@ -486,7 +488,11 @@ class CatalogMatcher:
                     out.extend(found)  # type: ignore[arg-type]
                     i += 1
                     continue
-            if i + 1 < len(cands) and not (m.kind == "exact" and matches[i + 1].kind == "exact"):
+            # two neighbours each a title are two titles, unless they are one repeated and their join is a title
+            # ("Niagara, Niagara" (1997), not Niagara (1953) twice)
+            if i + 1 < len(cands) and (not (m.kind == "exact" and matches[i + 1].kind == "exact")
+                                       or (normalize_title(cands[i].title).key == normalize_title(cands[i + 1].title).key
+                                           and f"{cands[i].raw}, {cands[i + 1].raw}".casefold() in flat)):
                 joined = f"{cands[i].title}, {cands[i + 1].title}"
                 j = self._exact(normalize_title(joined), joined)
                 # not a join that matched one piece's own exact item by a side of its title: "Made Up Thing"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import html
+import itertools
 import json
 import re
 from collections.abc import Callable
@@ -194,7 +195,7 @@ def _parse_candidates(text: str) -> tuple[Candidate, ...]:
     items = _from_json(text)
     if items is None:
         items = _from_lines(text)
-    return tuple(t for t in items if normalize_title(t.title).key)[:MAX_ITEMS]
+    return _capped(items)
 
 
 _INLINE_HINT_RE = re.compile(r"\S[ \t]+\(?2[.)][ \t]+\S")  # a "2." inside a line: perhaps a list on one line
@@ -918,6 +919,11 @@ def _unquote(s: str) -> str:
     if s and s[-1] in "\"”»" and s.count(s[-1]) == 1:
         s = s[:-1].strip()
     return s
+
+
+def _capped(items: list[Candidate]) -> tuple[Candidate, ...]:
+    """The entries with a title, repeats kept, the first MAX_ITEMS of them (places: more than any metric reads)."""
+    return tuple(itertools.islice((t for t in items if normalize_title(t.title).key), MAX_ITEMS))
 
 
 def _dedupe(items: list[Candidate]) -> list[Candidate]:

@@ -34,6 +34,7 @@ go with Fargo (1996), then Alien (1979)."): a whole title is no accident.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import zlib
 from typing import TypedDict
@@ -136,6 +137,12 @@ def retrieved_candidates(model, sp, seen: set[str], n_cand: int, rng, negatives:
 
 #: the candidate draws' stream, beside the orders' own (`[seed, crc32(sample id)]`)
 _CANDIDATE_STREAM = 7
+
+
+def user_key(user_id) -> int:
+    """A user id as 64 bits of its sha256, for a seed of their own (crc32's 32 bits give two of a million users the
+    same stream about a hundred times over)."""
+    return int.from_bytes(hashlib.sha256(str(user_id).encode("utf-8", "surrogatepass")).digest()[:8], "big")
 
 
 def shown_order(negs: list[str], target: str, rng) -> list[str]:
@@ -241,7 +248,7 @@ class DirectTask(Task):
         for sp in splits:
             # the user's own stream: their candidates are the same in any build of this seed (`--users`, `--limit`
             # or another dataset filter draw others, and the users before them no longer decide their negatives)
-            rng = np.random.default_rng([config.seed, _CANDIDATE_STREAM, zlib.crc32(str(sp.user_id).encode())])
+            rng = np.random.default_rng([config.seed, _CANDIDATE_STREAM, user_key(sp.user_id)])
             seen = set(sp.history) | {sp.target} | had.get(sp.user_id, set())
             if retriever:
                 if sp.user_id not in retrieved:

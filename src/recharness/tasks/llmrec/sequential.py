@@ -15,7 +15,7 @@ import numpy as np
 
 from recharness.core.errors import ConfigError
 from recharness.core.types import BuildConfig, GenerationParams, Parsed
-from recharness.matching.answers import listed_slots
+from recharness.matching.answers import listed_slots, matched_named
 from recharness.matching.twins import naming_target
 from recharness.tasks.base import Task
 from recharness.tasks.llmrec.common import (
@@ -129,8 +129,8 @@ class SequentialTask(Task):
         preds = [predictions.get(s["id"]) for s in samples]
         m["valid_rate"] = float(np.mean([bool(p and p.get("valid", True)) for p in preds])) if preds else 0.0
         m["missing"] = float(sum(p is None for p in preds))
-        matched = [len(p["parsed"]["items"]) for p in preds if p and p.get("parsed")]
-        named = [len(p["parsed"]["strings"]) for p in preds if p and p.get("parsed")]
+        counts = [matched_named(p["parsed"]) for p in preds if p and p.get("parsed")]
+        matched, named = [m for m, _ in counts], [n for _, n in counts]
         if sum(named):  # no title named at all: the share is undefined (left out), not 0
             m["matched_share"] = float(sum(matched) / sum(named))
         # answered in the right shape, but not one named title is a catalog item: counted apart from format
@@ -157,8 +157,8 @@ class SequentialTask(Task):
         answered = [p is not None for p in preds]
         out["unrecognised_rate"] = mean_units(ids, [bool(p is not None and _unrecognised(p)) for p in preds], answered,
                                               how="mean over answered samples")
-        matched = [len(p["parsed"]["items"]) if p and p.get("parsed") else 0 for p in preds]
-        named = [len(p["parsed"]["strings"]) if p and p.get("parsed") else 0 for p in preds]
+        counts = [matched_named(p["parsed"]) if p and p.get("parsed") else (0, 0) for p in preds]
+        matched, named = [m for m, _ in counts], [n for _, n in counts]
         if sum(named):
             out["matched_share"] = RatioUnits(ids, matched, named, how="matched / named titles, pooled over samples")
         out.update(beyond_accuracy(self._pop(samples), ids, ranked, [s["target"] for s in samples]))

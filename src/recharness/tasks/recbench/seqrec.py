@@ -56,7 +56,7 @@ from recharness.core.types import BuildConfig, GenerationParams, Parsed, sample_
 from recharness.matching.twins import naming_target
 from recharness.metrics.full_ranking import rank_metrics
 from recharness.tasks.base import Task
-from recharness.matching.answers import CatalogContext, listed_slots
+from recharness.matching.answers import CatalogContext, listed_slots, matched_named
 from recharness.tasks.wording import DOMAIN_NOUNS, domain_of
 from recharness.tasks.options import check
 from recharness.tasks.recbench.options import SeqrecOptions
@@ -379,10 +379,11 @@ class SeqrecTask(Task):
         out["valid_rate"] = float(np.mean([bool(r and r.get("valid", True)) for r in recs]))
         out["missing"] = float(sum(r is None for r in recs))
         parsed = [r["parsed"] for r in recs if r and isinstance(r.get("parsed"), dict) and "strings" in r["parsed"]]
-        named = sum(len(p["strings"]) for p in parsed)
+        counts = [matched_named(p) for p in parsed]
+        named = sum(n for _, n in counts)
         if parsed:  # an LLM's answers: how much of what it named is in the catalog
             if named:  # no title named at all: the share is undefined (left out), not 0
-                out["matched_share"] = float(sum(len(p["items"]) for p in parsed) / named)
+                out["matched_share"] = float(sum(m for m, _ in counts) / named)
             # answered in shape, but not one named title is a catalog item: apart from invalid answers
             out["unrecognised_rate"] = float(np.mean([unrecognised(r) for r in recs if r is not None]))
         out.update(decoder_stats([r["parsed"] for r in recs if r and isinstance(r.get("parsed"), dict)]))
@@ -410,9 +411,10 @@ class SeqrecTask(Task):
         out = {k: mean_units(ids, v, how=how, clusters=users) for k, v in per.items()}
         out["valid_rate"] = mean_units(ids, [bool(r and r.get("valid", True)) for r in recs], how=how, clusters=users)
         parsed = [r["parsed"] if r and isinstance(r.get("parsed"), dict) else {} for r in recs]
-        named = [len(p["strings"]) if "strings" in p else 0 for p in parsed]
+        counts = [matched_named(p) if "strings" in p else (0, 0) for p in parsed]
+        named = [n for _, n in counts]
         if sum(named):
-            out["matched_share"] = RatioUnits(ids, [len(p["items"]) if "strings" in p else 0 for p in parsed], named,
+            out["matched_share"] = RatioUnits(ids, [m for m, _ in counts], named,
                                               how="matched / named titles, pooled over answers", clusters=users)
         if any("strings" in p for p in parsed):  # as `score`: an LLM's answers, over the answered samples
             out["unrecognised_rate"] = mean_units(ids, [bool(r is not None and unrecognised(r)) for r in recs],
