@@ -42,7 +42,6 @@ import importlib
 import importlib.util
 import io
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -52,6 +51,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from recharness.core.cpus import usable_cpus
 from recharness.core.errors import ConfigError
 from recharness.core.paths import dataset_dir
 
@@ -306,13 +306,6 @@ def _int8_session(num_threads: int):
     return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
 
 
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def _int8_tokenizer():
     tokenizers = _import("minilm-int8", "tokenizers")
     model_dir = _fp32_dir()
@@ -324,7 +317,7 @@ def _int8_tokenizer():
 
 @contextlib.contextmanager
 def _open_minilm_int8(num_threads: int | None) -> Iterator[Callable[[list[str]], np.ndarray]]:
-    threads = int(num_threads or _cpu_count())
+    threads = int(num_threads or usable_cpus())
     session, tok = _loaded(("minilm-int8", threads), lambda: (_int8_session(threads), _int8_tokenizer()))
     names = {i.name for i in session.get_inputs()}
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import threading
 import time
 from pathlib import Path
 
+from recharness.core.cpus import usable_cpus
 from recharness.core.errors import ConfigError, RecharnessError, SampleError, one_line
 from recharness.core.types import (
     Completion,
@@ -50,7 +50,7 @@ class LlamaCppBackend(ModelBackend):
         super().__init__(name or path.stem)
         self.model_path = path
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        self.n_threads = n_threads or usable_cpus()
         self.seed = seed
         #: option scoring keeps the evaluated prompt prefix in the KV cache (see _reusable_prefix)
         self.reuse_prefix = reuse_prefix

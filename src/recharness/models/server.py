@@ -6,13 +6,13 @@ so `--model openai:NAME@URL` against it reproduces in-process predictions.
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from recharness.core.cpus import usable_cpus
 from recharness.core.errors import ConfigError, RecharnessError
 from recharness.models.builtin import BUILTIN_MODELS, fetch_model
 
@@ -37,8 +37,8 @@ def server_command(model: str, *, host: str = "127.0.0.1", port: int = 8000, n_c
         raise ConfigError(f"the server needs llama-cpp-python with its server extra: {install_hint()}") from None
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", alias,
            "--host", host, "--port", str(port), "--n_ctx", str(n_ctx)]
-    # llama.cpp's server uses half the cores by default; the in-process backend uses all.
-    cmd += ["--n_threads", str(n_threads or os.cpu_count() or 1)]
+    # llama.cpp's server uses half the cores by default; the in-process backend all it may run on.
+    cmd += ["--n_threads", str(n_threads or usable_cpus())]
     return cmd
 
 
