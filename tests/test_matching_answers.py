@@ -174,3 +174,10 @@ def test_a_title_made_of_a_repeated_title_is_that_title(ml1m_matcher):
     assert ids("I'd suggest: Niagara, Niagara") == ["1811"]
     assert ids("Heat, Niagara, Niagara") == ["6", "1811"]
     assert ids("1. Niagara\n2. Niagara\n3. Heat") == ["2939", "2939", "6"]
+    # a title named twice whose join matches another item by an alias side is that title twice, not the alias's
+    # item ("Bewegte Mann, Der" is film 811)
+    twice = "Maybe, Maybe Not (Bewegte Mann, Der) (1994)"
+    assert ids(f"{twice}, {twice}, Contender, The (2000)") == ["860", "860", "3952"]
+    assert ids(f"{twice}, {twice}") == ["860", "860"]
+    star = "Star Wars: Episode IV - A New Hope (1977)"
+    assert ids(f"{star}, {star}") == ["260", "260"]

@@ -260,3 +260,23 @@ def test_bounded_work_on_long_and_hostile_answers(text):
     assert time.process_time() - t0 < 0.5
     assert len(out) <= 100
     assert all(len(t) <= 310 for t in out)
+
+
+@pytest.mark.parametrize("text, titles", [
+    # a line listing quoted or emphasised titles gave its first alone (the span was read as one title explained)
+    ('"Fargo", "Heat", "Alien"', ["Fargo", "Heat", "Alien"]),
+    ("**Fargo**, **Alien**, Heat", ["Fargo", "Alien", "Heat"]),
+    ("“Fargo”, “Heat”", ["Fargo", "Heat"]),
+    ("'Fargo', 'Heat'", ["Fargo", "Heat"]),
+    ('"Heat" and "Fargo"', ["Heat", "Fargo"]),
+    ('"Fargo (1996)", "Heat (1995)", and "Alien (1979)"', ["Fargo (1996)", "Heat (1995)", "Alien (1979)"]),
+    ("**Heat** (1995), **Fargo** (1996)", ["Heat (1995)", "Fargo (1996)"]),
+    # a quoted title's own comma splits nothing
+    ('"Lock, Stock and Two Smoking Barrels", "Heat"', ["Lock, Stock and Two Smoking Barrels", "Heat"]),
+    ("**Heat**, **Fargo** - two crime films, both great", ["Heat", "Fargo"]),
+    # one span, explained: that title, as before
+    ("**Heat**, a crime epic by Michael Mann", ["Heat"]),
+    ('"Alien: Resurrection" - the fourth film, with Ripley', ["Alien: Resurrection"]),
+])
+def test_a_line_of_quoted_or_emphasised_titles_is_a_list(text, titles):
+    assert parse_recommendations(text) == titles

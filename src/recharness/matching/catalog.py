@@ -426,8 +426,11 @@ class CatalogMatcher:
         cands = parse_candidates(text)
         if whole_match is not None:
             literal = " ".join(whole.split()) == " ".join((whole_match.title or "").split())
-            # one title, however often its pieces repeat ("Niagara, Niagara" is that film, not Niagara twice)
-            if literal or len({(nt.key, nt.year) for nt in map(normalize_title, (c.title for c in cands))}) < 2:
+            # one title whose pieces repeat ("Niagara, Niagara" is that film, not Niagara twice), when the whole is
+            # that title's own: a title named twice ("Maybe, Maybe Not (Bewegte Mann, Der), Maybe, ...") is no alias
+            if literal or len(cands) < 2 or (
+                    len({(nt.key, nt.year) for nt in map(normalize_title, (c.title for c in cands))}) < 2
+                    and normalize_title(whole).key == normalize_title(whole_match.title or "").key):
                 return [whole_match]
             split = self._match_candidates(cands, text)
             # two or more titles each found exactly ("Star Trek: Generations (1994), Star Trek: First Contact
@@ -498,9 +501,10 @@ class CatalogMatcher:
                 # not a join that matched one piece's own exact item by a side of its title: "Made Up Thing"
                 # before a title with commas would vanish, and the titles after it move up a place; a join that
                 # is the item's whole title ("Blood In, Blood Out (a.k.a. Bound by Honor)") is that title
+                own = j is not None and normalize_title(joined).key == normalize_title(j.title or "").key
                 if j is not None and not _one_piece_of(j, [m, matches[i + 1]]) \
-                        and (normalize_title(joined).key == normalize_title(j.title or "").key
-                             or not any(p.kind == "exact" and p.item_id == j.item_id for p in (m, matches[i + 1]))):
+                        and (own or not (m.kind == "exact" and matches[i + 1].kind == "exact")) \
+                        and (own or not any(p.kind == "exact" and p.item_id == j.item_id for p in (m, matches[i + 1]))):
                     out.append(j)
                     i += 2
                     continue

@@ -549,10 +549,44 @@ def _is_prose(line: str, listed: bool = False) -> bool:
     return _lower_ratio(head) >= 0.5 and longest_run > 3
 
 
+#: what stands between two titles of a list on one line: a comma or semicolon (perhaps then "and"), or "and"
+_SPAN_SEP_RE = re.compile(r"\s*(?:[,;]\s*(?:(?:and|or)\s+)?|(?:and|or|&)\s+)", re.IGNORECASE)
+_SPAN_YEAR_RE = re.compile(r"\s*\(\s*\d{4}\s*\)")
+
+
+def _span_list(s: str) -> list[str] | None:
+    """The titles of a line that lists emphasised or quoted titles ('"Fargo", "Heat", "Alien"', "**Fargo**,
+    **Alien**, Heat", '"Lock, Stock and Two Smoking Barrels" and "Heat"'): each span's text (with a year written
+    after it), then a short bare title after the last separator; None unless two spans open the line so. A
+    line that opens with one span is that title explained ("**Heat**, a crime epic"): those gave the first
+    title alone, and a quoted title's comma split it."""
+    out: list[str] = []
+    pos = 0
+    while len(out) < MAX_PIECES and (m := _LEAD_SPAN_RE.match(s[pos:pos + 1000])) is not None:  # bounded work
+        title = next(g for g in m.groups() if g is not None).strip()
+        pos += m.end()
+        year = _SPAN_YEAR_RE.match(s, pos)
+        if year:
+            title, pos = f"{title} {year.group(0).strip()}", year.end()
+        out.append(title)
+        sep = _SPAN_SEP_RE.match(s, pos)
+        if sep is None:
+            break
+        pos = sep.end()
+    else:
+        tail = s[pos:].strip(" .;,")
+        if len(out) >= 2 and tail and len(tail.split()) <= 6 and not _is_prose(tail):
+            out.append(tail)
+    return out if len(out) >= 2 else None
+
+
 def _split_line(line: str, single: bool) -> list[Candidate]:
     """One list entry or line -> titles. Several "(YYYY)" marks or semicolons
     mean several titles; commas too, but only on a lone line ("A, B, C")."""
     s = line.strip()
+    spans = _span_list(s)
+    if spans:
+        return [t for t in map(_item, spans[:MAX_PIECES]) if t]
     years = list(_YEAR_MARK_RE.finditer(s))
     if len(years) >= 2 and not _LEAD_SPAN_RE.match(s):
         parts, start = [], 0
