@@ -274,9 +274,18 @@ def test_bounded_work_on_long_and_hostile_answers(text):
     # a quoted title's own comma splits nothing
     ('"Lock, Stock and Two Smoking Barrels", "Heat"', ["Lock, Stock and Two Smoking Barrels", "Heat"]),
     ("**Heat**, **Fargo** - two crime films, both great", ["Heat", "Fargo"]),
+    ('"Heat", "Fargo", and others', ["Heat", "Fargo"]),  # filler is no title
     # one span, explained: that title, as before
     ("**Heat**, a crime epic by Michael Mann", ["Heat"]),
     ('"Alien: Resurrection" - the fourth film, with Ripley', ["Alien: Resurrection"]),
+    # a title and its details, in other marks, a label, without the title's year; a choice; a correction naming
+    # the actor and the film (the review of 2026-11-30: each was split into places that pushed later titles out)
+    ("**Heat** (1995), *Michael Mann*", ["Heat (1995)"]),
+    ("**Heat** (1995), **Genre:** Crime", ["Heat (1995)"]),
+    ("*Heat* (1995), *R*, *170 min*", ["Heat (1995)"]),
+    ("**Heat** or **Collateral** (either works)", ["Heat"]),
+    ('"Richard O\'Brien" and "Aliens": O\'Brien was never in that film.', ["Richard O'Brien"]),
+    ("1. **Heat**, **Fargo**, and more\n2. **Alien**", ["Heat", "Alien"]),  # a list entry: its first title
 ])
 def test_a_line_of_quoted_or_emphasised_titles_is_a_list(text, titles):
     assert parse_recommendations(text) == titles

@@ -549,42 +549,69 @@ def _is_prose(line: str, listed: bool = False) -> bool:
     return _lower_ratio(head) >= 0.5 and longest_run > 3
 
 
-#: what stands between two titles of a list on one line: a comma or semicolon (perhaps then "and"), or "and"
-_SPAN_SEP_RE = re.compile(r"\s*(?:[,;]\s*(?:(?:and|or)\s+)?|(?:and|or|&)\s+)", re.IGNORECASE)
+#: what stands between two titles of a list on one line: a comma or semicolon (perhaps then "and"), or "and" / "&"
+#: ("or" offers a choice: "**Heat** or **Collateral**" is one place)
+_SPAN_SEP_RE = re.compile(r"\s*(?:(?P<comma>[,;])\s*(?:and\s+)?|(?:and|&)\s+)", re.IGNORECASE)
 _SPAN_YEAR_RE = re.compile(r"\s*\(\s*\d{4}\s*\)")
+#: the marks of one kind: a list is written in one of them ("**Heat** (1995), *Michael Mann*" is a title and its
+#: director)
+_SPAN_KIND = {"b": "bold", "u": "bold", "i": "italic", "i2": "italic", "c": "code", "q": "quote", "q2": "quote",
+              "q3": "quote", "q4": "quote", "q5": "quote"}
+#: what may follow a list's last span: an explanation after a dash or colon (only after a comma list: '"Richard
+#: O'Brien" and "Aliens": O'Brien was never in that film' is a correction naming both)
+_SPAN_EXPLAINED_RE = re.compile(r"\s*(?:[-–—:]|\()")
+#: a tail that is no title: "and more", "and so on", "etc."
+_FILLER_TAIL_RE = re.compile(r"(?:and\s+)?(?:(?:many\s+)?more|others|so\s+on|the\s+like|etc)\b\W*$", re.IGNORECASE)
 
 
 def _span_list(s: str) -> list[str] | None:
-    """The titles of a line that lists emphasised or quoted titles ('"Fargo", "Heat", "Alien"', "**Fargo**,
-    **Alien**, Heat", '"Lock, Stock and Two Smoking Barrels" and "Heat"'): each span's text (with a year written
-    after it), then a short bare title after the last separator; None unless two spans open the line so. A
-    line that opens with one span is that title explained ("**Heat**, a crime epic"): those gave the first
-    title alone, and a quoted title's comma split it."""
-    out: list[str] = []
+    """The titles of a lone line that lists emphasised or quoted titles ('"Fargo", "Heat", "Alien"', "**Fargo**,
+    **Alien**, Heat", '"Lock, Stock and Two Smoking Barrels" and "Heat"'), each span's text with a year written
+    after it, then a short bare title after the last separator; None unless the whole line is such a list: two
+    or more spans of one kind of mark, none a label ("**Genre:**"), all with a year or none, nothing after the
+    last but a bare title, or (after commas) an explanation. Before, such a line gave its first title alone,
+    read as one title explained ("**Heat**, a crime epic", still so), and a quoted title's comma split it."""
+    spans: list[str] = []
+    kinds: set[str] = set()
+    years = commas = 0
     pos = 0
-    while len(out) < MAX_PIECES and (m := _LEAD_SPAN_RE.match(s[pos:pos + 1000])) is not None:  # bounded work
-        title = next(g for g in m.groups() if g is not None).strip()
+    while len(spans) < MAX_PIECES and (m := _LEAD_SPAN_RE.match(s[pos:pos + 1000])) is not None:  # bounded work
+        group, title = next((k, g) for k, g in m.groupdict().items() if g is not None)
+        title = title.strip()
+        if title.endswith(":"):  # a label: "**Genre:** Crime"
+            return None
+        kinds.add(_SPAN_KIND[group])
         pos += m.end()
         year = _SPAN_YEAR_RE.match(s, pos)
         if year:
             title, pos = f"{title} {year.group(0).strip()}", year.end()
-        out.append(title)
+            years += 1
+        spans.append(title)
         sep = _SPAN_SEP_RE.match(s, pos)
         if sep is None:
             break
+        commas += sep.group("comma") is not None
         pos = sep.end()
-    else:
-        tail = s[pos:].strip(" .;,")
-        if len(out) >= 2 and tail and len(tail.split()) <= 6 and not _is_prose(tail):
-            out.append(tail)
-    return out if len(out) >= 2 else None
+    if len(spans) < 2 or len(kinds) > 1 or years not in (0, len(spans)):
+        return None
+    rest = s[pos:].strip(" .;,!")
+    if not rest:
+        return spans
+    if sep is None:  # words right after the last span: an explanation, after a comma list only
+        return spans if commas and _SPAN_EXPLAINED_RE.match(s, pos) else None
+    if _FILLER_TAIL_RE.match(rest):  # "and more", "and others": no title
+        return spans
+    # a bare title after the last separator ("**Fargo**, **Alien**, Heat")
+    if (rest[0].isupper() or rest[0].isdigit()) and len(rest.split()) <= 6 and not _is_prose(rest):
+        return [*spans, rest]
+    return None
 
 
 def _split_line(line: str, single: bool) -> list[Candidate]:
     """One list entry or line -> titles. Several "(YYYY)" marks or semicolons
     mean several titles; commas too, but only on a lone line ("A, B, C")."""
     s = line.strip()
-    spans = _span_list(s)
+    spans = _span_list(s) if single else None  # a list entry's second span is its detail ("*Michael Mann*")
     if spans:
         return [t for t in map(_item, spans[:MAX_PIECES]) if t]
     years = list(_YEAR_MARK_RE.finditer(s))
