@@ -273,7 +273,6 @@ def test_bounded_work_on_long_and_hostile_answers(text):
     ("**Heat** (1995), **Fargo** (1996)", ["Heat (1995)", "Fargo (1996)"]),
     # a quoted title's own comma splits nothing
     ('"Lock, Stock and Two Smoking Barrels", "Heat"', ["Lock, Stock and Two Smoking Barrels", "Heat"]),
-    ("**Heat**, **Fargo** - two crime films, both great", ["Heat", "Fargo"]),
     ('"Heat", "Fargo", and others', ["Heat", "Fargo"]),  # filler is no title
     # one span, explained: that title, as before
     ("**Heat**, a crime epic by Michael Mann", ["Heat"]),
@@ -286,6 +285,9 @@ def test_bounded_work_on_long_and_hostile_answers(text):
     ("**Heat** or **Collateral** (either works)", ["Heat"]),
     ('"Richard O\'Brien" and "Aliens": O\'Brien was never in that film.', ["Richard O'Brien"]),
     ("1. **Heat**, **Fargo**, and more\n2. **Alien**", ["Heat", "Alien"]),  # a list entry: its first title
+    # words after the last span: a label's, a correction's (the second review: each became a title)
+    ("**Heat**, **Genre**: Crime, **Year**: 1995", ["Heat"]),
+    ('"Richard O\'Brien", "Aliens" - incorrect premise.', ["Richard O'Brien"]),
 ])
 def test_a_line_of_quoted_or_emphasised_titles_is_a_list(text, titles):
     assert parse_recommendations(text) == titles

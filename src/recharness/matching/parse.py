@@ -551,15 +551,12 @@ def _is_prose(line: str, listed: bool = False) -> bool:
 
 #: what stands between two titles of a list on one line: a comma or semicolon (perhaps then "and"), or "and" / "&"
 #: ("or" offers a choice: "**Heat** or **Collateral**" is one place)
-_SPAN_SEP_RE = re.compile(r"\s*(?:(?P<comma>[,;])\s*(?:and\s+)?|(?:and|&)\s+)", re.IGNORECASE)
+_SPAN_SEP_RE = re.compile(r"\s*(?:[,;]\s*(?:and\s+)?|(?:and|&)\s+)", re.IGNORECASE)
 _SPAN_YEAR_RE = re.compile(r"\s*\(\s*\d{4}\s*\)")
 #: the marks of one kind: a list is written in one of them ("**Heat** (1995), *Michael Mann*" is a title and its
 #: director)
 _SPAN_KIND = {"b": "bold", "u": "bold", "i": "italic", "i2": "italic", "c": "code", "q": "quote", "q2": "quote",
               "q3": "quote", "q4": "quote", "q5": "quote"}
-#: what may follow a list's last span: an explanation after a dash or colon (only after a comma list: '"Richard
-#: O'Brien" and "Aliens": O'Brien was never in that film' is a correction naming both)
-_SPAN_EXPLAINED_RE = re.compile(r"\s*(?:[-–—:]|\()")
 #: a tail that is no title: "and more", "and so on", "etc."
 _FILLER_TAIL_RE = re.compile(r"(?:and\s+)?(?:(?:many\s+)?more|others|so\s+on|the\s+like|etc)\b\W*$", re.IGNORECASE)
 
@@ -569,11 +566,11 @@ def _span_list(s: str) -> list[str] | None:
     **Alien**, Heat", '"Lock, Stock and Two Smoking Barrels" and "Heat"'), each span's text with a year written
     after it, then a short bare title after the last separator; None unless the whole line is such a list: two
     or more spans of one kind of mark, none a label ("**Genre:**"), all with a year or none, nothing after the
-    last but a bare title, or (after commas) an explanation. Before, such a line gave its first title alone,
+    last but a bare title or filler ("and more"). Before, such a line gave its first title alone,
     read as one title explained ("**Heat**, a crime epic", still so), and a quoted title's comma split it."""
     spans: list[str] = []
     kinds: set[str] = set()
-    years = commas = 0
+    years = 0
     pos = 0
     while len(spans) < MAX_PIECES and (m := _LEAD_SPAN_RE.match(s[pos:pos + 1000])) is not None:  # bounded work
         group, title = next((k, g) for k, g in m.groupdict().items() if g is not None)
@@ -590,15 +587,14 @@ def _span_list(s: str) -> list[str] | None:
         sep = _SPAN_SEP_RE.match(s, pos)
         if sep is None:
             break
-        commas += sep.group("comma") is not None
         pos = sep.end()
     if len(spans) < 2 or len(kinds) > 1 or years not in (0, len(spans)):
         return None
     rest = s[pos:].strip(" .;,!")
     if not rest:
         return spans
-    if sep is None:  # words right after the last span: an explanation, after a comma list only
-        return spans if commas and _SPAN_EXPLAINED_RE.match(s, pos) else None
+    if sep is None:  # words right after the last span: maybe a label's ("**Heat**, **Genre**: Crime") or a
+        return None  # correction's ('"Richard O'Brien", "Aliens" - incorrect premise'): one title, as before
     if _FILLER_TAIL_RE.match(rest):  # "and more", "and others": no title
         return spans
     # a bare title after the last separator ("**Fargo**, **Alien**, Heat")
