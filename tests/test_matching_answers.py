@@ -174,6 +174,9 @@ def test_a_title_made_of_a_repeated_title_is_that_title(ml1m_matcher):
     assert ids("I'd suggest: Niagara, Niagara") == ["1811"]
     assert ids("Heat, Niagara, Niagara") == ["6", "1811"]
     assert ids("1. Niagara\n2. Niagara\n3. Heat") == ["2939", "2939", "6"]
+    # the join where the pieces stand, not anywhere in the answer (the final review: both gave 1811 for entries 2-3)
+    assert ids("1. Niagara, Niagara\n2. Niagara\n3. Niagara\n4. Heat") == ["1811", "2939", "2939", "6"]
+    assert ids("1. Niagara\n2. Niagara\n3. Heat\n\nAlso consider Niagara, Niagara.") == ["2939", "2939", "6"]
     # a title named twice whose join matches another item by an alias side is that title twice, not the alias's
     # item ("Bewegte Mann, Der" is film 811)
     twice = "Maybe, Maybe Not (Bewegte Mann, Der) (1994)"

@@ -57,6 +57,18 @@ class Match:
 
 _DASH_RE = re.compile(r"\s+[-–—]\s+|\s*[–—]\s*")  # between two titles on one line
 
+def _places(flat: str, raws: Sequence[str]) -> list[int]:
+    """Where each raw text stands in `flat` (the answer folded), found in order from the previous one's end; -1
+    where it is not found as written."""
+    out, cursor = [], 0
+    for raw in raws:
+        k = flat.find(" ".join(raw.split()).casefold(), cursor)
+        out.append(k)
+        if k >= 0:
+            cursor = k + 1
+    return out
+
+
 def _one_piece_of(whole: Match, pieces: Sequence[Match]) -> bool:
     """Whether the pieces of a comma-split line are each another catalog item, `whole` (the line matched as
     one title) being one piece's exact item: the whole matched through that piece alone (a shared subtitle side
@@ -415,7 +427,8 @@ class CatalogMatcher:
         PlayStation Vita") nor be split at its commas.
         Commas split one-line answers, which breaks titles such as "Lock,
         Stock and Two Smoking Barrels": two neighbours whose comma-join is an
-        exact catalog title, while one of them alone is not, are joined back.
+        exact catalog title, while one of them alone is not, are joined back, and so
+        is one title repeated where the answer writes the join ("Niagara, Niagara").
         An answer with no list in it is searched for catalog titles named in
         its prose (`titles_in_prose`): "You should watch Fargo." recommends.
         """
@@ -468,10 +481,12 @@ class CatalogMatcher:
             out.append(m)
         return out
 
-    def _match_candidates(self, cands, text: str = "") -> list[Match]:
+    def _match_candidates(self, cands, text: str) -> list[Match]:
         """Each parsed candidate matched (its raw text exactly first), neighbours whose comma-join is a
-        catalog title joined back (a title repeated, "Niagara, Niagara", only where `text` writes the join)."""
+        catalog title joined back (a title repeated, "Niagara, Niagara", only where `text` writes the join at the
+        candidate's own place: `_places` finds each candidate's raw text in order)."""
         flat = " ".join(text.split()).casefold()
+        at = _places(flat, [c.raw for c in cands])
         matches: list[Match | None] = [None] * len(cands)
         for i, c in enumerate(cands):
             if c.raw != c.title:
@@ -495,7 +510,9 @@ class CatalogMatcher:
             # ("Niagara, Niagara" (1997), not Niagara (1953) twice)
             if i + 1 < len(cands) and (not (m.kind == "exact" and matches[i + 1].kind == "exact")
                                        or (normalize_title(cands[i].title).key == normalize_title(cands[i + 1].title).key
-                                           and f"{cands[i].raw}, {cands[i + 1].raw}".casefold() in flat)):
+                                           and at[i] >= 0
+                                           and flat.startswith(f"{cands[i].raw}, {cands[i + 1].raw}".casefold(),
+                                                               at[i]))):
                 joined = f"{cands[i].title}, {cands[i + 1].title}"
                 j = self._exact(normalize_title(joined), joined)
                 # not a join that matched one piece's own exact item by a side of its title: "Made Up Thing"

@@ -139,6 +139,13 @@ def _peel_brackets(title: str) -> tuple[str, list[str]]:
     return t, alts
 
 
+def title_identity(title: str) -> tuple[str, int | None]:
+    """What makes two written titles one title: the folded key and the year ("Heat" and "heat" are one; "Heat
+    (1995)" and "Heat (1986)" two)."""
+    nt = normalize_title(title)
+    return nt.key, nt.year
+
+
 @dataclass(frozen=True)
 class NormalizedTitle:
     """A title's look-up keys, best first.

@@ -2,8 +2,8 @@
 
 Models answer in every shape: numbered or bulleted lists, one title per line,
 comma-separated one-liners, JSON, prose with *emphasised* titles, each title
-often followed by an explanation. This module recovers the titles, in order,
-without duplicates, and nothing else; matching them to a catalog is
+often followed by an explanation. This module recovers the titles, in order (each
+entry in its place, a repeat too; `parse_recommendations` drops repeats), and nothing else; matching them to a catalog is
 `catalog.py`'s job. The text is untrusted: it is only ever scanned with linear
 regular expressions and `json.loads` (never evaluated), and is cut to
 MAX_CHARS first so the work per answer is bounded.
@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from recharness.matching.cues import REFUSAL_RE, is_nothing
-from recharness.matching.normalize import normalize_title
+from recharness.matching.normalize import normalize_title, title_identity
 
 MAX_CHARS = 20_000  # longer answers are truncated (a 10k-character answer parses in ~ms)
 MAX_ITEMS = 100
-MAX_PIECES = 500  # entries cleaned per answer (before duplicates are dropped)
+MAX_PIECES = 500  # entries cleaned per answer (before the MAX_ITEMS cap)
 MAX_TITLE_CHARS = 300  # Amazon product titles run long
 MAX_TITLE_WORDS = 60
 MAX_PROSE_WORDS = 25  # a sentence, not a title, unless it is title-cased
@@ -604,12 +604,12 @@ def _span_list(s: str) -> list[str] | None:
 
 
 def _split_line(line: str, single: bool) -> list[Candidate]:
-    """One list entry or line -> titles. Several "(YYYY)" marks or semicolons
-    mean several titles; commas too, but only on a lone line ("A, B, C")."""
+    """One list entry or line -> titles. A lone line of quoted or emphasised titles is a list (`_span_list`);
+    several "(YYYY)" marks or semicolons mean several titles; commas too, but only on a lone line ("A, B, C")."""
     s = line.strip()
     spans = _span_list(s) if single else None  # a list entry's second span is its detail ("*Michael Mann*")
     if spans:
-        return [t for t in map(_item, spans[:MAX_PIECES]) if t]
+        return [t for t in map(_item, spans) if t]
     years = list(_YEAR_MARK_RE.finditer(s))
     if len(years) >= 2 and not _LEAD_SPAN_RE.match(s):
         parts, start = [], 0
@@ -984,12 +984,11 @@ def _capped(items: list[Candidate]) -> tuple[Candidate, ...]:
 
 
 def _dedupe(items: list[Candidate]) -> list[Candidate]:
-    """The first of each title (its key and year)."""
+    """The first of each title (`title_identity`)."""
     out, seen = [], set()
     for t in items:
-        nt = normalize_title(t.title)
-        key = (nt.key, nt.year)
-        if nt.key and key not in seen:
+        key = title_identity(t.title)
+        if key[0] and key not in seen:
             seen.add(key)
             out.append(t)
             if len(out) >= MAX_ITEMS:

@@ -46,9 +46,9 @@ REVIEW_COLUMNS = ("review_title", "review_text")
 
 def _title_names(title: str) -> set[str]:
     """The ways an answer may write a title that holds a digit and a letter: whole, without its year, before its
-    subtitle ("Home Alone 2" for "Home Alone 2: Lost in New York"), with its article in front ("The Godfather:
-    Part II" for "Godfather: Part II, The"). A title that is a number ("3 (2010)") gives none: "3" alone would hide
-    a rating."""
+    subtitle ("Home Alone 2" for "Home Alone 2: Lost in New York"), with its article in front ("The Matrix 2" for
+    "Matrix 2, The"); each only when it holds a digit. A title that is a number ("3 (2010)") gives none: "3" alone
+    would hide a rating."""
     t = " ".join(str(title).split()).rstrip("…").strip()
     if not any(c.isdigit() for c in t):
         return set()

@@ -56,7 +56,7 @@ def resolve_answer(text: str | None, matcher) -> dict:
     is never a failure to recommend, whatever apologies surround it.
     """
     from recharness.matching import is_refusal
-    from recharness.matching.normalize import normalize_title
+    from recharness.matching.normalize import title_identity
 
     out_s, out_i, seen, unknown = [], [], set(), set()
     for m in matcher.match_answer(text or ""):
@@ -65,10 +65,9 @@ def resolve_answer(text: str | None, matcher) -> dict:
                 continue
             seen.add(m.item_id)
         else:  # L holds each recommendation once: an unknown title named twice is one wrong entry, as a known one
-            nt = normalize_title(m.query)
-            if (nt.key, nt.year) in unknown:
+            if title_identity(m.query) in unknown:
                 continue
-            unknown.add((nt.key, nt.year))
+            unknown.add(title_identity(m.query))
         out_s.append(m.query)
         out_i.append(m.item_id)
     ftr = not seen and bool(is_refusal(text, matched=0))
