@@ -177,6 +177,10 @@ def test_a_title_made_of_a_repeated_title_is_that_title(ml1m_matcher):
     # the join where the pieces stand, not anywhere in the answer (the final review: both gave 1811 for entries 2-3)
     assert ids("1. Niagara, Niagara\n2. Niagara\n3. Niagara\n4. Heat") == ["1811", "2939", "2939", "6"]
     assert ids("1. Niagara\n2. Niagara\n3. Heat\n\nAlso consider Niagara, Niagara.") == ["2939", "2939", "6"]
+    # a title inside the candidate before it, or in the reasoning, is not where the join stands (the last review)
+    got = ids("You enjoyed Niagara. Recommendations: Heat, Niagara, Niagara")
+    assert got[-1] == "1811" and "2939" not in got, got
+    assert ids("<think>Heat is good. Niagara (1953) too.</think>Heat, Niagara, Niagara") == ["6", "1811"]
     # a title named twice whose join matches another item by an alias side is that title twice, not the alias's
     # item ("Bewegte Mann, Der" is film 811)
     twice = "Maybe, Maybe Not (Bewegte Mann, Der) (1994)"

@@ -18,7 +18,13 @@ from typing import Any, Literal
 import numpy as np
 from rapidfuzz import fuzz, process
 
-from recharness.matching.normalize import REPLACEMENT, NormalizedTitle, normalize_title, strip_article
+from recharness.matching.normalize import (
+    REPLACEMENT,
+    NormalizedTitle,
+    normalize_title,
+    strip_article,
+    title_identity,
+)
 from recharness.matching.parse import parse_candidates, strip_reasoning, titles_in_prose
 
 MatchKind = Literal["exact", "fuzzy", "none"]
@@ -62,10 +68,11 @@ def _places(flat: str, raws: Sequence[str]) -> list[int]:
     where it is not found as written."""
     out, cursor = [], 0
     for raw in raws:
-        k = flat.find(" ".join(raw.split()).casefold(), cursor)
+        needle = " ".join(raw.split()).casefold()
+        k = flat.find(needle, cursor)
         out.append(k)
-        if k >= 0:
-            cursor = k + 1
+        if k >= 0:  # past the whole of it: the next one is never found inside it
+            cursor = k + max(len(needle), 1)
     return out
 
 
@@ -442,7 +449,7 @@ class CatalogMatcher:
             # one title whose pieces repeat ("Niagara, Niagara" is that film, not Niagara twice), when the whole is
             # that title's own: a title named twice ("Maybe, Maybe Not (Bewegte Mann, Der), Maybe, ...") is no alias
             if literal or len(cands) < 2 or (
-                    len({(nt.key, nt.year) for nt in map(normalize_title, (c.title for c in cands))}) < 2
+                    len({title_identity(c.title) for c in cands}) < 2
                     and normalize_title(whole).key == normalize_title(whole_match.title or "").key):
                 return [whole_match]
             split = self._match_candidates(cands, text)
@@ -485,7 +492,7 @@ class CatalogMatcher:
         """Each parsed candidate matched (its raw text exactly first), neighbours whose comma-join is a
         catalog title joined back (a title repeated, "Niagara, Niagara", only where `text` writes the join at the
         candidate's own place: `_places` finds each candidate's raw text in order)."""
-        flat = " ".join(text.split()).casefold()
+        flat = " ".join(strip_reasoning(text).split()).casefold()  # what the parser read: no <think> block
         at = _places(flat, [c.raw for c in cands])
         matches: list[Match | None] = [None] * len(cands)
         for i, c in enumerate(cands):
