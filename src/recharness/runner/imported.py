@@ -308,12 +308,10 @@ def _unrecognised(rec: dict) -> bool:
 
 def _key(x, titles) -> tuple[str, int | None]:
     """An item given by id or by title, as one comparable key (a catalog id's title, normalised; its year)."""
-    from recharness.matching import normalize_title
+    from recharness.matching.normalize import title_identity
 
     x = str(x).strip()
-    t = titles().get(x, x)
-    nt = normalize_title(t)
-    return nt.key, nt.year
+    return title_identity(titles().get(x, x))
 
 
 def _same_item(given, built, titles) -> bool:
