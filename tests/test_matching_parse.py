@@ -274,6 +274,8 @@ def test_bounded_work_on_long_and_hostile_answers(text):
     # a quoted title's own comma splits nothing
     ('"Lock, Stock and Two Smoking Barrels", "Heat"', ["Lock, Stock and Two Smoking Barrels", "Heat"]),
     ('"Heat", "Fargo", and others', ["Heat", "Fargo"]),  # filler is no title
+    ('"Heat", "Fargo", Gone with the Wind', ["Heat", "Fargo", "Gone with the Wind"]),  # a bare title last
+    ("**Heat**, **Fargo**, Michael Mann films", ["Heat"]),  # a description last: read as before
     # one span, explained: that title, as before
     ("**Heat**, a crime epic by Michael Mann", ["Heat"]),
     ('"Alien: Resurrection" - the fourth film, with Ripley', ["Alien: Resurrection"]),
