@@ -439,7 +439,8 @@ class CatalogMatcher:
         An answer with no list in it is searched for catalog titles named in
         its prose (`titles_in_prose`): "You should watch Fargo." recommends.
         """
-        whole = strip_reasoning(text or "").strip().strip("`*_\"'“”").strip()
+        body = strip_reasoning(text or "")
+        whole = body.strip().strip("`*_\"'“”").strip()
         whole_match = None
         if whole and "\n" not in whole and len(whole) <= 1000:
             whole_match = self._exact(normalize_title(whole), whole)  # one title with commas in it
@@ -452,7 +453,7 @@ class CatalogMatcher:
                     len({title_identity(c.title) for c in cands}) < 2
                     and normalize_title(whole).key == normalize_title(whole_match.title or "").key):
                 return [whole_match]
-            split = self._match_candidates(cands, text)
+            split = self._match_candidates(cands, body)
             # two or more titles each found exactly ("Star Trek: Generations (1994), Star Trek: First Contact
             # (1996)") are a list, not one title matched by a shared subtitle side; so are pieces that each name
             # another item, one of them misspelled, when the whole matched only one piece's item
@@ -462,7 +463,7 @@ class CatalogMatcher:
             return split
         if not cands:
             return titles_in_prose(text, lambda span: self._exact(normalize_title(span), span))
-        matches = self._match_candidates(cands, text)
+        matches = self._match_candidates(cands, body)
         if len(cands) == 1 and matches and matches[0].item_id is None and len(cands[0].title.split()) > 3:
             # one unmatched sentence ("Consider Sense and Sensibility for a twist."): the titles its prose names
             named = titles_in_prose(text, lambda span: self._exact(normalize_title(span), span))
@@ -488,12 +489,21 @@ class CatalogMatcher:
             out.append(m)
         return out
 
-    def _match_candidates(self, cands, text: str) -> list[Match]:
+    def _match_candidates(self, cands, body: str) -> list[Match]:
         """Each parsed candidate matched (its raw text exactly first), neighbours whose comma-join is a
-        catalog title joined back (a title repeated, "Niagara, Niagara", only where `text` writes the join at the
-        candidate's own place: `_places` finds each candidate's raw text in order)."""
-        flat = " ".join(strip_reasoning(text).split()).casefold()  # what the parser read: no <think> block
-        at = _places(flat, [c.raw for c in cands])
+        catalog title joined back (a title repeated, "Niagara, Niagara", only where `body`, the answer without its
+        reasoning, writes the join at the candidate's own place: `_places` finds each candidate's raw text in
+        order, once, and only for an answer that repeats a title)."""
+        flat: str = ""
+        at: list[int] = []
+
+        def written_joined(i: int) -> bool:
+            nonlocal flat, at
+            if not at:
+                flat = " ".join(body.split()).casefold()
+                at = _places(flat, [c.raw for c in cands])
+            return at[i] >= 0 and flat.startswith(f"{cands[i].raw}, {cands[i + 1].raw}".casefold(), at[i])
+
         matches: list[Match | None] = [None] * len(cands)
         for i, c in enumerate(cands):
             if c.raw != c.title:
@@ -517,9 +527,7 @@ class CatalogMatcher:
             # ("Niagara, Niagara" (1997), not Niagara (1953) twice)
             if i + 1 < len(cands) and (not (m.kind == "exact" and matches[i + 1].kind == "exact")
                                        or (normalize_title(cands[i].title).key == normalize_title(cands[i + 1].title).key
-                                           and at[i] >= 0
-                                           and flat.startswith(f"{cands[i].raw}, {cands[i + 1].raw}".casefold(),
-                                                               at[i]))):
+                                           and written_joined(i))):
                 joined = f"{cands[i].title}, {cands[i + 1].title}"
                 j = self._exact(normalize_title(joined), joined)
                 # not a join that matched one piece's own exact item by a side of its title: "Made Up Thing"

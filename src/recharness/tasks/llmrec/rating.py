@@ -66,15 +66,17 @@ def without_title(text: str | None, title: str | None, shown: list[str] | tuple[
     5)" is not the 3 of a history title."""
     if not text:
         return text
-    mine = _title_names(title) if title else set()
-    says = {" ".join(x.lower().split()): "another item" for t in shown for x in _title_names(t)}
-    says.update({" ".join(x.lower().split()): "the item" for x in mine})
+    def folded(x: str) -> str:  # how a name is looked up: case and spacing aside
+        return " ".join(x.lower().split())
+
+    says = {folded(x): "another item" for t in shown for x in _title_names(t)}
+    says.update({folded(x): "the item" for x in (_title_names(title) if title else ())})
     if not says:
         return text
     # one pass, longest first: a history title that holds the rated one ("Toy Story 2: Special Edition") is whole
     pattern = "|".join(re.escape(x).replace(r"\ ", r"\s+") for x in sorted(says, key=len, reverse=True))
-    return re.sub(rf"(?<!\w)(?:{pattern})(?!\w)", lambda m: says.get(" ".join(m.group(0).lower().split()), "the item"),
-                  text, flags=re.IGNORECASE)
+    return re.sub(rf"(?<!\w)(?:{pattern})(?!\w)", lambda m: says.get(folded(m.group(0)), "the item"), text,
+                  flags=re.IGNORECASE)
 
 
 #: a history line of the rating prompt (`text_prompts.rated_history`): "3. Title (rated 4/5; review: "...")"
