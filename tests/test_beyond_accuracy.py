@@ -55,13 +55,36 @@ def test_hand_worked_lists():
     assert point["HR@2 tail"] == pytest.approx(0.5)
 
 
+def test_coverage_gini_and_arp_equal_recboles():
+    """The reference library: RecBole 1.2.1's `ItemCoverage.get_coverage`, `GiniIndex.get_gini` and
+    `AveragePopularity` (`get_pop`, then `metric_info`'s mean at k) on these lists, the catalog a..h as ids 1..8
+    and these interaction counts, run in RecBole's own environment (.venv-recbole, benchmarks/bench_recbole.py);
+    its values pasted here, as RecBole does not install beside this project's numpy. Full lists of distinct
+    catalog items, where RecBole's rows × k and this module's counted exposures are the same denominator."""
+    counts = {"a": 4, "b": 3, "c": 1, "d": 0, "e": 1, "f": 0, "g": 2, "h": 5}
+    rows = [(f"u{j}-{i}", i) for i, n in counts.items() for j in range(n)]
+    pop = Popularity.of(pl.DataFrame(rows, schema=["user_id", "item_id"], orient="row"), list("abcdefgh"))
+    lists = [list("abc"), list("adb"), list("aeb"), list("bcf"), list("acd"), list("gab")]
+    recbole = {2: (0.75, 0.5, 2.5833333333333335), 3: (0.875, 0.4305555555555556, 2.2777777777777777)}
+    for k, (coverage, gini_index, arp) in recbole.items():
+        point = {name: u.point() for name, u in beyond_accuracy_units(
+            [f"s{i}" for i in range(6)], lists, None, None, pop, k=k).items()}
+        assert point[f"coverage@{k}"] == pytest.approx(coverage, abs=1e-12)
+        assert point[f"Gini@{k}"] == pytest.approx(gini_index, abs=1e-12)
+        assert point[f"ARP@{k}"] == pytest.approx(arp, abs=1e-12)
+
+
 def test_resampled_exposure_equals_recomputing_on_the_resampled_lists():
     pop = _pop()
     lists = [["a", "b"], ["c"], ["a", "e"], ["d", "b"]]
     u = beyond_accuracy_units(list("wxyz"), lists, ["a"] * 4, [1.0] * 4, pop, k=2)
     counts = np.array([[2, 0, 1, 1], [0, 0, 4, 0], [1, 1, 1, 1]], dtype=float)
+    # by hand: row 1 draws w twice, y and z: exposures a 3, b 3, d 1, e 1, c 0 (4 of 5 items; Gini 16 / (5 * 8));
+    # row 2 draws y four times: a 4, e 4 (2 of 5; Gini 24 / (5 * 8)); row 3 each once: a 2, b 2, c, d, e 1 (Gini 6 / 35)
+    want = {"coverage@2": [0.8, 0.4, 1.0], "Gini@2": [0.4, 0.6, 6 / 35]}
     for stat in ("coverage@2", "Gini@2"):
         reps = u[stat].replicates(counts)
+        assert list(reps) == pytest.approx(want[stat])
         for row, rep in zip(counts, reps):
             drawn = [lst for lst, c in zip(lists, row) for _ in range(int(c))]
             again = beyond_accuracy_units(list(range(len(drawn))), drawn, ["a"] * len(drawn), [1.0] * len(drawn),

@@ -65,15 +65,12 @@ def test_history_scorer_without_valid_parquet_holds_out_the_dlrms_slice(dataset_
     assert obj.metric == "auc" and obj.size == held.height > 0
     assert obj.keys() == list(zip(held["user_id"].to_list(), held["item_id"].to_list()))
     assert not _keys(held) & _keys(obj.fit_on.interactions)
-    try:  # the same slice the DLRMs hold out, where torch is installed
-        from recharness.baselines.dlrm.baseline import validation_pairs
-    except Exception:  # noqa: BLE001 - no torch: the seeded rule above is the check
-        pass
-    else:
-        assert validation_pairs(train, 3)[1].equals(held)
-    if held["label"].n_unique() == 2:
-        model = ItemKNN.create(seed=0).fit(obj.fit_on)
-        assert obj.score(model) == pytest.approx(_by_hand(model, held), abs=1e-12)
+    from recharness.baselines.dlrm.baseline import validation_pairs  # torch is a dependency
+
+    assert validation_pairs(train, 3)[1].equals(held)  # the same slice the DLRMs hold out
+    assert held["label"].n_unique() == 2  # both labels: an AUC to check
+    model = ItemKNN.create(seed=0).fit(obj.fit_on)
+    assert obj.score(model) == pytest.approx(_by_hand(model, held), abs=1e-12)
 
 
 def test_history_scorer_on_a_sequential_build_keeps_the_ranking_objective(dataset_dir, tmp_path):

@@ -8,7 +8,6 @@ a kill -9 mid-run. Each sample must end exactly once in the predictions file.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import subprocess
 import sys
@@ -298,10 +297,6 @@ def test_pipeline_run_with_a_killed_endpoint_and_no_secret_anywhere(built, tmp_p
             assert secret_key.encode() not in data and secret_pw.encode() not in data, f
 
 
-@pytest.mark.skipif(
-    "list" not in str(inspect.signature(__import__("recharness.cli", fromlist=["run"]).run)
-                      .parameters["base_url"].annotation),
-    reason="cli.py does not take --base-url more than once yet")
 def test_cli_run_with_repeated_base_url(built):
     with FakeServerProcess() as a, FakeServerProcess() as b:
         p = subprocess.run([sys.executable, "-m", "recharness", "run", "llmrec", "-d", "ml-1m", "-o", str(built),

@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from recharness.core.errors import ConfigError
+
 
 def cli(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "recharness", *args], capture_output=True, text=True, timeout=timeout,
@@ -55,7 +57,7 @@ def test_references_plan_leaves_out_the_slow_ones_with_the_reason(ml1m, tmp_path
     assert skipped["title-cbs"].startswith("opt-in: trained only when named (recharness train -b title-cbs)")
     every, none_left = references_plan(tmp_path / "seq", "all")
     assert none_left == {} and every == [*quick[:1], *every[1:]] and "sasrec" in every and "title-cbs" in every
-    with pytest.raises(Exception, match="--references some: quick"):
+    with pytest.raises(ConfigError, match="--references some: quick"):
         references_plan(tmp_path / "seq", "some")
 
 

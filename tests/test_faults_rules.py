@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from recharness.core.errors import ServerUnreachable
 from recharness.core.io import read_jsonl
 from recharness.core.types import GenerationParams
 from recharness.models.openai_compat import OpenAICompatibleBackend
@@ -45,7 +46,7 @@ def test_one_request_is_tried_max_connect_failures_times_before_the_run_stops():
         finally:
             await b.aclose()
 
-    with pytest.raises(Exception, match=r"\(4 tries in a row\)"):
+    with pytest.raises(ServerUnreachable, match=r"\(4 tries in a row\)"):
         asyncio.run(go())
     assert b.retries == {"connect": 3}
 

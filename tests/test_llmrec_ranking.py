@@ -241,6 +241,19 @@ def test_direct_with_llmrank_retriever_lists(llmrank_games):
                for s in samples) == 0
 
 
+def test_published_retriever_lists_hold_items_the_user_had(llmrank_games):
+    """README's figure: LLMRank's lists, kept as published (unfiltered against the history, as its own
+    `sample_candidates.py`), give BPR's users 520 of 3,800 shown negatives from their own history (13.7%), the
+    random retriever none; counted by hand from the data on 2026-11-30."""
+    seen_share = {}
+    for retriever in ("bpr", "random"):
+        samples = list(DirectTask().build(llmrank_games, BuildConfig(
+            seed=0, limit=None, options={"retriever": retriever, "n_candidates": 20})))
+        negatives = [(c, s) for s in samples for c in s["candidates"] if c != s["target"]]
+        seen_share[retriever] = (sum(c in set(s["seen"]) for c, s in negatives), len(negatives))
+    assert seen_share == {"bpr": (520, 3800), "random": (0, 3800)}
+
+
 def test_references_are_scored_by_the_same_scorer(ml1m, seq_samples):
     task = SequentialTask()
     refs = task.references(ml1m, seq_samples, seed=0)

@@ -270,10 +270,12 @@ def test_recbench_plus_official_good_keys_still_read(tmp_path):
     from recharness.tasks.recbench_plus.official import read_records
 
     path = tmp_path / "q.json"
-    path.write_text(json.dumps([{**CONDITION, "implicitCondition": {"relation": "genre", "value": "Comedy"}}]))
-    assert len(read_records(path, "implicit")) == 1
-    path.write_text(json.dumps([GROUP, {**GROUP, "group": ["18-24", "Male"]}, {**GROUP, "group": None}]))
-    assert len(read_records(path, "demographics")) == 3
+    implicit = {**CONDITION, "implicitCondition": {"relation": "genre", "value": "Comedy"}}
+    path.write_text(json.dumps([implicit]))
+    assert read_records(path, "implicit") == [{**implicit, "data_idx": 0}]  # every field as written, numbered
+    groups = [GROUP, {**GROUP, "group": ["18-24", "Male"]}, {**GROUP, "group": None}]
+    path.write_text(json.dumps(groups))
+    assert read_records(path, "demographics") == [{**g, "data_idx": i} for i, g in enumerate(groups)]
 
 
 # --- 7. PerRecBench label files -------------------------------------------------------------------------

@@ -251,7 +251,7 @@ def test_a_gap_of_exactly_lambda_is_not_more_than_lambda():
     assert rr[0] - rr[1] > 0.6  # the float rounding the rule guards against
     ts, users = np.array([0, 1]), np.array(["a", "b"], dtype=object)
     assert find_group(ts, rr, users, 2, 0.6, 10.0, np.random.default_rng(0), 5) is None
-    assert find_group(ts, np.array([0.61, 0.0]), users, 2, 0.6, 10.0, np.random.default_rng(0), 5) is not None
+    assert find_group(ts, np.array([0.61, 0.0]), users, 2, 0.6, 10.0, np.random.default_rng(0), 5) == [0, 1]
 
 
 def test_a_profiles_file_gives_text_or_a_clear_error(ml1m, tmp_path):

@@ -208,16 +208,17 @@ def test_llm_output_checks():
     assert clean_query('Sure! Here is the query: "Any war films with Tom Hanks?"')[0] == "Any war films with Tom Hanks?"
     assert clean_query("Films by James Cameron?", ["James Cameron"]) == (None, "the query names the hidden value")
     # a whole word: a hidden certificate "R" is not in "rating", nor a genre "War" in "award" (before: rejected)
-    assert clean_query("Any film with the same rating as Heat (1995)?", ["R"])[0] is not None
-    assert clean_query("An award winner like Heat (1995)?", ["War"])[0] is not None
+    assert clean_query("Any film with the same rating as Heat (1995)?", ["R"]) == (
+        "Any film with the same rating as Heat (1995)?", None)
+    assert clean_query("An award winner like Heat (1995)?", ["War"]) == ("An award winner like Heat (1995)?", None)
     assert clean_query("Something rated R like Heat (1995)?", ["R"]) == (None, "the query names the hidden value")
     assert clean_query("Some good westerns like Unforgiven (1992)?", ["Western"]) == (None, "the query names the hidden value")
     # a consonant's -y plural names the genre too (before: "comedies" passed as not naming "Comedy")
     assert clean_query("Any fun comedies like Big (1988)?", ["Comedy"]) == (None, "the query names the hidden value")
     assert clean_query("Any fun comedy like Big (1988)?", ["Comedy"]) == (None, "the query names the hidden value")
-    assert clean_query("Any fun stuff like Big (1988)?", ["Comedy"])[0] is not None
+    assert clean_query("Any fun stuff like Big (1988)?", ["Comedy"]) == ("Any fun stuff like Big (1988)?", None)
     assert clean_query("Films with new days like Big (1988)?", ["Day"]) == (None, "the query names the hidden value")
-    assert clean_query("Films with new daies like Big (1988)?", ["Day"])[0] is not None
+    assert clean_query("Films with new daies like Big (1988)?", ["Day"]) == ("Films with new daies like Big (1988)?", None)
     assert clean_query("")[1] == "empty answer"
     assert clean_query("I'm ready to assist you. What's your query?", required=["Tom Hanks"]) == (
         None, "the query omits 'Tom Hanks'")

@@ -143,6 +143,32 @@ def test_target_ranks_equal_a_brute_force_ranking():
         assert target_ranks(scores, targets).tolist() == [_brute_rank(s, t, []) for s, t in zip(scores, targets)]
 
 
+def test_full_ranking_equals_scipy_and_sklearn():
+    """The reference libraries, row by row over the items left after the exclusions: the rank is SciPy's
+    `rankdata(-scores, method="ordinal")` (ties in catalog order; here with ties), and with distinct scores
+    NDCG@10 is scikit-learn's `ndcg_score` of a one-hot relevance and MRR its
+    `label_ranking_average_precision_score` (one relevant item: 1 / its rank)."""
+    from scipy.stats import rankdata
+    from sklearn.metrics import label_ranking_average_precision_score, ndcg_score
+
+    rng = np.random.default_rng(7)
+    for tied in (True, False):
+        n_items = 40
+        scores = rng.integers(0, 5, size=(60, n_items)).astype(float) if tied else rng.normal(size=(60, n_items))
+        targets = rng.integers(0, n_items, size=60)
+        exclude = [list(rng.choice(n_items, size=rng.integers(0, 12), replace=False)) for _ in range(60)]
+        ranks = target_ranks(scores, targets, exclude)
+        per = rank_metrics(ranks, ks=(10,), per_sample=True)
+        assert 0 < sum(r <= 10 for r in ranks) < 60  # hits and misses both checked
+        for row, t, ex, rank, nd, mrr in zip(scores, targets, exclude, ranks, per["ndcg@10"], per["mrr"]):
+            kept = [j for j in range(n_items) if j == t or j not in set(ex)]
+            assert rank == rankdata(-row[kept], method="ordinal")[kept.index(t)]
+            if not tied:
+                truth = np.array([[float(j == t) for j in kept]])
+                assert nd == pytest.approx(ndcg_score(truth, row[kept][None, :], k=10), abs=1e-12)
+                assert mrr == pytest.approx(label_ranking_average_precision_score(truth, row[kept][None, :]), abs=1e-12)
+
+
 def test_rank_metrics_equal_a_brute_force_and_a_hand_worked_example():
     # hand-worked: item 3 (0.9) beats the target 2 (0.5); item 1 (0.9) is excluded -> rank 2
     assert target_ranks(np.array([[0.1, 0.9, 0.5, 0.9, 0.3]]), [2], [[1]]).tolist() == [2]

@@ -20,6 +20,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
+from recharness.core.errors import ConfigError  # noqa: E402
 from recharness.core.rundir import RunDir  # noqa: E402
 from recharness.core.types import ScoreRow  # noqa: E402
 from recharness.report import fairness, html  # noqa: E402
@@ -356,7 +357,7 @@ def test_default_probe_folder_and_other_datasets(memo_run, monkeypatch, tmp_path
     # a result of another dataset with a method's name says nothing: no empty section
     page = html.write_report(load_scores(out), out, memorization=other).read_text(encoding="utf-8")
     assert "Memorization beside accuracy" not in page
-    with pytest.raises(Exception, match="no such file or folder"):
+    with pytest.raises(ConfigError, match="no such file or folder"):
         html.write_report(load_scores(out), out, memorization=tmp_path / "missing")
 
 

@@ -59,7 +59,9 @@ def test_plain_decimals_on_the_latency_axis(monkeypatch):
     labels = [t.get_text() for t in ax.xaxis.get_ticklabels(which="both") if t.get_text()]
     assert labels and all("10^" not in x and "×" not in x and "$" not in x for x in labels), labels
     assert {"1", "10", "100"} <= set(labels)
-    for coll in ax.collections:  # points at the top (AUC 1.0) drawn whole, not cut by the frame
+    # the three rows' points, none at the top (AUC 1.0) cut by the frame
+    assert sum(len(c.get_offsets()) for c in ax.collections) == 3
+    for coll in ax.collections:
         assert coll.get_clip_on() is False
     lo, hi = ax.get_ylim()
     assert lo < 0.5 and hi > 1.0
