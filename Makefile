@@ -57,9 +57,15 @@ install: $(VENV)/.installed
 demo: install
 	$(BIN)/recharness demo
 
+# One pytest-xdist worker per CPU this process may use (nproc counts a container's cpuset, not the host's CPUs),
+# at most 4; a test file runs whole on one worker, each worker on CPUs of its own (tests/conftest.py).
+# `make test TEST_WORKERS=1` runs in one process.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
+TEST_PARALLEL = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
+
 # pytest exits 5 when no test was collected: say so instead of failing obscurely.
 test: install
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not heavy" tests; rc=$$?; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(TEST_PARALLEL) -m "not heavy" tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
 # the checks that take minutes each (fine-tuning, a real model killed mid-run): run by hand before a release

@@ -249,17 +249,8 @@ def test_a_candidate_cannot_close_its_quote_and_grade_itself():
 # ---------------------------------------------------------------- the real pipeline on the Amazon-2023 sample
 
 @pytest.fixture(scope="module")
-def amazon(shared):
-    from recharness.core.errors import RecharnessError
-    from recharness.data.store import load_dataset
-
-    try:
-        return load_dataset("amazon2023")
-    except RecharnessError:
-        from recharness.data.prepare import prepare_dataset
-
-        prepare_dataset("amazon2023", [shared("data", "amazon2023_sample")], progress=False)
-        return load_dataset("amazon2023")
+def amazon(amazon2023):
+    return amazon2023
 
 
 def test_pipeline_build_and_reference_rows(amazon, tmp_path):
