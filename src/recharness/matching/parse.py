@@ -558,7 +558,7 @@ _SPAN_YEAR_RE = re.compile(r"\s*\(\s*\d{4}\s*\)")
 _SPAN_KIND = {"b": "bold", "u": "bold", "i": "italic", "i2": "italic", "c": "code", "q": "quote", "q2": "quote",
               "q3": "quote", "q4": "quote", "q5": "quote"}
 #: the lower-case words a title holds ("Lock, Stock and Two Smoking Barrels", "Gone with the Wind")
-_TITLE_SMALL_WORDS = frozenset("a an the and or of in on at to for with by from vs de la le du des el".split())
+TITLE_SMALL_WORDS = frozenset("a an the and or of in on at to for with by from vs de la le du des el".split())
 #: a tail that is no title: "and more", "and so on", "etc."
 _FILLER_TAIL_RE = re.compile(r"(?:and\s+)?(?:(?:many\s+)?more|others|so\s+on|the\s+like|etc)\b\W*$", re.IGNORECASE)
 
@@ -602,7 +602,7 @@ def _span_list(s: str) -> list[str] | None:
     # a bare title after the last separator ("**Fargo**, **Alien**, Heat"), written as a title is: not "Michael
     # Mann films" (a description; the line is then read as before, its first title)
     words = rest.split()
-    if len(words) <= 6 and all(w[0].isupper() or not w[0].isalpha() or w.lower() in _TITLE_SMALL_WORDS for w in words) \
+    if len(words) <= 6 and all(w[0].isupper() or not w[0].isalpha() or w.lower() in TITLE_SMALL_WORDS for w in words) \
             and not _is_prose(rest):
         return [*spans, rest]
     return None

@@ -65,9 +65,10 @@ def resolve_answer(text: str | None, matcher) -> dict:
                 continue
             seen.add(m.item_id)
         else:  # L holds each recommendation once: an unknown title named twice is one wrong entry, as a known one
-            if title_identity(m.query) in unknown:
+            identity = title_identity(m.query)
+            if identity in unknown:
                 continue
-            unknown.add(title_identity(m.query))
+            unknown.add(identity)
         out_s.append(m.query)
         out_i.append(m.item_id)
     ftr = not seen and bool(is_refusal(text, matched=0))
