@@ -276,6 +276,15 @@ def test_bounded_work_on_long_and_hostile_answers(text):
     ('"Heat", "Fargo", and others', ["Heat", "Fargo"]),  # filler is no title
     ('"Heat", "Fargo", Gone with the Wind', ["Heat", "Fargo", "Gone with the Wind"]),  # a bare title last
     ("**Heat**, **Fargo**, Michael Mann films", ["Heat"]),  # a description last: read as before
+    # "as" is a title's small word (it read "As Good as It Gets" as a description); a tail led by a lower-case
+    # preposition is the list's detail, not a title (it read "with Sigourney Weaver" as a third title); "the" may
+    # lead one
+    ("**Heat**, **Fargo**, As Good as It Gets", ["Heat", "Fargo", "As Good as It Gets"]),
+    ('"Speed", "Ronin", Cool as Ice', ["Speed", "Ronin", "Cool as Ice"]),
+    ("**Alien**, **Aliens**, with Sigourney Weaver", ["Alien", "Aliens"]),
+    ("**Heat**, **Fargo**, on Netflix", ["Heat", "Fargo"]),
+    ("**Alien**, **Aliens**, as Ripley", ["Alien", "Aliens"]),
+    ("**Heat**, **Fargo**, the Godfather", ["Heat", "Fargo", "the Godfather"]),
     # one span, explained: that title, as before
     ("**Heat**, a crime epic by Michael Mann", ["Heat"]),
     ('"Alien: Resurrection" - the fourth film, with Ripley', ["Alien: Resurrection"]),

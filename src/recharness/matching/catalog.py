@@ -95,8 +95,8 @@ def catalog_pairs(items: Any) -> list[tuple[str, str]]:
     return [(str(i), str(t)) for i, t in items if t is not None]
 
 
-#: lowercase words a title holds ("Lord of the Rings"), which do not make it a sentence: the parser's, and "as", "di"
-_TITLE_SMALL_WORDS = TITLE_SMALL_WORDS | {"as", "di"}
+#: lowercase words a title holds ("Lord of the Rings"), which do not make it a sentence: the parser's, and "di"
+_TITLE_SMALL_WORDS = TITLE_SMALL_WORDS | {"di"}
 
 
 def _reads_as_sentence(text: str) -> bool:

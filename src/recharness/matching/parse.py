@@ -557,8 +557,12 @@ _SPAN_YEAR_RE = re.compile(r"\s*\(\s*\d{4}\s*\)")
 #: director)
 _SPAN_KIND = {"b": "bold", "u": "bold", "i": "italic", "i2": "italic", "c": "code", "q": "quote", "q2": "quote",
               "q3": "quote", "q4": "quote", "q5": "quote"}
-#: the lower-case words a title holds ("Lock, Stock and Two Smoking Barrels", "Gone with the Wind")
-TITLE_SMALL_WORDS = frozenset("a an the and or of in on at to for with by from vs de la le du des el".split())
+#: the lower-case words a title holds ("Lock, Stock and Two Smoking Barrels", "Gone with the Wind", "As Good as It
+#: Gets")
+TITLE_SMALL_WORDS = frozenset("a an the and or of in on at to for with by from vs as de la le du des el".split())
+#: those that begin a phrase, not a title, when written lower-case first: "**Alien**, **Aliens**, with Sigourney
+#: Weaver" is two titles and a detail ("the Godfather" may still be a title; "for Honor", a game, is lost)
+_PHRASE_LEAD_WORDS = TITLE_SMALL_WORDS - {"a", "an", "the", "de", "la", "le", "du", "des", "el"}
 #: a tail that is no title: "and more", "and so on", "etc."
 _FILLER_TAIL_RE = re.compile(r"(?:and\s+)?(?:(?:many\s+)?more|others|so\s+on|the\s+like|etc)\b\W*$", re.IGNORECASE)
 
@@ -602,6 +606,8 @@ def _span_list(s: str) -> list[str] | None:
     # a bare title after the last separator ("**Fargo**, **Alien**, Heat"), written as a title is: not "Michael
     # Mann films" (a description; the line is then read as before, its first title)
     words = rest.split()
+    if words[0] in _PHRASE_LEAD_WORDS:  # "with Sigourney Weaver": the list's detail, not a title
+        return spans
     if len(words) <= 6 and all(w[0].isupper() or not w[0].isalpha() or w.lower() in TITLE_SMALL_WORDS for w in words) \
             and not _is_prose(rest):
         return [*spans, rest]
