@@ -75,3 +75,55 @@ def test_a_wrong_shaped_answer_is_refused_naming_task_sample_and_field(ml1m, tmp
     recs[1]["valid"] = False
     (out / "predictions" / "bad.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     assert any(r.method == "bad" for r in pipeline.score(out, resamples=0))
+
+
+def test_a_field_not_of_its_declared_type_is_refused():
+    """The review of 2026-11-30: only the required keys were checked, so a hand-edited rating "four" or a rank "3"
+    raised a traceback in `score`, and `true` was scored as a rating of 1 or a hit at rank 1."""
+    from recharness.tasks.llmrec.rating import RatingTask
+    from recharness.tasks.perrecbench.tasks import PointTask
+    from recharness.tasks.recbench_plus.base import RecBenchTask
+
+    rating, seq, point = RatingTask.answer_type, SeqrecTask.answer_type, PointTask.answer_type
+    assert answer_problem(rating, {"value": 4}) is None and answer_problem(rating, {"value": 3.5}) is None
+    assert answer_problem(rating, {"value": "four"}) == "its field 'value' is \"four\", not a number"
+    assert answer_problem(rating, {"value": True}) == "its field 'value' is true, not a number"
+    assert answer_problem(rating, {"value": float("nan")}) == "its field 'value' is NaN, not a number"
+    assert answer_problem(rating, {"value": 10**400}).startswith("its field 'value' is 1000")
+    assert answer_problem(seq, {"rank": None}) is None
+    assert answer_problem(seq, {"rank": "3"}) == "its field 'rank' is \"3\", not a number or null"
+    # a field of one alternative is checked beside the other's: seqrec's scorer reads "rank" first
+    assert answer_problem(seq, {"rank": True, "items": ["1"]}) == "its field 'rank' is true, not a number or null"
+    assert answer_problem(seq, {"items": ["1", 2]}) == "its field 'items' is [\"1\", 2], not a list (each str)"
+    assert answer_problem(point, {"ratings": [4.0, None]}) is None
+    assert answer_problem(point, {"ratings": [True, 2.0]}) == \
+        "its field 'ratings' is [true, 2.0], not a list (each a number or null)"
+    assert answer_problem(CtrTask.answer_type, {"p_yes": "0.7"}) == "its field 'p_yes' is \"0.7\", not a number or null"
+    rb = RecBenchTask.answer_type
+    assert answer_problem(rb, {"strings": ["Heat"], "item_ids": [None], "ftr": "no"}) == \
+        "its field 'ftr' is \"no\", not bool"
+
+
+@pytest.mark.parametrize("value", ["four", True])
+def test_score_refuses_an_edited_rating_in_one_line_naming_the_field(ml1m, tmp_path, value, monkeypatch, capsys):
+    from recharness.cli import main
+
+    out = tmp_path / "run"
+    pipeline.build("llmrec", "ml-1m", out, tasks=["rating"], seed=0, limit=3)
+    samples = list(read_jsonl(out / "samples.jsonl"))
+    src = tmp_path / "a.jsonl"
+    src.write_text("".join(json.dumps({"id": s["id"], "rating": 4}) + "\n" for s in samples))
+    import_predictions(out, src, "edited")
+    recs = list(read_jsonl(out / "predictions" / "edited.jsonl"))
+    assert recs[1]["valid"] and recs[1]["parsed"]["value"] == 4.0
+    recs[1]["parsed"]["value"] = value
+    (out / "predictions" / "edited.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    monkeypatch.setattr("sys.argv", ["recharness", "score", "llmrec", "-o", str(out), "--resamples", "0"])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main()
+    shown = capsys.readouterr()
+    said = " ".join((shown.out + shown.err).split())
+    assert e.value.code == 2 and "Traceback" not in said and said.startswith("error: ")
+    assert f"edited: task 'rating', sample {samples[1]['id']!r}: its field 'value' is {json.dumps(value)}, " \
+           "not a number" in said

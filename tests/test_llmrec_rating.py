@@ -118,9 +118,10 @@ def test_score_hand_worked():
     # valid: sample 0 (5 vs 4) and sample 3 (clipped 1 vs 3): errors 1, 2
     assert m["RMSE"] == pytest.approx(np.sqrt((1 + 4) / 2))
     assert m["MAE"] == pytest.approx(1.5)
-    # fallback to user mean for samples 1, 2, 4: 3.0 vs 2, 4.0 vs 5, 1.5 vs 1 → errors 1, 1, 0.5
-    assert m["RMSE_fb"] == pytest.approx(np.sqrt((1 + 1 + 1 + 4 + 0.25) / 5))
-    assert m["MAE_fb"] == pytest.approx((1 + 1 + 1 + 2 + 0.5) / 5)
+    # samples 1, 2, 4 failed (invalid, invalid, missing): each at the worst rating, 5 vs 2, 1 vs 5, 5 vs 1 → errors
+    # 3, 4, 4 (not the user's mean, the user_mean reference's own answer: errors 1, 1, 0.5 before 2026-11-30)
+    assert m["RMSE_fb"] == pytest.approx(np.sqrt((1 + 9 + 16 + 4 + 16) / 5), abs=1e-12)
+    assert m["MAE_fb"] == pytest.approx((1 + 3 + 4 + 2 + 4) / 5, abs=1e-12)
     assert m["invalid_rate"] == pytest.approx(3 / 5) and m["missing"] == 1.0
     assert m["clipped_rate"] == pytest.approx(1 / 5)
     # equal to numpy on the same inputs
@@ -128,13 +129,42 @@ def test_score_hand_worked():
     assert m["RMSE"] == pytest.approx(float(np.sqrt(np.mean((np.clip([5, 0], 1, 5) - y) ** 2))), abs=1e-12)
     none = t.score(samples, {})
     assert np.isnan(none["RMSE"]) and none["invalid_rate"] == 1.0
-    # no valid answer at all: no fallback score either (it would be the user_mean reference's own RMSE, marked
-    # best or "not distinguishable" from it); before, RMSE_fb was that value
+    # no valid answer at all: the worst values the scale allows (y 4, 2, 5, 3, 1 against 1, 5, 1, 1, 5)
     dead = {k: {"parsed": None, "valid": False} for k in "01234"}
     for got in (none, t.score(samples, dead)):
-        assert np.isnan(got["RMSE_fb"]) and np.isnan(got["MAE_fb"])
+        assert got["RMSE_fb"] == pytest.approx(np.sqrt((9 + 9 + 16 + 4 + 16) / 5), abs=1e-12)
+        assert got["MAE_fb"] == pytest.approx((3 + 3 + 4 + 2 + 4) / 5, abs=1e-12)
     units = t.units(samples, dead)
-    assert "RMSE_fb" not in units and "MAE_fb" not in units and "invalid_rate" in units
+    assert "RMSE" not in units and "RMSE_fb" in units and "invalid_rate" in units
+
+
+def test_a_model_that_mostly_fails_does_not_beat_the_user_mean_reference():
+    """The review of 2026-11-30: with a failure scored as the user's mean (the user_mean reference's own answer), a
+    model failing 285 of 300 samples and answering 15 exactly was marked best and 'beat' that reference."""
+    from recharness.core.types import ScoreRow
+    from recharness.runner.intervals import add_confidence_intervals
+
+    rng = np.random.default_rng(0)
+    samples = []
+    for i in range(300):
+        um = float(rng.uniform(2.5, 4.5))
+        y = float(np.clip(np.round(um + rng.normal(0, 1)), 1, 5))
+        samples.append({"id": f"rating-u{i}", "user_id": f"u{i}", "target_rating": y, "user_mean": um})
+    t = RatingTask()
+    ref = {s["id"]: {"id": s["id"], "valid": True, "parsed": {"value": s["user_mean"]}} for s in samples}
+    flaky = {s["id"]: ({"id": s["id"], "valid": True, "parsed": {"value": s["target_rating"]}} if k < 15 else
+                       {"id": s["id"], "valid": False, "parsed": None, "error": "HTTP 500"})
+             for k, s in enumerate(samples)}
+    rows = [(ScoreRow(method=name, task="rating", metrics=t.score(samples, recs), n=300, kind=kind), recs)
+            for name, kind, recs in (("flaky", "model", flaky), ("user_mean", "reference", ref))]
+    add_confidence_intervals(t, samples, rows, resamples=500, seed=0)
+    (model, _), (reference, _) = rows
+    y = np.array([s["target_rating"] for s in samples])
+    worst = np.abs(np.where(y - 1 >= 5 - y, 1.0, 5.0) - y)
+    assert model.metrics["RMSE_fb"] == pytest.approx(np.sqrt(np.mean(np.r_[np.zeros(15), worst[15:] ** 2])))
+    assert model.metrics["RMSE_fb"] > 2 * reference.metrics["RMSE_fb"]
+    assert reference.ci["RMSE_fb"].get("top") and not model.ci["RMSE_fb"].get("top")
+    assert model.extra["vs_strongest_reference"]["verdict"] != "beats"
 
 
 def test_a_dataset_off_the_1_to_5_scale_is_refused():

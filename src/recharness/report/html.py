@@ -889,7 +889,7 @@ def invalid_section(out: Path, samples: list[dict]) -> list[str]:
         parts.append(f"<tr><td>{e(m)}</td><td>{e(t)}</td><td>{n}</td><td>{a}</td><td>{b}</td><td>{miss}</td>"
                      f"<td style='text-align:left;white-space:normal'>{e(why)}</td></tr>")
     parts.append("</table></div><p class='note'><small>Invalid answers count in every table as the task defines "
-                 "(e.g. a miss for ranking tasks, the fallback for ratings); samples without an answer count as missing."
+                 "(e.g. a miss for ranking tasks, the worst rating for ratings); samples without an answer count as missing."
                  "</small></p>")
     for p in imports:
         rep = _read_json(p)  # an unreadable import report shows as empty, never stops the page

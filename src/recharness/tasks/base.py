@@ -9,10 +9,14 @@ needs at scoring time (targets, candidates) travels in the sample too.
 
 from __future__ import annotations
 
+import json
+import math
+import numbers
 import types
 import typing
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 from typing import Any, is_typeddict
 
@@ -158,14 +162,80 @@ def _alternatives(answer_type) -> tuple:
     return (answer_type,)
 
 
+def _type_text(tp) -> str:
+    """A declared type as the error shows it: "a number", "a number or null", "a list (each a number or null)"."""
+    if tp is type(None):
+        return "null"
+    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
+        return " or ".join(_type_text(a) for a in typing.get_args(tp))
+    if typing.get_origin(tp) is list:
+        return f"a list (each {_type_text((typing.get_args(tp) or (Any,))[0])})"
+    return "a number" if tp in (int, float) else getattr(tp, "__name__", str(tp))
+
+
 def answer_type_name(answer_type) -> str:
     return " or ".join(getattr(t, "__name__", str(t)) for t in _alternatives(answer_type))
 
 
+@cache
+def _field_types(answer_type) -> dict:
+    """A typed answer's fields and their declared types (the tasks' modules postpone annotations)."""
+    try:
+        return typing.get_type_hints(answer_type)
+    except Exception:  # noqa: BLE001 - an annotation that does not resolve: its fields go unchecked
+        return {}
+
+
+def _fits(value, tp) -> bool:
+    """`value` as a field declared `tp`: a number is finite and never a bool (`true` is no rating, no rank of 1),
+    a list is checked item by item; a type this check does not know passes."""
+    if tp is Any:
+        return True
+    if tp is type(None):
+        return value is None
+    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
+        return any(_fits(value, a) for a in typing.get_args(tp))
+    if tp in (int, float):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return False
+        try:
+            return math.isfinite(value)
+        except OverflowError:  # an int too large for a float
+            return False
+    if tp is bool:
+        return type(value).__name__ in ("bool", "bool_")
+    if tp is str:
+        return isinstance(value, str)
+    if typing.get_origin(tp) is list or tp is list:
+        item = (typing.get_args(tp) or (Any,))[0]
+        return isinstance(value, (list, tuple)) and all(_fits(v, item) for v in value)
+    if typing.get_origin(tp) is dict or tp is dict:
+        return isinstance(value, dict)
+    return True
+
+
+def _shown(value) -> str:
+    try:
+        return json.dumps(value)[:40]
+    except (TypeError, ValueError):
+        return type(value).__name__
+
+
 def answer_problem(answer_type, value) -> str | None:
-    """What is wrong with `value` as an `answer_type` (see `Task.answer_type`), or None."""
+    """What is wrong with `value` as an `answer_type` (see `Task.answer_type`), or None: a required field
+    missing, or a field not of its declared type (a rating "four" or `true`, a rank "3": each was scored, or
+    raised a traceback, before 2026-11-30)."""
+    alternatives = _alternatives(answer_type)
+    if isinstance(value, dict):  # a field any alternative declares is of a type it declares ("rank" beside "items")
+        declared: dict[str, list] = {}
+        for t in alternatives:
+            for k, tp in (_field_types(t).items() if is_typeddict(t) else ()):
+                declared.setdefault(k, []).append(tp)
+        for k, tps in declared.items():
+            if k in value and not any(_fits(value[k], tp) for tp in tps):
+                return f"its field {k!r} is {_shown(value[k])}, not " + " or ".join(dict.fromkeys(map(_type_text, tps)))
     problems = []
-    for t in _alternatives(answer_type):
+    for t in alternatives:
         if is_typeddict(t):
             if not isinstance(value, dict):
                 problems.append(f"the answer is {type(value).__name__}, not an object with fields "

@@ -10,9 +10,11 @@ How invalid answers count (nothing is dropped):
   RMSE, MAE            over valid answers only (clipped to 1..5);
   invalid_rate         share of samples with no valid answer (after the one
                        retry) or no prediction at all;
-  RMSE_fb, MAE_fb      over ALL samples, an invalid answer replaced by the
-                       user's mean training rating — so a model can't look
-                       good by answering only the easy cases.
+  RMSE_fb, MAE_fb      over ALL samples, an invalid or missing answer scored
+                       at the worst rating (the end of 1..5 farthest from the
+                       true one) — so a model can't look good by answering
+                       only the easy cases, nor by failing where a guess would
+                       have erred.
 Reference rows, scored by the same `score`: global mean, user mean, item
 mean and regularised user+item biases (mu + b_u + b_i, Koren 2010's
 baseline predictor, lambda_user = 10, lambda_item = 25, solved exactly), all fitted on the
@@ -41,6 +43,15 @@ from recharness.tasks.llmrec.text_prompts import rating_prompt
 from recharness.tasks.validation import NumberInRange
 
 SCALE = (1.0, 5.0)
+
+
+def worst_ratings(y: np.ndarray) -> np.ndarray:
+    """What a failed answer scores as: the end of the scale farthest from each true rating (1 for a 4, 5 for a 2),
+    so failing is never better than any answer on the scale."""
+    low, high = SCALE
+    return np.where(y - low >= high - y, low, high)
+
+
 REVIEW_COLUMNS = ("review_title", "review_text")
 
 
@@ -239,10 +250,12 @@ class RatingAnswer(TypedDict):
 
 
 class RatingTask(Task):
-    #: over every sample (an invalid answer gets the user's mean, the `user_mean` reference's answer): "RMSE"
-    #: covers only a row's valid answers, so two rows with different invalid rates are judged on different
-    #: samples there; the headline (bold marks' summary, the verdict against the strongest reference) must not be.
-    #: A row with no valid answer has no RMSE_fb (`score`): it would be the user_mean reference's own value
+    #: over every sample, an invalid or missing answer scored at the worst rating the scale allows (the end of
+    #: 1-5 farthest from the true one): "RMSE" covers only a row's valid answers, so two rows with different
+    #: invalid rates are judged on different samples there; the headline (bold marks' summary, the verdict against
+    #: the strongest reference) must not be. Until 2026-11-30 a failure got the user's mean, the `user_mean`
+    #: reference's own answer: a model failing 285 of 300 samples and answering 15 well was marked best and
+    #: "beat" that reference (a failure is never an answer, nor one as good as a reference's)
     headline = "RMSE_fb"
     name = "rating"
     selects_users = True  # honours BuildConfig.users (build --users FILE)
@@ -321,8 +334,8 @@ class RatingTask(Task):
         return {"parsed": p.value, "valid": p.valid, "error": p.error, "output": repr(x)}, None
 
     def _answers(self, samples, predictions) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-        """True ratings, predicted ratings (NaN: no valid answer), fallback-filled predictions,
-        clipped flags, and the number of samples without a prediction line."""
+        """True ratings, predicted ratings (NaN: no valid answer), predictions with each missing one at the worst
+        rating (`worst_ratings`), clipped flags, and the number of samples without a prediction line."""
         n = len(samples)
         y = np.array([s["target_rating"] for s in samples], dtype=np.float64)
         pred = np.full(n, np.nan)
@@ -338,7 +351,7 @@ class RatingTask(Task):
                 pred[k] = float(v)
                 clipped[k] = bool((p.get("parsed") or {}).get("clipped"))
         ok = ~np.isnan(pred)
-        fallback = np.where(ok, pred, np.array([s["user_mean"] for s in samples], dtype=np.float64))
+        fallback = np.where(ok, pred, worst_ratings(y))
         return y, pred, fallback, clipped, missing
 
     def score(self, samples, predictions):
@@ -347,13 +360,12 @@ class RatingTask(Task):
             return {}
         y, pred, fallback, clipped, missing = self._answers(samples, predictions)
         ok = ~np.isnan(pred)
-        # no valid answer at all: nothing of the row's own to score; the fallback alone would be the user_mean
-        # reference's value (and could be marked best or "not distinguishable" from it)
         return {
             "RMSE": rmse(y[ok], pred[ok], clip=SCALE) if ok.any() else float("nan"),
             "MAE": mae(y[ok], pred[ok], clip=SCALE) if ok.any() else float("nan"),
-            "RMSE_fb": rmse(y, fallback, clip=SCALE) if ok.any() else float("nan"),
-            "MAE_fb": mae(y, fallback, clip=SCALE) if ok.any() else float("nan"),
+            # a row with no valid answer has the worst values the scale allows: what never answering is worth
+            "RMSE_fb": rmse(y, fallback, clip=SCALE),
+            "MAE_fb": mae(y, fallback, clip=SCALE),
             "invalid_rate": float((~ok).sum() / n),
             "clipped_rate": float(clipped.sum() / n),
             "missing": float(missing),
@@ -361,7 +373,7 @@ class RatingTask(Task):
 
     def units(self, samples, predictions):
         """Per-sample errors: RMSE/MAE over valid answers (a mean over a subset, RMSE its square root),
-        the fallback versions over all samples, and the rates."""
+        the fallback versions over all samples (a failure at the worst rating), and the rates."""
         from recharness.metrics.bootstrap import RatioUnits, mean_units
 
         if not samples:
@@ -374,10 +386,10 @@ class RatingTask(Task):
         out = {
             "invalid_rate": mean_units(ids, ~ok, how="mean over samples"),
             "clipped_rate": mean_units(ids, clipped, how="mean over samples"),
+            "RMSE_fb": RatioUnits(ids, fb ** 2, transform="sqrt", how="root of the mean squared error over samples"),
+            "MAE_fb": mean_units(ids, np.abs(fb), how="mean over samples"),
         }
-        if ok.any():  # no valid answer: no fallback metrics either (`score`)
-            out["RMSE_fb"] = RatioUnits(ids, fb ** 2, transform="sqrt", how="root of the mean squared error over samples")
-            out["MAE_fb"] = mean_units(ids, np.abs(fb), how="mean over samples")
+        if ok.any():
             out["RMSE"] = RatioUnits(ids, err ** 2, ok, transform="sqrt", how="root of the mean squared error over valid answers")
             out["MAE"] = mean_units(ids, np.abs(err), ok, how="mean over valid answers")
         return out
