@@ -418,3 +418,29 @@ def test_permutation_p_counts_a_near_tie_as_scipy_does():
     less = np.mean(null <= observed + abs(eps * observed))
     assert greater == 1 / 8  # the near tie counted (0 under a 1e-14 tolerance)
     assert permutation_p(null, observed, exact=True) == pytest.approx(2 * min(less, greater)) == pytest.approx(2 / 8)
+
+
+def test_auc_permutation_is_exact_only_when_all_flips_fit_the_permutations_asked():
+    """The review of 2026-11-30: AUC's flips each cost a row of Python work, and the exact test over 20 users
+    (2**20 flips) took about 16 s a comparison, one per row of a table. Exact now up to 16 users, or when
+    2**users <= permutations; else random flips, whose p agrees with the exact one."""
+    rng = np.random.default_rng(11)
+    n, users = 220, 17
+    cl = rng.integers(0, users, n)
+    y = rng.random(n) < 0.4
+    sa = rng.random(n) + 0.3 * y
+    sb = rng.random(n) + 0.1 * y
+    ua, ub = AUCUnits(list(range(n)), sa, y, clusters=cl), AUCUnits(list(range(n)), sb, y, clusters=cl)
+    exact = paired_permutation(ua, ub, permutations=2**users)
+    sampled = paired_permutation(ua, ub, permutations=2000)
+    assert exact["exact"] and exact["permutations"] == 2**users
+    assert not sampled["exact"] and sampled["permutations"] == 2000
+    assert exact["diff"] == sampled["diff"]
+    assert abs(sampled["p"] - exact["p"]) < 4 * np.sqrt(exact["p"] * (1 - exact["p"]) / 2000) + 1e-3
+    # means stay exact up to EXACT_MAX_UNITS units (their flips are one matrix product), AUC up to 16 users
+    assert paired_permutation(mean_units(range(n), sa, clusters=cl), mean_units(range(n), sb, clusters=cl),
+                              permutations=100)["exact"]
+    few = cl < 16
+    ids = list(range(int(few.sum())))
+    assert paired_permutation(AUCUnits(ids, sa[few], y[few], clusters=cl[few]),
+                              AUCUnits(ids, sb[few], y[few], clusters=cl[few]), permutations=100)["exact"]

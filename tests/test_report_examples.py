@@ -41,3 +41,30 @@ def test_examples_section_ranks_by_the_suite_task(tmp_path):
     html = "".join(examples_section(tmp_path, [sample], 3, suite="recbench"))
     assert "miss" in html and "hit (rank" not in html
     assert "hit (rank 1)" in "".join(examples_section(tmp_path, [sample], 3, suite="no-such-suite"))
+
+
+def test_recbench_plus_examples_count_hits_as_the_score_does():
+    """The review of 2026-11-30: the example's verdict intersected the answer's matched ids with the ground truth
+    as they were, where P and R cut the list to k, let a twin title stand for its ground-truth item and leave the
+    query's own films out."""
+    from recharness.tasks.recbench_plus.evaluate import query_metrics
+
+    task = get_task("recbench-plus", "explicit")
+    cases = [
+        # k = 2: the third title is past the list the score reads
+        ({"id": "q1", "query": "Films directed by X", "gt": ["10"], "k": 2},
+         {"strings": ["A", "B", "C"], "item_ids": ["1", "2", "10"], "ftr": False}, "miss"),
+        # a twin of the ground-truth item stands for it
+        ({"id": "q2", "query": "Films with Y", "gt": ["10"]},
+         {"strings": ["Hamlet"], "item_ids": ["11"], "ftr": False, "twins": {"11": ["10"]}}, "hit (1 of 1)"),
+        # an implicit query's own reference film is left out
+        ({"id": "q3", "query": "Films like Heat", "gt": ["10", "20"], "implicit": {"referenceMovieIds": ["10"]}},
+         {"strings": ["Heat"], "item_ids": ["10"], "ftr": False}, "miss"),
+        ({"id": "q4", "query": "Films like Heat", "gt": ["10", "20"]},
+         {"strings": ["Heat", "Ronin"], "item_ids": ["10", "20"], "ftr": False}, "hit (2 of 2)"),
+    ]
+    for sample, parsed, verdict in cases:
+        rec = {"id": sample["id"], "valid": True, "output": "\n".join(parsed["strings"]), "parsed": parsed}
+        assert _target_and_hit(sample, rec, task)[1] == verdict, sample["id"]
+        (row,) = query_metrics([sample], {sample["id"]: rec})
+        assert (row["R"] > 0) == verdict.startswith("hit"), sample["id"]  # the score agrees

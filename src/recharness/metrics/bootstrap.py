@@ -78,6 +78,9 @@ ALPHA = 0.05
 MIN_UNITS = 5
 #: up to this many independent units the paired permutation test is exact (all 2**n sign flips)
 EXACT_MAX_UNITS = 20
+#: the same for units whose every flip costs a row of Python work (AUC's, ~15 µs: 2**16 flips about 1 s a
+#: comparison, 2**20 took 16 s, one per row of a table); past it, exact only when 2**n <= the permutations asked
+EXACT_MAX_COSTLY_UNITS = 16
 #: entries of one chunk of the (resamples x units) count matrix
 _CHUNK_ENTRIES = 2_000_000
 
@@ -249,6 +252,9 @@ class Units:
     clusters: np.ndarray | None = None
     #: how the metric aggregates, shown in notes ("mean", "AUC", "corpus BLEU", ...)
     how: str = ""
+    #: each sign flip of `swapped` costs a row of Python work (AUC): the paired test is exact up to
+    #: EXACT_MAX_COSTLY_UNITS units
+    costly_flips = False
 
     @property
     def n(self) -> int:
@@ -454,6 +460,7 @@ def _auc_rows(codes: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
 class AUCUnits(Units):
     """AUC over samples: one score and one 0/1 label per unit."""
 
+    costly_flips = True
     ids: Sequence[Any]
     scores: np.ndarray
     labels: np.ndarray
@@ -589,18 +596,21 @@ def _per_cluster(u: Units) -> RatioUnits | None:
 
 def paired_permutation(a: Units, b: Units, permutations: int = DEFAULT_RESAMPLES, seed: int = 0) -> dict[str, float]:
     """Permutation test of A's metric minus B's: each independent unit's two answers (a cluster's
-    all together) swapped at random, or every way (exact) up to EXACT_MAX_UNITS units."""
+    all together) swapped at random, or every way (exact) up to EXACT_MAX_UNITS units (for units whose flips
+    are costly, AUC's, up to EXACT_MAX_COSTLY_UNITS, or while every way is no more than `permutations`)."""
     _same(a, b)
     observed = a.point() - b.point()
     if a.clusters is not None and _per_cluster(a) is not None and _per_cluster(b) is not None:
         # a ratio of sums moves with whole clusters: the clusters' own sums give the same null, n times faster
         a, b = _per_cluster(a), _per_cluster(b)
+    n = cluster_codes(a.clusters)[1] if a.clusters is not None else a.n
+    exact_ok = not a.costly_flips or n <= EXACT_MAX_COSTLY_UNITS or (n < 63 and 2**n <= permutations)
     if a.clusters is not None:
         codes, c = cluster_codes(a.clusters)
-        chunks, exact, count = swap_masks(c, permutations, seed)
+        chunks, exact, count = swap_masks(c, permutations, seed, exact_ok=exact_ok)
         chunks = (s[:, codes] for s in chunks)
     else:
-        chunks, exact, count = swap_masks(a.n, permutations, seed)
+        chunks, exact, count = swap_masks(a.n, permutations, seed, exact_ok=exact_ok)
     null = np.concatenate([a.swapped(b, s) for s in chunks]) if count else np.zeros(0)
     return {"diff": observed, "p": permutation_p(null, observed, exact), "permutations": count, "exact": exact,
             "units": a.independent}

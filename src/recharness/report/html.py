@@ -42,7 +42,7 @@ from recharness.report.tables import (
     table_name,
     value_text,
 )
-from recharness.tasks.base import listed_rank
+from recharness.tasks.base import listed_hits, listed_rank
 
 e = html.escape
 
@@ -966,12 +966,14 @@ def _target_and_hit(sample: dict, rec: dict | None, task=None) -> tuple[str, str
         return text, None if rec is None else ("hit" + (f" (rank {rank})" if rank else "") if rank else "miss")
     if sample.get("gt") is not None and "query" in sample:
         gt = [str(x) for x in sample["gt"]]
-        got = {str(x) for x in (parsed.get("item_ids") or []) if x is not None}
-        k = len(got & set(gt))
         text = ", ".join(titles.get(g, g) for g in gt[:6]) + (" …" if len(gt) > 6 else "")
         if invalid:
             return text, NOT_SCORED
-        return text, None if rec is None else (f"hit ({k} of {len(gt)})" if k else "miss")
+        if rec is None:
+            return text, None
+        # as the task's score reads the answer (RecBench+: its list cut to k, twins, the query's own films out)
+        k = task.ground_truth_hits(sample, rec) if task is not None else listed_hits(sample, rec)
+        return text, f"hit ({k} of {len(gt)})" if k else "miss"
     if "label" in sample:
         p = parsed.get("p_yes")
         text = "clicked" if sample["label"] else "not clicked"

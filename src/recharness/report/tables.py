@@ -139,7 +139,8 @@ def ci_note(rows: list[ScoreRow]) -> str | None:
         how += ", by run"
     note = (f"[lo, hi] = the 95% bootstrap interval ({how}); "
             "bold = the best row of a column and every row not distinguishable from it "
-            "(paired test, p ≥ 0.05: the exact sign-flip test up to 20 independent units, the paired bootstrap on "
+            "(paired test, p ≥ 0.05: the exact sign-flip test up to 20 independent units (AUC: 16, then random "
+            "flips), the paired bootstrap on "
             "the same resamples above; a row alone in its comparison is never marked).")
     fewer = sorted({c.get("resamples") for r in rows for c in r.ci.values() if c.get("generic")} - {None})
     if fewer:

@@ -124,7 +124,10 @@ def compare(out: Path, models: list[str] | None = None, task: str | None = None,
                         notes.append(f"{m}: n too small for an interval ({support} unit{'s' if support != 1 else ''})")
                     if few:
                         notes.append(f"{ua[m].independent} independent units: exact sign-flip test over all "
-                                     f"{perm['permutations']:,} flips; no bootstrap p-value")
+                                     f"{perm['permutations']:,} flips; no bootstrap p-value" if perm["exact"] else
+                                     f"{ua[m].independent} independent units: sign-flip test over "
+                                     f"{perm['permutations']:,} random flips (all of them would cost too long for "
+                                     f"{m}); no bootstrap p-value")
                     if notes:
                         row["note"] = "; ".join(notes)
                         pair_notes.extend(n for n in notes if n not in pair_notes)

@@ -269,7 +269,8 @@ def versus_strongest_reference(task, rows: list[ScoreRow], reps: dict, keys: dic
         diff = r.metrics[m] - strongest.metrics[m]
         ua, ub = units.get((i, m)), units.get((j, m))
         if ua is not None and ub is not None and ua.independent <= EXACT_MAX_UNITS:
-            p, test, used = paired_permutation(ua, ub)["p"], "exact sign-flip", None
+            got = paired_permutation(ua, ub)  # exact, but for AUC past what its permutations allow
+            p, test, used = got["p"], "exact sign-flip" if got["exact"] else "sign-flip, random", None
         elif ua is None and ub is None and swap is not None:  # few samples without units: re-scored swaps
             p, how = swap(i, j, m)
             test, used = ("exact paired swap" if how == "exact" else "paired swap, random"), None
@@ -377,8 +378,9 @@ def _mark_best(rows: list[ScoreRow], reps: dict[tuple[int, str], np.ndarray], ke
             ua, ub = units.get((i, m)), units.get((best, m))
             if keys[(i, m)] == keys[(best, m)] and ua is not None and ub is not None and \
                     ua.independent <= EXACT_MAX_UNITS:  # few units: the exact test decides, as in `compare`
-                p = paired_permutation(ua, ub)["p"]
-                c.update(p_vs_best=p, p_test="exact", top=bool(p >= SIGNIFICANCE) or
+                got = paired_permutation(ua, ub)  # exact, but for AUC past what its permutations allow
+                p = got["p"]
+                c.update(p_vs_best=p, p_test="exact" if got["exact"] else "permutation", top=bool(p >= SIGNIFICANCE) or
                          rows[i].metrics[m] == rows[best].metrics[m])
             elif keys[(i, m)] == keys[(best, m)] and ua is None and ub is None and swap is not None:
                 p, how = swap(i, best, m)  # few samples without units: the paired swap test by re-scoring

@@ -110,6 +110,11 @@ class Task(ABC):
         not ranked), for the report's examples; the default is `listed_rank`."""
         return listed_rank(sample, record)
 
+    def ground_truth_hits(self, sample: dict, record: dict) -> int:
+        """How many of `sample["gt"]` (a query's ground-truth items) the answer in `record` holds as this task's
+        score reads it, for the report's examples; the default is `listed_hits`."""
+        return listed_hits(sample, record)
+
     def reference_answer(self, ranker, sample: dict) -> Any:
         """A baseline's parsed answer to `sample` through its request kinds (`rank`, `top_k`,
         `target_rank`, `p_click` of a baselines.Ranker): what makes a ranker answer this task."""
@@ -251,6 +256,13 @@ def answer_problem(answer_type, value) -> str | None:
         else:
             problems.append(f"the answer is {type(value).__name__}, not {t.__name__}")
     return "; or ".join(dict.fromkeys(problems))
+
+
+def listed_hits(sample: dict, record: dict) -> int:
+    """The generic count of `sample["gt"]` items in a record: its matched ids (`item_ids`) among them."""
+    parsed = record.get("parsed") if isinstance(record.get("parsed"), dict) else {}
+    got = {str(x) for x in (parsed.get("item_ids") or []) if x is not None}
+    return len(got & {str(x) for x in sample.get("gt") or []})
 
 
 def listed_rank(sample: dict, record: dict | None) -> int | None:

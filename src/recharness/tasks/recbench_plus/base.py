@@ -14,11 +14,13 @@ from recharness.tasks.recbench_plus.evaluate import (
     aggregate,
     group_members,
     group_metrics,
+    named_in_query,
     query_metrics,
     resolve_answer,
     top_lists,
     unrecognised,
 )
+from recharness.tasks.recbench_plus.evaluate import recommended as scored_list
 from recharness.tasks.recbench_plus.official import find_file, read_records, write_records
 from recharness.tasks.recbench_plus.options import Options, parse_options
 
@@ -294,6 +296,15 @@ class RecBenchTask(Task):
             if p is not None and rows[n] is not None and unanswered(p):
                 rows[n] = {"P": 0.0, "R": 0.0, "FTR": worst_ftr}
         return rows
+
+    def ground_truth_hits(self, sample: dict, record: dict) -> int:
+        """The ground-truth items in the list P and R score (`recommended`: cut to the sample's k, a twin title
+        standing for its ground-truth item, the query's own films left out); before 2026-11-30 the report's
+        examples counted the answer's matched ids as they were, and could say "hit" where the score has a miss."""
+        parsed = record.get("parsed") if isinstance(record.get("parsed"), dict) else None
+        listed = scored_list(parsed, sample.get("k") or None, sample.get("gt", []),
+                             named_in_query(sample, record.get("output"), parsed))
+        return len(set(listed) & set(sample.get("gt") or []))
 
     def score(self, samples: list[dict], predictions: dict[str, dict]) -> dict[str, float]:
         rows = self._rows(samples, predictions)
