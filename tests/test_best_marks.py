@@ -296,3 +296,17 @@ def test_why_no_row_is_tested_is_said_when_no_row_has_an_interval():
     note = ci_note([model, ref])
     assert note is not None and "No model row is tested against a reference: the best reference by MAE, popularity, " \
         "has no interval (n too small: 4 units)" in note
+
+
+def test_the_auc_random_flips_are_said_only_where_a_row_rests_on_them():
+    from recharness.report.tables import ci_note
+
+    def row(name, p_test, generic=False):
+        ci = {"lo": 0.5, "hi": 0.7, "resamples": 1000, "p_vs_best": 0.2, "p_test": p_test, "top": True,
+              **({"generic": True} if generic else {})}
+        return ScoreRow(name, "ctr", {"AUC": 0.6}, 40, ci={"AUC": ci})
+
+    said = "AUC's sign-flip test is exact up to 16 independent units; from 17 to 20 it takes 1,000 random flips."
+    assert said in ci_note([row("a", "permutation"), row("b", "exact")])
+    assert said not in ci_note([row("a", "exact"), row("b", "bootstrap")])
+    assert said not in ci_note([row("a", "permutation", generic=True)])  # the swap test's own note says its part

@@ -292,7 +292,8 @@ def test_score_cli_resamples_option(ctr_run):
     rows = json.loads((ctr_run / "scores.json").read_text())
     assert rows[0]["extra"]["ci_settings"] == {"resamples": 100, "seed": 3, "level": 0.95,
                                                "best": "p >= 0.05: exact paired sign-flip test up to 20 "
-                                                       "independent units, paired bootstrap above"}
+                                                       "independent units (AUC's up to 16, then random flips), "
+                                                       "paired bootstrap above"}
     assert "AUC_lo" in (ctr_run / "scores.csv").read_text().splitlines()[0]
 
 

@@ -130,3 +130,27 @@ def test_a_reference_whose_click_scores_are_a_ranking_shows_no_log_loss():
         recs = {s["id"]: {"valid": True, "parsed": a} for s, a in zip(samples, task.reference_answers(model, samples))}
         m, units = task.score(samples, recs), task.units(samples, recs)
         assert m["AUC"] == 1.0 and ("logloss" in m) == has_loss and ("logloss" in units) == has_loss
+
+
+def test_a_diverged_reference_s_nan_is_no_answer_and_score_goes_on():
+    """The review of 2026-11-30: a trained reference whose P(click) came out NaN was stored as a valid answer,
+    which the typed answers then refused, stopping the whole `score`; it is now null, an unusable answer."""
+    from recharness.core.types import reference_record
+    from recharness.tasks.base import answer_problem
+
+    class Diverged:
+        def p_clicks(self, samples):
+            return [0.8, float("nan"), 0.2, float("inf")]
+
+    task = CtrTask()
+    samples = [{"id": f"s{k}", "user_id": "u", "label": y} for k, y in enumerate([1, 1, 0, 0])]
+    answers = task.reference_answers(Diverged(), samples)
+    assert [a["p_yes"] for a in answers] == [0.8, None, 0.2, None]
+    assert all(answer_problem(task.answer_type, a) is None for a in answers)
+    m = task.score(samples, {s["id"]: reference_record(s["id"], a) for s, a in zip(samples, answers)})
+    assert m["invalid_rate"] == 0.5
+    # the unusable two win half of every pair they are in (`halved`): pairs (s0, s2) 1, (s0, s3) 1/2, (s1, s2)
+    # 1/2, (s1, s3) 1/2 → 2.5 / 4; sklearn on the doubled rows (an unusable one at -1 and 2) agrees
+    assert m["AUC"] == pytest.approx(0.625, abs=1e-12)
+    assert m["AUC"] == pytest.approx(roc_auc_score([1, 1, 1, 1, 0, 0, 0, 0], [0.8, 0.8, -1, 2, 0.2, 0.2, -1, 2]),
+                                     abs=1e-12)

@@ -187,9 +187,10 @@ class ScoreRow:
     #:   lo, hi        the percentile interval
     #:   resamples     resamples it rests on; units: "samples", "users", "groups" ...; how: how they aggregate
     #:   generic       True when computed by re-scoring resampled samples (the task has no `units`)
-    #:   p_vs_best     p-value of this row's difference from the table's best row (`p_test`: the exact
-    #:                 sign-flip test up to 20 independent units, else the paired bootstrap; a task without
-    #:                 units on 20 samples or fewer: the paired swap test by re-scoring, "exact" or "permutation")
+    #:   p_vs_best     p-value of this row's difference from the table's best row (`p_test`: "exact", the
+    #:                 sign-flip test up to 20 independent units, AUC's up to 16 and "permutation", 1,000 random
+    #:                 flips, to 20; else "bootstrap", the paired bootstrap; a task without units on 20 samples or
+    #:                 fewer, `generic`: the paired swap test by re-scoring, "exact" or "permutation")
     #:                 (None for the best row itself; absent for metrics without a better side)
     #:   top           the best row, or not distinguishable from it (p_vs_best >= 0.05)
     ci: dict[str, dict[str, Any]] = field(default_factory=dict)

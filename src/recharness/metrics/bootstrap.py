@@ -66,7 +66,8 @@ import numpy as np
 from recharness.core.types import is_number  # noqa: F401 - read from here by the runner and report
 
 __all__ = [
-    "AUCUnits", "BLEUUnits", "DEFAULT_RESAMPLES", "EXACT_MAX_UNITS", "MIN_UNITS", "RatioUnits", "Units",
+    "AUCUnits", "BLEUUnits", "DEFAULT_RESAMPLES", "EXACT_MAX_COSTLY_UNITS", "EXACT_MAX_UNITS", "MIN_UNITS",
+    "RatioUnits", "Units",
     "bleu_from_stats", "bleu_units", "cluster_codes", "pooled_strata",
     "bootstrap_p", "generic_replicates", "mean_units", "paired_bootstrap", "paired_permutation",
     "percentile_ci", "resample_counts", "swap_masks", "weighted_auc",

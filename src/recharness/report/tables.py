@@ -9,7 +9,7 @@ programs reading them see the same keys as before.
 Confidence intervals (`ScoreRow.ci`, filled by the score stage): the tables
 people read show "value [lo, hi]" (the 95% interval, often asymmetric), in bold the best
 row of a column and every row not distinguishable from it (exact paired sign-flip test up to 20
-independent units, paired bootstrap above; p >= 0.05), with a note under each table saying so; scores.csv has the bounds
+independent units, AUC's up to 16 and random flips to 20, paired bootstrap above; p >= 0.05), with a note under each table saying so; scores.csv has the bounds
 in `<metric>_lo` / `<metric>_hi` columns beside each metric that has them,
 scores.json the whole `ci` record.
 """
@@ -139,9 +139,11 @@ def ci_note(rows: list[ScoreRow]) -> str | None:
         how += ", by run"
     note = (f"[lo, hi] = the 95% bootstrap interval ({how}); "
             "bold = the best row of a column and every row not distinguishable from it "
-            "(paired test, p ≥ 0.05: the exact sign-flip test up to 20 independent units (AUC: 16, then random "
-            "flips), the paired bootstrap on "
+            "(paired test, p ≥ 0.05: the exact sign-flip test up to 20 independent units, the paired bootstrap on "
             "the same resamples above; a row alone in its comparison is never marked).")
+    if any(c.get("p_test") == "permutation" and not c.get("generic") for r in rows for c in r.ci.values()):
+        note += (" AUC's sign-flip test is exact up to 16 independent units; from 17 to 20 it takes 1,000 random "
+                 "flips.")
     fewer = sorted({c.get("resamples") for r in rows for c in r.ci.values() if c.get("generic")} - {None})
     if fewer:
         note += (" Intervals from re-scoring resampled samples (the task has no per-unit contract), "

@@ -141,7 +141,14 @@ def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[Score
     p >= 0.05 in the exact paired sign-flip test up to EXACT_MAX_UNITS independent units (the test
     `compare` makes, so the two agree), in the paired bootstrap above that. A row alone has no mark.
     """
-    from recharness.metrics.bootstrap import EXACT_MAX_UNITS, MIN_UNITS, generic_replicates, is_number, percentile_ci
+    from recharness.metrics.bootstrap import (
+        EXACT_MAX_COSTLY_UNITS,
+        EXACT_MAX_UNITS,
+        MIN_UNITS,
+        generic_replicates,
+        is_number,
+        percentile_ci,
+    )
     from recharness.metrics.registry import wants_ci
 
     reps: dict[tuple[int, str], np.ndarray] = {}
@@ -220,7 +227,8 @@ def add_confidence_intervals(task, samples: list[dict], scored: list[tuple[Score
     for row, _ in scored:
         row.extra["ci_settings"] = {"resamples": resamples, "seed": seed, "level": 0.95,
                                     "best": f"p >= {SIGNIFICANCE}: exact paired sign-flip test up to "
-                                            f"{EXACT_MAX_UNITS} independent units, paired bootstrap above"}
+                                            f"{EXACT_MAX_UNITS} independent units (AUC's up to "
+                                            f"{EXACT_MAX_COSTLY_UNITS}, then random flips), paired bootstrap above"}
 
 
 def versus_strongest_reference(task, rows: list[ScoreRow], reps: dict, keys: dict, units: dict,
@@ -343,7 +351,8 @@ def _mark_best(rows: list[ScoreRow], reps: dict[tuple[int, str], np.ndarray], ke
                units: dict[tuple[int, str], object] | None = None, swap=None) -> None:
     """Per metric with a better side and two rows or more with an interval: p_vs_best and `top` on each
     row's interval. The p-value is the exact paired sign-flip test's (`p_test: "exact"`, all 2**k flips)
-    when the rows' units are at most EXACT_MAX_UNITS independent ones, as `compare` reports it; else the
+    when the rows' units are at most EXACT_MAX_UNITS independent ones (AUC's past EXACT_MAX_COSTLY_UNITS:
+    random flips, "permutation"), as `compare` reports it; else the
     paired bootstrap's on the shared resamples. A row alone in its comparison (e.g. a `limit n/M` row,
     scored on samples no other row was) gets no mark: best of one is no finding."""
     from recharness.metrics.bootstrap import EXACT_MAX_UNITS, bootstrap_p, paired_permutation

@@ -289,4 +289,6 @@ class CtrTask(Task):
         """P(click) per sample; a reference whose click scores are a ranking, not probabilities
         (`Baseline.click_probabilities`), marks its answers so the row shows no log loss."""
         ranking = {} if getattr(baseline, "click_probabilities", True) else {"ranking_score": True}
-        return [{"p_yes": float(p), **ranking} for p in baseline.p_clicks(samples)]
+        # a diverged model's NaN is no score: null, which `score` counts as no usable answer (as before the typed
+        # answers refused a NaN and, with it, the whole `score`)
+        return [{"p_yes": float(p) if math.isfinite(p) else None, **ranking} for p in baseline.p_clicks(samples)]
