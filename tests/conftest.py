@@ -137,3 +137,13 @@ def random_lora():
         return pm
 
     return make
+
+
+@pytest.fixture
+def refused_url():
+    """A loopback server URL that refuses connections for the whole test; no parallel worker can take its port
+    (a port found free and let go could be bound by another worker's server, which would then answer)."""
+    from recharness.testing.refused import refusing_url
+
+    with refusing_url() as url:
+        yield url

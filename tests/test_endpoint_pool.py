@@ -8,6 +8,7 @@ a kill -9 mid-run. Each sample must end exactly once in the predictions file.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from recharness.execution.executor import CachedModel, run_samples
 from recharness.models.endpoint_pool import EndpointPool, endpoint_lines, endpoint_totals
 from recharness.models.openai_compat import OpenAICompatibleBackend
 from recharness.models.registry import base_urls, resolve_model
-from recharness.models.server import free_port
+from recharness.testing.refused import refusing_url
 from recharness.tasks.base import Task
 from recharness.testing.fake_server import FakeServerProcess
 
@@ -211,15 +212,16 @@ def test_a_hanging_endpoint_times_out_and_the_request_moves_on(tmp_path):
 
 
 def test_every_endpoint_refusing_stops_the_run_with_a_clear_error(tmp_path):
-    urls = [f"http://127.0.0.1:{free_port()}/v1" for _ in range(3)]
-    p = pool(urls, concurrency=4)
-    t0 = time.perf_counter()
-    stats = run(p, samples(20), tmp_path / "p.jsonl")
-    assert time.perf_counter() - t0 < 10
-    assert stats.stopped and stats.stopped.startswith("connection refused by every endpoint of the pool")
-    assert all(u in stats.stopped for u in urls)
-    assert stats.done == 0 and not ids_in(tmp_path / "p.jsonl")
-    assert all(t["failures_by_kind"].get("connect", 0) >= 1 and t["probes"] >= 2 for t in endpoint_totals(p))
+    with contextlib.ExitStack() as held:
+        urls = [held.enter_context(refusing_url()) for _ in range(3)]
+        p = pool(urls, concurrency=4)
+        t0 = time.perf_counter()
+        stats = run(p, samples(20), tmp_path / "p.jsonl")
+        assert time.perf_counter() - t0 < 10
+        assert stats.stopped and stats.stopped.startswith("connection refused by every endpoint of the pool")
+        assert all(u in stats.stopped for u in urls)
+        assert stats.done == 0 and not ids_in(tmp_path / "p.jsonl")
+        assert all(t["failures_by_kind"].get("connect", 0) >= 1 and t["probes"] >= 2 for t in endpoint_totals(p))
 
 
 def test_every_endpoint_failing_leaves_samples_undone_then_a_rerun_finishes(tmp_path):

@@ -196,17 +196,20 @@ def test_two_specs_of_one_name_are_refused_and_an_unreachable_server_exits_as_ru
     """One model on two servers answered into one file: the second found every sample done and was never asked,
     and both columns showed the first's numbers. A server that is down made eval exit 2, the usage error's code;
     `run` exits 4."""
-    from recharness.models.server import free_port
+    from recharness.testing.refused import refusing_url
 
     out = tmp_path / "ev"
-    a, b = (f"openai:m@http://127.0.0.1:{free_port()}/v1" for _ in range(2))
-    p = subprocess.run([sys.executable, "-m", "recharness", "eval", "-m", a, "-m", b, "--suites", "llmrec", "-o",
-                        str(out), "--limit", "2", "--no-train-references"], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 2 and "both answer as 'openai-m'" in " ".join(p.stderr.split()), p.stderr
-    assert not list(out.rglob("commands.jsonl"))  # refused before anything was written
-    p = subprocess.run([sys.executable, "-m", "recharness", "eval", "-m", a, "--suites", "llmrec", "-o", str(out),
-                        "--limit", "2", "--no-train-references"], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 4 and "unanswered" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    with refusing_url() as url_a, refusing_url() as url_b:
+        a, b = f"openai:m@{url_a}", f"openai:m@{url_b}"
+        p = subprocess.run([sys.executable, "-m", "recharness", "eval", "-m", a, "-m", b, "--suites", "llmrec",
+                            "-o", str(out), "--limit", "2", "--no-train-references"], capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 2 and "both answer as 'openai-m'" in " ".join(p.stderr.split()), p.stderr
+        assert not list(out.rglob("commands.jsonl"))  # refused before anything was written
+        p = subprocess.run([sys.executable, "-m", "recharness", "eval", "-m", a, "--suites", "llmrec", "-o",
+                            str(out), "--limit", "2", "--no-train-references"], capture_output=True, text=True,
+                           timeout=300)
+        assert p.returncode == 4 and "unanswered" in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 
 def test_eval_says_its_own_way_out_when_a_models_answers_were_made_otherwise(ml1m, tmp_path):

@@ -243,10 +243,8 @@ def test_a_server_without_log_probabilities_stops_the_run_with_nothing_committed
     assert all(r["valid"] and r["parsed"]["Yes"] == pytest.approx(0.6224593312) for r in recs)
 
 
-def test_server_down_from_the_start_stops_quickly(tmp_path):
-    from recharness.models.server import free_port
-
-    url = f"http://127.0.0.1:{free_port()}/v1"
+def test_server_down_from_the_start_stops_quickly(tmp_path, refused_url):
+    url = refused_url
     t0 = time.perf_counter()
     stats = run(samples_for(["x"] * 5, n_ok=20), url, tmp_path / "p.jsonl", backoff_s=0.05)
     assert time.perf_counter() - t0 < 10

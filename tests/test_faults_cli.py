@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from recharness.core.io import read_jsonl
-from recharness.models.server import free_port
 from recharness.testing.fake_server import FakeServerProcess
 
 pytestmark = pytest.mark.slow
@@ -118,9 +117,9 @@ def test_rebuild_in_place_sets_the_old_answers_aside_and_a_stray_old_file_is_ref
     assert pred.read_bytes() == old and json.loads((run / "build.json").read_text())["fingerprint"] == first_fp
 
 
-def test_server_down_and_exhausted_retries_have_their_own_exit_codes(built):
+def test_server_down_and_exhausted_retries_have_their_own_exit_codes(built, refused_url):
     run = built(12)
-    url = f"http://127.0.0.1:{free_port()}/v1"
+    url = refused_url
     down = cli(*run_args(run, url))
     assert down.returncode == 4
     assert f"connection refused by {url}" in down.stderr and "rerun to finish" in down.stderr

@@ -11,14 +11,14 @@ from recharness.core.errors import ServerUnreachable
 from recharness.core.io import read_jsonl
 from recharness.core.types import GenerationParams
 from recharness.models.openai_compat import OpenAICompatibleBackend
-from recharness.models.server import free_port
 from recharness.testing.fake_server import FakeServerProcess
 from tests.test_faults import run, samples_for
 
 
 @pytest.mark.parametrize("concurrency", [1, 4, 8, 32])
-def test_refused_connections_stop_after_the_configured_tries_whatever_the_concurrency(tmp_path, concurrency):
-    url = f"http://127.0.0.1:{free_port()}/v1"
+def test_refused_connections_stop_after_the_configured_tries_whatever_the_concurrency(tmp_path, concurrency,
+                                                                                   refused_url):
+    url = refused_url
     stats = run(samples_for([], n_ok=40), url, tmp_path / "p.jsonl", concurrency=concurrency, backoff_s=0.01,
                 max_attempts=5)
     assert stats.stopped == (f"connection refused by {url} (3 tries in a row): is the server running and is the "
@@ -28,16 +28,16 @@ def test_refused_connections_stop_after_the_configured_tries_whatever_the_concur
     assert stats.transport_retries["connect"] >= 2
 
 
-def test_the_refusal_message_names_the_configured_limit(tmp_path):
-    url = f"http://127.0.0.1:{free_port()}/v1"
+def test_the_refusal_message_names_the_configured_limit(tmp_path, refused_url):
+    url = refused_url
     stats = run(samples_for([], n_ok=16), url, tmp_path / "p.jsonl", concurrency=8, backoff_s=0.01, max_attempts=9,
                 max_connect_failures=5)
     assert "(5 tries in a row)" in stats.stopped
     assert stats.transport_retries["connect"] >= 4
 
 
-def test_one_request_is_tried_max_connect_failures_times_before_the_run_stops():
-    url = f"http://127.0.0.1:{free_port()}/v1"
+def test_one_request_is_tried_max_connect_failures_times_before_the_run_stops(refused_url):
+    url = refused_url
     b = OpenAICompatibleBackend("m", base_url=url, backoff_s=0.01, max_attempts=9, max_connect_failures=4)
 
     async def go():
@@ -95,10 +95,10 @@ def test_a_rate_limit_is_not_an_account_refusal():
     assert account_refused(reply(401, {"message": "Incorrect API key provided: sk-***"}))
 
 
-def test_fewer_tries_than_the_refusal_limit_still_stop_a_run_on_a_dead_server(tmp_path):
+def test_fewer_tries_than_the_refusal_limit_still_stop_a_run_on_a_dead_server(tmp_path, refused_url):
     """--max-attempts 2 < max_connect_failures 3: a request refused on both tries means the server is down
     (before, every sample was tried twice and left undone, and the run never stopped)."""
-    url = f"http://127.0.0.1:{free_port()}/v1"
+    url = refused_url
     stats = run(samples_for([], n_ok=20), url, tmp_path / "p.jsonl", concurrency=1, backoff_s=0.01, max_attempts=2)
     assert stats.stopped and "(2 tries in a row)" in stats.stopped
     # the request at the server and the two queued behind it for the transport process (`queue_ahead`)
@@ -226,3 +226,16 @@ def test_an_inline_request_waiting_for_a_connection_is_not_timed(monkeypatch):
 
         got = asyncio.run(both())
     assert all(0.25 < c.latency_s < 0.5 for c in got), [c.latency_s for c in got]
+
+
+def test_a_refusing_url_refuses_connections_and_no_server_can_take_its_port(refused_url):
+    """The "server is down" tests' URL: a parallel worker's server binding its port would answer them."""
+    import socket
+    from urllib.parse import urlsplit
+
+    port = urlsplit(refused_url).port
+    with socket.socket() as c, pytest.raises(ConnectionRefusedError):
+        c.connect(("127.0.0.1", port))
+    with socket.socket() as s, pytest.raises(OSError, match="in use"):
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's servers bind
+        s.bind(("127.0.0.1", port))
