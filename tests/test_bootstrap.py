@@ -251,8 +251,17 @@ def test_paired_difference_ci_matches_scipy():
     res = paired_bootstrap(mean_units(list(range(n)), a), mean_units(list(range(n)), b), B)
     _close((res["lo"], res["hi"]), ref)
     assert res["diff"] == pytest.approx(a.mean() - b.mean())
-    # the p-value inverts the interval: 0 outside the interval <=> p < 0.05
-    assert (res["p"] < 0.05) == (res["lo"] > 0 or res["hi"] < 0)
+    # the p-value inverts the interval: 0 outside the interval <=> p < 0.05; by hand from the same counts
+    w = np.concatenate(list(resample_counts(n, B, 0)))
+    d = (w @ a - w @ b) / n
+    assert res["p"] == pytest.approx(min(1.0, 2 * min(np.mean(d <= 0), np.mean(d >= 0))), abs=1e-12)
+    assert res["p"] > 0.05 and res["lo"] < 0 < res["hi"]  # here a tie
+    # and a clear difference: b loses 15% of a's ones
+    ones = np.flatnonzero(a)
+    c = a.copy()
+    c[ones[: int(0.15 * ones.size) + 1]] = 0
+    res = paired_bootstrap(mean_units(list(range(n)), a), mean_units(list(range(n)), c), B)
+    assert res["p"] < 0.05 and res["lo"] > 0
 
 
 def test_bootstrap_p_edges():

@@ -411,6 +411,34 @@ def test_one_unit_gets_no_zero_width_interval(ml1m, tmp_path):
     row = ScoreRow("m", "t", {"P": 0.25}, 3, extra={"no_interval": {"P": "n too small: 1 unit"}})
     assert "| m | 0.250 (no CI: 1 unit) |" in to_markdown([row])
 
+    class OneUnit(_MeanTask):
+        """40 samples, but the metric rests on one independent unit: defined on one sample, or 40 samples of
+        one user (a clustered metric: 40 samples carry it, one user is resampled)."""
+
+        def __init__(self, how):
+            super().__init__(True)
+            self.how = how
+
+        def score(self, samples, predictions):
+            vals = self._vals(samples, predictions)
+            return {"HR@10": vals[0] if self.how == "defined" else float(np.mean(vals))}
+
+        def units(self, samples, predictions):
+            ids, vals = [s["id"] for s in samples], self._vals(samples, predictions)
+            if self.how == "defined":
+                return {"HR@10": mean_units(ids, vals, [True] + [False] * (len(ids) - 1))}
+            return {"HR@10": mean_units(ids, vals, clusters=np.array(["u1"] * len(ids)))}
+
+    samples = [{"id": f"s{i}"} for i in range(40)]
+    preds = [{s["id"]: {"x": float(i % q == 0)} for i, s in enumerate(samples)} for q in (2, 3)]
+    for how in ("defined", "clustered"):
+        task = OneUnit(how)
+        assert task.units(samples, preds[0])["HR@10"].support() == (1 if how == "defined" else 40)
+        scored = [(ScoreRow(m, "toy", task.score(samples, p), 40), p) for m, p in zip("ab", preds)]
+        intervals.add_confidence_intervals(task, samples, scored, resamples=100, seed=0)
+        for r, _ in scored:
+            assert "HR@10" not in r.ci and r.extra["no_interval"]["HR@10"] == "n too small: 1 unit", how
+
 
 def test_recbench_plus_history_variants_get_intervals(ml1m, tmp_path):
     """Tables 2/3 per history variant: each cell's interval is the bootstrap over that variant's queries."""

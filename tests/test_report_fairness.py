@@ -23,6 +23,7 @@ pytest.importorskip("matplotlib")
 from recharness.core.errors import ConfigError  # noqa: E402
 from recharness.core.rundir import RunDir  # noqa: E402
 from recharness.core.types import ScoreRow  # noqa: E402
+from recharness.metrics.bootstrap import resample_counts  # noqa: E402
 from recharness.report import fairness, html  # noqa: E402
 from recharness.report.tables import load_scores, write_scores  # noqa: E402
 from recharness.runner import pipeline  # noqa: E402
@@ -120,7 +121,8 @@ def test_accuracy_against_popularity_chart_and_table(monkeypatch):
     _marks_as_the_browser_test_reads_them("NDCG@10 vs ARP@10", px, {BLUE, "#303030", "#8c8c8c"})
 
 
-def test_popularity_section_needs_two_methods_with_arp_and_accuracy():
+def test_popularity_section_needs_two_methods_with_arp_and_accuracy(monkeypatch):
+    figs = _capture(monkeypatch)
     rows = _beyond_rows()
     assert fairness.popularity_parts(rows[:1], "NDCG@10", html.Palette(rows)) == []
     no_acc = [rows[0], ScoreRow("x", "sequential", {"ARP@10": 10.0}, 20)]  # ARP without the headline: no point
@@ -133,6 +135,15 @@ def test_popularity_section_needs_two_methods_with_arp_and_accuracy():
     lin = [rows[0], rows[2]]
     text = "".join(fairness.popularity_parts(lin, "NDCG@10", html.Palette(lin)))
     assert "alt='NDCG@10 vs ARP@10'" in text
+    ax = figs[-1].axes[0]
+    assert ax.get_xscale() == "linear" and "log scale" not in ax.get_xlabel()
+    # the bound: 9× stays linear, 11× is drawn on a log axis and says so
+    for ratio, scale in ((9, "linear"), (11, "log")):
+        pair = [lin[0], ScoreRow("random", "sequential", {**lin[1].metrics, "ARP@10": 50.0 * ratio}, 20,
+                                 kind="reference")]
+        fairness.popularity_parts(pair, "NDCG@10", html.Palette(pair))
+        ax = figs[-1].axes[0]
+        assert ax.get_xscale() == scale and ("log scale" in ax.get_xlabel()) == (scale == "log")
 
 
 # ------------------------------------------------------------------ tiny hand-answered direct runs
@@ -279,7 +290,8 @@ def memo_run(ml1m, tmp_path_factory):
     b = {0: 3, 1: None, 2: 1, 3: 1, 4: 1, 5: 1, 6: 1, 7: 1, 8: None, 9: None, 10: None, 11: None}
     _write_predictions(out, "llm-a", [_record(s, _at(s, a[k]), fp, "llm-a") for k, s in enumerate(samples)])
     _write_predictions(out, "llm-b", [_record(s, _at(s, b[k]), fp, "llm-b") for k, s in enumerate(samples)])
-    write_scores(pipeline.score(out, references=False, resamples=1000), out)
+    # not the defaults (1,000 resamples, seed 0): the split must take them from the score stage
+    write_scores(pipeline.score(out, references=False, resamples=500, ci_seed=7), out)
     probes = base / "probes"
     probes.mkdir()
 
@@ -339,6 +351,14 @@ def test_split_values_are_the_tasks_own_and_the_intervals_the_score_stages(memo_
     assert x["row"].method == "llm-a" and x["memorized"]["n"] == 6 and x["other"]["n"] == 6
     assert x["memorized"]["value"] == pytest.approx(1.0) and x["other"]["value"] == pytest.approx(2.5 / 6)
     assert (x["memorized"]["lo"], x["memorized"]["hi"]) == (1.0, 1.0)
+    # "other" (samples 6-11, one unit each: 1, 1, 0.5, 0, 0, 0) resampled as the score stage was told to:
+    # 500 resamples, seed 7
+    other = np.array([1, 1, 0.5, 0, 0, 0])
+    reps = np.concatenate([w @ other / 6 for w in resample_counts(6, 500, 7)])
+    lo, hi = np.percentile(reps, [2.5, 97.5])
+    assert (x["other"]["lo"], x["other"]["hi"]) == (pytest.approx(lo, abs=1e-12), pytest.approx(hi, abs=1e-12))
+    seed0 = np.concatenate([w @ other / 6 for w in resample_counts(6, 1000, 0)])
+    assert tuple(np.percentile(seed0, [2.5, 97.5])) != (lo, hi)  # the defaults would show
     # the whole row's NDCG@10 is (6 + 2.5) / 12: the split's parts add up to the table's value
     whole = next(r for r in rows if r.method == "llm-a").metrics["NDCG@10"]
     assert whole == pytest.approx(8.5 / 12)

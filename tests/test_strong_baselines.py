@@ -86,7 +86,7 @@ def test_itemknn_equals_cosine_similarity_summed_over_the_history():
     m = ItemKNN(neighbours=10).fit(_train())
     np.testing.assert_allclose(m.scores(["a", "d"])[:4], (sim[0] + sim[3])[:4], rtol=1e-5)
     one = ItemKNN(neighbours=1).fit(_train())  # each item's single nearest neighbour (itself)
-    assert np.count_nonzero(one.similarity.toarray()) == 4
+    np.testing.assert_allclose(one.similarity.toarray(), np.diag([1.0, 1, 1, 1, 0]), atol=1e-6)
 
 
 def test_itemknn_recency_decay_weights_the_history_by_position():
@@ -286,24 +286,24 @@ def test_log_spaces_are_floats_and_logint_whole_numbers():
     import optuna
 
     from recharness.baselines.ease import EASE
-    from recharness.baselines.tuning import _distribution
+    from recharness.baselines.tuning import _distribution, _suggest
 
     assert EASE.space["l2"][0] == "logint"
     assert _distribution(("log", 1, 10_000)) == optuna.distributions.FloatDistribution(1.0, 10_000.0, log=True)
     assert _distribution(("logint", 1, 10_000)) == optuna.distributions.IntDistribution(1, 10_000, log=True)
-    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
-    values = []
-    for _ in range(5):
-        t = study.ask()
-        values.append(tuning_suggest(t))
-        study.tell(t, 0.0)
-    assert all(isinstance(v, float) for v in values) and any(not float(v).is_integer() for v in values)
-
-
-def tuning_suggest(trial):
-    from recharness.baselines.tuning import _suggest
-
-    return _suggest(trial, "x", ("log", 1, 10_000))
+    for kind in ("log", "logint"):
+        study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
+        values = []
+        for _ in range(5):
+            t = study.ask()
+            values.append(_suggest(t, "x", (kind, 1, 10_000)))
+            study.tell(t, 0.0)
+        assert all(1 <= v <= 10_000 for v in values)
+        if kind == "log":
+            assert all(isinstance(v, float) for v in values) and any(not float(v).is_integer() for v in values)
+        else:
+            assert all(type(v) is int for v in values) and len(set(values)) > 1
+            assert study.trials[0].distributions["x"] == optuna.distributions.IntDistribution(1, 10_000, log=True)
 
 
 def test_als_never_trusts_an_observed_item_less_than_an_unobserved_one():
