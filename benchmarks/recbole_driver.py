@@ -148,6 +148,24 @@ def load_rank_metrics():
     return module.rank_metrics
 
 
+def config_dict(spec: dict) -> dict:
+    """RecBole's settings for the run `spec` describes (also read by bench_recbole_dataloader.py)."""
+    return {
+        "data_path": spec["data_path"], "checkpoint_dir": str(Path(spec["work"]) / "saved"),
+        "use_gpu": False, "seed": spec["seed"], "reproducibility": True, "show_progress": False,
+        "worker": 0, "save_dataset": False, "save_dataloaders": False,
+        "load_col": {"inter": ["user_id", "item_id", "timestamp"]},
+        "USER_ID_FIELD": "user_id", "ITEM_ID_FIELD": "item_id", "TIME_FIELD": "timestamp",
+        "MAX_ITEM_LIST_LENGTH": spec["max_len"],
+        "hidden_size": spec["hidden"], "n_layers": spec["layers"], "n_heads": spec["heads"],
+        "inner_size": spec["inner"], "hidden_dropout_prob": spec["dropout"], "attn_dropout_prob": spec["dropout"],
+        "loss_type": "CE", "train_neg_sample_args": None,
+        "train_batch_size": spec["batch_size"], "learning_rate": spec["lr"], "epochs": spec["epochs"],
+        "eval_args": {"split": {"LS": "valid_and_test"}, "order": "TO", "group_by": "user", "mode": "full"},
+        "metrics": ["NDCG", "Hit"], "topk": [10], "valid_metric": "NDCG@10", "eval_batch_size": 4096,
+    }
+
+
 def main() -> None:
     spec = json.loads(Path(sys.argv[1]).read_text())
     del sys.argv[1:]  # RecBole's Config reads --key=value settings from the command line
@@ -163,21 +181,7 @@ def main() -> None:
     from recbole.trainer import Trainer
     from recbole.utils import init_seed
 
-    config_dict = {
-        "data_path": spec["data_path"], "checkpoint_dir": str(Path(spec["work"]) / "saved"),
-        "use_gpu": False, "seed": spec["seed"], "reproducibility": True, "show_progress": False,
-        "worker": 0, "save_dataset": False, "save_dataloaders": False,
-        "load_col": {"inter": ["user_id", "item_id", "timestamp"]},
-        "USER_ID_FIELD": "user_id", "ITEM_ID_FIELD": "item_id", "TIME_FIELD": "timestamp",
-        "MAX_ITEM_LIST_LENGTH": spec["max_len"],
-        "hidden_size": spec["hidden"], "n_layers": spec["layers"], "n_heads": spec["heads"],
-        "inner_size": spec["inner"], "hidden_dropout_prob": spec["dropout"], "attn_dropout_prob": spec["dropout"],
-        "loss_type": "CE", "train_neg_sample_args": None,
-        "train_batch_size": spec["batch_size"], "learning_rate": spec["lr"], "epochs": spec["epochs"],
-        "eval_args": {"split": {"LS": "valid_and_test"}, "order": "TO", "group_by": "user", "mode": "full"},
-        "metrics": ["NDCG", "Hit"], "topk": [10], "valid_metric": "NDCG@10", "eval_batch_size": 4096,
-    }
-    config = Config(model="SASRec", dataset=spec["dataset"], config_dict=config_dict)
+    config = Config(model="SASRec", dataset=spec["dataset"], config_dict=config_dict(spec))
     init_seed(config["seed"], config["reproducibility"])
     dataset = create_dataset(config)
     train_data, valid_data, test_data = data_preparation(config, dataset)
