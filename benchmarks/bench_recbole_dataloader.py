@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from machine import cpu_model  # noqa: E402
-from recbole_driver import config_dict  # noqa: E402
+from recbole_driver import config_dict, recbole_setup  # noqa: E402
 
 
 class TimedLoader:
@@ -90,20 +90,9 @@ def measure(args, spec: dict, scratch: Path) -> list[str]:
     """The timed batches and the results file's lines."""
     import recbole
     import torch
-    from recbole.config import Config
-    from recbole.data import create_dataset, data_preparation
-    from recbole.model.sequential_recommender import SASRec
-    from recbole.trainer import Trainer
-    from recbole.utils import init_seed
 
-    config = Config(model="SASRec", dataset=spec["dataset"],
-                    config_dict={**config_dict({**spec, "work": str(scratch)}), "epochs": 1})
-    init_seed(config["seed"], config["reproducibility"])
-    dataset = create_dataset(config)
-    train_data, _, _ = data_preparation(config, dataset)
-    init_seed(config["seed"], config["reproducibility"])
-    model = SASRec(config, train_data.dataset).to(config["device"])
-    trainer = Trainer(config, model)
+    _, _, (train_data, _, _), _, trainer = recbole_setup(
+        {**config_dict({**spec, "work": str(scratch)}), "epochs": 1}, spec)
     loader = TimedLoader(train_data, args.batches)
     t = time.perf_counter()
     trainer._train_epoch(loader, 0, show_progress=False)

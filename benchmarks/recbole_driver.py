@@ -166,6 +166,24 @@ def config_dict(spec: dict) -> dict:
     }
 
 
+def recbole_setup(settings: dict, spec: dict):
+    """RecBole's seeded dataset, (train, valid, test) loaders, SASRec and Trainer for `settings` (`config_dict`):
+    (config, dataset, loaders, model, trainer); also bench_recbole_dataloader.py's."""
+    from recbole.config import Config
+    from recbole.data import create_dataset, data_preparation
+    from recbole.model.sequential_recommender import SASRec
+    from recbole.trainer import Trainer
+    from recbole.utils import init_seed
+
+    config = Config(model="SASRec", dataset=spec["dataset"], config_dict=settings)
+    init_seed(config["seed"], config["reproducibility"])
+    dataset = create_dataset(config)
+    loaders = data_preparation(config, dataset)
+    init_seed(config["seed"], config["reproducibility"])
+    model = SASRec(config, loaders[0].dataset).to(config["device"])
+    return config, dataset, loaders, model, Trainer(config, model)
+
+
 def main() -> None:
     spec = json.loads(Path(sys.argv[1]).read_text())
     del sys.argv[1:]  # RecBole's Config reads --key=value settings from the command line
@@ -175,19 +193,8 @@ def main() -> None:
 
     torch.set_num_threads(spec["threads"])
     import recbole
-    from recbole.config import Config
-    from recbole.data import create_dataset, data_preparation
-    from recbole.model.sequential_recommender import SASRec
-    from recbole.trainer import Trainer
-    from recbole.utils import init_seed
 
-    config = Config(model="SASRec", dataset=spec["dataset"], config_dict=config_dict(spec))
-    init_seed(config["seed"], config["reproducibility"])
-    dataset = create_dataset(config)
-    train_data, valid_data, test_data = data_preparation(config, dataset)
-    init_seed(config["seed"], config["reproducibility"])
-    model = SASRec(config, train_data.dataset).to(config["device"])
-    trainer = Trainer(config, model)
+    config, dataset, (train_data, valid_data, test_data), model, trainer = recbole_setup(config_dict(spec), spec)
     trainer.eval_collector.data_collect(train_data)
     setup_s = time.perf_counter() - t_setup
     print(f"[recbole] setup {setup_s:.1f} s: {len(train_data.dataset):,} training samples, "
