@@ -154,6 +154,30 @@ def test_a_kept_reference_whose_settings_changed_in_the_code_is_fitted_again():
     assert not _settings_changed("ease", 0, {"model": old}, {"tune_trials": 20})  # a search chose them
 
 
+def test_a_setting_fit_decides_is_no_change_of_settings():
+    """SASRec's max_len is None unfitted and the data's longest history once fitted (its records say 20): a kept
+    SASRec is not fitted again for it (every `train` re-run refitted the SASRec family, minutes each); another
+    value of a setting the class fixes still is a change."""
+    from recharness.baselines import BASELINES
+    from recharness.runner.train import _settings_changed
+
+    untuned = {"tune_trials": 0}
+    for name in ("sasrec", "sid-sasrec"):
+        now = json.loads(json.dumps(BASELINES.get(name).create(seed=0).identity(), default=str))
+        assert now["settings"]["max_len"] is None
+        fitted = {**now, "settings": {**now["settings"], "max_len": 20}}
+        assert not _settings_changed(name, 0, {"model": fitted}, untuned)
+        other = {**fitted, "settings": {**fitted["settings"], "hidden": fitted["settings"]["hidden"] + 1}}
+        assert _settings_changed(name, 0, {"model": other}, untuned)
+        fewer = {**fitted, "settings": {k: v for k, v in fitted["settings"].items() if k != "hidden"}}
+        assert _settings_changed(name, 0, {"model": fewer}, untuned)
+    # a setting None unfitted that fit does not decide (SASRec's stride): another recorded value is a change
+    now = json.loads(json.dumps(BASELINES.get("sasrec").create(seed=0).identity(), default=str))
+    assert now["settings"]["stride"] is None
+    strided = {**now, "settings": {**now["settings"], "max_len": 20, "stride": 1}}
+    assert _settings_changed("sasrec", 0, {"model": strided}, untuned)
+
+
 def test_eval_leaves_a_reference_out_of_a_suite_none_of_whose_tasks_ask_it(ml1m, tmp_path):
     """-m baseline:popularity over PerRecBench (no task asks a ranker): that suite is left out with one line, and
     eval goes on to its report (it stopped there with a ConfigError)."""

@@ -354,6 +354,13 @@ def test_build_run_train_score(ml1m, tmp_path, monkeypatch):
         assert r.metrics.get("MRR (full)", r.metrics["MRR"]) >= r.metrics["MRR"]
     assert rows["sasrec"].metrics["train_s"] > 0 and rows["sasrec"].metrics["latency_s"] > 0
     assert rows["popularity"].metrics["NDCG@10"] == pytest.approx(before["popularity"].metrics["NDCG@10"])
+    # a second `train` keeps both (SASRec's fit-decided max_len is no change of settings: it was fitted again)
+    said: list[str] = []
+    fitted_at = (out / "models" / "sasrec" / "model.pt").stat().st_mtime_ns
+    train(out, suite="recbench", baselines=["popularity", "sasrec"], latency_runs=5, progress=said.append)
+    assert any("kept: popularity, sasrec" in m for m in said), said
+    assert not any("settings changed" in m for m in said), said
+    assert (out / "models" / "sasrec" / "model.pt").stat().st_mtime_ns == fitted_at
 
 
 def test_a_nan_score_never_ranks_first():

@@ -104,6 +104,21 @@ def test_itemknn_recency_decay_weights_the_history_by_position():
     assert half.top_k(2, exclude={"a", "d"}, history=["a", "d"]) == ["c", "b"]
 
 
+def test_itemknn_counts_an_item_seen_twice_once_at_its_latest_place():
+    """Fitted on a 0/1 matrix, ItemKNN reads a history's distinct items, as EASE and ALS do: a repeat weighed
+    twice before. With decay the item keeps its newest place (recency 0 for a, 1 for d below)."""
+    r6 = np.sqrt(6)
+    plain = ItemKNN(neighbours=10).fit(_train())
+    np.testing.assert_allclose(plain.scores(["a", "a"]), plain.scores(["a"]))
+    np.testing.assert_allclose(plain.scores(["a", "d", "a"]), plain.scores(["d", "a"]))
+    ease = EASE().fit(_train())
+    np.testing.assert_allclose(ease.scores(["a", "a"]), ease.scores(["a"]))  # the behaviour matched
+    half = ItemKNN(neighbours=10, decay=0.5).fit(_train())
+    # a (newest, 1) + 0.5 · d: [1, 2/√6 + 0.5/√6, 1/√6 + 0.5 · 2/√6, 0.5, 0]
+    np.testing.assert_allclose(half.scores(["a", "d", "a"]), [1.0, 2.5 / r6, 2 / r6, 0.5, 0.0], rtol=1e-5)
+    np.testing.assert_allclose(half.scores(["a", "d", "a"]), half.scores(["d", "a"]), rtol=1e-6)
+
+
 def test_itemknn_all_neighbours_and_shrinkage():
     from sklearn.metrics.pairwise import cosine_similarity
 
@@ -263,6 +278,27 @@ def test_a_killed_search_resumes_with_its_finished_trials(tmp_path, monkeypatch)
     fits.clear()
     tuning.tune(Markov, _train(), trials=4, seed=0, log=log, stamp={"build": "b2"})
     assert len(fits) == 4
+
+
+def test_a_torn_last_trial_line_is_cut_before_the_search_goes_on(tmp_path, monkeypatch):
+    """A kill inside a trial's write leaves a last line without its newline: the resumed search cuts it before it
+    appends, so the trials it runs are in the log for the next resume (glued onto the torn line, they were
+    unreadable and every later resume ran them again)."""
+    log = tmp_path / "tuning_trials.jsonl"
+    whole = tune(Markov, _train(), trials=4, seed=0, log=log, stamp={"build": "b1"})
+    lines = log.read_text().splitlines(keepends=True)
+    log.write_text("".join(lines[:2]) + lines[2][:25])  # two whole trials, the third torn
+    fits = []
+    real_create = Markov.create
+    monkeypatch.setattr(Markov, "create", staticmethod(lambda **kw: fits.append(kw) or real_create(**kw)))
+    tune(Markov, _train(), trials=4, seed=0, log=log, stamp={"build": "b1"})
+    assert len(fits) == 2  # trials 3 and 4 run
+    assert [json.loads(x)["trial"] for x in log.read_text().splitlines()] == [0, 1, 2, 3]
+    fits.clear()
+    again = tune(Markov, _train(), trials=4, seed=0, log=log, stamp={"build": "b1"})
+    assert fits == []  # all four replayed from the log
+    same = lambda s: [(t["trial"], t["params"], t["valid"]) for t in s["trials"]]  # noqa: E731 (not the seconds)
+    assert same(again) == same(whole)
 
 
 def test_a_search_under_another_space_starts_afresh(tmp_path, monkeypatch):

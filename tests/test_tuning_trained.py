@@ -231,3 +231,29 @@ def test_dlrm_tune_on_the_validation_pairs_and_refit_the_chosen_configuration(da
     # refitted without a search (the defaults): the earlier search's record goes, or the report would show it tuned
     train(out, suite="recbench", baselines=["deepfm"], latency_runs=1)
     assert not (model_dir / "tuning.json").exists() and "tuning" not in json.loads((model_dir / "train.json").read_text())
+
+
+@pytest.mark.parametrize("task", ["sequential", "direct"])
+def test_history_rankers_tune_on_an_llmrec_build_without_a_test_target(dataset_dir, tmp_path, task):
+    """The leave-last-out search of the history rankers (ItemKNN, EASE, ALS, Markov) on an LLMRec build: what a
+    trial fits on and what it is scored on hold no (user, target) of a test sample, and the validation pairs are
+    each user's last training item."""
+    from recharness.baselines.base import TrainData
+    from recharness.data.store import load_dataset
+
+    out = tmp_path / task
+    pipeline.build("llmrec", str(dataset_dir), out, tasks=[task], seed=0, limit=30)
+    samples = list(read_jsonl(out / "samples.jsonl"))
+    test_keys = {(s["user_id"], s["target"]) for s in samples}
+    assert len(test_keys) == len(samples) == 30
+    data = TrainData.of_build(load_dataset(str(dataset_dir)), out, "llmrec")
+    obj = tuning.ranking_objective(data, 0)
+    keys = obj.keys()
+    assert len(keys) == obj.size == N_USERS  # one validation pair per user
+    assert not set(keys) & test_keys
+    fitted_pairs = set(obj.fit_on.interactions.select("user_id", "item_id").iter_rows())
+    assert not fitted_pairs & test_keys and not fitted_pairs & set(keys)
+    # the validation pair is each user's last item the build trains on (its test target and later excluded)
+    trained = data.interactions.sort("timestamp")
+    last = dict(trained.group_by("user_id", maintain_order=True).agg(pl.col("item_id").last()).iter_rows())
+    assert sorted(keys) == sorted(last.items())

@@ -77,10 +77,15 @@ class ItemKNN(HistoryScorer):
         if not len(history):
             return np.zeros(len(self.items))
         decay = float(self.params["decay"])
+        # an item seen twice counts once, at its latest place (the model is fitted on a 0/1 matrix, as EASE and
+        # ALS, which read a history's distinct items)
+        back = np.asarray(history)[::-1]
+        _, latest = np.unique(back, return_index=True)  # each item's recency: 0 = the newest
+        items = back[latest]
         if decay == 1.0:  # the plain sum (the model as it was before `decay`: its numbers do not move)
-            return np.asarray(self.similarity[history].sum(axis=0)).ravel()
-        weights = decay ** np.arange(len(history) - 1, -1, -1, dtype=np.float64)  # oldest first; newest: d^0 = 1
-        return np.asarray(self.similarity[history].T @ weights).ravel()
+            return np.asarray(self.similarity[items].sum(axis=0)).ravel()
+        weights = decay ** latest.astype(np.float64)  # the newest: d^0 = 1
+        return np.asarray(self.similarity[items].T @ weights).ravel()
 
     def state(self) -> dict:
         return {**super().state(), "similarity": self.similarity}

@@ -241,6 +241,12 @@ def tune(cls: type[Baseline], train, trials: int, seed: int = 0, progress=None, 
             progress(f"tuning {cls.name}: {log} holds trials of another search (its space, defaults, budget or "
                      "build differ): starting afresh")
         log.unlink(missing_ok=True)
+    elif log is not None:  # the log as read, no more: a torn last line would glue the next trial onto it
+        kept = "".join(json.dumps({**r, "stamp": stamp}) + "\n" for r in rows)
+        if log.read_text(encoding="utf-8") != kept:
+            tmp = log.with_suffix(log.suffix + ".tmp")
+            tmp.write_text(kept, encoding="utf-8")
+            os.replace(tmp, log)
     metric = objective_.metric
 
     def objective(trial) -> float:

@@ -68,10 +68,16 @@ def _settings_changed(name: str, seed: int, first: dict | None, training: dict) 
     if training.get("tune_trials") or not isinstance((first or {}).get("model"), dict):
         return False
     try:
-        now = BASELINES.get(name).create(seed=seed).identity()
+        model = BASELINES.get(name).create(seed=seed)
+        now = json.loads(json.dumps(model.identity(), default=str))
     except Exception:  # noqa: BLE001 - a class that cannot say its settings unfitted: judged by the stamp alone
         return False
-    return json.loads(json.dumps(now, default=str)) != first["model"]
+    had = first["model"]
+    decided = [k for k in getattr(model, "decided_by_fit", ())
+               if isinstance(now.get("settings"), dict) and k in now["settings"] and now["settings"][k] is None]
+    if decided and isinstance(had.get("settings"), dict):  # what fit set from the data is no change of settings
+        had = {**had, "settings": {k: None if k in decided else v for k, v in had["settings"].items()}}
+    return now != had
 
 
 def _resumable(rd: RunDir, name: str, training: dict):
