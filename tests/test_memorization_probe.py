@@ -26,7 +26,9 @@ def _item(title="Toy Story (1995)", genres=("Animation", "Children's", "Comedy")
 def test_item_rules_title_and_full():
     p = _item()
     assert check(p, "1::Toy Story (1995)::Animation|Children's|Comedy") == {"title": True, "full": True}
-    assert check(p, "Sure! 1::Toy Story (1995)::Comedy|Animation|Children's\n") == {"title": False, "full": False}
+    # the prefix after words is read from the prefix on (until 2026-11-30 such a line was judged with "Sure! " in it)
+    assert check(p, "Sure! 1::Toy Story (1995)::Comedy|Animation|Children's\n") == {"title": True, "full": True}
+    assert check(p, "Sure! 1::Toy Story::Comedy|Animation|Children's\n") == {"title": False, "full": False}
     assert check(p, "  1::Toy Story (1995)::Comedy|Animation|Children's ") == {"title": True, "full": True}  # a set
     assert check(p, "1::Toy Story (1995)::Comedy") == {"title": True, "full": False}
     assert check(p, "1::toy story (1995)::Animation|Children's|Comedy") == {"title": False, "full": False}
@@ -69,6 +71,31 @@ def test_formatting_around_the_line_and_reasoning_are_not_the_answer():
     # a chat model's preamble before a line without its id is not the answer (before: judged on "Here is...")
     assert check(p, "Here is the line:\nToy Story (1995)::Animation|Children's|Comedy") == {"title": True, "full": True}
     assert check(p, "Toy Story (1995)") == {"title": True, "full": False}  # no field anywhere: the first line
+
+def test_a_chat_models_line_after_a_preamble_or_inside_a_sentence_is_read():
+    """An interaction answer without its UserID opens with the MovieID: after a preamble (or in a code fence) it is
+    the answer, not skipped as another record (every such answer was a miss, judged on the preamble); a record of
+    another user still is skipped. A line holding the prefix after words or a list mark is read from the prefix
+    on (it was judged with the words as its title)."""
+    i = Probe("interaction-1", "interaction", "1", [], {"prefix": "1::", "item_id": "1197", "rating": 3.0})
+    assert check(i, "1197::3::978302268") == {"item": True, "full": True}
+    assert check(i, "Here is the next line:\n1197::3::978302268") == {"item": True, "full": True}
+    assert check(i, "Sure.\n\n```\n1197::3::978302268\n```") == {"item": True, "full": True}
+    assert check(i, "Here is the next line:\n1197::3") == {"item": True, "full": True}
+    assert answer_line("Here:\n2::1197::3::978302268\n1197::4::1", "1::", id_first=3) == "1::1197::4::1"
+    assert check(i, "Here:\n2::1197::3::978302268") == {"item": False, "full": False}  # another user's record
+    p = _item()
+    right = "1::Toy Story (1995)::Animation|Children's|Comedy"
+    for said in (f"The next line is: {right}", f"- {right}", f"> {right}", f'The line is "{right}".'[:-1],
+                 f"Sure! `{right}`", f"It is **{right}**"):
+        assert check(p, said) == {"title": True, "full": True}, said
+    assert check(p, "Next: 11::Toy Story (1995)::Animation") == {"title": False, "full": False}  # another id
+    # an item's record of another id is still no answer without its prefix
+    assert answer_line("Toy Story (1995)\n2::Jumanji (1995)", "1::", id_first=None) == "1::Toy Story (1995)"
+    # what the rule text says it ignores
+    assert check(p, right + "::extra") == {"title": True, "full": True}
+    assert check(p, "1::Toy Story (1995)::Animation|Comedy|Children's|Comedy") == {"title": True, "full": True}
+
 
 def test_coverage_interval_is_clopper_pearson():
     from scipy.stats import beta
@@ -143,6 +170,11 @@ def test_the_probe_runs_against_an_openai_compatible_server(ml1m, llama_server, 
     assert out["probes"] == 6 and out["unanswered"] == 0 and out["model"]["backend"] == "openai"
     item = out["kinds"]["item"]["title"]
     assert item["n"] == 3 and 0 <= item["lo"] <= item["value"] <= item["hi"] <= 1
+    # the CLI shows the coverage by popularity decile: hits / probed of each decile add up to the item row
+    said = " ".join(res.output.split())
+    by = said[said.index("by popularity decile"):said.index("results →")]
+    pairs = [(int(h), int(n)) for h, n in re.findall(r"\((\d+)/(\d+)\)", by)]
+    assert sum(n for _, n in pairs) == item["n"] and sum(h for h, _ in pairs) == item["hits"], by
     answers = [json.loads(x) for x in (tmp_path / "smol.answers.jsonl").read_text().splitlines()]
     assert len(answers) == 6  # every probe answered once, kept for a resume
 
@@ -299,8 +331,10 @@ def test_the_result_file_holds_the_rules(ml1m, tmp_path):
     from recharness.probes.memorization import probe
 
     res = probe(FakeBackend("fake"), ml1m, tmp_path, "fake", kinds=("item",), limit=2, use_cache=False)
-    for kind in ("**item**", "**user**", "**interaction**", "MovieID::Title::Genres", "not one of the shown lines"):
-        assert kind in res["rules"]
+    for kind in ("**item**", "**user**", "**interaction**", "MovieID::Title::Genres", "not one of the shown lines",
+                 "<think>", "curly quotes", "after other words", "holding three `::`", "fields after the compared",
+                 "as a set", "5 and 5.0"):
+        assert kind in res["rules"], kind
 
 
 def test_the_interaction_probe_needs_the_file_prepare_read(ml1m, tmp_path):

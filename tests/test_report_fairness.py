@@ -295,15 +295,20 @@ def memo_run(ml1m, tmp_path_factory):
     probes = base / "probes"
     probes.mkdir()
 
-    def result(memorized, item=(6, 200)):
-        return {"dataset": "ml-1m", "limit": 200, "seed": 0, "unanswered": 0, "memorized_items": memorized,
-                "kinds": {"item": {"title": _coverage(*item), "full": _coverage(item[0] - 1, item[1])},
+    def result(memorized, item=(6, 200), by_decile=None, **counts):
+        return {"dataset": "ml-1m", "limit": 200, "seed": 0, "unanswered": 0, "memorized_items": memorized, **counts,
+                "kinds": {"item": {"title": _coverage(*item), "full": _coverage(item[0] - 1, item[1]),
+                                   **({"by_decile": by_decile} if by_decile else {})},
                           "user": {"full": _coverage(0, 200), "copied_hits": 0},
                           "interaction": {"full": _coverage(3, 200), "copied_hits": 2}}}
 
     targets = [s["target"] for s in samples]
-    (probes / "llm-a.json").write_text(json.dumps(result(targets[:6])))
-    (probes / "llm-b.json").write_text(json.dumps(result([targets[0], targets[1], "no-such-item"], (2, 200))))
+    # by decile as the probe writes it (JSON: string keys; a decile with no probed item has no value)
+    deciles = {str(d): _coverage(h, n) if n else {"value": None, "n": 0}
+               for d, (h, n) in enumerate([(4, 20), (2, 20)] + [(0, 20)] * 7 + [(0, 0)], 1)}
+    (probes / "llm-a.json").write_text(json.dumps(result(targets[:6], by_decile=deciles)))
+    (probes / "llm-b.json").write_text(json.dumps(result([targets[0], targets[1], "no-such-item"], (2, 194),
+                                                         failed=4, empty=2)))
     (probes / "llm-b.answers.jsonl").write_text('{"id": "item-1"}\n')  # the probe's answer log: not a result
     (probes / "someone-else.json").write_text(json.dumps(result(targets)))  # no method of the run
     other = base / "other-dataset"
@@ -338,7 +343,14 @@ def test_memorized_targets_split_by_hand(memo_run):
     assert m and float(m.group(1)) < 0.6 < float(m.group(2)), other_b
     assert "Higher accuracy on memorized targets than on the others suggests recall rather than " \
            "recommendation" in sec
-    assert "llm-a: 200 items asked (limit 200, seed 0)" in sec
+    assert "llm-a: 200 items answered and judged (limit 200, seed 0)" in sec
+    # what the probe could not judge is said, not counted as asked (it read "194 items asked")
+    assert "llm-b: 194 items answered and judged (limit 200, seed 0; not judged, of every kind: 4 failed, " \
+           "2 empty)" in sec
+    # item coverage by popularity decile: hits / probed in each, – where none was probed
+    assert ("<tr><td>llm-a</td><td>0.200 (4/20)</td><td>0.100 (2/20)</td>" + "<td>0.000 (0/20)</td>" * 7
+            + "<td>–</td></tr>") in sec
+    assert "decile 1 the most popular tenth" in sec and "<tr><td>llm-b</td><td>0.0" not in sec.split("decile 1 the")[1]
 
 
 def test_split_values_are_the_tasks_own_and_the_intervals_the_score_stages(memo_run):

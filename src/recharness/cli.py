@@ -1018,6 +1018,12 @@ def probe_memorization(
             t.add_row(kind, rule, f"{c['value']:.3f}{ci}", f"{cc['value']:.3f}" if cc and cc.get("value") is not None
                       else "–", str(c["n"]))
     out_console.print(t)
+    by = (res["kinds"].get("item") or {}).get("by_decile") or {}
+    if any((c or {}).get("n") for c in by.values()):
+        out_console.print("item coverage (title) by popularity decile (1 = the most popular tenth of items), hits / "
+                          "probed: " + ", ".join(
+                              f"{d}: {c['value']:.3f} ({c['hits']}/{c['n']})" if c and c.get("n") else f"{d}: –"
+                              for d, c in by.items()), markup=False, highlight=False)
     if res["unanswered"]:
         out_console.print(f"{res['unanswered']} probes unanswered (transport): not counted; run again to finish",
                           markup=False)

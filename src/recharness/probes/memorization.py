@@ -13,13 +13,19 @@ answer matches the dataset exactly under the rule written here:
   order within a user: read again from the file `prepare` read), the next line
   `UserID::MovieID::Rating::Timestamp`. *item*: the MovieID equal (the paper's key: its authors' code
   compares `UserID::MovieID`, with a fuzzy similarity above 90 where this rule is exact); *full*: MovieID
-  and Rating both equal.
+  and Rating both equal (the rating as a number: 5 and 5.0 are equal).
 
-How an answer is read: its lines are trimmed, runs of spaces made one and backticks stripped; the line
-judged is the first that starts with the asked prefix (`ID::`) and is not one of the shown lines repeated
-(a model that echoes its context before continuing is judged on its continuation), else the first such line
-holding a `::` field separator (a chat model's "Here is the line:" before it is not the answer), else its first
-non-empty line, with the prefix put in front when the model left it out.
+How an answer is read: a `<think>...</think>` block is dropped; its lines are trimmed, runs of spaces made one,
+backticks stripped, and a pair of `**`, `__`, `*`, `_` or straight or curly quotes around a whole line removed.
+The line judged is the first that starts with the asked prefix (`ID::`) and is not one of the shown lines
+repeated (a model that echoes its context before continuing is judged on its continuation), else the first
+line holding the prefix after other words ("The next line is: ID::...", a list's "- ID::..."), read from the
+prefix on, without the closing half of a quote or mark opened just before it, else the first line holding a
+`::` field separator (a chat model's "Here is the line:" before it is not the answer) that is no record of
+another id (a line opening with an id; for interactions, whose line without its UserID opens with the MovieID,
+one opening with an id and holding three `::`), else its first non-empty line; the prefix is put in front when
+the model left it out. Fields are split at `::`; fields after the compared ones are ignored, and genres are
+compared as a set (a genre named twice is no difference).
 
 Few-shot context is the file's neighbouring lines (the `SHOTS` lines before the probed id), as the
 paper prompts. Coverage gets an exact 95% (Clopper-Pearson) interval over the probed ids, each an
@@ -111,13 +117,35 @@ def _unwrap(line: str) -> str:
 
 #: a line of the file opening with an id ("2::Jumanji (1995)::...")
 _OTHER_RECORD = re.compile(r"\d+::")
+#: the kinds whose line goes on with an id after the asked one (UserID::MovieID::Rating::Timestamp), by the number
+#: of fields after the asked id: such an answer without its prefix opens with an id too
+ID_FIRST = {"interaction": 3}
 
 
-def answer_line(text: str, prefix: str, shown: list[str] = ()) -> str | None:
+def _inline(line: str, prefix: str) -> str | None:
+    """The part of `line` from `prefix` on, where the prefix follows other words ("The next line is: 10::...",
+    "- 10::..."; not inside a longer id or field), without the closing half of a quote or mark opened just
+    before it; None when the prefix is not in the line so."""
+    m = re.search(r"(?<![\w:])" + re.escape(prefix), line)
+    if m is None or m.start() == 0:
+        return None
+    cut, before = line[m.start():], line[:m.start()].rstrip()
+    for w in _WRAPPERS:
+        left, right = w if isinstance(w, tuple) else (w, w)
+        if before.endswith(left) and cut.endswith(right):
+            cut = cut[:-len(right)]
+            break
+    return _clean(cut)
+
+
+def answer_line(text: str, prefix: str, shown: list[str] = (), id_first: int | None = None) -> str | None:
     """The answer's line for `prefix`: the first line that starts with it and is not one of the `shown` lines
-    repeated, else the first such line with a `::` in it, else the first non-empty line (with the prefix added
-    when the model left it out); None for an empty answer. Reasoning (`<think>...</think>`) is not the answer; bold, quotes or code around a whole line
-    are formatting, not part of it."""
+    repeated, else the first line holding it after other words (from the prefix on), else the first line with a
+    `::` in it that is no record of another id, else the first non-empty line (with the prefix added when the
+    model left it out); None for an empty answer. A record of another id opens with an id; where the asked line
+    goes on with an id (`id_first`: its fields after the asked id, `ID_FIRST`), only a line opening with an id and
+    holding that many `::` is one (fewer: the answer without its prefix). Reasoning (`<think>...</think>`) is not
+    the answer; bold, quotes or code around a whole line are formatting, not part of it."""
     from recharness.matching.parse import strip_reasoning
 
     lines = [_unwrap(x) for x in strip_reasoning(text or "").splitlines() if _unwrap(x)]
@@ -125,9 +153,17 @@ def answer_line(text: str, prefix: str, shown: list[str] = ()) -> str | None:
     for x in lines:
         if x.startswith(prefix) and x not in echoed:
             return x
+    for x in lines:
+        cut = _inline(x, prefix)
+        if cut is not None and cut not in echoed:
+            return cut
+
+    def other_record(x: str) -> bool:
+        return bool(_OTHER_RECORD.match(x)) and (id_first is None or x.count("::") >= id_first)
+
     # every line of these files has fields after its id: a line with none is a preamble, not the answer; a line
     # opening with another id is the file's next record, which a model that answered without the prefix goes on to
-    line = next((x for x in lines if "::" in x and x not in echoed and not _OTHER_RECORD.match(x)),
+    line = next((x for x in lines if "::" in x and x not in echoed and not other_record(x)),
                 lines[0] if lines else None)
     return None if line is None else line if line.startswith(prefix) else prefix + line
 
@@ -136,7 +172,7 @@ def check(probe: Probe, text: str) -> dict:
     """{"title": bool, "full": bool} for items, {"item": bool, "full": bool} for interactions, {"full": bool}
     for users: the exact-match rules above."""
     prefix = probe.truth["prefix"]
-    line = answer_line(text, prefix, probe.truth.get("shown", ()))
+    line = answer_line(text, prefix, probe.truth.get("shown", ()), ID_FIRST.get(probe.kind))
     if line is None:
         return {"full": False, **({"title": False} if probe.kind == "item" else
                                   {"item": False} if probe.kind == "interaction" else {})}
@@ -284,7 +320,7 @@ def summarise(probes: list[Probe], answers: dict[str, dict], dataset) -> dict:
         rec = answers.get(p.qid)
         if rec is not None and rec.get("valid", True):
             text = rec.get("parsed") or rec.get("text") or ""
-            if answer_line(text, p.truth["prefix"], p.truth.get("shown", ())) is None:
+            if answer_line(text, p.truth["prefix"], p.truth.get("shown", ()), ID_FIRST.get(p.kind)) is None:
                 empty += 1  # nothing but reasoning (cut off by max_tokens?) or nothing at all: no line to judge
                 continue
             checked[p.qid] = check(p, text)

@@ -367,6 +367,35 @@ def _copied_text(entry: dict, rule: str) -> str:
     return f", {n} equal to a shown line" if isinstance(n, int) and n > 0 else ""
 
 
+def _judged_text(res: dict) -> str:
+    """How many items the probe judged, and the probes (of any kind) it could not: failed, empty, unanswered."""
+    n = res["kinds"]["item"]["title"].get("n")
+    left = {k: res.get(k) for k in ("failed", "empty", "unanswered") if isinstance(res.get(k), int) and res.get(k) > 0}
+    return (f"{n} items answered and judged (limit {res.get('limit')}, seed {res.get('seed')}"
+            + ("; not judged, of every kind: " + ", ".join(f"{v} {k}" for k, v in left.items()) if left else "")
+            + ")")
+
+
+def _decile_parts(matched: list) -> list[str]:
+    """Item coverage (title) by popularity decile, one row per probe result that has it: whether recall
+    concentrates on popular items."""
+    rows = []
+    for name, res, _ in matched:
+        by = (res["kinds"].get("item") or {}).get("by_decile")
+        if not isinstance(by, dict) or not by:
+            continue
+        cells = []
+        for d in range(1, 11):
+            c = by.get(str(d), by.get(d)) or {}
+            cells.append(f"{fmt(c['value'])} ({c.get('hits')}/{c.get('n')})" if _number(c.get("value")) else "–")
+        rows.append([name] + cells)
+    if not rows:
+        return []
+    return ["<p>Item coverage (title) by popularity decile: items ranked by their interactions in the dataset, "
+            "decile 1 the most popular tenth; hits / probed items in each (– where none was probed).</p>",
+            _table(["method"] + [f"decile {d}" for d in range(1, 11)], rows)]
+
+
 def _split_text(part: dict) -> str:
     if not part.get("n"):
         return "–"
@@ -470,6 +499,7 @@ def memorization_parts(out: Path, rows: list[ScoreRow], dataset: str | None, hea
              "the share of probed ids answered exactly, with its exact 95% interval and hits / probed; where an "
              "exact answer equals one of the lines shown as context, how many did (indistinguishable from copying the context).</p>",
              _table(["method"] + [h for *_, h in kinds], body)]
+    parts += _decile_parts(matched)
     memorized = {name: {str(i) for i in res["memorized_items"]} for name, res, _ in matched
                  if isinstance(res.get("memorized_items"), list)}
     if not memorized:
@@ -486,8 +516,7 @@ def memorization_parts(out: Path, rows: list[ScoreRow], dataset: str | None, hea
                          "other targets (n)", "value [95% interval]"],
                         [[display_name(x["row"]), x["task"], header(x["metric"]), str(x["memorized"]["n"]),
                           _split_text(x["memorized"]), str(x["other"]["n"]), _split_text(x["other"])] for x in split]))
-    asked = "; ".join(f"{name}: {res['kinds']['item']['title'].get('n')} items asked (limit {res.get('limit')}, "
-                      f"seed {res.get('seed')})" for name, res, _ in matched
+    asked = "; ".join(f"{name}: {_judged_text(res)}" for name, res, _ in matched
                       if name in memorized and (res["kinds"].get("item") or {}).get("title"))
     parts.append("<p>Memorized targets: samples whose target item the model reproduced (its title) in the probe. "
                  "<b>Higher accuracy on memorized targets than on the others suggests recall rather than "
