@@ -55,19 +55,22 @@ register_dlrms(BASELINES)
 
 # next-item models over training sequences: `heavy`, fitted by `recharness train` only; tunable (`train --tune N`:
 # hidden, dropout, lr, each trial capped at `SASRec.tune_epochs` epochs)
+#: settings left None unfitted that `fit` sets from the data (the longest training history): a kept model's
+#: recorded value of one is no change of settings (`runner.train`); registered here, not on the classes
+FIT_SETS_MAX_LEN = ("max_len",)
 for _name, _cls, _layers in (("sasrec", "SASRec", 2), ("sasrec-1l", "SASRec1L", 1), ("sasrec-3l", "SASRec3L", 3),
                              ("sasrec-4l", "SASRec4L", 4)):
     BASELINES.add(_name, f"recharness.baselines.sasrec:{_cls}", answers=("ranking",), trainable=True, heavy=True,
-                  tunable=True, description=f"SASRec, {_layers} self-attention layer{'s' if _layers > 1 else ''}, hidden 64, "
+                  tunable=True, decided_by_fit=FIT_SETS_MAX_LEN, description=f"SASRec, {_layers} self-attention layer{'s' if _layers > 1 else ''}, hidden 64, "
                               "cross-entropy over all items, early stopping on validation NDCG@10 (needs torch)")
 # SASRec over semantic-ID tokens; one training run serves both decodings
 BASELINES.add("sid-sasrec", "recharness.baselines.sid_sasrec:SIDSASRec", answers=("ranking",), trainable=True,
-              heavy=True,
+              heavy=True, decided_by_fit=FIT_SETS_MAX_LEN,
               description="SASRec (2 layers) over semantic-ID code tokens (RQ-VAE, 4x256 + disambiguation), "
                           "next item decoded by conditional beam search over the catalog's code trie: every "
                           "answer a real item (needs torch, vector-quantize-pytorch, the MiniLM package)")
 BASELINES.add("sid-sasrec-free", "recharness.baselines.sid_sasrec:SIDSASRecFree", answers=("ranking",),
-              trainable=True, heavy=True,
+              trainable=True, heavy=True, decided_by_fit=FIT_SETS_MAX_LEN,
               description="sid-sasrec's model decoded by plain beam search: code tuples that are no item are "
                           "counted (invalid_share, invalid_top1_share) and dropped from the ranking")
 

@@ -125,9 +125,6 @@ class Baseline(ABC):
     #: whether `p_clicks` gives probabilities (log loss means something) or only a ranking score in [0, 1] (AUC
     #: reads the order alone; the ctr task then shows no log loss for it)
     click_probabilities: bool = True
-    #: settings left None unfitted that `fit` sets from the data (SASRec's `max_len`): a kept model's recorded
-    #: value of one is no change of settings (`runner.train`)
-    decided_by_fit: tuple[str, ...] = ()
 
     @classmethod
     def create(cls, seed: int = 0) -> Self:

@@ -309,8 +309,6 @@ class SASRec(Baseline):
 
     name = "sasrec"
     layers = 2
-    #: `fit` sets max_len to the longest training history when it is None
-    decided_by_fit = ("max_len",)
     #: `train --tune N` (`baselines.tuning`): the Optuna search space (hidden stays a multiple of `heads`)
     space: dict[str, tuple] = {"hidden": ("choice", 32, 64, 128), "dropout": ("float", 0.1, 0.5),
                                "lr": ("log", 1e-4, 3e-3)}

@@ -94,8 +94,6 @@ class SIDSASRec(Baseline):
 
     name = "sid-sasrec"
     layers = 2
-    #: `fit` sets max_len to the longest training history when it is None
-    decided_by_fit = ("max_len",)
     free = False
     #: set by `recharness train` before `fit`: each whole epoch checkpointed, a killed fit goes on from it
     #: (`core.fit_checkpoint.EpochCheckpoint`, stamped with the fit key: settings, semantic IDs and sequences)

@@ -73,7 +73,7 @@ def _settings_changed(name: str, seed: int, first: dict | None, training: dict) 
     except Exception:  # noqa: BLE001 - a class that cannot say its settings unfitted: judged by the stamp alone
         return False
     had = first["model"]
-    decided = [k for k in getattr(model, "decided_by_fit", ())
+    decided = [k for k in BASELINES.meta(name).get("decided_by_fit", ())
                if isinstance(now.get("settings"), dict) and k in now["settings"] and now["settings"][k] is None]
     if decided and isinstance(had.get("settings"), dict):  # what fit set from the data is no change of settings
         had = {**had, "settings": {k: None if k in decided else v for k, v in had["settings"].items()}}
