@@ -98,3 +98,31 @@ def test_swapping_every_unit_swaps_the_methods():
     b = beyond_accuracy_units(list("xy"), [["b"], ["c"]], ["a", "a"], [1, 1], pop, k=1)["coverage@1"]
     diff = a.swapped(b, np.array([[0, 0], [1, 1], [1, 0]]))
     assert diff.tolist() == pytest.approx([1 / 5 - 2 / 5, 2 / 5 - 1 / 5, 2 / 5 - 2 / 5])
+
+
+def test_with_candidate_orders_coverage_and_gini_are_each_orders_averaged():
+    """`--orders K`: a user's K lists rank the same candidates; a method answering them otherwise under each order
+    got the union's coverage (here 4 of 5 items against 2 per order). Hand: order 0 lists [a, b] twice, order 1
+    [c, d] twice: per order coverage 2/5 and Gini 0.6 (exposure 2, 2, 0, 0, 0); the union's exposure
+    (2, 2, 2, 2, 0): coverage 4/5, Gini 0.2."""
+    pop = _pop()
+    lists = [["a", "b"], ["a", "b"], ["c", "d"], ["c", "d"]]
+    users = np.array([0, 1, 0, 1])
+    u = beyond_accuracy_units(list("wxyz"), lists, ["a"] * 4, [1.0] * 4, pop, k=2, clusters=users,
+                              orders=[0, 0, 1, 1])
+    one = gini(np.array([2, 2, 0, 0, 0.0]))[0]  # sorted (0, 0, 0, 2, 2), coefficients (-4, -2, 0, 2, 4): 12/20
+    assert one == pytest.approx(0.6)
+    assert u["coverage@2"].point() == pytest.approx(0.4) and u["Gini@2"].point() == pytest.approx(0.6)
+    union = beyond_accuracy_units(list("wxyz"), lists, ["a"] * 4, [1.0] * 4, pop, k=2, clusters=users)
+    assert union["coverage@2"].point() == pytest.approx(0.8) and union["Gini@2"].point() == pytest.approx(0.2)
+    assert "averaged over the orders" in u["coverage@2"].how and "orders" not in union["coverage@2"].how
+    # resampled: user 0 drawn twice (its two orders together): order 0 [a, b] x2, order 1 [c, d] x2, as at the point
+    assert list(u["coverage@2"].replicates(np.array([[2, 0, 2, 0]]))) == pytest.approx([0.4])
+    # a method with one list for every order (the Borda row, a reference): the same with and without orders
+    same = [["a", "b"]] * 4
+    assert beyond_accuracy_units(list("wxyz"), same, ["a"] * 4, [1.0] * 4, pop, k=2, orders=[0, 0, 1, 1])[
+        "coverage@2"].point() == pytest.approx(0.4)
+    # the paired test's swap: every unit swapped gives the other side's per-order value
+    v = beyond_accuracy_units(list("wxyz"), same, ["a"] * 4, [1.0] * 4, pop, k=2, clusters=users,
+                              orders=[0, 0, 1, 1])["coverage@2"]
+    assert u["coverage@2"].swapped(v, np.array([[0, 0, 0, 0], [1, 1, 1, 1]])).tolist() == pytest.approx([0.0, 0.0])

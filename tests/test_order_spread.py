@@ -59,7 +59,8 @@ def test_the_spread_is_the_mean_over_users_of_each_users_std_across_orders():
     # hits: A at position 1 (order 0), B at 3 and 1 (orders 1, 2): position 1 2/2, 2 0/2, 3 1/2
     assert {k: v for k, v in m.items() if k.startswith("target at ")} == {
         "target at 1: HR@1": 1.0, "target at 2: HR@1": 0.0, "target at 3: HR@1": 0.5,
-        "target at 1: samples": 2.0, "target at 2: samples": 2.0, "target at 3: samples": 2.0}
+        "target at 1: samples": 2.0, "target at 2: samples": 2.0, "target at 3: samples": 2.0,
+        "target at 1: chance": 1 / 3, "target at 2: chance": 1 / 3, "target at 3: chance": 1 / 3}
     # units for an interval: a user's 3 samples one cluster, the point value the score's
     u = task.units(samples, preds)[SPREAD]
     assert u.point() == pytest.approx(m[SPREAD], abs=1e-12) and u.independent == 2
@@ -194,6 +195,37 @@ def test_perrecbench_spread_under_compat_is_over_the_originals_taus(groups):
     assert m["tau order spread"] == pytest.approx(float(np.mean(kept)), abs=1e-12)
     u = task.units(_with(groups, compat="perrecbench"), recs)["tau order spread"]
     assert u.point() == pytest.approx(m["tau order spread"], abs=1e-12)
+
+
+def test_position_bias_is_read_against_chance_when_samples_show_different_numbers_of_candidates():
+    """PerRecBench's groups of 2-4 users: position 1 exists in every group, 3 and 4 only in the larger ones, so a
+    ranker with no position bias has a falling HR@1 by position (the review: 0.358, 0.360, 0.278, 0.238 for a
+    random top-1). Each position's expected HR@1 without bias, the mean of 1/n over its samples, is kept beside
+    it, and the report draws that, not a flat line. Hand: two groups of 2 and four of 4, each group in as many
+    orders as users (the target once at each place), each hit at exactly one order, spread over the positions."""
+    from recharness.core.types import ScoreRow
+    from recharness.report import fairness, html
+    from recharness.tasks.orders import order_metrics
+
+    samples, hits = [], []
+    for size, units in ((2, 2), (4, 4)):
+        for u in range(units):
+            for k in range(size):
+                samples.append({"id": f"{size}-{u}@{k}", "order_of": f"{size}-{u}", "order": k,
+                                "target_position": k + 1, "users": [{}] * size, "unit_orders": size})
+                hits.append(1.0 if k == u else 0.0)  # unit u hits when its target stands at u + 1
+    m = order_metrics(samples, hits, hits, "tau")
+    at = {p: (m[f"target at {p}: HR@1"], m[f"target at {p}: chance"], m[f"target at {p}: samples"])
+          for p in (1, 2, 3, 4)}
+    # position 1: hits 1 of 2 (groups of 2) + 1 of 4 (groups of 4) = 2/6; chance (2·1/2 + 4·1/4)/6 = 1/3
+    assert at[1] == pytest.approx((1 / 3, 1 / 3, 6)) and at[2] == pytest.approx((1 / 3, 1 / 3, 6))
+    assert at[3] == pytest.approx((0.25, 0.25, 4)) and at[4] == pytest.approx((0.25, 0.25, 4))
+    rows = [ScoreRow("m", "list", {"tau order spread": 0.1, "orders": 4.0, **m}, 24)]
+    text = "".join(fairness.order_parts(rows, html.Palette(rows), samples))
+    assert "<th>no position bias (mean 1/n)</th>" in text
+    assert "<tr><td>3</td><td>4</td><td>0.250</td><td>0.250</td></tr>" in text
+    assert "read a method's bias against that line, not against a flat one" in text
+    assert "a flat line means no position bias" not in text and "random ranker" not in text
 
 
 def test_the_report_says_what_the_spread_is_and_counts_units_left_out():

@@ -4,7 +4,9 @@ For the top-k lists of one method over a task's samples, against the item popula
 training data (interactions per item). A list's top k are its first k slots: a repeated item or an
 id outside the catalog spends its slot (as in `metrics.ranking`) and is then not counted.
 
-- **coverage@k**: distinct recommended items / catalog size.
+- **coverage@k**: distinct recommended items / catalog size. With several candidate orders (`--orders K`)
+  coverage and Gini are each order's lists' own, averaged over the orders: a union over a user's K lists
+  would reward a method for answering the same candidates differently under each order.
 - **ARP@k** (average recommended popularity, Abdollahpouri et al. 2019): per sample, the mean
   training popularity of its list; averaged over samples with a non-empty list.
 - **Gini@k** of exposure: how unequally the catalog's items appear in the lists, 0 = every item
@@ -84,26 +86,52 @@ class ExposureUnits(Units):
     strata: np.ndarray | None = None
     how: str = "over the catalog"
     clusters: np.ndarray | None = None
+    #: each sample's candidate order (`--orders K`): the statistic is each order's lists' own, averaged over the
+    #: orders (a union over a user's K lists would raise coverage for a method that answers each order otherwise);
+    #: None: all lists together
+    orders: np.ndarray | None = None
     _m: int = field(default=0, init=False, repr=False)
+    _parts: list = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self):
         self.incidence = sp.csr_matrix(self.incidence, dtype=np.float64)
         self._m = self.incidence.shape[1]
+        if self.orders is None:
+            self._parts = [None]
+        else:
+            o = np.asarray(self.orders)
+            self._parts = [np.flatnonzero(o == v) for v in np.unique(o)]
 
     def _of(self, exposure: np.ndarray) -> np.ndarray:
         if self.stat == "coverage":
             return (exposure > 0).sum(axis=1) / self._m
         return gini(exposure)
 
+    def _over_orders(self, value) -> np.ndarray:
+        """The mean over the orders of `value(rows)` (the statistic of those samples' lists)."""
+        return np.mean([value(rows) for rows in self._parts], axis=0)
+
     def replicates(self, counts: np.ndarray) -> np.ndarray:
-        return self._of(np.asarray(self.incidence.T @ np.asarray(counts, dtype=np.float64).T).T)
+        w = np.asarray(counts, dtype=np.float64)
+
+        def value(rows):
+            inc = self.incidence if rows is None else self.incidence[rows]
+            return self._of(np.asarray(inc.T @ (w if rows is None else w[:, rows]).T).T)
+
+        return self._over_orders(value)
 
     def swapped(self, other: Units, swap: np.ndarray) -> np.ndarray:
         s = np.asarray(swap, dtype=np.float64)
-        mine, theirs = self.incidence.T, other.incidence.T
-        a = np.asarray(mine @ (1 - s).T + theirs @ s.T).T
-        b = np.asarray(theirs @ (1 - s).T + mine @ s.T).T
-        return self._of(a) - self._of(b)
+
+        def value(rows):
+            mine = (self.incidence if rows is None else self.incidence[rows]).T
+            theirs = (other.incidence if rows is None else other.incidence[rows]).T
+            ss = s if rows is None else s[:, rows]
+            a = np.asarray(mine @ (1 - ss).T + theirs @ ss.T).T
+            b = np.asarray(theirs @ (1 - ss).T + mine @ ss.T).T
+            return self._of(a) - self._of(b)
+
+        return self._over_orders(value)
 
     def support(self) -> int:
         return int((np.asarray(self.incidence.sum(axis=1)).ravel() > 0).sum())
@@ -114,12 +142,13 @@ class ExposureUnits(Units):
 
 def beyond_accuracy_units(ids: Sequence, lists: Sequence[Sequence[str]], targets: Sequence[str] | None,
                           hits: Sequence[float] | None, pop: Popularity, k: int = 10, clusters=None,
-                          accuracy: str = "HR@10") -> dict[str, Units]:
+                          accuracy: str = "HR@10", orders: Sequence[int] | None = None) -> dict[str, Units]:
     """The metrics of the module docstring for top-`k` lists; `hits` the per-sample accuracy that
     head / tail split (e.g. HR@10), named `accuracy`. The list is cut to its first `k` slots before
     anything is dropped: a repeated item or an id outside the catalog keeps (wastes) its slot, as in
     `metrics.ranking`, and is then not counted, so an item ranked below k is never pulled in.
-    `targets` None (samples without one target, e.g. a set of relevant items): no head / tail split."""
+    `targets` None (samples without one target, e.g. a set of relevant items): no head / tail split.
+    `orders` (each sample's candidate order, `--orders K`): coverage and Gini are each order's, averaged."""
     code = {i: j for j, i in enumerate(pop.catalog)}
     tops = [[i for i in dict.fromkeys(list(lst)[:k]) if i in code] for lst in lists]
     rows = [r for r, t in enumerate(tops) for _ in t]
@@ -131,9 +160,14 @@ def beyond_accuracy_units(ids: Sequence, lists: Sequence[Sequence[str]], targets
     head = [t in pop.head for t in targets] if targets is not None else [False] * len(tops)
     hits = np.asarray(hits if targets is not None else np.zeros(len(tops)), dtype=np.float64)
     cl = clusters
+    several = orders is not None and len(set(orders)) > 1
+    per = ", each candidate order's, averaged over the orders" if several else ""
+    o = np.asarray(orders) if several else None
     out = {
-        f"coverage@{k}": ExposureUnits(ids, inc, "coverage", clusters=cl, how="distinct recommended items / catalog"),
-        f"Gini@{k}": ExposureUnits(ids, inc, "gini", clusters=cl, how="Gini of item exposure over the catalog"),
+        f"coverage@{k}": ExposureUnits(ids, inc, "coverage", clusters=cl, orders=o,
+                                       how="distinct recommended items / catalog" + per),
+        f"Gini@{k}": ExposureUnits(ids, inc, "gini", clusters=cl, orders=o,
+                                   how="Gini of item exposure over the catalog" + per),
         f"ARP@{k}": mean_units(ids, arp, nonempty, clusters=cl, how="mean over samples with a list"),
         f"novelty@{k}": mean_units(ids, nov, nonempty, clusters=cl, how="mean over samples with a list"),
         f"{accuracy} head": mean_units(ids, hits, head, clusters=cl, how="mean over samples whose target is a head item"),

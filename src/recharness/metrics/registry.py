@@ -187,7 +187,9 @@ metric("Gini@{k}", None, "Gini index of item exposure in the top-k lists, 0 equa
        ci=False, group=BEYOND)
 metric("ARP@{k}", None, "average recommended popularity: mean training interactions of the top-k items (beyond accuracy)",
        group=BEYOND)
-metric("novelty@{k}", None, "mean self-information -log2 p(i) of the top-k items, p(i) from training users (beyond accuracy)",
+metric("novelty@{k}", None, "mean self-information -log2 p(i) of the top-k items, p(i) = (training users of i + 1) / "
+       "(training users + 1): add-one, so an item nobody had is finite, about 1 bit below -log2(n/U) for an item of "
+       "one user (beyond accuracy)",
        group=BEYOND)
 metric("{acc} head", True, "accuracy on samples whose target is among the 20% most interacted items", group=BEYOND)
 metric("{acc} tail", True, "accuracy on samples whose target is outside the 20% most interacted items", group=BEYOND)

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from recharness.core.types import ScoreRow, is_number
 from recharness.report.tables import display_name, fmt, header, value_text
+from recharness.tasks.orders import shown_count
 
 e = html.escape
 
@@ -216,8 +217,13 @@ def order_parts(rows: list[ScoreRow], palette, samples: list[dict]) -> list[str]
     key = spread_key(own[0])
     ts = [s for s in samples if s.get("task") == task and "target_position" in s]
     n_at = Counter(int(s["target_position"]) for s in ts)
-    sizes = {len(s.get("candidates") or s.get("users") or []) for s in ts}
+    sizes = {shown_count(s) for s in ts}
     n_cand = sizes.pop() if len(sizes) == 1 else None
+    # mixed sizes (PerRecBench's groups of 2-4 users): each position's HR@1 with no position bias, the mean of
+    # 1/(candidates) over its samples, falls with the position; drawn when every row rests on the same samples
+    chances = [{p: r.metrics.get(f"target at {p}: chance") for p in sorted(positions(r))} for r in own]
+    chance = chances[0] if n_cand is None and chances and all(
+        c == chances[0] and all(_number(v) for v in c.values()) for c in chances) and chances[0] else None
     ks = {int(r.metrics["orders"]) for r in own if _number(r.metrics.get("orders"))}
     where = sorted({p for r in own for p in positions(r)})
     left = [r for r in own if _number(r.metrics.get(LEFT_OUT)) and r.metrics[LEFT_OUT]]
@@ -229,8 +235,10 @@ def order_parts(rows: list[ScoreRow], palette, samples: list[dict]) -> list[str]
     counts = [{p: r.metrics.get(f"target at {p}: samples") for p in where} for r in own]
     known = all(_number(c.get(p)) for c in counts for p in where)
     if known and all(c == counts[0] for c in counts):
-        by_pos = _table(["target at position", "samples"] + [display_name(r) for r in own],
-                        [[str(p), fmt(int(counts[0][p]))] + [fmt(positions(r).get(p)) for r in own] for p in where])
+        by_pos = _table(["target at position", "samples"] + (["no position bias (mean 1/n)"] if chance else [])
+                        + [display_name(r) for r in own],
+                        [[str(p), fmt(int(counts[0][p]))] + ([fmt(chance.get(p))] if chance else [])
+                         + [fmt(positions(r).get(p)) for r in own] for p in where])
     elif known:
         by_pos = _table(["target at position"] + [f"{display_name(r)} (samples)" for r in own],
                         [[str(p)] + [f"{fmt(positions(r).get(p))} ({fmt(int(c[p]))})" for r, c in zip(own, counts)]
@@ -240,7 +248,14 @@ def order_parts(rows: list[ScoreRow], palette, samples: list[dict]) -> list[str]
                         [[str(p), str(n_at[p]) if n_at else "–"] + [fmt(positions(r).get(p)) for r in own]
                          for p in where])
     random_hr1 = f" A random ranker's expected HR@1 is 1/{n_cand} = {fmt(1 / n_cand)} (the dotted line)." \
-        if n_cand else ""
+        if n_cand else (" The samples show different numbers of candidates (n), and later positions exist only in "
+                        "the larger ones, so even a ranker with no position bias scores lower there: the dotted line "
+                        "and the column \"no position bias\" give its expected HR@1 at each position, the mean of "
+                        "1/n over that position's samples; read a method's bias against that line, not against a "
+                        "flat one." if chance else
+                        " The samples show different numbers of candidates, so even a ranker with no position bias "
+                        "scores lower at the later positions, which only the larger ones have: compare positions "
+                        "with care.")
     derived = [r for r in rows if r.extra.get("derived_from")]  # scored without a spread (`aggregated`)
     return [f"<h3>{e(task)}: order sensitivity</h3>",
             f"<p>Each user was asked under {'/'.join(map(str, sorted(ks))) or 'several'} orders of the same "
@@ -255,21 +270,26 @@ def order_parts(rows: list[ScoreRow], palette, samples: list[dict]) -> list[str]
                "row's HR@1 by position rests on fewer samples than counted there)" if left else "")
             + ".</p>",
             spread,
-            ("<div class='charts'>" + _position_chart(own, where, n_cand, palette) + "</div>"
+            ("<div class='charts'>" + _position_chart(own, where, n_cand, palette, chance) + "</div>"
              if any(v for r in own for v in positions(r).values()) else
              "<p class='nochart'>No chart of HR@1 by the target's position: it is 0 for every method and position."
              "</p>"),
-            f"<p>HR@1 by the target's position among the candidates: a flat line means no position bias (the top "
-            f"answer does not depend on where the target is shown); a line falling from left to right means the "
-            f"method favours candidates shown first.{random_hr1} Each position rests on the samples counted "
-            f"beside it: with few, read small differences as noise.</p>",
+            ("<p>HR@1 by the target's position among the candidates: a flat line means no position bias (the top "
+             "answer does not depend on where the target is shown); a line falling from left to right means the "
+             "method favours candidates shown first." if n_cand else
+             "<p>HR@1 by the target's position among the candidates: a line that keeps its distance to what no "
+             "position bias gives means none (the top answer does not depend on where the target is shown); one "
+             "falling below it from left to right means the method favours candidates shown first.")
+            + f"{random_hr1} Each position rests on the samples counted beside it: with few, read small differences "
+            "as noise.</p>",
             by_pos]\
         + ([f"<p class='note'><small>{e(', '.join(display_name(r) for r in derived))}: one ranking per user "
             "aggregated over the orders (Borda), so no order spread or position bias of its own; its accuracy is "
             "in the table above.</small></p>"] if derived else [])
 
 
-def _position_chart(rows: list[ScoreRow], where: list[int], n_cand: int | None, palette) -> str:
+def _position_chart(rows: list[ScoreRow], where: list[int], n_cand: int | None, palette,
+                    chance: dict[int, float] | None = None) -> str:
     from matplotlib.ticker import MaxNLocator
 
     plt = _plt()
@@ -282,6 +302,10 @@ def _position_chart(rows: list[ScoreRow], where: list[int], n_cand: int | None, 
                 clip_on=False, antialiased=False, **palette.style(r.method))
     if n_cand:
         ax.axhline(1 / n_cand, color="#000000", linestyle=":", linewidth=1.2, label=f"random ranker (1/{n_cand})")
+    elif chance:
+        xs = [p for p in where if p in chance]
+        ax.plot(xs, [chance[p] for p in xs], color="#000000", linestyle=":", linewidth=1.2,
+                label="no position bias (mean 1/n)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("target's position among the candidates")

@@ -25,6 +25,10 @@ declare_metric("target at {p}: HR@1", None,
 declare_metric("target at {p}: samples", None,
                "samples HR@1 at this candidate position rests on (the complete units' samples whose target stood "
                "there)", ci=False, hidden=True)
+declare_metric("target at {p}: chance", None,
+               "HR@1 at this candidate position without any position bias: the mean over its samples of 1/(candidates "
+               "shown), which falls with the position where later positions exist only in larger groups", ci=False,
+               hidden=True)
 declare_metric("order units left out", None, "users (PerRecBench: groups) left out of the order spread and HR@1 by "
                "position: not all K orders answered (a run cut mid-user), or an answer the headline drops "
                "(PerRecBench invalid=drop, compat); shown only when there are some", ci=False)
@@ -119,12 +123,22 @@ def order_metrics(samples: list[dict], values: Sequence[float], hits: Sequence[f
         return out
     out[f"{metric} order spread"] = float(np.mean([np.std([float(values[i]) for i in ix]) for ix in units.values()]))
     by_pos: dict[int, list[float]] = {}
+    chance: dict[int, list[float]] = {}
     for ix in units.values():
         for i in ix:
             by_pos.setdefault(samples[i]["target_position"], []).append(float(hits[i]))
+            n = shown_count(samples[i])
+            chance.setdefault(samples[i]["target_position"], []).append(1.0 / n if n else float("nan"))
     out.update({f"target at {p}: HR@1": float(np.mean(v)) for p, v in sorted(by_pos.items())})
     out.update({f"target at {p}: samples": float(len(v)) for p, v in sorted(by_pos.items())})
+    out.update({f"target at {p}: chance": float(np.mean(v)) for p, v in sorted(chance.items())
+                if np.all(np.isfinite(v))})
     return out
+
+
+def shown_count(sample: dict) -> int:
+    """How many candidates a sample shows (LLMRec direct: its items; PerRecBench: its group's users), 0 unknown."""
+    return len(sample.get("candidates") or sample.get("users") or [])
 
 
 def spread_units(samples: list[dict], values: Sequence[float], usable: Sequence[bool] | None = None, *,

@@ -153,14 +153,16 @@ def target_seen(samples: list[dict]) -> dict[str, float]:
 
 
 def beyond_accuracy(pop, ids: list[str], ranked: list[list[str]], targets: list[str], k: int = 10,
-                    clusters=None) -> dict:
-    """coverage / Gini / ARP / novelty of the top-k lists and HR@k on head vs tail targets, as units."""
+                    clusters=None, orders: list[int] | None = None) -> dict:
+    """coverage / Gini / ARP / novelty of the top-k lists and HR@k on head vs tail targets, as units (`orders`:
+    each sample's candidate order, for coverage and Gini per order)."""
     from recharness.metrics.beyond_accuracy import beyond_accuracy_units
 
     if pop is None or not ids:
         return {}
     hits = [float(t in r[:k]) for r, t in zip(ranked, targets)]
-    return beyond_accuracy_units(ids, ranked, targets, hits, pop, k=k, accuracy=f"HR@{k}", clusters=clusters)
+    return beyond_accuracy_units(ids, ranked, targets, hits, pop, k=k, accuracy=f"HR@{k}", clusters=clusters,
+                                 orders=orders)
 
 
 def ranking_units(ids: list[str], ranked: list[list[str]], targets: list[str], hr_ks=(1, 5, 10),
