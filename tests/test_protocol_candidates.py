@@ -173,3 +173,18 @@ def test_random_and_models_get_no_full_catalog_metric(ds):
     assert task.score(samples, refs["popularity"])["HR@10 (full)"] == 0.25
     model = {s["id"]: {"id": s["id"], "parsed": {"ranking": s["candidates"]}, "valid": True} for s in samples}
     assert "NDCG@10 (full)" not in task.score(samples, model)
+
+
+def test_popularity_negatives_weigh_the_training_part_only():
+    """negatives=popularity draws by training interactions: an item that is only ever a test target (every
+    other user's last item) has none and is never drawn, though over the whole data it is the most popular;
+    items with training interactions are drawn (the check compares something)."""
+    seqs = {f"u{k}": ["i0", f"i{k % 3 + 1}", "z"] for k in range(1, 7)}
+    seqs["w"] = ["i4", "i5", "i0"]  # i4 and i5 get one training interaction each
+    seqs["v"] = ["i1", "i2", "i3"]  # never had z: z could be its negative, if any weight fell on it
+    ds = dataset(seqs, ["i0", "i1", "i2", "i3", "i4", "i5", "z"])
+    drawn = set()
+    for seed in range(30):
+        (s,) = build(ds, seed=seed, users=["v"], negatives="popularity", n_candidates=3)
+        drawn |= set(s["candidates"]) - {s["target"]}
+    assert "z" not in drawn and drawn <= {"i0", "i4", "i5"} and "i0" in drawn  # over the whole data z has 6

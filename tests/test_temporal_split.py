@@ -167,3 +167,34 @@ def test_a_global_cut_over_sequence_positions_is_refused(llmrank_games):
         list(SequentialTask().build(llmrank_games, BuildConfig(seed=0, limit=5, options={"split": "global_time"})))
     with pytest.raises(ConfigError, match="positions in each user's sequence"):
         cut_time(llmrank_games.events(), 0.9, llmrank_games.meta)  # RecBench's seqrec and CTR builds call this
+
+
+def test_a_global_cut_leaves_the_users_later_items_out_of_the_full_rank_as_out_of_the_negatives():
+    """Under a global cut the negatives are never an item the user had after the cut; the full-catalog rank leaves
+    them out too, else the two metrics differ in what they hide (the review: popularity's full NDCG@10 on ML-1M
+    0.0304 against 0.0436). Hand: 15 stamps, cut 0.75: position 11, T = 20. Before it: c 3, y 3, t 2, a b d 1
+    (e and f only after it: popularity ranks neither). u1 had a, b, then t (its target, 20) and y (21, later).
+    Popularity's order without a, b: c, y, t, d; y is later, so t's full rank is 2, not 3. Its candidates
+    (retriever:popularity, n 3): t and the top unseen items c, d, ranked c, t, d: t 2nd, min(full rank, n), as
+    for a retriever ranking its own candidates (with y counted it read 3 against 2)."""
+    rows = [("u1", "a", 1), ("u1", "b", 2), ("u1", "t", 20), ("u1", "y", 21),
+            ("u2", "y", 3), ("u2", "c", 4), ("u2", "d", 5), ("u2", "e", 23),
+            ("u3", "y", 6), ("u3", "c", 7), ("u3", "t", 8), ("u3", "f", 24),
+            ("u4", "c", 9), ("u4", "y", 10), ("u4", "t", 11)]
+    items = pl.DataFrame({"item_id": list("abcdefty"), "title": [f"Film {c} (1990)" for c in "abcdefty"]})
+    ds = Dataset("later", frame(rows), items, pl.DataFrame({"user_id": ["u1", "u2", "u3", "u4"]}))
+    opts = {"split": "global_time", "cut": 0.75, "min_history": 2, "n_candidates": 3,
+            "negatives": "retriever:popularity"}
+    samples = list(DirectTask().build(ds, BuildConfig(seed=0, options=opts)))
+    by = {s["user_id"]: s for s in samples}
+    assert sorted(by) == ["u1", "u2", "u3"] and by["u1"]["split"]["cut_time"] == 20
+    assert by["u1"]["target"] == "t" and by["u1"]["seen"] == ["a", "b"] and by["u1"]["later"] == ["y"]
+    assert sorted(by["u1"]["candidates"]) == ["c", "d", "t"]
+    model = fit("popularity", training_data(ds, by["u1"]["split"]))[0]
+    recs = model.predict(samples, DirectTask())
+    got = {s["user_id"]: (recs[s["id"]]["parsed"]["ranking"].index(s["target"]) + 1,
+                          recs[s["id"]]["parsed"]["full_rank"]) for s in samples}
+    # u2's e and u3's f have no training interaction: popularity never ranks them (last among the candidates)
+    assert got == {"u1": (2, 2), "u2": (3, None), "u3": (3, None)}
+    # the later item is left out of the rank, not given to the model: with the history alone t is 3rd
+    assert model.target_ranks([("t", ["a", "b"], "u1")])[0]["rank"] == 3

@@ -291,6 +291,9 @@ class DirectTask(Task):
                 sample["retriever_model"] = model.identity()
             if split["split"] != "leave_last_out":
                 sample["split"] = split
+                # the user's items after the cut but the target: never a negative (`seen` above), so left out of
+                # the full-catalog rank too (`reference_answers`), not fed to a model as history
+                sample["later"] = sorted(had.get(sp.user_id, set()) - set(sp.history) - {sp.target})
             if orders == 1:
                 yield sample
                 continue
@@ -415,7 +418,7 @@ class DirectTask(Task):
         if not ks:
             return {}
         return beyond_accuracy(self._pop(samples), ids, ranked, [s["target"] for s in samples], k=max(ks),
-                               clusters=clusters)
+                               clusters=clusters, orders=[int(s.get("order") or 0) for s in samples])
 
     def score(self, samples, predictions):
         valid, partial, missing = self._validity(samples, predictions)
@@ -469,7 +472,8 @@ class DirectTask(Task):
     def reference_answers(self, baseline, samples: list[dict]) -> list[dict]:
         """Each sample's ranking of its candidates and, for a trained reference, the target's rank in the
         whole catalog with the user's history left out (`full_rank`, None: never ranked), from the
-        batched `target_ranks`: `NDCG@10 (full)` / `HR@10 (full)` beside the sampled metrics. `random`
+        batched `target_ranks`: `NDCG@10 (full)` / `HR@10 (full)` beside the sampled metrics. Under a global
+        time split the user's later items (`later`) are left out too, as they are from the negatives. `random`
         gets none (its full rank is a uniform draw), nor do samples built without their history (`seen`)."""
         from recharness.baselines import BASELINES
         from recharness.runner.latency import answering_only
@@ -480,8 +484,18 @@ class DirectTask(Task):
             return answers  # (a timed call: the full rank is evaluation, not the answer)
         keys = list(dict.fromkeys((s["user_id"], s["target"]) for s in samples))  # a user's K orders: one query
         hist = {(s["user_id"], s["target"]): s["seen"] for s in samples}
+        later = {(s["user_id"], s["target"]): list(s.get("later") or ()) for s in samples}
         got = baseline.target_ranks([(t, hist[(u, t)], u) for u, t in keys])
         rank = {k: r.get("rank") for k, r in zip(keys, got, strict=True)}
+        # a global time split: the user's items after the cut are no negative of the sampled candidates, so none
+        # counts against the target in the full catalog either: the target's rank less those ranked before it
+        # (each later item's own rank in the same order, asked with the same history and user)
+        asks = [(k, i) for k in keys for i in later[k] if rank[k] is not None]
+        if asks:
+            ahead = baseline.target_ranks([(i, hist[k], k[0]) for k, i in asks])
+            for (k, _), r in zip(asks, ahead, strict=True):
+                if r.get("rank") is not None and r["rank"] < rank[k]:
+                    rank[k] -= 1
         return [{**a, "full_rank": rank[(s["user_id"], s["target"])]} for a, s in zip(answers, samples, strict=True)]
 
     def references(self, dataset, samples, seed: int = 0):
@@ -489,6 +503,7 @@ class DirectTask(Task):
 
 
 #: the full-catalog metrics of a trained reference's rows: the target's rank among every item the user never had
+#: (under a global time split: never had before the cut, nor after it but the target)
 FULL_KS = (10,)
 
 
