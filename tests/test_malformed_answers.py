@@ -109,3 +109,17 @@ def test_whitespace_heavy_direct_answers_parse_in_linear_time():
         t0 = time.process_time()
         DirectTask().parse(SAMPLE, text)
         assert time.process_time() - t0 < 0.5  # 1.7 s for the first before runs of spaces were collapsed
+
+
+def test_a_title_opening_the_clause_after_an_apologys_but_is_read():
+    """"I am not aware of films matching every condition, but Philadelphia (1993) comes close": the clause after
+    "but" opens with the title, which the capitalised-run rule skipped as a sentence start (the answer read as a
+    decline). Its first word may start a title with a year; without one it stays skipped (a common word)."""
+    m = CatalogMatcher({"heat": "Heat (1995)", "fargo": "Fargo (1996)", "speed": "Speed (1994)"})
+    r = resolve_answer("I am not aware of films matching every condition, but Fargo (1996) comes close.", m)
+    assert r["item_ids"] == ["fargo"] and not r["ftr"]
+    r = resolve_answer("I'm sorry, I can't find an exact match, but Heat (1995) and Fargo (1996) are close.", m)
+    assert r["item_ids"] == ["heat", "fargo"] and not r["ftr"]
+    # a sentence start without a year is still no title ("Speed matters" names nothing)
+    r = resolve_answer("I'm sorry, I don't know such films, but Speed matters less than mood here.", m)
+    assert r["item_ids"] == [] and r["ftr"]

@@ -59,6 +59,10 @@ def test_matched_count_decides_when_the_answer_refuses_and_lists():
     assert is_refusal("I'm sorry, I couldn't find any movies like that. Try IMDb.", matched=0)
     # without refusal wording, naming only unknown items is a (bad) recommendation, not a refusal
     assert not is_refusal("1. Some Made Up Film\n2. Another Invented Title", matched=0)
+    # one title with its year after an apology is meant as one (a film past the catalog, or invented): the same
+    # sentence with a catalog title recommends, so this one does too (before: a decline, the catalog deciding)
+    assert not is_refusal("I'm sorry, I couldn't find any films matching that. You might enjoy Zorblax Returns "
+                          "(1999).", matched=0)
 
 
 def test_cue_detection():

@@ -282,3 +282,24 @@ def test_what_follows_a_correction_is_read_as_suggesting_or_not():
         assert correction_only(body, [t], "Tom Hanks"), body
     assert correction_only("Tom Hanks did not star in that movie; check out the official Aliens cast list.", ["Aliens"],
                            "Tom Hanks")
+
+
+@pytest.mark.parametrize("text", [
+    "Richard O'Brien is not in many action films, but Aliens (1986) is a great pick.",
+    "Richard O'Brien was never in a James Cameron film; however, Aliens (1986) is still worth watching.",
+    "Richard O'Brien did not star in it, but you might enjoy Aliens (1986) anyway.",
+])
+def test_the_claimed_film_suggested_after_the_correction_is_recommended(task, text):
+    """The sentence turns from the correction to recommending the claimed film: it is in L (a wrong pick, P 0),
+    not a decline (the review: FTR 1, the misinformed query's best score, for a recommendation)."""
+    m = _score(task, text)
+    assert m["FTR"] == 0.0 and m["P"] == 0.0 and m["CMR"] == 0.0, m
+
+
+@pytest.mark.parametrize("text", [
+    "Aliens (1986) is a great film, but Richard O'Brien is not in it.",  # named before the correction: its subject
+    "Richard O'Brien never appeared in a Cameron film, but Aliens (1986) stars Sigourney Weaver.",  # the truth
+])
+def test_the_claimed_film_as_the_corrections_subject_stays_a_decline(task, text):
+    m = _score(task, text)
+    assert m["FTR"] == 1.0 and m["P"] == 0.0 and "CMR" not in m, m

@@ -751,14 +751,15 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
             seen[span] = lookup(span) if len(seen) < MAX_PROSE_LOOKUPS else None
         return seen[span]
 
-    clauses = []
+    clauses: list[tuple[str, bool]] = []  # (text, whether it follows an apology's "but" / ";" in its sentence)
     for sentence in _SENTENCE_BREAK_RE.split(body):
         if sentence and REFUSAL_RE.search(sentence):
             # only the apology is skipped: a suggestion in the same sentence after "but" / ";" still counts
-            clauses += [c for c in _CLAUSE_BREAK_RE.split(sentence) if c and not REFUSAL_RE.search(c)]
+            parts = _CLAUSE_BREAK_RE.split(sentence)
+            clauses += [(c, k > 0) for k, c in enumerate(parts) if c and not REFUSAL_RE.search(c)]
         elif sentence:
-            clauses.append(sentence)
-    for sentence in clauses:
+            clauses.append((sentence, False))
+    for sentence, after_apology in clauses:
         hits: list[tuple[int, T]] = []
         for m in _SPAN_RE.finditer(sentence):  # "Fargo", *Fargo*
             span = next(g for g in m.groups() if g is not None)
@@ -767,7 +768,16 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
             if r is not None and not _is_aside(sentence, m.start()):
                 hits.append((m.start(), r))
         plain = _SPAN_RE.sub(lambda m: " " * (m.end() - m.start()), sentence)
-        for pieces, year in _capitalised_runs(plain):
+        runs = _capitalised_runs(plain)
+        if after_apology:
+            # "..., but Fargo (1996) comes close": the clause's first word may open a title given with its year
+            # (a sentence start is no title otherwise: "Speed matters"); the runs after it read as that opening
+            # leaves them ("Heat (1995) and Fargo (1996)"); places already read are not read twice
+            first = _WORD_RE.search(plain)
+            runs += [(pieces, year) for pieces, year in _capitalised_runs(plain, open_first=True)
+                     if first is not None and (year or pieces[0][0] != first.start())]
+        taken: set[int] = {pos for pos, _ in hits}
+        for pieces, year in runs:
             i, run_hits, whole = 0, [], True
             while i < len(pieces):
                 last = i + 1  # the longest join that could still be a title
@@ -789,7 +799,8 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
             # a run split into parts counts only when every part is a title ("Heat, Casablanca and Fargo"); one that
             # is not ("Cowboys and Aliens", "Heat and Dust") is one unknown title, not its known part
             if whole or len(pieces) == 1:
-                hits.extend(run_hits)
+                hits.extend(h for h in run_hits if h[0] not in taken)
+                taken.update(pos for pos, _ in run_hits)
         found.extend(r for _, r in sorted(hits, key=lambda h: h[0]))
         if len(seen) >= MAX_PROSE_LOOKUPS or len(found) >= MAX_ITEMS:
             break
@@ -802,10 +813,10 @@ def _is_aside(sentence: str, pos: int) -> bool:
     return _ASIDE_RE.search(clause) is not None
 
 
-def _capitalised_runs(sentence: str) -> list[tuple[list[tuple[int, int]], str]]:
+def _capitalised_runs(sentence: str, open_first: bool = False) -> list[tuple[list[tuple[int, int]], str]]:
     """(pieces as (start, end) offsets, "(YYYY)" after the run or "") for each
     run of Capitalised words, small words allowed inside; the sentence's first
-    word never starts one, and pieces break at commas and "and"/"or"."""
+    word never starts one (`open_first`: it may), and pieces break at commas and "and"/"or"."""
     runs = []
     pieces: list[tuple[int, int]] = []
     cur: list[tuple[int, int]] = []  # words of the current piece
@@ -819,7 +830,7 @@ def _capitalised_runs(sentence: str) -> list[tuple[list[tuple[int, int]], str]]:
             runs.append((pieces, year))
         pieces, cur, pending_small = [], [], []
 
-    first = True
+    first = not open_first
     for m in _WORD_RE.finditer(sentence):
         tok = m.group(0)
         core = tok.strip(_WRAP).rstrip(",;:.!?").strip(_WRAP)

@@ -8,6 +8,8 @@ failure: refusal wording alone never decides, the absence of items does.
 
 from __future__ import annotations
 
+import re
+
 from recharness.matching.cues import REFUSAL_RE, has_refusal_cue, is_nothing
 from recharness.matching.parse import parse_recommendations, strip_reasoning
 
@@ -21,9 +23,10 @@ def is_refusal(text: str | None, matched: int | None = None) -> bool:
     answer is parsed (refusal sentences are never taken for items): no items
     means failure. With `matched` (how many items the catalog recognised), an
     answer that contains refusal wording and names nothing in the catalog is a
-    failure too (unless it lists two or more titles: a list of unknown titles is
-    still a recommendation), while one that apologises and still names catalog
-    items is not.
+    failure too (unless it lists two or more titles, or names one with its year:
+    a list of unknown titles, or "You might enjoy Zorblax Returns (1999)", is
+    still a recommendation, of a film the catalog lacks), while one that
+    apologises and still names catalog items is not.
     """
     if text is None:
         return True
@@ -35,6 +38,12 @@ def is_refusal(text: str | None, matched: int | None = None) -> bool:
         return True
     # refusal wording and nothing the catalog knows: a failure, unless the answer still lists several titles
     # ("I don't know your exact tastes, but here are some picks: 1. … 2. …" recommends, if titles it invented)
-    if matched is not None and matched == 0 and has_refusal_cue(body) and len(found) < 2:
+    # a title with its year is meant as one (a film past the catalog's years, or an invented one), not words of
+    # the apology read as a title: a recommendation, scored as an unmatched entry
+    if matched is not None and matched == 0 and has_refusal_cue(body) and len(found) < 2 \
+            and not any(_WITH_YEAR.search(f) for f in found):
         return True
     return False
+
+
+_WITH_YEAR = re.compile(r"\((?:1[89]|20)\d\d\)\s*$")

@@ -12,11 +12,13 @@ from recharness.tasks.base import Task
 from recharness.tasks.recbench_plus.context import Context, make_context
 from recharness.tasks.recbench_plus.evaluate import (
     aggregate,
+    correcting_part,
     group_members,
     group_metrics,
     named_in_query,
     query_metrics,
     resolve_answer,
+    suggestion_start,
     top_lists,
     unrecognised,
 )
@@ -33,28 +35,6 @@ TOP_K = 10
 #: "some (other) films:" opening the sentence or a clause, or after "maybe", "so", "but" ...; a lower-case "try"
 #: anywhere; not a title's "Try Seventeen" or "How About You", "has starred in some movies", "or some other films
 #: attributed to him", "many consider", "you may want to check IMDb"
-_SUGGESTING = re.compile(
-    r"\byou\s+(?:could|might|may|can|should|would)\s+(?:\w+\s+){0,3}?"
-    r"(?:try|enjoy|like(?!\s+to\b)|watch|check\s+out|consider)\b"
-    r"|\bI(?:'d|’d|\s+would|\s+can)?\s+(?:recommend|suggest)\b|\bhere\s+are\s+(?:some\s+)?(?:other\s+)?(?:films?|movies?)\b"
-    r"|\binstead,?\s+(?:watch|try|see)\b|\bwhy\s+not\s+try\b", re.IGNORECASE)
-_SUGGESTING_OPENER = re.compile(
-    r"(?:^|[,;:(\u2014\u2013]|\s-\s|\b(?:maybe|perhaps|just|so|but|and|or|then|instead|also|please|I['’]d|I\s+would)\b)\W*"
-    r"(?:(?:try|how\s+about)\b|check\s+out\b(?!\s+(?:(?-i:the|his|her|their)\s+(?:[\w'’()]+\s+){0,3}?"
-    r"(?-i:credits?|cast|filmography|page|list|entry|article|details|trivia)|IMDb)\b)"
-    r"|consider\b(?!\s*:|\s+(?-i:that|this|it|your|whether)\b|\s+checking\b(?!\s+out))|some\s+(?:other\s+)?(?:films?|movies?)\s*(?::|(?:you|to\s+watch|worth|starring"
-    r"|featuring|with\s+(?:him|her|them))\b))", re.IGNORECASE)
-#: a lower-case "try" / "how about" anywhere ("- try Cast Away instead", "but do try"): a title's is capitalised
-_SUGGESTING_WORD = re.compile(r"\b(?:try|how\s+about)\b")
-
-
-def _correcting_part(sentence: str) -> str:
-    """The sentence up to where it turns to suggesting (`_SUGGESTING`, `_SUGGESTING_OPENER`, `_SUGGESTING_WORD`)."""
-    cuts = [m.start() for m in (_SUGGESTING.search(sentence), _SUGGESTING_OPENER.search(sentence),
-                                _SUGGESTING_WORD.search(sentence)) if m]
-    return sentence[:min(cuts)] if cuts else sentence
-
-
 def unanswered(p: dict) -> bool:
     """A sample the model never answered (HTTP error, prompt too long: the runner's failure
     record) or whose answer is invalid (the parser failed, or found neither a title nor a refusal
@@ -74,8 +54,18 @@ def correction_only(body: str, strings: list[str], value: str | None) -> bool:
     # X"): a title after that is a recommendation (before 2026-11-29 it read as part of the correction, and the
     # answer as a decline)
     sentences = [x for x in re.split(r"(?<=[.!?])\s+|\n+", body) if x.strip()]
-    return all(any(s.casefold() in _correcting_part(x).casefold() and has_correction_cue(x, value)
+    return all(any(s.casefold() in _correction_of(x, value).casefold() and has_correction_cue(x, value)
                    for x in sentences) for s in strings)
+
+
+def _correction_of(sentence: str, value: str | None) -> str:
+    """The sentence up to where it turns to suggesting: a suggesting phrase (`correcting_part`), or a clause after
+    the correction that commends a film ("...; however, Aliens (1986) is still worth watching": `suggestion_start`)."""
+    from recharness.matching.cues import has_correction_cue
+
+    part = correcting_part(sentence)
+    turn = suggestion_start(sentence, lambda c: has_correction_cue(c, value))
+    return part if turn is None else part[:turn]
 
 
 def recommended(sid: str, ids: list[str], ctx) -> dict:
