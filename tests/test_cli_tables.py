@@ -43,6 +43,20 @@ def test_compare_never_cuts_the_two_names():
     assert f"{LONG}−popularity[95%CI]" in column_text(text, 3), text
 
 
+def test_compare_says_its_values_leave_out_samples_one_method_did_not_answer():
+    """The paired values are over the samples both answered: with some answered by one only, the note says they
+    may differ from the score tables (which count every sample of each method)."""
+    r = {"task": "ctr", "a": "llm", "b": "popularity", "n": 18, "n_task": 20, "metric": "AUC", "value_a": 0.61,
+         "value_b": 0.55, "diff": 0.06, "lo": -0.02, "hi": 0.14, "p_boot": 0.2, "p_perm": 0.21, "only_a": 0,
+         "only_b": 2, "resamples": 1000, "permutations": 1000}
+    (_, note), = cli._compare_tables([r])
+    assert note.startswith("paired over the 18 of 20 samples both answered; answered by only one: 0 by llm, 2 by "
+                           "popularity (left out, so these values are over the samples both answered and may differ "
+                           "from the score tables)"), note
+    (_, note), = cli._compare_tables([{**r, "n": 20, "only_b": 0}])
+    assert "answered by only one" not in note and "score tables" not in note
+
+
 @pytest.fixture()
 def narrow(monkeypatch):
     buf = io.StringIO()

@@ -637,7 +637,8 @@ def _compare_tables(results: list[dict]) -> list[tuple[Table, str]]:
                         f"{fmt(r['diff'])} {ci}".strip(), p_text(r.get("p_boot"), r.get("resamples")), perm)
         notes = [f"paired over the {first['n']} of {first['n_task']} samples both answered"]
         if first["only_a"] or first["only_b"]:
-            notes.append(f"answered by only one: {first['only_a']} by {a}, {first['only_b']} by {b} (left out)")
+            notes.append(f"answered by only one: {first['only_a']} by {a}, {first['only_b']} by {b} (left out, so "
+                         "these values are over the samples both answered and may differ from the score tables)")
         boot = [r for r in rs if r.get("resamples")]
         if boot:
             notes.append(f"{max(r['resamples'] for r in boot):,} bootstrap resamples, "

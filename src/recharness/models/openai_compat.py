@@ -490,9 +490,11 @@ def option_logprobs(token_logprobs, options: list[str]) -> dict[str, float]:
     gets the most the reply allows it (see `bounded_options`): each of its unreturned spellings is at most the
     smallest returned probability ("No", "no", "NO", "nO", each with and without a leading space: 8 of them), all
     of them together at most what the returned tokens leave of 1, and never more than the strongest option
-    returned (the reply ranks that one above each of its spellings). So P(Yes) is the least confident value the
-    reply allows, 0.5 where the bounds reach it, rather than a certain 1.0, and a missing option never turns
-    into the preferred one. No option returned at all: all -inf."""
+    returned (the reply ranks that one above each of its spellings, so the cap is a choice: together the missing
+    spellings may hold more, as 8·e⁻⁵ against e⁻³). So P(Yes) is the least confident value under these bounds,
+    never below 0.5 for the option returned (capped there by choice), rather than a certain 1.0, and a missing
+    option never turns into the preferred one; the present option's own unreturned spellings are not added, so
+    its mass is a lower bound. The answer is marked `bounded`. No option returned at all: all -inf."""
     acc = {o: 0.0 for o in options}
     seen = set()
     for token, logprob in token_logprobs:
