@@ -123,3 +123,8 @@ def test_a_title_opening_the_clause_after_an_apologys_but_is_read():
     # a sentence start without a year is still no title ("Speed matters" names nothing)
     r = resolve_answer("I'm sorry, I don't know such films, but Speed matters less than mood here.", m)
     assert r["item_ids"] == [] and r["ftr"]
+    # a clause that denies what it names suggests nothing: still a decline
+    for text in ("I'm sorry, but Heat (1995) does not feature Tom Hanks.",
+                 "I couldn't find a film matching all of that, but Heat (1995) was not directed by Christopher Nolan."):
+        r = resolve_answer(text, m)
+        assert r["item_ids"] == [] and r["ftr"], (text, r)

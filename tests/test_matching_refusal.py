@@ -63,6 +63,11 @@ def test_matched_count_decides_when_the_answer_refuses_and_lists():
     # sentence with a catalog title recommends, so this one does too (before: a decline, the catalog deciding)
     assert not is_refusal("I'm sorry, I couldn't find any films matching that. You might enjoy Zorblax Returns "
                           "(1999).", matched=0)
+    assert not is_refusal("Sorry, nothing matched; you might enjoy Zorblax Returns (1999).", matched=0)
+    # a dated title named in passing, not suggested, leaves the refusal a refusal
+    assert is_refusal("I'm sorry, I can't recommend movies. My knowledge ends before Dune: Part Two (2024) came "
+                      "out.", matched=0)
+    assert is_refusal("I'm sorry, I can't help with that. Note that Barbie (2023) does not star him.", matched=0)
 
 
 def test_cue_detection():

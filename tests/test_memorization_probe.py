@@ -92,6 +92,11 @@ def test_a_chat_models_line_after_a_preamble_or_inside_a_sentence_is_read():
     assert check(p, "Next: 11::Toy Story (1995)::Animation") == {"title": False, "full": False}  # another id
     # an item's record of another id is still no answer without its prefix
     assert answer_line("Toy Story (1995)\n2::Jumanji (1995)", "1::", id_first=None) == "1::Toy Story (1995)"
+    # an inline prefix with no field after it names no line: the next line is read (an interaction without its id)
+    u10 = Probe("interaction-10", "interaction", "10", [], {"prefix": "10::", "item_id": "1197", "rating": 3.0})
+    assert check(u10, "Here is the next rating by user 10::\n1197::3::978302268") == {"item": True, "full": True}
+    # a closing quote before the sentence's stop is no part of the line
+    assert check(p, f'The line is "{right}".') == {"title": True, "full": True}
     # what the rule text says it ignores
     assert check(p, right + "::extra") == {"title": True, "full": True}
     assert check(p, "1::Toy Story (1995)::Animation|Comedy|Children's|Comedy") == {"title": True, "full": True}

@@ -297,6 +297,24 @@ def test_the_claimed_film_suggested_after_the_correction_is_recommended(task, te
 
 
 @pytest.mark.parametrize("text", [
+    "Richard O'Brien was not in Aliens (1986), but if you liked Aliens, you might enjoy something else.",
+    "Richard O'Brien was never in Aliens (1986); Aliens would be a poor choice for his fans.",
+    "Richard O'Brien was not in Aliens (1986), but you might enjoy Dark City (1998) if you liked Aliens (1986).",
+])
+def test_the_claimed_film_named_after_the_turn_but_not_suggested_stays_rejected(task, text):
+    """After the turn the film is only the user's taste ("if you liked Aliens") or dispraised ("a poor choice"):
+    the claim stays rejected (the review of the turn rule: each read as recommending Aliens). The first answer
+    scores as a decline; in the other two the parser reads a clause as an unknown title ("Aliens would be a poor
+    choice for his fans", "if you liked Aliens (1986)"), as it did before the turn rule, so they recommend that."""
+    from recharness.tasks.recbench_plus.evaluate import claim_rejected
+
+    assert claim_rejected(text, ["Aliens (1986)"], "Richard O'Brien")
+    if "something else" in text:
+        m = _score(task, text)
+        assert m["FTR"] == 1.0 and m["P"] == 0.0 and "CMR" not in m, m
+
+
+@pytest.mark.parametrize("text", [
     "Aliens (1986) is a great film, but Richard O'Brien is not in it.",  # named before the correction: its subject
     "Richard O'Brien never appeared in a Cameron film, but Aliens (1986) stars Sigourney Weaver.",  # the truth
 ])

@@ -102,3 +102,26 @@ def is_nothing(text: str) -> bool:
     """True for an answer that is only "None", "N/A", "[]", "No recommendations."..."""
     t = text.strip().strip("`*_\"'[]{}()<>").strip()
     return not t or _NOTHING_RE.match(t) is not None
+
+
+#: a phrase where an answer turns to suggesting ("you might enjoy", "I'd recommend", "here are some films")
+SUGGESTING = re.compile(
+    r"\byou\s+(?:could|might|may|can|should|would)\s+(?:\w+\s+){0,3}?"
+    r"(?:try|enjoy|like(?!\s+to\b)|watch|check\s+out|consider)\b"
+    r"|\bI(?:'d|’d|\s+would|\s+can)?\s+(?:recommend|suggest)\b|\bhere\s+are\s+(?:some\s+)?(?:other\s+)?(?:films?|movies?)\b"
+    r"|\binstead,?\s+(?:watch|try|see)\b|\bwhy\s+not\s+try\b", re.IGNORECASE)
+SUGGESTING_OPENER = re.compile(
+    r"(?:^|[,;:(\u2014\u2013]|\s-\s|\b(?:maybe|perhaps|just|so|but|and|or|then|instead|also|please|I['’]d|I\s+would)\b)\W*"
+    r"(?:(?:try|how\s+about)\b|check\s+out\b(?!\s+(?:(?-i:the|his|her|their)\s+(?:[\w'’()]+\s+){0,3}?"
+    r"(?-i:credits?|cast|filmography|page|list|entry|article|details|trivia)|IMDb)\b)"
+    r"|consider\b(?!\s*:|\s+(?-i:that|this|it|your|whether)\b|\s+checking\b(?!\s+out))|some\s+(?:other\s+)?(?:films?|movies?)\s*(?::|(?:you|to\s+watch|worth|starring"
+    r"|featuring|with\s+(?:him|her|them))\b))", re.IGNORECASE)
+#: a lower-case "try" / "how about" anywhere ("- try Cast Away instead", "but do try"): a title's is capitalised
+SUGGESTING_WORD = re.compile(r"\b(?:try|how\s+about)\b")
+
+
+def correcting_part(sentence: str) -> str:
+    """The sentence up to where it turns to suggesting (`SUGGESTING`, `SUGGESTING_OPENER`, `SUGGESTING_WORD`)."""
+    cuts = [m.start() for m in (SUGGESTING.search(sentence), SUGGESTING_OPENER.search(sentence),
+                                SUGGESTING_WORD.search(sentence)) if m]
+    return sentence[:min(cuts)] if cuts else sentence

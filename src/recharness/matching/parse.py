@@ -713,6 +713,9 @@ T = TypeVar("T")
 MAX_PROSE_LOOKUPS = 300  # distinct catalog look-ups per answer (~1 ms each on ML-1M): bounded work
 _SENTENCE_BREAK_RE = re.compile(r"(?<=[.!?])\s+|\s*\n\s*")
 # where a sentence turns from an apology to a suggestion: "I can't list them all, but you might enjoy Alien"
+#: a clause that denies or corrects what it names ("Heat (1995) does not feature Tom Hanks"): no suggestion
+_DENIES = re.compile(r"\b(?:not|never|no|nor|neither|cannot)\b|n't\b|\b(?:actually|in\s+fact|incorrect|mistaken)\b",
+                     re.IGNORECASE)
 _CLAUSE_BREAK_RE = re.compile(r"\s*(?:;|\s[—–]\s|,?\s+but\s+|,?\s+however,?\s+|^however,?\s+|,?\s+instead,?\s+)\s*",
                               re.IGNORECASE)
 _WORD_RE = re.compile(r"\S+")
@@ -774,8 +777,9 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
             # (a sentence start is no title otherwise: "Speed matters"); the runs after it read as that opening
             # leaves them ("Heat (1995) and Fargo (1996)"); places already read are not read twice
             first = _WORD_RE.search(plain)
-            runs += [(pieces, year) for pieces, year in _capitalised_runs(plain, open_first=True)
-                     if first is not None and (year or pieces[0][0] != first.start())]
+            if first is not None and not _DENIES.search(plain):  # "..., but Heat (1995) does not feature him": none
+                runs += [(pieces, year) for pieces, year in _capitalised_runs(plain, open_first=True)
+                         if year or pieces[0][0] != first.start()]
         taken: set[int] = {pos for pos, _ in hits}
         for pieces, year in runs:
             i, run_hits, whole = 0, [], True

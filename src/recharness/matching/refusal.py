@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from recharness.matching.cues import REFUSAL_RE, has_refusal_cue, is_nothing
+from recharness.matching.cues import REFUSAL_RE, correcting_part, has_refusal_cue, is_nothing
 from recharness.matching.parse import parse_recommendations, strip_reasoning
 
 __all__ = ["REFUSAL_RE", "has_refusal_cue", "is_nothing", "is_refusal"]
@@ -23,9 +23,9 @@ def is_refusal(text: str | None, matched: int | None = None) -> bool:
     answer is parsed (refusal sentences are never taken for items): no items
     means failure. With `matched` (how many items the catalog recognised), an
     answer that contains refusal wording and names nothing in the catalog is a
-    failure too (unless it lists two or more titles, or names one with its year:
-    a list of unknown titles, or "You might enjoy Zorblax Returns (1999)", is
-    still a recommendation, of a film the catalog lacks), while one that
+    failure too (unless it lists two or more titles, or suggests one with its
+    year: a list of unknown titles, or "You might enjoy Zorblax Returns (1999)",
+    is still a recommendation, of a film the catalog lacks), while one that
     apologises and still names catalog items is not.
     """
     if text is None:
@@ -41,9 +41,22 @@ def is_refusal(text: str | None, matched: int | None = None) -> bool:
     # a title with its year is meant as one (a film past the catalog's years, or an invented one), not words of
     # the apology read as a title: a recommendation, scored as an unmatched entry
     if matched is not None and matched == 0 and has_refusal_cue(body) and len(found) < 2 \
-            and not any(_WITH_YEAR.search(f) for f in found):
+            and not any(_WITH_YEAR.search(f) and _suggested(body, f) for f in found):
         return True
     return False
 
 
 _WITH_YEAR = re.compile(r"\((?:1[89]|20)\d\d\)\s*$")
+
+
+def _suggested(body: str, title: str) -> bool:
+    """Whether `title` stands after a suggesting phrase of its sentence ("Sorry, nothing matched; you might enjoy
+    Zorblax Returns (1999)"), with no refusal wording from that phrase on: not one named in passing ("before
+    Dune: Part Two (2024) came out")."""
+    low = title.casefold()
+    for sentence in re.split(r"(?<=[.!?])\s+|\n+", body):
+        at = sentence.casefold().find(low)
+        turn = len(correcting_part(sentence))
+        if at >= 0 and turn <= at and not has_refusal_cue(sentence[turn:]):
+            return True
+    return False

@@ -19,9 +19,10 @@ How an answer is read: a `<think>...</think>` block is dropped; its lines are tr
 backticks stripped, and a pair of `**`, `__`, `*`, `_` or straight or curly quotes around a whole line removed.
 The line judged is the first that starts with the asked prefix (`ID::`) and is not one of the shown lines
 repeated (a model that echoes its context before continuing is judged on its continuation), else the first
-line holding the prefix after other words ("The next line is: ID::...", a list's "- ID::..."), read from the
-prefix on, without the closing half of a quote or mark opened just before it, else the first line holding a
-`::` field separator (a chat model's "Here is the line:" before it is not the answer) that is no record of
+line holding the prefix after other words and a field after it ("The next line is: ID::...", a list's
+"- ID::..."), read from the prefix on, without the closing half of a quote or mark opened just before it, else the
+first line holding a `::` with a field after it (a chat model's "Here is the line:" before it is not the answer,
+nor is "the next rating by user ID::") that is no record of
 another id (a line opening with an id; for interactions, whose line without its UserID opens with the MovieID,
 one opening with an id and holding three `::`), else its first non-empty line; the prefix is put in front when
 the model left it out. Fields are split at `::`; fields after the compared ones are ignored, and genres are
@@ -115,6 +116,8 @@ def _unwrap(line: str) -> str:
             return line
 
 
+#: a `::` with a field after it (a preamble ending "... user 10::" has none)
+_FIELD = re.compile(r"::\s*\S")
 #: a line of the file opening with an id ("2::Jumanji (1995)::...")
 _OTHER_RECORD = re.compile(r"\d+::")
 #: the kinds whose line goes on with an id after the asked one (UserID::MovieID::Rating::Timestamp), by the number
@@ -132,10 +135,12 @@ def _inline(line: str, prefix: str) -> str | None:
     cut, before = line[m.start():], line[:m.start()].rstrip()
     for w in _WRAPPERS:
         left, right = w if isinstance(w, tuple) else (w, w)
-        if before.endswith(left) and cut.endswith(right):
-            cut = cut[:-len(right)]
+        bare = cut.rstrip(".!?,;")  # the closing mark before the sentence's own stop: `is "10::...".`
+        if before.endswith(left) and bare.endswith(right):
+            cut = bare[:-len(right)]
             break
-    return _clean(cut)
+    cut = _clean(cut)
+    return cut if cut[len(prefix):].strip() else None  # "the next rating by user 10::" names no line
 
 
 def answer_line(text: str, prefix: str, shown: list[str] = (), id_first: int | None = None) -> str | None:
@@ -163,7 +168,7 @@ def answer_line(text: str, prefix: str, shown: list[str] = (), id_first: int | N
 
     # every line of these files has fields after its id: a line with none is a preamble, not the answer; a line
     # opening with another id is the file's next record, which a model that answered without the prefix goes on to
-    line = next((x for x in lines if "::" in x and x not in echoed and not other_record(x)),
+    line = next((x for x in lines if _FIELD.search(x) and x not in echoed and not other_record(x)),
                 lines[0] if lines else None)
     return None if line is None else line if line.startswith(prefix) else prefix + line
 

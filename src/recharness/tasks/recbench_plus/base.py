@@ -8,11 +8,11 @@ from typing import TypedDict
 import numpy as np
 
 from recharness.core.types import BuildConfig, GenerationParams, Parsed, reference_record
+from recharness.matching.cues import correcting_part
 from recharness.tasks.base import Task
 from recharness.tasks.recbench_plus.context import Context, make_context
 from recharness.tasks.recbench_plus.evaluate import (
     aggregate,
-    correcting_part,
     group_members,
     group_metrics,
     named_in_query,

@@ -42,6 +42,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from recharness.matching.cues import correcting_part
 from recharness.matching.twins import twins_of, with_twins
 from recharness.metrics.ranking import ranking_metrics
 
@@ -144,48 +145,34 @@ def claim_rejected(text: str, titles: Iterable[str], value: str | None) -> bool:
                 return False
         for sent in _SENTENCE_END.split(body):
             turn = suggestion_start(sent, cue)
-            if film is not None and turn is not None and film.search(sent[turn:]):
+            if film is not None and turn is not None and any(
+                    not _ONLY_LIKE.search(sent[max(turn, m.start() - 40):m.start()])
+                    for m in film.finditer(sent, turn)):
                 return False  # "X is not in many crime films, but GoodFellas (1990) is a great pick": recommended
             if ((film is not None and film.search(sent)) or (who is not None and who.search(sent))) and cue(sent):
                 rejected = True
     return rejected
 
 
-#: a phrase where an answer turns to suggesting ("you might enjoy", "I'd recommend", "here are some films")
-_SUGGESTING = re.compile(
-    r"\byou\s+(?:could|might|may|can|should|would)\s+(?:\w+\s+){0,3}?"
-    r"(?:try|enjoy|like(?!\s+to\b)|watch|check\s+out|consider)\b"
-    r"|\bI(?:'d|’d|\s+would|\s+can)?\s+(?:recommend|suggest)\b|\bhere\s+are\s+(?:some\s+)?(?:other\s+)?(?:films?|movies?)\b"
-    r"|\binstead,?\s+(?:watch|try|see)\b|\bwhy\s+not\s+try\b", re.IGNORECASE)
-_SUGGESTING_OPENER = re.compile(
-    r"(?:^|[,;:(\u2014\u2013]|\s-\s|\b(?:maybe|perhaps|just|so|but|and|or|then|instead|also|please|I['’]d|I\s+would)\b)\W*"
-    r"(?:(?:try|how\s+about)\b|check\s+out\b(?!\s+(?:(?-i:the|his|her|their)\s+(?:[\w'’()]+\s+){0,3}?"
-    r"(?-i:credits?|cast|filmography|page|list|entry|article|details|trivia)|IMDb)\b)"
-    r"|consider\b(?!\s*:|\s+(?-i:that|this|it|your|whether)\b|\s+checking\b(?!\s+out))|some\s+(?:other\s+)?(?:films?|movies?)\s*(?::|(?:you|to\s+watch|worth|starring"
-    r"|featuring|with\s+(?:him|her|them))\b))", re.IGNORECASE)
-#: a lower-case "try" / "how about" anywhere ("- try Cast Away instead", "but do try"): a title's is capitalised
-_SUGGESTING_WORD = re.compile(r"\b(?:try|how\s+about)\b")
-
-
-def correcting_part(sentence: str) -> str:
-    """The sentence up to where it turns to suggesting (`_SUGGESTING`, `_SUGGESTING_OPENER`, `_SUGGESTING_WORD`)."""
-    cuts = [m.start() for m in (_SUGGESTING.search(sentence), _SUGGESTING_OPENER.search(sentence),
-                                _SUGGESTING_WORD.search(sentence)) if m]
-    return sentence[:min(cuts)] if cuts else sentence
-
-
+#: a film named as the user's taste, not suggested ("... you might enjoy Dark City if you liked Aliens")
+_ONLY_LIKE = re.compile(r"\b(?:if\s+you\s+(?:liked|like|loved|enjoyed)|similar\s+to|(?<!such\s)like|than)\s+$",
+                        re.IGNORECASE)
 #: where a sentence turns from one clause to the next: "but", "however", ";" or a dash
 _TURN = re.compile(r"\s*(?:;|\s[\u2014\u2013]\s|\s-\s|,?\s+but\s+|,?\s+however,?\s+|^however,?\s+)\s*",
                    re.IGNORECASE)
+#: words that make a commending phrase its opposite ("a poor choice", "not a good fit")
+_DISPRAISE = re.compile(r"\b(?:poor|bad|wrong|odd|strange|weird|terrible|awful|questionable|unlikely|not)\b|n't\b",
+                        re.IGNORECASE)
 #: a clause that commends the film it names ("is a great pick", "worth watching")
 _COMMENDS = re.compile(r"\b(?:is|'s|would\s+be|remains)\s+(?:still\s+)?(?:a|an)\s+(?:[\w-]+\s+){0,2}?(?:pick|choice|option|"
                        r"recommendation|fit|match|bet)\b|\bworth\s+(?:watching|seeing|a\s+(?:watch|look))\b", re.IGNORECASE)
 
 
 def suggestion_start(sent: str, cue) -> int | None:
-    """Where a sentence turns from correcting to recommending: the offset of the first clause without a cue that
-    follows a clause with one and commends or suggests ("... is not in many crime films, but GoodFellas is a great
-    pick", "...; however, you might enjoy GoodFellas"); None when it never does. A film named before the
+    """Where a sentence turns from correcting to recommending, in the first clause without a cue that follows a
+    clause with one: the offset of its suggesting phrase ("...; however, you might enjoy GoodFellas": a film named
+    before that phrase, "if you liked X, you might enjoy ...", is not suggested), or of the clause when it commends
+    ("... is not in many crime films, but GoodFellas is a great pick"; not "a poor choice"); None when it never does. A film named before the
     correction ("GoodFellas is great, but Tom Hanks is not in it") is the correction's subject, and one named after
     it without a suggestion ("..., but GoodFellas stars Robert De Niro") states the truth."""
     corrected, last = False, 0
@@ -195,8 +182,12 @@ def suggestion_start(sent: str, cue) -> int | None:
         if clause.strip():
             if cue(clause):
                 corrected = True
-            elif corrected and (_COMMENDS.search(clause) or correcting_part(clause) != clause):
-                return last
+            elif corrected:
+                part = correcting_part(clause)
+                if part != clause:  # "..., but you might enjoy X": from the suggesting phrase on
+                    return last + len(part)
+                if _COMMENDS.search(clause) and not _DISPRAISE.search(clause):  # "..., but X is a great pick"
+                    return last
         if m is not None:
             last = m.end()
     return None
