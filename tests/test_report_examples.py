@@ -68,3 +68,12 @@ def test_recbench_plus_examples_count_hits_as_the_score_does():
         assert _target_and_hit(sample, rec, task)[1] == verdict, sample["id"]
         (row,) = query_metrics([sample], {sample["id"]: rec})
         assert (row["R"] > 0) == verdict.startswith("hit"), sample["id"]  # the score agrees
+
+
+def test_a_text_tasks_example_shows_its_reference_and_a_ratings_its_held_out_rating():
+    """An explanation sample carries the user's rating too: its target is the reference review (it showed 4.0);
+    a rating sample's target is its held-out `target_rating` (it showed –)."""
+    expl = {"id": "e", "task": "explanation", "rating": 4.0, "reference": "great acting and a sharp script"}
+    assert _target_and_hit(expl, {"parsed": {"text": "x"}}) == ("great acting and a sharp script", None)
+    assert _target_and_hit({"id": "r", "task": "rating", "target_rating": 3.0}, None) == ("rating 3", None)
+    assert _target_and_hit({"id": "r", "task": "rating", "rating": 4.5}, None) == ("rating 4.5", None)

@@ -109,7 +109,7 @@ def test_accuracy_against_popularity_chart_and_table(monkeypatch):
     assert points == [(50.0, 0.4), (2000.0, 0.3), (30.0, 0.1)]
     # error bars for the llm (x: 40-60, y: 0.3-0.5) in its colour; popularity's zero-width ARP bar, random none
     blue = tuple(np.round(np.array([0x1f, 0x77, 0xb4]) / 255, 3))
-    llm_segs = {tuple(tuple(map(float, p)) for p in seg) for coll in ax.collections
+    llm_segs = {tuple(tuple(round(float(v), 12) for v in p) for p in seg) for coll in ax.collections
                 if isinstance(coll, LineCollection) and tuple(np.round(coll.get_color()[0][:3], 3)) == blue
                 for seg in coll.get_segments()}
     assert ((40.0, 0.4), (60.0, 0.4)) in llm_segs and ((50.0, 0.3), (50.0, 0.5)) in llm_segs
@@ -476,3 +476,17 @@ def test_an_imported_row_or_a_model_served_elsewhere_keeps_its_probe_result():
     assert _same_model(probed, {"backend": "openai", "model": "qwen", "base_url": "http://gpu:8000/v1"})
     assert not _same_model(probed, {"backend": "openai", "model": "llama"})
 
+
+
+def test_interval_bars_span_lo_to_hi_even_when_the_interval_misses_the_value():
+    """A cluster-resampled ratio's interval need not hold its value (0.10 with [0.12, 0.20]): the chart draws the
+    interval the table shows, not value − lo / hi − value clamped at 0 (which drew 0.10–0.20)."""
+    plt = fairness._plt()
+    fig, ax = plt.subplots()
+    _, _, (lines,) = fairness.interval_bars(ax, [0, 1], [0.12, None], [0.20, None], horizontal=True)
+    (seg,) = lines.get_segments()  # one interval: the row without one draws none
+    assert [tuple(p) for p in seg] == [pytest.approx((0.12, 0)), pytest.approx((0.20, 0))]
+    _, _, (vlines,) = fairness.interval_bars(ax, [3], [0.5], [0.9], horizontal=False)
+    assert [tuple(p) for p in vlines.get_segments()[0]] == [pytest.approx((3, 0.5)), pytest.approx((3, 0.9))]
+    assert fairness.interval_bars(ax, [0], [None], [None], horizontal=True) is None
+    plt.close(fig)

@@ -191,3 +191,15 @@ def test_console_score_table_marks_the_strongest_reference_its_caption_names():
         con.print(t)
     text = con.export_text()
     assert STRONGEST in text and f"popularity (ref) {STRONGEST}" in text, text
+
+
+def test_a_latency_timed_under_load_says_so_in_the_legend(monkeypatch):
+    """A model timed with 8 requests in flight holds the server's queue in its latency: the chart's legend says it,
+    beside references timed as single calls."""
+    figs = _capture(monkeypatch)
+    rows = [ScoreRow("llm", "ctr", {"AUC": 0.6, "latency_s": 0.4, "latency_concurrency": 8.0}, 8),
+            ScoreRow("llm1", "ctr", {"AUC": 0.6, "latency_s": 0.4, "latency_concurrency": 1.0}, 8),
+            ScoreRow("pop", "ctr", {"AUC": 0.5, "latency_s": 0.0009}, 8, kind="reference")]
+    assert html._latency_chart(rows, "AUC", html.Palette(rows)) is not None
+    legend = [t.get_text() for t in figs[-1].axes[0].get_legend().get_texts()]
+    assert legend == ["llm (timed at concurrency 8)", "llm1", "pop (ref)"], legend

@@ -76,6 +76,18 @@ def _plt():
     return plt
 
 
+def interval_bars(ax, at, los, his, *, horizontal: bool, **style):
+    """Error bars drawn from each interval's lo to its hi, whatever the point value: a cluster-resampled ratio's
+    interval need not hold its value, and bars drawn as value − lo / hi − value (clamped at 0) would show a wider
+    interval that does. `at`: the positions on the other axis; entries with no interval (None) are left out."""
+    keep = [(a, lo, hi) for a, lo, hi in zip(at, los, his) if _number(lo) and _number(hi)]
+    if not keep:
+        return None
+    pos, mid, half = [k[0] for k in keep], [(k[1] + k[2]) / 2 for k in keep], [(k[2] - k[1]) / 2 for k in keep]
+    return (ax.errorbar(mid, pos, xerr=half, fmt="none", **style) if horizontal
+            else ax.errorbar(pos, mid, yerr=half, fmt="none", **style))
+
+
 def _plain_tick(x: float) -> str:
     """A log axis' tick as a plain decimal (0.5, 20, 1,500): matplotlib's own (10^2) is mathtext, which
     `_plt` turns off so that a "$" in a method's name stays literal."""
@@ -170,13 +182,15 @@ def _popularity_chart(pts: list[ScoreRow], key: str, palette, k: int = 10) -> st
         cx, cy = r.ci.get(arp), r.ci.get(key)
         if cx or cy:  # the 95% intervals, in the method's colour
             bars = True
-            # clamped at 0: a cluster-resampled ratio's interval need not hold its point value
-            _, caps, lines = ax.errorbar([x], [y], xerr=[[max(0.0, x - cx["lo"])], [max(0.0, cx["hi"] - x)]] if cx else None,
-                                         yerr=[[max(0.0, y - cy["lo"])], [max(0.0, cy["hi"] - y)]] if cy else None,
-                                         fmt="none",
-                                         ecolor=colour, elinewidth=1.2, capsize=3, clip_on=False)
-            for a in (*caps, *lines):  # whole pixels in the method's colour, no lighter antialiased twin
-                a.set_antialiased(False)
+            # each drawn from lo to hi: a cluster-resampled ratio's interval need not hold its point value
+            for drawn in (interval_bars(ax, [y], [cx["lo"]], [cx["hi"]], horizontal=True, ecolor=colour,
+                                        elinewidth=1.2, capsize=3, clip_on=False) if cx else None,
+                          interval_bars(ax, [x], [cy["lo"]], [cy["hi"]], horizontal=False, ecolor=colour,
+                                        elinewidth=1.2, capsize=3, clip_on=False) if cy else None):
+                if drawn is not None:
+                    _, caps, lines = drawn
+                    for a in (*caps, *lines):  # whole pixels in the method's colour, no lighter antialiased twin
+                        a.set_antialiased(False)
         ax.scatter([x], [y], color=colour, s=64, marker=_marker(r, palette), label=display_name(r),
                    edgecolors="#222", linewidths=.4, clip_on=False, zorder=3)
     if min(xs) > 0 and max(xs) / min(xs) > 10:

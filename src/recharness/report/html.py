@@ -198,15 +198,15 @@ def _bar_chart(rows: list[ScoreRow], metric: str, palette: Palette) -> Chart | N
     pts = pts[::-1]
     fig, ax = plt.subplots(figsize=(6.4, 0.42 * len(pts) + 1.1))
     vals = [r.metrics[metric] for r in pts]
-    err = [[max(0.0, v - r.ci[metric]["lo"]) if metric in r.ci else 0.0 for r, v in zip(pts, vals)],
-           [max(0.0, r.ci[metric]["hi"] - v) if metric in r.ci else 0.0 for r, v in zip(pts, vals)]]
     colors = [palette(r) for r in pts]
     labels = [display_name(r) for r in pts]
-    ax.barh(labels, vals, xerr=err, color=colors, capsize=3, ecolor="#333")
+    ax.barh(range(len(pts)), vals, color=colors, tick_label=labels)
+    fairness.interval_bars(ax, range(len(pts)), [(r.ci.get(metric) or {}).get("lo") for r in pts],
+                           [(r.ci.get(metric) or {}).get("hi") for r in pts], horizontal=True, capsize=3, ecolor="#333")
     rng = _unit_range(vals + [r.ci[metric]["hi"] for r in pts if metric in r.ci], metric)
     if rng:
         ax.set_xlim(*rng)
-    ax.set_xlabel(header(metric) + ("  (bars: 95% interval)" if any(metric in r.ci for r in pts) else ""))
+    ax.set_xlabel(header(metric) + ("  (error bars: 95% interval)" if any(metric in r.ci for r in pts) else ""))
     ax.grid(axis="x", alpha=.3)
     fig.tight_layout()
     return _png(fig), sum(v != 0 for v in vals), {r.method: palette(r) for r in pts}
@@ -229,8 +229,11 @@ def _latency_chart(rows: list[ScoreRow], metric: str, palette: Palette) -> Chart
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     for r in pts:
+        # a latency timed with other requests in flight holds the server's queue: said in the legend
+        load = r.metrics.get("latency_concurrency")
+        label = display_name(r) + (f" (timed at concurrency {load:g})" if _number(load) and load > 1 else "")
         ax.scatter([r.metrics["latency_s"] * 1000], [r.metrics[metric]], color=palette(r), s=36,
-                   marker="o" if r.kind != "reference" else palette.style(r.method)["marker"], label=display_name(r),
+                   marker="o" if r.kind != "reference" else palette.style(r.method)["marker"], label=label,
                    edgecolors="#222", linewidths=.4, clip_on=False)
     ax.set_xscale("log")
     _plain_log_axis(ax.xaxis, [r.metrics["latency_s"] * 1000 for r in pts])
@@ -303,11 +306,11 @@ def _group_ci(r: ScoreRow, metric: str, key: str) -> dict | None:
     return ci if ci and _number(ci.get("lo")) and _number(ci.get("hi")) else None
 
 
-def _group_err(r: ScoreRow, metric: str, keys: list[str], ys: list[float]) -> list[list[float]]:
-    """matplotlib's asymmetric error bars (below, above) per group; 0 where there is no interval."""
-    cis = [_group_ci(r, metric, k) for k in keys]
-    return [[max(0.0, y - c["lo"]) if c and _number(y) else 0.0 for c, y in zip(cis, ys)],
-            [max(0.0, c["hi"] - y) if c and _number(y) else 0.0 for c, y in zip(cis, ys)]]
+def _group_bars(ax, r: ScoreRow, metric: str, keys: list[str], at, ys: list[float], **style) -> None:
+    """Each group's 95% interval drawn from lo to hi at positions `at` (none where there is none)."""
+    cis = [_group_ci(r, metric, k) if _number(y) else None for k, y in zip(keys, ys)]
+    fairness.interval_bars(ax, list(at), [c["lo"] if c else None for c in cis], [c["hi"] if c else None for c in cis],
+                           horizontal=False, **style)
 
 
 def _group_chart(rows: list[ScoreRow], metric: str, family: str, keys: list[str], palette: Palette) -> Chart | None:
@@ -326,16 +329,17 @@ def _group_chart(rows: list[ScoreRow], metric: str, family: str, keys: list[str]
     fig, ax = plt.subplots(figsize=(5.2, 3.4))
     if family == "conditions":
         for r, ys in series:
-            ax.errorbar(labels, ys, yerr=_group_err(r, metric, keys, ys), marker="o", capsize=3,
-                        linestyle="-" if r.kind == "model" else "--", color=palette(r),
-                        label=display_name(r), clip_on=False)
+            ax.plot(range(len(keys)), ys, marker="o", linestyle="-" if r.kind == "model" else "--", color=palette(r),
+                    label=display_name(r), clip_on=False)
+            _group_bars(ax, r, metric, keys, range(len(keys)), ys, capsize=3, ecolor=palette(r), clip_on=False)
+        ax.set_xticks(range(len(keys)), labels)
         ax.set_xlabel("number of conditions")
     else:
         w = 0.8 / len(series)
         for i, (r, ys) in enumerate(series):
-            ax.bar([j + i * w - 0.4 + w / 2 for j in range(len(keys))], ys, width=w,
-                   yerr=_group_err(r, metric, keys, ys), capsize=2, ecolor="#333", color=palette(r),
-                   label=display_name(r))
+            xs = [j + i * w - 0.4 + w / 2 for j in range(len(keys))]
+            ax.bar(xs, ys, width=w, color=palette(r), label=display_name(r))
+            _group_bars(ax, r, metric, keys, xs, ys, capsize=2, ecolor="#333")
         ax.set_xticks(range(len(keys)), labels)
         ax.set_xlabel(family)
     bounds = [c[b] for r, _ in series for k in keys for c in [_group_ci(r, metric, k)] if c for b in ("lo", "hi")]
@@ -993,9 +997,14 @@ def _target_and_hit(sample: dict, rec: dict | None, task=None) -> tuple[str, str
         if invalid:
             return text, NOT_SCORED
         return text, None if rec is None else ("hit" if got == order else "miss" if got else None)
-    if "rating" in sample:
-        return str(sample["rating"]), None
-    ref = sample.get("reference") or sample.get("title")
+    # a text task's reference comes first: an explanation sample also carries the user's rating of the item
+    ref = sample.get("reference")
+    if ref:
+        return str(ref)[:300], None
+    for key in ("target_rating", "rating"):  # LLMRec rating: the held-out rating
+        if _number(sample.get(key)):
+            return f"rating {sample[key]:g}", None
+    ref = sample.get("title")
     return (str(ref)[:300] if ref else "–"), None
 
 

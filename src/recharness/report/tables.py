@@ -400,6 +400,33 @@ def finite_or_null(obj):
     return obj
 
 
+def _bad_field(r: ScoreRow) -> str | None:
+    """What in a score row is not of the type `score` writes, else None."""
+    def is_number(v) -> bool:  # NaN and infinities too: a metric may be undefined, shown as "–"
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    for name in ("method", "task", "kind"):
+        if not isinstance(getattr(r, name), str):
+            return f"{name} is {type(getattr(r, name)).__name__}, not text"
+    for name in ("metrics", "extra", "ci"):
+        if not isinstance(getattr(r, name), dict):
+            return f"{name} is {type(getattr(r, name)).__name__}, not an object"
+    for m, v in r.metrics.items():
+        if v is not None and not is_number(v):
+            return f"metrics.{m} is {json.dumps(v, default=str)[:40]}, not a number"
+    for m, c in r.ci.items():
+        if not isinstance(c, dict):
+            return f"ci.{m} is {type(c).__name__}, not an object"
+        for b in ("lo", "hi"):
+            if b in c and c[b] is not None and not is_number(c[b]):
+                return f"ci.{m}.{b} is {json.dumps(c[b], default=str)[:40]}, not a number"
+        if ("lo" in c) != ("hi" in c) or ("lo" in c and (c["lo"] is None) != (c["hi"] is None)):
+            return f"ci.{m} has one bound without the other"
+    if not isinstance(r.n, int) or isinstance(r.n, bool):
+        return f"n is {json.dumps(r.n, default=str)[:40]}, not a whole number"
+    return None
+
+
 def load_scores(out: Path) -> list[ScoreRow]:
     p = RunDir(out).scores("json")
     if not p.exists():
@@ -413,6 +440,11 @@ def load_scores(out: Path) -> list[ScoreRow]:
     except (ValueError, TypeError) as e:  # bad JSON, not a list of rows, or a row with unknown / missing fields
         raise InputError(p, f"not a scores file written by `recharness score` ({one_line(str(e), 160)}); "
                             "run `recharness score` again") from None
+    for k, r in enumerate(rows):  # a hand-edited or foreign file: named here, not a traceback in the tables
+        bad = _bad_field(r)
+        if bad is not None:
+            raise InputError(p, f"row {k} ({str(r.method)[:60]!r}): {bad}; run `recharness score` again",
+                             field=bad.split(" ", 1)[0])
     rd = RunDir(out)
     if rd.build_json.is_file():  # scores of an earlier build of this folder are not this build's results
         now = rd.build_info().get("fingerprint")
