@@ -198,3 +198,24 @@ def test_a_global_cut_leaves_the_users_later_items_out_of_the_full_rank_as_out_o
     assert got == {"u1": (2, 2), "u2": (3, None), "u3": (3, None)}
     # the later item is left out of the rank, not given to the model: with the history alone t is 3rd
     assert model.target_ranks([("t", ["a", "b"], "u1")])[0]["rank"] == 3
+
+
+@pytest.mark.parametrize("name", ["markov", "itemknn", "ease"])
+def test_under_a_global_cut_every_retriever_ranks_its_own_candidates_at_min_full_rank_n(name):
+    """The identity of a retriever ranking its own candidates (sampled rank = min(full rank, n)) holds under a
+    global cut for the history scorers too, whose full rank now leaves the user's later items out."""
+    rows = [("u1", "a", 1), ("u1", "b", 2), ("u1", "t", 20), ("u1", "y", 21), ("u1", "c", 22),
+            ("u2", "y", 3), ("u2", "c", 4), ("u2", "d", 5), ("u2", "e", 23),
+            ("u3", "y", 6), ("u3", "c", 7), ("u3", "t", 8), ("u3", "f", 24),
+            ("u4", "c", 9), ("u4", "y", 10), ("u4", "t", 11), ("u4", "a", 12), ("u4", "b", 13)]
+    items = pl.DataFrame({"item_id": list("abcdefty"), "title": [f"Film {c} (1990)" for c in "abcdefty"]})
+    ds = Dataset("later", frame(rows), items, pl.DataFrame({"user_id": ["u1", "u2", "u3", "u4"]}))
+    opts = {"split": "global_time", "cut": 0.75, "min_history": 2, "n_candidates": 3, "negatives": f"retriever:{name}"}
+    samples = list(DirectTask().build(ds, BuildConfig(seed=0, options=opts)))
+    assert any(s.get("later") for s in samples)  # the adjustment has something to leave out
+    model = fit(name, training_data(ds, samples[0]["split"]))[0]
+    recs = model.predict(samples, DirectTask())
+    for s in samples:
+        sampled = recs[s["id"]]["parsed"]["ranking"].index(s["target"]) + 1
+        full = recs[s["id"]]["parsed"]["full_rank"]
+        assert sampled == min(full if full is not None else 3, 3), (name, s["user_id"], sampled, full)

@@ -493,8 +493,9 @@ class DirectTask(Task):
         asks = [(k, i) for k in keys for i in later[k] if rank[k] is not None]
         if asks:
             ahead = baseline.target_ranks([(i, hist[k], k[0]) for k, i in asks])
+            own = dict(rank)  # each later item compared with the target's own rank, not one already lowered
             for (k, _), r in zip(asks, ahead, strict=True):
-                if r.get("rank") is not None and r["rank"] < rank[k]:
+                if r.get("rank") is not None and r["rank"] < own[k]:
                     rank[k] -= 1
         return [{**a, "full_rank": rank[(s["user_id"], s["target"])]} for a, s in zip(answers, samples, strict=True)]
 
