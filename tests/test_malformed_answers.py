@@ -123,6 +123,13 @@ def test_a_title_opening_the_clause_after_an_apologys_but_is_read():
     # a sentence start without a year is still no title ("Speed matters" names nothing)
     r = resolve_answer("I'm sorry, I don't know such films, but Speed matters less than mood here.", m)
     assert r["item_ids"] == [] and r["ftr"]
+    # a negation that is no denial of a credit, and a title with a negative word, still suggest
+    m2 = CatalogMatcher({"fargo": "Fargo (1996)", "nocountry": "No Country for Old Men (2007)"})
+    for text, want in (("I'm sorry, I can't find that actor, but Fargo (1996) is not to be missed.", ["fargo"]),
+                       ("I'm sorry, I can't find that actor, but Fargo (1996) never disappoints.", ["fargo"]),
+                       ("I'm sorry, I can't find that, but No Country for Old Men (2007) comes close.", ["nocountry"])):
+        r = resolve_answer(text, m2)
+        assert r["item_ids"] == want and not r["ftr"], (text, r)
     # a clause that denies what it names suggests nothing: still a decline
     for text in ("I'm sorry, but Heat (1995) does not feature Tom Hanks.",
                  "I couldn't find a film matching all of that, but Heat (1995) was not directed by Christopher Nolan."):

@@ -68,6 +68,12 @@ def test_matched_count_decides_when_the_answer_refuses_and_lists():
     assert is_refusal("I'm sorry, I can't recommend movies. My knowledge ends before Dune: Part Two (2024) came "
                       "out.", matched=0)
     assert is_refusal("I'm sorry, I can't help with that. Note that Barbie (2023) does not star him.", matched=0)
+    # markup around the title, a list entry, or a commendation: still put forward (the review: each a refusal)
+    for text in ("I'm sorry, nothing matched. You might enjoy *Zorblax Returns* (1999).",
+                 "I'm sorry, nothing matched. You might enjoy \"Zorblax Returns\" (1999).",
+                 "I'm sorry, nothing matched. Here is one pick:\n1. Zorblax Returns (1999)",
+                 "I'm sorry, nothing matched. Zorblax Returns (1999) is a great pick."):
+        assert not is_refusal(text, matched=0), text
 
 
 def test_cue_detection():

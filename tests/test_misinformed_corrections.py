@@ -321,3 +321,17 @@ def test_the_claimed_film_named_after_the_turn_but_not_suggested_stays_rejected(
 def test_the_claimed_film_as_the_corrections_subject_stays_a_decline(task, text):
     m = _score(task, text)
     assert m["FTR"] == 1.0 and m["P"] == 0.0 and "CMR" not in m, m
+
+
+@pytest.mark.parametrize("text", [
+    "Richard O'Brien isn't in Aliens (1986), but you may also like Aliens (1986).",
+    "Richard O'Brien isn't in Aliens (1986), but you might like Aliens (1986) for its effects.",
+    "Richard O'Brien is not in Aliens (1986), but Aliens (1986) is a great pick if you don't mind violence.",
+])
+def test_a_suggestion_with_like_or_a_caveat_still_recommends_the_claimed_film(text):
+    """"you might like X" suggests X ("like" after a modal is no taste), and a caveat elsewhere in the clause does not
+    undo a commendation (the second review: each read as rejecting the claim)."""
+    from recharness.tasks.recbench_plus.evaluate import claim_rejected
+
+    assert not claim_rejected(text, ["Aliens (1986)"], "Richard O'Brien")
+

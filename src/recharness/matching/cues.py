@@ -125,3 +125,11 @@ def correcting_part(sentence: str) -> str:
     cuts = [m.start() for m in (SUGGESTING.search(sentence), SUGGESTING_OPENER.search(sentence),
                                 SUGGESTING_WORD.search(sentence)) if m]
     return sentence[:min(cuts)] if cuts else sentence
+
+
+#: words that make a commending phrase its opposite ("a poor choice", "not a good fit")
+DISPRAISE = re.compile(r"\b(?:poor|bad|wrong|odd|strange|weird|terrible|awful|questionable|unlikely|not)\b|n't\b",
+                        re.IGNORECASE)
+#: a clause that commends the film it names ("is a great pick", "worth watching")
+COMMENDS = re.compile(r"\b(?:is|'s|would\s+be|remains)\s+(?:still\s+)?(?:a|an)\s+(?:[\w-]+\s+){0,2}?(?:pick|choice|option|"
+                       r"recommendation|fit|match|bet)\b|\bworth\s+(?:watching|seeing|a\s+(?:watch|look))\b", re.IGNORECASE)

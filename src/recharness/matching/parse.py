@@ -713,8 +713,11 @@ T = TypeVar("T")
 MAX_PROSE_LOOKUPS = 300  # distinct catalog look-ups per answer (~1 ms each on ML-1M): bounded work
 _SENTENCE_BREAK_RE = re.compile(r"(?<=[.!?])\s+|\s*\n\s*")
 # where a sentence turns from an apology to a suggestion: "I can't list them all, but you might enjoy Alien"
-#: a clause that denies or corrects what it names ("Heat (1995) does not feature Tom Hanks"): no suggestion
-_DENIES = re.compile(r"\b(?:not|never|no|nor|neither|cannot)\b|n't\b|\b(?:actually|in\s+fact|incorrect|mistaken)\b",
+#: what follows a film to deny a credit of it ("Heat (1995) does not feature Tom Hanks", "... was not directed by"):
+#: the film is the correction's subject, not a suggestion ("Fargo (1996) is not to be missed" is one)
+_DENIES = re.compile(r"\W*(?:(?:does|did)\s*(?:not|n't)\s+(?:feature|star|include|have|contain)"
+                     r"|(?:is|was|were|are)\s*(?:not|n't)\s+(?:directed|written|produced|in\b|starring|featuring|by\b)"
+                     r"|never\s+(?:featured|starred|included|had)|(?:doesn't|didn't)\s+(?:feature|star|include|have))",
                      re.IGNORECASE)
 _CLAUSE_BREAK_RE = re.compile(r"\s*(?:;|\s[—–]\s|,?\s+but\s+|,?\s+however,?\s+|^however,?\s+|,?\s+instead,?\s+)\s*",
                               re.IGNORECASE)
@@ -777,9 +780,11 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
             # (a sentence start is no title otherwise: "Speed matters"); the runs after it read as that opening
             # leaves them ("Heat (1995) and Fargo (1996)"); places already read are not read twice
             first = _WORD_RE.search(plain)
-            if first is not None and not _DENIES.search(plain):  # "..., but Heat (1995) does not feature him": none
+            if first is not None:
+                # the opening run counts unless what follows it denies it ("but Heat (1995) does not feature him")
                 runs += [(pieces, year) for pieces, year in _capitalised_runs(plain, open_first=True)
-                         if year or pieces[0][0] != first.start()]
+                         if pieces[0][0] != first.start()
+                         or (year and not _DENIES.match(plain[plain.find(year, pieces[-1][1]) + len(year):]))]
         taken: set[int] = {pos for pos, _ in hits}
         for pieces, year in runs:
             i, run_hits, whole = 0, [], True

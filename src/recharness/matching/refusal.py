@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from recharness.matching.cues import REFUSAL_RE, correcting_part, has_refusal_cue, is_nothing
+from recharness.matching.cues import COMMENDS, DISPRAISE, REFUSAL_RE, correcting_part, has_refusal_cue, is_nothing
 from recharness.matching.parse import parse_recommendations, strip_reasoning
 
 __all__ = ["REFUSAL_RE", "has_refusal_cue", "is_nothing", "is_refusal"]
@@ -50,13 +50,28 @@ _WITH_YEAR = re.compile(r"\((?:1[89]|20)\d\d\)\s*$")
 
 
 def _suggested(body: str, title: str) -> bool:
-    """Whether `title` stands after a suggesting phrase of its sentence ("Sorry, nothing matched; you might enjoy
-    Zorblax Returns (1999)"), with no refusal wording from that phrase on: not one named in passing ("before
-    Dune: Part Two (2024) came out")."""
-    low = title.casefold()
-    for sentence in re.split(r"(?<=[.!?])\s+|\n+", body):
-        at = sentence.casefold().find(low)
-        turn = len(correcting_part(sentence))
-        if at >= 0 and turn <= at and not has_refusal_cue(sentence[turn:]):
-            return True
+    """Whether `title` is put forward: after a suggesting phrase of its sentence with no refusal wording from that
+    phrase on ("Sorry, nothing matched; you might enjoy Zorblax Returns (1999)"), as a list entry ("1. Zorblax
+    Returns (1999)"), or commended ("Zorblax Returns (1999) is a great pick"); not one named in passing ("before
+    Dune: Part Two (2024) came out"). Markup (bold, quotes) around the title does not count against it."""
+    low = _bare(title).casefold()
+    for line in body.splitlines():
+        listed = _LIST_ENTRY.match(line) is not None
+        for sentence in re.split(r"(?<=[.!?])\s+", _bare(line)):
+            at = sentence.casefold().find(low)
+            if at < 0:
+                continue
+            turn = len(correcting_part(sentence))
+            praise = COMMENDS.search(sentence, at)
+            if listed or (turn <= at and not has_refusal_cue(sentence[turn:])) \
+                    or (praise is not None and not DISPRAISE.search(praise.group(0))):
+                return True
     return False
+
+
+def _bare(text: str) -> str:
+    """`text` without markup a title may carry in an answer: bold, italics, quotes."""
+    return re.sub(r"[*_\"\u201c\u201d\u2018\u2019`]", "", text)
+
+
+_LIST_ENTRY = re.compile(r"^\s*(?:[-*\u2022+]|\(?\d{1,3}[.):])\s+")

@@ -417,11 +417,13 @@ def _bad_field(r: ScoreRow) -> str | None:
     for m, c in r.ci.items():
         if not isinstance(c, dict):
             return f"ci.{m} is {type(c).__name__}, not an object"
+        if "lo" not in c and "hi" not in c:
+            continue  # an entry without an interval (a note, a p-value)
         for b in ("lo", "hi"):
-            if b in c and c[b] is not None and not is_number(c[b]):
-                return f"ci.{m}.{b} is {json.dumps(c[b], default=str)[:40]}, not a number"
-        if ("lo" in c) != ("hi" in c) or ("lo" in c and (c["lo"] is None) != (c["hi"] is None)):
-            return f"ci.{m} has one bound without the other"
+            if not is_number(c.get(b)):
+                return f"ci.{m}.{b} is {json.dumps(c.get(b), default=str)[:40]}, not a number"
+        if not c["lo"] <= c["hi"]:
+            return f"ci.{m} runs from {c['lo']} down to {c['hi']}"
     if not isinstance(r.n, int) or isinstance(r.n, bool):
         return f"n is {json.dumps(r.n, default=str)[:40]}, not a whole number"
     return None

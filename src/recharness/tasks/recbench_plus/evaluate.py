@@ -42,7 +42,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from recharness.matching.cues import correcting_part
+from recharness.matching.cues import COMMENDS, DISPRAISE, correcting_part
 from recharness.matching.twins import twins_of, with_twins
 from recharness.metrics.ranking import ranking_metrics
 
@@ -155,19 +155,12 @@ def claim_rejected(text: str, titles: Iterable[str], value: str | None) -> bool:
 
 
 #: a film named as the user's taste, not suggested ("... you might enjoy Dark City if you liked Aliens")
-_ONLY_LIKE = re.compile(r"\b(?:if\s+you\s+(?:liked|like|loved|enjoyed)|similar\s+to|(?<!such\s)like|than)\s+$",
-                        re.IGNORECASE)
+_ONLY_LIKE = re.compile(r"\b(?:if\s+you\s+(?:liked|like|loved|enjoyed)|similar\s+to|than|(?<!such\s)(?<!might\s)"
+                        r"(?<!could\s)(?<!would\s)(?<!should\s)(?<!may\s)(?<!can\s)(?<!will\s)(?<!also\s)(?<!'d\s)"
+                        r"(?<!'ll\s)like)\s+$", re.IGNORECASE)
 #: where a sentence turns from one clause to the next: "but", "however", ";" or a dash
 _TURN = re.compile(r"\s*(?:;|\s[\u2014\u2013]\s|\s-\s|,?\s+but\s+|,?\s+however,?\s+|^however,?\s+)\s*",
                    re.IGNORECASE)
-#: words that make a commending phrase its opposite ("a poor choice", "not a good fit")
-_DISPRAISE = re.compile(r"\b(?:poor|bad|wrong|odd|strange|weird|terrible|awful|questionable|unlikely|not)\b|n't\b",
-                        re.IGNORECASE)
-#: a clause that commends the film it names ("is a great pick", "worth watching")
-_COMMENDS = re.compile(r"\b(?:is|'s|would\s+be|remains)\s+(?:still\s+)?(?:a|an)\s+(?:[\w-]+\s+){0,2}?(?:pick|choice|option|"
-                       r"recommendation|fit|match|bet)\b|\bworth\s+(?:watching|seeing|a\s+(?:watch|look))\b", re.IGNORECASE)
-
-
 def suggestion_start(sent: str, cue) -> int | None:
     """Where a sentence turns from correcting to recommending, in the first clause without a cue that follows a
     clause with one: the offset of its suggesting phrase ("...; however, you might enjoy GoodFellas": a film named
@@ -186,7 +179,8 @@ def suggestion_start(sent: str, cue) -> int | None:
                 part = correcting_part(clause)
                 if part != clause:  # "..., but you might enjoy X": from the suggesting phrase on
                     return last + len(part)
-                if _COMMENDS.search(clause) and not _DISPRAISE.search(clause):  # "..., but X is a great pick"
+                praise = COMMENDS.search(clause)
+                if praise and not DISPRAISE.search(praise.group(0)):  # "..., but X is a great pick" (not "a poor one")
                     return last
         if m is not None:
             last = m.end()
