@@ -3,6 +3,7 @@
 import pytest
 
 from recharness.matching import has_refusal_cue, is_refusal
+from recharness.matching.parse import list_entry_body, parse_recommendations
 
 REFUSALS = [
     "",
@@ -80,3 +81,19 @@ def test_cue_detection():
     assert has_refusal_cue("Sorry, but I cannot recommend anything.")
     assert not has_refusal_cue("Sorry, Wrong Number (1948)")
     assert not has_refusal_cue("I Can't Sleep (1994)")
+
+
+@pytest.mark.parametrize("mark", ["1. ", "(1) ", "#1 ", "# 1. ", "**1.** ", "1 - ", "- ", "\u2022 ", "\t* "])
+def test_a_list_entry_is_one_definition_for_the_parser_and_the_ftr_check(mark):
+    """Each marker the parser reads as a list entry also makes a dated title after an apology a suggestion (before,
+    the FTR check had its own narrower list pattern: "#1", "**1.**" and "1 - " entries were read as a decline)."""
+    line = mark + "Zorblax Returns (1999)"
+    assert (list_entry_body(line) or "").lstrip("*- ") == "Zorblax Returns (1999)"
+    assert parse_recommendations("I'm sorry, nothing matched. Here is one pick:\n" + line) == ["Zorblax Returns (1999)"]
+    assert not is_refusal("I'm sorry, nothing matched. Here is one pick:\n" + line, matched=0)
+
+
+@pytest.mark.parametrize("line", ["Zorblax Returns (1999)", "1.5 stars for Zorblax Returns (1999)", "*Zorblax* (1999)",
+                                  "2001: A Space Odyssey (1968)", "### Picks", "1. ", "- "])
+def test_no_list_entry(line):
+    assert list_entry_body(line) is None

@@ -335,3 +335,12 @@ def test_a_suggestion_with_like_or_a_caveat_still_recommends_the_claimed_film(te
 
     assert not claim_rejected(text, ["Aliens (1986)"], "Richard O'Brien")
 
+
+
+@pytest.mark.parametrize("mark", ["**{n}.** ", "#{n} ", "{n} - "])
+def test_a_listed_claimed_film_under_any_list_marker_stays_a_recommendation(task, mark):
+    """The claim check reads list entries as the parser does: an unrelated-sentence correction elsewhere does not
+    take a listed film out (before, "**1.**", "#1" and "1 -" lines were not list entries to the claim check)."""
+    listed = "\n".join(mark.format(n=n) + t for n, t in ((1, "Aliens (1986)"), (2, "Dark City (1998)")))
+    assert _score(task, listed)["P"] == 0.5
+    assert _score(task, listed + "\n\nNote: Richard O'Brien is not actually in Aliens.")["P"] == 0.5

@@ -155,6 +155,17 @@ class Candidate:
     raw: str
 
 
+def list_entry_body(line: str) -> str | None:
+    """The text after `line`'s list marker ("1.", "(2)", "#3", "- ", "**4.**") if the parser reads `line` as a list
+    entry, else None. The one definition of a list entry: the FTR check and the misinformed-claim check ask here so
+    that a line all three read the same way is never a recommendation for one and prose for another."""
+    m = _LIST_RE.match(line.expandtabs(4))
+    if m is None:
+        return None
+    body = line.expandtabs(4)[m.end():]
+    return body if body.strip() else None
+
+
 def parse_recommendations(text: str | None) -> list[str]:
     """Candidate item titles from an LLM answer, in order, without repeats (how many different titles it names).
 

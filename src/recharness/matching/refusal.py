@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from recharness.matching.cues import COMMENDS, DISPRAISE, REFUSAL_RE, correcting_part, has_refusal_cue, is_nothing
-from recharness.matching.parse import parse_recommendations, strip_reasoning
+from recharness.matching.parse import list_entry_body, parse_recommendations, strip_reasoning
 
 __all__ = ["REFUSAL_RE", "has_refusal_cue", "is_nothing", "is_refusal"]
 
@@ -56,7 +56,7 @@ def _suggested(body: str, title: str) -> bool:
     Dune: Part Two (2024) came out"). Markup (bold, quotes) around the title does not count against it."""
     low = _bare(title).casefold()
     for line in body.splitlines():
-        listed = _LIST_ENTRY.match(line) is not None
+        listed = list_entry_body(line) is not None
         for sentence in re.split(r"(?<=[.!?])\s+", _bare(line)):
             at = sentence.casefold().find(low)
             if at < 0:
@@ -73,5 +73,3 @@ def _bare(text: str) -> str:
     """`text` without markup a title may carry in an answer: bold, italics, quotes."""
     return re.sub(r"[*_\"\u201c\u201d\u2018\u2019`]", "", text)
 
-
-_LIST_ENTRY = re.compile(r"^\s*(?:[-*\u2022+]|\(?\d{1,3}[.):])\s+")

@@ -43,6 +43,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from recharness.matching.cues import COMMENDS, DISPRAISE, correcting_part
+from recharness.matching.parse import list_entry_body
 from recharness.matching.twins import twins_of, with_twins
 from recharness.metrics.ranking import ranking_metrics
 
@@ -107,7 +108,6 @@ def named_in_query(sample: dict, text: str | None = None, parsed: dict | None = 
     return set(ids)
 
 
-_LIST_MARK = re.compile(r"^\s*(?:[-*\u2022+]|\(?\d{1,3}[.):]|#\d+)\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\b(?:Mr|Ms|Dr|St|Jr|Sr|vs|No)\.)(?<!\bMrs\.)\s+")
 
 
@@ -138,10 +138,11 @@ def claim_rejected(text: str, titles: Iterable[str], value: str | None) -> bool:
     cue = lambda s: has_correction_cue(s, value) or has_refusal_cue(s)  # noqa: E731
     rejected = False
     for line in text.splitlines():
-        body = _LIST_MARK.sub("", line, count=1)
+        entry = list_entry_body(line)
+        body = line if entry is None else entry
         if film is not None and film.search(body) and not cue(body):
             bare = re.sub(r"[\s*_`\"'.,:;!?()\-]+", "", film.sub("", body))
-            if _LIST_MARK.match(line) or not bare:  # the film listed plainly: a recommendation, kept
+            if entry is not None or not bare:  # the film listed plainly: a recommendation, kept
                 return False
         for sent in _SENTENCE_END.split(body):
             turn = suggestion_start(sent, cue)
