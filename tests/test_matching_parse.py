@@ -302,3 +302,37 @@ def test_bounded_work_on_long_and_hostile_answers(text):
 ])
 def test_a_line_of_quoted_or_emphasised_titles_is_a_list(text, titles):
     assert parse_recommendations(text) == titles
+
+
+@pytest.mark.parametrize("text, titles", [
+    ("If you liked Aliens (1986), you might enjoy Dark City (1998).", ["Dark City (1998)"]),
+    ("You might enjoy Dark City (1998) if you liked Aliens (1986).", ["Dark City (1998)"]),
+    ("Since you enjoyed Heat (1995), try Ronin (1998).", ["Ronin (1998)"]),
+    ("Based on your love of Heat (1995), I suggest Ronin (1998) and Collateral (2004).",
+     ["Ronin (1998)", "Collateral (2004)"]),
+    ("Since you enjoyed Heat (1995) and Thief (1981), try Collateral (2004).", ["Collateral (2004)"]),
+    ("If you liked *Heat*, try *Ronin* and *Thief*.", ["Ronin", "Thief"]),
+    ("Ronin (1998) is a film similar to Heat (1995), and better than Thief (1981).", ["Ronin (1998)"]),
+    ("1. Ronin (1998), similar to Heat (1995)\n2. Thief (1981)", ["Ronin (1998)", "Thief (1981)"]),
+    # suggested, not the user's taste: kept
+    ("If you liked Heat (1995), Ronin (1998) is a great next pick.", ["Ronin (1998)"]),
+    ("If you enjoy crime, try Heat (1995) and Ronin (1998).", ["Heat (1995)", "Ronin (1998)"]),
+    ("You would like Heat (1995) and Ronin (1998).", ["Heat (1995)", "Ronin (1998)"]),
+    ("I think you'd really like Heat (1995) and you might also like Ronin (1998).", ["Heat (1995)", "Ronin (1998)"]),
+])
+def test_a_title_named_as_the_users_taste_is_no_recommendation(text, titles):
+    """"If you liked X", "Since you enjoyed X", "fans of X", "similar to X" name what the user liked, not a pick (before:
+    each a recommendation, an unmatched one when the lead words stayed on: "Since you enjoyed Heat (1995)")."""
+    assert parse_recommendations(text) == titles
+
+
+@pytest.mark.parametrize("text, titles", [
+    ("Some Like It Hot (1959) and Like Water for Chocolate (1992) are classics.",
+     ["Some Like It Hot (1959)", "Like Water for Chocolate (1992)"]),  # before: "are classics" a third title
+    ("Heat (1995), Ronin (1998), Fargo", ["Heat (1995)", "Ronin (1998)", "Fargo"]),
+    ("Try *Some Like It Hot* and *Like Water for Chocolate*.", ["Some Like It Hot", "Like Water for Chocolate"]),
+    ("I recommend **Heat** and **Ronin**.", ["Heat", "Ronin"]),  # before: each line one title, lead-in and all
+    ("I recommend Some Like It Hot (1959) and Heat (1995).", ["Some Like It Hot (1959)", "Heat (1995)"]),
+])
+def test_titles_after_a_lead_in_and_words_after_the_last_year(text, titles):
+    assert parse_recommendations(text) == titles

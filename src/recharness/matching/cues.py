@@ -133,3 +133,19 @@ DISPRAISE = re.compile(r"\b(?:poor|bad|wrong|odd|strange|weird|terrible|awful|qu
 #: a clause that commends the film it names ("is a great pick", "worth watching")
 COMMENDS = re.compile(r"\b(?:is|'s|would\s+be|remains)\s+(?:still\s+)?(?:a|an)\s+(?:[\w-]+\s+){0,2}?(?:pick|choice|option|"
                        r"recommendation|fit|match|bet)\b|\bworth\s+(?:watching|seeing|a\s+(?:watch|look))\b", re.IGNORECASE)
+
+
+#: words that end right before a film named as the user's taste, not suggested: "If you liked Heat (1995)", "Since
+#: you enjoyed", "Based on your love of", "fans of", "similar to", "better than", "films like" ("you'd like" and
+#: "you might also like" suggest). Read only where they end at the title: "If you enjoy crime, try Heat" suggests it.
+TASTE_BEFORE = re.compile(
+    r"\b(?:(?:if|since|because|as|given\s+that|now\s+that|seeing\s+(?:as|that))\s+you(?:'ve|’ve|\s+have)?\s+"
+    r"(?:(?:really|also|already|clearly|obviously|both|once|previously)\s+)?"
+    r"(?:liked|like|loved|love|enjoyed|enjoy|watched|seen|rated|appreciated|appreciate|(?:are|were)\s+a\s+fan\s+of)"
+    r"|(?:based\s+on|given|considering|judging\s+(?:by|from))\s+(?:how\s+much\s+you\s+(?:liked|loved|enjoyed)"
+    r"|your\s+(?:\w+\s+)?(?:love|liking|enjoyment|fondness|appreciation|interest|ratings?|history)\s+(?:of|for|in))"
+    r"|your\s+(?:love|liking|enjoyment|fondness|appreciation)\s+(?:of|for)|fans?\s+of|similar\s+to|reminiscent\s+of"
+    r"|in\s+the\s+(?:vein|style|spirit)\s+of|than|(?<!such\s)(?<!might\s)(?<!could\s)(?<!would\s)(?<!should\s)"
+    r"(?<!may\s)(?<!can\s)(?<!will\s)(?<!also\s)(?<!'d\s)(?<!’d\s)(?<!'ll\s)(?<!’ll\s)(?<!really\s)"
+    r"(?<!probably\s)(?<!surely\s)(?<!definitely\s)(?<!certainly\s)(?<!totally\s)like)"
+    r"\s+(?:(?:both|the\s+(?:film|movie)|films?\s+such\s+as|movies?\s+such\s+as)\s+)?$", re.IGNORECASE)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from recharness.matching.cues import REFUSAL_RE, is_nothing
+from recharness.matching.cues import REFUSAL_RE, TASTE_BEFORE, is_nothing
 from recharness.matching.normalize import normalize_title, title_identity
 
 MAX_CHARS = 20_000  # longer answers are truncated (a 10k-character answer parses in ~ms)
@@ -630,16 +630,22 @@ def _split_line(line: str, single: bool) -> list[Candidate]:
     several "(YYYY)" marks or semicolons mean several titles; commas too, but only on a lone line ("A, B, C")."""
     s = line.strip()
     spans = _span_list(s) if single else None  # a list entry's second span is its detail ("*Michael Mann*")
+    lead = _LEAD_IN_RE.match(s) if single and spans is None else None
+    if lead is not None:  # "Try *Some Like It Hot* and *Fargo*.": the spans after the lead-in
+        spans = _span_list(s[lead.end():].lstrip())
     if spans:
         return [t for t in map(_item, spans) if t]
     years = list(_YEAR_MARK_RE.finditer(s))
     if len(years) >= 2 and not _LEAD_SPAN_RE.match(s):
-        parts, start = [], 0
+        parts, start, taste = [], 0, False
         for m in years[:MAX_PIECES]:
-            parts.append(s[start : m.end()])
+            taste = _names_taste(s[start : m.start()], taste)  # "Ronin (1998), similar to Heat (1995)": Ronin
+            if not taste:
+                parts.append(s[start : m.end()])
             start = m.end()
         tail = s[start:].strip(" ,;.")
-        if tail and not _is_prose(tail) and len(tail.split()) <= 6:
+        # a title after the last year, not words about the ones before ("… and Heat (1995) are classics")
+        if tail and not tail[0].islower() and not _is_prose(tail) and len(tail.split()) <= 6:
             parts.append(tail)
         return [t for t in (_item(_trim_lead_in(p)) for p in parts) if t]
     if ";" in s and not _LEAD_SPAN_RE.match(s):
@@ -697,18 +703,25 @@ def _from_prose(text: str) -> list[Candidate]:
     sentences = [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z*_\"“])", text) if not REFUSAL_RE.search(s)]
     body = " ".join(sentences)
     spans = []
+    taste, end = False, 0
     for m in _SPAN_RE.finditer(body):
         span = next(g for g in m.groups() if g is not None)
         after = body[m.end() : m.end() + 12]
         y = re.match(r"\s*[\(\[]\s*(" + _YEAR + r")\s*[\)\]]", after)
-        spans.append(f"{span} ({y.group(1)})" if y and not _YEAR_MARK_RE.search(span) else span)
+        lead, end = body[end : m.start()], m.end() + (y.end() if y else 0)
+        taste = TASTE_BEFORE.search(_strip_md(lead)) is not None or taste and _JOINED_RE.fullmatch(lead) is not None
+        if not taste:  # "If you liked *Heat*, try *Ronin*": Ronin
+            spans.append(f"{span} ({y.group(1)})" if y and not _YEAR_MARK_RE.search(span) else span)
     if spans:
         return [t for t in (_item(x) for x in spans) if t]
     out: list[Candidate] = []
-    start = 0
+    start, taste = 0, False
     for m in _YEAR_MARK_RE.finditer(body):
         seg = body[start : m.start()]
         start = m.end()
+        taste = _names_taste(seg, taste)
+        if taste:  # "Since you enjoyed Heat (1995), try Ronin (1998)": Ronin alone
+            continue
         seg = re.split(r"[.!?:;]\s+|,\s+(?=(?:and|or|as well as|plus)\b)", seg)[-1]
         title = _capitalised_tail(seg)
         if title:
@@ -906,6 +919,23 @@ def _capitalised_tail(seg: str) -> str:
     while len(run) > 1 and run[-1] in _LEAD_WORDS:
         run.pop()
     return " ".join(reversed(run))
+
+
+#: what joins a title to the one before it in one phrase: "Heat (1995) and Ronin (1998)", "…, or Thief (1981)"
+_JOINED_RE = re.compile(r"\s*,?\s*(?:and|or|&|plus|as\s+well\s+as)\s+", re.IGNORECASE)
+
+
+def _names_taste(head: str, after_taste: bool) -> bool:
+    """Whether the title that ends `head` is named as the user's taste, not suggested: the words right before it
+    are `TASTE_BEFORE`'s ("If you liked Heat", "Based on your love of Heat"), or it is joined by "and" / "or" to a
+    title that was ("Since you enjoyed Heat (1995) and Ronin (1998), ..."). Before, such titles were read as
+    recommendations: "Since you enjoyed Heat (1995)" an unmatched one, "If you liked Aliens (1986)" Aliens."""
+    title = _capitalised_tail(head)
+    if not title:
+        return False
+    lead = head.rstrip(" ,;")
+    lead = lead[: -len(title)] if lead.endswith(title) else head
+    return TASTE_BEFORE.search(_strip_md(lead)) is not None or after_taste and _JOINED_RE.fullmatch(lead) is not None
 
 
 def _trim_lead_in(seg: str) -> str:

@@ -42,7 +42,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from recharness.matching.cues import COMMENDS, DISPRAISE, correcting_part
+from recharness.matching.cues import COMMENDS, DISPRAISE, TASTE_BEFORE, correcting_part
 from recharness.matching.parse import list_entry_body
 from recharness.matching.twins import twins_of, with_twins
 from recharness.metrics.ranking import ranking_metrics
@@ -147,18 +147,13 @@ def claim_rejected(text: str, titles: Iterable[str], value: str | None) -> bool:
         for sent in _SENTENCE_END.split(body):
             turn = suggestion_start(sent, cue)
             if film is not None and turn is not None and any(
-                    not _ONLY_LIKE.search(sent[max(turn, m.start() - 40):m.start()])
+                    not TASTE_BEFORE.search(sent[max(turn, m.start() - 40):m.start()])
                     for m in film.finditer(sent, turn)):
                 return False  # "X is not in many crime films, but GoodFellas (1990) is a great pick": recommended
             if ((film is not None and film.search(sent)) or (who is not None and who.search(sent))) and cue(sent):
                 rejected = True
     return rejected
 
-
-#: a film named as the user's taste, not suggested ("... you might enjoy Dark City if you liked Aliens")
-_ONLY_LIKE = re.compile(r"\b(?:if\s+you\s+(?:liked|like|loved|enjoyed)|similar\s+to|than|(?<!such\s)(?<!might\s)"
-                        r"(?<!could\s)(?<!would\s)(?<!should\s)(?<!may\s)(?<!can\s)(?<!will\s)(?<!also\s)(?<!'d\s)"
-                        r"(?<!'ll\s)like)\s+$", re.IGNORECASE)
 #: where a sentence turns from one clause to the next: "but", "however", ";" or a dash
 _TURN = re.compile(r"\s*(?:;|\s[\u2014\u2013]\s|\s-\s|,?\s+but\s+|,?\s+however,?\s+|^however,?\s+)\s*",
                    re.IGNORECASE)
