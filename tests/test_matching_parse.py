@@ -319,6 +319,21 @@ def test_a_line_of_quoted_or_emphasised_titles_is_a_list(text, titles):
     ("If you enjoy crime, try Heat (1995) and Ronin (1998).", ["Heat (1995)", "Ronin (1998)"]),
     ("You would like Heat (1995) and Ronin (1998).", ["Heat (1995)", "Ronin (1998)"]),
     ("I think you'd really like Heat (1995) and you might also like Ronin (1998).", ["Heat (1995)", "Ronin (1998)"]),
+    # the review's cases (2026-11-30): "like" after a suggestion suggests; a side remark's "and" is no taste list
+    ("I'd suggest checking out films like Ronin (1998), Thief (1981), and Collateral (2004).",
+     ["Ronin (1998)", "Thief (1981)", "Collateral (2004)"]),
+    ("Check out movies like Ronin (1998) and Thief (1981).", ["Ronin (1998)", "Thief (1981)"]),
+    ("I think you're going to like Ronin (1998) and Thief (1981).", ["Ronin (1998)", "Thief (1981)"]),
+    ("You might enjoy Stranger Than Fiction (2006) and Fargo (1996).", ["Stranger Than Fiction (2006)", "Fargo (1996)"]),
+    ("You might enjoy Ronin (1998), even darker than Heat (1995).", ["Ronin (1998)"]),
+    ("You might enjoy *Ronin*, which is similar to *Heat*, and *Thief*.", ["Ronin", "Thief"]),
+    ("Since you enjoyed Heat (1995), you'll love Ronin.", []),
+    ("Because you loved Heat (1995), check out Ronin (1998).", ["Ronin (1998)"]),
+    ("Since you enjoyed *Heat*, try *Ronin* and *Thief*.", ["Ronin", "Thief"]),
+    ("Fans of Heat (1995) will also enjoy Ronin (1998) and Thief (1981).", ["Ronin (1998)", "Thief (1981)"]),
+    ("Similar to Heat (1995): Ronin (1998), Thief (1981).", ["Ronin (1998)", "Thief (1981)"]),
+    ("If You Could See What I Hear (1982)\nHeat (1995)", ["If You Could See What I Hear (1982)", "Heat (1995)"]),
+    ("Since You Went Away (1944)", ["Since You Went Away (1944)"]),
 ])
 def test_a_title_named_as_the_users_taste_is_no_recommendation(text, titles):
     """"If you liked X", "Since you enjoyed X", "fans of X", "similar to X" name what the user liked, not a pick (before:
@@ -333,6 +348,8 @@ def test_a_title_named_as_the_users_taste_is_no_recommendation(text, titles):
     ("Try *Some Like It Hot* and *Like Water for Chocolate*.", ["Some Like It Hot", "Like Water for Chocolate"]),
     ("I recommend **Heat** and **Ronin**.", ["Heat", "Ronin"]),  # before: each line one title, lead-in and all
     ("I recommend Some Like It Hot (1959) and Heat (1995).", ["Some Like It Hot (1959)", "Heat (1995)"]),
+    ("Heat (1995), Ronin (1998), inFAMOUS", ["Heat (1995)", "Ronin (1998)", "inFAMOUS"]),
+    ("Here are some picks:\n(500) Days of Summer (2009)\nHeat (1995)", ["(500) Days of Summer (2009)", "Heat (1995)"]),
 ])
 def test_titles_after_a_lead_in_and_words_after_the_last_year(text, titles):
     assert parse_recommendations(text) == titles

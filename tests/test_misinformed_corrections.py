@@ -344,3 +344,15 @@ def test_a_listed_claimed_film_under_any_list_marker_stays_a_recommendation(task
     listed = "\n".join(mark.format(n=n) + t for n, t in ((1, "Aliens (1986)"), (2, "Dark City (1998)")))
     assert _score(task, listed)["P"] == 0.5
     assert _score(task, listed + "\n\nNote: Richard O'Brien is not actually in Aliens.")["P"] == 0.5
+
+
+@pytest.mark.parametrize("mark", ["1. ", "**1.** "])
+def test_the_claimed_film_in_a_list_entrys_detail_is_no_pick(mark):
+    """A list entry keeps the claimed film only as its title: named in the entry's detail ("for fans of Aliens") it
+    is the user's taste, and the correction stands (the review, 2026-11-30: before, any entry naming it kept it)."""
+    from recharness.tasks.recbench_plus.evaluate import claim_rejected
+
+    text = f"Richard O'Brien isn't in Aliens. Here are picks:\n{mark}Dark City (1998) - for fans of Aliens (1986)\n2. Heat (1995)"
+    assert claim_rejected(text, ["Aliens (1986)"], "Richard O'Brien")
+    assert not claim_rejected(f"Richard O'Brien isn't in Aliens.\n{mark}Aliens (1986) - still a classic", ["Aliens (1986)"],
+                              "Richard O'Brien")

@@ -136,8 +136,9 @@ COMMENDS = re.compile(r"\b(?:is|'s|would\s+be|remains)\s+(?:still\s+)?(?:a|an)\s
 
 
 #: words that end right before a film named as the user's taste, not suggested: "If you liked Heat (1995)", "Since
-#: you enjoyed", "Based on your love of", "fans of", "similar to", "better than", "films like" ("you'd like" and
-#: "you might also like" suggest). Read only where they end at the title: "If you enjoy crime, try Heat" suggests it.
+#: you enjoyed", "Based on your love of", "fans of", "similar to", "in the vein of", "darker than". Read only where they
+#: end at the title ("If you enjoy crime, try Heat" suggests it). Not "like": "check out films like Ronin", "you're
+#: going to like Ronin" suggest; "than" only after a lower-case comparative ("Stranger than Fiction" is a title).
 TASTE_BEFORE = re.compile(
     r"\b(?:(?:if|since|because|as|given\s+that|now\s+that|seeing\s+(?:as|that))\s+you(?:'ve|’ve|\s+have)?\s+"
     r"(?:(?:really|also|already|clearly|obviously|both|once|previously)\s+)?"
@@ -145,7 +146,13 @@ TASTE_BEFORE = re.compile(
     r"|(?:based\s+on|given|considering|judging\s+(?:by|from))\s+(?:how\s+much\s+you\s+(?:liked|loved|enjoyed)"
     r"|your\s+(?:\w+\s+)?(?:love|liking|enjoyment|fondness|appreciation|interest|ratings?|history)\s+(?:of|for|in))"
     r"|your\s+(?:love|liking|enjoyment|fondness|appreciation)\s+(?:of|for)|fans?\s+of|similar\s+to|reminiscent\s+of"
-    r"|in\s+the\s+(?:vein|style|spirit)\s+of|than|(?<!such\s)(?<!might\s)(?<!could\s)(?<!would\s)(?<!should\s)"
-    r"(?<!may\s)(?<!can\s)(?<!will\s)(?<!also\s)(?<!'d\s)(?<!’d\s)(?<!'ll\s)(?<!’ll\s)(?<!really\s)"
-    r"(?<!probably\s)(?<!surely\s)(?<!definitely\s)(?<!certainly\s)(?<!totally\s)like)"
-    r"\s+(?:(?:both|the\s+(?:film|movie)|films?\s+such\s+as|movies?\s+such\s+as)\s+)?$", re.IGNORECASE)
+    r"|in\s+the\s+(?:vein|style|spirit)\s+of|(?-i:(?:[a-z]+er|more\s+[a-z]+|less\s+[a-z]+)\s+than))"
+    r"\s+(?:(?:both|the\s+(?:film|movie))\s+)?$", re.IGNORECASE)
+#: the same at the start of a sentence, where the phrase's capitals make it look like part of the title
+#: ("Fans of Heat (1995) will also enjoy ...", "Similar to Heat (1995): ...")
+TASTE_OPENING = re.compile(r"^(?:fans?\s+of|similar\s+to|reminiscent\s+of|in\s+the\s+(?:vein|style|spirit)\s+of)\s+(?=\S)",
+                           re.IGNORECASE)
+#: a film the sentence compares with ("better than Aliens", "something like Aliens"): for the misinformed-claim check
+#: only, where the claimed film is the one the user said they loved; the parser reads these as picks (`TASTE_BEFORE`)
+COMPARED_BEFORE = re.compile(r"\b(?:than|(?<!such\s)(?<!might\s)(?<!could\s)(?<!would\s)(?<!should\s)(?<!may\s)"
+                             r"(?<!can\s)(?<!will\s)(?<!also\s)(?<!'d\s)(?<!'ll\s)like)\s+$", re.IGNORECASE)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from recharness.matching.cues import REFUSAL_RE, TASTE_BEFORE, is_nothing
+from recharness.matching.cues import REFUSAL_RE, TASTE_BEFORE, TASTE_OPENING, is_nothing
 from recharness.matching.normalize import normalize_title, title_identity
 
 MAX_CHARS = 20_000  # longer answers are truncated (a 10k-character answer parses in ~ms)
@@ -38,7 +38,7 @@ _BARE_YEAR_RE = re.compile(r"\s*(?:,|\s[-–—]|:)\s*(" + _YEAR + r")\b(?=\s*(?
 
 _LIST_RE = re.compile(
     r"^(?P<indent>\s*)(?:#{1,6}\s+)?(?P<em>\*\*|__)?"
-    r"(?:(?P<bullet>[-*•·▪‣◦+►→✓✔])(?=\s)|(?P<num>\(?#?\s?(?:\d{1,3}[.)\]](?!\d)|\d{1,2}:(?!\d)|\d{1,3}(?=\s+[-–—]\s))|#\s?\d{1,3}\b))"
+    r"(?:(?P<bullet>[-*•·▪‣◦+►→✓✔])(?=\s)|(?!\(\d{3}\))(?P<num>\(?#?\s?(?:\d{1,3}[.)\]](?!\d)|\d{1,2}:(?!\d)|\d{1,3}(?=\s+[-–—]\s))|#\s?\d{1,3}\b))"
     r"\s*(?(em)(?P<closeem>\*\*|__)?)\s*"
 )
 _HEADING_RE = re.compile(r"^\s*#{1,6}\s*")
@@ -75,7 +75,7 @@ _BOILERPLATE_RE = re.compile(
     r"^\W*(?:here(?:'s| is| are)\b|(?:sure|certainly|of course|absolutely|great|okay|ok)\s*[,!.:]|based on\b|given (?:your|that|the)\b|"
     r"i(?:'d| would| also)? (?:recommend|suggest|think|hope|believe)\b|i'd\b|hope (?:you|this|these|that)\b|enjoy\s*[!.]|enjoy (?:your|the|these)\b|"
     r"let me know\b|(?:these|those|they|all|both) (?:are|were|all|movies|films|books|games|titles|picks|choices|offer|feature|include|should|will|might|share|have)\b|"
-    r"this (?:list|selection)\b|notes?\s*:|if you\b|you (?:might|may|could|should|will|would)\b|happy (?:watching|reading|gaming|viewing|listening)\b|"
+    r"this (?:list|selection)\b|notes?\s*:|(?-i:[Ii]f you)\b|you (?:might|may|could|should|will|would)\b|happy (?:watching|reading|gaming|viewing|listening)\b|"
     r"feel free\b|each of (?:these|them)\b|(?:below|following) (?:are|is)\b|the following\b|(?:my )?(?:recommendations?|suggestions?|top picks)\s*:|"
     r"would you like\b|do you want\b|in summary\b|overall,|it'?s (?:a|an|the)\b|this is (?:a|an|the)\b|such as\b|thanks\b|thank you\b(?! for smoking)|please\b)",
     re.IGNORECASE,
@@ -93,6 +93,7 @@ _LEAD_IN_RE = re.compile(
     r"^(?:(?:and|or|also|plus|as well as|then)\b"
     r"|[Ii](?:'d|'ll| would| also| might| can)?\s+(?:also\s+)?(?:recommend|suggest)\b"
     r"|(?:[Yy]ou|[Ff]ans)\s+(?:might|may|could|should|would|will)\b"
+    r"|(?:will|would|might|may|should|could)\s+(?:also\s+|probably\s+|surely\s+)?(?:enjoy|love|like|appreciate)\b"
     r"|(?:[Tt]ry|[Cc]onsider|[Cc]heck out|[Hh]ow about|[Ww]hat about)\s)"
 )
 _LEAD_WORDS = frozenset({"Try", "Consider"})
@@ -531,6 +532,11 @@ def _strip_label(line: str) -> str:
     return line
 
 
+#: a line that opens by addressing the user ("If you liked", "Since you enjoyed", "Based on your"); lower-case "you"
+#: only: "If You Could See What I Hear" and "Since You Went Away" are films
+_ABOUT_YOU_RE = re.compile(r"^(?:[Ii]f|[Ss]ince|[Bb]ecause|[Aa]s|[Gg]iven(?:\s+that)?|[Bb]ased\s+on)\s+(?:you|your)\b")
+
+
 def _is_prose(line: str, listed: bool = False) -> bool:
     """A sentence rather than a title: boilerplate, refusal, or mostly
     lowercase. A short list entry is taken for a title even in lowercase."""
@@ -539,6 +545,8 @@ def _is_prose(line: str, listed: bool = False) -> bool:
         return True
     if _LEAD_SPAN_RE.match(line.strip()):
         return False  # "**Title** - explanation": a title first
+    if not listed and _ABOUT_YOU_RE.match(plain):
+        return True  # "Since you enjoyed *Heat*, try *Ronin*": a sentence ("Since You Went Away" is a title)
     year = _YEAR_MARK_RE.search(plain)
     head = plain[: year.start()] if year else _cut_explanation(plain)
     words = head.split()
@@ -645,7 +653,7 @@ def _split_line(line: str, single: bool) -> list[Candidate]:
             start = m.end()
         tail = s[start:].strip(" ,;.")
         # a title after the last year, not words about the ones before ("… and Heat (1995) are classics")
-        if tail and not tail[0].islower() and not _is_prose(tail) and len(tail.split()) <= 6:
+        if tail and not re.match(r"[a-z]+\b", tail) and not _is_prose(tail) and len(tail.split()) <= 6:
             parts.append(tail)
         return [t for t in (_item(_trim_lead_in(p)) for p in parts) if t]
     if ";" in s and not _LEAD_SPAN_RE.match(s):
@@ -658,6 +666,11 @@ def _split_line(line: str, single: bool) -> list[Candidate]:
         pieces = _comma_split(s)[:MAX_PIECES]
         if len(pieces) > 1 and all(len(p.split()) <= 10 for p in pieces):
             return [t for t in (_item(_trim_lead_in(p) if _YEAR_MARK_RE.search(p) else p) for p in pieces) if t]
+    if years and _names_taste(s[: years[0].start()], False):  # "Since you enjoyed Heat (1995), try Ronin (1998)."
+        rest = s[years[0].end():].strip(" ,;.")
+        named = [t for t in [_item(_trim_lead_in(rest))] if t] if _YEAR_MARK_RE.search(rest) else []
+        if named or single:  # a list entry naming no other film keeps its place, an unmatched entry, as before
+            return named
     t = _item(_trim_lead_in(s) if years else s)
     return [t] if t else []
 
@@ -921,8 +934,9 @@ def _capitalised_tail(seg: str) -> str:
     return " ".join(reversed(run))
 
 
-#: what joins a title to the one before it in one phrase: "Heat (1995) and Ronin (1998)", "…, or Thief (1981)"
-_JOINED_RE = re.compile(r"\s*,?\s*(?:and|or|&|plus|as\s+well\s+as)\s+", re.IGNORECASE)
+#: what joins a title to the one before it in one phrase: "Heat (1995) and Ronin (1998)". Not a comma, nor ", and":
+#: "You might enjoy Ronin (1998), which feels similar to Heat (1995), and Thief (1981)" suggests Thief
+_JOINED_RE = re.compile(r"\s+(?:and|or|&)\s+", re.IGNORECASE)
 
 
 def _names_taste(head: str, after_taste: bool) -> bool:
@@ -933,6 +947,8 @@ def _names_taste(head: str, after_taste: bool) -> bool:
     title = _capitalised_tail(head)
     if not title:
         return False
+    if TASTE_OPENING.match(_strip_md(title)):  # "Fans of Heat (1995) will also enjoy ...": the sentence's capitals
+        return True
     lead = head.rstrip(" ,;")
     lead = lead[: -len(title)] if lead.endswith(title) else head
     return TASTE_BEFORE.search(_strip_md(lead)) is not None or after_taste and _JOINED_RE.fullmatch(lead) is not None

@@ -42,7 +42,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from recharness.matching.cues import COMMENDS, DISPRAISE, TASTE_BEFORE, correcting_part
+from recharness.matching.cues import COMMENDS, COMPARED_BEFORE, DISPRAISE, TASTE_BEFORE, correcting_part
 from recharness.matching.parse import list_entry_body
 from recharness.matching.twins import twins_of, with_twins
 from recharness.metrics.ranking import ranking_metrics
@@ -142,21 +142,26 @@ def claim_rejected(text: str, titles: Iterable[str], value: str | None) -> bool:
         body = line if entry is None else entry
         if film is not None and film.search(body) and not cue(body):
             bare = re.sub(r"[\s*_`\"'.,:;!?()\-]+", "", film.sub("", body))
-            if entry is not None or not bare:  # the film listed plainly: a recommendation, kept
+            # the film listed plainly, as the entry's title: a recommendation, kept (not one named in an entry's
+            # detail: "1. Dark City (1998) - for fans of Aliens (1986)")
+            if entry is not None and film.match(re.sub(r"^[\s*_`\"'\u201c\u2018(\[]+", "", entry)) or not bare:
                 return False
         for sent in _SENTENCE_END.split(body):
             turn = suggestion_start(sent, cue)
             if film is not None and turn is not None and any(
-                    not TASTE_BEFORE.search(sent[max(turn, m.start() - 40):m.start()])
+                    not _named_as_taste(sent[max(turn, m.start() - 60):m.start()])
                     for m in film.finditer(sent, turn)):
                 return False  # "X is not in many crime films, but GoodFellas (1990) is a great pick": recommended
             if ((film is not None and film.search(sent)) or (who is not None and who.search(sent))) and cue(sent):
                 rejected = True
     return rejected
 
+
 #: where a sentence turns from one clause to the next: "but", "however", ";" or a dash
 _TURN = re.compile(r"\s*(?:;|\s[\u2014\u2013]\s|\s-\s|,?\s+but\s+|,?\s+however,?\s+|^however,?\s+)\s*",
                    re.IGNORECASE)
+
+
 def suggestion_start(sent: str, cue) -> int | None:
     """Where a sentence turns from correcting to recommending, in the first clause without a cue that follows a
     clause with one: the offset of its suggesting phrase ("...; however, you might enjoy GoodFellas": a film named
@@ -284,3 +289,9 @@ def group_metrics(samples: list[dict], rows: list[dict | None]) -> dict[str, dic
 def _group_order(g: str):
     key, _, val = g.partition("=")
     return (key, val)
+
+
+def _named_as_taste(before: str) -> bool:
+    """The words before the claimed film name it as the user's taste or compare with it ("if you liked Aliens",
+    "better than Aliens", "something like Aliens"): named, not suggested."""
+    return TASTE_BEFORE.search(before) is not None or COMPARED_BEFORE.search(before) is not None
