@@ -303,14 +303,17 @@ def test_the_claimed_film_suggested_after_the_correction_is_recommended(task, te
 ])
 def test_the_claimed_film_named_after_the_turn_but_not_suggested_stays_rejected(task, text):
     """After the turn the film is only the user's taste ("if you liked Aliens") or dispraised ("a poor choice"):
-    the claim stays rejected (the review of the turn rule: each read as recommending Aliens). The first answer
-    scores as a decline; in the other two the parser reads a clause as an unknown title ("Aliens would be a poor
-    choice for his fans", "if you liked Aliens (1986)"), as it did before the turn rule, so they recommend that."""
+    the claim stays rejected (the review of the turn rule: each read as recommending Aliens). The first two answers
+    score as a decline, the third recommends Dark City alone. (Before 2026-11-30 the parser read a clause of the
+    last two as an unknown title, "Aliens would be a poor choice for his fans", "if you liked Aliens (1986)", so
+    they recommended that: a statement about the film is now prose, a film named as the user's taste no pick.)"""
     from recharness.tasks.recbench_plus.evaluate import claim_rejected
 
     assert claim_rejected(text, ["Aliens (1986)"], "Richard O'Brien")
-    if "something else" in text:
-        m = _score(task, text)
+    m = _score(task, text)
+    if "Dark City" in text:
+        assert (m["P"], m["R"], m["CMR"], m["FTR"]) == (1.0, 0.5, 1.0, 0.0), m
+    else:
         assert m["FTR"] == 1.0 and m["P"] == 0.0 and "CMR" not in m, m
 
 
@@ -356,3 +359,15 @@ def test_the_claimed_film_in_a_list_entrys_detail_is_no_pick(mark):
     assert claim_rejected(text, ["Aliens (1986)"], "Richard O'Brien")
     assert not claim_rejected(f"Richard O'Brien isn't in Aliens.\n{mark}Aliens (1986) - still a classic", ["Aliens (1986)"],
                               "Richard O'Brien")
+
+
+@pytest.mark.parametrize("text", [
+    "Richard O'Brien isn't in Aliens (1986). You might enjoy Dark City (1998).",
+    "Richard O'Brien wasn't in Aliens (1986); try Dark City (1998).",
+    "Richard O'Brien was not in Aliens (1986), but you might enjoy Dark City (1998).",
+    "Aliens (1986) does not star Richard O'Brien. Try Dark City (1998) instead.",
+])
+def test_a_correction_sentence_is_no_unknown_title(task, text):
+    """The correction's sentence names the claimed film, which leaves the list; it is no unknown title that spends a
+    place (before 2026-11-30 "Richard O'Brien isn't in Aliens (1986)" was one: P 0.5, CMR 0.5)."""
+    assert _score(task, text) == {"P": 1.0, "R": 0.5, "FTR": 0.0, "CMR": 1.0}

@@ -100,10 +100,12 @@ _TITLE_SMALL_WORDS = TITLE_SMALL_WORDS | {"di"}
 
 
 def _reads_as_sentence(text: str) -> bool:
-    """Two or more lowercase words that titles do not hold ("I think you would enjoy ..."), where a title, even an
-    invented one, has capitalised words and small ones ("Return of the Jedi")."""
-    words = re.findall(r"[A-Za-z][A-Za-z']*", text)
-    return sum(w[0].islower() and w.lower() not in _TITLE_SMALL_WORDS for w in words) >= 2
+    """Two or more lowercase words that titles do not hold ("I think you would enjoy ..."), or one lower-case negated
+    verb ("Richard O'Brien isn't in Aliens (1986)"), where a title, even an invented one, has capitalised words and
+    small ones ("Return of the Jedi", "Don't Look Now")."""
+    words = re.findall(r"[A-Za-z][A-Za-z'’]*", text)
+    lower = [w for w in words if w[0].islower() and w.lower() not in _TITLE_SMALL_WORDS]
+    return len(lower) >= 2 or any(re.search(r"n['’]t$", w) for w in lower)
 
 
 def same_title_twins(pairs) -> dict[str, tuple[str, ...]]:

@@ -532,6 +532,9 @@ def _strip_label(line: str) -> str:
     return line
 
 
+#: a lower-case verb of a statement ("was never in", "isn't in", "does not star"): titles write theirs capitalised
+_STATEMENT_RE = re.compile(r"\b(?:is|was|were|are|isn't|wasn't|aren't|weren't|does|doesn't|did|didn't|has|hasn't|"
+                           r"had|never|not)\b")
 #: a line that opens by addressing the user ("If you liked", "Since you enjoyed", "Based on your"); lower-case "you"
 #: only: "If You Could See What I Hear" and "Since You Went Away" are films
 _ABOUT_YOU_RE = re.compile(r"^(?:[Ii]f|[Ss]ince|[Bb]ecause|[Aa]s|[Gg]iven(?:\s+that)?|[Bb]ased\s+on)\s+(?:you|your)\b")
@@ -553,6 +556,9 @@ def _is_prose(line: str, listed: bool = False) -> bool:
     # a list entry's refusal wording counts in its head only: "1. Heat (1995) - I can't recommend it enough!"
     if REFUSAL_RE.search(head if listed else plain):
         return True
+    if year and not listed and _STATEMENT_RE.search(head) \
+            and sum(w[0].islower() and w.lower() not in TITLE_SMALL_WORDS for w in words) >= 2:
+        return True  # "Richard O'Brien was never in Aliens (1986); ...": a statement about the film before the year
     if year and 0 < len(words) <= MAX_PROSE_WORDS and not _LEAD_IN_RE.match(head) \
             and (listed or not _BOILERPLATE_RE.match(plain)):
         return False  # "Title (1995) ...": a title, whatever follows ("It's a Wonderful Life (1946)" too, listed)
