@@ -327,13 +327,24 @@ def test_a_line_of_quoted_or_emphasised_titles_is_a_list(text, titles):
     ("You might enjoy Stranger Than Fiction (2006) and Fargo (1996).", ["Stranger Than Fiction (2006)", "Fargo (1996)"]),
     ("You might enjoy Ronin (1998), even darker than Heat (1995).", ["Ronin (1998)"]),
     ("You might enjoy *Ronin*, which is similar to *Heat*, and *Thief*.", ["Ronin", "Thief"]),
-    ("Since you enjoyed Heat (1995), you'll love Ronin.", []),
+    ("Since you enjoyed Heat (1995), you'll love Ronin.", ["Ronin"]),  # the pick, undated: no refusal
     ("Because you loved Heat (1995), check out Ronin (1998).", ["Ronin (1998)"]),
     ("Since you enjoyed *Heat*, try *Ronin* and *Thief*.", ["Ronin", "Thief"]),
     ("Fans of Heat (1995) will also enjoy Ronin (1998) and Thief (1981).", ["Ronin (1998)", "Thief (1981)"]),
     ("Similar to Heat (1995): Ronin (1998), Thief (1981).", ["Ronin (1998)", "Thief (1981)"]),
     ("If You Could See What I Hear (1982)\nHeat (1995)", ["If You Could See What I Hear (1982)", "Heat (1995)"]),
     ("Since You Went Away (1944)", ["Since You Went Away (1944)"]),
+    # the second review's cases (2026-11-30)
+    ("Heat (1995)\nSince you enjoyed Heat (1995), try Ronin (1998).\nThief (1981)",
+     ["Heat (1995)", "Ronin (1998)", "Thief (1981)"]),
+    ("Collateral (2004)\nBecause you loved Heat (1995), Ronin (1998) is a must.", ["Collateral (2004)", "Ronin (1998)"]),
+    ("Ronin (1998) is similar to Heat (1995) and Thief (1981) is another pick.", ["Ronin (1998)", "Thief (1981)"]),
+    ("If you liked *Heat* and *Thief*, try *Ronin*.", ["Ronin"]),
+    ("Since you loved Heat (1995), I'd suggest Ronin by John Frankenheimer.", ["Ronin"]),
+    ("I'm not sure. Fans of Heat (1995) might like Ronin.", ["Ronin"]),
+    ("- **Fans of Heat (1995)**: Ronin (1998), Thief (1981)", ["Ronin (1998)", "Thief (1981)"]),
+    ("Considering you liked Heat (1995), Ronin (1998) is next.", ["Ronin (1998)"]),
+    ("Since you gave Heat (1995) five stars, try Ronin (1998).", ["Ronin (1998)"]),
 ])
 def test_a_title_named_as_the_users_taste_is_no_recommendation(text, titles):
     """"If you liked X", "Since you enjoyed X", "fans of X", "similar to X" name what the user liked, not a pick (before:
@@ -350,6 +361,9 @@ def test_a_title_named_as_the_users_taste_is_no_recommendation(text, titles):
     ("I recommend Some Like It Hot (1959) and Heat (1995).", ["Some Like It Hot (1959)", "Heat (1995)"]),
     ("Heat (1995), Ronin (1998), inFAMOUS", ["Heat (1995)", "Ronin (1998)", "inFAMOUS"]),
     ("Here are some picks:\n(500) Days of Summer (2009)\nHeat (1995)", ["(500) Days of Summer (2009)", "Heat (1995)"]),
+    ("Heat (1995), Ronin (1998) and Thief", ["Heat (1995)", "Ronin (1998)", "Thief"]),
+    ("1. Heat (1995), Ronin (1998), and Thief", ["Heat (1995)", "Ronin (1998)", "Thief"]),
+    ("Heavy (1995)\nVie est belle, La (Life is Rosey) (1987)", ["Heavy (1995)", "Vie est belle, La (Life is Rosey) (1987)"]),
 ])
 def test_titles_after_a_lead_in_and_words_after_the_last_year(text, titles):
     assert parse_recommendations(text) == titles

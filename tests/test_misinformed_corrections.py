@@ -371,3 +371,14 @@ def test_a_correction_sentence_is_no_unknown_title(task, text):
     """The correction's sentence names the claimed film, which leaves the list; it is no unknown title that spends a
     place (before 2026-11-30 "Richard O'Brien isn't in Aliens (1986)" was one: P 0.5, CMR 0.5)."""
     assert _score(task, text) == {"P": 1.0, "R": 0.5, "FTR": 0.0, "CMR": 1.0}
+
+
+@pytest.mark.parametrize("entry", ["1. Dark City (1998) and Aliens (1986)", "1. Movie: Aliens (1986)",
+                                   "1. \U0001F3AC Aliens (1986)", "3. Alien (1979), and of course Aliens (1986)"])
+def test_the_claimed_film_listed_anywhere_in_an_entry_but_as_taste_is_kept(entry):
+    """A list entry keeps the claimed film wherever it names it, unless only as the user's taste (the second
+    review: requiring it first in the entry let "1. Dark City (1998) and Aliens (1986)" reject the claim)."""
+    from recharness.tasks.recbench_plus.evaluate import claim_rejected
+
+    text = "Richard O'Brien was not in Aliens (1986). Here are picks:\n" + entry
+    assert not claim_rejected(text, ["Aliens (1986)"], "Richard O'Brien")

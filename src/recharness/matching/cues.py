@@ -140,9 +140,9 @@ COMMENDS = re.compile(r"\b(?:is|'s|would\s+be|remains)\s+(?:still\s+)?(?:a|an)\s
 #: end at the title ("If you enjoy crime, try Heat" suggests it). Not "like": "check out films like Ronin", "you're
 #: going to like Ronin" suggest; "than" only after a lower-case comparative ("Stranger than Fiction" is a title).
 TASTE_BEFORE = re.compile(
-    r"\b(?:(?:if|since|because|as|given\s+that|now\s+that|seeing\s+(?:as|that))\s+you(?:'ve|’ve|\s+have)?\s+"
-    r"(?:(?:really|also|already|clearly|obviously|both|once|previously)\s+)?"
-    r"(?:liked|like|loved|love|enjoyed|enjoy|watched|seen|rated|appreciated|appreciate|(?:are|were)\s+a\s+fan\s+of)"
+    r"\b(?:(?:if|since|because|as|given\s+that|now\s+that|seeing\s+(?:as|that)|considering(?:\s+that)?)\s+"
+    r"you(?:'ve|’ve|\s+have)?\s+(?:(?:really|also|already|clearly|obviously|both|once|previously)\s+)?"
+    r"(?:liked|like|loved|love|enjoyed|enjoy|watched|seen|rated|gave|appreciated|appreciate|(?:are|were)\s+a\s+fan\s+of)"
     r"|(?:based\s+on|given|considering|judging\s+(?:by|from))\s+(?:how\s+much\s+you\s+(?:liked|loved|enjoyed)"
     r"|your\s+(?:\w+\s+)?(?:love|liking|enjoyment|fondness|appreciation|interest|ratings?|history)\s+(?:of|for|in))"
     r"|your\s+(?:love|liking|enjoyment|fondness|appreciation)\s+(?:of|for)|fans?\s+of|similar\s+to|reminiscent\s+of"

@@ -94,6 +94,7 @@ _LEAD_IN_RE = re.compile(
     r"|[Ii](?:'d|'ll| would| also| might| can)?\s+(?:also\s+)?(?:recommend|suggest)\b"
     r"|(?:[Yy]ou|[Ff]ans)\s+(?:might|may|could|should|would|will)\b"
     r"|(?:will|would|might|may|should|could)\s+(?:also\s+|probably\s+|surely\s+)?(?:enjoy|love|like|appreciate)\b"
+    r"|[Yy]ou(?:'ll|\u2019ll|'d|\u2019d)\s+(?:also\s+|probably\s+|surely\s+|definitely\s+)?(?:enjoy|love|like|appreciate)\b"
     r"|(?:[Tt]ry|[Cc]onsider|[Cc]heck out|[Hh]ow about|[Ww]hat about)\s)"
 )
 _LEAD_WORDS = frozenset({"Try", "Consider"})
@@ -532,9 +533,10 @@ def _strip_label(line: str) -> str:
     return line
 
 
-#: a lower-case verb of a statement ("was never in", "isn't in", "does not star"): titles write theirs capitalised
+#: a lower-case verb of a statement and the lower-case word after it ("was never in", "isn't in", "does not star"),
+#: outside brackets: titles write theirs capitalised ("Vie est belle, La (Life is Rosey)" is one)
 _STATEMENT_RE = re.compile(r"\b(?:is|was|were|are|isn't|wasn't|aren't|weren't|does|doesn't|did|didn't|has|hasn't|"
-                           r"had|never|not)\b")
+                           r"had|never|not)\s+[a-z]")
 #: a line that opens by addressing the user ("If you liked", "Since you enjoyed", "Based on your"); lower-case "you"
 #: only: "If You Could See What I Hear" and "Since You Went Away" are films
 _ABOUT_YOU_RE = re.compile(r"^(?:[Ii]f|[Ss]ince|[Bb]ecause|[Aa]s|[Gg]iven(?:\s+that)?|[Bb]ased\s+on)\s+(?:you|your)\b")
@@ -548,7 +550,7 @@ def _is_prose(line: str, listed: bool = False) -> bool:
         return True
     if _LEAD_SPAN_RE.match(line.strip()):
         return False  # "**Title** - explanation": a title first
-    if not listed and _ABOUT_YOU_RE.match(plain):
+    if not listed and not _YEAR_MARK_RE.search(plain) and _ABOUT_YOU_RE.match(plain):
         return True  # "Since you enjoyed *Heat*, try *Ronin*": a sentence ("Since You Went Away" is a title)
     year = _YEAR_MARK_RE.search(plain)
     head = plain[: year.start()] if year else _cut_explanation(plain)
@@ -556,8 +558,8 @@ def _is_prose(line: str, listed: bool = False) -> bool:
     # a list entry's refusal wording counts in its head only: "1. Heat (1995) - I can't recommend it enough!"
     if REFUSAL_RE.search(head if listed else plain):
         return True
-    if year and not listed and _STATEMENT_RE.search(head) \
-            and sum(w[0].islower() and w.lower() not in TITLE_SMALL_WORDS for w in words) >= 2:
+    if year and not listed and _STATEMENT_RE.search(unbracketed := re.sub(r"\([^()]*\)", " ", head)) \
+            and sum(w[0].islower() and w.lower() not in TITLE_SMALL_WORDS for w in unbracketed.split()) >= 2:
         return True  # "Richard O'Brien was never in Aliens (1986); ...": a statement about the film before the year
     if year and 0 < len(words) <= MAX_PROSE_WORDS and not _LEAD_IN_RE.match(head) \
             and (listed or not _BOILERPLATE_RE.match(plain)):
@@ -653,15 +655,23 @@ def _split_line(line: str, single: bool) -> list[Candidate]:
     if len(years) >= 2 and not _LEAD_SPAN_RE.match(s):
         parts, start, taste = [], 0, False
         for m in years[:MAX_PIECES]:
-            taste = _names_taste(s[start : m.start()], taste)  # "Ronin (1998), similar to Heat (1995)": Ronin
+            taste = _names_taste(s[start : m.start()], taste, s[m.end():])  # "Ronin (1998), similar to Heat (1995)"
             if not taste:
                 parts.append(s[start : m.end()])
             start = m.end()
         tail = s[start:].strip(" ,;.")
         # a title after the last year, not words about the ones before ("… and Heat (1995) are classics")
-        if tail and not re.match(r"[a-z]+\b", tail) and not _is_prose(tail) and len(tail.split()) <= 6:
+        bare_tail = re.sub(r"^(?:and|or|&)\s+", "", tail)
+        if tail and not re.match(r"[a-z]+\b", bare_tail) and not _is_prose(tail) and len(tail.split()) <= 6:
             parts.append(tail)
         return [t for t in (_item(_trim_lead_in(p)) for p in parts) if t]
+    if years and _names_taste(s[: years[0].start()], False):  # "Since you enjoyed Heat (1995), try Ronin (1998)."
+        rest = s[years[0].end():].strip(" ,;.:*_")
+        if _YEAR_MARK_RE.search(rest):  # "- **Fans of Heat (1995)**: Ronin (1998), Thief (1981)"
+            return _split_line(rest, single)
+        if single:  # "If you liked Heat (1995), you'll love Ronin.": the pick, dated or not (no refusal)
+            return [t for t in [_item(_trim_lead_in(rest))] if t]
+        # a list entry naming no other film keeps its place, an unmatched entry, as before
     if ";" in s and not _LEAD_SPAN_RE.match(s):
         pieces = [p for p in s.split(";", MAX_PIECES) if p.strip()][:MAX_PIECES]
         if len(pieces) > 1:
@@ -672,11 +682,6 @@ def _split_line(line: str, single: bool) -> list[Candidate]:
         pieces = _comma_split(s)[:MAX_PIECES]
         if len(pieces) > 1 and all(len(p.split()) <= 10 for p in pieces):
             return [t for t in (_item(_trim_lead_in(p) if _YEAR_MARK_RE.search(p) else p) for p in pieces) if t]
-    if years and _names_taste(s[: years[0].start()], False):  # "Since you enjoyed Heat (1995), try Ronin (1998)."
-        rest = s[years[0].end():].strip(" ,;.")
-        named = [t for t in [_item(_trim_lead_in(rest))] if t] if _YEAR_MARK_RE.search(rest) else []
-        if named or single:  # a list entry naming no other film keeps its place, an unmatched entry, as before
-            return named
     t = _item(_trim_lead_in(s) if years else s)
     return [t] if t else []
 
@@ -728,18 +733,20 @@ def _from_prose(text: str) -> list[Candidate]:
         after = body[m.end() : m.end() + 12]
         y = re.match(r"\s*[\(\[]\s*(" + _YEAR + r")\s*[\)\]]", after)
         lead, end = body[end : m.start()], m.end() + (y.end() if y else 0)
-        taste = TASTE_BEFORE.search(_strip_md(lead)) is not None or taste and _JOINED_RE.fullmatch(lead) is not None
+        taste = TASTE_BEFORE.search(_strip_md(lead)) is not None \
+            or taste and _JOINED_RE.fullmatch(lead) is not None and _PHRASE_END_RE.match(body, end) is not None
         if not taste:  # "If you liked *Heat*, try *Ronin*": Ronin
             spans.append(f"{span} ({y.group(1)})" if y and not _YEAR_MARK_RE.search(span) else span)
     if spans:
         return [t for t in (_item(x) for x in spans) if t]
     out: list[Candidate] = []
-    start, taste = 0, False
+    start, taste, after_taste = 0, False, None
     for m in _YEAR_MARK_RE.finditer(body):
         seg = body[start : m.start()]
         start = m.end()
-        taste = _names_taste(seg, taste)
+        taste = _names_taste(seg, taste, body[start:])
         if taste:  # "Since you enjoyed Heat (1995), try Ronin (1998)": Ronin alone
+            after_taste = start
             continue
         seg = re.split(r"[.!?:;]\s+|,\s+(?=(?:and|or|as well as|plus)\b)", seg)[-1]
         title = _capitalised_tail(seg)
@@ -747,6 +754,9 @@ def _from_prose(text: str) -> list[Candidate]:
             t = _item(f"{title} ({m.group(1)})")
             if t:
                 out.append(t)
+    if not out and after_taste is not None:  # "If you liked Heat (1995), you'll love Ronin.": what follows
+        rest = _trim_lead_in(re.split(r"(?<=[.!?])\s", body[after_taste:].strip(" ,;"), maxsplit=1)[0].strip(" .!?"))
+        out = [t for t in [_item(rest)] if t]  # an undated pick, matched or not, is no refusal
     return out
 
 
@@ -943,12 +953,16 @@ def _capitalised_tail(seg: str) -> str:
 #: what joins a title to the one before it in one phrase: "Heat (1995) and Ronin (1998)". Not a comma, nor ", and":
 #: "You might enjoy Ronin (1998), which feels similar to Heat (1995), and Thief (1981)" suggests Thief
 _JOINED_RE = re.compile(r"\s+(?:and|or|&)\s+", re.IGNORECASE)
+#: where a joined title ends the taste phrase: punctuation, the end, or another "and" ("Heat (1995) and Thief
+#: (1981), try ..."); not a verb ("... similar to Heat (1995) and Thief (1981) is another pick" suggests Thief)
+_PHRASE_END_RE = re.compile(r"[\s*_\"'\u201d\u2019]*(?:[,.;:!?)\]]|$|(?:and|or|&)\s)", re.IGNORECASE)
 
 
-def _names_taste(head: str, after_taste: bool) -> bool:
+def _names_taste(head: str, after_taste: bool, after: str = "") -> bool:
     """Whether the title that ends `head` is named as the user's taste, not suggested: the words right before it
     are `TASTE_BEFORE`'s ("If you liked Heat", "Based on your love of Heat"), or it is joined by "and" / "or" to a
-    title that was ("Since you enjoyed Heat (1995) and Ronin (1998), ..."). Before, such titles were read as
+    title that was and ends the phrase (`after`, the text after its year, opens with punctuation or the end: "Since
+    you enjoyed Heat (1995) and Ronin (1998), ..."). Before, such titles were read as
     recommendations: "Since you enjoyed Heat (1995)" an unmatched one, "If you liked Aliens (1986)" Aliens."""
     title = _capitalised_tail(head)
     if not title:
@@ -957,7 +971,12 @@ def _names_taste(head: str, after_taste: bool) -> bool:
         return True
     lead = head.rstrip(" ,;")
     lead = lead[: -len(title)] if lead.endswith(title) else head
-    return TASTE_BEFORE.search(_strip_md(lead)) is not None or after_taste and _JOINED_RE.fullmatch(lead) is not None
+    return TASTE_BEFORE.search(_strip_md(lead)) is not None \
+        or after_taste and _JOINED_RE.fullmatch(lead) is not None and _PHRASE_END_RE.match(after) is not None
+
+
+_CLAUSE_CUT_RE = re.compile(r"[,;:.!?]\s+")
+_JOINING_WORD_RE = re.compile(r"(?:and|or|also|plus|as well as|then)\b", re.IGNORECASE)  # "Sex, Lies, and Videotape"
 
 
 def _trim_lead_in(seg: str) -> str:
@@ -969,6 +988,10 @@ def _trim_lead_in(seg: str) -> str:
         return s
     m = _YEAR_MARK_RE.search(s)
     head, tail = (s[: m.start()], s[m.start() :]) if m else (s, "")
+    if not _LEAD_IN_RE.match(head):  # "five stars, try Ronin (1998)": from the last clause that leads in
+        clauses = [c.end() for c in _CLAUSE_CUT_RE.finditer(head)  # a suggestion's, not a list's "and"/"or"
+                   if _LEAD_IN_RE.match(head[c.end():]) and not _JOINING_WORD_RE.match(head, c.end())]
+        head = head[clauses[-1]:] if clauses else head
     if _LEAD_IN_RE.match(head):
         cut = _capitalised_tail(head)
         if cut:

@@ -92,7 +92,8 @@ def named_in_query(sample: dict, text: str | None = None, parsed: dict | None = 
     """The catalog ids of the films the query names itself that are not recommendations in the answer `text`:
     an implicit query's reference films always, a misinformed query's falsely claimed ones when the answer
     corrects the premise or refuses in a sentence naming the film or the claimed value (named in a correction,
-    they are what the answer rejects), unless a plain list entry names the film (`claim_rejected`)."""
+    they are what the answer rejects), unless a list entry names the film other than as the user's taste, or a
+    line is the film alone (`claim_rejected`)."""
     imp = sample.get("implicit") if isinstance(sample.get("implicit"), dict) else {}
     mis = sample.get("misinformed") if isinstance(sample.get("misinformed"), dict) else {}
     ids = [str(i) for i in imp.get("referenceMovieIds") or []]
@@ -142,9 +143,10 @@ def claim_rejected(text: str, titles: Iterable[str], value: str | None) -> bool:
         body = line if entry is None else entry
         if film is not None and film.search(body) and not cue(body):
             bare = re.sub(r"[\s*_`\"'.,:;!?()\-]+", "", film.sub("", body))
-            # the film listed plainly, as the entry's title: a recommendation, kept (not one named in an entry's
-            # detail: "1. Dark City (1998) - for fans of Aliens (1986)")
-            if entry is not None and film.match(re.sub(r"^[\s*_`\"'\u201c\u2018(\[]+", "", entry)) or not bare:
+            # the film listed plainly: a recommendation, kept, unless the entry names it only as the user's taste
+            # or a comparison ("1. Dark City (1998) - for fans of Aliens (1986)")
+            if entry is not None and any(not _named_as_taste(body[max(0, m.start() - 60):m.start()])
+                                         for m in film.finditer(body)) or not bare:
                 return False
         for sent in _SENTENCE_END.split(body):
             turn = suggestion_start(sent, cue)
