@@ -78,6 +78,11 @@ def ml1m_matcher(ml1m):
     # an invented title holding a real one is no sentence: unmatched, as it stands (not Lord of the Rings (1978))
     ("1. The Lord of the Rings: Heat Returns (2005)\n2. Heat (1995)", [None, "6"]),
     ("1. If you liked Heat (1995), try something darker\n2. Casablanca (1942)", [None, "912"]),
+    # a film named as the user's taste is no pick; the undated pick after it is found in the prose
+    ("If you liked Heat (1995), you'll love Ronin.", ["2278"]),
+    ("I'm not sure. Fans of Heat (1995) might like Ronin.", ["2278"]),
+    ("Fans of Heat will enjoy Ronin.", ["2278"]),
+    ("1. Ronin (1998) - as tense as Heat (1995)\n2. Casablanca (1942)", ["2278", "912"]),
 ])
 def test_answer_shapes_give_the_exact_ranked_items(ml1m_matcher, answer, ids):
     assert [m.item_id for m in ml1m_matcher.match_answer(answer)] == ids

@@ -509,7 +509,7 @@ def _from_list(listed: list[tuple[int, bool, str]]) -> list[Candidate]:
     out = []
     for _, _, content in level:
         if not _is_prose(content, listed=True):
-            out.extend(_split_line(_strip_label(content.strip()), single=False))
+            out.extend(_split_line(_strip_label(content.strip()), single=False, listed=True))
     return out
 
 
@@ -550,8 +550,10 @@ def _is_prose(line: str, listed: bool = False) -> bool:
         return True
     if _LEAD_SPAN_RE.match(line.strip()):
         return False  # "**Title** - explanation": a title first
-    if not listed and not _YEAR_MARK_RE.search(plain) and _ABOUT_YOU_RE.match(plain):
-        return True  # "Since you enjoyed *Heat*, try *Ronin*": a sentence ("Since You Went Away" is a title)
+    if not listed and _ABOUT_YOU_RE.match(plain) and (_SPAN_RE.search(line) or not _YEAR_MARK_RE.search(plain)):
+        return True  # a sentence whose films are marked or undated: prose reads them ("Since you enjoyed *Heat*,
+        # try *Ronin* and *Thief*"); dated plain titles are read by their years ("Since you enjoyed Heat (1995),
+        # Ronin (1998) is a must"), and "Since You Went Away" is a title
     year = _YEAR_MARK_RE.search(plain)
     head = plain[: year.start()] if year else _cut_explanation(plain)
     words = head.split()
@@ -641,9 +643,12 @@ def _span_list(s: str) -> list[str] | None:
     return None
 
 
-def _split_line(line: str, single: bool) -> list[Candidate]:
+def _split_line(line: str, single: bool, after_taste: bool = False, listed: bool = False) -> list[Candidate]:
     """One list entry or line -> titles. A lone line of quoted or emphasised titles is a list (`_span_list`);
-    several "(YYYY)" marks or semicolons mean several titles; commas too, but only on a lone line ("A, B, C")."""
+    several "(YYYY)" marks or semicolons mean several titles; commas too, but only on a lone line ("A, B, C").
+    A first dated title named as the user's taste (`_names_taste`) is left out, and the rest read as the line
+    (`after_taste`: once, so the work stays linear); with no dated title after it, a list entry (`listed`) keeps
+    its place as one unmatched entry, a line gives nothing."""
     s = line.strip()
     spans = _span_list(s) if single else None  # a list entry's second span is its detail ("*Michael Mann*")
     lead = _LEAD_IN_RE.match(s) if single and spans is None else None
@@ -653,24 +658,27 @@ def _split_line(line: str, single: bool) -> list[Candidate]:
         return [t for t in map(_item, spans) if t]
     years = list(_YEAR_MARK_RE.finditer(s))
     if len(years) >= 2 and not _LEAD_SPAN_RE.match(s):
-        parts, start, taste = [], 0, False
+        parts, start, taste, explained = [], 0, False, False
         for m in years[:MAX_PIECES]:
+            if parts and listed and _explains(s[start : m.start()]):  # "1. Ronin (1998) - as tense as Heat (1995)":
+                explained = True  # the entry's explanation, whatever films it names
+                break
             taste = _names_taste(s[start : m.start()], taste, s[m.end():])  # "Ronin (1998), similar to Heat (1995)"
             if not taste:
                 parts.append(s[start : m.end()])
             start = m.end()
-        tail = s[start:].strip(" ,;.")
+        tail = "" if explained else s[start:].strip(" ,;.")
         # a title after the last year, not words about the ones before ("… and Heat (1995) are classics")
         bare_tail = re.sub(r"^(?:and|or|&)\s+", "", tail)
         if tail and not re.match(r"[a-z]+\b", bare_tail) and not _is_prose(tail) and len(tail.split()) <= 6:
             parts.append(tail)
         return [t for t in (_item(_trim_lead_in(p)) for p in parts) if t]
-    if years and _names_taste(s[: years[0].start()], False):  # "Since you enjoyed Heat (1995), try Ronin (1998)."
+    if not after_taste and years and _names_taste(s[: years[0].start()], False):  # "Fans of Heat (1995): ..."
         rest = s[years[0].end():].strip(" ,;.:*_")
-        if _YEAR_MARK_RE.search(rest):  # "- **Fans of Heat (1995)**: Ronin (1998), Thief (1981)"
-            return _split_line(rest, single)
-        if single:  # "If you liked Heat (1995), you'll love Ronin.": the pick, dated or not (no refusal)
-            return [t for t in [_item(_trim_lead_in(rest))] if t]
+        if _YEAR_MARK_RE.search(rest):  # "- **Fans of Heat (1995)**: Ronin (1998), Thief (1981)": the rest, once
+            return _split_line(rest, single, after_taste=True, listed=listed)
+        if not listed:  # "If you liked Heat (1995), you'll love Ronin.": no dated pick; the catalog lookup of the
+            return []  # answer's prose still finds a catalog title in it ("Ronin")
         # a list entry naming no other film keeps its place, an unmatched entry, as before
     if ";" in s and not _LEAD_SPAN_RE.match(s):
         pieces = [p for p in s.split(";", MAX_PIECES) if p.strip()][:MAX_PIECES]
@@ -721,7 +729,8 @@ _ARTICLE_WORDS = frozenset("the a an la le les l' il el das der die".split())
 
 def _from_prose(text: str) -> list[Candidate]:
     """Titles from running text: *emphasised* or "quoted" spans first, else
-    the capitalised words before each "(YYYY)"."""
+    the capitalised words before each "(YYYY)"; either left out where named as the user's taste ("If you liked
+    *Heat*, try *Ronin*": Ronin)."""
     if not text.strip():
         return []
     sentences = [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z*_\"“])", text) if not REFUSAL_RE.search(s)]
@@ -734,19 +743,18 @@ def _from_prose(text: str) -> list[Candidate]:
         y = re.match(r"\s*[\(\[]\s*(" + _YEAR + r")\s*[\)\]]", after)
         lead, end = body[end : m.start()], m.end() + (y.end() if y else 0)
         taste = TASTE_BEFORE.search(_strip_md(lead)) is not None \
-            or taste and _JOINED_RE.fullmatch(lead) is not None and _PHRASE_END_RE.match(body, end) is not None
+            or taste and _JOINED_RE.fullmatch(lead) is not None and _OWN_CLAUSE_RE.match(body, end) is None
         if not taste:  # "If you liked *Heat*, try *Ronin*": Ronin
             spans.append(f"{span} ({y.group(1)})" if y and not _YEAR_MARK_RE.search(span) else span)
     if spans:
         return [t for t in (_item(x) for x in spans) if t]
     out: list[Candidate] = []
-    start, taste, after_taste = 0, False, None
+    start, taste = 0, False
     for m in _YEAR_MARK_RE.finditer(body):
         seg = body[start : m.start()]
         start = m.end()
         taste = _names_taste(seg, taste, body[start:])
         if taste:  # "Since you enjoyed Heat (1995), try Ronin (1998)": Ronin alone
-            after_taste = start
             continue
         seg = re.split(r"[.!?:;]\s+|,\s+(?=(?:and|or|as well as|plus)\b)", seg)[-1]
         title = _capitalised_tail(seg)
@@ -754,9 +762,6 @@ def _from_prose(text: str) -> list[Candidate]:
             t = _item(f"{title} ({m.group(1)})")
             if t:
                 out.append(t)
-    if not out and after_taste is not None:  # "If you liked Heat (1995), you'll love Ronin.": what follows
-        rest = _trim_lead_in(re.split(r"(?<=[.!?])\s", body[after_taste:].strip(" ,;"), maxsplit=1)[0].strip(" .!?"))
-        out = [t for t in [_item(rest)] if t]  # an undated pick, matched or not, is no refusal
     return out
 
 
@@ -870,9 +875,11 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
 
 
 def _is_aside(sentence: str, pos: int) -> bool:
-    """The clause before `pos` (back to the last , ; : or dash) is about the user's past, or a condition."""
-    clause = re.split(r"[,;:–—]|\s-\s", sentence[max(0, pos - 200) : pos])[-1]
-    return _ASIDE_RE.search(clause) is not None
+    """The clause before `pos` (back to the last , ; : or dash) is about the user's past, or a condition, or the
+    words right before `pos` name the user's taste ("Fans of Heat", "similar to Heat": `TASTE_BEFORE`)."""
+    before = sentence[max(0, pos - 200) : pos]
+    clause = re.split(r"[,;:–—]|\s-\s", before)[-1]
+    return _ASIDE_RE.search(clause) is not None or TASTE_BEFORE.search(_strip_md(before)) is not None
 
 
 def _capitalised_runs(sentence: str, open_first: bool = False) -> list[tuple[list[tuple[int, int]], str]]:
@@ -953,16 +960,17 @@ def _capitalised_tail(seg: str) -> str:
 #: what joins a title to the one before it in one phrase: "Heat (1995) and Ronin (1998)". Not a comma, nor ", and":
 #: "You might enjoy Ronin (1998), which feels similar to Heat (1995), and Thief (1981)" suggests Thief
 _JOINED_RE = re.compile(r"\s+(?:and|or|&)\s+", re.IGNORECASE)
-#: where a joined title ends the taste phrase: punctuation, the end, or another "and" ("Heat (1995) and Thief
-#: (1981), try ..."); not a verb ("... similar to Heat (1995) and Thief (1981) is another pick" suggests Thief)
-_PHRASE_END_RE = re.compile(r"[\s*_\"'\u201d\u2019]*(?:[,.;:!?)\]]|$|(?:and|or|&)\s)", re.IGNORECASE)
+#: a joined title that opens a clause of its own: a verb of a statement about it follows ("... similar to Heat
+#: (1995) and Thief (1981) is another pick" suggests Thief; "Fans of Heat (1995) and Thief (1981) will love ..."
+#: names both as taste)
+_OWN_CLAUSE_RE = re.compile(r"[\s*_\"'\u201d\u2019]*(?:is|are|was|were|has|have|makes?|offers?|remains?|deserves?)\b")
 
 
 def _names_taste(head: str, after_taste: bool, after: str = "") -> bool:
     """Whether the title that ends `head` is named as the user's taste, not suggested: the words right before it
     are `TASTE_BEFORE`'s ("If you liked Heat", "Based on your love of Heat"), or it is joined by "and" / "or" to a
-    title that was and ends the phrase (`after`, the text after its year, opens with punctuation or the end: "Since
-    you enjoyed Heat (1995) and Ronin (1998), ..."). Before, such titles were read as
+    title that was ("Since you enjoyed Heat (1995) and Ronin (1998), ...") unless a clause of its own begins there
+    (`after`, the text after its year: "... and Thief (1981) is another pick"). Before, such titles were read as
     recommendations: "Since you enjoyed Heat (1995)" an unmatched one, "If you liked Aliens (1986)" Aliens."""
     title = _capitalised_tail(head)
     if not title:
@@ -972,17 +980,35 @@ def _names_taste(head: str, after_taste: bool, after: str = "") -> bool:
     lead = head.rstrip(" ,;")
     lead = lead[: -len(title)] if lead.endswith(title) else head
     return TASTE_BEFORE.search(_strip_md(lead)) is not None \
-        or after_taste and _JOINED_RE.fullmatch(lead) is not None and _PHRASE_END_RE.match(after) is not None
+        or after_taste and _JOINED_RE.fullmatch(lead) is not None and _OWN_CLAUSE_RE.match(after) is None
 
 
 _CLAUSE_CUT_RE = re.compile(r"[,;:.!?]\s+")
+_SEPARATOR_RE = re.compile(r"\s*[-\u2013\u2014|:,]\s*")
+
+
+def _explains(gap: str) -> bool:
+    """Whether `gap`, the text between a list entry's dated title and the next one, opens the entry's explanation:
+    a dash, colon, bar or comma, then words before the next title ("- a tense thriller like Heat", ": As gripping
+    as Heat", ", a successor to Heat"); not a second title ("- Ronin", NIR's "watched - candidate") nor a list
+    going on (", and of course Aliens")."""
+    sep = _SEPARATOR_RE.match(gap)
+    if sep is None:
+        return False
+    rest = gap[sep.end():].rstrip()
+    title = _capitalised_tail(rest)
+    lead = rest[: len(rest) - len(title)] if title and rest.endswith(title) else rest
+    if re.match(r"(?:and|or|plus|&)\b", lead, re.IGNORECASE):
+        return False
+    return any(w[0].islower() and w.lower() not in TITLE_SMALL_WORDS for w in lead.split())
 _JOINING_WORD_RE = re.compile(r"(?:and|or|also|plus|as well as|then)\b", re.IGNORECASE)  # "Sex, Lies, and Videotape"
 
 
 def _trim_lead_in(seg: str) -> str:
     """"and Alien (1979)" -> "Alien (1979)"; "I recommend The Matrix (1999)" ->
-    "The Matrix (1999)". Only text that starts with such a lead-in is trimmed
-    ("iLLumiShield - ..." and "sex, lies, and videotape" are titles)."""
+    "The Matrix (1999)"; "five stars, try Ronin (1998)" -> "Ronin (1998)". Only text that starts with such a
+    lead-in, or holds one (not "and"/"or") after a clause break, is trimmed ("iLLumiShield - ..." and "sex,
+    lies, and videotape" are titles)."""
     s = seg.strip(" ,;.")
     if not s:
         return s

@@ -43,7 +43,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from recharness.matching.cues import COMMENDS, COMPARED_BEFORE, DISPRAISE, TASTE_BEFORE, correcting_part
-from recharness.matching.parse import list_entry_body
+from recharness.matching.parse import list_entry_body, parse_recommendations
 from recharness.matching.twins import twins_of, with_twins
 from recharness.metrics.ranking import ranking_metrics
 
@@ -128,9 +128,10 @@ def _mention_re(names: Iterable[str]) -> re.Pattern | None:
 
 def claim_rejected(text: str, titles: Iterable[str], value: str | None) -> bool:
     """True if `text` corrects or refuses the false claim: a correction / refusal cue in the same sentence (or line)
-    as a mention of the claimed film (`titles`) or of the claimed `value`, and no plain list entry (a bulleted or
-    numbered line, or a line that is just the title, without a cue) names the film. An unrelated note ("release
-    years may be incorrect") elsewhere in the answer does not reject the claim."""
+    as a mention of the claimed film (`titles`) or of the claimed `value`, and no list entry without a cue has the
+    film among its titles as the parser reads them (not in its explanation, nor as the user's taste), no line
+    without a cue is just the title, and no sentence turns from the correction to suggesting it. An unrelated note
+    ("release years may be incorrect") elsewhere in the answer does not reject the claim."""
     from recharness.matching.cues import has_correction_cue, has_refusal_cue
 
     text = text[:20_000].replace("\u2019", "'")
@@ -143,10 +144,9 @@ def claim_rejected(text: str, titles: Iterable[str], value: str | None) -> bool:
         body = line if entry is None else entry
         if film is not None and film.search(body) and not cue(body):
             bare = re.sub(r"[\s*_`\"'.,:;!?()\-]+", "", film.sub("", body))
-            # the film listed plainly: a recommendation, kept, unless the entry names it only as the user's taste
-            # or a comparison ("1. Dark City (1998) - for fans of Aliens (1986)")
-            if entry is not None and any(not _named_as_taste(body[max(0, m.start() - 60):m.start()])
-                                         for m in film.finditer(body)) or not bare:
+            # the film listed plainly: a recommendation, kept, when the parser reads it as one of the entry's titles
+            # (not in its explanation, "1. Dark City (1998) - for those who loved Aliens (1986)", nor as taste)
+            if entry is not None and any(film.search(t) for t in parse_recommendations(line)) or not bare:
                 return False
         for sent in _SENTENCE_END.split(body):
             turn = suggestion_start(sent, cue)
