@@ -332,7 +332,11 @@ def test_a_line_of_quoted_or_emphasised_titles_is_a_list(text, titles):
     ("You might enjoy Stranger Than Fiction (2006) and Fargo (1996).", ["Stranger Than Fiction (2006)", "Fargo (1996)"]),
     ("You might enjoy Ronin (1998), even darker than Heat (1995).", ["Ronin (1998)"]),
     ("You might enjoy *Ronin*, which is similar to *Heat*, and *Thief*.", ["Ronin", "Thief"]),
-    ("Since you enjoyed Heat (1995), you'll love Ronin.", []),  # no dated pick: the catalog's prose lookup finds Ronin
+    ("Since you enjoyed Heat (1995), you'll love Ronin.", ["Ronin"]),  # the picks a lead-in brings in, undated
+    ("If you liked Heat (1995), you should watch The Departed.", ["The Departed"]),
+    ("Since you enjoyed Heat (1995), you will love Ronin, Thief, or Collateral.", ["Ronin", "Thief", "Collateral"]),
+    ("If you liked Heat (1995), you'll love Mr. Holland's Opus. It is a classic.", ["Mr. Holland's Opus"]),
+    ("Since you liked Heat (1995), you have great taste.", []),  # a remark recommends nothing
     ("Because you loved Heat (1995), check out Ronin (1998).", ["Ronin (1998)"]),
     ("Since you enjoyed *Heat*, try *Ronin* and *Thief*.", ["Ronin", "Thief"]),
     ("Fans of Heat (1995) will also enjoy Ronin (1998) and Thief (1981).", ["Ronin (1998)", "Thief (1981)"]),
@@ -354,6 +358,14 @@ def test_a_line_of_quoted_or_emphasised_titles_is_a_list(text, titles):
     ("1. Ronin (1998) - a tense thriller like Heat (1995)\n2. Thief (1981)", ["Ronin (1998)", "Thief (1981)"]),
     ("1. Ronin (1998), a successor to Heat (1995)\n2. Thief (1981)", ["Ronin (1998)", "Thief (1981)"]),
     ("1. Heat (1995), Ronin (1998)\n2. Thief (1981)", ["Heat (1995)", "Ronin (1998)", "Thief (1981)"]),
+    # the fourth review: a second title with lower-case words, or words that bring in a pick, is no explanation
+    ("1. Heat (1995) - Kramer vs. Kramer (1979)", ["Heat (1995)", "Kramer vs. Kramer (1979)"]),
+    ("1. Heat (1995), then Ronin (1998)", ["Heat (1995)", "Ronin (1998)"]),
+    ("1. Heat (1995), or maybe Ronin (1998)", ["Heat (1995)", "Ronin (1998)"]),
+    ("1. Heat (1995) - A masterpiece. Also try Ronin (1998).", ["Heat (1995)", "Ronin (1998)"]),
+    ("1. Heat (1995); also check out Ronin (1998)", ["Heat (1995)", "Ronin (1998)"]),
+    ("1. Star Wars (1977) - The Empire Strikes Back (1980) - Return of the Jedi (1983)",
+     ["Star Wars (1977)", "The Empire Strikes Back (1980)", "Return of the Jedi (1983)"]),
     ("- **Fans of Heat (1995)**: Ronin (1998), Thief (1981)", ["Ronin (1998)", "Thief (1981)"]),
     ("Considering you liked Heat (1995), Ronin (1998) is next.", ["Ronin (1998)"]),
     ("Since you gave Heat (1995) five stars, try Ronin (1998).", ["Ronin (1998)"]),

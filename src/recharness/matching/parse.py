@@ -677,8 +677,8 @@ def _split_line(line: str, single: bool, after_taste: bool = False, listed: bool
         rest = s[years[0].end():].strip(" ,;.:*_")
         if _YEAR_MARK_RE.search(rest):  # "- **Fans of Heat (1995)**: Ronin (1998), Thief (1981)": the rest, once
             return _split_line(rest, single, after_taste=True, listed=listed)
-        if not listed:  # "If you liked Heat (1995), you'll love Ronin.": no dated pick; the catalog lookup of the
-            return []  # answer's prose still finds a catalog title in it ("Ronin")
+        if not listed:  # "If you liked Heat (1995), you should watch The Departed.": the picks a lead-in brings
+            return _undated_picks(rest)  # in; none without one ("..., you have great taste")
         # a list entry naming no other film keeps its place, an unmatched entry, as before
     if ";" in s and not _LEAD_SPAN_RE.match(s):
         pieces = [p for p in s.split(";", MAX_PIECES) if p.strip()][:MAX_PIECES]
@@ -692,6 +692,25 @@ def _split_line(line: str, single: bool, after_taste: bool = False, listed: bool
             return [t for t in (_item(_trim_lead_in(p) if _YEAR_MARK_RE.search(p) else p) for p in pieces) if t]
     t = _item(_trim_lead_in(s) if years else s)
     return [t] if t else []
+
+
+_SENTENCE_CUT_RE = re.compile(r"(?<=[.!?])(?<!\b(?:Mr|Ms|Dr|St|Jr|Sr|vs|No|Pt)\.)(?<!\b(?:Mrs|Vol)\.)\s+")
+
+
+def _undated_picks(rest: str) -> list[Candidate]:
+    """The titles a lead-in brings in, in `rest`'s first sentence ("you'll love Ronin, Thief, or Collateral", "you
+    should watch The Departed"): each comma / "and" piece from its first capitalised word to its last; nothing
+    where no lead-in opens it (a remark, "you have great taste", recommends nothing)."""
+    rest = _SENTENCE_CUT_RE.split(rest, maxsplit=1)[0]
+    lead = _LEAD_IN_RE.match(rest)
+    if lead is None:
+        return []
+    picks = []
+    for piece in _comma_split(rest[lead.end():].strip(" .!?"))[:MAX_PIECES]:
+        first = re.search(r"[A-Z0-9\"\u201c*_]", piece)  # from its first capitalised word ("watch The Departed")
+        if first is not None:  # to its last ("Ronin too"): "Dracula: Dead and Loving It", "Two if by Sea" whole
+            picks.append(re.sub(r"(?:\s+[a-z][\w'\u2019]*)+\W*$", "", piece[first.start():]))
+    return [t for t in (_item(p) for p in picks if p) if t]
 
 
 def _comma_split(s: str) -> list[str]:
@@ -749,12 +768,13 @@ def _from_prose(text: str) -> list[Candidate]:
     if spans:
         return [t for t in (_item(x) for x in spans) if t]
     out: list[Candidate] = []
-    start, taste = 0, False
+    start, taste, after_taste = 0, False, None
     for m in _YEAR_MARK_RE.finditer(body):
         seg = body[start : m.start()]
         start = m.end()
         taste = _names_taste(seg, taste, body[start:])
         if taste:  # "Since you enjoyed Heat (1995), try Ronin (1998)": Ronin alone
+            after_taste = start
             continue
         seg = re.split(r"[.!?:;]\s+|,\s+(?=(?:and|or|as well as|plus)\b)", seg)[-1]
         title = _capitalised_tail(seg)
@@ -762,6 +782,8 @@ def _from_prose(text: str) -> list[Candidate]:
             t = _item(f"{title} ({m.group(1)})")
             if t:
                 out.append(t)
+    if not out and after_taste is not None:  # "If you liked Heat (1995), you'll love Ronin.": undated picks
+        out = _undated_picks(body[after_taste:].strip(" ,;"))
     return out
 
 
@@ -989,19 +1011,28 @@ _SEPARATOR_RE = re.compile(r"\s*[-\u2013\u2014|:,]\s*")
 
 def _explains(gap: str) -> bool:
     """Whether `gap`, the text between a list entry's dated title and the next one, opens the entry's explanation:
-    a dash, colon, bar or comma, then words before the next title ("- a tense thriller like Heat", ": As gripping
-    as Heat", ", a successor to Heat"); not a second title ("- Ronin", NIR's "watched - candidate") nor a list
-    going on (", and of course Aliens")."""
+    a dash, colon, bar or comma, then lower-case words before the next capitalised word ("- a tense thriller like
+    Heat", ", a successor to Heat"); not a second title ("- Ronin", "- Kramer vs. Kramer", NIR's "watched -
+    candidate") nor words that bring in another pick (", and of course Aliens", ", then Ronin", "; also try
+    Ronin", ", its sequel Aliens"). An explanation opening with a capital ("- A masterpiece like Heat") is not
+    seen: the entry reads on, as before."""
     sep = _SEPARATOR_RE.match(gap)
     if sep is None:
         return False
-    rest = gap[sep.end():].rstrip()
-    title = _capitalised_tail(rest)
-    lead = rest[: len(rest) - len(title)] if title and rest.endswith(title) else rest
-    if re.match(r"(?:and|or|plus|&)\b", lead, re.IGNORECASE):
+    lead = re.match(r"[^A-Z0-9\"'\u201c\u2018*_(\[]*", gap[sep.end():]).group(0)  # up to the next capitalised word
+    if _BRINGS_PICK_RE.search(lead) or _JOINING_WORD_RE.match(lead.lstrip()):  # ", and of course Aliens"
         return False
-    return any(w[0].islower() and w.lower() not in TITLE_SMALL_WORDS for w in lead.split())
+    # whole words only: "eXistenZ" stops the lead at its "X", its "e" is no word of an explanation
+    return any(w[0].islower() and w.lower() not in TITLE_SMALL_WORDS for w in re.findall(r"(\S+)\s", lead))
+
+
+#: words that bring in another pick inside a list entry: a joiner, "then", "also", a suggestion, a sequel
+_BRINGS_PICK_RE = re.compile(r"(?:^|\W)(?:and|or|plus|&|then|also|as\s+well\s+as|followed\s+by|vs\.?|versus|sequel|"
+                             r"prequel|try|watch|see|check\s+out|pair\s+it\s+with|consider|recommend|suggest)"
+                             r"(?:\s+(?:maybe|perhaps|even|possibly|also|its|their|the))*\W*$",
+                             re.IGNORECASE)
 _JOINING_WORD_RE = re.compile(r"(?:and|or|also|plus|as well as|then)\b", re.IGNORECASE)  # "Sex, Lies, and Videotape"
+_ALSO_RE = re.compile(r"(?:(?:also|then|and)\s+)?", re.IGNORECASE)  # ". Also try Ronin (1998)": "try" leads in
 
 
 def _trim_lead_in(seg: str) -> str:
@@ -1015,8 +1046,10 @@ def _trim_lead_in(seg: str) -> str:
     m = _YEAR_MARK_RE.search(s)
     head, tail = (s[: m.start()], s[m.start() :]) if m else (s, "")
     if not _LEAD_IN_RE.match(head):  # "five stars, try Ronin (1998)": from the last clause that leads in
-        clauses = [c.end() for c in _CLAUSE_CUT_RE.finditer(head)  # a suggestion's, not a list's "and"/"or"
-                   if _LEAD_IN_RE.match(head[c.end():]) and not _JOINING_WORD_RE.match(head, c.end())]
+        clauses = [c.end() + len(also.group(0)) for c in _CLAUSE_CUT_RE.finditer(head)  # a suggestion's, not a
+                   if (also := _ALSO_RE.match(head, c.end())) is not None  # list's "and"/"or" ("Sex, Lies, and ...")
+                   and _LEAD_IN_RE.match(head[c.end() + len(also.group(0)):])
+                   and not _JOINING_WORD_RE.match(head, c.end() + len(also.group(0)))]
         head = head[clauses[-1]:] if clauses else head
     if _LEAD_IN_RE.match(head):
         cut = _capitalised_tail(head)
