@@ -80,6 +80,8 @@ def ml1m_matcher(ml1m):
     ("1. If you liked Heat (1995), try something darker\n2. Casablanca (1942)", [None, "912"]),
     # a film named as the user's taste is no pick; the undated pick after it is found in the prose
     ("If you liked Heat (1995), you'll love Ronin.", ["2278"]),
+    ("Since you enjoyed Ronin (1998), you'll love Heat and Fargo.", ["6", "608"]),
+    ("If you loved Aliens (1986), you might enjoy other Sigourney Weaver films.", []),  # a name is no title
     ("I'm not sure. Fans of Heat (1995) might like Ronin.", ["2278"]),
     ("Fans of Heat will enjoy Ronin.", ["2278"]),
     ("1. Ronin (1998) - as tense as Heat (1995)\n2. Casablanca (1942)", ["2278", "912"]),

@@ -382,3 +382,14 @@ def test_the_claimed_film_listed_anywhere_in_an_entry_but_as_taste_is_kept(entry
 
     text = "Richard O'Brien was not in Aliens (1986). Here are picks:\n" + entry
     assert not claim_rejected(text, ["Aliens (1986)"], "Richard O'Brien")
+
+
+@pytest.mark.parametrize("text", [
+    "If you loved Aliens (1986), you might enjoy other Sigourney Weaver films. Note that Richard O'Brien isn't in it.",
+    "If you loved Aliens (1986), try more films by James Cameron - though Richard O'Brien wasn't in it.",
+])
+def test_a_taste_film_and_a_name_after_it_recommend_nothing(task, text):
+    """The claimed film named as taste leaves the list, and a person's name after "you might enjoy" is no title:
+    nothing is recommended (the fifth review: the parser once read "Sigourney Weaver" as an unknown pick, FTR 0)."""
+    m = _score(task, text)
+    assert m["FTR"] == 1.0 and m["P"] == 0.0 and "CMR" not in m, m

@@ -146,6 +146,9 @@ TASTE_BEFORE = re.compile(
     r"|(?:based\s+on|given|considering|judging\s+(?:by|from))\s+(?:how\s+much\s+you\s+(?:liked|loved|enjoyed)"
     r"|your\s+(?:\w+\s+)?(?:love|liking|enjoyment|fondness|appreciation|interest|ratings?|history)\s+(?:of|for|in))"
     r"|your\s+(?:love|liking|enjoyment|fondness|appreciation)\s+(?:of|for)|fans?\s+of|similar\s+to|reminiscent\s+of"
+    r"|(?:given|considering)\s+(?:how\s+much\s+)?you(?:'ve|\s+have)?\s+(?:liked|loved|enjoyed|watched|rated)"
+    r"|your\s+(?:\w+\s+)?history\s+of\s+(?:watching|viewing|enjoying|rating)"
+    r"|you(?:'ve|\u2019ve|\s+have)?\s+(?:(?:really|already|also|clearly)\s+)?(?:liked|loved|enjoyed|rated)"
     r"|in\s+the\s+(?:vein|style|spirit)\s+of|(?-i:(?:[a-z]+er|more\s+[a-z]+|less\s+[a-z]+)\s+than))"
     r"\s+(?:(?:both|the\s+(?:film|movie))\s+)?$", re.IGNORECASE)
 #: the same at the start of a sentence, where the phrase's capitals make it look like part of the title

@@ -677,8 +677,8 @@ def _split_line(line: str, single: bool, after_taste: bool = False, listed: bool
         rest = s[years[0].end():].strip(" ,;.:*_")
         if _YEAR_MARK_RE.search(rest):  # "- **Fans of Heat (1995)**: Ronin (1998), Thief (1981)": the rest, once
             return _split_line(rest, single, after_taste=True, listed=listed)
-        if not listed:  # "If you liked Heat (1995), you should watch The Departed.": the picks a lead-in brings
-            return _undated_picks(rest)  # in; none without one ("..., you have great taste")
+        if not listed:  # "If you liked Heat (1995), you'll love Ronin.": no dated pick; an undated one is left to
+            return []  # the catalog lookup of the answer's prose (`titles_in_prose`), which knows a title from a name
         # a list entry naming no other film keeps its place, an unmatched entry, as before
     if ";" in s and not _LEAD_SPAN_RE.match(s):
         pieces = [p for p in s.split(";", MAX_PIECES) if p.strip()][:MAX_PIECES]
@@ -692,25 +692,6 @@ def _split_line(line: str, single: bool, after_taste: bool = False, listed: bool
             return [t for t in (_item(_trim_lead_in(p) if _YEAR_MARK_RE.search(p) else p) for p in pieces) if t]
     t = _item(_trim_lead_in(s) if years else s)
     return [t] if t else []
-
-
-_SENTENCE_CUT_RE = re.compile(r"(?<=[.!?])(?<!\b(?:Mr|Ms|Dr|St|Jr|Sr|vs|No|Pt)\.)(?<!\b(?:Mrs|Vol)\.)\s+")
-
-
-def _undated_picks(rest: str) -> list[Candidate]:
-    """The titles a lead-in brings in, in `rest`'s first sentence ("you'll love Ronin, Thief, or Collateral", "you
-    should watch The Departed"): each comma / "and" piece from its first capitalised word to its last; nothing
-    where no lead-in opens it (a remark, "you have great taste", recommends nothing)."""
-    rest = _SENTENCE_CUT_RE.split(rest, maxsplit=1)[0]
-    lead = _LEAD_IN_RE.match(rest)
-    if lead is None:
-        return []
-    picks = []
-    for piece in _comma_split(rest[lead.end():].strip(" .!?"))[:MAX_PIECES]:
-        first = re.search(r"[A-Z0-9\"\u201c*_]", piece)  # from its first capitalised word ("watch The Departed")
-        if first is not None:  # to its last ("Ronin too"): "Dracula: Dead and Loving It", "Two if by Sea" whole
-            picks.append(re.sub(r"(?:\s+[a-z][\w'\u2019]*)+\W*$", "", piece[first.start():]))
-    return [t for t in (_item(p) for p in picks if p) if t]
 
 
 def _comma_split(s: str) -> list[str]:
@@ -761,20 +742,18 @@ def _from_prose(text: str) -> list[Candidate]:
         after = body[m.end() : m.end() + 12]
         y = re.match(r"\s*[\(\[]\s*(" + _YEAR + r")\s*[\)\]]", after)
         lead, end = body[end : m.start()], m.end() + (y.end() if y else 0)
-        taste = TASTE_BEFORE.search(_strip_md(lead)) is not None \
-            or taste and _JOINED_RE.fullmatch(lead) is not None and _OWN_CLAUSE_RE.match(body, end) is None
+        taste = _taste_of(lead, taste, body[end:])
         if not taste:  # "If you liked *Heat*, try *Ronin*": Ronin
             spans.append(f"{span} ({y.group(1)})" if y and not _YEAR_MARK_RE.search(span) else span)
     if spans:
         return [t for t in (_item(x) for x in spans) if t]
     out: list[Candidate] = []
-    start, taste, after_taste = 0, False, None
+    start, taste = 0, False
     for m in _YEAR_MARK_RE.finditer(body):
         seg = body[start : m.start()]
         start = m.end()
         taste = _names_taste(seg, taste, body[start:])
         if taste:  # "Since you enjoyed Heat (1995), try Ronin (1998)": Ronin alone
-            after_taste = start
             continue
         seg = re.split(r"[.!?:;]\s+|,\s+(?=(?:and|or|as well as|plus)\b)", seg)[-1]
         title = _capitalised_tail(seg)
@@ -782,8 +761,6 @@ def _from_prose(text: str) -> list[Candidate]:
             t = _item(f"{title} ({m.group(1)})")
             if t:
                 out.append(t)
-    if not out and after_taste is not None:  # "If you liked Heat (1995), you'll love Ronin.": undated picks
-        out = _undated_picks(body[after_taste:].strip(" ,;"))
     return out
 
 
@@ -982,13 +959,17 @@ def _capitalised_tail(seg: str) -> str:
 #: what joins a title to the one before it in one phrase: "Heat (1995) and Ronin (1998)". Not a comma, nor ", and":
 #: "You might enjoy Ronin (1998), which feels similar to Heat (1995), and Thief (1981)" suggests Thief
 _JOINED_RE = re.compile(r"\s+(?:and|or|&)\s+", re.IGNORECASE)
+_LISTED_ON_RE = re.compile(r"\s*,\s*(?:(?:and|or)\s+)?", re.IGNORECASE)
+#: a taste phrase about the user's past, which may list several films ("Since you liked A, B, and C, ...")
+_OPENER_RE = re.compile(r"(?:if|since|because|as|given|now|seeing|considering|based|judging|you|your|fans?)\b",
+                        re.IGNORECASE)
 #: a joined title that opens a clause of its own: a verb of a statement about it follows ("... similar to Heat
 #: (1995) and Thief (1981) is another pick" suggests Thief; "Fans of Heat (1995) and Thief (1981) will love ..."
 #: names both as taste)
 _OWN_CLAUSE_RE = re.compile(r"[\s*_\"'\u201d\u2019]*(?:is|are|was|were|has|have|makes?|offers?|remains?|deserves?)\b")
 
 
-def _names_taste(head: str, after_taste: bool, after: str = "") -> bool:
+def _names_taste(head: str, after_taste: str | bool, after: str = "") -> str | bool:
     """Whether the title that ends `head` is named as the user's taste, not suggested: the words right before it
     are `TASTE_BEFORE`'s ("If you liked Heat", "Based on your love of Heat"), or it is joined by "and" / "or" to a
     title that was ("Since you enjoyed Heat (1995) and Ronin (1998), ...") unless a clause of its own begins there
@@ -998,11 +979,25 @@ def _names_taste(head: str, after_taste: bool, after: str = "") -> bool:
     if not title:
         return False
     if TASTE_OPENING.match(_strip_md(title)):  # "Fans of Heat (1995) will also enjoy ...": the sentence's capitals
-        return True
+        return "opening"
     lead = head.rstrip(" ,;")
     lead = lead[: -len(title)] if lead.endswith(title) else head
-    return TASTE_BEFORE.search(_strip_md(lead)) is not None \
-        or after_taste and _JOINED_RE.fullmatch(lead) is not None and _OWN_CLAUSE_RE.match(after) is None
+    return _taste_of(lead, after_taste, after)
+
+
+def _taste_of(lead: str, after_taste: str | bool, after: str) -> str | bool:
+    """How the title after `lead` is named as taste: "opening" when a phrase about the user's past leads to it
+    ("Since you liked", "Based on your love of", "you enjoyed"), "inline" for a comparison ("similar to"), or the
+    kind of the taste title before it when joined to it ("and", or for an opening phrase a comma too: "Since you
+    liked Ronin (1998), GoodFellas (1990), and Casino (1995), ..."), unless a clause of its own starts after it
+    (`after`: "..., Ronin (1998) is a great next pick"); False when it is no taste."""
+    m = TASTE_BEFORE.search(_strip_md(lead))
+    if m is not None:
+        return "opening" if _OPENER_RE.match(m.group(0)) else "inline"
+    if after_taste and _OWN_CLAUSE_RE.match(after) is None and (
+            _JOINED_RE.fullmatch(lead) or after_taste == "opening" and _LISTED_ON_RE.fullmatch(lead)):
+        return after_taste
+    return False
 
 
 _CLAUSE_CUT_RE = re.compile(r"[,;:.!?]\s+")
@@ -1019,7 +1014,7 @@ def _explains(gap: str) -> bool:
     sep = _SEPARATOR_RE.match(gap)
     if sep is None:
         return False
-    lead = re.match(r"[^A-Z0-9\"'\u201c\u2018*_(\[]*", gap[sep.end():]).group(0)  # up to the next capitalised word
+    lead = re.match(r"[^A-Z0-9\"'\u201c\u2018*_]*", gap[sep.end():]).group(0)  # up to the next capitalised word
     if _BRINGS_PICK_RE.search(lead) or _JOINING_WORD_RE.match(lead.lstrip()):  # ", and of course Aliens"
         return False
     # whole words only: "eXistenZ" stops the lead at its "X", its "e" is no word of an explanation
@@ -1028,11 +1023,12 @@ def _explains(gap: str) -> bool:
 
 #: words that bring in another pick inside a list entry: a joiner, "then", "also", a suggestion, a sequel
 _BRINGS_PICK_RE = re.compile(r"(?:^|\W)(?:and|or|plus|&|then|also|as\s+well\s+as|followed\s+by|vs\.?|versus|sequel|"
-                             r"prequel|try|watch|see|check\s+out|pair\s+it\s+with|consider|recommend|suggest)"
+                             r"prequel|try|watch|see|check\s+out|pair\s+it\s+with|consider|recommend|suggest|enjoy|"
+                             r"love|(?:one|pick|choice)\s+is|as\s+is|double\s+feature\s+with|along\s+with)"
                              r"(?:\s+(?:maybe|perhaps|even|possibly|also|its|their|the))*\W*$",
                              re.IGNORECASE)
 _JOINING_WORD_RE = re.compile(r"(?:and|or|also|plus|as well as|then)\b", re.IGNORECASE)  # "Sex, Lies, and Videotape"
-_ALSO_RE = re.compile(r"(?:(?:also|then|and)\s+)?", re.IGNORECASE)  # ". Also try Ronin (1998)": "try" leads in
+_ALSO_RE = re.compile(r"(?:(?:also|then|and|so)\s+)?", re.IGNORECASE)  # ". Also try Ronin (1998)": "try" leads in
 
 
 def _trim_lead_in(seg: str) -> str:
@@ -1045,6 +1041,9 @@ def _trim_lead_in(seg: str) -> str:
         return s
     m = _YEAR_MARK_RE.search(s)
     head, tail = (s[: m.start()], s[m.start() :]) if m else (s, "")
+    also = _ALSO_RE.match(head)
+    if also.end() and _LEAD_IN_RE.match(head[also.end():]):  # "so try Ronin (1998)"
+        head = head[also.end():]
     if not _LEAD_IN_RE.match(head):  # "five stars, try Ronin (1998)": from the last clause that leads in
         clauses = [c.end() + len(also.group(0)) for c in _CLAUSE_CUT_RE.finditer(head)  # a suggestion's, not a
                    if (also := _ALSO_RE.match(head, c.end())) is not None  # list's "and"/"or" ("Sex, Lies, and ...")
