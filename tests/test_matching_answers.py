@@ -82,6 +82,9 @@ def ml1m_matcher(ml1m):
     ("If you liked Heat (1995), you'll love Ronin.", ["2278"]),
     ("Since you enjoyed Ronin (1998), you'll love Heat and Fargo.", ["6", "608"]),
     ("If you loved Aliens (1986), you might enjoy other Sigourney Weaver films.", []),  # a name is no title
+    # a marked word in a statement line does not hide its dated picks (the sixth review)
+    ('The user has watched "Ronin" and "GoodFellas". The next movie is Heat (1995).', ["6"]),
+    ("The user is a **big fan** of crime films. The next movie they will watch is Heat (1995).", ["6"]),
     ("I'm not sure. Fans of Heat (1995) might like Ronin.", ["2278"]),
     ("Fans of Heat will enjoy Ronin.", ["2278"]),
     ("1. Ronin (1998) - as tense as Heat (1995)\n2. Casablanca (1942)", ["2278", "912"]),

@@ -339,6 +339,12 @@ def test_a_line_of_quoted_or_emphasised_titles_is_a_list(text, titles):
     ("Since you liked Ronin (1998), GoodFellas (1990), and Casino (1995), you might enjoy Heat (1995) and Thief (1981).",
      ["Heat (1995)", "Thief (1981)"]),
     ("Given you liked Heat (1995), try Ronin (1998).", ["Ronin (1998)"]),
+    # the sixth review: the list after a taste phrase read to its verb; others' taste is a pick
+    ("Since you enjoyed Ronin (1998), Heat (1995) and Thief (1981) are must-sees.", ["Heat (1995)", "Thief (1981)"]),
+    ("Since you liked Ronin (1998), Heat (1995), Thief (1981), and Collateral (2004) are recommended.",
+     ["Heat (1995)", "Thief (1981)", "Collateral (2004)"]),
+    ("Heat (1995) is similar to Ronin (1998) and Thief (1981) is similar to GoodFellas (1990).",
+     ["Heat (1995)", "Thief (1981)"]),
     ("You enjoyed Heat (1995), so try Ronin (1998).", ["Ronin (1998)"]),
     ("Based on your history of watching Heat (1995), Ronin (1998) and GoodFellas (1990), you might enjoy Collateral "
      "(2004).", ["Collateral (2004)"]),
@@ -400,3 +406,10 @@ def test_a_title_named_as_the_users_taste_is_no_recommendation(text, titles):
 ])
 def test_titles_after_a_lead_in_and_words_after_the_last_year(text, titles):
     assert parse_recommendations(text) == titles
+
+
+def test_others_taste_is_no_users_taste():
+    """"Users like you enjoyed Heat (1995)" recommends Heat: the taste of others like the user, not the user's
+    own (the sixth review: TASTE_BEFORE's "you enjoyed" dropped it, and the answer read as no answer)."""
+    assert parse_recommendations("Users like you enjoyed Ronin (1998) and Heat (1995).")[-1] == "Heat (1995)"
+    assert parse_recommendations("Viewers similar to you have enjoyed Heat (1995).") != []

@@ -560,7 +560,8 @@ def _is_prose(line: str, listed: bool = False) -> bool:
     # a list entry's refusal wording counts in its head only: "1. Heat (1995) - I can't recommend it enough!"
     if REFUSAL_RE.search(head if listed else plain):
         return True
-    if year and not listed and _STATEMENT_RE.search(unbracketed := re.sub(r"\([^()]*\)", " ", head)) \
+    if year and not listed and not _SPAN_RE.search(line) \
+            and _STATEMENT_RE.search(unbracketed := re.sub(r"\([^()]*\)", " ", head)) \
             and sum(w[0].islower() and w.lower() not in TITLE_SMALL_WORDS for w in unbracketed.split()) >= 2:
         return True  # "Richard O'Brien was never in Aliens (1986); ...": a statement about the film before the year
     if year and 0 < len(words) <= MAX_PROSE_WORDS and not _LEAD_IN_RE.match(head) \
@@ -966,6 +967,10 @@ _OPENER_RE = re.compile(r"(?:if|since|because|as|given|now|seeing|considering|ba
 #: a joined title that opens a clause of its own: a verb of a statement about it follows ("... similar to Heat
 #: (1995) and Thief (1981) is another pick" suggests Thief; "Fans of Heat (1995) and Thief (1981) will love ..."
 #: names both as taste)
+#: the titles a list goes on with after a title ("…, Thief (1981), and Collateral (2004)"): skipped to see what
+#: the list does ("Since you enjoyed Ronin (1998), Heat (1995) and Thief (1981) are must-sees": Heat and Thief)
+_LIST_GOES_ON_RE = re.compile(r"^(?:(?:\s*,\s*(?:(?:and|or|&)\s+)?|\s+(?:and|or|&)\s+)[^,.;:!?()\n]{1,80}?\s*"
+                              r"\((?:1[89]|20)\d\d\))+", re.IGNORECASE)
 _OWN_CLAUSE_RE = re.compile(r"[\s*_\"'\u201d\u2019]*(?:is|are|was|were|has|have|makes?|offers?|remains?|deserves?)\b")
 
 
@@ -994,7 +999,7 @@ def _taste_of(lead: str, after_taste: str | bool, after: str) -> str | bool:
     m = TASTE_BEFORE.search(_strip_md(lead))
     if m is not None:
         return "opening" if _OPENER_RE.match(m.group(0)) else "inline"
-    if after_taste and _OWN_CLAUSE_RE.match(after) is None and (
+    if after_taste and _OWN_CLAUSE_RE.match(_LIST_GOES_ON_RE.sub("", after[:400], count=1)) is None and (
             _JOINED_RE.fullmatch(lead) or after_taste == "opening" and _LISTED_ON_RE.fullmatch(lead)):
         return after_taste
     return False
