@@ -82,6 +82,9 @@ def ml1m_matcher(ml1m):
     ("If you liked Heat (1995), you'll love Ronin.", ["2278"]),
     ("Since you enjoyed Ronin (1998), you'll love Heat and Fargo.", ["6", "608"]),
     ("If you loved Aliens (1986), you might enjoy other Sigourney Weaver films.", []),  # a name is no title
+    # a credit around a title in prose: the title (the sixth review's FTR flips once the taste film was dropped)
+    ("If you liked Ronin (1998), you'll love Michael Mann's Heat.", ["6"]),
+    ("If you liked Ronin (1998), consider Heat by Michael Mann.", ["6"]),
     # a marked word in a statement line does not hide its dated picks (the sixth review)
     ('The user has watched "Ronin" and "GoodFellas". The next movie is Heat (1995).', ["6"]),
     ("The user is a **big fan** of crime films. The next movie they will watch is Heat (1995).", ["6"]),

@@ -861,8 +861,17 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
                         i = j
                         break
                 else:
+                    # a credit around the title: "Michael Mann's Heat", "Heat with Al Pacino", "Heat by Michael Mann"
+                    piece = plain[pieces[i][0] : pieces[i][1]]
+                    core = _CREDIT_AFTER_RE.split(piece.split("'s ")[-1] if "'s " in piece else piece, maxsplit=1)[0]
+                    core = core.strip(_WRAP + ",;:.!?")
+                    r = look(f"{core} {year}" if year and i + 1 == len(pieces) else core) \
+                        if core and core != piece.strip(_WRAP + ",;:.!?") else None
+                    if r is not None and not _is_aside(plain, pieces[i][0]):
+                        run_hits.append((pieces[i][0], r))
+                    else:
+                        whole = False
                     i += 1
-                    whole = False
             # a run split into parts counts only when every part is a title ("Heat, Casablanca and Fargo"); one that
             # is not ("Cowboys and Aliens", "Heat and Dust") is one unknown title, not its known part
             if whole or len(pieces) == 1:
@@ -872,6 +881,10 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
         if len(seen) >= MAX_PROSE_LOOKUPS or len(found) >= MAX_ITEMS:
             break
     return found[:MAX_ITEMS]
+
+
+#: where a credit follows a title in prose ("Heat with Al Pacino", "Heat by Michael Mann", "Heat starring ...")
+_CREDIT_AFTER_RE = re.compile(r"\s+(?:with|by|starring|featuring|from|directed\s+by)\s+")
 
 
 def _is_aside(sentence: str, pos: int) -> bool:
@@ -999,9 +1012,11 @@ def _taste_of(lead: str, after_taste: str | bool, after: str) -> str | bool:
     m = TASTE_BEFORE.search(_strip_md(lead))
     if m is not None:
         return "opening" if _OPENER_RE.match(m.group(0)) else "inline"
-    if after_taste and _OWN_CLAUSE_RE.match(_LIST_GOES_ON_RE.sub("", after[:400], count=1)) is None and (
-            _JOINED_RE.fullmatch(lead) or after_taste == "opening" and _LISTED_ON_RE.fullmatch(lead)):
-        return after_taste
+    if after_taste and _JOINED_RE.fullmatch(lead) and _OWN_CLAUSE_RE.match(after) is None:
+        return after_taste  # "Since you enjoyed Heat (1995) and Thief (1981), ..."
+    if after_taste == "opening" and _LISTED_ON_RE.fullmatch(lead) \
+            and _OWN_CLAUSE_RE.match(_LIST_GOES_ON_RE.sub("", after[:400], count=1)) is None:
+        return after_taste  # "Since you liked A (1998), B (1990), and C (1995), ...", not "..., B and C are great"
     return False
 
 
