@@ -82,9 +82,13 @@ def ml1m_matcher(ml1m):
     ("If you liked Heat (1995), you'll love Ronin.", ["2278"]),
     ("Since you enjoyed Ronin (1998), you'll love Heat and Fargo.", ["6", "608"]),
     ("If you loved Aliens (1986), you might enjoy other Sigourney Weaver films.", []),  # a name is no title
-    # a credit around a title in prose: the title (the sixth review's FTR flips once the taste film was dropped)
-    ("If you liked Ronin (1998), you'll love Michael Mann's Heat.", ["6"]),
+    # a person's credit after a title in prose: the title (the sixth review's FTR flips once the taste film was
+    # dropped); a possessive is not cut, nor a one-word "credit" (the seventh review: "Pan's Labyrinth" read as
+    # Labyrinth (1986), "Life with Father" as Life (1999))
     ("If you liked Ronin (1998), consider Heat by Michael Mann.", ["6"]),
+    ("You should watch Gone with the Wind by Victor Fleming.", ["920"]),
+    ("You should watch Pan's Labyrinth.", []),
+    ("You should watch Life with Father.", []),
     # a marked word in a statement line does not hide its dated picks (the sixth review)
     ('The user has watched "Ronin" and "GoodFellas". The next movie is Heat (1995).', ["6"]),
     ("The user is a **big fan** of crime films. The next movie they will watch is Heat (1995).", ["6"]),

@@ -347,6 +347,10 @@ def test_a_line_of_quoted_or_emphasised_titles_is_a_list(text, titles):
      ["Heat (1995)", "Thief (1981)"]),
     ("Given your love of GoodFellas (1990) and Casino (1995), Heat (1995) and Thief (1981) are great picks.",
      ["Heat (1995)", "Thief (1981)"]),
+    ("Since you loved Ronin (1998), Heat (1995), and Casino (1995), Fargo (1996) is a great pick.", ["Fargo (1996)"]),
+    ("Since you loved Ronin (1998), Heat (1995) and Casino (1995), Fargo (1996) and Seven (1995) are great.",
+     ["Fargo (1996)", "Seven (1995)"]),
+    ("Much like you enjoyed Heat (1995), you will enjoy Ronin (1998).", ["Ronin (1998)"]),
     ("You enjoyed Heat (1995), so try Ronin (1998).", ["Ronin (1998)"]),
     ("Based on your history of watching Heat (1995), Ronin (1998) and GoodFellas (1990), you might enjoy Collateral "
      "(2004).", ["Collateral (2004)"]),

@@ -148,8 +148,9 @@ TASTE_BEFORE = re.compile(
     r"|your\s+(?:love|liking|enjoyment|fondness|appreciation)\s+(?:of|for)|fans?\s+of|similar\s+to|reminiscent\s+of"
     r"|(?:given|considering)\s+(?:how\s+much\s+)?you(?:'ve|\s+have)?\s+(?:liked|loved|enjoyed|watched|rated)"
     r"|your\s+(?:\w+\s+)?history\s+of\s+(?:watching|viewing|enjoying|rating)"
-    r"|(?<!like\s)(?<!to\s)(?<!as\s)(?<!than\s)you(?:'ve|\u2019ve|\s+have)?\s+(?:(?:really|already|also|clearly)\s+)?"
-    r"(?:liked|loved|enjoyed|rated)"  # not "Users like you enjoyed Heat": others' taste, a pick
+    r"|(?<!(?<!much\s)(?<!just\s)like\s)(?<!to\s)(?<!as\s)(?<!than\s)you(?:'ve|\u2019ve|\s+have)?\s+"
+    r"(?:(?:really|already|also|clearly)\s+)?(?:liked|loved|enjoyed|rated)"  # not "Users like you enjoyed Heat":
+    # others' taste, a pick ("Much like you enjoyed Heat" is the user's)
     r"|in\s+the\s+(?:vein|style|spirit)\s+of|(?-i:(?:[a-z]+er|more\s+[a-z]+|less\s+[a-z]+)\s+than))"
     r"\s+(?:(?:both|the\s+(?:film|movie))\s+)?$", re.IGNORECASE)
 #: the same at the start of a sentence, where the phrase's capitals make it look like part of the title

@@ -861,12 +861,14 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
                         i = j
                         break
                 else:
-                    # a credit around the title: "Michael Mann's Heat", "Heat with Al Pacino", "Heat by Michael Mann"
+                    # a person's credit after the title: "Heat by Michael Mann", "Gone with the Wind by Victor
+                    # Fleming" (not "Life with Father", "Murder by Death": one word is no person's name); a
+                    # possessive before it is not cut ("Pan's Labyrinth" is no Labyrinth)
                     piece = plain[pieces[i][0] : pieces[i][1]]
-                    core = _CREDIT_AFTER_RE.split(piece.split("'s ")[-1] if "'s " in piece else piece, maxsplit=1)[0]
+                    core = next((piece[: c.start()] for c in reversed(list(_CREDIT_AFTER_RE.finditer(piece)))
+                                 if _PERSON_RE.fullmatch(piece[c.end() :].strip(_WRAP + ",;:.!?"))), "")
                     core = core.strip(_WRAP + ",;:.!?")
-                    r = look(f"{core} {year}" if year and i + 1 == len(pieces) else core) \
-                        if core and core != piece.strip(_WRAP + ",;:.!?") else None
+                    r = look(f"{core} {year}" if year and i + 1 == len(pieces) else core) if core else None
                     if r is not None and not _is_aside(plain, pieces[i][0]):
                         run_hits.append((pieces[i][0], r))
                     else:
@@ -884,7 +886,8 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
 
 
 #: where a credit follows a title in prose ("Heat with Al Pacino", "Heat by Michael Mann", "Heat starring ...")
-_CREDIT_AFTER_RE = re.compile(r"\s+(?:with|by|starring|featuring|from|directed\s+by)\s+")
+_CREDIT_AFTER_RE = re.compile(r"\s+(?:with|by|from)\s+")
+_PERSON_RE = re.compile(r"[A-Z][\w.'\u2019-]*(?:\s+(?:de|van|von|del|da|di|le|la)?\s*[A-Z][\w.'\u2019-]*){1,3}")
 
 
 def _is_aside(sentence: str, pos: int) -> bool:
@@ -982,8 +985,10 @@ _OPENER_RE = re.compile(r"(?:if|since|because|as|given|now|seeing|considering|ba
 #: names both as taste)
 #: the titles a list goes on with after a title ("…, Thief (1981), and Collateral (2004)"): skipped to see what
 #: the list does ("Since you enjoyed Ronin (1998), Heat (1995) and Thief (1981) are must-sees": Heat and Thief)
-_LIST_GOES_ON_RE = re.compile(r"^(?:(?:\s*,\s*(?:(?:and|or|&)\s+)?|\s+(?:and|or|&)\s+)[^,.;:!?()\n]{1,80}?\s*"
-                              r"\((?:1[89]|20)\d\d\))+", re.IGNORECASE)
+_LISTED_TITLE = r"(?:[^,.;:!?()\n]|\([^()\n]{1,40}\)){1,80}?\s*\((?:1[89]|20)\d\d\)"  # "Seven (Se7en) (1995)"
+_LIST_GOES_ON_RE = re.compile(rf"^(?:\s*,(?!\s*(?:and|or|&)\s)\s*{_LISTED_TITLE})*"  # ", B (1990)" ... then the last
+                              rf"(?:\s*,?\s*(?:and|or|&)\s+{_LISTED_TITLE})?",  # ", and C (1995)": the list ends there
+                              re.IGNORECASE)
 _OWN_CLAUSE_RE = re.compile(r"[\s*_\"'\u201d\u2019]*(?:is|are|was|were|has|have|makes?|offers?|remains?|deserves?)\b")
 
 
@@ -1014,8 +1019,9 @@ def _taste_of(lead: str, after_taste: str | bool, after: str) -> str | bool:
         return "opening" if _OPENER_RE.match(m.group(0)) else "inline"
     if after_taste and _JOINED_RE.fullmatch(lead) and _OWN_CLAUSE_RE.match(after) is None:
         return after_taste  # "Since you enjoyed Heat (1995) and Thief (1981), ..."
+    last = re.search(r"\b(?:and|or)\s*$", lead, re.IGNORECASE) is not None  # ", and C (1995)": the list's last
     if after_taste == "opening" and _LISTED_ON_RE.fullmatch(lead) \
-            and _OWN_CLAUSE_RE.match(_LIST_GOES_ON_RE.sub("", after[:400], count=1)) is None:
+            and _OWN_CLAUSE_RE.match(after if last else _LIST_GOES_ON_RE.sub("", after[:400], count=1)) is None:
         return after_taste  # "Since you liked A (1998), B (1990), and C (1995), ...", not "..., B and C are great"
     return False
 
