@@ -885,7 +885,8 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
     return found[:MAX_ITEMS]
 
 
-#: where a credit follows a title in prose ("Heat with Al Pacino", "Heat by Michael Mann", "Heat starring ...")
+#: where a person's credit follows a title in prose ("Heat by Michael Mann"; "starring" ends a capitalised run
+#: already); `_PERSON_RE` is the credit: two to four capitalised words
 _CREDIT_AFTER_RE = re.compile(r"\s+(?:with|by|from)\s+")
 _PERSON_RE = re.compile(r"[A-Z][\w.'\u2019-]*(?:\s+(?:de|van|von|del|da|di|le|la)?\s*[A-Z][\w.'\u2019-]*){1,3}")
 
@@ -993,11 +994,11 @@ _OWN_CLAUSE_RE = re.compile(r"[\s*_\"'\u201d\u2019]*(?:is|are|was|were|has|have|
 
 
 def _names_taste(head: str, after_taste: str | bool, after: str = "") -> str | bool:
-    """Whether the title that ends `head` is named as the user's taste, not suggested: the words right before it
-    are `TASTE_BEFORE`'s ("If you liked Heat", "Based on your love of Heat"), or it is joined by "and" / "or" to a
-    title that was ("Since you enjoyed Heat (1995) and Ronin (1998), ...") unless a clause of its own begins there
-    (`after`, the text after its year: "... and Thief (1981) is another pick"). Before, such titles were read as
-    recommendations: "Since you enjoyed Heat (1995)" an unmatched one, "If you liked Aliens (1986)" Aliens."""
+    """Whether (and how: `_taste_of`) the title that ends `head` is named as the user's taste, not suggested: the
+    words right before it are `TASTE_BEFORE`'s ("If you liked Heat", "Based on your love of Heat"), it opens with
+    `TASTE_OPENING`'s ("Fans of Heat (1995) …"), or it goes on a taste list (`after_taste`; `after`, the text after
+    its year, tells where that list ends). Before, such titles were read as recommendations: "Since you enjoyed
+    Heat (1995)" an unmatched one, "If you liked Aliens (1986)" Aliens."""
     title = _capitalised_tail(head)
     if not title:
         return False
