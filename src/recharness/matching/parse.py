@@ -161,10 +161,11 @@ def list_entry_body(line: str) -> str | None:
     """The text after `line`'s list marker ("1.", "(2)", "#3", "- ", "**4.**") if the parser reads `line` as a list
     entry, else None. The one definition of a list entry: the FTR check and the misinformed-claim check ask here so
     that a line all three read the same way is never a recommendation for one and prose for another."""
-    m = _LIST_RE.match(line.expandtabs(4))
+    line = line.expandtabs(4)
+    m = _LIST_RE.match(line)
     if m is None:
         return None
-    body = line.expandtabs(4)[m.end():]
+    body = line[m.end():]
     return body if body.strip() else None
 
 
@@ -981,15 +982,15 @@ _LISTED_ON_RE = re.compile(r"\s*,\s*(?:(?:and|or)\s+)?", re.IGNORECASE)
 #: a taste phrase about the user's past, which may list several films ("Since you liked A, B, and C, ...")
 _OPENER_RE = re.compile(r"(?:if|since|because|as|given|now|seeing|considering|based|judging|you|your|fans?)\b",
                         re.IGNORECASE)
-#: a joined title that opens a clause of its own: a verb of a statement about it follows ("... similar to Heat
-#: (1995) and Thief (1981) is another pick" suggests Thief; "Fans of Heat (1995) and Thief (1981) will love ..."
-#: names both as taste)
 #: the titles a list goes on with after a title ("…, Thief (1981), and Collateral (2004)"): skipped to see what
 #: the list does ("Since you enjoyed Ronin (1998), Heat (1995) and Thief (1981) are must-sees": Heat and Thief)
 _LISTED_TITLE = r"(?:[^,.;:!?()\n]|\([^()\n]{1,40}\)){1,80}?\s*\((?:1[89]|20)\d\d\)"  # "Seven (Se7en) (1995)"
 _LIST_GOES_ON_RE = re.compile(rf"^(?:\s*,(?!\s*(?:and|or|&)\s)\s*{_LISTED_TITLE})*"  # ", B (1990)" ... then the last
                               rf"(?:\s*,?\s*(?:and|or|&)\s+{_LISTED_TITLE})?",  # ", and C (1995)": the list ends there
                               re.IGNORECASE)
+#: a joined title that opens a clause of its own: a verb of a statement about it follows ("... similar to Heat
+#: (1995) and Thief (1981) is another pick" suggests Thief; "Fans of Heat (1995) and Thief (1981) will love ..."
+#: names both as taste)
 _OWN_CLAUSE_RE = re.compile(r"[\s*_\"'\u201d\u2019]*(?:is|are|was|were|has|have|makes?|offers?|remains?|deserves?)\b")
 
 
