@@ -492,6 +492,81 @@ def test_post_block_network_is_recboles_sasrec_written_out():
     assert torch.allclose(net2(seqs), quiet, atol=1e-6)
 
 
+def test_attention_dropout_is_written_out_attention_with_dropped_weights():
+    """Training with attention dropout takes `Block._dropped_attention` (not SDPA's unfused dropout path):
+    with its dropout a no-op it is SDPA's causal attention, values and gradients; with p = 0.5 it drops
+    about half of the weights, scales the kept ones by 2 and never attends to a later position."""
+    import torch
+
+    torch.manual_seed(0)
+    block = sasrec_mod.Block(16, 2, 32, dropout=0.0, post=True, attn_dropout=0.5)
+    x = torch.randn(3, 7, 16)
+    block.eval()
+    x1 = x.clone().requires_grad_()
+    want = block(x1)
+    want.square().sum().backward()
+    block.train()
+    block.attn_drop = torch.nn.Identity()
+    x2 = x.clone().requires_grad_()
+    got = block(x2)
+    got.square().sum().backward()
+    assert torch.allclose(got, want, atol=1e-5) and torch.allclose(x2.grad, x1.grad, atol=1e-4)
+
+    seen = []
+
+    class Recorder(sasrec_mod.Dropout):
+        def forward(self, w):
+            out = super().forward(w)
+            seen.append((w.detach(), out.detach()))
+            return out
+
+    block.attn_drop = Recorder(0.5)
+    x = torch.randn(64, 20, 16)
+    block(x)
+    (w, out), = seen
+    assert w.shape == (64 * 2, 20, 20)
+    later = torch.ones(20, 20).triu(1).bool()
+    assert (w[:, later] == 0).all() and torch.allclose(w.sum(-1), torch.ones(128, 20), atol=1e-5)
+    allowed = w[:, ~later]
+    kept = out[:, ~later] != 0
+    assert 0.47 < 1 - kept.float().mean() < 0.53
+    assert torch.allclose(out[:, ~later][kept], allowed[kept] * block.attn_drop.scale)
+
+
+def test_a_step_in_parts_trains_as_one_step(cyclic, monkeypatch):
+    """A step of many windows (RecBole's samples, stride 1) goes through the network `MICRO_POSITIONS` at a
+    time, its parts' gradients weighed by their share of the step's predictions: without dropout, the same
+    epoch's losses and weights as in one piece (up to float rounding)."""
+    import torch
+
+    data, _ = cyclic
+    settings = {**SMALL, "max_epochs": 2, "dropout": 0.0, "stride": 1}
+    calls = []
+    real = sasrec_mod.linear_cross_entropy
+
+    def counted(h, *args, **kwargs):
+        calls.append(h.shape[0])
+        return real(h, *args, **kwargs)
+
+    monkeypatch.setattr(sasrec_mod, "linear_cross_entropy", counted)
+    whole = sasrec_mod.SASRec1L(seed=0, threads=1, progress=False, **settings).fit(data)
+    steps = len(calls)
+    monkeypatch.setattr(sasrec_mod, "MICRO_POSITIONS", 7 * 9)  # a few windows a part
+    calls.clear()
+    parts = sasrec_mod.SASRec1L(seed=0, threads=1, progress=False, **settings).fit(data)
+    assert len(calls) > 3 * steps and sum(calls) == whole.log["train_samples"]
+    for a, b in zip(whole.log["epochs"], parts.log["epochs"]):
+        assert a["samples"] == b["samples"] and abs(a["loss"] - b["loss"]) < 1e-4, (a, b)
+    hidden = SMALL["hidden"]
+    for (name, a), b in zip(whole.net.state_dict().items(), parts.net.state_dict().values()):
+        if name.endswith("qkv.bias"):
+            # the keys' bias has no gradient (a softmax ignores a shift), only rounding noise, which Adam's
+            # normalised step makes lr-sized: it is compared apart, loosely
+            assert torch.allclose(a[hidden:2 * hidden], b[hidden:2 * hidden], atol=1e-3)
+            a, b = torch.cat([a[:hidden], a[2 * hidden:]]), torch.cat([b[:hidden], b[2 * hidden:]])
+        assert torch.allclose(a, b, atol=1e-5), (name, (a - b).abs().max())
+
+
 def test_sasrec_as_recboles_network_learns_saves_and_checks_its_settings(cyclic, tmp_path):
     data, samples = cyclic
     model = sasrec_mod.SASRec1L(seed=0, threads=1, progress=False, **SMALL, block="post", attn_dropout=0.1).fit(data)

@@ -5,8 +5,8 @@ shown), `layers` pre-LayerNorm transformer blocks (causal self-attention over `h
 `scaled_dot_product_attention`, a GELU feed-forward of `inner` units, dropout on both outputs), a
 final LayerNorm. An item's score after a history is ``h · v_item`` with the item embedding table
 itself (Eq. 8). `block="post"` (with `attn_dropout`) is RecBole 1.2.1's SASRec network instead:
-a LayerNorm of the input embeddings, post-LayerNorm blocks (eps 1e-12), dropout on the attention weights,
-no final LayerNorm — the same model as RecBole's, for comparisons of one model with itself (its
+a LayerNorm of the input embeddings, post-LayerNorm blocks (eps 1e-12), dropout on the attention weights
+(training then writes the attention out: `Block._dropped_attention`), no final LayerNorm — the same model as RecBole's, for comparisons of one model with itself (its
 softmax leaves out the padding row, which RecBole's includes). Training minimises cross-entropy over
 ALL items (Eq. 7), no sampled negatives, through `linear_cross_entropy` (the (positions × items)
 logits made a chunk at a time in cache, the gradients in the same pass). Dropout draws four 16-bit uniforms per 64-bit random number
@@ -24,7 +24,9 @@ the samples RecBole builds one by one. With `stride` = s the windows overlap ins
 one every s items, each training only its last s positions, so each prediction sees at least
 max_len - s + 1 items where the user has them, as the test rows do (about max_len / s times the
 positions per epoch, the same predictions). "samples" below (batch size, samples/s) counts those
-next-item predictions. Adam (lr 1e-3, the paper's rate for non-LLM models), batches of
+next-item predictions; a step's windows go through the network in parts of at most `MICRO_POSITIONS`
+positions (`train_step`: the same step, in the CPU's caches), which only small strides need (stride 1,
+RecBole's samples: 2,048 windows a step). Adam (lr 1e-3, the paper's rate for non-LLM models), batches of
 `batch_size` samples (RecBole's 2,048), rows shuffled by a seeded generator; after each epoch the
 model ranks the full catalog for the validation rows (history excluded) and training stops after
 `patience` epochs without a better NDCG@10, the best epoch's weights put back. Initial weights,
@@ -97,6 +99,11 @@ _NET = ("hidden", "heads", "inner", "dropout", "block", "attn_dropout")
 POST_EPS = 1e-12
 #: below this many samples a prediction runs on one thread (a few small matmuls; OpenMP spin-waits cost more)
 SMALL_BATCH = 64
+#: a training step runs its windows through the network at most this many positions at a time, the parts'
+#: gradients summed into the step's (the same loss and update): RecBole's samples (`stride=1`) make 2,048
+#: windows a step, whose activations at once spill from the CPU's caches (1.1-1.3× slower per step,
+#: benchmarks/results/sasrec_speed.md); the build's windows (≈ 40 a step) are never split
+MICRO_POSITIONS = 512 * 50
 
 
 class Dropout(nn.Module):
@@ -157,7 +164,7 @@ class Block(nn.Module):
         self.norm1, self.norm2 = nn.LayerNorm(hidden, eps=eps), nn.LayerNorm(hidden, eps=eps)
         self.qkv, self.out = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
         self.ff1, self.ff2 = nn.Linear(hidden, inner), nn.Linear(inner, hidden)
-        self.drop = Dropout(dropout)
+        self.drop, self.attn_drop = Dropout(dropout), Dropout(attn_dropout)
 
     def _linear(self, layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
         if self.bf16 and self.training:
@@ -169,9 +176,23 @@ class Block(nn.Module):
         b, t, d = x.shape
         qkv = self._linear(self.qkv, x).float()  # `float()` of float32 is the tensor itself
         q, k, v = qkv.view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        p = self.attn_dropout if self.training else 0.0
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p).transpose(1, 2).reshape(b, t, d)
-        return self.drop(self._linear(self.out, a).float())
+        if self.training and self.attn_dropout > 0:
+            a = self._dropped_attention(q, k, v)
+        else:
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.drop(self._linear(self.out, a.transpose(1, 2).reshape(b, t, d)).float())
+
+    def _dropped_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Causal attention of (batch, heads, T, head size) q, k, v with `attn_drop` on its weights, written
+        out: torch's CPU `scaled_dot_product_attention` takes dropout only on its unfused path, whose
+        `bernoulli_` draws made a step of RecBole's network on its samples 1.2-1.3× slower
+        (benchmarks/results/sasrec_speed.md)."""
+        b, h, t, dh = q.shape
+        causal = torch.full((t, t), float("-inf"), dtype=q.dtype).triu(1).expand(b * h, t, t)
+        scores = torch.baddbmm(causal, q.reshape(b * h, t, dh), k.reshape(b * h, t, dh).transpose(1, 2),
+                               alpha=dh ** -0.5)
+        weights = self.attn_drop(torch.softmax(scores, dim=-1))
+        return torch.bmm(weights, v.reshape(b * h, t, dh)).view(b, h, t, dh)
 
     def _feed_forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.drop(self._linear(self.ff2, F.gelu(self._linear(self.ff1, x))).float())
@@ -287,6 +308,29 @@ def strided_windows(seqs: list[list[int]], length: int, stride: int) -> tuple[li
             rows.append(seq[start:end + 1])
             first.append(max(0, end - stride - start))
     return rows, first
+
+
+def train_step(net: SASRecNet, opt: torch.optim.Optimizer, inputs: torch.Tensor, nxt: torch.Tensor,
+               mask: torch.Tensor, *, bf16: bool = False, micro_positions: int | None = None) -> float:
+    """One optimiser step on (windows, T) `inputs`: the mean cross-entropy over all items of the next items
+    `nxt` where `mask` holds (at least one), the windows run through the network `micro_positions` positions
+    at a time (default `MICRO_POSITIONS`), each part's gradient weighed by its share of the predictions, so
+    the step is the same however it is cut. Returns the loss summed over the step's predictions."""
+    k = int(mask.sum())
+    part = max(1, (MICRO_POSITIONS if micro_positions is None else micro_positions) // inputs.shape[1])
+    opt.zero_grad(set_to_none=True)
+    total = 0.0
+    for m in range(0, inputs.shape[0], part):
+        sub = mask[m:m + part]
+        k_sub = k if part >= inputs.shape[0] else int(sub.sum())
+        if k_sub == 0:
+            continue
+        loss = linear_cross_entropy(net(inputs[m:m + part])[sub], net.item_vectors(), nxt[m:m + part][sub] - 1,
+                                    bf16=bf16)
+        (loss if k_sub == k else loss * (k_sub / k)).backward()
+        total += loss.item() * k_sub
+    opt.step()
+    return total
 
 
 def record_epoch(epochs: list[dict], bar, best: float, epoch: int, total: float, seen: int, score: float,
@@ -449,14 +493,11 @@ class SASRec(Baseline):
                     mask = nxt > 0
                     if strided:
                         mask &= torch.arange(nxt.shape[1]) >= first[idx, None]
-                    if not mask.any():
-                        continue
-                    loss = linear_cross_entropy(net(inputs)[mask], net.item_vectors(), nxt[mask] - 1, bf16=bf16)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
                     k = int(mask.sum())
-                    total, seen, steps = total + loss.item() * k, seen + k, steps + 1
+                    if k == 0:
+                        continue
+                    total += train_step(net, opt, inputs, nxt, mask, bf16=bf16)
+                    seen, steps = seen + k, steps + 1
                     positions += inputs.numel()
                     if bar is not None:
                         rate = (done + seen) / (step_s + time.perf_counter() - t_epoch)
