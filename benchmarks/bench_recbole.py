@@ -634,7 +634,7 @@ def report(args, data: dict, rb: dict, runs: list[dict], loads: dict, wall: dict
          f"GELU, CE over all items, batch {s['train_batch_size']:,} samples, Adam {s['learning_rate']}, seed "
          f"{s['seed']}. Dropout: RecBole hidden {s['hidden_dropout_prob']} / attention {s['attn_dropout_prob']} "
          f"({'RecBole’s default' if s['hidden_dropout_prob'] == 0.5 else 'set by --recbole-dropout'}), "
-         f"ours {runs[0]['settings']['dropout']} (ours has no attention dropout). RecBole: post-LayerNorm blocks "
+         f"ours {runs[0]['settings']['dropout']} (ours' own network has no attention dropout). RecBole: post-LayerNorm blocks "
          "(eps 1e-12); ours: pre-LayerNorm"
          + "".join(f"; the `{label_of(r)}` run: RecBole's network (`SASRec(block=\"post\")`: a LayerNorm of the input "
                    "embeddings, post-LayerNorm blocks, eps 1e-12, attention dropout "

@@ -6,8 +6,9 @@ shown), `layers` pre-LayerNorm transformer blocks (causal self-attention over `h
 final LayerNorm. An item's score after a history is ``h · v_item`` with the item embedding table
 itself (Eq. 8). `block="post"` (with `attn_dropout`) is RecBole 1.2.1's SASRec network instead:
 a LayerNorm of the input embeddings, post-LayerNorm blocks (eps 1e-12), dropout on the attention weights
-(training then writes the attention out: `Block._dropped_attention`), no final LayerNorm — the same model as RecBole's, for comparisons of one model with itself (its
-softmax leaves out the padding row, which RecBole's includes). Training minimises cross-entropy over
+(training then writes the attention out: `Block._dropped_attention`), no final LayerNorm — the same
+model as RecBole's, for comparisons of one model with itself (its softmax leaves out the padding row,
+which RecBole's includes). Training minimises cross-entropy over
 ALL items (Eq. 7), no sampled negatives, through `linear_cross_entropy` (the (positions × items)
 logits made a chunk at a time in cache, the gradients in the same pass). Dropout draws four 16-bit uniforms per 64-bit random number
 (`Dropout`), Adam is torch's fused one: together 1.8× the steps per second of the plain formulation
@@ -101,8 +102,9 @@ POST_EPS = 1e-12
 SMALL_BATCH = 64
 #: a training step runs its windows through the network at most this many positions at a time, the parts'
 #: gradients summed into the step's (the same loss and update): RecBole's samples (`stride=1`) make 2,048
-#: windows a step, whose activations at once spill from the CPU's caches (1.1-1.3× slower per step,
-#: benchmarks/results/sasrec_speed.md); the build's windows (≈ 40 a step) are never split
+#: windows a step, whose activations at once spill from the CPU's caches (in parts a step of RecBole's network
+#: is 1.32× as fast, benchmarks/results/sasrec_speed_recbole_samples.md); the build's windows (≈ 40 a step)
+#: are never split
 MICRO_POSITIONS = 512 * 50
 
 
@@ -185,8 +187,8 @@ class Block(nn.Module):
     def _dropped_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Causal attention of (batch, heads, T, head size) q, k, v with `attn_drop` on its weights, written
         out: torch's CPU `scaled_dot_product_attention` takes dropout only on its unfused path, whose
-        `bernoulli_` draws made a step of RecBole's network on its samples 1.2-1.3× slower
-        (benchmarks/results/sasrec_speed.md)."""
+        `bernoulli_` draws made a step of RecBole's network on its samples 1.20× slower in float32
+        (benchmarks/results/sasrec_speed_recbole_samples.md)."""
         b, h, t, dh = q.shape
         causal = torch.full((t, t), float("-inf"), dtype=q.dtype).triu(1).expand(b * h, t, t)
         scores = torch.baddbmm(causal, q.reshape(b * h, t, dh), k.reshape(b * h, t, dh).transpose(1, 2),
