@@ -7,8 +7,9 @@ trains it: RecBole 1.2.1's network (`block="post"`, attention dropout 0.2, hidde
 whole history, the loss at its last position): 2,048 windows a step against 3,706 items (ML-1M). A window's
 history is full (50 items) with probability 0.733 (the share of RecBole's 982,089 ML-1M training samples that
 have 50 items before them), else 1-49 items; item ids are random (a step's cost does not depend on which).
-Timed under each variant in one process, in rounds (so drift hits every variant alike), the same batches in
-the same order for every variant, from the same initial weights:
+Timed under each variant in one process, in rounds (so drift hits every variant alike), the variants' order
+rotated from round to round (none always runs first or after a given other), the same batches in the same order
+for every variant, from the same initial weights:
 
 - ``SDPA dropout (before)``: attention through `scaled_dot_product_attention(dropout_p=0.2)`, whose CPU
   kernel takes dropout only on its unfused path (`bernoulli_` draws), the step in one piece: the code
@@ -17,6 +18,7 @@ the same order for every variant, from the same initial weights:
   the step in one piece;
 - ``+ parts of N windows``: also the step cut into parts of N windows (`train_step`'s `micro_positions`), the
   parts' gradients summed; 512 windows (`MICRO_POSITIONS`) is what `SASRec` does now;
+- ``SDPA dropout, parts of 512 windows``: the parts without the written-out attention (each change alone);
 - the same two ends in bf16 (`precision="bf16"`).
 
 Writes benchmarks/results/sasrec_speed_recbole_samples.md. Run by hand, with nothing else running:
@@ -58,7 +60,7 @@ VARIANTS = {
     "+ parts of 1,024 windows": ("fp32", True, 1024),
     "+ parts of 512 windows (now)": ("fp32", True, MICRO_POSITIONS // MAX_LEN),
     "+ parts of 256 windows": ("fp32", True, 256),
-    "+ parts of 128 windows": ("fp32", True, 128),
+    "SDPA dropout, parts of 512 windows": ("fp32", False, MICRO_POSITIONS // MAX_LEN),
     "bf16, SDPA dropout (before)": ("bf16", False, None),
     "bf16, now": ("bf16", True, MICRO_POSITIONS // MAX_LEN),
 }
@@ -108,8 +110,8 @@ def make_step(variant: str, seed: int):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=8, help="timed steps per variant per round (after 2 warm-up steps)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=6, help="timed steps per variant per round (after 2 warm-up steps)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
@@ -121,8 +123,10 @@ def main() -> None:
             step()
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
     rates: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    names = list(VARIANTS)
     for r in range(args.rounds):
-        for v, step in steps.items():
+        for v in names[r % len(names):] + names[: r % len(names)]:
+            step = steps[v]
             t, predictions = time.perf_counter(), 0
             for _ in range(args.steps):
                 predictions += step()
@@ -130,8 +134,9 @@ def main() -> None:
             times[v].append(took / args.steps)
             rates[v].append(predictions / took)
             print(f"round {r + 1} {v}: {times[v][-1] * 1000:.0f} ms/step", file=sys.stderr, flush=True)
-    before = {p: statistics.median(times[next(v for v, s in VARIANTS.items() if s[0] == p and not s[1])])
-              for p in ("fp32", "bf16")}
+    before = {p: next(v for v, s in VARIANTS.items() if s[0] == p and not s[1]) for p in ("fp32", "bf16")}
+    # per round, the variant against its precision's "before" in that same round
+    ratios = {v: [b / t for b, t in zip(times[before[s[0]]], times[v])] for v, s in VARIANTS.items()}
     lines = [
         "# SASRec training step on RecBole's samples with RecBole's network: what each change bought",
         "",
@@ -143,23 +148,28 @@ def main() -> None:
          f"{MAX_LEN} items, full with probability {FULL}, the loss at its last position; the same batches for "
          f"every variant) against {ITEMS:,} items, RecBole's network (`block=\"post\"`, attention dropout 0.2, "
          f"dropout 0.2, hidden 64, 2 layers, 2 heads, FFN 256, Adam 1e-3); {args.rounds} rounds × {args.steps} "
-         "steps per variant after 2 warm-up steps, the variants interleaved round by round; the median round is "
-         "shown, min–max beside it. Positions per second count 50 per prediction (RecBole's one padded pass per "
-         "prediction: the unit of `bench_recbole.py`'s positions per second)."),
+         "steps per variant after 2 warm-up steps, the variants interleaved round by round in an order rotated "
+         "each round; the median round is shown, min–max beside it, and the speed-up over the same precision's "
+         "\"before\" is taken round by round (median, min–max of the rounds). Positions per second count 50 per "
+         "prediction (RecBole's one padded pass per prediction: the unit of `bench_recbole.py`'s positions per "
+         "second)."),
         "",
-        "| variant | ms / step (median) | min–max | predictions / s | positions / s | vs before (same precision) |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| variant | ms / step (median) | min–max | predictions / s | positions / s | vs before, same round (median) | min–max |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for v, (precision, _, _) in VARIANTS.items():
         med = statistics.median(times[v])
         rate = statistics.median(rates[v])
         lines.append(f"| {v} | {med * 1000:.0f} | {min(times[v]) * 1000:.0f}–{max(times[v]) * 1000:.0f} | "
-                     f"{rate:,.0f} | {rate * MAX_LEN:,.0f} | {before[precision] / med:.2f}× |")
+                     f"{rate:,.0f} | {rate * MAX_LEN:,.0f} | {statistics.median(ratios[v]):.2f}× | "
+                     f"{min(ratios[v]):.2f}–{max(ratios[v]):.2f}× |")
     lines += [
         "",
         "`written-out dropout` changes the attention only; each `+ parts` row adds cutting the step to it (the same "
-        "loss and update: `tests/test_recbench_seqrec.py::test_a_step_in_parts_trains_as_one_step`). RecBole's own "
-        "speed, measured in one run beside ours, is in recbole_equal_network.md (`bench_recbole.py`).",
+        "loss and update: `tests/test_recbench_seqrec.py::test_a_step_in_parts_trains_as_one_step`), and `SDPA "
+        "dropout, parts of 512 windows` is the parts alone. These are steps on synthetic batches; what a whole "
+        "training run gains, and RecBole's own speed measured in one run beside ours, is in "
+        "recbole_equal_network.md (`bench_recbole.py`).",
         "",
         f"Command: `{' '.join(['python', 'benchmarks/bench_sasrec_recbole_samples.py', *sys.argv[1:]])}`",
     ]

@@ -495,8 +495,15 @@ def test_post_block_network_is_recboles_sasrec_written_out():
 def test_attention_dropout_is_written_out_attention_with_dropped_weights():
     """Training with attention dropout takes `Block._dropped_attention` (not SDPA's unfused dropout path):
     with its dropout a no-op it is SDPA's causal attention, values and gradients; with p = 0.5 it drops
-    about half of the weights, scales the kept ones by 2 and never attends to a later position."""
+    about half of the weights, scales the kept ones by 2 and never attends to a later position. A dropout
+    `Dropout` cannot take is a ConfigError when SASRec is made, not an error once it trains."""
     import torch
+    import torch.nn.functional as F
+
+    with pytest.raises(ConfigError, match="attn_dropout: dropout 1e-06 rounds to 0"):
+        sasrec_mod.SASRec(attn_dropout=1e-6)
+    with pytest.raises(ConfigError, match="sasrec: dropout: dropout must be in"):
+        sasrec_mod.SASRec(dropout=1.5)
 
     torch.manual_seed(0)
     block = sasrec_mod.Block(16, 2, 32, dropout=0.0, post=True, attn_dropout=0.5)
@@ -531,6 +538,12 @@ def test_attention_dropout_is_written_out_attention_with_dropped_weights():
     kept = out[:, ~later] != 0
     assert 0.47 < 1 - kept.float().mean() < 0.53
     assert torch.allclose(out[:, ~later][kept], allowed[kept] * block.attn_drop.scale)
+    # and the dropped weights are what averages the values
+    q, k, v = torch.randn(3, 4, 2, 9, 8).unbind(0)
+    got = block._dropped_attention(q, k, v)
+    _, out = seen[-1]
+    assert torch.allclose(got, (out @ v.reshape(8, 9, 8)).view(4, 2, 9, 8), atol=1e-6)
+    assert not torch.allclose(got, F.scaled_dot_product_attention(q, k, v, is_causal=True), atol=1e-3)
 
 
 def test_a_step_in_parts_trains_as_one_step(cyclic, monkeypatch):

@@ -26,8 +26,8 @@ one every s items, each training only its last s positions, so each prediction s
 max_len - s + 1 items where the user has them, as the test rows do (about max_len / s times the
 positions per epoch, the same predictions). "samples" below (batch size, samples/s) counts those
 next-item predictions; a step's windows go through the network in parts of at most `MICRO_POSITIONS`
-positions (`train_step`: the same step, in the CPU's caches), which only small strides need (stride 1,
-RecBole's samples: 2,048 windows a step). Adam (lr 1e-3, the paper's rate for non-LLM models), batches of
+positions (`train_step`: the same step, in the CPU's caches), which small strides need (stride 1,
+RecBole's samples: 2,048 windows a step) and builds of very short windows. Adam (lr 1e-3, the paper's rate for non-LLM models), batches of
 `batch_size` samples (RecBole's 2,048), rows shuffled by a seeded generator; after each epoch the
 model ranks the full catalog for the validation rows (history excluded) and training stops after
 `patience` epochs without a better NDCG@10, the best epoch's weights put back. Initial weights,
@@ -100,11 +100,11 @@ _NET = ("hidden", "heads", "inner", "dropout", "block", "attn_dropout")
 POST_EPS = 1e-12
 #: below this many samples a prediction runs on one thread (a few small matmuls; OpenMP spin-waits cost more)
 SMALL_BATCH = 64
-#: a training step runs its windows through the network at most this many positions at a time, the parts'
-#: gradients summed into the step's (the same loss and update): RecBole's samples (`stride=1`) make 2,048
-#: windows a step, whose activations at once spill from the CPU's caches (in parts a step of RecBole's network
-#: is 1.32× as fast, benchmarks/results/sasrec_speed_recbole_samples.md); the build's windows (≈ 40 a step)
-#: are never split
+#: a training step runs its windows through the network at most this many positions (padding included) at a
+#: time, the parts' gradients summed into the step's (the same loss and update; dropout masks drawn part by part):
+#: RecBole's samples (`stride=1`) make 2,048 windows a step, whose activations at once spill from the CPU's caches
+#: (in parts a step of RecBole's network is faster, benchmarks/results/sasrec_speed_recbole_samples.md). A step
+#: of the build's windows is split only where they average under 4 predictions a window (ML-1M's: about 47)
 MICRO_POSITIONS = 512 * 50
 
 
@@ -187,7 +187,7 @@ class Block(nn.Module):
     def _dropped_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Causal attention of (batch, heads, T, head size) q, k, v with `attn_drop` on its weights, written
         out: torch's CPU `scaled_dot_product_attention` takes dropout only on its unfused path, whose
-        `bernoulli_` draws made a step of RecBole's network on its samples 1.20× slower in float32
+        `bernoulli_` draws made a step of RecBole's network on its samples 1.23× slower in float32
         (benchmarks/results/sasrec_speed_recbole_samples.md)."""
         b, h, t, dh = q.shape
         causal = torch.full((t, t), float("-inf"), dtype=q.dtype).triu(1).expand(b * h, t, t)
@@ -384,6 +384,11 @@ class SASRec(Baseline):
             raise ConfigError(f"{self.name}: block must be one of {', '.join(BLOCKS)}, got {self.params['block']!r}")
         if not 0.0 <= float(self.params["attn_dropout"]) < 1.0:
             raise ConfigError(f"{self.name}: attn_dropout must be in [0, 1), got {self.params['attn_dropout']!r}")
+        for key in ("dropout", "attn_dropout"):  # `Dropout`'s own limits (its steps of 1/65,536), told here
+            try:
+                Dropout(float(self.params[key]))
+            except ValueError as e:
+                raise ConfigError(f"{self.name}: {key}: {e}") from None
         self.net: SASRecNet | None = None
         self.items: list[str] = []
         self.code: dict[str, int] = {}
