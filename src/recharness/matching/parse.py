@@ -846,7 +846,7 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
                          or (year and not _DENIES.match(plain[plain.find(year, pieces[-1][1]) + len(year):]))]
         taken: set[int] = {pos for pos, _ in hits}
         for pieces, year in runs:
-            i, run_hits, whole = 0, [], True
+            i, run_hits, whole, credited = 0, [], True, False
             while i < len(pieces):
                 last = i + 1  # the longest join that could still be a title
                 while last < len(pieces) and pieces[last][1] - pieces[i][0] <= MAX_TITLE_CHARS:
@@ -859,21 +859,26 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
                     if r is not None:
                         if not _is_aside(plain, pieces[i][0]):
                             run_hits.append((pieces[i][0], r))
-                        i = j
+                        i, credited = j, False
                         break
                 else:
                     # a person's credit after the title: "Heat by Michael Mann", "Gone with the Wind by Victor
-                    # Fleming" (not "Life with Father", "Murder by Death": one word is no person's name); a
-                    # possessive before it is not cut ("Pan's Labyrinth" is no Labyrinth)
+                    # Fleming" (not "Life with Father", "Murder by Death": one word is no person's name), and the
+                    # names listed on after it ("Heat with Al Pacino and Robert De Niro"); a possessive before a
+                    # title is the look-up's to cut, for a person's name only ("Pan's Labyrinth" is no Labyrinth)
                     piece = plain[pieces[i][0] : pieces[i][1]]
+                    if credited and _PERSON_RE.fullmatch(piece.strip(_WRAP + ",;:.!?")):
+                        i += 1
+                        continue
                     core = next((piece[: c.start()] for c in reversed(list(_CREDIT_AFTER_RE.finditer(piece)))
                                  if _PERSON_RE.fullmatch(piece[c.end() :].strip(_WRAP + ",;:.!?"))), "")
                     core = core.strip(_WRAP + ",;:.!?")
                     r = look(f"{core} {year}" if year and i + 1 == len(pieces) else core) if core else None
                     if r is not None and not _is_aside(plain, pieces[i][0]):
                         run_hits.append((pieces[i][0], r))
+                        credited = True
                     else:
-                        whole = False
+                        whole, credited = False, False
                     i += 1
             # a run split into parts counts only when every part is a title ("Heat, Casablanca and Fargo"); one that
             # is not ("Cowboys and Aliens", "Heat and Dust") is one unknown title, not its known part
@@ -889,7 +894,20 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
 #: where a person's credit follows a title in prose ("Heat by Michael Mann"; "starring" ends a capitalised run
 #: already); `_PERSON_RE` is the credit: two to four capitalised words
 _CREDIT_AFTER_RE = re.compile(r"\s+(?:with|by|from)\s+")
-_PERSON_RE = re.compile(r"[A-Z][\w.'\u2019-]*(?:\s+(?:de|van|von|del|da|di|le|la)?\s*[A-Z][\w.'\u2019-]*){1,3}")
+_PERSON_RE = re.compile(r"[A-Z][\w.'\u2019-]*(?:\s+(?:(?:de|van|von|del|da|di|le|la)\s+)?[A-Z][\w.'\u2019-]*){1,3}")
+#: a person's possessive before a title ("Michael Mann's Heat"); one word is no person's name here, as titles
+#: begin so ("Pan's Labyrinth", "Schindler's List"), nor words after a determiner ("One Man's Hero", "A Knight's Tale")
+_POSSESSOR_RE = re.compile(r"(?!(?:One|A|An|The|Another|Every|Any|Some|No|My|Your|His|Her|Its|Our|Their|This|That)\s)"
+                           rf"(?:{_PERSON_RE.pattern})['\u2019]s\s+(?=\S)")
+
+
+def after_possessor(title: str) -> str | None:
+    """`title` without a person's possessive in front of it ("Michael Mann's Heat" → "Heat"), None when it has
+    none: a catalog lookup's second try, after the whole, so a title that is itself possessive ("Bram Stoker's
+    Dracula", "Ferris Bueller's Day Off") is found whole first."""
+    title = title.strip()
+    m = _POSSESSOR_RE.match(title)
+    return title[m.end() :] if m else None
 
 
 def _is_aside(sentence: str, pos: int) -> bool:
