@@ -89,14 +89,14 @@ def ml1m_matcher(ml1m):
     ("You should watch Gone with the Wind by Victor Fleming.", ["920"]),
     ("You should watch Pan's Labyrinth.", []),
     ("You should watch Life with Father.", []),
-    # a person's possessive before a title is cut when the whole is no title (not "Pan's Labyrinth" above, nor
-    # "Ferris Bueller's Day Off", a title itself); names listed after a credit are part of it
-    ("You'll love Michael Mann's Heat.", ["6"]),
-    ("1. Michael Mann's Heat (1995)\n2. Ronin (1998)", ["6", "2278"]),
-    ("I recommend Steven Spielberg's Jaws and Ridley Scott's Alien.", ["1387", "1214"]),
-    ("Watch Ferris Bueller's Day Off.", ["2918"]),
+    # names listed after a credit are part of it; a possessive before a title is not cut (a review found the cut
+    # read "Watch The Preacher's Wife." as The Wife (1995) and "Denis Villeneuve's Dune" as Dune (1984))
     ("You should watch Heat with Al Pacino and Robert De Niro, and Ronin.", ["6", "2278"]),
     ("Watch Heat with Al Pacino and Fargo.", ["6", "608"]),
+    ("Watch Ferris Bueller's Day Off.", ["2918"]),
+    ("Watch The Preacher's Wife.", ["1363"]),
+    ("Consider Big Momma's House.", ["3646"]),
+    ("Try Denis Villeneuve's Dune.", [None]),
     # a marked word in a statement line does not hide its dated picks (the sixth review)
     ('The user has watched "Ronin" and "GoodFellas". The next movie is Heat (1995).', ["6"]),
     ("The user is a **big fan** of crime films. The next movie they will watch is Heat (1995).", ["6"]),
@@ -151,21 +151,18 @@ def test_pathological_answers_parse_in_linear_time():
         assert time.process_time() - t0 < 2.0, text[:40]
 
 
-def test_a_persons_name_before_a_possessive_is_read_in_linear_time(ml1m_matcher):
-    """A person's name (`_PERSON_RE`, also before a possessive) once read "\\s+(?:de|...)?\\s*": a long run of
-    spaces between its words could be cut in as many ways as it is long, per word (three runs of 2,000 spaces did
-    not finish in 120 s)."""
+def test_runs_of_any_whitespace_are_read_in_linear_time(ml1m_matcher):
+    """A person's name (`_PERSON_RE`) once read "\\s+(?:de|...)?\\s*", which can cut a run of spaces between two
+    words in as many ways as it is long, and `_SEPARATORS_RE` reread a run from each of its places; only spaces and
+    tabs were collapsed first, so runs of no-break spaces took seconds (a review: 5-56 s for 19,000-32,000)."""
     import time
 
-    from recharness.matching.parse import after_possessor
-
-    spaced = "Ab" + " " * 20000 + "Cd" + " " * 20000 + "Ef" + " " * 20000 + "Gh's Heat"
-    for text in (spaced, "Ab" + " de" * 20000 + "'s Heat", "You'll love " + "Michael Mann's " * 3000 + "Heat."):
+    nb = "\u00a0"
+    for text in ("Watch Heat by Ab" + " " * 19000 + "Cd Ef Gh Ij.", "Watch Heat" + nb * 19000 + "now.",
+                 "Heat - " + (nb + "\t") * 16000 + "a thriller", "Watch Heat by Ab" + nb * 2000 + "Cd" + nb * 2000 + "Ef"):
         t0 = time.process_time()
-        after_possessor(text)
         ml1m_matcher.match_answer(text)
-        assert time.process_time() - t0 < 2.0, text[:40]
-    assert after_possessor("Guillermo del Toro's Cronos") == "Cronos" and after_possessor("Pan's Labyrinth") is None
+        assert time.process_time() - t0 < 2.0, repr(text[:20])
 
 
 def test_a_title_repeated_word_for_word_keeps_its_place():

@@ -25,13 +25,7 @@ from recharness.matching.normalize import (
     strip_article,
     title_identity,
 )
-from recharness.matching.parse import (
-    TITLE_SMALL_WORDS,
-    after_possessor,
-    parse_candidates,
-    strip_reasoning,
-    titles_in_prose,
-)
+from recharness.matching.parse import TITLE_SMALL_WORDS, parse_candidates, strip_reasoning, titles_in_prose
 
 MatchKind = Literal["exact", "fuzzy", "none"]
 
@@ -257,8 +251,7 @@ class CatalogMatcher:
         nt = normalize_title(query or "")
         if not nt.key:
             return Match(None, "none", 0.0, query)
-        found = self._exact(nt, query) or self._fuzzy(nt, query)
-        return found if found.item_id is not None else self._possessed(query) or found
+        return self._exact(nt, query) or self._fuzzy(nt, query)
 
     def match_many(self, queries: Sequence[str]) -> list[Match]:
         """match() for each query; the fuzzy stage runs batched, so 1,000
@@ -276,33 +269,14 @@ class CatalogMatcher:
         if len(pending) < _BATCH_FROM:
             for i, nt in pending:
                 out[i] = self._fuzzy(nt, queries[i])
-        else:
-            keys = [(j, k) for j, (_, nt) in enumerate(pending) for k in self._fuzzy_keys(nt)]
-            found: list[list] = [[] for _ in pending]
-            for (j, k), hits in zip(keys, self._candidates_batch([k for _, k in keys])):
-                found[j].append((k, hits))
-            for (i, nt), f in zip(pending, found):
-                out[i] = self._fuzzy(nt, queries[i], f)
-        for i, _ in pending:  # the last try: a person's possessive cut ("Michael Mann's Heat")
-            if out[i].item_id is None:  # type: ignore[union-attr]
-                out[i] = self._possessed(queries[i]) or out[i]
+            return out  # type: ignore[return-value]
+        keys = [(j, k) for j, (_, nt) in enumerate(pending) for k in self._fuzzy_keys(nt)]
+        found: list[list] = [[] for _ in pending]
+        for (j, k), hits in zip(keys, self._candidates_batch([k for _, k in keys])):
+            found[j].append((k, hits))
+        for (i, nt), f in zip(pending, found):
+            out[i] = self._fuzzy(nt, queries[i], f)
         return out  # type: ignore[return-value]
-
-    def _possessed(self, query: str) -> Match | None:
-        """The exact match of `query`'s title after a person's possessive ("Michael Mann's Heat": Heat), or None;
-        tried after the whole query, fuzzy included, found nothing (`parse.after_possessor`): "Mary Shelly's
-        Frankenstein" is Mary Shelley's, not Frankenstein (1931)."""
-        rest = after_possessor(query)
-        return self._exact(normalize_title(rest), query) if rest else None
-
-    def _exact_or_possessed(self, span: str) -> Match | None:
-        """The look-up `titles_in_prose` runs: `_exact` of a span of prose; for a span with a person's possessive
-        in front, the whole's fuzzy match (a misspelled "Mary Shelly's Frankenstein"), else `_possessed`."""
-        found = self._exact(normalize_title(span), span)
-        if found is None and after_possessor(span):
-            whole = self._fuzzy(normalize_title(span), span)
-            found = whole if whole.item_id is not None else self._possessed(span)
-        return found
 
     def _exact(self, nt: NormalizedTitle, query: str) -> Match | None:
         """The best item sharing a key with the query, or None. Whole-title
@@ -490,11 +464,11 @@ class CatalogMatcher:
                 return [whole_match]
             return split
         if not cands:
-            return titles_in_prose(text, self._exact_or_possessed)
+            return titles_in_prose(text, lambda span: self._exact(normalize_title(span), span))
         matches = self._match_candidates(cands, body)
         if len(cands) == 1 and matches and matches[0].item_id is None and len(cands[0].title.split()) > 3:
             # one unmatched sentence ("Consider Sense and Sensibility for a twist."): the titles its prose names
-            named = titles_in_prose(text, self._exact_or_possessed)
+            named = titles_in_prose(text, lambda span: self._exact(normalize_title(span), span))
             if named:
                 return named
         return self._named_in_sentences(cands, matches)
@@ -510,7 +484,7 @@ class CatalogMatcher:
         out: list[Match] = []
         for c, m in zip(cands, matches):
             if m.item_id is None and len(c.title.split()) > 3 and _reads_as_sentence(c.raw):
-                named = titles_in_prose(c.raw, self._exact_or_possessed)
+                named = titles_in_prose(c.raw, lambda span: self._exact(normalize_title(span), span))
                 if named:
                     out.extend(named)
                     continue

@@ -114,12 +114,12 @@ _METADATA_RE = re.compile(
 _ABBREV_RE = re.compile(r"^(?:[A-Z]\.)+$|^(?:Dr|Mr|Mrs|Ms|St|Jr|Sr|Mt|Vol|No|Pt)\.$")
 
 
-_SPACE_RUN_RE = re.compile(r"[ \t]{2,}")
+_SPACE_RUN_RE = re.compile(r"[^\S\n]{2,}")  # any whitespace but a line break: tabs, no-break spaces too
 
 
 def collapse_spaces(text: str) -> str:
-    """Runs of spaces and tabs as one space: the answer scans are quadratic in a run's length (20,000 spaces took
-    0.5-1.7 s)."""
+    """Runs of whitespace within a line as one space: the answer scans are quadratic in a run's length (20,000
+    spaces took 0.5-1.7 s; 32,000 tabs and no-break spaces in an explanation 56 s)."""
     return _SPACE_RUN_RE.sub(" ", text)
 
 
@@ -865,7 +865,7 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
                     # a person's credit after the title: "Heat by Michael Mann", "Gone with the Wind by Victor
                     # Fleming" (not "Life with Father", "Murder by Death": one word is no person's name), and the
                     # names listed on after it ("Heat with Al Pacino and Robert De Niro"); a possessive before a
-                    # title is the look-up's to cut, for a person's name only ("Pan's Labyrinth" is no Labyrinth)
+                    # title is not cut ("Pan's Labyrinth" is no Labyrinth, "Denis Villeneuve's Dune" no Dune (1984))
                     piece = plain[pieces[i][0] : pieces[i][1]]
                     if credited and _PERSON_RE.fullmatch(piece.strip(_WRAP + ",;:.!?")):
                         i += 1
@@ -895,19 +895,6 @@ def titles_in_prose(text: str | None, lookup: Callable[[str], T | None]) -> list
 #: already); `_PERSON_RE` is the credit: two to four capitalised words
 _CREDIT_AFTER_RE = re.compile(r"\s+(?:with|by|from)\s+")
 _PERSON_RE = re.compile(r"[A-Z][\w.'\u2019-]*(?:\s+(?:(?:de|van|von|del|da|di|le|la)\s+)?[A-Z][\w.'\u2019-]*){1,3}")
-#: a person's possessive before a title ("Michael Mann's Heat"); one word is no person's name here, as titles
-#: begin so ("Pan's Labyrinth", "Schindler's List"), nor words after a determiner ("One Man's Hero", "A Knight's Tale")
-_POSSESSOR_RE = re.compile(r"(?!(?:One|A|An|The|Another|Every|Any|Some|No|My|Your|His|Her|Its|Our|Their|This|That)\s)"
-                           rf"(?:{_PERSON_RE.pattern})['\u2019]s\s+(?=\S)")
-
-
-def after_possessor(title: str) -> str | None:
-    """`title` without a person's possessive in front of it ("Michael Mann's Heat" → "Heat"), None when it has
-    none: a catalog lookup's second try, after the whole, so a title that is itself possessive ("Bram Stoker's
-    Dracula", "Ferris Bueller's Day Off") is found whole first."""
-    title = title.strip()
-    m = _POSSESSOR_RE.match(title)
-    return title[m.end() :] if m else None
 
 
 def _is_aside(sentence: str, pos: int) -> bool:
@@ -1125,6 +1112,7 @@ _MAX_SEPARATORS = 20
 
 def _cut_explanation(s: str) -> str:
     """"Title - a story about..." -> "Title"; keeps "Star Wars: Episode IV - A New Hope"."""
+    s = collapse_spaces(s)  # `_SEPARATORS_RE` reads a run of whitespace again from each of its places
     m = _COMMA_EXPLAIN_RE.search(s)
     if m and m.start() > 0:
         s = s[: m.start()]
