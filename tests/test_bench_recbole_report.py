@@ -80,7 +80,8 @@ def test_ours_chosen_by_its_own_validation_as_recboles_value_is(bench):
     lines = bench.convergence_lines(_rb(train_s=6000.0, test=0.148), [run])
     assert "ours: not at or above 0.1480 to the end" in lines[1]  # the raw curve ends at 0.140
     assert ("- ours, its weights chosen by its own validation NDCG@10 as RecBole's are: at or above 0.1480 from "
-            "800.0 training seconds on (epoch 2's weights), 0.133 of RecBole's 6,000: met on this reading.") == lines[2]
+            "800.0 training seconds on (epoch 2's weights), 0.133 of RecBole's 6,000: met on this reading, on the point "
+            "estimates (no paired interval: the run kept no per-user ranks of those weights).") == lines[2]
     lines = bench.convergence_lines(_rb(train_s=6000.0, test=0.15), [run])
     assert lines[2].endswith("not at or above 0.1500 to the end (its best 0.1520): **not met** on this reading.")
 
@@ -481,17 +482,17 @@ def test_ours_stopped_as_recbole_is(bench):
     line = bench.convergence_lines(rb, [run])[-1]
     assert line == ("- ours, stopped as RecBole is (patience 1, on its own validation NDCG@10): its best after epoch 2, "
                     "800.0 training seconds (stopped after epoch 4, 1,600 s); test NDCG@10 there 0.1510 against "
-                    "RecBole's 0.1500 (+0.0010; its paired interval over users: row (c) of the table below), reached in 0.133 of "
+                    "RecBole's 0.1500 (+0.0010; its paired interval over users: row (c) of the table below), kept after 0.133 of "
                     "RecBole's 6,000 s: met on the point estimates.")
     # the ranks kept are of another epoch than this reading keeps (or none): no paired interval is claimed
     for ranks in ({"converged": {"epoch": 3, "ranks": {}}}, {}):
         line = bench.convergence_lines(rb, [run | {"ranks": ranks}])[-1]
         assert "(+0.0010; no paired interval: the run kept no per-user ranks of those weights)" in line
     below = bench.convergence_lines(_rb(train_s=6000.0, test=0.152, patience=1), [run])[-1]
-    assert below.endswith("(-0.0010; its paired interval over users: row (c) of the table below), reached in 0.133 of RecBole's "
+    assert below.endswith("(-0.0010; its paired interval over users: row (c) of the table below), kept after 0.133 of RecBole's "
                           "6,000 s: **not met**: its converged value is below RecBole's.")
     slow = bench.convergence_lines(_rb(train_s=3000.0, test=0.15, patience=1), [run])[-1]
-    assert slow.endswith("reached in 0.267 of RecBole's 3,000 s: **not met** on the point estimates.")
+    assert slow.endswith("kept after 0.267 of RecBole's 3,000 s: **not met** on the point estimates.")
     unstopped = bench.convergence_lines(_rb(train_s=6000.0, test=0.15, patience=2), [run])[-1]
     assert "not stopped within its 1,600 training seconds (best validation so far after epoch 2)" in unstopped
 
@@ -544,11 +545,14 @@ def test_every_reading_is_also_read_against_the_median_corrected_time(bench):
     rb["best_valid"]["epoch"] = 3
     lines = bench.convergence_lines(rb, [run])
     assert "RecBole's best came after 4,500 training seconds" in lines[1]
-    assert lines[2].endswith("0.183 of RecBole's 6,000 (5.5× sooner): the ≤ 1/5 goal is met; against the "
-                             "median-corrected 4,500 s, 0.244: **not met**.")
-    assert lines[3].endswith("0.183 of RecBole's 6,000: met on this reading; against the median-corrected 4,500 s, "
-                             "0.244: **not met**.")
-    assert lines[4].endswith("met on the point estimates; against the median-corrected 4,500 s, 0.244: **not met**.")
+    # the floor: 3 epochs at the run's fastest (1,500 s) — here equal to the median-corrected time
+    assert lines[2].endswith("(epoch 1, 1,500 s), its best would have come after 4,500 training seconds.")
+    floors = "; against the median-corrected 4,500 s, 0.244: **not met**; against the fastest-epoch floor 4,500 s, 0.244: **not met**."
+    assert lines[3].endswith("0.183 of RecBole's 6,000 (5.5× sooner): the ≤ 1/5 goal is met, on the point estimates "
+                             "(no paired interval: the run kept no per-user ranks of those weights)" + floors)
+    assert lines[4].endswith("0.183 of RecBole's 6,000: met on this reading, on the point estimates (no paired "
+                             "interval: the run kept no per-user ranks of those weights)" + floors)
+    assert ("met on the point estimates" + floors) in lines[5]
 
 
 def test_verdicts_use_recboles_unrounded_value_and_flag_a_last_point_touch(bench):
@@ -573,3 +577,85 @@ def test_verdicts_use_recboles_unrounded_value_and_flag_a_last_point_touch(bench
 def test_machines_line_skips_an_epoch_without_its_time(bench):
     rb = {"epochs": [{"epoch": 1, "train_s": 100.0, "cpu": "A"}, {"epoch": 2, "cpu": "A"}]}
     assert "1 epoch(s) finished on A (median 100 s)" in bench.machines_line(rb, [{"cpu": "A"}])
+
+
+def test_readings_use_recboles_unrounded_best_and_a_floor_that_needs_no_grouping(bench):
+    # RecBole reports 0.1468; unrounded its best is 0.146753. Ours at 0.14676 from 1,000 s is at or above the
+    # unrounded value (the rounded one would have put the reading at 2,000 s)
+    curve = [{"train_s": 500.0, "epoch": 1, "ndcg@10": 0.12}, {"train_s": 1000.0, "epoch": 2, "ndcg@10": 0.14676},
+             {"train_s": 2000.0, "epoch": 3, "ndcg@10": 0.147}]
+    run = _ours(curve) | {"epochs": _epochs(0.10, 0.13, 0.14)}
+    rb = _rb(train_s=4400.0, test=0.1468, patience=1)
+    rb["ranks"] = {"best": {"epoch": 3, "ndcg@10_from_ranks": 0.146753}}
+    # epochs' times (none slow): the fastest of the run (900 s) came after the best; the floor is 3 x 900 s
+    rb["epochs"] = [{"epoch": i, "train_s": s} for i, s in enumerate((1000.0, 1000.0, 1100.0, 900.0, 1000.0), 1)]
+    assert bench.fastest_bound(rb) == (2700.0, rb["epochs"][3])
+    lines = bench.convergence_lines(rb, [run])
+    assert lines[1] == ("- A floor that needs no such grouping: had each of RecBole's 3 epochs up to its best taken "
+                        "as long as its fastest epoch of the run (epoch 4, 900 s), its best would have come after "
+                        "2,700 training seconds.")
+    assert lines[2].startswith("- ours: at or above 0.1468 from 1,000.0 training seconds on (every later point too), "
+                               "0.227 of RecBole's 4,400 (4.4× sooner): the ≤ 1/5 goal is **not met**; against the "
+                               "fastest-epoch floor 2,700 s, 0.370: **not met**.")
+    assert "from 1,000.0 training seconds on (epoch 2's weights)" in lines[3]
+    # without epoch times there is no floor line
+    rb["epochs"] = [{}] * 5
+    assert not any("floor" in line for line in bench.convergence_lines(rb, [run]))
+
+
+def test_ours_stopped_as_recbole_says_what_its_patience_is_in_seconds_on_each_side(bench):
+    curve = [{"train_s": 20.0 * i, "epoch": i, "ndcg@10": 0.151} for i in range(1, 5)]
+    run = _ours(curve) | {"epochs": [{"epoch": i, "valid_ndcg@10": v, "train_s": 20.0}
+                                     for i, v in enumerate((0.10, 0.13, 0.12, 0.11), 1)]}
+    rb = _rb(train_s=6000.0, test=0.15, patience=1)
+    rb["epochs"] = [{"epoch": i, "train_s": 1400.0} for i in range(1, 9)]
+    line = bench.convergence_lines(rb, [run])[-1]
+    assert line.endswith("Patience counts epochs: 1 of ours' (median 20 s each) are about 20 training seconds, 1 of "
+                         "RecBole's (median 1,400 s) about 1,400.")
+
+
+def test_report_pairs_the_weights_each_reading_keeps_with_recboles_best(bench, tmp_path):
+    args, data, rb, runs, loads, wall = _full_results(with_ranks=True)
+    rb["stopped"], rb["patience"] = "patience", 1
+    rb["best_valid"]["train_s"] = 4000.0  # ours' readings within 1/5 of it: "met, on the point estimates"
+    rb["ranks"]["best"]["ndcg@10_from_ranks"] = 0.1  # RecBole's best, unrounded: the readings' target
+    ours = runs[0]
+    # reading 1 holds from 300 s, a point inside epoch 2 (no ranks kept of it); reading 2 from 400.5 s, where
+    # epoch 2's weights (its best validation) reach 0.11
+    ours["curve"] = [{"train_s": t, "samples": 10, "positions": 100, "epoch": e, "end_of_epoch": end, "ndcg@10": n,
+                      "hit@10": 2 * n, "eval_s": 1.0}
+                     for t, e, end, n in ((100.0, 1, False, 0.05), (200.0, 1, True, 0.09), (300.0, 2, False, 0.12),
+                                          (400.5, 2, True, 0.11), (500.0, 3, True, 0.105))]
+    ours["epochs"] = [{"epoch": e, "train_s": 200.0, "samples": 10, "samples_per_s": 40.0, "loss": 1.0,
+                       "valid_ndcg@10": v} for e, v in ((1, 0.1), (2, 0.3), (3, 0.2))]
+    users = sorted(rb["ranks"]["best"]["ranks"])
+    epoch2 = {u: max(1, r - 2) for u, r in rb["ranks"]["best"]["ranks"].items()}
+    ours["epoch_ranks"] = {"users": users, "epochs": {
+        "1": {"train_s": 200.0, "ranks": [rb["ranks"]["best"]["ranks"][u] + 5 for u in users]},
+        "2": {"train_s": 400.5, "ranks": ",".join(str(epoch2[u]) for u in users)},  # as the worker writes them
+        "3": {"train_s": 500.0, "ranks": [rb["ranks"]["best"]["ranks"][u] for u in users]}}}
+    ours["ranks"]["selected"] = {"train_s": 400.5, "epoch": 2, "ndcg@10": 0.11, "ranks": epoch2}
+    text = bench.report(args, data, rb, runs, loads, wall, tmp_path / "r.md")
+    rows = {line[2:5]: line for line in text.splitlines() if line.startswith(("| (d) ", "| (e) ", "| (f) "))}
+    assert set(rows) == {"(d)", "(e)", "(f)"}
+    diff = (bench.user_ndcg(epoch2, users) - bench.user_ndcg(rb["ranks"]["best"]["ranks"], users)).mean()
+    assert diff > 0
+    for k in ("(d)", "(f)"):
+        assert f"| {diff:+.4f} | [" in rows[k]
+    assert "reading 2's weights at its first point at or above RecBole's best (epoch 2's, chosen at 400.5 s)" in rows["(f)"]
+    assert "reading 1's first point at or above RecBole's best (300.0 s)" in rows["(e)"]
+    assert rows["(e)"].endswith("| – | – | – |")  # a point inside an epoch: no ranks kept
+    assert ("at or above 0.1000 from 400.5 training seconds on (epoch 2's weights)" in text
+            and "row (f) of the table below" in text)
+    # RecBole not converged: no reading rows
+    rb["stopped"] = "epochs"
+    text = bench.report(args, data, rb, runs, loads, wall, tmp_path / "r.md")
+    assert "| (e) " not in text and "| (f) " not in text and "| (d) " in text
+
+
+def test_the_code_fingerprint_hashes_the_recharness_code_the_worker_imports(bench):
+    names = {p.relative_to(p.parents[1]).as_posix() for p in bench.worker_sources()}
+    # SASRec, its loss and training loop, the split, and the ranking metrics that make the test ranks
+    assert {"baselines/sasrec.py", "baselines/linear_cross_entropy.py", "baselines/training.py",
+            "metrics/full_ranking.py", "recbench/seqrec_data.py"} <= names
+    assert "matching/parse.py" not in names  # imported by a parent package's __init__, deciding none of it
