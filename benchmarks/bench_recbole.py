@@ -313,6 +313,7 @@ def ours_worker(spec_path: Path) -> None:
     curve: list[dict] = []
     state = {"next_every": every, "mark": 0, "setup_s": None, "hist": None, "last": None, "at_recbole_end": None}
     by_epoch: dict[int, dict] = {}  # each epoch's last evaluated point with its ranks: the weights validated
+    point_ranks: list[np.ndarray] = []  # every evaluated point's per-user ranks, in `curve`'s order
     recbole_end = max(spec["marks"], default=None)  # RecBole's last curve point: the end of its last epoch
 
     @torch.inference_mode()
@@ -355,11 +356,12 @@ def ours_worker(spec_path: Path) -> None:
                       "epoch": info["epoch"],
                       "end_of_epoch": info["end_of_epoch"], "ndcg@10": float(ndcg), "hit@10": float(hit),
                       "eval_s": round(time.perf_counter() - t0, 3)})
-        # per-user ranks (for intervals over users) of each epoch's last point, as an array until the result is
-        # written: our last point, the point `at_time` picks for RecBole's last training second, and the weights
-        # each reading of the report keeps are among them
+        # per-user ranks (for intervals over users) of every evaluated point, as arrays until the result is
+        # written: our last point, the point `at_time` picks for RecBole's last training second, and the points
+        # and weights each reading of the report keeps are among them
+        point_ranks.append(ranks.astype(np.int32))
         state["last"] = {"train_s": curve[-1]["train_s"], "epoch": info["epoch"], "ndcg@10": float(ndcg),
-                         "ranks": ranks.astype(np.int32)}
+                         "ranks": point_ranks[-1]}
         by_epoch[info["epoch"]] = state["last"]
         if state["at_recbole_end"] is None and recbole_end is not None and at_time(curve[-1:], recbole_end):
             state["at_recbole_end"] = state["last"]
@@ -396,11 +398,11 @@ def ours_worker(spec_path: Path) -> None:
         "fingerprints": fingerprints(sp.test, sp.valid, sp.train),
         "ranks": {k: by_user(v) for k, v in {"last": state["last"], "at_recbole_end": state["at_recbole_end"],
                                              **chosen}.items()},
-        # every epoch's last point's ranks, in `users`' order, each a line of comma-separated numbers (a JSON list
-        # would take a line per number here): the weights the report's readings keep at the points they name
-        "epoch_ranks": {"users": [str(u) for u in test_users],
-                        "epochs": {str(e): {"train_s": r["train_s"], "ranks": ",".join(map(str, r["ranks"].tolist()))}
-                                   for e, r in by_epoch.items()}},
+        # every evaluated point's ranks (`curve`'s order), each in `users`' order as one line of comma-separated
+        # numbers (a JSON list would take a line per number here): the points and weights the report's readings
+        # keep (`_point_ranks`)
+        "point_ranks": {"users": [str(u) for u in test_users],
+                        "ranks": [",".join(map(str, r.tolist())) for r in point_ranks]},
         "paused_s": round(state.get("paused_s", 0.0), 1),
     }
     Path(spec["result"]).write_text(json.dumps(result, indent=1))
@@ -524,16 +526,24 @@ def _ranks_at(run: dict, point: dict | None) -> dict | None:
     return next((r["ranks"] for r in kept if point is not None and r["train_s"] == point["train_s"]), None)
 
 
-def _epoch_ranks(run: dict, epoch: int | None, train_s: float | None = None) -> dict | None:
-    """The per-user ranks `run` kept of epoch `epoch`'s last evaluated point (`epoch_ranks`, runs since
-    2026-11-30), only if that point is at `train_s` when given; else None."""
-    kept = run.get("epoch_ranks") or {}
-    rec = (kept.get("epochs") or {}).get(str(epoch))
-    if rec is None or (train_s is not None and rec["train_s"] != train_s):
+def _point_ranks(run: dict, point: dict | None) -> dict | None:
+    """The per-user ranks `run` kept of its curve point `point` (`point_ranks`, runs since 2026-11-30: every
+    evaluated point), None if it kept none."""
+    kept = run.get("point_ranks") or {}
+    curve = run.get("curve") or []
+    if point is None or not kept or len(kept.get("ranks") or []) != len(curve):
         return None
-    ranks = [int(x) for x in rec["ranks"].split(",")] if isinstance(rec["ranks"], str) else rec["ranks"]
+    i = next((i for i, p in enumerate(curve) if p["train_s"] == point["train_s"]), None)
+    if i is None:
+        return None
+    ranks = [int(x) for x in kept["ranks"][i].split(",")]
     # a damaged record (never written so by the worker) has no ranks rather than failing the whole report
     return dict(zip(kept["users"], ranks)) if len(ranks) == len(kept["users"]) else None
+
+
+def _epoch_point(run: dict, epoch: int) -> dict | None:
+    """Epoch `epoch`'s last evaluated point: the weights validated after that epoch."""
+    return {p["epoch"]: p for p in run.get("curve") or [] if "epoch" in p}.get(epoch)
 
 
 def reading_hits(rb: dict, run: dict) -> tuple[float, dict | None, dict | None]:
@@ -549,9 +559,10 @@ def interval_lines(rb: dict, runs: list[dict], resamples: int = RESAMPLES, seed:
     """The report's section on NDCG@10 with 95% intervals over test users: RecBole's best-validation epoch and
     its last point, our last point, our point at RecBole's last training second and the weights RecBole's early
     stopping keeps of ours, and the paired differences (ours at RecBole's end − RecBole's last; ours last −
-    RecBole's best; ours as stopped by RecBole's rule − RecBole's best); and once RecBole has converged, against
-    its best: ours' weights of best validation over its run (d), and the points at which readings 1 (e) and 2 (f)
-    of `convergence_lines` first hold (a row without ranks shows –: kept only by runs since 2026-11-30)."""
+    RecBole's best; ours as stopped by RecBole's rule − RecBole's best; ours' weights of best validation over its
+    run, as reading 2 picks them, − RecBole's best (d)); and once RecBole has converged, the points at which readings
+    1 (e) and 2 (f) of `convergence_lines` first hold − RecBole's best (a row without ranks shows –: every point's
+    ranks are kept by runs since 2026-11-30)."""
     rb_ranks = rb.get("ranks") or {}
     best, last = rb_ranks.get("best"), rb_ranks.get("last")
     best_valid = rb.get("best_valid") or {}
@@ -581,26 +592,29 @@ def interval_lines(rb: dict, runs: list[dict], resamples: int = RESAMPLES, seed:
             labels[key] = f"{r['framework']}, the weights RecBole's early stopping keeps (epoch {conv['epoch']})"
             points[key], times[key] = conv["ranks"], conv["train_s"]
             pairs[f"(c) {labels[key]} − {labels['rb best']}"] = (key, "rb best")
-        sel = (r.get("ranks") or {}).get("selected")
-        if sel:  # the weights ours' own validation chooses over its whole run
+        chosen = selected_curve(r)
+        at = chosen and _epoch_point(r, chosen[-1]["selected_epoch"])
+        sel = ({"epoch": chosen[-1]["selected_epoch"], "train_s": at["train_s"], "ranks": _point_ranks(r, at)}
+               if at and r.get("point_ranks") else (r.get("ranks") or {}).get("selected"))  # older runs: the worker's
+        if sel:  # the weights ours' own validation chooses over its whole run, as reading 2 reads it
             key = f"{r['framework']} selected"
             labels[key] = f"{r['framework']}, its weights of best validation NDCG@10 over its run (epoch {sel['epoch']})"
             points[key], times[key] = sel["ranks"], sel["train_s"]
             pairs[f"(d) {labels[key]} − {labels['rb best']}"] = (key, "rb best")
         if best_valid.get("epoch") and rb.get("stopped") == "patience":
             _, hit1, hit2 = reading_hits(rb, r)
-            if hit1 is not None and "epoch" in hit1:  # reading 1's first point, when it is an epoch's last
+            if hit1 is not None:  # reading 1's first point
                 key = f"{r['framework']} hit1"
                 labels[key] = (f"{r['framework']}, reading 1's first point at or above RecBole's best "
                                f"({hit1['train_s']:,.1f} s)")
-                points[key], times[key] = _epoch_ranks(r, hit1["epoch"], hit1["train_s"]), hit1["train_s"]
+                points[key], times[key] = _point_ranks(r, hit1), hit1["train_s"]
                 pairs[f"(e) {labels[key]} − {labels['rb best']}"] = (key, "rb best")
             if hit2 is not None:  # the weights reading 2 holds at its first point at or above
                 key = f"{r['framework']} hit2"
                 labels[key] = (f"{r['framework']}, reading 2's weights at its first point at or above RecBole's best "
                                f"(epoch {hit2['selected_epoch']}'s, chosen at {hit2['train_s']:,.1f} s)")
-                points[key] = _epoch_ranks(r, hit2["selected_epoch"])
-                times[key] = {p["epoch"]: p for p in r["curve"] if "epoch" in p}[hit2["selected_epoch"]]["train_s"]
+                at = _epoch_point(r, hit2["selected_epoch"])
+                points[key], times[key] = _point_ranks(r, at), at and at["train_s"]
                 pairs[f"(f) {labels[key]} − {labels['rb best']}"] = (key, "rb best")
     head = ["", "## NDCG@10 with 95% intervals over test users", ""]
     if not any(points.values()):
@@ -835,47 +849,28 @@ WORKER_CODE = (ours_worker, read_inter, run_label, parse_run, at_time, patience_
                hold_while_paused, vm_hwm_bytes, _child_env)
 
 
-#: the recharness modules our worker imports: `code_fingerprint` hashes them and every recharness module they import
-WORKER_MODULES = ("recharness.baselines.sasrec", "recharness.baselines.base", "recharness.metrics.full_ranking",
-                  "recharness.tasks.recbench.seqrec_data")
+#: the recharness source files that decide our side's numbers (`code_fingerprint`): SASRec, its loss, its training
+#: loop and early stopping, its threads, the training data, the split, and the ranking metrics of the test ranks. Not
+#: the modules they import for files, paths and errors: an edit there changes no number, and would throw away a
+#: kept run of 90 minutes
+WORKER_SOURCES = ("baselines/sasrec.py", "baselines/linear_cross_entropy.py", "baselines/training.py",
+                  "baselines/torch_threads.py", "baselines/base.py", "metrics/full_ranking.py",
+                  "tasks/recbench/seqrec_data.py")
 
 
-def worker_sources() -> list[Path]:
-    """The source files of `WORKER_MODULES` and of every recharness module they import, directly or not, read
-    from the files' import statements (not from this process's `sys.modules`, which holds whatever else it
-    imported), in a fixed order. A package's __init__ counts where a module imports from it, not merely for
-    being a parent: the parents' __init__s import much (the answer matcher among it) that decides none of our
-    numbers."""
-    import ast
-
+def worker_sources() -> dict[str, str]:
+    """sha256 (12 hex) of each of `WORKER_SOURCES`, as the recharness this interpreter imports has them (the run
+    records them, so a kept run that cannot be reused names the file that changed)."""
     import recharness
 
     root = Path(recharness.__file__).resolve().parent
-
-    def path_of(name: str) -> Path | None:  # a module's file or a package's __init__ (a name that is neither: None)
-        base = root.joinpath(*name.split(".")[1:])
-        return next((f for f in (base.with_suffix(".py"), base / "__init__.py") if f.is_file()), None)
-
-    seen: dict[str, Path] = {}
-    todo = list(WORKER_MODULES)
-    while todo:
-        name = todo.pop()
-        if name in seen or (path := path_of(name)) is None:
-            continue
-        seen[name] = path
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                todo += [a.name for a in node.names if a.name.startswith("recharness.")]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("recharness"):
-                todo.append(node.module)  # a package's __init__ when it is one (what it re-exports, not all it runs)
-                todo += [f"{node.module}.{a.name}" for a in node.names]  # `from package import module`
-    return [seen[n] for n in sorted(seen)]
+    return {rel: hashlib.sha256((root / rel).read_bytes()).hexdigest()[:12] for rel in WORKER_SOURCES}
 
 
 def code_fingerprint() -> str:
     """sha256 of what decides our side's numbers: this script's worker and the functions it calls (not its
-    report, so rewording a report keeps a kept run), the recharness code the worker imports (SASRec, its loss
-    and training loop, the split, the ranking metrics: `worker_sources`), and torch's version (a kept run of
+    report, so rewording a report keeps a kept run), the recharness files that decide our numbers (SASRec, its
+    loss and training loop, the split, the ranking metrics: `WORKER_SOURCES`), and torch's version (a kept run of
     other code is not reused)."""
     import ast
 
@@ -888,8 +883,8 @@ def code_fingerprint() -> str:
     defs = {n.name: n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef)}
     for fn in WORKER_CODE:
         h.update((ast.get_source_segment(text, defs[fn.__name__]) + "\n").encode())
-    for path in worker_sources():
-        h.update(path.read_bytes())
+    for rel, digest in worker_sources().items():
+        h.update(f"{rel} {digest}\n".encode())
     return h.hexdigest()
 
 
@@ -914,6 +909,37 @@ def reusable(result_path: Path, spec: dict) -> dict | None:
     if compared(old) != compared(spec):
         return None
     return done if {m for m in spec["marks"] if m <= spec["budget_s"]} <= set(old["marks"]) else None
+
+
+def not_reusable_why(result_path: Path, spec: dict) -> str:
+    """Why `reusable` refuses a kept result, in words: the settings that differ (the code's files by name, when
+    the result recorded them), or the curve points it lacks."""
+    try:
+        done = json.loads(result_path.read_text())
+    except (OSError, ValueError) as e:
+        return f"unreadable: {e}"
+    old = done.get("spec")
+    if old is None or "wall_s" not in done:
+        return "unfinished"
+    keys = sorted(k for k in set(old) | set(spec) if k not in REUSE_IGNORES and old.get(k) != spec.get(k))
+    files = None
+    if "code_files" in keys and isinstance(old.get("code_files"), dict) and isinstance(spec.get("code_files"), dict):
+        files = sorted(f for f in set(old["code_files"]) | set(spec["code_files"])
+                       if old["code_files"].get(f) != spec["code_files"].get(f))
+    parts = []
+    for k in keys:
+        if k == "code_files":
+            parts.append("recharness files: not recorded by that run" if files is None else
+                         f"recharness files: {', '.join(files)}")
+        elif k == "code" and files == [] or k == "code" and "code_files" not in keys:
+            # the fingerprint moved with none of its recorded files: the worker's code or torch
+            parts.append("code: this script's worker functions or torch's version")
+        elif k != "code":
+            parts.append(k)
+    if parts:
+        return "differs in " + "; ".join(parts)
+    missing = sorted(m for m in spec["marks"] if m <= spec["budget_s"] and m not in set(old["marks"]))
+    return f"lacks {len(missing)} RecBole curve point(s) it needs" if missing else "unknown"
 
 
 def sustained_at(curve: list[dict], target: float) -> dict | None:
@@ -1064,18 +1090,21 @@ def convergence_lines(rb: dict, runs: list[dict]) -> list[str]:
                      "machines of different speeds (sittings of one name ran at different quiet speeds), so this "
                      "correction is approximate.")
     if bound is not None and bound[0] < best["train_s"]:
-        lines.append(f"- A floor that needs no such grouping: had each of RecBole's {best['epoch']} epochs up to its "
-                     f"best taken as long as its fastest epoch of the run (epoch {bound[1]['epoch']}, "
-                     f"{bound[1]['train_s']:,.0f} s), its best would have come after {bound[0]:,.0f} training seconds.")
+        lines.append(f"- A floor that needs no grouping by machine (a hypothetical, favourable to RecBole): had each "
+                     f"of RecBole's {best['epoch']} epochs up to its best gone at the pace of its fastest epoch of the "
+                     f"whole run, on whichever machine (epoch {bound[1]['epoch']}, {bound[1]['train_s']:,.0f} s), its "
+                     f"best would have come after {bound[0]:,.0f} training seconds.")
     else:
         bound = None
     target = recbole_best_exact(rb)
     floors = {"slow": slow, "fair": fair, "bound": bound and bound[0]}
+    kept_best = (rb.get("ranks") or {}).get("best") or {}
+    rb_best_ranks = bool(kept_best.get("ranks")) and kept_best.get("epoch") == best["epoch"]  # a row to point to
     for r in runs:
         _, hit, hit2 = reading_hits(rb, r)
         if hit is not None:
             share = hit["train_s"] / best["train_s"]
-            row = "epoch" in hit and _epoch_ranks(r, hit["epoch"], hit["train_s"]) is not None
+            row = rb_best_ranks and _point_ranks(r, hit) is not None
             lines.append(f"- {r['framework']}: at or above {target:.4f} from {hit['train_s']:,.1f} training "
                          f"seconds on (every later point too){_last_only(r['curve'], hit)}, {share:.3f} of RecBole's "
                          f"{best['train_s']:,.0f} ({1 / share:.1f}× sooner): the ≤ 1/5 goal is "
@@ -1094,7 +1123,7 @@ def convergence_lines(rb: dict, runs: list[dict]) -> list[str]:
             what = f"- {r['framework']}, its weights chosen by its own validation NDCG@10 as RecBole's are: "
             if hit2 is not None:
                 share = hit2["train_s"] / best["train_s"]
-                row = _epoch_ranks(r, hit2["selected_epoch"]) is not None
+                row = rb_best_ranks and _point_ranks(r, _epoch_point(r, hit2["selected_epoch"])) is not None
                 lines.append(what + f"at or above {target:.4f} from {hit2['train_s']:,.1f} training seconds on "
                              f"(epoch {hit2['selected_epoch']}'s weights){_last_only(selected, hit2)}, {share:.3f} of "
                              f"RecBole's {best['train_s']:,.0f}: {'met' if share <= 0.2 else '**not met**'} on this "
@@ -1150,9 +1179,9 @@ def converged_line(run: dict, patience: int, best: dict, *, exact: float | None 
             "no paired interval: the run kept no per-user ranks of those weights")
     ours_s = [e["train_s"] for e in run.get("epochs") or [] if e.get("train_s")]
     theirs = [e["train_s"] for e in rb_epochs or [] if e.get("train_s")]
-    span = (f" Patience counts epochs: {patience} of ours' (median {statistics.median(ours_s):,.0f} s each) are about "
-            f"{patience * statistics.median(ours_s):,.0f} training seconds, {patience} of RecBole's (median "
-            f"{statistics.median(theirs):,.0f} s) about {patience * statistics.median(theirs):,.0f}."
+    span = (f" Patience counts epochs: {patience} epoch(s) of ours (median {statistics.median(ours_s):,.0f} s) ≈ "
+            f"{patience * statistics.median(ours_s):,.0f} training seconds; of RecBole's (median "
+            f"{statistics.median(theirs):,.0f} s) ≈ {patience * statistics.median(theirs):,.0f}."
             if ours_s and theirs else "")
     return what + (f"its best after epoch {kept['epoch']}, {p['train_s']:,.1f} training seconds (stopped after epoch "
                    f"{stop}" + (f", {end['train_s']:,.0f} s" if end else "") + f"); test NDCG@10 there "
@@ -1305,7 +1334,7 @@ def run_ours(args, work: Path, data: dict, common: dict, marks: list[float], bud
         precision, stride, block = parse_run(label)
         ours_spec = {**common, "inter": data["path"], "result": str(work / f"ours-{label}.json"),
                      "dropout": args.dropout, "precision": precision, "budget_s": budget,
-                     "data_sha256": data["sha256"], "code": code, "marks": marks}
+                     "data_sha256": data["sha256"], "code": code, "code_files": worker_sources(), "marks": marks}
         if stride is not None:  # absent otherwise: runs kept from before strides existed stay reusable
             ours_spec["stride"] = stride
         if patience is not None:
@@ -1320,7 +1349,12 @@ def run_ours(args, work: Path, data: dict, common: dict, marks: list[float], bud
             wall[label] = done["wall_s"]
             runs.append(done)
             continue
-        result_path.unlink(missing_ok=True)  # a killed run must not leave an older result to be reused
+        if result_path.exists():  # kept aside, not deleted (a killed run must not leave it to be reused)
+            why = not_reusable_why(result_path, ours_spec)
+            # a name `save_state`'s "ours-*.json" leaves out
+            aside = result_path.with_name(f"replaced-{result_path.stem}-{time.strftime('%Y%m%d-%H%M%S')}.json")
+            result_path.rename(aside)
+            _log(f"ours ({label}): the kept run is not reused ({why}): moved to {aside.name}")
         spec_path.write_text(json.dumps(ours_spec))
         _log(f"ours ({label}): {budget:.0f} training seconds, {args.threads} thread(s)…")
         t0 = time.perf_counter()

@@ -591,9 +591,10 @@ def test_readings_use_recboles_unrounded_best_and_a_floor_that_needs_no_grouping
     rb["epochs"] = [{"epoch": i, "train_s": s} for i, s in enumerate((1000.0, 1000.0, 1100.0, 900.0, 1000.0), 1)]
     assert bench.fastest_bound(rb) == (2700.0, rb["epochs"][3])
     lines = bench.convergence_lines(rb, [run])
-    assert lines[1] == ("- A floor that needs no such grouping: had each of RecBole's 3 epochs up to its best taken "
-                        "as long as its fastest epoch of the run (epoch 4, 900 s), its best would have come after "
-                        "2,700 training seconds.")
+    assert lines[1] == ("- A floor that needs no grouping by machine (a hypothetical, favourable to RecBole): had "
+                        "each of RecBole's 3 epochs up to its best gone at the pace of its fastest epoch of the whole "
+                        "run, on whichever machine (epoch 4, 900 s), its best would have come after 2,700 training "
+                        "seconds.")
     assert lines[2].startswith("- ours: at or above 0.1468 from 1,000.0 training seconds on (every later point too), "
                                "0.227 of RecBole's 4,400 (4.4× sooner): the ≤ 1/5 goal is **not met**; against the "
                                "fastest-epoch floor 2,700 s, 0.370: **not met**.")
@@ -610,8 +611,8 @@ def test_ours_stopped_as_recbole_says_what_its_patience_is_in_seconds_on_each_si
     rb = _rb(train_s=6000.0, test=0.15, patience=1)
     rb["epochs"] = [{"epoch": i, "train_s": 1400.0} for i in range(1, 9)]
     line = bench.convergence_lines(rb, [run])[-1]
-    assert line.endswith("Patience counts epochs: 1 of ours' (median 20 s each) are about 20 training seconds, 1 of "
-                         "RecBole's (median 1,400 s) about 1,400.")
+    assert line.endswith("Patience counts epochs: 1 epoch(s) of ours (median 20 s) ≈ 20 training seconds; of "
+                         "RecBole's (median 1,400 s) ≈ 1,400.")
 
 
 def test_report_pairs_the_weights_each_reading_keeps_with_recboles_best(bench, tmp_path):
@@ -630,32 +631,57 @@ def test_report_pairs_the_weights_each_reading_keeps_with_recboles_best(bench, t
                        "valid_ndcg@10": v} for e, v in ((1, 0.1), (2, 0.3), (3, 0.2))]
     users = sorted(rb["ranks"]["best"]["ranks"])
     epoch2 = {u: max(1, r - 2) for u, r in rb["ranks"]["best"]["ranks"].items()}
-    ours["epoch_ranks"] = {"users": users, "epochs": {
-        "1": {"train_s": 200.0, "ranks": [rb["ranks"]["best"]["ranks"][u] + 5 for u in users]},
-        "2": {"train_s": 400.5, "ranks": ",".join(str(epoch2[u]) for u in users)},  # as the worker writes them
-        "3": {"train_s": 500.0, "ranks": [rb["ranks"]["best"]["ranks"][u] for u in users]}}}
-    ours["ranks"]["selected"] = {"train_s": 400.5, "epoch": 2, "ndcg@10": 0.11, "ranks": epoch2}
+    mid2 = {u: max(1, r - 1) for u, r in rb["ranks"]["best"]["ranks"].items()}  # 300 s, inside epoch 2
+    best = rb["ranks"]["best"]["ranks"]
+    # every point's ranks in the curve's order, each a line of numbers in `users`' order, as the worker writes them
+    per_point = ([best[u] + 9 for u in users], [best[u] + 5 for u in users], [mid2[u] for u in users],
+                 [epoch2[u] for u in users], [best[u] for u in users])
+    ours["point_ranks"] = {"users": users, "ranks": [",".join(map(str, r)) for r in per_point]}
+    # the worker's own choice (unrounded validation) named another epoch: (d) follows reading 2's, epoch 2
+    ours["ranks"]["selected"] = {"train_s": 500.0, "epoch": 3, "ndcg@10": 0.105, "ranks": best}
     text = bench.report(args, data, rb, runs, loads, wall, tmp_path / "r.md")
     rows = {line[2:5]: line for line in text.splitlines() if line.startswith(("| (d) ", "| (e) ", "| (f) "))}
     assert set(rows) == {"(d)", "(e)", "(f)"}
-    diff = (bench.user_ndcg(epoch2, users) - bench.user_ndcg(rb["ranks"]["best"]["ranks"], users)).mean()
-    assert diff > 0
+
+    def diff_of(ranks):
+        return (bench.user_ndcg(ranks, users) - bench.user_ndcg(best, users)).mean()
+
+    assert diff_of(epoch2) > 0 and diff_of(mid2) > 0 and diff_of(mid2) != diff_of(epoch2)
     for k in ("(d)", "(f)"):
-        assert f"| {diff:+.4f} | [" in rows[k]
+        assert f"| {diff_of(epoch2):+.4f} | [" in rows[k]
+    assert "its weights of best validation NDCG@10 over its run (epoch 2)" in rows["(d)"]
     assert "reading 2's weights at its first point at or above RecBole's best (epoch 2's, chosen at 400.5 s)" in rows["(f)"]
     assert "reading 1's first point at or above RecBole's best (300.0 s)" in rows["(e)"]
-    assert rows["(e)"].endswith("| – | – | – |")  # a point inside an epoch: no ranks kept
+    assert f"| {diff_of(mid2):+.4f} | [" in rows["(e)"]  # a point inside an epoch: its ranks are kept too
+    assert "| recharness SASRec (fp32), reading 1's first point at or above RecBole's best (300.0 s) | 300.0 |" in text
     assert ("at or above 0.1000 from 400.5 training seconds on (epoch 2's weights)" in text
-            and "row (f) of the table below" in text)
+            and "row (f) of the table below" in text and "row (e) of the table below" in text)
+    # ranks of another length than the users (a damaged record): no ranks for that row, the report still renders
+    ours["point_ranks"]["ranks"][2] = "1,2"
+    text = bench.report(args, data, rb, runs, loads, wall, tmp_path / "r.md")
+    assert next(line for line in text.splitlines() if line.startswith("| (e) ")).endswith("| – | – | – |")
     # RecBole not converged: no reading rows
     rb["stopped"] = "epochs"
     text = bench.report(args, data, rb, runs, loads, wall, tmp_path / "r.md")
     assert "| (e) " not in text and "| (f) " not in text and "| (d) " in text
 
 
-def test_the_code_fingerprint_hashes_the_recharness_code_the_worker_imports(bench):
-    names = {p.relative_to(p.parents[1]).as_posix() for p in bench.worker_sources()}
-    # SASRec, its loss and training loop, the split, and the ranking metrics that make the test ranks
+def test_the_code_fingerprint_names_the_recharness_files_that_decide_our_numbers(bench, tmp_path):
+    files = bench.worker_sources()
     assert {"baselines/sasrec.py", "baselines/linear_cross_entropy.py", "baselines/training.py",
-            "metrics/full_ranking.py", "recbench/seqrec_data.py"} <= names
-    assert "matching/parse.py" not in names  # imported by a parent package's __init__, deciding none of it
+            "metrics/full_ranking.py", "tasks/recbench/seqrec_data.py"} <= set(files)
+    assert "core/io.py" not in files and all(len(d) == 12 for d in files.values())
+    # a kept run refused for a file of them says which; one from before files were recorded says so
+    spec = {"seed": 0, "budget_s": 100.0, "marks": [50.0], "code": "x", "code_files": files}
+    kept = tmp_path / "ours-fp32.json"
+    changed = {**files, "metrics/full_ranking.py": "0" * 12}
+    kept.write_text(json.dumps({"spec": {**spec, "code": "y", "code_files": changed}, "wall_s": 1.0}))
+    assert bench.reusable(kept, spec) is None
+    assert bench.not_reusable_why(kept, spec) == "differs in recharness files: metrics/full_ranking.py"
+    kept.write_text(json.dumps({"spec": {**spec, "code": "y"}, "wall_s": 1.0}))
+    assert bench.not_reusable_why(kept, spec) == "differs in code: this script's worker functions or torch's version"
+    old = {k: v for k, v in spec.items() if k != "code_files"}
+    kept.write_text(json.dumps({"spec": {**old, "code": "y", "seed": 1}, "wall_s": 1.0}))
+    assert bench.not_reusable_why(kept, spec) == "differs in recharness files: not recorded by that run; seed"
+    kept.write_text(json.dumps({"spec": {**spec, "marks": []}, "wall_s": 1.0}))
+    assert bench.not_reusable_why(kept, spec) == "lacks 1 RecBole curve point(s) it needs"
