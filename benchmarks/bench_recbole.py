@@ -1143,7 +1143,8 @@ def _met_on(share: float, row: bool, label: str) -> str:
     if share > 0.2:
         return ""
     return (f", on the point estimates (its paired interval over users: row ({label}) of the table below)" if row
-            else ", on the point estimates (no paired interval: the run kept no per-user ranks of those weights)")
+            else ", on the point estimates (no paired interval: per-user ranks were not kept of those weights or of "
+                 "RecBole's best)")
 
 
 def converged_line(run: dict, patience: int, best: dict, *, exact: float | None = None, slow: list | None = None,

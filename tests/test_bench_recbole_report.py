@@ -81,7 +81,7 @@ def test_ours_chosen_by_its_own_validation_as_recboles_value_is(bench):
     assert "ours: not at or above 0.1480 to the end" in lines[1]  # the raw curve ends at 0.140
     assert ("- ours, its weights chosen by its own validation NDCG@10 as RecBole's are: at or above 0.1480 from "
             "800.0 training seconds on (epoch 2's weights), 0.133 of RecBole's 6,000: met on this reading, on the point "
-            "estimates (no paired interval: the run kept no per-user ranks of those weights).") == lines[2]
+            "estimates (no paired interval: per-user ranks were not kept of those weights or of RecBole's best).") == lines[2]
     lines = bench.convergence_lines(_rb(train_s=6000.0, test=0.15), [run])
     assert lines[2].endswith("not at or above 0.1500 to the end (its best 0.1520): **not met** on this reading.")
 
@@ -549,9 +549,10 @@ def test_every_reading_is_also_read_against_the_median_corrected_time(bench):
     assert lines[2].endswith("(epoch 1, 1,500 s), its best would have come after 4,500 training seconds.")
     floors = "; against the median-corrected 4,500 s, 0.244: **not met**; against the fastest-epoch floor 4,500 s, 0.244: **not met**."
     assert lines[3].endswith("0.183 of RecBole's 6,000 (5.5× sooner): the ≤ 1/5 goal is met, on the point estimates "
-                             "(no paired interval: the run kept no per-user ranks of those weights)" + floors)
+                             "(no paired interval: per-user ranks were not kept of those weights or of RecBole's best)"
+                             + floors)
     assert lines[4].endswith("0.183 of RecBole's 6,000: met on this reading, on the point estimates (no paired "
-                             "interval: the run kept no per-user ranks of those weights)" + floors)
+                             "interval: per-user ranks were not kept of those weights or of RecBole's best)" + floors)
     assert ("met on the point estimates" + floors) in lines[5]
 
 
