@@ -87,3 +87,45 @@ def test_history_scorer_on_a_sequential_build_keeps_the_ranking_objective(datase
     # a leave-last-out training set (no build) too
     lo = TrainData.leave_last_out(load_dataset(str(dataset_dir)))
     assert tuning.objective_for(EASE, lo, 0).metric == "ndcg@10"
+
+
+def test_item_mean_rate_by_hand_for_a_given_smoothing():
+    """P(click | item) = (clicks + m * prior) / (pairs + m), prior = the training pairs' click rate; checked
+    for a non-default m on three pairs worked by hand."""
+    from recharness.baselines.item_mean import ItemMeanCtr
+
+    pairs = pl.DataFrame({"user_id": ["u1", "u2", "u3", "u4"], "item_id": ["a", "a", "a", "b"],
+                          "label": [1, 1, 0, 0], "timestamp": [1, 2, 3, 4]})
+    train = TrainData(pairs.filter(pl.col("label") == 1).select("user_id", "item_id", "timestamp"),
+                      ["a", "b", "c"], pairs)
+    model = ItemMeanCtr.create(seed=5, smoothing=2.0).fit(train)
+    # prior 2/4 = 0.5; a: (2 + 2 * 0.5) / (3 + 2) = 0.6; b: (0 + 1) / (1 + 2) = 1/3; c unseen: the prior
+    got = model.p_clicks([{"user_id": "x", "item_id": i} for i in "abc"])
+    assert got == pytest.approx([0.6, 1 / 3, 0.5], abs=1e-12)
+    assert model.settings() == {"smoothing": 2.0} and ItemMeanCtr.create().settings() == {"smoothing": 10.0}
+    with pytest.raises(ValueError, match="smoothing"):
+        ItemMeanCtr(smoothing=0)
+
+
+def test_item_mean_tunes_its_smoothing_on_the_dlrms_validation_auc(dataset_dir, tmp_path):
+    """item_mean is searched like the DLRMs it is compared with (issue 25 §1, the same budget): AUC of its
+    rates on the build's validation pairs, fitted on the other training pairs; trial 0 is its default."""
+    from recharness.baselines import BASELINES
+    from recharness.baselines.item_mean import ItemMeanCtr
+    from recharness.runner.train import _budget
+
+    assert _budget("item_mean", 7) == 7 and _budget("popularity", 7) == 0
+    train = _ctr_train(dataset_dir, tmp_path / "ctr", valid_fraction=0.2)
+    valid = pl.read_parquet(tmp_path / "ctr" / "recbench" / "valid.parquet")
+    obj = tuning.objective_for(BASELINES.get("item_mean"), train, 0)
+    assert obj.metric == "auc" and obj.size == valid.height and "valid.parquet" in obj.description
+    assert not _keys(valid) & _keys(obj.fit_on.pairs)  # the trial's fit never sees a validation pair
+    model = ItemMeanCtr.create(smoothing=0.5).fit(obj.fit_on)
+    assert obj.score(model) == pytest.approx(_by_hand(model, valid), abs=1e-12)
+    search = tuning.tune(ItemMeanCtr, train, 4, seed=0)
+    trials = search["trials"]
+    assert len(trials) == 4 and trials[0]["params"] == {"smoothing": 10.0}
+    assert search["best"]["valid"] == max(t["valid"] for t in trials) >= trials[0]["valid"]
+    assert all(0.01 <= t["params"]["smoothing"] <= 10_000 for t in trials)
+    best = ItemMeanCtr.create(**search["best"]["params"]).fit(obj.fit_on)
+    assert obj.score(best) == pytest.approx(search["best"]["valid"], abs=1e-12)

@@ -404,7 +404,7 @@ def train(
     executor: Annotated[str, typer.Option("--executor", help="local, or ray: one Ray task per reference model, in parallel.")] = "local",
     address: Annotated[str | None, typer.Option("--address", help="With --executor ray: the cluster to join (auto, ray://HOST:PORT).")] = None,
     retrain: Annotated[bool, typer.Option("--retrain", help="Fit again the models already trained on this build (by default they are kept: a killed train resumes).")] = False,
-    tune: Annotated[int, typer.Option("--tune", min=0, help="Optuna trials per tunable model (itemknn, ease, als, markov, the sasrec variants with a per-trial epoch cap, the DLRMs), the same budget each, on a validation split of the training data; 0: default settings.")] = 0,
+    tune: Annotated[int, typer.Option("--tune", min=0, help="Optuna trials per tunable model (itemknn, ease, als, markov, item_mean, the sasrec variants with a per-trial epoch cap, the DLRMs), the same budget each, on a validation split of the training data; 0: default settings.")] = 0,
 ):
     """Fit the suite's reference models on the build's training data; `score` then reads their predictions."""
     from recharness.runner.train import train as do_train

@@ -34,8 +34,9 @@ BASELINES.add("popularity", PopularityRanker, answers=("ranking", "click"), trai
                           "users per item)")
 BASELINES.add("random", RandomRanker, answers=("ranking", "click"), trainable=False,
               description="uniform random items (for click scores: uniform scores), seeded: the chance level")
-BASELINES.add("item_mean", ItemMeanCtr, answers=("click",), trainable=True,
-              description="the item's click-through rate in the training pairs, smoothed towards the global rate")
+BASELINES.add("item_mean", ItemMeanCtr, answers=("click",), trainable=True, tunable=True,
+              description="the item's click-through rate in the training pairs, smoothed towards the global rate "
+                          "(tunable: the smoothing)")
 # personalised rankers over the binary user x item matrix (`HistoryScorer`): simple, strong, tunable
 # (`train --tune N`). `heavy`: fitted by `recharness train` only, their predictions kept in the run dir
 for _name, _path, _lib, _what in (

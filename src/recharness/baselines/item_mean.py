@@ -14,11 +14,33 @@ class ItemMeanCtr(Baseline):
     in few pairs is pulled towards the global rate, an unseen one gets it (m = `smoothing`)."""
 
     name = "item_mean"
-    smoothing = 10.0
+    #: `train --tune N`: the shrinkage m on a log scale around its default, searched by validation AUC like the
+    #: DLRMs it is compared with (the same budget of trials, the same validation pairs)
+    space = {"smoothing": ("log", 0.01, 10_000.0)}
 
-    def __init__(self):
+    def __init__(self, smoothing: float = 10.0):
+        if not smoothing > 0:
+            raise ValueError(f"item_mean: smoothing must be > 0, got {smoothing!r}")
+        self.smoothing = float(smoothing)
         self.prior = 0.5
         self.rate: dict[str, float] = {}
+
+    @classmethod
+    def defaults(cls) -> dict:
+        return {"smoothing": 10.0}
+
+    @classmethod
+    def create(cls, seed: int = 0, **params) -> Self:
+        """Deterministic: the seed changes nothing."""
+        return cls(**params)
+
+    @classmethod
+    def tuning_objective(cls, train: TrainData, seed: int):
+        """AUC of the click rates on the validation pairs the DLRMs are tuned on, fitted without them
+        (`baselines.tuning.click_objective`); never a test pair."""
+        from recharness.baselines.tuning import click_objective
+
+        return click_objective(train, seed)
 
     def settings(self) -> dict:
         return {"smoothing": self.smoothing}
