@@ -17,8 +17,10 @@ class ItemMeanCtr(Baseline):
     #: `train --tune N`: the shrinkage m on a log scale around its default, searched by validation AUC like the
     #: DLRMs it is compared with (the same budget of trials, the same validation pairs)
     space = {"smoothing": ("log", 0.01, 10_000.0)}
+    #: m when none is given: one constant for the constructor and `defaults()` (tuning's trial 0), so they cannot part
+    DEFAULT_SMOOTHING = 10.0
 
-    def __init__(self, smoothing: float = 10.0):
+    def __init__(self, smoothing: float = DEFAULT_SMOOTHING):
         if not smoothing > 0:
             raise ValueError(f"item_mean: smoothing must be > 0, got {smoothing!r}")
         self.smoothing = float(smoothing)
@@ -27,7 +29,7 @@ class ItemMeanCtr(Baseline):
 
     @classmethod
     def defaults(cls) -> dict:
-        return {"smoothing": 10.0}
+        return {"smoothing": cls.DEFAULT_SMOOTHING}
 
     @classmethod
     def create(cls, seed: int = 0, **params) -> Self:
