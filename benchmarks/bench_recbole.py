@@ -520,25 +520,24 @@ def user_intervals(points: dict[str, dict[str, int] | None], pairs: dict[str, tu
     return out
 
 
-def _ranks_at(run: dict, point: dict | None) -> dict | None:
-    """The per-user ranks `run` kept for its curve point `point` (None if it kept none for it)."""
-    kept = [r for r in (run.get("ranks") or {}).values() if r]
-    return next((r["ranks"] for r in kept if point is not None and r["train_s"] == point["train_s"]), None)
-
-
-def _point_ranks(run: dict, point: dict | None) -> dict | None:
-    """The per-user ranks `run` kept of its curve point `point` (`point_ranks`, runs since 2026-11-30: every
-    evaluated point), None if it kept none."""
+def ranks_of(run: dict, point: dict | None) -> dict | None:
+    """The per-user ranks `run` kept of its curve point `point`, None if it kept none. Runs since 2026-11-30 keep
+    every evaluated point's (`point_ranks`); older runs kept only a few chosen points' (`ranks`: last, at
+    RecBole's end, selected, converged), found by their training second. (The worker still writes both, so the
+    kept final run's code fingerprint, and with it its reuse, stays as it is.)"""
+    if point is None:
+        return None
     kept = run.get("point_ranks") or {}
     curve = run.get("curve") or []
-    if point is None or not kept or len(kept.get("ranks") or []) != len(curve):
-        return None
-    i = next((i for i, p in enumerate(curve) if p["train_s"] == point["train_s"]), None)
-    if i is None:
-        return None
-    ranks = [int(x) for x in kept["ranks"][i].split(",")]
-    # a damaged record (never written so by the worker) has no ranks rather than failing the whole report
-    return dict(zip(kept["users"], ranks)) if len(ranks) == len(kept["users"]) else None
+    if kept and len(kept.get("ranks") or []) == len(curve):
+        i = next((i for i, p in enumerate(curve) if p["train_s"] == point["train_s"]), None)
+        if i is None:
+            return None
+        ranks = [int(x) for x in kept["ranks"][i].split(",")]
+        # a damaged record (never written so by the worker) has no ranks rather than failing the whole report
+        return dict(zip(kept["users"], ranks)) if len(ranks) == len(kept["users"]) else None
+    older = [r for r in (run.get("ranks") or {}).values() if r]
+    return next((r["ranks"] for r in older if r["train_s"] == point["train_s"]), None)
 
 
 def _epoch_point(run: dict, epoch: int) -> dict | None:
@@ -582,7 +581,7 @@ def interval_lines(rb: dict, runs: list[dict], resamples: int = RESAMPLES, seed:
         labels[end] = (f"{r['framework']} at RecBole's last training second ({p['train_s']:,.0f} s)"
                        + (" — our run had ended: our last point" if short else ""))
         labels[fin] = f"{r['framework']}, last point"
-        points[end], points[fin] = _ranks_at(r, o), _ranks_at(r, r["curve"][-1] if r["curve"] else None)
+        points[end], points[fin] = ranks_of(r, o), ranks_of(r, r["curve"][-1] if r["curve"] else None)
         times[end], times[fin] = o and o["train_s"], r["curve"][-1]["train_s"] if r["curve"] else None
         pairs[f"(a) {labels[end]} − {labels['rb last']}"] = (end, "rb last")
         pairs[f"(b) {labels[fin]} − {labels['rb best']}"] = (fin, "rb best")
@@ -594,8 +593,7 @@ def interval_lines(rb: dict, runs: list[dict], resamples: int = RESAMPLES, seed:
             pairs[f"(c) {labels[key]} − {labels['rb best']}"] = (key, "rb best")
         chosen = selected_curve(r)
         at = chosen and _epoch_point(r, chosen[-1]["selected_epoch"])
-        sel = ({"epoch": chosen[-1]["selected_epoch"], "train_s": at["train_s"], "ranks": _point_ranks(r, at)}
-               if at and r.get("point_ranks") else (r.get("ranks") or {}).get("selected"))  # older runs: the worker's
+        sel = at and {"epoch": chosen[-1]["selected_epoch"], "train_s": at["train_s"], "ranks": ranks_of(r, at)}
         if sel:  # the weights ours' own validation chooses over its whole run, as reading 2 reads it
             key = f"{r['framework']} selected"
             labels[key] = f"{r['framework']}, its weights of best validation NDCG@10 over its run (epoch {sel['epoch']})"
@@ -607,14 +605,14 @@ def interval_lines(rb: dict, runs: list[dict], resamples: int = RESAMPLES, seed:
                 key = f"{r['framework']} hit1"
                 labels[key] = (f"{r['framework']}, reading 1's first point at or above RecBole's best "
                                f"({hit1['train_s']:,.1f} s)")
-                points[key], times[key] = _point_ranks(r, hit1), hit1["train_s"]
+                points[key], times[key] = ranks_of(r, hit1), hit1["train_s"]
                 pairs[f"(e) {labels[key]} − {labels['rb best']}"] = (key, "rb best")
             if hit2 is not None:  # the weights reading 2 holds at its first point at or above
                 key = f"{r['framework']} hit2"
                 labels[key] = (f"{r['framework']}, reading 2's weights at its first point at or above RecBole's best "
                                f"(epoch {hit2['selected_epoch']}'s, chosen at {hit2['train_s']:,.1f} s)")
                 at = _epoch_point(r, hit2["selected_epoch"])
-                points[key], times[key] = _point_ranks(r, at), at and at["train_s"]
+                points[key], times[key] = ranks_of(r, at), at and at["train_s"]
                 pairs[f"(f) {labels[key]} − {labels['rb best']}"] = (key, "rb best")
     head = ["", "## NDCG@10 with 95% intervals over test users", ""]
     if not any(points.values()):
@@ -962,7 +960,7 @@ def rule_epochs(run: dict) -> list[dict]:
     """Our epochs as RecBole's early stopping sees its own: whole epochs only (a run cut by its budget validates
     its unfinished last epoch; RecBole validates only finished ones), validation NDCG@10 rounded as RecBole
     rounds its value (so values within rounding tie, and a tie counts as better), a NaN value left out. The
-    worker's own choice (`ranks["converged"]`) used the values unrounded: `converged_ranks` checks they agree."""
+    worker's own choice (`ranks["converged"]`, older runs) used the values unrounded; the report reads only this."""
     curve = [p for p in run.get("curve") or [] if "epoch" in p]
     epochs = run.get("epochs") or []
     unfinished = (epochs[-1].get("epoch") if epochs and curve and curve[-1].get("end_of_epoch") is False
@@ -977,13 +975,15 @@ def rule_epochs(run: dict) -> list[dict]:
 
 
 def converged_ranks(run: dict, patience: int | None) -> dict | None:
-    """The per-user ranks our run kept of the weights RecBole's rule keeps (`ranks["converged"]`), only when they
-    are of the epoch the report's reading (`rule_epochs`) keeps: else None (no paired row for those weights)."""
-    conv = (run.get("ranks") or {}).get("converged")
-    if conv is None or patience is None:
+    """The per-user ranks our run kept of the weights RecBole's rule keeps of ours (`patience_best` over
+    `rule_epochs`: that epoch's last evaluated point, `ranks_of`), None when the rule does not stop within the run
+    or no ranks were kept of that point (no paired row for those weights)."""
+    if patience is None:
         return None
-    kept, _ = patience_best(rule_epochs(run), patience)
-    return conv if kept is not None and kept["epoch"] == conv.get("epoch") else None
+    kept, stop = patience_best(rule_epochs(run), patience)
+    at = kept and stop is not None and _epoch_point(run, kept["epoch"])
+    ranks = ranks_of(run, at) if at else None
+    return ranks and {"epoch": kept["epoch"], "train_s": at["train_s"], "ranks": ranks}
 
 
 def recbole_best_exact(rb: dict) -> float:
@@ -1104,7 +1104,7 @@ def convergence_lines(rb: dict, runs: list[dict]) -> list[str]:
         _, hit, hit2 = reading_hits(rb, r)
         if hit is not None:
             share = hit["train_s"] / best["train_s"]
-            row = rb_best_ranks and _point_ranks(r, hit) is not None
+            row = rb_best_ranks and ranks_of(r, hit) is not None
             lines.append(f"- {r['framework']}: at or above {target:.4f} from {hit['train_s']:,.1f} training "
                          f"seconds on (every later point too){_last_only(r['curve'], hit)}, {share:.3f} of RecBole's "
                          f"{best['train_s']:,.0f} ({1 / share:.1f}× sooner): the ≤ 1/5 goal is "
@@ -1123,7 +1123,7 @@ def convergence_lines(rb: dict, runs: list[dict]) -> list[str]:
             what = f"- {r['framework']}, its weights chosen by its own validation NDCG@10 as RecBole's are: "
             if hit2 is not None:
                 share = hit2["train_s"] / best["train_s"]
-                row = rb_best_ranks and _point_ranks(r, _epoch_point(r, hit2["selected_epoch"])) is not None
+                row = rb_best_ranks and ranks_of(r, _epoch_point(r, hit2["selected_epoch"])) is not None
                 lines.append(what + f"at or above {target:.4f} from {hit2['train_s']:,.1f} training seconds on "
                              f"(epoch {hit2['selected_epoch']}'s weights){_last_only(selected, hit2)}, {share:.3f} of "
                              f"RecBole's {best['train_s']:,.0f}: {'met' if share <= 0.2 else '**not met**'} on this "
@@ -1241,12 +1241,17 @@ def status_text(work: Path) -> str:
                      f"{best['test']:.4f}, {best['train_s']:,.0f} training s); {since} epoch(s) since.")
         patience = spec.get("patience")
         if patience:
-            left = max(patience + 1 - since, 0)  # it stops after more than `patience` epochs without one
+            left = max(patience + 1 - since, 0)  # it stops after more than `patience` epochs in a row without one
             per = sorted(e["train_s"] for e in ckpt["epochs"])[len(ckpt["epochs"]) // 2]
-            lines.append(f"- early stopping (patience {patience}: more than {patience} epochs in a row without a "
-                         f"better value) needs at least {left} more epoch(s): ≥ {left * per / 3600:.1f} training "
-                         "hours at the median epoch "
-                         f"({per:,.0f} s); every better value starts the count again.")
+            if left == 0:  # the rule has stopped the run: its result is final, not partial
+                lines[0] = f"# RecBole's run in {work}: **converged** (stopped by early stopping after epoch {done})"
+                lines.append(f"- early stopping (patience {patience}) stopped the run after epoch {done}: {since} "
+                             f"epochs without a better value than epoch {best['epoch']}'s, which it keeps.")
+            else:
+                lines.append(f"- early stopping (patience {patience}: more than {patience} epochs in a row without "
+                             f"a better value) needs at least {left} more epoch(s): ≥ {left * per / 3600:.1f} "
+                             f"training hours at the median epoch ({per:,.0f} s); every better value starts the "
+                             "count again.")
     return "\n".join(lines) + "\n"
 
 

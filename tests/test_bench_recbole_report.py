@@ -264,6 +264,16 @@ def test_status_of_a_run_in_progress(bench, tmp_path):
     assert "best validation NDCG@10 0.1200 after epoch 2 (test NDCG@10 there 0.1150, 220 training s); 1 epoch(s) since" in text
     # patience 2: it stops after 3 epochs in a row without a better value; 1 so far -> 2 more, at the median 110 s
     assert "needs at least 2 more epoch(s): ≥ 0.1 training hours at the median epoch (110 s)" in text
+    # patience 1: 1 epoch without a better value is not yet more than 1; a fourth epoch below makes 2: converged
+    (tmp_path / "recbole_spec.json").write_text(json.dumps({"dropout": 0.2, "patience": 1, "epochs": 50}))
+    assert "needs at least 1 more epoch(s)" in bench.status_text(tmp_path)
+    epochs.append({"epoch": 4, "train_s": 90.0, "valid_ndcg@10": 0.115, "finished_at": "t4"})
+    ckpt = json.loads((tmp_path / "recbole" / "checkpoint.json").read_text())
+    (tmp_path / "recbole" / "checkpoint.json").write_text(json.dumps({**ckpt, "epochs": epochs, "within_epoch": None}))
+    done = bench.status_text(tmp_path)
+    assert "**partial**" not in done and "needs at least" not in done
+    assert "**converged** (stopped by early stopping after epoch 4)" in done.splitlines()[0]
+    assert "early stopping (patience 1) stopped the run after epoch 4: 2 epochs without a better value than epoch 2's" in done
     with pytest.raises(SystemExit, match="no checkpoint yet"):
         bench.status_text(tmp_path / "elsewhere")
 
@@ -476,18 +486,27 @@ def test_patience_best_is_recboles_early_stopping(bench):
 def test_ours_stopped_as_recbole_is(bench):
     curve = [{"train_s": 400, "epoch": 1, "ndcg@10": 0.12}, {"train_s": 800, "epoch": 2, "ndcg@10": 0.151},
              {"train_s": 1200, "epoch": 3, "ndcg@10": 0.149}, {"train_s": 1600, "epoch": 4, "ndcg@10": 0.160}]
+    # every evaluated point's ranks, as runs since 2026-11-30 keep them: epoch 2's (800 s) is the paired row's
     run = _ours(curve, name="ours") | {"epochs": _epochs(0.10, 0.13, 0.12, 0.11),
-                                        "ranks": {"converged": {"epoch": 2, "ranks": {}}}}
+                                        "point_ranks": {"users": ["1", "2"], "ranks": ["1,2", "3,4", "5,6", "7,8"]}}
+    assert bench.converged_ranks(run, 1) == {"epoch": 2, "train_s": 800, "ranks": {"1": 3, "2": 4}}
     rb = _rb(train_s=6000.0, test=0.15, patience=1)
     line = bench.convergence_lines(rb, [run])[-1]
     assert line == ("- ours, stopped as RecBole is (patience 1, on its own validation NDCG@10): its best after epoch 2, "
                     "800.0 training seconds (stopped after epoch 4, 1,600 s); test NDCG@10 there 0.1510 against "
                     "RecBole's 0.1500 (+0.0010; its paired interval over users: row (c) of the table below), kept after 0.133 of "
                     "RecBole's 6,000 s: met on the point estimates.")
-    # the ranks kept are of another epoch than this reading keeps (or none): no paired interval is claimed
-    for ranks in ({"converged": {"epoch": 3, "ranks": {}}}, {}):
-        line = bench.convergence_lines(rb, [run | {"ranks": ranks}])[-1]
+    # an older run (a few chosen points' ranks, found by their training second): of epoch 2's point, the row is
+    # paired; of another point only (or none), no paired interval is claimed
+    older = {k: v for k, v in run.items() if k != "point_ranks"}
+    kept = {"train_s": 800, "epoch": 2, "ranks": {"1": 3}}
+    assert bench.converged_ranks(older | {"ranks": {"converged": kept}}, 1)["ranks"] == {"1": 3}
+    for ranks in ({"converged": {**kept, "train_s": 1200, "epoch": 3}}, {}):
+        assert bench.converged_ranks(older | {"ranks": ranks}, 1) is None
+        line = bench.convergence_lines(rb, [older | {"ranks": ranks}])[-1]
         assert "(+0.0010; no paired interval: the run kept no per-user ranks of those weights)" in line
+    # a patience the run never exhausts keeps no weights: nothing to pair
+    assert bench.converged_ranks(run, 2) is None
     below = bench.convergence_lines(_rb(train_s=6000.0, test=0.152, patience=1), [run])[-1]
     assert below.endswith("(-0.0010; its paired interval over users: row (c) of the table below), kept after 0.133 of RecBole's "
                           "6,000 s: **not met**: its converged value is below RecBole's.")
@@ -501,20 +520,29 @@ def test_report_pairs_ours_as_recbole_stops_it_with_recboles_best(bench, tmp_pat
     args, data, rb, runs, loads, wall = _full_results(with_ranks=True)
     rb["patience"] = 1
     ours = runs[0]
-    ours["ranks"]["converged"] = {**ours["ranks"]["last"], "epoch": 2, "train_s": 250.0}
-    # ranks of an epoch other than the one RecBole's rule keeps here (epoch 1): no (c) row
+    # epochs 2 and 3 below epoch 1: RecBole's rule (patience 1) stops after epoch 3 and keeps epoch 1, whose last
+    # evaluated point is at 200 s
+    ours["epochs"] = [{**ours["epochs"][0], "epoch": e, "valid_ndcg@10": v} for e, v in ((1, 0.2), (2, 0.1), (3, 0.1))]
+    # an older run's ranks of another point only (epoch 2's): no (c) row
+    ours["ranks"]["converged"] = {**ours["ranks"]["at_recbole_end"], "epoch": 2}
     text = bench.report(args, data, rb, runs, loads, wall, tmp_path / "r.md")
     assert "| (c) " not in text
-    ours["ranks"]["converged"]["epoch"] = 1
-    text = bench.report(args, data, rb, runs, loads, wall, tmp_path / "r.md")
     users = sorted(rb["ranks"]["best"]["ranks"])
-    diff = (bench.user_ndcg(ours["ranks"]["converged"]["ranks"], users)
-            - bench.user_ndcg(rb["ranks"]["best"]["ranks"], users)).mean()
-    row = next(line for line in text.splitlines() if line.startswith("| (c) "))
-    assert ("(c) recharness SASRec (fp32), the weights RecBole's early stopping keeps (epoch 1) − RecBole, best "
-            "validation NDCG@10 (epoch 1)") in row
-    assert f"| {diff:+.4f} | [" in row
-    assert "| recharness SASRec (fp32), the weights RecBole's early stopping keeps (epoch 1) | 250.0 |" in text
+    for kept in ("older", "every point"):
+        if kept == "older":  # the older form, of the kept epoch's point
+            ours["ranks"]["converged"] = {**ours["ranks"]["last"], "epoch": 1, "train_s": 200.0}
+            conv = ours["ranks"]["converged"]["ranks"]
+        else:  # every point's ranks, as runs since 2026-11-30 keep them; the older records are then not read
+            per_point = [[(i * 7 + j) % 30 + 1 for j in range(len(users))] for i in range(len(ours["curve"]))]
+            ours["point_ranks"] = {"users": users, "ranks": [",".join(map(str, r)) for r in per_point]}
+            conv = dict(zip(users, per_point[1]))
+        text = bench.report(args, data, rb, runs, loads, wall, tmp_path / "r.md")
+        diff = (bench.user_ndcg(conv, users) - bench.user_ndcg(rb["ranks"]["best"]["ranks"], users)).mean()
+        row = next(line for line in text.splitlines() if line.startswith("| (c) "))
+        assert ("(c) recharness SASRec (fp32), the weights RecBole's early stopping keeps (epoch 1) − RecBole, best "
+                "validation NDCG@10 (epoch 1)") in row, kept
+        assert f"| {diff:+.4f} | [" in row, kept
+        assert "| recharness SASRec (fp32), the weights RecBole's early stopping keeps (epoch 1) | 200.0 |" in text
 
 
 def test_ours_read_as_recbole_reads_its_epochs(bench):
