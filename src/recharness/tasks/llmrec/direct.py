@@ -13,7 +13,12 @@ the answer. A list line is
   * a numbered or bulleted line ("1. 5", "2) [17] Heat (1995)", "- Fargo
     (1996)"): its candidates are the line's list of numbers, else the
     candidate titles it starts with, else a number it starts with or a "[k]"
-    in it, else the candidate titles from the first one anywhere in it.
+    in it, else the candidate titles from the first one anywhere in it. A
+    bare number followed by words is a number only if the words are a
+    candidate's title ("2. 2 Days in the Valley (1996)", no candidate, names
+    none); a rank mark alone that continues the numbering of the line before
+    ("7." after "6. Hackers (1995)": an answer cut by its token limit) is an
+    entry with nothing in it, not candidate 7.
     "Candidate titles" are a run of them with only separators between
     ("Heat (1995) - Ronin (1998)", "Cliffhanger - Die Hard 2" with only Die
     Hard 2 a candidate), in order; words other than a title end the run, so
@@ -78,6 +83,11 @@ _RANK_MARK = re.compile(r"\s*(?:[-*•+]\s+|#?\d{1,3}[.)]\s+|rank\s*#?\d{1,3}\s*
 _CAND_MARK = re.compile(r"\s*(?:[\[(](\d{1,3})[\])]|(\d{1,3})\s*[-–—:]\s|candidate\s*#?(\d{1,3})\b)", re.IGNORECASE)
 _LEAD_NUM = re.compile(r"(?:#|candidate\s*)?\[?(\d{1,3})\]?(?![\w.])", re.IGNORECASE)
 _BRACKET_NUM = re.compile(r"\[(\d{1,3})\]")
+#: a bare number followed by a word ("2 Days in the Valley"), not by a separator ("5 - Heat") or nothing
+_WORD_AFTER = re.compile(r"\s+[^\W\d_]", re.UNICODE)
+#: a list line "k. entry" / "k) entry" (its rank number k), and a rank mark standing alone ("7.", "7")
+_MARK_THEN_ENTRY = re.compile(r"#?(\d{1,3})[.)]\s+\S")
+_MARK_ALONE = re.compile(r"#?(\d{1,3})[.)]?")
 #: a rank before candidate numbers: "1) 5", "1 - 5", "(1) 5", "1) [5]" (not "(1) (5)": two candidates alike)
 _RANK_THEN_NUMBER = re.compile(r"\s*(?:\d{1,3}\)|\d{1,3}\s*[-–—]|\(\d{1,3}\))\s+(?=(?:#|candidate\s*)?[\[\d])",
                                re.IGNORECASE)
@@ -600,11 +610,20 @@ def _list_refs(text: str, titles: _Titles) -> tuple[list[tuple[int, bool]], int,
     the last list line that hold a small number or markup; see the module docstring."""
     refs: list[tuple[int, bool]] = []
     list_chars = other_chars = pending = 0
+    mark = None  # the rank number of the last list line that was "k. entry"
     for raw in text.splitlines()[:MAX_LINES]:
         line = raw.translate(_MARKUP).strip()
         if not line:
             continue
-        found = _line_refs(line, titles)
+        alone = _MARK_ALONE.fullmatch(line)
+        if alone and mark is not None and int(alone.group(1)) == mark + 1:
+            # "7." after "6. Hackers (1995)": the next entry's rank mark with nothing after it (an answer cut by
+            # its token limit), not candidate 7
+            found, mark = [], mark + 1
+        else:
+            found = _line_refs(line, titles)
+            entry = _MARK_THEN_ENTRY.match(line) if found is not None else None
+            mark = int(entry.group(1)) if entry else None
         if found is None:
             if not line.endswith(":") and _NUMERIC_OR_MARKUP.search(line):
                 pending += len(line)
@@ -644,7 +663,17 @@ def _line_refs(line: str, titles: _Titles) -> list[tuple[int, bool]] | None:
     run = titles.run(content.lstrip("\"'“‘_").lower(), at_start=True)
     if run:
         return [(i + 1, False) for i in run]  # "12 Angry Men (1957)": a title, not candidate 12
-    n = _LEAD_NUM.match(content) or _BRACKET_NUM.search(content)
+    n = _LEAD_NUM.match(content)
+    if n and n.group(0).isdigit() and _WORD_AFTER.match(content, n.end()):
+        # a bare number then words: "5 Heat (1995)" names candidate 5 when Heat is candidate 5 (or Heat when it
+        # is another), but "2 Days in the Valley (1996)", no candidate's title, is a title that starts with a
+        # number, not candidate 2
+        run = titles.run(content[n.end():].strip().lower(), at_start=True)
+        if not run:
+            n = None
+        elif run[0] + 1 != int(n.group(1)):
+            return [(i + 1, False) for i in run]
+    n = n or _BRACKET_NUM.search(content)
     if n:
         return [(int(n.group(1)), True)]
     return [(i + 1, False) for i in titles.run(content.lower())]  # "Cliffhanger - Die Hard 2": the candidate
