@@ -14,11 +14,11 @@ the answer. A list line is
     (1996)"): its candidates are the line's list of numbers, else the
     candidate titles it starts with, else a number it starts with or a "[k]"
     in it, else the candidate titles from the first one anywhere in it. A
-    bare number followed by words is a number only if the words are a
-    candidate's title ("2. 2 Days in the Valley (1996)", no candidate, names
-    none); a rank mark alone that continues the numbering of the line before
-    ("7." after "6. Hackers (1995)": an answer cut by its token limit) is an
-    entry with nothing in it, not candidate 7.
+    bare number is no candidate when the words after it are a title with its
+    year that no candidate has ("2. 2 Days in the Valley (1996)", a copied
+    history line); and the answer's last line, a rank mark alone that
+    continues the numbering of the line before ("7." after "6. Hackers
+    (1995)": an answer cut by its token limit), names nothing.
     "Candidate titles" are a run of them with only separators between
     ("Heat (1995) - Ronin (1998)", "Cliffhanger - Die Hard 2" with only Die
     Hard 2 a candidate), in order; words other than a title end the run, so
@@ -86,8 +86,10 @@ _BRACKET_NUM = re.compile(r"\[(\d{1,3})\]")
 #: a bare number followed by a word ("2 Days in the Valley"), not by a separator ("5 - Heat") or nothing
 _WORD_AFTER = re.compile(r"\s+[^\W\d_]", re.UNICODE)
 #: a list line "k. entry" / "k) entry" (its rank number k), and a rank mark standing alone ("7.", "7")
-_MARK_THEN_ENTRY = re.compile(r"#?(\d{1,3})[.)]\s+\S")
-_MARK_ALONE = re.compile(r"#?(\d{1,3})[.)]?")
+_MARK_THEN_ENTRY = re.compile(r"(\d{1,3})[.)]\s+\S")
+_MARK_ALONE = re.compile(r"(\d{1,3})[.)]?")
+#: a year in brackets, where a written title ends ("Heat (1995)")
+_YEAR_IN = re.compile(r"\((1[89]\d\d|20\d\d)\)")
 #: a rank before candidate numbers: "1) 5", "1 - 5", "(1) 5", "1) [5]" (not "(1) (5)": two candidates alike)
 _RANK_THEN_NUMBER = re.compile(r"\s*(?:\d{1,3}\)|\d{1,3}\s*[-–—]|\(\d{1,3}\))\s+(?=(?:#|candidate\s*)?[\[\d])",
                                re.IGNORECASE)
@@ -567,6 +569,7 @@ class _Titles:
     def __init__(self, titles: list[str]):
         from recharness.matching.normalize import split_year
 
+        self.titles, self.identities = titles, None  # (key, year) of every candidate title: `unknown`, on demand
         self.index: dict[str, int] = {}
         for i, t in enumerate(titles):
             self.index.setdefault(t.lower(), i)
@@ -586,6 +589,21 @@ class _Titles:
     def _compile(index: dict[str, int]):
         alts = sorted((re.escape(t) for t in index if t), key=len, reverse=True)
         return re.compile(r"(?<!\w)(?:" + "|".join(alts) + r")(?!\w)") if alts else None
+
+    def unknown(self, text: str) -> bool:
+        """Whether `text` starts with a title and its year ("Days in the Valley (1996) (rated 4/5)") that is no
+        candidate's, article, accents and alternative titles aside ("The Matrix (1999)" is "Matrix, The (1999)").
+        Text without a year: False, there is nothing to tell it by."""
+        m = _YEAR_IN.search(text)
+        if not m:
+            return False
+        if self.identities is None:
+            from recharness.matching.normalize import normalize_title
+
+            self.identities = {(key, nt.year) for nt in map(normalize_title, self.titles) for key in nt.keys}
+        from recharness.matching.normalize import title_identity
+
+        return title_identity(text[: m.end()].strip()) not in self.identities
 
     def in_order(self, low: str) -> list[int]:
         found = (self.index[m.group(0)] for m in self.pattern.finditer(low)) if self.pattern else ()
@@ -610,16 +628,14 @@ def _list_refs(text: str, titles: _Titles) -> tuple[list[tuple[int, bool]], int,
     the last list line that hold a small number or markup; see the module docstring."""
     refs: list[tuple[int, bool]] = []
     list_chars = other_chars = pending = 0
-    mark = None  # the rank number of the last list line that was "k. entry"
-    for raw in text.splitlines()[:MAX_LINES]:
-        line = raw.translate(_MARKUP).strip()
-        if not line:
-            continue
-        alone = _MARK_ALONE.fullmatch(line)
+    lines = [line for line in (raw.translate(_MARKUP).strip() for raw in text.splitlines()[:MAX_LINES]) if line]
+    mark = None  # the rank number of the line before when it was "k. entry"
+    for at, line in enumerate(lines):
+        alone = _MARK_ALONE.fullmatch(line) if at == len(lines) - 1 else None
         if alone and mark is not None and int(alone.group(1)) == mark + 1:
-            # "7." after "6. Hackers (1995)": the next entry's rank mark with nothing after it (an answer cut by
-            # its token limit), not candidate 7
-            found, mark = [], mark + 1
+            # the answer's last line "7." after "6. Hackers (1995)": the next entry's rank mark with nothing after
+            # it (an answer cut by its token limit), not candidate 7
+            found = []
         else:
             found = _line_refs(line, titles)
             entry = _MARK_THEN_ENTRY.match(line) if found is not None else None
@@ -664,15 +680,10 @@ def _line_refs(line: str, titles: _Titles) -> list[tuple[int, bool]] | None:
     if run:
         return [(i + 1, False) for i in run]  # "12 Angry Men (1957)": a title, not candidate 12
     n = _LEAD_NUM.match(content)
-    if n and n.group(0).isdigit() and _WORD_AFTER.match(content, n.end()):
-        # a bare number then words: "5 Heat (1995)" names candidate 5 when Heat is candidate 5 (or Heat when it
-        # is another), but "2 Days in the Valley (1996)", no candidate's title, is a title that starts with a
-        # number, not candidate 2
-        run = titles.run(content[n.end():].strip().lower(), at_start=True)
-        if not run:
-            n = None
-        elif run[0] + 1 != int(n.group(1)):
-            return [(i + 1, False) for i in run]
+    if n and n.group(0).isdigit() and _WORD_AFTER.match(content, n.end()) and titles.unknown(content[n.end():]):
+        # "2 Days in the Valley (1996)": the number begins a title with its year that no candidate has (a history
+        # line copied), so it is no candidate number; "5 Heat (1995)", "5 is my top pick" keep 5
+        n = None
     n = n or _BRACKET_NUM.search(content)
     if n:
         return [(int(n.group(1)), True)]
