@@ -1210,7 +1210,8 @@ def report_again(work: Path, out: Path) -> None:
 def status_text(work: Path) -> str:
     """RecBole's run in a kept --work directory so far, from its last checkpoint (read only; the run may
     be training meanwhile): each epoch's training seconds, validation and test NDCG@10, and how many
-    epochs early stopping still needs at the least. A partial result, and it says so."""
+    epochs early stopping still needs at the least. Partial until early stopping has stopped the run, and it says
+    which."""
     ckpt_path, spec_path = work / "recbole" / "checkpoint.json", work / "recbole_spec.json"
     if not ckpt_path.exists():
         raise SystemExit(f"{ckpt_path}: no checkpoint yet (has RecBole finished an epoch in this --work directory?)")
