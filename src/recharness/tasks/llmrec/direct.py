@@ -18,7 +18,10 @@ the answer. A list line is
     year that no candidate has ("2. 2 Days in the Valley (1996)", a copied
     history line); and the answer's last line, a rank mark alone that
     continues the numbering of the line before ("7." after "6. Hackers
-    (1995)": an answer cut by its token limit), names nothing.
+    (1995)": an answer cut by its token limit), names nothing. A title
+    without its year at the start of a line is that candidate unless it
+    goes on, with no separator, to another year ("Speed 2: Cruise Control
+    (1997)", "Heat (1986)": a sequel or a remake, not the candidate).
     "Candidate titles" are a run of them with only separators between
     ("Heat (1995) - Ronin (1998)", "Cliffhanger - Die Hard 2" with only Die
     Hard 2 a candidate), in order; words other than a title end the run, so
@@ -88,8 +91,10 @@ _WORD_AFTER = re.compile(r"\s+[^\W\d_]", re.UNICODE)
 #: a list line "k. entry" / "k) entry" (its rank number k), and a rank mark standing alone ("7.", "7")
 _MARK_THEN_ENTRY = re.compile(r"(\d{1,3})[.)]\s+\S")
 _MARK_ALONE = re.compile(r"(\d{1,3})[.)]?")
-#: a year in brackets, where a written title ends ("Heat (1995)")
+#: a year in brackets, where a written title ends ("Heat (1995)"); and the first one ahead on its line, with no
+#: other bracket before it ("speed 2: cruise control (1997)")
 _YEAR_IN = re.compile(r"\((1[89]\d\d|20\d\d)\)")
+_YEAR_AHEAD = re.compile(r"[^()\n]{0,80}?\((1[89]\d\d|20\d\d)\)")
 #: a rank before candidate numbers: "1) 5", "1 - 5", "(1) 5", "1) [5]" (not "(1) (5)": two candidates alike)
 _RANK_THEN_NUMBER = re.compile(r"\s*(?:\d{1,3}\)|\d{1,3}\s*[-–—]|\(\d{1,3}\))\s+(?=(?:#|candidate\s*)?[\[\d])",
                                re.IGNORECASE)
@@ -570,6 +575,7 @@ class _Titles:
         from recharness.matching.normalize import split_year
 
         self.titles, self.identities = titles, None  # (key, year) of every candidate title: `unknown`, on demand
+        self.years = [split_year(t)[1] for t in titles]
         self.index: dict[str, int] = {}
         for i, t in enumerate(titles):
             self.index.setdefault(t.lower(), i)
@@ -616,10 +622,23 @@ class _Titles:
         pattern, index = (self.loose, self.loose_index) if at_start else (self.pattern, self.index)
         m = (pattern.match if at_start else pattern.search)(low) if pattern else None
         found = []
-        while m:
+        while m and not self._other_film(low, m):
             found.append(index[m.group(0)])
             m = pattern.match(low, _BETWEEN_TITLES.match(low, m.end()).end())
         return list(dict.fromkeys(found))
+
+    def _other_film(self, low: str, m: re.Match) -> bool:
+        """Whether a title matched without its year is another film's start: the title goes on (no separator
+        after it) to a year that is not the candidate's ("speed 2: cruise control (1997)" or "halloween: h20
+        (1998)" is not "Speed (1994)" / "Halloween (1978)", "heat (1986)" not "Heat (1995)")."""
+        key = m.group(0)
+        if key in self.index:  # matched with its year
+            return False
+        sep = _BETWEEN_TITLES.match(low, m.end()).end()
+        if low[m.end():sep].strip():  # "heat - ronin (1998)": a separator, so the year is the next title's
+            return False
+        year = _YEAR_AHEAD.match(low, m.end())
+        return year is not None and int(year.group(1)) != self.years[self.loose_index[key]]
 
 
 def _list_refs(text: str, titles: _Titles) -> tuple[list[tuple[int, bool]], int, int]:
