@@ -93,8 +93,9 @@ _MARK_THEN_ENTRY = re.compile(r"(\d{1,3})[.)]\s+\S")
 _MARK_ALONE = re.compile(r"(\d{1,3})[.)]?")
 #: a year in brackets, where a written title ends ("Heat (1995)"); and the first one ahead on its line, with no
 #: other bracket before it ("speed 2: cruise control (1997)")
-_YEAR_IN = re.compile(r"\((1[89]\d\d|20\d\d)\)")
-_YEAR_AHEAD = re.compile(r"[^()\n]{0,80}?\((1[89]\d\d|20\d\d)\)")
+_YEAR = r"\((1[89]\d\d|20\d\d)\)"
+_YEAR_IN = re.compile(_YEAR)
+_YEAR_AHEAD = re.compile(r"[^()\n]{0,80}?" + _YEAR)
 #: a rank before candidate numbers: "1) 5", "1 - 5", "(1) 5", "1) [5]" (not "(1) (5)": two candidates alike)
 _RANK_THEN_NUMBER = re.compile(r"\s*(?:\d{1,3}\)|\d{1,3}\s*[-–—]|\(\d{1,3}\))\s+(?=(?:#|candidate\s*)?[\[\d])",
                                re.IGNORECASE)
@@ -575,13 +576,14 @@ class _Titles:
         from recharness.matching.normalize import split_year
 
         self.titles, self.identities = titles, None  # (key, year) of every candidate title: `unknown`, on demand
-        self.years = [split_year(t)[1] for t in titles]
+        split = [split_year(t) for t in titles]
+        self.years = [year for _, year in split]
         self.index: dict[str, int] = {}
         for i, t in enumerate(titles):
             self.index.setdefault(t.lower(), i)
         cores: dict[str, list[int]] = {}
-        for i, t in enumerate(titles):
-            core = split_year(t)[0].strip().lower()
+        for i, (t, (name, _)) in enumerate(zip(titles, split)):
+            core = name.strip().lower()
             if core and core != t.lower():
                 cores.setdefault(core, []).append(i)
         self.loose_index = dict(self.index)
@@ -603,12 +605,10 @@ class _Titles:
         m = _YEAR_IN.search(text)
         if not m:
             return False
+        from recharness.matching.normalize import normalize_title, title_identity
+
         if self.identities is None:
-            from recharness.matching.normalize import normalize_title
-
             self.identities = {(key, nt.year) for nt in map(normalize_title, self.titles) for key in nt.keys}
-        from recharness.matching.normalize import title_identity
-
         return title_identity(text[: m.end()].strip()) not in self.identities
 
     def in_order(self, low: str) -> list[int]:
@@ -622,20 +622,23 @@ class _Titles:
         pattern, index = (self.loose, self.loose_index) if at_start else (self.pattern, self.index)
         m = (pattern.match if at_start else pattern.search)(low) if pattern else None
         found = []
-        while m and not self._other_film(low, m):
+        while m:
+            after = _BETWEEN_TITLES.match(low, m.end()).end()  # past the separators to the next title, if any
+            if self._other_film(low, m, after):
+                break
             found.append(index[m.group(0)])
-            m = pattern.match(low, _BETWEEN_TITLES.match(low, m.end()).end())
+            m = pattern.match(low, after)
         return list(dict.fromkeys(found))
 
-    def _other_film(self, low: str, m: re.Match) -> bool:
+    def _other_film(self, low: str, m: re.Match, after: int) -> bool:
         """Whether a title matched without its year is another film's start: the title goes on (no separator
         after it) to a year that is not the candidate's ("speed 2: cruise control (1997)" or "halloween: h20
-        (1998)" is not "Speed (1994)" / "Halloween (1978)", "heat (1986)" not "Heat (1995)")."""
+        (1998)" is not "Speed (1994)" / "Halloween (1978)", "heat (1986)" not "Heat (1995)"). `after`: where the
+        separators after the match end."""
         key = m.group(0)
         if key in self.index:  # matched with its year
             return False
-        sep = _BETWEEN_TITLES.match(low, m.end()).end()
-        if low[m.end():sep].strip():  # "heat - ronin (1998)": a separator, so the year is the next title's
+        if low[m.end():after].strip():  # "heat - ronin (1998)": a separator, so the year is the next title's
             return False
         year = _YEAR_AHEAD.match(low, m.end())
         return year is not None and int(year.group(1)) != self.years[self.loose_index[key]]
